@@ -1,0 +1,23 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+/** A fresh temp directory; call the returned cleanup (or let the test's `after` do it). */
+export async function tempDir(prefix = "actormq-test-"): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+  const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** An ephemeral loopback endpoint: ZeroMQ binds a free port and reports the real one. */
+export const EPHEMERAL = "tcp://127.0.0.1:*";
+
+/** Polls `cond` until it returns truthy or `timeoutMs` passes; never a fixed sleep. */
+export async function waitFor<T>(cond: () => T | Promise<T>, timeoutMs = 10_000, what = "condition", intervalMs = 10): Promise<NonNullable<T>> {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await cond();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

@@ -1,0 +1,27 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { MQError, checkTopic, compareMessageQueue, isMQError } from "../transport/protocol.ts";
+
+test("checkTopic accepts RocketMQ's legal names and rejects the rest with MESSAGE_ILLEGAL", () => {
+  for (const ok of ["TopicTest", "%RETRY%group", "a|b", "x_y-z", "a".repeat(127)]) checkTopic(ok);
+  for (const bad of ["", "has space", "dot.topic", "a".repeat(128), 42]) {
+    assert.throws(() => checkTopic(bad), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  }
+});
+
+test("MQError round-trips over the wire shape and keeps retriable from the code table", () => {
+  const e = MQError.fromWire(new MQError("SYSTEM_BUSY", "busy").toWire());
+  assert.equal(e.code, "SYSTEM_BUSY");
+  assert.equal(e.retriable, true);
+  assert.equal(MQError.fromWire({ code: "nonsense", message: 1 }).code, "SYSTEM_ERROR");
+});
+
+test("message queues sort by topic, broker, queue id", () => {
+  const qs = [
+    { topic: "b", brokerName: "a", queueId: 0 },
+    { topic: "a", brokerName: "b", queueId: 1 },
+    { topic: "a", brokerName: "b", queueId: 0 },
+    { topic: "a", brokerName: "a", queueId: 3 },
+  ].sort(compareMessageQueue);
+  assert.deepEqual(qs.map((q) => `${q.topic}${q.brokerName}${q.queueId}`), ["aa3", "ab0", "ab1", "ba0"]);
+});

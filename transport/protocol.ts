@@ -1,0 +1,276 @@
+/**
+ * Wire vocabulary shared by brokers, name servers and clients: request codes, response codes,
+ * error codes, the MQError type and the shapes that travel in request/reply fields.
+ *
+ * Names and numbers follow Apache RocketMQ (`RequestCode`, `ResponseCode`) so that a RocketMQ
+ * user reads them without a glossary. Client code and broker code share only this file (and the
+ * stored-record codec in `messageRecord.ts`).
+ */
+
+/** Request codes, numbered as RocketMQ's `RequestCode`. The event `type` on the wire is the name. */
+export const RequestCode = {
+  SEND_MESSAGE: 10,
+  PULL_MESSAGE: 11,
+  QUERY_MESSAGE: 12,
+  QUERY_CONSUMER_OFFSET: 14,
+  UPDATE_CONSUMER_OFFSET: 15,
+  UPDATE_AND_CREATE_TOPIC: 17,
+  GET_ALL_TOPIC_CONFIG: 21,
+  GET_BROKER_RUNTIME_INFO: 28,
+  SEARCH_OFFSET_BY_TIMESTAMP: 29,
+  GET_MAX_OFFSET: 30,
+  GET_MIN_OFFSET: 31,
+  GET_EARLIEST_MSG_STORETIME: 32,
+  VIEW_MESSAGE_BY_ID: 33,
+  HEART_BEAT: 34,
+  UNREGISTER_CLIENT: 35,
+  CONSUMER_SEND_MSG_BACK: 36,
+  GET_CONSUMER_LIST_BY_GROUP: 38,
+  NOTIFY_CONSUMER_IDS_CHANGED: 40,
+  LOCK_BATCH_MQ: 41,
+  UNLOCK_BATCH_MQ: 42,
+  GET_ALL_CONSUMER_OFFSET: 43,
+  GET_ALL_DELAY_OFFSET: 45,
+  REGISTER_BROKER: 103,
+  UNREGISTER_BROKER: 104,
+  GET_ROUTEINFO_BY_TOPIC: 105,
+  GET_BROKER_CLUSTER_INFO: 106,
+  UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: 200,
+  GET_ALL_SUBSCRIPTIONGROUP_CONFIG: 201,
+  GET_TOPIC_STATS_INFO: 202,
+  GET_ALL_TOPIC_LIST_FROM_NAMESERVER: 206,
+  GET_CONSUME_STATS: 208,
+  INVOKE_BROKER_TO_RESET_OFFSET: 222,
+  SEND_BATCH_MESSAGE: 320,
+  /** actormq: replication stream between master and slave (RocketMQ uses a raw HA socket). */
+  HA_TRANSFER: 900,
+  /** actormq: subscribe to a node's inspection stream (visual debugger). */
+  INSPECT_SUBSCRIBE: 901,
+  /** actormq: an event for a user-defined actor that has no RocketMQ code. */
+  ACTOR_EVENT: 999,
+} as const;
+export type RequestCodeName = keyof typeof RequestCode;
+
+/** Response codes, numbered as RocketMQ's `ResponseCode`. */
+export const ResponseCode = {
+  SUCCESS: 0,
+  SYSTEM_ERROR: 1,
+  SYSTEM_BUSY: 2,
+  REQUEST_CODE_NOT_SUPPORTED: 3,
+  FLUSH_DISK_TIMEOUT: 10,
+  SLAVE_NOT_AVAILABLE: 11,
+  FLUSH_SLAVE_TIMEOUT: 12,
+  MESSAGE_ILLEGAL: 13,
+  SERVICE_NOT_AVAILABLE: 14,
+  VERSION_NOT_SUPPORTED: 15,
+  NO_PERMISSION: 16,
+  TOPIC_NOT_EXIST: 17,
+  TOPIC_EXIST_ALREADY: 18,
+  PULL_NOT_FOUND: 19,
+  PULL_RETRY_IMMEDIATELY: 20,
+  PULL_OFFSET_MOVED: 21,
+  QUERY_NOT_FOUND: 22,
+  SUBSCRIPTION_PARSE_FAILED: 23,
+  SUBSCRIPTION_NOT_EXIST: 24,
+  SUBSCRIPTION_NOT_LATEST: 25,
+  SUBSCRIPTION_GROUP_NOT_EXIST: 26,
+  FILTER_DATA_NOT_EXIST: 27,
+  FILTER_DATA_NOT_LATEST: 28,
+  INVALID_PARAMETER: 29,
+  FLOW_CONTROL: 215,
+} as const;
+export type ResponseCodeName = keyof typeof ResponseCode;
+
+/**
+ * Error codes carried by {@link MQError}: RocketMQ's response-code names plus the client-side
+ * conditions RocketMQ reports as exceptions. One table, `retriable` says whether trying again
+ * (later, or on another broker) can succeed.
+ */
+export const ErrorCodes = {
+  SYSTEM_ERROR: { retriable: true },
+  SYSTEM_BUSY: { retriable: true },
+  REQUEST_CODE_NOT_SUPPORTED: { retriable: false },
+  FLUSH_DISK_TIMEOUT: { retriable: true },
+  SLAVE_NOT_AVAILABLE: { retriable: true },
+  FLUSH_SLAVE_TIMEOUT: { retriable: true },
+  MESSAGE_ILLEGAL: { retriable: false },
+  SERVICE_NOT_AVAILABLE: { retriable: true },
+  NO_PERMISSION: { retriable: false },
+  TOPIC_NOT_EXIST: { retriable: true },
+  QUERY_NOT_FOUND: { retriable: false },
+  SUBSCRIPTION_PARSE_FAILED: { retriable: false },
+  SUBSCRIPTION_NOT_EXIST: { retriable: true },
+  SUBSCRIPTION_NOT_LATEST: { retriable: true },
+  SUBSCRIPTION_GROUP_NOT_EXIST: { retriable: false },
+  INVALID_PARAMETER: { retriable: false },
+  FLOW_CONTROL: { retriable: true },
+  /** no answer within the request timeout (peer down, overloaded, or unreachable) */
+  TIMEOUT: { retriable: true },
+  /** no name server knows a route for the topic */
+  NO_ROUTE: { retriable: true },
+  /** a frame or file that cannot be decoded */
+  MALFORMED: { retriable: false },
+  /** the client, node or store was closed */
+  CLOSED: { retriable: false },
+  /** CURVE authentication failed */
+  AUTH_FAILED: { retriable: false },
+  /** bad option passed to a start function */
+  ILLEGAL_ARGUMENT: { retriable: false },
+  /** store is out of disk space or the OS refused a write */
+  DISK_FULL: { retriable: true },
+  /** a store directory is already held by another broker process */
+  STORE_LOCKED: { retriable: false },
+} as const satisfies Record<string, { retriable: boolean }>;
+export type ErrorCode = keyof typeof ErrorCodes;
+
+/**
+ * The one error type of actormq. `code` is stable and machine-readable; `message` says what
+ * happened and what to do. Across the wire travel `{code, message}`, never stack traces.
+ */
+export class MQError extends Error {
+  override readonly name = "MQError";
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.retriable = ErrorCodes[code]?.retriable ?? false;
+  }
+  /** The shape sent over the wire. */
+  toWire(): { code: ErrorCode; message: string } {
+    return { code: this.code, message: this.message };
+  }
+  /** Rebuilds an error received over the wire; unknown codes become SYSTEM_ERROR. */
+  static fromWire(w: { code?: unknown; message?: unknown }): MQError {
+    const code = typeof w.code === "string" && w.code in ErrorCodes ? (w.code as ErrorCode) : "SYSTEM_ERROR";
+    return new MQError(code, typeof w.message === "string" ? w.message : "remote error");
+  }
+}
+
+/** True when `e` is an MQError with one of the given codes (or any code when none given). */
+export function isMQError(e: unknown, ...codes: ErrorCode[]): e is MQError {
+  return e instanceof MQError && (codes.length === 0 || codes.includes(e.code));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared constants (RocketMQ's names and values)
+
+/** Permission bits (`PermName`). */
+export const Perm = { INHERIT: 1, WRITE: 2, READ: 4, PRIORITY: 8 } as const;
+export const PERM_READ_WRITE = Perm.READ | Perm.WRITE;
+
+export const MASTER_ID = 0;
+export const DEFAULT_CLUSTER = "DefaultCluster";
+export const RETRY_GROUP_TOPIC_PREFIX = "%RETRY%";
+export const DLQ_GROUP_TOPIC_PREFIX = "%DLQ%";
+export const SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX";
+/** Topic whose route every broker with autoCreateTopic serves, so unknown topics can be created on first send. */
+export const AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102";
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+export const TOPIC_MAX_LENGTH = 127;
+export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
+
+/** Message property names (`MessageConst`). */
+export const MessageConst = {
+  KEYS: "KEYS",
+  TAGS: "TAGS",
+  WAIT_STORE_MSG_OK: "WAIT",
+  DELAY: "DELAY",
+  RETRY_TOPIC: "RETRY_TOPIC",
+  REAL_TOPIC: "REAL_TOPIC",
+  REAL_QUEUE_ID: "REAL_QID",
+  ORIGIN_MESSAGE_ID: "ORIGIN_MESSAGE_ID",
+  UNIQ_KEY: "UNIQ_KEY",
+  MAX_RECONSUME_TIMES: "MAX_RECONSUME_TIMES",
+  CONSUME_START_TIME: "CONSUME_START_TIME",
+  MIN_OFFSET: "MIN_OFFSET",
+  MAX_OFFSET: "MAX_OFFSET",
+  DELIVER_TIME: "__STARTDELIVERTIME",
+} as const;
+
+/** Pull request sysFlag bits (`PullSysFlag`). */
+export const PullSysFlag = { COMMIT_OFFSET: 0x1, SUSPEND: 0x2, SUBSCRIPTION: 0x4, CLASS_FILTER: 0x8, LITE_PULL: 0x10 } as const;
+
+/** Validates a topic name by RocketMQ's rules; throws MQError MESSAGE_ILLEGAL. */
+export function checkTopic(topic: unknown): asserts topic is string {
+  if (typeof topic !== "string" || topic.length === 0) {
+    throw new MQError("MESSAGE_ILLEGAL", "The topic is empty: give every message a topic name.");
+  }
+  if (topic.length > TOPIC_MAX_LENGTH) {
+    throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic.slice(0, 20)}..." is ${topic.length} characters long; at most ${TOPIC_MAX_LENGTH} are allowed.`);
+  }
+  if (!TOPIC_PATTERN.test(topic)) {
+    throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic}" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes that travel in request and reply fields
+
+/** A queue of a topic on one broker (RocketMQ's `MessageQueue`). */
+export interface MessageQueue {
+  topic: string;
+  brokerName: string;
+  queueId: number;
+}
+
+/** `topic@brokerName@queueId`: a stable string key for a MessageQueue. */
+export function mqKey(mq: MessageQueue): string {
+  return `${mq.topic}@${mq.brokerName}@${mq.queueId}`;
+}
+
+/** Sorts queues by topic, broker name, queue id (RocketMQ's `MessageQueue.compareTo`). */
+export function compareMessageQueue(a: MessageQueue, b: MessageQueue): number {
+  if (a.topic !== b.topic) return a.topic < b.topic ? -1 : 1;
+  if (a.brokerName !== b.brokerName) return a.brokerName < b.brokerName ? -1 : 1;
+  return a.queueId - b.queueId;
+}
+
+/** One topic's configuration on one broker (`TopicConfig`). */
+export interface TopicConfig {
+  topicName: string;
+  readQueueNums: number;
+  writeQueueNums: number;
+  perm: number;
+  order: boolean;
+}
+
+/** Route queue data: a topic's queues on one broker name (`QueueData`). */
+export interface QueueData {
+  brokerName: string;
+  readQueueNums: number;
+  writeQueueNums: number;
+  perm: number;
+}
+
+/** Route broker data: addresses by broker id (`BrokerData`). */
+export interface BrokerData {
+  cluster: string;
+  brokerName: string;
+  /** brokerId (as string key, as in RocketMQ's JSON) to address */
+  brokerAddrs: Record<string, string>;
+}
+
+/** A topic's route (`TopicRouteData`). */
+export interface TopicRouteData {
+  orderTopicConf?: string;
+  queueDatas: QueueData[];
+  brokerDatas: BrokerData[];
+}
+
+/** A consumer's subscription to one topic as it travels in heartbeats (`SubscriptionData`). */
+export interface SubscriptionData {
+  topic: string;
+  subString: string;
+  expressionType: "TAG" | "SQL92";
+  tagsSet: string[];
+  codeSet: number[];
+  subVersion: number;
+}
+
+export type MessageModel = "CLUSTERING" | "BROADCASTING";
+export type ConsumeType = "CONSUME_PASSIVELY" | "CONSUME_ACTIVELY";
+export type ConsumeFromWhere = "CONSUME_FROM_LAST_OFFSET" | "CONSUME_FROM_FIRST_OFFSET" | "CONSUME_FROM_TIMESTAMP";
+
+/** Send status as reported in SendResult. */
+export type SendStatus = "SEND_OK" | "FLUSH_DISK_TIMEOUT" | "FLUSH_SLAVE_TIMEOUT" | "SLAVE_NOT_AVAILABLE";
