@@ -1,0 +1,97 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  checkRecord, createUniqId, decodeProperties, decodeRecords, encodeMessageBatch, encodeProperties, encodeRecord,
+  forEachBatchMessage, javaHashCode, offsetMsgId, parseOffsetMsgId, CRC_RESERVED_BYTES, MIN_RECORD_BYTES,
+} from "../../transport/messageRecord.ts";
+import { MQError } from "../../transport/protocol.ts";
+
+const base = {
+  topic: "TopicA", queueId: 3, queueOffset: 7, physicalOffset: 4096, bornTimestamp: 1_700_000_000_123,
+  bornHost: "10.0.0.2:5555", storeTimestamp: 1_700_000_000_456, storeHost: "127.0.0.1:10911",
+};
+
+test("javaHashCode matches Java's String.hashCode", () => {
+  assert.equal(javaHashCode(""), 0);
+  assert.equal(javaHashCode("a"), 97);
+  assert.equal(javaHashCode("TagA"), 2598919);
+  assert.equal(javaHashCode("hello world"), 1794106052);
+  assert.equal(javaHashCode("polygenelubricants"), -2147483648);
+  assert.equal(javaHashCode("\u{1F600}"), 1772899); // two UTF-16 code units
+});
+
+test("properties round-trip with RocketMQ separators", () => {
+  const p = { TAGS: "TagA", KEYS: "k1 k2", UNIQ_KEY: "ABC" };
+  const s = encodeProperties(p);
+  assert.equal(s, "TAGS\u0001TagA\u0002KEYS\u0001k1 k2\u0002UNIQ_KEY\u0001ABC\u0002");
+  assert.deepEqual(decodeProperties(s), p);
+  assert.deepEqual(decodeProperties("A\u0001b"), { A: "b" });
+});
+
+test("a record encodes to RocketMQ's layout and decodes back", () => {
+  const body = Buffer.from("hello");
+  const rec = encodeRecord({ ...base, body, properties: encodeProperties({ TAGS: "t1", KEYS: "k", UNIQ_KEY: "U1" }), reconsumeTimes: 2, flag: 9 });
+  assert.equal(rec.readInt32BE(0), rec.length);
+  assert.equal(rec.readUInt32BE(4), 0xdaa320a7);
+  assert.equal(84 + 4, 88);
+  assert.equal(rec.readInt32BE(84), 5);
+  assert.equal(rec.subarray(rec.length - CRC_RESERVED_BYTES, rec.length - CRC_RESERVED_BYTES + 9).toString("latin1"), "__CRC32#\u0001");
+  const [m] = decodeRecords(Buffer.concat([rec]), "broker-a");
+  assert.ok(m);
+  assert.equal(m.topic, "TopicA");
+  assert.equal(m.brokerName, "broker-a");
+  assert.equal(m.queueId, 3);
+  assert.equal(m.queueOffset, 7);
+  assert.equal(m.commitLogOffset, 4096);
+  assert.equal(m.body.toString(), "hello");
+  assert.equal(m.tags, "t1");
+  assert.equal(m.keys, "k");
+  assert.equal(m.msgId, "U1");
+  assert.equal(m.reconsumeTimes, 2);
+  assert.equal(m.flag, 9);
+  assert.equal(m.bornHost, "10.0.0.2:5555");
+  assert.equal(m.storeTimestamp, base.storeTimestamp);
+  assert.deepEqual(Object.keys(m.properties).sort(), ["KEYS", "TAGS", "UNIQ_KEY"]);
+  assert.equal(m.offsetMsgId, offsetMsgId("127.0.0.1:10911", undefined, 4096));
+  assert.deepEqual(parseOffsetMsgId(m.offsetMsgId), { storeHost: "127.0.0.1:10911", commitLogOffset: 4096 });
+});
+
+test("every single-bit flip in a record is detected", () => {
+  const rec = encodeRecord({ ...base, body: Buffer.from("0123456789"), properties: encodeProperties({ TAGS: "x" }) });
+  assert.equal(checkRecord(rec, 0, rec.length), rec.length);
+  for (let bit = 0; bit < rec.length * 8; bit++) {
+    const b = Buffer.from(rec);
+    b[bit >> 3]! ^= 1 << (bit & 7);
+    assert.equal(checkRecord(b, 0, b.length), -1, `bit ${bit} not detected`);
+    assert.throws(() => decodeRecords(b, "b"), (e: unknown) => e instanceof MQError && e.code === "MALFORMED");
+  }
+});
+
+test("several records decode in one pass; a truncated one is refused", () => {
+  const recs = [0, 1, 2].map((i) => encodeRecord({ ...base, queueOffset: i, body: Buffer.from(`m${i}`) }));
+  const all = Buffer.concat(recs);
+  assert.deepEqual(decodeRecords(all, "b").map((m) => m.body.toString()), ["m0", "m1", "m2"]);
+  assert.throws(() => decodeRecords(all.subarray(0, all.length - 1), "b"), /fails its size or CRC check/);
+  assert.ok(MIN_RECORD_BYTES <= recs[0]!.length);
+});
+
+test("a batch body walks back into its messages", () => {
+  const batch = encodeMessageBatch([
+    { body: Buffer.from("a"), flag: 1, properties: encodeProperties({ TAGS: "A" }) },
+    { body: new Uint8Array(0) },
+    { body: Buffer.from("ccc"), properties: "" },
+  ]);
+  const seen: Array<[string, number, string]> = [];
+  const n = forEachBatchMessage(batch, (bs, be, flag, props) => seen.push([batch.toString("utf8", bs, be), flag, props]));
+  assert.equal(n, 3);
+  assert.deepEqual(seen, [["a", 1, "TAGS\u0001A\u0002"], ["", 0, ""], ["ccc", 0, ""]]);
+  const bad = Buffer.from(batch);
+  bad.writeUInt32BE(3, 0);
+  assert.throws(() => forEachBatchMessage(bad, () => {}), (e: unknown) => e instanceof MQError && e.code === "MESSAGE_ILLEGAL");
+});
+
+test("createUniqId is 32 hex chars and unique", () => {
+  const ids = new Set(Array.from({ length: 1000 }, () => createUniqId()));
+  assert.equal(ids.size, 1000);
+  for (const id of ids) assert.match(id, /^[0-9A-F]{32}$/);
+});

@@ -1,0 +1,462 @@
+/**
+ * The stored-message layout: RocketMQ's commit-log record (MAGIC V1, big-endian, IPv4 hosts) with a
+ * whole-record CRC carried as the trailing reserved property `__CRC32#`, plus the compact batch
+ * body a producer sends. The broker writes these bytes once; a pull hands them out as they are and
+ * the client decodes them here, once.
+ */
+import { crc32 } from "node:zlib";
+import { randomBytes } from "node:crypto";
+import { MQError, MessageConst } from "./protocol.ts";
+
+if (typeof crc32 !== "function") {
+  throw new MQError("SYSTEM_ERROR", "zlib.crc32 is missing: actormq needs Node.js 20.15 or newer.");
+}
+
+/** RocketMQ's MESSAGE_MAGIC_CODE (V1, 1-byte topic length). */
+export const MAGIC_V1 = 0xdaa320a7;
+/** RocketMQ's BLANK_MAGIC_CODE: the end-of-file marker. */
+export const BLANK_MAGIC = 0xcbd43194;
+/** Bytes of a BLANK end-of-file marker (total size + magic). */
+export const BLANK_MARKER_BYTES = 8;
+/** NAME_VALUE_SEPARATOR between a property's name and value. */
+export const NAME_VALUE_SEPARATOR = "\u0001";
+/** PROPERTY_SEPARATOR after each property. */
+export const PROPERTY_SEPARATOR = "\u0002";
+/** The reserved trailing property that carries the whole-record CRC (RocketMQ 5's PROPERTY_CRC32). */
+export const CRC_PROPERTY = "__CRC32#";
+/** `__CRC32#` + separator + 10 decimal digits + separator. */
+export const CRC_RESERVED_BYTES = CRC_PROPERTY.length + 1 + 10 + 1;
+/** Longest properties section a record may carry (2-byte length). */
+export const MAX_PROPERTIES_BYTES = 32767;
+/** Longest topic a V1 record can carry (1-byte length). */
+export const MAX_TOPIC_BYTES = 127;
+
+/** Field offsets inside a stored record. */
+export const RecordOffset = {
+  TOTAL_SIZE: 0,
+  MAGIC: 4,
+  BODY_CRC: 8,
+  QUEUE_ID: 12,
+  FLAG: 16,
+  QUEUE_OFFSET: 20,
+  PHYSICAL_OFFSET: 28,
+  SYS_FLAG: 36,
+  BORN_TIMESTAMP: 40,
+  BORN_HOST: 48,
+  STORE_TIMESTAMP: 56,
+  STORE_HOST: 64,
+  RECONSUME_TIMES: 72,
+  PREPARED_TRANSACTION_OFFSET: 76,
+  BODY_LENGTH: 84,
+  BODY: 88,
+} as const;
+/** Fixed part of a record before the body bytes (IPv4 hosts, V1), including the body length field. */
+export const RECORD_FIXED_BYTES = RecordOffset.BODY;
+/** Smallest possible record: empty body, 1-char topic, the CRC property only. */
+export const MIN_RECORD_BYTES = RECORD_FIXED_BYTES + 1 + 1 + 2 + CRC_RESERVED_BYTES;
+
+/** sysFlag bits (`MessageSysFlag`). */
+export const MessageSysFlag = {
+  COMPRESSED: 0x1,
+  MULTI_TAGS: 0x2,
+  TRANSACTION_PREPARED: 0x4,
+  TRANSACTION_COMMIT: 0x8,
+  TRANSACTION_ROLLBACK: 0xc,
+  BORNHOST_V6: 0x10,
+  STOREHOST_V6: 0x20,
+} as const;
+
+/** A message as the client sees it (API.md `MessageExt`). */
+export interface MessageExt {
+  topic: string;
+  brokerName: string;
+  queueId: number;
+  queueOffset: number;
+  commitLogOffset: number;
+  /** UNIQ_KEY when present, else the offset message id */
+  msgId: string;
+  offsetMsgId: string;
+  tags: string | undefined;
+  keys: string | undefined;
+  properties: Record<string, string>;
+  body: Buffer;
+  bornTimestamp: number;
+  bornHost: string;
+  storeTimestamp: number;
+  storeHost: string;
+  reconsumeTimes: number;
+  sysFlag: number;
+  flag: number;
+  storeSize: number;
+  preparedTransactionOffset: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties
+
+/** `name\u0001value\u0002...` */
+export function encodeProperties(p: Record<string, string> | undefined | null): string {
+  if (!p) return "";
+  let s = "";
+  for (const k in p) {
+    const v = p[k];
+    if (v === undefined || v === null) continue;
+    s += k + NAME_VALUE_SEPARATOR + v + PROPERTY_SEPARATOR;
+  }
+  return s;
+}
+
+/** Inverse of {@link encodeProperties}; tolerates a missing final separator. */
+export function decodeProperties(s: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  let i = 0;
+  const n = s.length;
+  while (i < n) {
+    let end = s.indexOf(PROPERTY_SEPARATOR, i);
+    if (end < 0) end = n;
+    const sep = s.indexOf(NAME_VALUE_SEPARATOR, i);
+    if (sep >= 0 && sep < end) out[s.slice(i, sep)] = s.slice(sep + 1, end);
+    i = end + 1;
+  }
+  return out;
+}
+
+/** Java's `String.hashCode`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 code units, as int32. */
+export function javaHashCode(s: string): number {
+  let h = 0;
+  for (let i = 0; i < s.length; i++) h = (Math.imul(h, 31) + s.charCodeAt(i)) | 0;
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch body: what a producer sends in one SEND (one message or many)
+
+/** Per message in a batch body: entry size 4 | flag 4 | body length 4 | body | properties length 2 | properties. */
+const BATCH_ENTRY_FIXED = 4 + 4 + 4 + 2;
+
+/** One message of a batch body. `properties` is already encoded ({@link encodeProperties}). */
+export interface BatchMessage {
+  body: Uint8Array;
+  flag?: number;
+  properties?: string;
+}
+
+/** Client -> broker batch body: the messages of one SEND, compact, no per-message headers beyond sizes. */
+export function encodeMessageBatch(msgs: ReadonlyArray<BatchMessage>): Buffer {
+  const props: Buffer[] = new Array(msgs.length);
+  let total = 0;
+  for (let i = 0; i < msgs.length; i++) {
+    const m = msgs[i]!;
+    const p = Buffer.from(m.properties ?? "", "utf8");
+    if (p.length > MAX_PROPERTIES_BYTES) {
+      throw new MQError("MESSAGE_ILLEGAL", `The message properties are ${p.length} bytes; at most ${MAX_PROPERTIES_BYTES} are allowed: use fewer or shorter properties.`);
+    }
+    props[i] = p;
+    total += BATCH_ENTRY_FIXED + m.body.length + p.length;
+  }
+  const out = Buffer.allocUnsafe(total);
+  let pos = 0;
+  for (let i = 0; i < msgs.length; i++) {
+    const m = msgs[i]!;
+    const p = props[i]!;
+    const size = BATCH_ENTRY_FIXED + m.body.length + p.length;
+    out.writeUInt32BE(size, pos);
+    out.writeInt32BE((m.flag ?? 0) | 0, pos + 4);
+    out.writeUInt32BE(m.body.length, pos + 8);
+    out.set(m.body, pos + 12);
+    const pp = pos + 12 + m.body.length;
+    out.writeUInt16BE(p.length, pp);
+    p.copy(out, pp + 2);
+    pos += size;
+  }
+  return out;
+}
+
+/**
+ * Walks a batch body without copying: `fn(bodyStart, bodyEnd, flag, propsStart, propsEnd)` per
+ * message. Returns the message count; throws MQError MESSAGE_ILLEGAL on a malformed body.
+ */
+export function walkMessageBatch(buf: Buffer, fn: (bodyStart: number, bodyEnd: number, flag: number, propsStart: number, propsEnd: number) => void): number {
+  let pos = 0;
+  let count = 0;
+  const n = buf.length;
+  while (pos < n) {
+    if (n - pos < BATCH_ENTRY_FIXED) throw malformedBatch(pos);
+    const size = buf.readUInt32BE(pos);
+    if (size < BATCH_ENTRY_FIXED || pos + size > n) throw malformedBatch(pos);
+    const flag = buf.readInt32BE(pos + 4);
+    const bodyLen = buf.readUInt32BE(pos + 8);
+    const bodyStart = pos + 12;
+    const bodyEnd = bodyStart + bodyLen;
+    if (bodyEnd + 2 > pos + size) throw malformedBatch(pos);
+    const propsLen = buf.readUInt16BE(bodyEnd);
+    const propsStart = bodyEnd + 2;
+    if (propsStart + propsLen !== pos + size) throw malformedBatch(pos);
+    fn(bodyStart, bodyEnd, flag, propsStart, propsStart + propsLen);
+    pos += size;
+    count++;
+  }
+  return count;
+}
+
+/** Broker-side iteration over a batch body without copying bodies; returns the message count. */
+export function forEachBatchMessage(buf: Buffer, fn: (bodyStart: number, bodyEnd: number, flag: number, properties: string) => void): number {
+  return walkMessageBatch(buf, (bs, be, flag, ps, pe) => fn(bs, be, flag, ps === pe ? "" : buf.toString("utf8", ps, pe)));
+}
+
+function malformedBatch(pos: number): MQError {
+  return new MQError("MESSAGE_ILLEGAL", `The message batch body is malformed at byte ${pos}: build it with encodeMessageBatch.`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record CRC
+
+/** CRC32 over a whole record except its reserved CRC property tail. */
+export function recordCrc(buf: Buffer, start: number, totalSize: number): number {
+  return crc32(buf.subarray(start, start + totalSize - CRC_RESERVED_BYTES));
+}
+
+const CRC_PROPERTY_BYTES = Buffer.from(CRC_PROPERTY + NAME_VALUE_SEPARATOR, "latin1");
+
+/** Writes the reserved `__CRC32#` tail (the last CRC_RESERVED_BYTES bytes) of a record that is otherwise complete. */
+export function writeRecordCrc(buf: Buffer, start: number, totalSize: number): void {
+  const tail = start + totalSize - CRC_RESERVED_BYTES;
+  const crc = crc32(buf.subarray(start, tail));
+  CRC_PROPERTY_BYTES.copy(buf, tail);
+  let v = crc >>> 0;
+  const digits = tail + CRC_PROPERTY_BYTES.length;
+  for (let i = 9; i >= 0; i--) {
+    buf[digits + i] = 48 + (v % 10);
+    v = Math.floor(v / 10);
+  }
+  buf[digits + 10] = 2;
+}
+
+/** The CRC stored in a record's tail, or -1 when the tail is not a well-formed `__CRC32#` property. */
+export function storedRecordCrc(buf: Buffer, start: number, totalSize: number): number {
+  const tail = start + totalSize - CRC_RESERVED_BYTES;
+  for (let i = 0; i < CRC_PROPERTY_BYTES.length; i++) if (buf[tail + i] !== CRC_PROPERTY_BYTES[i]) return -1;
+  const digits = tail + CRC_PROPERTY_BYTES.length;
+  let v = 0;
+  for (let i = 0; i < 10; i++) {
+    const c = buf[digits + i]! - 48;
+    if (c < 0 || c > 9) return -1;
+    v = v * 10 + c;
+  }
+  if (buf[digits + 10] !== 2 || v > 0xffffffff) return -1;
+  return v;
+}
+
+/**
+ * Checks one record at `start` in `buf` (which must hold at least `available` bytes from `start`):
+ * size consistency, magic, field lengths, the body CRC and the whole-record CRC. Returns the
+ * record's total size, or -1 when anything is off. BLANK markers are not records (-1).
+ */
+export function checkRecord(buf: Buffer, start: number, available: number): number {
+  if (available < MIN_RECORD_BYTES) return -1;
+  const total = buf.readInt32BE(start);
+  if (total < MIN_RECORD_BYTES || total > available) return -1;
+  if (buf.readUInt32BE(start + RecordOffset.MAGIC) !== MAGIC_V1) return -1;
+  const sysFlag = buf.readInt32BE(start + RecordOffset.SYS_FLAG);
+  if ((sysFlag & (MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)) !== 0) return -1;
+  const bodyLen = buf.readInt32BE(start + RecordOffset.BODY_LENGTH);
+  if (bodyLen < 0 || RECORD_FIXED_BYTES + bodyLen + 3 > total) return -1;
+  const topicLenPos = start + RecordOffset.BODY + bodyLen;
+  const topicLen = buf[topicLenPos]!;
+  const propsLenPos = topicLenPos + 1 + topicLen;
+  if (propsLenPos + 2 - start > total) return -1;
+  const propsLen = buf.readUInt16BE(propsLenPos);
+  if (propsLenPos + 2 + propsLen - start !== total || propsLen < CRC_RESERVED_BYTES) return -1;
+  const stored = storedRecordCrc(buf, start, total);
+  if (stored < 0 || stored !== recordCrc(buf, start, total) >>> 0) return -1;
+  const bodyStart = start + RecordOffset.BODY;
+  if (crc32(buf.subarray(bodyStart, bodyStart + bodyLen)) >>> 0 !== buf.readUInt32BE(start + RecordOffset.BODY_CRC)) return -1;
+  return total;
+}
+
+/** The fields of one record, for {@link encodeRecord}. */
+export interface RecordFields {
+  topic: string;
+  queueId: number;
+  queueOffset: number;
+  physicalOffset: number;
+  body: Uint8Array;
+  /** encoded properties, without the CRC tail */
+  properties?: string;
+  flag?: number;
+  sysFlag?: number;
+  bornTimestamp: number;
+  bornHost: string;
+  storeTimestamp: number;
+  storeHost: string;
+  reconsumeTimes?: number;
+  preparedTransactionOffset?: number;
+}
+
+/** Encodes one complete record (body CRC and whole-record CRC included). */
+export function encodeRecord(f: RecordFields): Buffer {
+  const topic = Buffer.from(f.topic, "utf8");
+  const props = Buffer.from(f.properties ?? "", "utf8");
+  if (topic.length > MAX_TOPIC_BYTES) throw new MQError("MESSAGE_ILLEGAL", `The topic is ${topic.length} bytes; at most ${MAX_TOPIC_BYTES} are allowed.`);
+  if (props.length + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) throw new MQError("MESSAGE_ILLEGAL", `The properties are ${props.length} bytes; use fewer or shorter properties.`);
+  const total = RECORD_FIXED_BYTES + f.body.length + 1 + topic.length + 2 + props.length + CRC_RESERVED_BYTES;
+  const b = Buffer.alloc(total);
+  b.writeInt32BE(total, RecordOffset.TOTAL_SIZE);
+  b.writeUInt32BE(MAGIC_V1, RecordOffset.MAGIC);
+  b.writeUInt32BE(crc32(f.body) >>> 0, RecordOffset.BODY_CRC);
+  b.writeInt32BE(f.queueId, RecordOffset.QUEUE_ID);
+  b.writeInt32BE(f.flag ?? 0, RecordOffset.FLAG);
+  writeLong(b, RecordOffset.QUEUE_OFFSET, f.queueOffset);
+  writeLong(b, RecordOffset.PHYSICAL_OFFSET, f.physicalOffset);
+  b.writeInt32BE(f.sysFlag ?? 0, RecordOffset.SYS_FLAG);
+  writeLong(b, RecordOffset.BORN_TIMESTAMP, f.bornTimestamp);
+  writeHost(b, RecordOffset.BORN_HOST, f.bornHost);
+  writeLong(b, RecordOffset.STORE_TIMESTAMP, f.storeTimestamp);
+  writeHost(b, RecordOffset.STORE_HOST, f.storeHost);
+  b.writeInt32BE(f.reconsumeTimes ?? 0, RecordOffset.RECONSUME_TIMES);
+  writeLong(b, RecordOffset.PREPARED_TRANSACTION_OFFSET, f.preparedTransactionOffset ?? 0);
+  b.writeInt32BE(f.body.length, RecordOffset.BODY_LENGTH);
+  b.set(f.body, RecordOffset.BODY);
+  let p = RecordOffset.BODY + f.body.length;
+  b[p++] = topic.length;
+  topic.copy(b, p);
+  p += topic.length;
+  b.writeUInt16BE(props.length + CRC_RESERVED_BYTES, p);
+  props.copy(b, p + 2);
+  writeRecordCrc(b, 0, total);
+  return b;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hosts and message ids
+
+/** `ip:port` to 8 bytes (IPv4 4 + port 4) written at `pos`. Non-IPv4 hosts are written as 0.0.0.0. */
+export function writeHost(buf: Buffer, pos: number, host: string): void {
+  const colon = host.lastIndexOf(":");
+  const ip = colon >= 0 ? host.slice(0, colon) : host;
+  const port = colon >= 0 ? Number(host.slice(colon + 1)) | 0 : 0;
+  const parts = ip.split(".");
+  for (let i = 0; i < 4; i++) buf[pos + i] = parts.length === 4 ? Number(parts[i]) & 0xff : 0;
+  buf.writeInt32BE(port, pos + 4);
+}
+
+/** 8 host bytes at `pos` to `ip:port`. */
+export function readHost(buf: Buffer, pos: number): string {
+  return `${buf[pos]}.${buf[pos + 1]}.${buf[pos + 2]}.${buf[pos + 3]}:${buf.readInt32BE(pos + 4)}`;
+}
+
+const HEX = "0123456789ABCDEF";
+
+/** RocketMQ's offset message id: store host IPv4 (4) + port (4) + commit-log offset (8), upper-case hex. */
+export function offsetMsgId(storeHost: string, port: number | undefined, commitLogOffset: number): string {
+  const b = Buffer.allocUnsafe(16);
+  writeHost(b, 0, port === undefined ? storeHost : `${storeHost.split(":")[0]}:${port}`);
+  b.writeBigInt64BE(BigInt(commitLogOffset), 8);
+  return b.toString("hex").toUpperCase();
+}
+
+/** Offset message id from 8 host bytes at `hostPos` and a commit-log offset, without intermediate strings. */
+export function offsetMsgIdFromBytes(buf: Buffer, hostPos: number, commitLogOffset: number): string {
+  let s = "";
+  for (let i = 0; i < 8; i++) {
+    const v = buf[hostPos + i]!;
+    s += HEX[v >> 4]! + HEX[v & 15]!;
+  }
+  const hi = Math.floor(commitLogOffset / 0x100000000);
+  const lo = commitLogOffset >>> 0;
+  return s + hi.toString(16).toUpperCase().padStart(8, "0") + lo.toString(16).toUpperCase().padStart(8, "0");
+}
+
+/** Parses an offset message id; throws MQError INVALID_PARAMETER when it is not one. */
+export function parseOffsetMsgId(id: string): { storeHost: string; commitLogOffset: number } {
+  if (!/^[0-9A-Fa-f]{32}$/.test(id)) {
+    throw new MQError("INVALID_PARAMETER", `"${id}" is not an offset message id (32 hex characters): pass the offsetMsgId of a message.`);
+  }
+  const b = Buffer.from(id, "hex");
+  return { storeHost: readHost(b, 0), commitLogOffset: Number(b.readBigInt64BE(8)) };
+}
+
+const UNIQ_PREFIX = randomBytes(6).toString("hex").toUpperCase() + (process.pid & 0xffff).toString(16).toUpperCase().padStart(4, "0");
+let uniqCounter = 0;
+let uniqTimeBase = 0;
+
+/** A message's UNIQ_KEY: 32 upper-case hex chars = process prefix (16) + time (8) + counter (8). */
+export function createUniqId(): string {
+  const now = Date.now();
+  if (now !== uniqTimeBase) uniqTimeBase = now;
+  uniqCounter = (uniqCounter + 1) >>> 0;
+  return (
+    UNIQ_PREFIX +
+    (now >>> 0).toString(16).toUpperCase().padStart(8, "0") +
+    uniqCounter.toString(16).toUpperCase().padStart(8, "0")
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding stored records (the client side of a pull)
+
+/**
+ * Decodes concatenated stored records (a pull body) into MessageExt objects, in one pass. Bodies are
+ * slices of `buf`. Throws MQError MALFORMED on a record whose size, magic or CRC does not check out.
+ */
+export function decodeRecords(buf: Buffer, brokerName: string): MessageExt[] {
+  const out: MessageExt[] = [];
+  let pos = 0;
+  while (pos < buf.length) {
+    const total = checkRecord(buf, pos, buf.length - pos);
+    if (total < 0) {
+      throw new MQError("MALFORMED", `A stored record at byte ${pos} of the pulled data fails its size or CRC check; it was not delivered. Pull again; if it persists the broker's store is damaged.`);
+    }
+    out.push(decodeCheckedRecord(buf, pos, total, brokerName));
+    pos += total;
+  }
+  return out;
+}
+
+/** Decodes one record already checked with {@link checkRecord}. */
+export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string): MessageExt {
+  const bodyLen = buf.readInt32BE(pos + RecordOffset.BODY_LENGTH);
+  const bodyStart = pos + RecordOffset.BODY;
+  const topicLenPos = bodyStart + bodyLen;
+  const topicLen = buf[topicLenPos]!;
+  const topic = buf.toString("utf8", topicLenPos + 1, topicLenPos + 1 + topicLen);
+  const propsStart = topicLenPos + 1 + topicLen + 2;
+  const propsEnd = pos + total - CRC_RESERVED_BYTES;
+  const properties = propsEnd > propsStart ? decodeProperties(buf.toString("utf8", propsStart, propsEnd)) : {};
+  const commitLogOffset = readLong(buf, pos + RecordOffset.PHYSICAL_OFFSET);
+  const offsetId = offsetMsgIdFromBytes(buf, pos + RecordOffset.STORE_HOST, commitLogOffset);
+  return {
+    topic,
+    brokerName,
+    queueId: buf.readInt32BE(pos + RecordOffset.QUEUE_ID),
+    queueOffset: readLong(buf, pos + RecordOffset.QUEUE_OFFSET),
+    commitLogOffset,
+    msgId: properties[MessageConst.UNIQ_KEY] ?? offsetId,
+    offsetMsgId: offsetId,
+    tags: properties[MessageConst.TAGS],
+    keys: properties[MessageConst.KEYS],
+    properties,
+    body: buf.subarray(bodyStart, bodyStart + bodyLen),
+    bornTimestamp: readLong(buf, pos + RecordOffset.BORN_TIMESTAMP),
+    bornHost: readHost(buf, pos + RecordOffset.BORN_HOST),
+    storeTimestamp: readLong(buf, pos + RecordOffset.STORE_TIMESTAMP),
+    storeHost: readHost(buf, pos + RecordOffset.STORE_HOST),
+    reconsumeTimes: buf.readInt32BE(pos + RecordOffset.RECONSUME_TIMES),
+    sysFlag: buf.readInt32BE(pos + RecordOffset.SYS_FLAG),
+    flag: buf.readInt32BE(pos + RecordOffset.FLAG),
+    storeSize: total,
+    preparedTransactionOffset: readLong(buf, pos + RecordOffset.PREPARED_TRANSACTION_OFFSET),
+  };
+}
+
+/** A big-endian signed 64-bit field as a JS number (exact below 2^53). */
+export function readLong(buf: Buffer, pos: number): number {
+  return buf.readInt32BE(pos) * 0x100000000 + buf.readUInt32BE(pos + 4);
+}
+
+/** Writes a JS integer (|v| < 2^53) as a big-endian signed 64-bit field. */
+export function writeLong(buf: Buffer, pos: number, v: number): void {
+  const hi = Math.floor(v / 0x100000000);
+  buf.writeInt32BE(hi | 0, pos);
+  buf.writeUInt32BE(v - hi * 0x100000000, pos + 4);
+}
