@@ -274,3 +274,141 @@ export type ConsumeFromWhere = "CONSUME_FROM_LAST_OFFSET" | "CONSUME_FROM_FIRST_
 
 /** Send status as reported in SendResult. */
 export type SendStatus = "SEND_OK" | "FLUSH_DISK_TIMEOUT" | "FLUSH_SLAVE_TIMEOUT" | "SLAVE_NOT_AVAILABLE";
+
+// ---------------------------------------------------------------------------------------------
+// Name server, broker registration, send path and topic administration (fields of the requests
+// REGISTER_BROKER, UNREGISTER_BROKER, GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO,
+// GET_ALL_TOPIC_LIST_FROM_NAMESERVER, SEND_MESSAGE, SEND_BATCH_MESSAGE, UPDATE_AND_CREATE_TOPIC,
+// GET_ALL_TOPIC_CONFIG, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+
+/** The actor a name server node hosts. */
+export const NAMESRV_ACTOR = "namesrv";
+
+/** Actor names on a broker node (see docs/internals.md §6). */
+export const BrokerActor = {
+  BROKER: "broker",
+  STORE: "store",
+  PULL: "pull",
+  HOLD: "hold",
+  CONSUMERS: "consumers",
+  OFFSETS: "offsets",
+  LOCKS: "locks",
+  SCHEDULER: "scheduler",
+  SENDBACK: "sendback",
+  REGISTRAR: "registrar",
+  HA: "ha",
+} as const;
+
+/** Separator between keys in the KEYS property (RocketMQ's `MessageConst.KEY_SEPARATOR`). */
+export const KEY_SEPARATOR = " ";
+
+/** REGISTER_BROKER fields: a broker announces itself and its topics (every 30 s and on change). */
+export interface RegisterBrokerRequest {
+  clusterName: string;
+  brokerName: string;
+  brokerAddr: string;
+  brokerId: number;
+  haServerAddr?: string;
+  /** how long the name server keeps the broker without a new registration; default 120 000 ms */
+  heartbeatTimeoutMillis?: number;
+  topicConfigTable: Record<string, TopicConfig>;
+  dataVersion: number;
+}
+
+/** REGISTER_BROKER reply fields. */
+export interface RegisterBrokerReply {
+  masterAddr?: string;
+  haServerAddr?: string;
+}
+
+/** UNREGISTER_BROKER fields (a clean broker shutdown). */
+export interface UnregisterBrokerRequest {
+  clusterName: string;
+  brokerName: string;
+  brokerAddr: string;
+  brokerId: number;
+}
+
+/** GET_ROUTEINFO_BY_TOPIC fields; the reply fields are a {@link TopicRouteData}. */
+export interface GetRouteInfoRequest {
+  topic: string;
+}
+
+/** GET_BROKER_CLUSTER_INFO reply fields (`ClusterInfo`). */
+export interface ClusterInfo {
+  /** broker name to its addresses by broker id */
+  brokerAddrTable: Record<string, BrokerData>;
+  /** cluster name to the broker names in it */
+  clusterAddrTable: Record<string, string[]>;
+}
+
+/** GET_ALL_TOPIC_LIST_FROM_NAMESERVER reply fields. */
+export interface TopicList {
+  topicList: string[];
+}
+
+/**
+ * SEND_MESSAGE / SEND_BATCH_MESSAGE fields (`SendMessageRequestHeader`). The frame body is the
+ * message body (SEND_MESSAGE) or an `encodeMessageBatch` body (SEND_BATCH_MESSAGE).
+ */
+export interface SendMessageRequest {
+  producerGroup: string;
+  topic: string;
+  /** queue to append to; -1 lets the broker choose */
+  queueId: number;
+  sysFlag: number;
+  bornTimestamp: number;
+  /** user flag (SEND_MESSAGE only; a batch carries one per message) */
+  flag?: number;
+  /** encoded properties (SEND_MESSAGE only; a batch carries them per message) */
+  properties?: string;
+  reconsumeTimes?: number;
+  /** "ip:port" of the producer, when it knows one */
+  bornHost?: string;
+}
+
+/** SEND_MESSAGE / SEND_BATCH_MESSAGE reply fields (`SendMessageResponseHeader` + status). */
+export interface SendMessageReply {
+  status: SendStatus;
+  /** offset message id(s) of the stored message(s), comma-separated for a batch */
+  msgId: string;
+  queueId: number;
+  /** queue offset of the (first) stored message */
+  queueOffset: number;
+  commitLogOffset: number;
+  /** number of messages stored */
+  count: number;
+}
+
+/** UPDATE_AND_CREATE_TOPIC fields. */
+export interface UpdateTopicRequest {
+  topicName: string;
+  readQueueNums: number;
+  writeQueueNums: number;
+  perm: number;
+  order?: boolean;
+}
+
+/** GET_ALL_TOPIC_CONFIG reply fields. */
+export interface TopicConfigTable {
+  topicConfigTable: Record<string, TopicConfig>;
+  dataVersion: number;
+}
+
+/** A consumer group's settings on a broker (`SubscriptionGroupConfig`). */
+export interface SubscriptionGroupConfig {
+  groupName: string;
+  consumeEnable: boolean;
+  consumeFromMinEnable: boolean;
+  consumeBroadcastEnable: boolean;
+  consumeMessageOrderly: boolean;
+  retryQueueNums: number;
+  retryMaxTimes: number;
+  brokerId: number;
+  whichBrokerWhenConsumeSlowly: number;
+  notifyConsumerIdsChangedEnable: boolean;
+  consumeTimeoutMinute: number;
+}
+
+/** UPDATE_AND_CREATE_SUBSCRIPTIONGROUP fields: a partial config, `groupName` required. */
+export type UpdateSubscriptionGroupRequest = Partial<SubscriptionGroupConfig> & { groupName: string };

@@ -1,0 +1,111 @@
+/**
+ * Broker options (API.md `Broker.start`) and their defaults, RocketMQ's names and values where
+ * RocketMQ has them.
+ */
+import { DEFAULT_CLUSTER, DEFAULT_MAX_MESSAGE_BYTES, MASTER_ID, MQError, PERM_READ_WRITE } from "../../transport/protocol.ts";
+
+export const DEFAULT_BROKER_LISTEN = "tcp://127.0.0.1:10911";
+/** Queues of a topic created on first send (RocketMQ's `defaultTopicQueueNums` is 8; actormq uses 4). */
+export const DEFAULT_QUEUE_NUMS = 4;
+/** How often the broker re-registers with every name server (`registerNameServerPeriod`). */
+export const DEFAULT_REGISTER_INTERVAL_MS = 30_000;
+/** How long name servers keep this broker without a registration. */
+export const DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 120_000;
+/** Puts the store actor accepts at once before answering SYSTEM_BUSY. */
+export const DEFAULT_STORE_MAX_IN_FLIGHT = 4096;
+/** A sync-flush put that has not reached disk within this time answers FLUSH_DISK_TIMEOUT (`syncFlushTimeout`). */
+export const DEFAULT_SYNC_FLUSH_TIMEOUT_MS = 5_000;
+
+export type BrokerRole = "ASYNC_MASTER" | "SYNC_MASTER" | "SLAVE";
+export type FlushMode = "sync" | "async";
+
+/** Options of `Broker.start`. */
+export interface BrokerOptions {
+  brokerName: string;
+  /** 0 = master, > 0 = slave. @default 0 */
+  brokerId?: number;
+  /** @default "DefaultCluster" */
+  clusterName?: string;
+  /** ZeroMQ endpoint to bind. @default "tcp://127.0.0.1:10911" */
+  listen?: string;
+  /** address others should use, when it differs from the bound one */
+  advertise?: string;
+  nameservers: string[];
+  storeDir: string;
+  /** "sync": a send is acknowledged after fdatasync (group commit); "async": RocketMQ's ASYNC_FLUSH. @default "sync" */
+  flush?: FlushMode;
+  /** @default "ASYNC_MASTER" (or "SLAVE" when brokerId > 0) */
+  role?: BrokerRole;
+  masterAddress?: string;
+  /** create unknown topics on first send with `defaultQueueNums` queues. @default true */
+  autoCreateTopic?: boolean;
+  /** @default true */
+  autoCreateSubscriptionGroup?: boolean;
+  /** @default 4 */
+  defaultQueueNums?: number;
+  /** @default true */
+  longPolling?: boolean;
+  /** commit-log segment size in bytes. @default 1 GiB */
+  segmentBytes?: number;
+  /** @default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" */
+  messageDelayLevel?: string;
+  /** @default 4 MiB */
+  maxMessageBytes?: number;
+  /** broker-wide permission (`brokerPermission`): 6 = read and write. @default 6 */
+  brokerPermission?: number;
+  /** @default 30000 */
+  registerIntervalMs?: number;
+  /** @default 120000 */
+  heartbeatTimeoutMs?: number;
+  /** @default 4096 */
+  storeMaxInFlight?: number;
+  /** pino level; @default process.env.ACTORMQ_LOG_LEVEL ?? "info" */
+  logLevel?: string;
+}
+
+/** Options with every default filled in. */
+export type BrokerConfig = Required<Omit<BrokerOptions, "masterAddress" | "advertise" | "messageDelayLevel" | "segmentBytes">> &
+  Pick<BrokerOptions, "masterAddress" | "advertise" | "messageDelayLevel" | "segmentBytes">;
+
+/** The defaults, spread under the user's options. */
+export function defaultBrokerOptions(): Omit<BrokerConfig, "brokerName" | "nameservers" | "storeDir"> {
+  return {
+    brokerId: MASTER_ID,
+    clusterName: DEFAULT_CLUSTER,
+    listen: DEFAULT_BROKER_LISTEN,
+    flush: "sync",
+    role: "ASYNC_MASTER",
+    autoCreateTopic: true,
+    autoCreateSubscriptionGroup: true,
+    defaultQueueNums: DEFAULT_QUEUE_NUMS,
+    longPolling: true,
+    maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
+    brokerPermission: PERM_READ_WRITE,
+    registerIntervalMs: DEFAULT_REGISTER_INTERVAL_MS,
+    heartbeatTimeoutMs: DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS,
+    storeMaxInFlight: DEFAULT_STORE_MAX_IN_FLIGHT,
+    logLevel: process.env.ACTORMQ_LOG_LEVEL ?? "info",
+  };
+}
+
+/** Fills defaults and checks the options; throws MQError ILLEGAL_ARGUMENT with what to fix. */
+export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
+  const defined = Object.fromEntries(Object.entries(opts ?? {}).filter(([, v]) => v !== undefined)) as BrokerOptions;
+  const cfg = { ...defaultBrokerOptions(), ...defined } as BrokerConfig;
+  if (opts?.brokerId !== undefined && opts.brokerId > 0 && opts.role === undefined) cfg.role = "SLAVE";
+  if (typeof cfg.brokerName !== "string" || !/^[a-zA-Z0-9_.-]+$/.test(cfg.brokerName)) {
+    throw new MQError("ILLEGAL_ARGUMENT", `brokerName "${String(cfg.brokerName)}" is not valid: use letters, digits, '.', '_' and '-'.`);
+  }
+  if (!Array.isArray(cfg.nameservers) || cfg.nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
+    throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be an array of name server addresses such as tcp://127.0.0.1:9876.");
+  }
+  if (typeof cfg.storeDir !== "string" || cfg.storeDir.length === 0) {
+    throw new MQError("ILLEGAL_ARGUMENT", "storeDir is required: the directory that holds the broker's commit log and config.");
+  }
+  if (cfg.flush !== "sync" && cfg.flush !== "async") throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not "${String(cfg.flush)}".`);
+  if (!Number.isInteger(cfg.defaultQueueNums) || cfg.defaultQueueNums < 1 || cfg.defaultQueueNums > 1024) {
+    throw new MQError("ILLEGAL_ARGUMENT", "defaultQueueNums must be an integer between 1 and 1024.");
+  }
+  if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0) throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
+  return cfg;
+}

@@ -1,0 +1,104 @@
+/**
+ * The broker's consumer group table (RocketMQ's `SubscriptionGroupManager`): per-group consume
+ * switches and retry settings, auto-created on first use, persisted to
+ * `<storeDir>/config/subscriptionGroup.json`.
+ */
+import { MQError, type SubscriptionGroupConfig, type UpdateSubscriptionGroupRequest } from "../../transport/protocol.ts";
+import { ConfigFile } from "./configFile.ts";
+
+export const SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json";
+
+/** RocketMQ's `SubscriptionGroupConfig` defaults. */
+export function defaultSubscriptionGroupConfig(groupName: string): SubscriptionGroupConfig {
+  return {
+    groupName,
+    consumeEnable: true,
+    consumeFromMinEnable: true,
+    consumeBroadcastEnable: true,
+    consumeMessageOrderly: false,
+    retryQueueNums: 1,
+    retryMaxTimes: 16,
+    brokerId: 0,
+    whichBrokerWhenConsumeSlowly: 1,
+    notifyConsumerIdsChangedEnable: true,
+    consumeTimeoutMinute: 15,
+  };
+}
+
+interface Stored {
+  subscriptionGroupTable: Record<string, SubscriptionGroupConfig>;
+  dataVersion: number;
+}
+
+/** Checks a group name (same characters as topics). */
+export function checkGroupName(group: unknown): asserts group is string {
+  if (typeof group !== "string" || group.length === 0 || group.length > 255 || !/^[%|a-zA-Z0-9_-]+$/.test(group)) {
+    throw new MQError("INVALID_PARAMETER", `Group "${String(group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
+  }
+}
+
+/** Subscription group configs of one broker, persisted. */
+export class SubscriptionGroupManager {
+  private readonly table = new Map<string, SubscriptionGroupConfig>();
+  private version = 0;
+  private readonly file: ConfigFile<Stored>;
+
+  private constructor(private readonly autoCreate: boolean, storeDir: string) {
+    this.file = new ConfigFile(storeDir, SUBSCRIPTION_GROUP_FILE, () => ({ subscriptionGroupTable: this.all(), dataVersion: this.version }));
+  }
+
+  static async load(opts: { storeDir: string; autoCreateSubscriptionGroup: boolean }): Promise<SubscriptionGroupManager> {
+    const m = new SubscriptionGroupManager(opts.autoCreateSubscriptionGroup, opts.storeDir);
+    const stored = (await m.file.load()) as Partial<Stored> | null;
+    if (stored && typeof stored.subscriptionGroupTable === "object" && stored.subscriptionGroupTable) {
+      for (const [name, cfg] of Object.entries(stored.subscriptionGroupTable)) {
+        if (cfg && typeof cfg === "object") m.table.set(name, { ...defaultSubscriptionGroupConfig(name), ...cfg, groupName: name });
+      }
+      m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
+    }
+    return m;
+  }
+
+  get(group: string): SubscriptionGroupConfig | undefined {
+    return this.table.get(group);
+  }
+
+  /** The group's config, created with defaults when unknown and auto-creation is on; else undefined. */
+  findOrAutoCreate(group: string): SubscriptionGroupConfig | undefined {
+    const found = this.table.get(group);
+    if (found || !this.autoCreate) return found;
+    checkGroupName(group);
+    const cfg = defaultSubscriptionGroupConfig(group);
+    this.table.set(group, cfg);
+    this.version++;
+    this.file.persist().catch(() => {
+      // retried by the next change or close
+    });
+    return cfg;
+  }
+
+  /** Creates or updates a group (fields not given keep their value or default); resolves when on disk. */
+  async createOrUpdate(req: UpdateSubscriptionGroupRequest): Promise<SubscriptionGroupConfig> {
+    checkGroupName(req.groupName);
+    const cfg = { ...defaultSubscriptionGroupConfig(req.groupName), ...this.table.get(req.groupName), ...req };
+    this.table.set(req.groupName, cfg);
+    this.version++;
+    await this.file.persist();
+    return cfg;
+  }
+
+  all(): Record<string, SubscriptionGroupConfig> {
+    const out: Record<string, SubscriptionGroupConfig> = {};
+    for (const [k, v] of this.table) out[k] = { ...v };
+    return out;
+  }
+
+  get dataVersion(): number {
+    return this.version;
+  }
+
+  async close(): Promise<void> {
+    await this.file.flush();
+    await this.file.persist();
+  }
+}

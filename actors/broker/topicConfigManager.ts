@@ -1,0 +1,158 @@
+/**
+ * The broker's topic table (RocketMQ's `TopicConfigManager`): queue numbers and permissions per
+ * topic, auto-creation on first send, persisted to `<storeDir>/config/topics.json`.
+ */
+import {
+  AUTO_CREATE_TOPIC_KEY_TOPIC,
+  checkTopic,
+  MQError,
+  Perm,
+  PERM_READ_WRITE,
+  SCHEDULE_TOPIC,
+  type TopicConfig,
+  type TopicConfigTable,
+} from "../../transport/protocol.ts";
+import { ConfigFile } from "./configFile.ts";
+
+export const TOPICS_FILE = "topics.json";
+/** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
+export const SCHEDULE_TOPIC_QUEUE_NUMS = 18;
+/** Largest queue count a topic may have on one broker. */
+export const MAX_QUEUE_NUMS = 1024;
+
+export interface TopicConfigManagerOptions {
+  storeDir: string;
+  /** serve TBW102 so producers can send to unknown topics, and create them on first send */
+  autoCreateTopic: boolean;
+  /** queues of an auto-created topic */
+  defaultQueueNums: number;
+}
+
+/** Checks queue numbers and permission of a topic config; throws MQError INVALID_PARAMETER. */
+export function checkTopicConfig(tc: TopicConfig): void {
+  checkTopic(tc.topicName);
+  for (const k of ["readQueueNums", "writeQueueNums"] as const) {
+    const v = tc[k];
+    if (!Number.isInteger(v) || v < 0 || v > MAX_QUEUE_NUMS) {
+      throw new MQError("INVALID_PARAMETER", `${k} of topic "${tc.topicName}" must be an integer between 0 and ${MAX_QUEUE_NUMS}, not ${String(v)}.`);
+    }
+  }
+  if (!Number.isInteger(tc.perm) || tc.perm < 0 || tc.perm > 15) {
+    throw new MQError("INVALID_PARAMETER", `perm of topic "${tc.topicName}" must be a PermName bit set (READ 4 | WRITE 2 | INHERIT 1), not ${String(tc.perm)}.`);
+  }
+}
+
+/** Topic configs of one broker, persisted. Listeners hear every change (the registrar re-registers). */
+export class TopicConfigManager {
+  private readonly table = new Map<string, TopicConfig>();
+  private version = 0;
+  private readonly listeners = new Set<(tc: TopicConfig) => void>();
+  private readonly file: ConfigFile<TopicConfigTable>;
+
+  private constructor(private readonly opts: TopicConfigManagerOptions) {
+    this.file = new ConfigFile(opts.storeDir, TOPICS_FILE, () => ({ topicConfigTable: this.all(), dataVersion: this.version }));
+  }
+
+  /** Loads `topics.json` (if any) and adds the system topics. */
+  static async load(opts: TopicConfigManagerOptions): Promise<TopicConfigManager> {
+    const m = new TopicConfigManager(opts);
+    const stored = (await m.file.load()) as Partial<TopicConfigTable> | null;
+    if (stored && typeof stored.topicConfigTable === "object" && stored.topicConfigTable) {
+      for (const tc of Object.values(stored.topicConfigTable)) {
+        try {
+          checkTopicConfig(tc);
+          m.table.set(tc.topicName, { topicName: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm, order: !!tc.order });
+        } catch {
+          // an entry damaged by hand is skipped rather than stopping the broker
+        }
+      }
+      m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
+    }
+    if (opts.autoCreateTopic) {
+      m.table.set(AUTO_CREATE_TOPIC_KEY_TOPIC, {
+        topicName: AUTO_CREATE_TOPIC_KEY_TOPIC,
+        readQueueNums: opts.defaultQueueNums,
+        writeQueueNums: opts.defaultQueueNums,
+        perm: Perm.INHERIT | PERM_READ_WRITE,
+        order: false,
+      });
+    } else {
+      m.table.delete(AUTO_CREATE_TOPIC_KEY_TOPIC);
+    }
+    if (!m.table.has(SCHEDULE_TOPIC)) {
+      m.table.set(SCHEDULE_TOPIC, { topicName: SCHEDULE_TOPIC, readQueueNums: SCHEDULE_TOPIC_QUEUE_NUMS, writeQueueNums: SCHEDULE_TOPIC_QUEUE_NUMS, perm: PERM_READ_WRITE, order: false });
+    }
+    return m;
+  }
+
+  get(topic: string): TopicConfig | undefined {
+    return this.table.get(topic);
+  }
+
+  /** A copy of the whole table, by topic name. */
+  all(): Record<string, TopicConfig> {
+    const out: Record<string, TopicConfig> = {};
+    for (const [k, v] of this.table) out[k] = { ...v };
+    return out;
+  }
+
+  get dataVersion(): number {
+    return this.version;
+  }
+
+  get autoCreateTopic(): boolean {
+    return this.opts.autoCreateTopic;
+  }
+
+  /** Creates or replaces a topic's config; resolves when it is on disk. */
+  async createOrUpdate(tc: TopicConfig): Promise<TopicConfig> {
+    const next: TopicConfig = { topicName: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm, order: !!tc.order };
+    checkTopicConfig(next);
+    this.table.set(next.topicName, next);
+    this.changed(next);
+    await this.file.persist();
+    return next;
+  }
+
+  /**
+   * The config of `topic`, created with the default queue numbers when it is unknown and
+   * auto-creation is on (RocketMQ's `createTopicInSendMessageMethod`); undefined otherwise. The
+   * config is usable at once; the file write follows.
+   */
+  getOrAutoCreate(topic: string): TopicConfig | undefined {
+    const found = this.table.get(topic);
+    if (found || !this.opts.autoCreateTopic) return found;
+    return this.createIfAbsent(topic, this.opts.defaultQueueNums, PERM_READ_WRITE);
+  }
+
+  /** Creates a topic unless it exists (retry/DLQ topics, system topics); returns its config. */
+  createIfAbsent(topic: string, queueNums: number, perm: number): TopicConfig {
+    const found = this.table.get(topic);
+    if (found) return found;
+    const tc: TopicConfig = { topicName: topic, readQueueNums: queueNums, writeQueueNums: queueNums, perm, order: false };
+    checkTopicConfig(tc);
+    this.table.set(topic, tc);
+    this.changed(tc);
+    this.file.persist().catch(() => {
+      // the next change or close retries the write; the in-memory table stays authoritative
+    });
+    return tc;
+  }
+
+  /** Hears every created or updated topic. Returns the unsubscribe function. */
+  onChange(listener: (tc: TopicConfig) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Writes the current table and waits for pending writes. */
+  async close(): Promise<void> {
+    await this.file.flush();
+    await this.file.persist();
+  }
+
+  private changed(tc: TopicConfig): void {
+    this.version++;
+    for (const l of this.listeners) l(tc);
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Latency fault tolerance and queue choice for producers (RocketMQ's `MQFaultStrategy`,
+ * `LatencyFaultToleranceImpl`, `TopicPublishInfo`; reference §17): after each send the broker's
+ * latency decides how long it is avoided; a failed send isolates it as if it took 30 s.
+ */
+import type { MessageQueue } from "../../transport/protocol.ts";
+
+/** Latency thresholds in ms (`latencyMax`). */
+export const DEFAULT_LATENCY_MAX = [50, 100, 550, 1800, 3000, 5000, 15000] as const;
+/** How long a broker is avoided for each threshold, in ms (`notAvailableDuration`). */
+export const DEFAULT_NOT_AVAILABLE_DURATION = [0, 0, 2000, 5000, 6000, 10000, 30000] as const;
+/** A failed send counts as this latency. */
+export const ISOLATION_LATENCY_MS = 30_000;
+
+export interface FaultToleranceOptions {
+  latencyMax?: readonly number[];
+  notAvailableDuration?: readonly number[];
+  now?: () => number;
+}
+
+interface FaultItem {
+  latencyMs: number;
+  availableAtMs: number;
+}
+
+/** Per broker name: last latency and the time from which it may be chosen again. */
+export class LatencyFaultTolerance {
+  private readonly items = new Map<string, FaultItem>();
+  private readonly latencyMax: readonly number[];
+  private readonly notAvailable: readonly number[];
+  private readonly now: () => number;
+
+  constructor(opts: FaultToleranceOptions = {}) {
+    this.latencyMax = opts.latencyMax ?? DEFAULT_LATENCY_MAX;
+    this.notAvailable = opts.notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION;
+    if (this.latencyMax.length !== this.notAvailable.length) throw new Error("latencyMax and notAvailableDuration must have the same length");
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** How long a broker with this latency is avoided. */
+  notAvailableDurationFor(latencyMs: number): number {
+    for (let i = this.latencyMax.length - 1; i >= 0; i--) {
+      if (latencyMs >= this.latencyMax[i]!) return this.notAvailable[i]!;
+    }
+    return 0;
+  }
+
+  /** Records the outcome of a send to `brokerName`; `isolation` = it failed. */
+  update(brokerName: string, latencyMs: number, isolation: boolean): void {
+    const latency = isolation ? ISOLATION_LATENCY_MS : latencyMs;
+    this.items.set(brokerName, { latencyMs: latency, availableAtMs: this.now() + this.notAvailableDurationFor(latency) });
+  }
+
+  isAvailable(brokerName: string): boolean {
+    const it = this.items.get(brokerName);
+    return !it || this.now() >= it.availableAtMs;
+  }
+
+  /** Forgets a broker (it left the route). */
+  remove(brokerName: string): void {
+    this.items.delete(brokerName);
+  }
+}
+
+/**
+ * Round-robin queue choice over a topic's writable queues (RocketMQ's `selectOneMessageQueue`):
+ * prefer a queue whose broker is available and is not the one that just failed, then any
+ * available broker, then any broker but the failed one, then anything.
+ */
+export class QueueSelector {
+  private counter = Math.floor(Math.random() * 0x7fffffff);
+
+  constructor(private readonly faults: LatencyFaultTolerance | null) {}
+
+  select(queues: readonly MessageQueue[], lastFailedBroker?: string): MessageQueue | undefined {
+    const n = queues.length;
+    if (n === 0) return undefined;
+    const start = this.counter;
+    this.counter = (this.counter + 1) & 0x7fffffff;
+    if (n === 1) return queues[0];
+    for (let pass = 0; pass < 3; pass++) {
+      for (let i = 0; i < n; i++) {
+        const q = queues[(start + i) % n]!;
+        const avail = !this.faults || this.faults.isAvailable(q.brokerName);
+        const other = q.brokerName !== lastFailedBroker;
+        if ((pass === 0 && avail && other) || (pass === 1 && avail) || (pass === 2 && other)) {
+          if (i > 0) this.counter = (start + i + 1) & 0x7fffffff;
+          return q;
+        }
+      }
+    }
+    return queues[start % n];
+  }
+}

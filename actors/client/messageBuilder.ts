@@ -1,0 +1,127 @@
+/**
+ * From a user's message to what travels: validation (RocketMQ's `Validators.checkMessage`),
+ * system properties (TAGS, KEYS, DELAY, UNIQ_KEY) and the batch body of `sendBatch`.
+ */
+import { createUniqId, encodeMessageBatch, encodeProperties, type BatchMessage } from "../../transport/messageRecord.ts";
+import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, KEY_SEPARATOR, MessageConst, MQError } from "../../transport/protocol.ts";
+
+/** A message as users give it to `Producer.send` (API.md). */
+export interface Message {
+  topic: string;
+  body: Buffer | Uint8Array | string;
+  tags?: string;
+  keys?: string | string[];
+  properties?: Record<string, string>;
+  /** 1..18 (RocketMQ's delay levels); 0 or absent = deliver at once */
+  delayLevel?: number;
+  /** user flag stored with the message */
+  flag?: number;
+}
+
+/** A validated message ready for the wire. */
+export interface PreparedMessage {
+  topic: string;
+  body: Buffer;
+  flag: number;
+  /** encoded properties, UNIQ_KEY included */
+  properties: string;
+  uniqKey: string;
+}
+
+const SEPARATOR_CHARS = /[\u0001\u0002]/;
+
+function toBuffer(body: unknown): Buffer {
+  if (typeof body === "string") return Buffer.from(body, "utf8");
+  if (Buffer.isBuffer(body)) return body;
+  if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  throw new MQError("MESSAGE_ILLEGAL", "The message body must be a Buffer, a Uint8Array or a string.");
+}
+
+function checkPropertyText(what: string, s: string): void {
+  if (SEPARATOR_CHARS.test(s)) throw new MQError("MESSAGE_ILLEGAL", `The ${what} "${s.replace(SEPARATOR_CHARS, "?")}" contains the reserved characters \\u0001 or \\u0002: remove them.`);
+}
+
+/** Builds the properties of one message; throws MQError MESSAGE_ILLEGAL on bad fields. */
+function buildProperties(msg: Message, uniqKey: string): Record<string, string> {
+  const props: Record<string, string> = {};
+  if (msg.properties !== undefined) {
+    if (typeof msg.properties !== "object" || msg.properties === null) throw new MQError("MESSAGE_ILLEGAL", "properties must be an object of string values.");
+    for (const [k, v] of Object.entries(msg.properties)) {
+      if (typeof v !== "string") throw new MQError("MESSAGE_ILLEGAL", `Property "${k}" must be a string, not ${typeof v}.`);
+      if (k.length === 0) throw new MQError("MESSAGE_ILLEGAL", "A property name is empty: give every property a name.");
+      checkPropertyText("property name", k);
+      checkPropertyText("property value", v);
+      props[k] = v;
+    }
+  }
+  if (msg.tags !== undefined && msg.tags !== "") {
+    if (typeof msg.tags !== "string") throw new MQError("MESSAGE_ILLEGAL", "tags must be a string.");
+    checkPropertyText("tag", msg.tags);
+    props[MessageConst.TAGS] = msg.tags;
+  }
+  if (msg.keys !== undefined) {
+    const keys = Array.isArray(msg.keys) ? msg.keys : [msg.keys];
+    for (const k of keys) {
+      if (typeof k !== "string") throw new MQError("MESSAGE_ILLEGAL", "keys must be a string or an array of strings.");
+      checkPropertyText("key", k);
+    }
+    const joined = keys.filter((k) => k.length > 0).join(KEY_SEPARATOR);
+    if (joined.length > 0) props[MessageConst.KEYS] = joined;
+  }
+  if (msg.delayLevel !== undefined && msg.delayLevel !== 0) {
+    if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0) throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
+    props[MessageConst.DELAY] = String(msg.delayLevel);
+  }
+  props[MessageConst.WAIT_STORE_MSG_OK] = "true";
+  props[MessageConst.UNIQ_KEY] = uniqKey;
+  return props;
+}
+
+/**
+ * Validates a message (topic name, non-empty body within `maxMessageBytes`, property text) and
+ * prepares it for sending; throws MQError MESSAGE_ILLEGAL saying what to fix.
+ */
+export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): PreparedMessage {
+  if (typeof msg !== "object" || msg === null) throw new MQError("MESSAGE_ILLEGAL", "The message must be an object { topic, body, ... }.");
+  checkTopic(msg.topic);
+  const body = toBuffer(msg.body);
+  if (body.length === 0) throw new MQError("MESSAGE_ILLEGAL", `The message body for topic "${msg.topic}" is empty: send at least one byte.`);
+  if (body.length > maxMessageBytes) {
+    throw new MQError("MESSAGE_ILLEGAL", `The message body is ${body.length} bytes; at most ${maxMessageBytes} are allowed: split it or store it elsewhere and send a reference.`);
+  }
+  const flag = msg.flag ?? 0;
+  if (!Number.isInteger(flag)) throw new MQError("MESSAGE_ILLEGAL", "flag must be an integer.");
+  const uniqKey = createUniqId();
+  return { topic: msg.topic, body, flag, properties: encodeProperties(buildProperties(msg, uniqKey)), uniqKey };
+}
+
+/** A validated batch: one topic, one encoded body. */
+export interface PreparedBatch {
+  topic: string;
+  body: Buffer;
+  uniqKeys: string[];
+}
+
+/**
+ * Validates a batch (non-empty, one topic, no delay levels, total size within `maxMessageBytes`)
+ * and encodes it with `encodeMessageBatch`; throws MQError MESSAGE_ILLEGAL.
+ */
+export function prepareBatch(msgs: ReadonlyArray<Message>, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): PreparedBatch {
+  if (!Array.isArray(msgs) || msgs.length === 0) throw new MQError("MESSAGE_ILLEGAL", "sendBatch needs a non-empty array of messages.");
+  const topic = msgs[0]?.topic;
+  const entries: BatchMessage[] = new Array(msgs.length);
+  const uniqKeys: string[] = new Array(msgs.length);
+  for (let i = 0; i < msgs.length; i++) {
+    const m = msgs[i]!;
+    if (m?.topic !== topic) throw new MQError("MESSAGE_ILLEGAL", `All messages of a batch must have the same topic; message ${i} has "${String(m?.topic)}", the first "${String(topic)}".`);
+    if (m.delayLevel) throw new MQError("MESSAGE_ILLEGAL", "A batch cannot carry delayed messages: send those one by one.");
+    const p = prepareMessage(m, maxMessageBytes);
+    entries[i] = { body: p.body, flag: p.flag, properties: p.properties };
+    uniqKeys[i] = p.uniqKey;
+  }
+  const body = encodeMessageBatch(entries);
+  if (body.length > maxMessageBytes) {
+    throw new MQError("MESSAGE_ILLEGAL", `The batch is ${body.length} bytes; at most ${maxMessageBytes} are allowed: send it as several smaller batches.`);
+  }
+  return { topic: topic as string, body, uniqKeys };
+}

@@ -1,0 +1,135 @@
+/**
+ * The client's view of routes (RocketMQ's `MQClientInstance.topicRouteTable` and
+ * `topicRouteData2TopicPublishInfo` / `topicRouteData2TopicSubscribeInfo`): per topic the last
+ * route from a name server, the queues a producer may write to, the queues a consumer may read,
+ * and broker addresses by name.
+ */
+import { MASTER_ID, type MessageQueue, Perm, type TopicRouteData } from "../../transport/protocol.ts";
+
+/** What a producer needs for a topic. */
+export interface TopicPublishInfo {
+  topic: string;
+  orderTopic: boolean;
+  /** writable queues on brokers that have a master, by broker name then queue id */
+  queues: MessageQueue[];
+  route: TopicRouteData;
+}
+
+/** The writable queues of a route: per queue data with WRITE permission whose broker has a master. */
+export function publishQueuesOf(topic: string, route: TopicRouteData): MessageQueue[] {
+  const withMaster = new Set(route.brokerDatas.filter((b) => b.brokerAddrs[String(MASTER_ID)] !== undefined).map((b) => b.brokerName));
+  const out: MessageQueue[] = [];
+  const qds = [...route.queueDatas].sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0));
+  for (const qd of qds) {
+    if ((qd.perm & Perm.WRITE) === 0 || !withMaster.has(qd.brokerName)) continue;
+    for (let i = 0; i < qd.writeQueueNums; i++) out.push({ topic, brokerName: qd.brokerName, queueId: i });
+  }
+  return out;
+}
+
+/** The readable queues of a route: readQueueNums per queue data with READ permission. */
+export function subscribeQueuesOf(topic: string, route: TopicRouteData): MessageQueue[] {
+  const out: MessageQueue[] = [];
+  for (const qd of route.queueDatas) {
+    if ((qd.perm & Perm.READ) === 0) continue;
+    for (let i = 0; i < qd.readQueueNums; i++) out.push({ topic, brokerName: qd.brokerName, queueId: i });
+  }
+  return out;
+}
+
+/**
+ * A route for an unknown topic built from the auto-create topic's route (TBW102), as RocketMQ's
+ * producer does: the brokers that would create the topic on first send, with at most
+ * `defaultQueueNums` queues each.
+ */
+export function routeFromDefaultTopic(defaultRoute: TopicRouteData, defaultQueueNums: number): TopicRouteData {
+  return {
+    queueDatas: defaultRoute.queueDatas.map((qd) => ({
+      brokerName: qd.brokerName,
+      readQueueNums: Math.min(defaultQueueNums, qd.readQueueNums),
+      writeQueueNums: Math.min(defaultQueueNums, qd.writeQueueNums),
+      perm: qd.perm & (Perm.READ | Perm.WRITE),
+    })),
+    brokerDatas: defaultRoute.brokerDatas,
+  };
+}
+
+function routeKey(route: TopicRouteData): string {
+  const q = route.queueDatas.map((d) => `${d.brokerName}:${d.readQueueNums}:${d.writeQueueNums}:${d.perm}`).sort();
+  const b = route.brokerDatas.map((d) => `${d.brokerName}:${Object.entries(d.brokerAddrs).sort().join(",")}`).sort();
+  return `${q.join("|")}#${b.join("|")}`;
+}
+
+interface Entry {
+  route: TopicRouteData;
+  key: string;
+  publish: TopicPublishInfo;
+  /** built from the TBW102 route; the real route replaces it as soon as a name server has one */
+  provisional: boolean;
+}
+
+/** Routes by topic plus the broker address book derived from them. */
+export class RouteCache {
+  private readonly topics = new Map<string, Entry>();
+  private readonly brokerAddrs = new Map<string, Record<string, string>>();
+
+  /** Stores a route; returns true when it differs from the previous one. */
+  put(topic: string, route: TopicRouteData, provisional = false): boolean {
+    const key = routeKey(route);
+    const prev = this.topics.get(topic);
+    for (const bd of route.brokerDatas) this.brokerAddrs.set(bd.brokerName, { ...bd.brokerAddrs });
+    if (prev && prev.key === key && prev.provisional === provisional) return false;
+    this.topics.set(topic, { route, key, provisional, publish: { topic, orderTopic: !!route.orderTopicConf, queues: publishQueuesOf(topic, route), route } });
+    return true;
+  }
+
+  /** Forgets a topic (its route is gone from every name server). */
+  delete(topic: string): boolean {
+    return this.topics.delete(topic);
+  }
+
+  route(topic: string): TopicRouteData | undefined {
+    return this.topics.get(topic)?.route;
+  }
+
+  publishInfo(topic: string): TopicPublishInfo | undefined {
+    return this.topics.get(topic)?.publish;
+  }
+
+  isProvisional(topic: string): boolean {
+    return this.topics.get(topic)?.provisional ?? false;
+  }
+
+  subscribeQueues(topic: string): MessageQueue[] {
+    const r = this.topics.get(topic)?.route;
+    return r ? subscribeQueuesOf(topic, r) : [];
+  }
+
+  /** Topics with a cached route. */
+  topicNames(): string[] {
+    return [...this.topics.keys()];
+  }
+
+  /** Master address of a broker name, from the latest routes. */
+  masterAddress(brokerName: string): string | undefined {
+    return this.brokerAddrs.get(brokerName)?.[String(MASTER_ID)];
+  }
+
+  /** Address of a broker by name and id (master when `brokerId` is 0 or absent). */
+  brokerAddress(brokerName: string, brokerId = MASTER_ID): string | undefined {
+    return this.brokerAddrs.get(brokerName)?.[String(brokerId)];
+  }
+
+  /** Every known broker: name to addresses by id. */
+  brokers(): Map<string, Record<string, string>> {
+    return this.brokerAddrs;
+  }
+
+  /** Rebuilds the address book from the current routes, dropping brokers no route mentions. */
+  pruneBrokers(): void {
+    const live = new Map<string, Record<string, string>>();
+    for (const e of this.topics.values()) for (const bd of e.route.brokerDatas) live.set(bd.brokerName, { ...bd.brokerAddrs });
+    this.brokerAddrs.clear();
+    for (const [k, v] of live) this.brokerAddrs.set(k, v);
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * The `namesrv` actor: answers route queries and keeps the broker registry, dropping brokers that
+ * stopped registering (scan every 5 s, RocketMQ's `scanNotActiveBroker`).
+ */
+import { setup } from "xstate";
+import type { Replier } from "../runtime/index.ts";
+import {
+  MQError,
+  type RegisterBrokerRequest,
+  type UnregisterBrokerRequest,
+} from "../../transport/protocol.ts";
+import { RouteTable } from "./routeTable.ts";
+
+/** How often expired brokers are looked for (RocketMQ's `scanNotActiveBrokerInterval`). */
+export const DEFAULT_SCAN_INTERVAL_MS = 5_000;
+
+interface Asked {
+  reply?: Replier;
+}
+
+/** Events the `namesrv` actor handles; field shapes are in transport/protocol.ts. */
+export type NamesrvEvent =
+  | ({ type: "REGISTER_BROKER" } & Partial<RegisterBrokerRequest> & Asked)
+  | ({ type: "UNREGISTER_BROKER" } & Partial<UnregisterBrokerRequest> & Asked)
+  | ({ type: "GET_ROUTEINFO_BY_TOPIC"; topic?: unknown } & Asked)
+  | ({ type: "GET_BROKER_CLUSTER_INFO" } & Asked)
+  | ({ type: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" } & Asked);
+
+export interface NamesrvInput {
+  /** @default 5000 */
+  scanIntervalMs?: number;
+  /** clock, for tests */
+  now?: () => number;
+  /** called with the addresses of brokers dropped for silence */
+  onExpired?: (addrs: string[]) => void;
+}
+
+export interface NamesrvContext {
+  table: RouteTable;
+  scanIntervalMs: number;
+  now: () => number;
+  onExpired?: (addrs: string[]) => void;
+}
+
+function answer(reply: Replier | undefined, fn: () => object | undefined): void {
+  try {
+    const fields = fn();
+    reply?.ok(fields ?? {});
+  } catch (e) {
+    reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e)));
+  }
+}
+
+function requireString(v: unknown, name: string): string {
+  if (typeof v !== "string" || v.length === 0) throw new MQError("INVALID_PARAMETER", `The request has no "${name}"; send it as a non-empty string.`);
+  return v;
+}
+
+function requireBrokerId(v: unknown): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new MQError("INVALID_PARAMETER", "The request's brokerId must be an integer >= 0 (0 = master).");
+  return v;
+}
+
+export const namesrvMachine = setup({
+  types: {
+    context: {} as NamesrvContext,
+    events: {} as NamesrvEvent,
+    input: {} as NamesrvInput | undefined,
+  },
+  delays: {
+    scanInterval: ({ context }) => context.scanIntervalMs,
+  },
+  actions: {
+    register: ({ context, event }) => {
+      if (event.type !== "REGISTER_BROKER") return;
+      answer(event.reply, () => {
+        const topicConfigTable = event.topicConfigTable;
+        if (topicConfigTable !== undefined && (typeof topicConfigTable !== "object" || topicConfigTable === null)) {
+          throw new MQError("INVALID_PARAMETER", "topicConfigTable must be an object of topic configs.");
+        }
+        return context.table.register(
+          {
+            clusterName: requireString(event.clusterName, "clusterName"),
+            brokerName: requireString(event.brokerName, "brokerName"),
+            brokerAddr: requireString(event.brokerAddr, "brokerAddr"),
+            brokerId: requireBrokerId(event.brokerId),
+            haServerAddr: typeof event.haServerAddr === "string" ? event.haServerAddr : undefined,
+            heartbeatTimeoutMillis: typeof event.heartbeatTimeoutMillis === "number" ? event.heartbeatTimeoutMillis : undefined,
+            topicConfigTable: topicConfigTable ?? {},
+            dataVersion: typeof event.dataVersion === "number" ? event.dataVersion : 0,
+          },
+          context.now(),
+        );
+      });
+    },
+    unregister: ({ context, event }) => {
+      if (event.type !== "UNREGISTER_BROKER") return;
+      answer(event.reply, () => {
+        context.table.unregister({
+          clusterName: requireString(event.clusterName, "clusterName"),
+          brokerName: requireString(event.brokerName, "brokerName"),
+          brokerAddr: requireString(event.brokerAddr, "brokerAddr"),
+          brokerId: requireBrokerId(event.brokerId),
+        });
+        return {};
+      });
+    },
+    getRoute: ({ context, event }) => {
+      if (event.type !== "GET_ROUTEINFO_BY_TOPIC") return;
+      answer(event.reply, () => context.table.getRoute(requireString(event.topic, "topic")));
+    },
+    clusterInfo: ({ context, event }) => answer(event.reply, () => context.table.clusterInfo()),
+    topicList: ({ context, event }) => answer(event.reply, () => ({ topicList: context.table.topicList() })),
+    scanNotActiveBrokers: ({ context }) => {
+      const dropped = context.table.scanNotActiveBrokers(context.now());
+      if (dropped.length > 0) context.onExpired?.(dropped);
+    },
+  },
+}).createMachine({
+  id: "namesrv",
+  context: ({ input }) => ({
+    table: new RouteTable(),
+    scanIntervalMs: input?.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS,
+    now: input?.now ?? Date.now,
+    onExpired: input?.onExpired,
+  }),
+  initial: "serving",
+  states: {
+    serving: {
+      after: { scanInterval: { target: "serving", reenter: true, actions: "scanNotActiveBrokers" } },
+      on: {
+        REGISTER_BROKER: { actions: "register" },
+        UNREGISTER_BROKER: { actions: "unregister" },
+        GET_ROUTEINFO_BY_TOPIC: { actions: "getRoute" },
+        GET_BROKER_CLUSTER_INFO: { actions: "clusterInfo" },
+        GET_ALL_TOPIC_LIST_FROM_NAMESERVER: { actions: "topicList" },
+      },
+    },
+  },
+});

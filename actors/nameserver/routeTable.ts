@@ -1,0 +1,155 @@
+/**
+ * The name server's registry (RocketMQ's `RouteInfoManager`): which brokers are alive, which
+ * topics each master serves with how many queues, and the routes clients ask for. Plain data and
+ * functions, no I/O: the `namesrv` machine owns one and drives it with events and a timer.
+ */
+import {
+  type BrokerData,
+  type ClusterInfo,
+  MASTER_ID,
+  MQError,
+  type QueueData,
+  type RegisterBrokerReply,
+  type RegisterBrokerRequest,
+  type TopicRouteData,
+  type UnregisterBrokerRequest,
+} from "../../transport/protocol.ts";
+
+/** A broker silent for this long is dropped from every route (RocketMQ's default). */
+export const DEFAULT_BROKER_EXPIRED_MS = 120_000;
+
+interface LiveBroker {
+  clusterName: string;
+  brokerName: string;
+  brokerId: number;
+  lastUpdateMs: number;
+  timeoutMs: number;
+  haServerAddr?: string;
+}
+
+/** The route registry of one name server. */
+export class RouteTable {
+  /** brokerName -> addresses by id */
+  private readonly brokerAddrTable = new Map<string, BrokerData>();
+  /** cluster -> broker names */
+  private readonly clusterAddrTable = new Map<string, Set<string>>();
+  /** topic -> brokerName -> queue data */
+  private readonly topicQueueTable = new Map<string, Map<string, QueueData>>();
+  /** broker address -> liveness */
+  private readonly brokerLiveTable = new Map<string, LiveBroker>();
+
+  /**
+   * Records a broker registration. A master's topic list replaces what it registered before
+   * (a topic it no longer lists loses that broker's queues). Returns the master's address for
+   * slaves.
+   */
+  register(req: RegisterBrokerRequest, nowMs: number): RegisterBrokerReply {
+    const { clusterName, brokerName, brokerAddr, brokerId } = req;
+    let names = this.clusterAddrTable.get(clusterName);
+    if (!names) this.clusterAddrTable.set(clusterName, (names = new Set()));
+    names.add(brokerName);
+
+    let bd = this.brokerAddrTable.get(brokerName);
+    if (!bd) this.brokerAddrTable.set(brokerName, (bd = { cluster: clusterName, brokerName, brokerAddrs: {} }));
+    // an address re-registering under another id (a slave promoted, a port reused) replaces its old entry
+    for (const [id, addr] of Object.entries(bd.brokerAddrs)) {
+      if (addr === brokerAddr && Number(id) !== brokerId) delete bd.brokerAddrs[id];
+    }
+    bd.brokerAddrs[String(brokerId)] = brokerAddr;
+
+    this.brokerLiveTable.set(brokerAddr, {
+      clusterName,
+      brokerName,
+      brokerId,
+      lastUpdateMs: nowMs,
+      timeoutMs: req.heartbeatTimeoutMillis && req.heartbeatTimeoutMillis > 0 ? req.heartbeatTimeoutMillis : DEFAULT_BROKER_EXPIRED_MS,
+      haServerAddr: req.haServerAddr,
+    });
+
+    if (brokerId === MASTER_ID) {
+      const listed = req.topicConfigTable ?? {};
+      for (const [topic, byBroker] of this.topicQueueTable) {
+        if (!(topic in listed) && byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);
+      }
+      for (const tc of Object.values(listed)) {
+        let byBroker = this.topicQueueTable.get(tc.topicName);
+        if (!byBroker) this.topicQueueTable.set(tc.topicName, (byBroker = new Map()));
+        byBroker.set(brokerName, { brokerName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm });
+      }
+      return {};
+    }
+    const masterAddr = bd.brokerAddrs[String(MASTER_ID)];
+    return masterAddr ? { masterAddr, haServerAddr: this.brokerLiveTable.get(masterAddr)?.haServerAddr } : {};
+  }
+
+  /** Removes one broker address (clean shutdown or expiry); a broker name with no address left leaves every route. */
+  unregister(req: UnregisterBrokerRequest): void {
+    this.removeAddress(req.brokerAddr, req.brokerName, req.brokerId, req.clusterName);
+  }
+
+  /** Drops brokers whose last registration is older than their timeout; returns the dropped addresses. */
+  scanNotActiveBrokers(nowMs: number): string[] {
+    const dropped: string[] = [];
+    for (const [addr, live] of this.brokerLiveTable) {
+      if (nowMs - live.lastUpdateMs > live.timeoutMs) {
+        dropped.push(addr);
+        this.removeAddress(addr, live.brokerName, live.brokerId, live.clusterName);
+      }
+    }
+    return dropped;
+  }
+
+  /** A topic's route; throws MQError TOPIC_NOT_EXIST when no live broker serves it. */
+  getRoute(topic: string): TopicRouteData {
+    const byBroker = this.topicQueueTable.get(topic);
+    if (!byBroker || byBroker.size === 0) {
+      throw new MQError("TOPIC_NOT_EXIST", `No route info of topic "${topic}": create it (Admin.createTopic) or enable autoCreateTopic on a broker.`);
+    }
+    const queueDatas: QueueData[] = [];
+    const brokerDatas: BrokerData[] = [];
+    for (const qd of byBroker.values()) {
+      queueDatas.push({ ...qd });
+      const bd = this.brokerAddrTable.get(qd.brokerName);
+      if (bd) brokerDatas.push({ cluster: bd.cluster, brokerName: bd.brokerName, brokerAddrs: { ...bd.brokerAddrs } });
+    }
+    queueDatas.sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0));
+    return { queueDatas, brokerDatas };
+  }
+
+  /** Every broker and cluster the name server knows. */
+  clusterInfo(): ClusterInfo {
+    const brokerAddrTable: Record<string, BrokerData> = {};
+    for (const [name, bd] of this.brokerAddrTable) brokerAddrTable[name] = { ...bd, brokerAddrs: { ...bd.brokerAddrs } };
+    const clusterAddrTable: Record<string, string[]> = {};
+    for (const [cluster, names] of this.clusterAddrTable) clusterAddrTable[cluster] = [...names].sort();
+    return { brokerAddrTable, clusterAddrTable };
+  }
+
+  /** Names of every topic some live broker serves. */
+  topicList(): string[] {
+    return [...this.topicQueueTable.keys()].sort();
+  }
+
+  /** Number of live broker addresses. */
+  get liveBrokerCount(): number {
+    return this.brokerLiveTable.size;
+  }
+
+  private removeAddress(brokerAddr: string, brokerName: string, brokerId: number, clusterName: string): void {
+    this.brokerLiveTable.delete(brokerAddr);
+    const bd = this.brokerAddrTable.get(brokerName);
+    if (bd && bd.brokerAddrs[String(brokerId)] === brokerAddr) delete bd.brokerAddrs[String(brokerId)];
+    // queues stay while any address of the broker name is alive: consumers may read from a slave,
+    // and clients only publish to broker names that still have a master
+    if (bd && Object.keys(bd.brokerAddrs).length > 0) return;
+    this.brokerAddrTable.delete(brokerName);
+    const names = this.clusterAddrTable.get(clusterName);
+    if (names) {
+      names.delete(brokerName);
+      if (names.size === 0) this.clusterAddrTable.delete(clusterName);
+    }
+    for (const [topic, byBroker] of this.topicQueueTable) {
+      if (byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);
+    }
+  }
+}
