@@ -1,0 +1,61 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { LatencyFaultTolerance, QueueSelector } from "../../../actors/client/faultTolerance.ts";
+import type { MessageQueue } from "../../../transport/protocol.ts";
+
+const queues: MessageQueue[] = [0, 1, 2, 3].flatMap((i) => [
+  { topic: "T", brokerName: "a", queueId: i },
+]).concat([0, 1, 2, 3].map((i) => ({ topic: "T", brokerName: "b", queueId: i })));
+
+test("latency maps to RocketMQ's not-available durations", () => {
+  const f = new LatencyFaultTolerance();
+  assert.equal(f.notAvailableDurationFor(10), 0);
+  assert.equal(f.notAvailableDurationFor(100), 0);
+  assert.equal(f.notAvailableDurationFor(550), 2000);
+  assert.equal(f.notAvailableDurationFor(1800), 5000);
+  assert.equal(f.notAvailableDurationFor(3000), 6000);
+  assert.equal(f.notAvailableDurationFor(5000), 10000);
+  assert.equal(f.notAvailableDurationFor(30000), 30000);
+});
+
+test("a failed broker is isolated for 30 s, then available again", () => {
+  let now = 0;
+  const f = new LatencyFaultTolerance({ now: () => now });
+  f.update("a", 5, true);
+  assert.equal(f.isAvailable("a"), false);
+  assert.equal(f.isAvailable("b"), true);
+  now = 29_999;
+  assert.equal(f.isAvailable("a"), false);
+  now = 30_000;
+  assert.equal(f.isAvailable("a"), true);
+});
+
+test("round robin visits every queue evenly", () => {
+  const s = new QueueSelector(new LatencyFaultTolerance());
+  const counts = new Map<string, number>();
+  for (let i = 0; i < 800; i++) {
+    const q = s.select(queues)!;
+    counts.set(`${q.brokerName}${q.queueId}`, (counts.get(`${q.brokerName}${q.queueId}`) ?? 0) + 1);
+  }
+  assert.equal(counts.size, 8);
+  for (const c of counts.values()) assert.equal(c, 100);
+});
+
+test("a recently failed broker is avoided; the last failed broker is avoided on retry", () => {
+  const f = new LatencyFaultTolerance();
+  const s = new QueueSelector(f);
+  f.update("a", 0, true);
+  for (let i = 0; i < 50; i++) assert.equal(s.select(queues)!.brokerName, "b");
+  const g = new QueueSelector(new LatencyFaultTolerance());
+  for (let i = 0; i < 50; i++) assert.equal(g.select(queues, "b")!.brokerName, "a");
+});
+
+test("when every broker failed, one is still chosen", () => {
+  const f = new LatencyFaultTolerance();
+  f.update("a", 0, true);
+  f.update("b", 0, true);
+  const s = new QueueSelector(f);
+  assert.ok(s.select(queues));
+  assert.equal(s.select(queues, "a")!.brokerName, "b");
+  assert.equal(s.select([]), undefined);
+});

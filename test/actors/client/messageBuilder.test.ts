@@ -1,0 +1,42 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { prepareBatch, prepareMessage } from "../../../actors/client/messageBuilder.ts";
+import { decodeProperties, forEachBatchMessage } from "../../../transport/messageRecord.ts";
+import { isMQError } from "../../../transport/protocol.ts";
+
+test("properties carry tags, keys, delay and a unique key", () => {
+  const p = prepareMessage({ topic: "T", body: "hi", tags: "TagA", keys: ["k1", "k2"], delayLevel: 3, properties: { a: "1" } });
+  const props = decodeProperties(p.properties);
+  assert.equal(props.TAGS, "TagA");
+  assert.equal(props.KEYS, "k1 k2");
+  assert.equal(props.DELAY, "3");
+  assert.equal(props.a, "1");
+  assert.equal(props.UNIQ_KEY, p.uniqKey);
+  assert.equal(p.body.toString(), "hi");
+  const ids = new Set(Array.from({ length: 1000 }, () => prepareMessage({ topic: "T", body: "x" }).uniqKey));
+  assert.equal(ids.size, 1000);
+});
+
+test("bad messages are MESSAGE_ILLEGAL", () => {
+  const bad = [
+    { topic: "", body: "x" },
+    { topic: "a b", body: "x" },
+    { topic: "x".repeat(128), body: "x" },
+    { topic: "T", body: "" },
+    { topic: "T", body: Buffer.alloc(4 * 1024 * 1024 + 1) },
+    { topic: "T", body: 5 },
+    { topic: "T", body: "x", properties: { a: "\u0001" } },
+  ];
+  for (const m of bad) assert.throws(() => prepareMessage(m as never), (e) => isMQError(e, "MESSAGE_ILLEGAL"), JSON.stringify(m).slice(0, 60));
+});
+
+test("a batch is one body of one topic", () => {
+  const b = prepareBatch([{ topic: "T", body: "a" }, { topic: "T", body: "bb", tags: "x" }]);
+  const seen: string[] = [];
+  assert.equal(forEachBatchMessage(b.body, (s, e) => seen.push(b.body.toString("utf8", s, e))), 2);
+  assert.deepEqual(seen, ["a", "bb"]);
+  assert.equal(b.uniqKeys.length, 2);
+  assert.throws(() => prepareBatch([{ topic: "T", body: "a" }, { topic: "U", body: "a" }]), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  assert.throws(() => prepareBatch([]), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  assert.throws(() => prepareBatch([{ topic: "T", body: Buffer.alloc(3000) }, { topic: "T", body: Buffer.alloc(3000) }], 4000), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+});
