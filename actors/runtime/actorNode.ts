@@ -1,0 +1,283 @@
+/**
+ * ActorNode: hosts named xstate actors in one process and exposes them at its ZeroMQ address.
+ * Inbound events reach an actor with `body`, `reply` (for asks) and `origin` (remote senders)
+ * attached; supervision restarts failing actors; inspection streams what happens inside.
+ */
+import { EventEmitter } from "node:events";
+import type { AnyActorLogic } from "xstate";
+import * as zmq from "zeromq";
+import { encode, type Link, ZmqNode, type ZmqNodeOptions, type TransportStats } from "../../transport/index.ts";
+import { MQError, RequestCode } from "../../transport/protocol.ts";
+import { InspectionHub, type InspectionListener, type InspectionRecord } from "./inspection.ts";
+import { LinkOrigin, LocalRef, type Ref, type RefHost, type Replier, RemoteRef, type WireEvent, WireReplier } from "./refs.ts";
+import { type ActorFailure, HostedActor, type Supervision, defaultSupervision } from "./supervision.ts";
+
+/** Options of {@link ActorNode.start}; see docs/internals.md §3. */
+export type ActorNodeOptions = ZmqNodeOptions;
+
+/** Options of {@link ActorNode.spawn}. */
+export interface SpawnOptions {
+  input?: unknown;
+  /** @default restart, 5 restarts, 100 ms backoff doubling */
+  supervision?: Supervision;
+}
+
+/** Counters of a node. */
+export interface ActorNodeStats extends TransportStats {
+  /** events for names no actor is hosted under */
+  noActor: number;
+  /** hosted actor failures (each restart or stop) */
+  actorFailures: number;
+}
+
+/** Events a node emits: `actorFailure` with an {@link ActorFailure}. */
+export interface ActorNodeEvents {
+  actorFailure: [ActorFailure];
+}
+
+/** Frames an inspection publisher may queue before it drops records (never back-pressures). */
+export const INSPECTION_QUEUE_LIMIT = 10_000;
+
+export class ActorNode implements RefHost {
+  readonly transport: ZmqNode;
+  private readonly hosted = new Map<string, HostedActor>();
+  private readonly hub: InspectionHub;
+  private readonly events = new EventEmitter();
+  private readonly localRefs = new Map<string, LocalRef>();
+  private readonly remoteRefs = new Map<string, RemoteRef>();
+  private readonly publishers = new Map<string, () => Promise<void>>();
+  private noActor = 0;
+  private actorFailures = 0;
+  private closing: Promise<void> | null = null;
+
+  private constructor(transport: ZmqNode) {
+    this.transport = transport;
+    this.hub = new InspectionHub(transport.nodeId, () => this.roots());
+    transport.onRequest((link, code, corrId, target, sender, event, body) => this.onRemote(link, code, corrId, target, sender, event, body));
+  }
+
+  /** Starts a node: binds its ROUTER when `listen` is set. */
+  static async start(options: ActorNodeOptions = {}): Promise<ActorNode> {
+    return new ActorNode(await ZmqNode.start(options));
+  }
+
+  get nodeId(): string {
+    return this.transport.nodeId;
+  }
+
+  /** Bound (real port) or advertised endpoint; null when the node does not listen. */
+  get address(): string | null {
+    return this.transport.address;
+  }
+
+  /** Hosts an xstate actor under `name`, reachable at (node.address, name). */
+  spawn(name: string, logic: AnyActorLogic, opts: SpawnOptions = {}): void {
+    if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; cannot spawn ${name}.`);
+    if (typeof name !== "string" || name.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "An actor needs a non-empty name.");
+    const prev = this.hosted.get(name);
+    if (prev && prev.status !== "stopped") throw new MQError("ILLEGAL_ARGUMENT", `An actor named ${name} already runs on ${this.nodeId}; stop it or choose another name.`);
+    const h = new HostedActor(
+      name,
+      logic,
+      opts.input,
+      opts.supervision ?? defaultSupervision(),
+      (ha) => this.hub.attach(ha.name, ha.actor),
+      (ha, error, action, backoffMs) => this.onFailure(ha, error, action, backoffMs),
+    );
+    this.hosted.set(name, h);
+    h.start();
+  }
+
+  /** Stops the actor hosted under `name` (no restart). */
+  stopActor(name: string): void {
+    this.hosted.get(name)?.stop();
+    this.hosted.delete(name);
+  }
+
+  /** The running xstate actor under `name` (for tests and tools), if any. */
+  actorOf(name: string): import("xstate").AnyActorRef | undefined {
+    const h = this.hosted.get(name);
+    return h && h.status === "running" ? h.actor : undefined;
+  }
+
+  /** A handle to actor `name` at `address`; null or this node's own address gives a local handle. */
+  ref(address: string | null, name: string): Ref {
+    if (address === null || address === this.address) {
+      let r = this.localRefs.get(name);
+      if (!r) this.localRefs.set(name, (r = new LocalRef(this, name)));
+      return r;
+    }
+    const key = `${address}\u0000${name}`;
+    let r = this.remoteRefs.get(key);
+    if (!r) this.remoteRefs.set(key, (r = new RemoteRef(this, this.transport.peer(address), name, address)));
+    return r;
+  }
+
+  /** Listens to the inspection stream; returns the unsubscribe function. */
+  inspect(listener: InspectionListener): () => void {
+    return this.hub.add(listener);
+  }
+
+  /** Listens to node events (`actorFailure`). */
+  on<K extends keyof ActorNodeEvents>(event: K, listener: (...args: ActorNodeEvents[K]) => void): () => void {
+    this.events.on(event, listener as (...a: unknown[]) => void);
+    return () => this.events.off(event, listener as (...a: unknown[]) => void);
+  }
+
+  /**
+   * Publishes this node's inspection stream to an inspector's SUB endpoint over an XPUB socket.
+   * Records are dropped at the high-water mark, never back-pressuring the node; when a
+   * subscriber (re)subscribes the latest definition and snapshot of every actor is replayed.
+   * Returns the function that stops publishing.
+   */
+  async publishInspection(endpoint: string): Promise<() => Promise<void>> {
+    if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed.`);
+    const existing = this.publishers.get(endpoint);
+    if (existing) return existing;
+    const pub = new zmq.XPublisher({ linger: 0, sendHighWaterMark: INSPECTION_QUEUE_LIMIT, sendTimeout: 0 });
+    try {
+      pub.connect(endpoint);
+    } catch (e) {
+      pub.close();
+      throw new MQError("ILLEGAL_ARGUMENT", `Cannot connect the inspection stream to "${endpoint}": ${(e as Error).message}.`, { cause: e });
+    }
+    let queue: Buffer[] = [];
+    let sending = false;
+    const pump = async () => {
+      if (sending) return;
+      sending = true;
+      while (queue.length > 0 && !pub.closed) {
+        const batch = queue;
+        queue = [];
+        for (const m of batch) {
+          try {
+            await pub.send(m);
+          } catch {
+            // dropped: inspection never slows the node
+          }
+        }
+      }
+      sending = false;
+    };
+    const push = (r: InspectionRecord) => {
+      if (queue.length >= INSPECTION_QUEUE_LIMIT) return;
+      let buf: Buffer;
+      try {
+        buf = encode(r);
+      } catch {
+        return;
+      }
+      queue.push(buf);
+      if (!sending) void pump();
+    };
+    const unsubscribe = this.hub.add(push);
+    void (async () => {
+      for (;;) {
+        let msg: Buffer[];
+        try {
+          msg = await pub.receive();
+        } catch {
+          return;
+        }
+        if (msg[0]?.[0] === 1) this.hub.replay(push);
+      }
+    })();
+    const stop = async () => {
+      unsubscribe();
+      this.publishers.delete(endpoint);
+      pub.close();
+    };
+    this.publishers.set(endpoint, stop);
+    return stop;
+  }
+
+  /** Transport and runtime counters. */
+  stats(): ActorNodeStats {
+    return { ...this.transport.stats, noActor: this.noActor, actorFailures: this.actorFailures };
+  }
+
+  /** Stops every actor, inspection publisher, socket and timer. */
+  close(): Promise<void> {
+    if (!this.closing) this.closing = this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    for (const stop of [...this.publishers.values()]) await stop();
+    for (const h of this.hosted.values()) h.stop();
+    this.hosted.clear();
+    await this.transport.close();
+    this.events.removeAllListeners();
+  }
+
+  private *roots(): Iterable<{ name: string; actor: import("xstate").AnyActorRef }> {
+    for (const h of this.hosted.values()) if (h.status === "running") yield { name: h.name, actor: h.actor };
+  }
+
+  private onFailure(h: HostedActor, error: unknown, action: "restart" | "stop", backoffMs: number): void {
+    this.actorFailures++;
+    this.hub.failure(h.name, h.actor.sessionId, action, error, h.restarts);
+    const f: ActorFailure = { nodeId: this.nodeId, actorName: h.name, error, action, restarts: h.restarts, backoffMs };
+    this.events.emit("actorFailure", f);
+  }
+
+  /** @internal delivery for local refs and for requests that came over the wire. */
+  deliverLocal(name: string, event: WireEvent, body: Buffer | undefined, replier: Replier | undefined): void {
+    if (event.type === "INSPECT_SUBSCRIBE") {
+      this.inspectSubscribe(event, replier);
+      return;
+    }
+    const ev: Record<string, unknown> = { ...event };
+    ev.body = body;
+    ev.reply = replier;
+    ev.origin = undefined;
+    this.dispatch(name, ev as WireEvent, replier);
+  }
+
+  private dispatch(name: string, ev: WireEvent, replier: Replier | undefined): void {
+    const h = this.hosted.get(name);
+    if (h === undefined || h.status === "stopped") {
+      this.noActor++;
+      replier?.fail(new MQError("SYSTEM_ERROR", `no actor ${name} on ${this.nodeId}`));
+      return;
+    }
+    if (h.status === "restarting") {
+      replier?.fail(new MQError("SYSTEM_BUSY", `The actor ${name} on ${this.nodeId} is restarting after a failure; retry shortly.`));
+      return;
+    }
+    const status = h.actor.getSnapshot().status;
+    if (status !== "active") {
+      replier?.fail(new MQError("SYSTEM_ERROR", `The actor ${name} on ${this.nodeId} has ${status === "done" ? "finished" : "stopped"}; no further events are processed.`));
+      return;
+    }
+    h.actor.send(ev);
+  }
+
+  private onRemote(link: Link, code: number, corrId: number, target: string, sender: string, event: WireEvent, body: Buffer | undefined): void {
+    const t = this.transport;
+    const replier = corrId > 0 ? new WireReplier(t, link, corrId) : undefined;
+    if (code === RequestCode.INSPECT_SUBSCRIBE) {
+      this.inspectSubscribe(event, replier);
+      return;
+    }
+    let origin = link.origin as LinkOrigin | undefined;
+    if (origin === undefined || origin.nodeId !== sender) link.origin = origin = new LinkOrigin(this, link, sender);
+    // the decoded event is ours: attach in place rather than copy
+    event.body = body;
+    event.reply = replier;
+    event.origin = origin;
+    this.dispatch(target, event, replier);
+  }
+
+  private inspectSubscribe(event: WireEvent, replier: Replier | undefined): void {
+    const endpoint = event.endpoint;
+    if (typeof endpoint !== "string") {
+      replier?.fail(new MQError("INVALID_PARAMETER", "INSPECT_SUBSCRIBE needs an endpoint field: the inspector's SUB address."));
+      return;
+    }
+    this.publishInspection(endpoint).then(
+      () => replier?.ok({ nodeId: this.nodeId }),
+      (e) => replier?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e))),
+    );
+  }
+}

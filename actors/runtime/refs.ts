@@ -1,0 +1,151 @@
+/**
+ * Handles to actors (local or remote), the once-only replier an asked actor answers with, and
+ * the origin of a remote request. A local and a remote handle behave the same: same replier,
+ * same timeout, same errors; only local delivery skips msgpack.
+ */
+import type { BodyParts, Link, ReplyMessage, ZmqNode } from "../../transport/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+
+/** An event on the wire: `type` is the RocketMQ request name where one exists. */
+export type WireEvent = { type: string; [field: string]: unknown };
+
+/** What an ask resolves to. Rejections are MQError (TIMEOUT, CLOSED, SYSTEM_BUSY, remote code). */
+export type Reply<T = Record<string, unknown>> = ReplyMessage<T>;
+
+export interface SendOptions {
+  body?: Uint8Array | Uint8Array[];
+}
+export interface AskOptions extends SendOptions {
+  /** @default the node's requestTimeoutMs */
+  timeoutMs?: number;
+}
+
+/** A handle to a named actor. */
+export interface Ref {
+  readonly name: string;
+  /** The actor's node address, null for a local actor. */
+  readonly address: string | null;
+  /** One-way; throws MQError SYSTEM_BUSY past the send bound, CLOSED after close. */
+  send(event: WireEvent, opts?: SendOptions): void;
+  ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>>;
+}
+
+/** Given to an asked actor as `event.reply`; the first answer wins, later ones are ignored. */
+export interface Replier {
+  ok(fields?: object, body?: Uint8Array | Uint8Array[]): void;
+  fail(err: MQError): void;
+}
+
+/** Given to an actor as `event.origin` for remote senders: reach actors of the sender's node. */
+export interface Origin {
+  readonly nodeId: string;
+  ref(name: string): Ref;
+}
+
+/** What the node offers refs and repliers (kept narrow so refs do not see the node's insides). */
+export interface RefHost {
+  readonly transport: ZmqNode;
+  deliverLocal(name: string, event: WireEvent, body: Buffer | undefined, replier: Replier | undefined): void;
+}
+
+/** The one Buffer a receiver gets for a body given as bytes or a list of bytes. */
+export function toBodyBuffer(body: BodyParts): Buffer | undefined {
+  if (body === undefined) return undefined;
+  if (Array.isArray(body)) return body.length === 1 ? toBodyBuffer(body[0]) : Buffer.concat(body);
+  return Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+}
+
+/** Replier for a request that came over the wire. */
+export class WireReplier implements Replier {
+  private done = false;
+  constructor(
+    private readonly transport: ZmqNode,
+    private readonly link: Link,
+    private readonly corrId: number,
+  ) {}
+  ok(fields?: object, body?: Uint8Array | Uint8Array[]): void {
+    if (this.done) return;
+    this.done = true;
+    this.transport.reply(this.link, this.corrId, fields, body);
+  }
+  fail(err: MQError): void {
+    if (this.done) return;
+    this.done = true;
+    this.transport.replyError(this.link, this.corrId, err instanceof MQError ? err : new MQError("SYSTEM_ERROR", String(err)));
+  }
+}
+
+/** Replier for a local ask: completes the pending entry directly. */
+export class LocalReplier implements Replier {
+  private done = false;
+  constructor(
+    private readonly transport: ZmqNode,
+    private readonly corrId: number,
+  ) {}
+  ok(fields?: object, body?: Uint8Array | Uint8Array[]): void {
+    if (this.done) return;
+    this.done = true;
+    const b = toBodyBuffer(body);
+    this.transport.pending.resolve(this.corrId, b === undefined ? { fields: fields ?? {} } : { fields: fields ?? {}, body: b });
+  }
+  fail(err: MQError): void {
+    if (this.done) return;
+    this.done = true;
+    this.transport.pending.reject(this.corrId, err instanceof MQError ? err : new MQError("SYSTEM_ERROR", String(err)));
+  }
+}
+
+/** Handle to an actor on another node, over a DEALER link or back over a client's connection. */
+export class RemoteRef implements Ref {
+  constructor(
+    private readonly host: RefHost,
+    private readonly link: Link,
+    readonly name: string,
+    readonly address: string | null,
+  ) {}
+  send(event: WireEvent, opts?: SendOptions): void {
+    this.host.transport.post(this.link, this.name, event, opts?.body);
+  }
+  ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
+    const t = this.host.transport;
+    return t.request<T>(this.link, this.name, event, opts?.body, opts?.timeoutMs ?? t.requestTimeoutMs);
+  }
+}
+
+/** Handle to an actor hosted by this node. */
+export class LocalRef implements Ref {
+  readonly address = null;
+  constructor(
+    private readonly host: RefHost,
+    readonly name: string,
+  ) {}
+  send(event: WireEvent, opts?: SendOptions): void {
+    if (this.host.transport.isClosed) throw new MQError("CLOSED", `The node is closed; cannot send ${event.type} to ${this.name}.`);
+    this.host.deliverLocal(this.name, event, toBodyBuffer(opts?.body), undefined);
+  }
+  ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
+    const t = this.host.transport;
+    if (t.isClosed) return Promise.reject(new MQError("CLOSED", `The node is closed; cannot ask ${this.name}.`));
+    const { id, promise } = t.pending.add<T>(opts?.timeoutMs ?? t.requestTimeoutMs, event.type, this.name);
+    this.host.deliverLocal(this.name, event, toBodyBuffer(opts?.body), new LocalReplier(t, id));
+    return promise;
+  }
+}
+
+/** Origin of requests that came in on one link; refs go back over that same link. */
+export class LinkOrigin implements Origin {
+  private readonly refs = new Map<string, RemoteRef>();
+  constructor(
+    private readonly host: RefHost,
+    private readonly link: Link,
+    readonly nodeId: string,
+  ) {}
+  ref(name: string): Ref {
+    let r = this.refs.get(name);
+    if (!r) {
+      r = new RemoteRef(this.host, this.link, name, null);
+      this.refs.set(name, r);
+    }
+    return r;
+  }
+}

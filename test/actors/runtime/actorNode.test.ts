@@ -1,0 +1,118 @@
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import { assign, setup } from "xstate";
+import { ActorNode, type Replier, type Origin } from "../../../actors/runtime/index.ts";
+import { MQError, isMQError } from "../../../transport/protocol.ts";
+import { EPHEMERAL, waitFor } from "../../helpers.ts";
+
+type EchoEvent =
+  | { type: "ECHO"; text: string; body?: Buffer; reply?: Replier; origin?: Origin }
+  | { type: "COUNT"; n: number; body?: Buffer; reply?: Replier }
+  | { type: "GET"; reply?: Replier }
+  | { type: "FAIL"; reply?: Replier }
+  | { type: "CALL_BACK"; reply?: Replier; origin?: Origin };
+
+const echoMachine = setup({
+  types: { context: {} as { total: number; bytes: number }, events: {} as EchoEvent },
+}).createMachine({
+  context: { total: 0, bytes: 0 },
+  on: {
+    ECHO: { actions: ({ event }) => event.reply?.ok({ text: event.text, from: event.origin?.nodeId ?? "local" }, event.body) },
+    COUNT: { actions: assign({ total: ({ context, event }) => context.total + event.n, bytes: ({ context, event }) => context.bytes + (event.body?.length ?? 0) }) },
+    GET: { actions: ({ context, event }) => event.reply?.ok({ total: context.total, bytes: context.bytes }) },
+    FAIL: {
+      actions: ({ event }) => {
+        event.reply?.fail(new MQError("TOPIC_NOT_EXIST", "no such topic"));
+        event.reply?.ok({ late: true });
+      },
+    },
+    CALL_BACK: {
+      actions: ({ event }) => {
+        const r = event.reply;
+        event.origin!.ref("client").ask({ type: "PING" }, { timeoutMs: 2000 }).then(
+          (rep) => r?.ok({ clientSaid: rep.fields.pong }),
+          (e) => r?.fail(e),
+        );
+      },
+    },
+  },
+});
+
+const clientMachine = setup({ types: { events: {} as { type: "PING"; reply?: Replier } } }).createMachine({
+  on: { PING: { actions: ({ event }) => event.reply?.ok({ pong: "from-client" }) } },
+});
+
+describe("ActorNode ask/send", () => {
+  let server: ActorNode;
+  let client: ActorNode;
+  before(async () => {
+    server = await ActorNode.start({ listen: EPHEMERAL, requestTimeoutMs: 2000 });
+    client = await ActorNode.start({ listen: null, requestTimeoutMs: 2000 });
+    server.spawn("echo", echoMachine);
+    client.spawn("client", clientMachine);
+  });
+  after(async () => {
+    await client.close();
+    await server.close();
+  });
+
+  it("binds an ephemeral port and reports it", () => {
+    assert.match(server.address ?? "", /^tcp:\/\/127\.0\.0\.1:\d+$/);
+    assert.notEqual(server.address, "tcp://127.0.0.1:*");
+    assert.equal(client.address, null);
+  });
+
+  it("asks a remote actor and gets fields and body back", async () => {
+    const r = await client.ref(server.address, "echo").ask<{ text: string; from: string }>({ type: "ECHO", text: "hi" }, { body: [Buffer.from("ab"), Buffer.from("cd")] });
+    assert.equal(r.fields.text, "hi");
+    assert.equal(r.fields.from, client.nodeId);
+    assert.equal(r.body?.toString(), "abcd");
+  });
+
+  it("delivers one-way sends in order, and a local ref behaves the same", async () => {
+    const remote = client.ref(server.address, "echo");
+    for (let i = 1; i <= 100; i++) remote.send({ type: "COUNT", n: i }, { body: Buffer.alloc(10) });
+    const local = server.ref(null, "echo");
+    local.send({ type: "COUNT", n: 1000 }, { body: new Uint8Array(5) });
+    await waitFor(async () => (await local.ask<{ total: number }>({ type: "GET" })).fields.total === 5050 + 1000, 5000, "all COUNTs");
+    const r = await remote.ask<{ total: number; bytes: number }>({ type: "GET" });
+    assert.deepEqual(r.fields, { total: 6050, bytes: 1005 });
+    const l = await server.ref(server.address, "echo").ask<{ text: string; from: string }>({ type: "ECHO", text: "self" }, { body: Buffer.from("x") });
+    assert.deepEqual(l.fields, { text: "self", from: "local" });
+    assert.equal(l.body?.toString(), "x");
+  });
+
+  it("carries typed errors; the first reply wins", async () => {
+    for (const ref of [client.ref(server.address, "echo"), server.ref(null, "echo")]) {
+      await assert.rejects(ref.ask({ type: "FAIL" }), (e) => isMQError(e, "TOPIC_NOT_EXIST") && e.message === "no such topic");
+    }
+  });
+
+  it("answers SYSTEM_ERROR for an unknown actor, remote and local", async () => {
+    for (const ref of [client.ref(server.address, "nobody"), server.ref(null, "nobody")]) {
+      await assert.rejects(ref.ask({ type: "ECHO", text: "x" }), (e) => isMQError(e, "SYSTEM_ERROR") && /no actor nobody/.test(e.message));
+    }
+  });
+
+  it("times out when the actor never replies (local and remote alike)", async () => {
+    for (const ref of [client.ref(server.address, "echo"), server.ref(null, "echo")]) {
+      const t0 = Date.now();
+      await assert.rejects(ref.ask({ type: "COUNT", n: 0 }, { timeoutMs: 150 }), (e) => isMQError(e, "TIMEOUT"));
+      assert.ok(Date.now() - t0 >= 140);
+    }
+  });
+
+  it("lets the server reach a non-listening client over its connection (origin.ref)", async () => {
+    const r = await client.ref(server.address, "echo").ask<{ clientSaid: string }>({ type: "CALL_BACK" });
+    assert.equal(r.fields.clientSaid, "from-client");
+  });
+
+  it("rejects with CLOSED after close", async () => {
+    const n = await ActorNode.start({ listen: null });
+    const ref = n.ref(server.address, "echo");
+    const pending = ref.ask({ type: "COUNT", n: 0 }, { timeoutMs: 5000 });
+    await n.close();
+    await assert.rejects(pending, (e) => isMQError(e, "CLOSED"));
+    assert.throws(() => ref.send({ type: "COUNT", n: 1 }), (e) => isMQError(e, "CLOSED"));
+  });
+});

@@ -1,0 +1,116 @@
+/**
+ * CurveZMQ support: option shapes, Z85 key decoding and the ZAP handler that restricts a
+ * listening node to a set of allowed client public keys.
+ *
+ * zeromq v6 ships no ZAP handler, and libzmq accepts every CURVE client that knows the server key
+ * unless a handler bound at `inproc://zeromq.zap.01` in the same context says otherwise. One
+ * handler serves the whole process (only one socket can bind that endpoint); each listening node
+ * registers its own ZAP domain with its allowed keys.
+ */
+import * as zmq from "zeromq";
+import { MQError } from "./protocol.ts";
+
+/** Server side of CURVE (the listening ROUTER). Keys are Z85 strings as `zmq.curveKeyPair()` gives them. */
+export interface CurveServerOptions {
+  publicKey: string;
+  secretKey: string;
+  /** When given, only clients presenting one of these public keys may connect. */
+  allowedClientKeys?: string[];
+}
+
+/** Client side of CURVE (outgoing DEALERs). */
+export interface CurveClientOptions {
+  publicKey: string;
+  secretKey: string;
+  /** The server public key for every address, or one key per address. */
+  serverKeys?: Record<string, string> | string;
+}
+
+/** A fresh CURVE key pair (Z85). */
+export function curveKeyPair(): { publicKey: string; secretKey: string } {
+  return zmq.curveKeyPair();
+}
+
+const Z85_CHARS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+const Z85_INDEX = new Map<string, number>([...Z85_CHARS].map((c, i) => [c, i]));
+
+/** Decodes a Z85 string (length a multiple of 5) to bytes. */
+export function z85Decode(s: string): Buffer {
+  if (s.length % 5 !== 0) throw new MQError("ILLEGAL_ARGUMENT", `"${s.slice(0, 8)}..." is not a Z85 key: its length must be a multiple of 5 (CURVE keys are 40 characters).`);
+  const out = Buffer.alloc((s.length / 5) * 4);
+  for (let i = 0, o = 0; i < s.length; i += 5, o += 4) {
+    let v = 0;
+    for (let j = 0; j < 5; j++) {
+      const d = Z85_INDEX.get(s[i + j]!);
+      if (d === undefined) throw new MQError("ILLEGAL_ARGUMENT", `"${s.slice(0, 8)}..." is not a Z85 key: character "${s[i + j]}" is not in the Z85 alphabet.`);
+      v = v * 85 + d;
+    }
+    out.writeUInt32BE(v >>> 0, o);
+  }
+  return out;
+}
+
+/** Checks a Z85 CURVE key and throws ILLEGAL_ARGUMENT when it is not one. */
+export function checkCurveKey(key: unknown, what: string): asserts key is string {
+  if (typeof key !== "string" || key.length !== 40) {
+    throw new MQError("ILLEGAL_ARGUMENT", `${what} must be a 40-character Z85 CURVE key (use curveKeyPair()).`);
+  }
+  z85Decode(key);
+}
+
+const ZAP_ENDPOINT = "inproc://zeromq.zap.01";
+
+/** The process-wide ZAP handler: domain -> allowed client keys (hex of the 32 raw bytes). */
+class ZapHandler {
+  private readonly domains = new Map<string, Set<string>>();
+  private socket: zmq.Reply | null = null;
+  /** Handshakes refused, for tests and stats. */
+  rejected = 0;
+
+  async register(domain: string, allowedKeys: string[]): Promise<void> {
+    this.domains.set(domain, new Set(allowedKeys.map((k) => z85Decode(k).toString("hex"))));
+    if (this.socket === null) {
+      const sock = new zmq.Reply({ linger: 0 });
+      await sock.bind(ZAP_ENDPOINT);
+      this.socket = sock;
+      void this.serve(sock);
+    }
+  }
+
+  unregister(domain: string): void {
+    this.domains.delete(domain);
+    if (this.domains.size === 0 && this.socket !== null) {
+      this.socket.close();
+      this.socket = null;
+    }
+  }
+
+  private async serve(sock: zmq.Reply): Promise<void> {
+    for (;;) {
+      let req: Buffer[];
+      try {
+        req = await sock.receive();
+      } catch {
+        return;
+      }
+      // ZAP request: version, request id, domain, address, identity, mechanism, credentials...
+      const requestId = req[1] ?? Buffer.alloc(0);
+      const domain = req[2]?.toString() ?? "";
+      const mechanism = req[5]?.toString() ?? "";
+      const allowed = this.domains.get(domain);
+      let ok = true;
+      if (allowed !== undefined) {
+        ok = mechanism === "CURVE" && req[6] !== undefined && allowed.has(req[6].toString("hex"));
+      }
+      if (!ok) this.rejected++;
+      try {
+        await sock.send(["1.0", requestId, ok ? "200" : "400", ok ? "OK" : "client key not allowed", "", ""]);
+      } catch {
+        return;
+      }
+    }
+  }
+}
+
+/** The one ZAP handler of this process. */
+export const zapHandler = new ZapHandler();

@@ -1,0 +1,533 @@
+/**
+ * The ZeroMQ node: one ROUTER listening (optional), one DEALER per peer address, request/reply
+ * with correlation ids and per-request deadlines, one-way sends, bounded send queues, and frames
+ * queued in the same tick coalesced into one multipart send per socket.
+ *
+ * Requests flow both ways on every connection: a DEALER also receives requests (from the node it
+ * connected to) and answers them on the same socket, so clients that never listen can still be
+ * reached through the connection they opened.
+ */
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import * as zmq from "zeromq";
+import {
+  KIND_REPLY,
+  KIND_REQUEST,
+  MAX_BODY_FRAMES,
+  type BodyParts,
+  bodyFrameCount,
+  decode,
+  encode,
+  isKnownRequestCode,
+  joinBody,
+  pushBody,
+  requestCodeOf,
+  responseCodeOf,
+} from "./codec.ts";
+import { type CurveClientOptions, type CurveServerOptions, checkCurveKey, zapHandler } from "./curve.ts";
+import { PendingRequests, type ReplyMessage } from "./pendingRequests.ts";
+import { MQError, RequestCode, ResponseCode } from "./protocol.ts";
+
+/** @default 3000 */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 3000;
+/** Frames a link may queue before sends fail with SYSTEM_BUSY. @default 10000 */
+export const DEFAULT_SEND_HIGH_WATER_MARK = 10_000;
+/** ZMTP heartbeat, so half-open connections are noticed. */
+export const HEARTBEAT_INTERVAL_MS = 1000;
+export const HEARTBEAT_TIMEOUT_MS = 5000;
+/** Reconnect delay for DEALERs whose peer went away. */
+export const RECONNECT_INTERVAL_MS = 100;
+export const RECONNECT_INTERVAL_MAX_MS = 1000;
+/** Router links remembered (clients that sent us something); oldest forgotten first. */
+export const MAX_ROUTER_LINKS = 65_536;
+
+/** Options of {@link ZmqNode.start}. */
+export interface ZmqNodeOptions {
+  /** @default `${hostname}:${pid}:${random}` */
+  nodeId?: string;
+  /** `tcp://host:port`; `tcp://127.0.0.1:*` binds an ephemeral port. null: no ROUTER. @default null */
+  listen?: string | null;
+  /** Address others should use when it differs from the bound one. */
+  advertise?: string;
+  curve?: CurveServerOptions;
+  curveClient?: CurveClientOptions;
+  /** @default 3000 */
+  requestTimeoutMs?: number;
+  /** @default 10000 */
+  sendHighWaterMark?: number;
+}
+
+export function defaultZmqNodeOptions(): Required<Pick<ZmqNodeOptions, "nodeId" | "listen" | "requestTimeoutMs" | "sendHighWaterMark">> {
+  return {
+    nodeId: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
+    listen: null,
+    requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+    sendHighWaterMark: DEFAULT_SEND_HIGH_WATER_MARK,
+  };
+}
+
+/** Counters of a node's transport. */
+export interface TransportStats {
+  requestsIn: number;
+  repliesIn: number;
+  /** frames that could not be decoded and had no readable reply address */
+  malformedDropped: number;
+  /** malformed requests answered with MALFORMED / REQUEST_CODE_NOT_SUPPORTED */
+  malformedAnswered: number;
+  /** requests that arrived after their deadline */
+  staleDropped: number;
+  /** replies to asks that had already timed out */
+  lateReplies: number;
+  /** socket sends that failed (peer gone, queue full) */
+  sendFailures: number;
+}
+
+/** A connection frames can be sent on: an outgoing DEALER or a peer connected to our ROUTER. */
+export abstract class Link {
+  /** header/body parts waiting to be sent (router links start with the routing id) */
+  parts: Uint8Array[] = [];
+  /** logical frames queued */
+  queued = 0;
+  /** set by the runtime: the Origin object for requests that came in on this link */
+  origin: unknown = undefined;
+  /** node id of the peer, learnt from the requests it sent */
+  peerNodeId = "";
+  abstract readonly description: string;
+}
+
+/** Outgoing link: one DEALER to one peer address. */
+export class PeerLink extends Link {
+  flushing = false;
+  scheduled = false;
+  readonly flush: () => void;
+  constructor(
+    readonly address: string,
+    readonly socket: zmq.Dealer,
+    node: ZmqNode,
+  ) {
+    super();
+    this.flush = () => node.pumpPeer(this);
+  }
+  get description(): string {
+    return this.address;
+  }
+}
+
+/** A peer connected to our ROUTER, addressed by its routing id. */
+export class RouterLink extends Link {
+  dirty = false;
+  constructor(
+    readonly rid: Buffer,
+    readonly key: string,
+  ) {
+    super();
+    this.parts.push(rid);
+  }
+  get description(): string {
+    return `client ${this.key}`;
+  }
+}
+
+/**
+ * Called for each inbound request. `corrId` is 0 for one-way sends. `event` is the decoded
+ * object (fresh, the handler may attach fields to it).
+ */
+export type RequestHandler = (link: Link, code: number, corrId: number, target: string, sender: string, event: Record<string, unknown> & { type: string }, body: Buffer | undefined) => void;
+
+export class ZmqNode {
+  readonly nodeId: string;
+  /** Bound (or advertised) endpoint, null when not listening. */
+  readonly address: string | null;
+  readonly requestTimeoutMs: number;
+  readonly sendHighWaterMark: number;
+  readonly stats: TransportStats = { requestsIn: 0, repliesIn: 0, malformedDropped: 0, malformedAnswered: 0, staleDropped: 0, lateReplies: 0, sendFailures: 0 };
+  readonly pending = new PendingRequests();
+  private readonly peers = new Map<string, PeerLink>();
+  private readonly routerLinks = new Map<string, RouterLink>();
+  private routerDirty: RouterLink[] = [];
+  private routerFlushing = false;
+  private routerScheduled = false;
+  private readonly flushRouter = () => void this.pumpRouter();
+  private closed = false;
+  private zapDomain: string | null = null;
+  private handler: RequestHandler = () => {};
+
+  private constructor(
+    opts: Required<Pick<ZmqNodeOptions, "nodeId" | "requestTimeoutMs" | "sendHighWaterMark">>,
+    private readonly router: zmq.Router | null,
+    address: string | null,
+    private readonly curveClient: CurveClientOptions | undefined,
+  ) {
+    this.nodeId = opts.nodeId;
+    this.requestTimeoutMs = opts.requestTimeoutMs;
+    this.sendHighWaterMark = opts.sendHighWaterMark;
+    this.address = address;
+  }
+
+  /** Binds the ROUTER (when `listen` is set) and returns the running node. */
+  static async start(options: ZmqNodeOptions = {}): Promise<ZmqNode> {
+    const opts = { ...defaultZmqNodeOptions(), ...stripUndefined(options) };
+    if (!(opts.requestTimeoutMs > 0)) throw new MQError("ILLEGAL_ARGUMENT", `requestTimeoutMs must be a positive number of ms, got ${opts.requestTimeoutMs}.`);
+    if (!(opts.sendHighWaterMark > 0)) throw new MQError("ILLEGAL_ARGUMENT", `sendHighWaterMark must be a positive count, got ${opts.sendHighWaterMark}.`);
+    if (opts.curveClient) {
+      checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
+      checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");
+    }
+    let router: zmq.Router | null = null;
+    let address: string | null = null;
+    let zapDomain: string | null = null;
+    if (opts.listen) {
+      router = new zmq.Router({
+        linger: 0,
+        mandatory: true,
+        sendTimeout: 0,
+        sendHighWaterMark: opts.sendHighWaterMark,
+        receiveHighWaterMark: opts.sendHighWaterMark,
+        heartbeatInterval: HEARTBEAT_INTERVAL_MS,
+        heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+      });
+      if (opts.curve) {
+        checkCurveKey(opts.curve.publicKey, "curve.publicKey");
+        checkCurveKey(opts.curve.secretKey, "curve.secretKey");
+        router.curveServer = true;
+        router.curvePublicKey = opts.curve.publicKey;
+        router.curveSecretKey = opts.curve.secretKey;
+        if (opts.curve.allowedClientKeys) {
+          for (const k of opts.curve.allowedClientKeys) checkCurveKey(k, "curve.allowedClientKeys[]");
+          zapDomain = `actormq/${opts.nodeId}`;
+          await zapHandler.register(zapDomain, opts.curve.allowedClientKeys);
+          router.zapDomain = zapDomain;
+        }
+      }
+      try {
+        await router.bind(opts.listen);
+      } catch (e) {
+        router.close();
+        if (zapDomain) zapHandler.unregister(zapDomain);
+        throw new MQError("ILLEGAL_ARGUMENT", `Cannot listen on ${opts.listen}: ${(e as Error).message}. Choose a free port or tcp://127.0.0.1:*.`, { cause: e });
+      }
+      address = opts.advertise ?? router.lastEndpoint ?? opts.listen;
+    }
+    const node = new ZmqNode(opts, router, address, opts.curveClient);
+    node.zapDomain = zapDomain;
+    if (router) void node.receiveLoop(router, true);
+    return node;
+  }
+
+  /** Sets the function that receives inbound requests. */
+  onRequest(handler: RequestHandler): void {
+    this.handler = handler;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The outgoing link to `address` (one DEALER per address, created on first use). */
+  peer(address: string): PeerLink {
+    let link = this.peers.get(address);
+    if (link) return link;
+    if (this.closed) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; start a new one to reach ${address}.`);
+    const sock = new zmq.Dealer({
+      linger: 0,
+      immediate: true,
+      sendHighWaterMark: this.sendHighWaterMark,
+      receiveHighWaterMark: this.sendHighWaterMark,
+      reconnectInterval: RECONNECT_INTERVAL_MS,
+      reconnectMaxInterval: RECONNECT_INTERVAL_MAX_MS,
+      heartbeatInterval: HEARTBEAT_INTERVAL_MS,
+      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+    });
+    if (this.curveClient) {
+      const sk = this.curveClient.serverKeys;
+      const serverKey = typeof sk === "string" ? sk : sk?.[address];
+      if (serverKey === undefined) {
+        sock.close();
+        throw new MQError("AUTH_FAILED", `No CURVE server key for ${address}: add it to curveClient.serverKeys.`);
+      }
+      checkCurveKey(serverKey, `curveClient.serverKeys[${address}]`);
+      sock.curveServerKey = serverKey;
+      sock.curvePublicKey = this.curveClient.publicKey;
+      sock.curveSecretKey = this.curveClient.secretKey;
+    }
+    try {
+      sock.connect(address);
+    } catch (e) {
+      sock.close();
+      throw new MQError("ILLEGAL_ARGUMENT", `Cannot connect to "${address}": ${(e as Error).message}. Use a ZeroMQ endpoint like tcp://127.0.0.1:10911.`, { cause: e });
+    }
+    link = new PeerLink(address, sock, this);
+    this.peers.set(address, link);
+    void this.receiveLoop(sock, false, link);
+    return link;
+  }
+
+  /** Sends an ask; resolves with the reply or rejects with MQError (TIMEOUT, SYSTEM_BUSY, CLOSED, remote code). */
+  request<T = Record<string, unknown>>(link: Link, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): Promise<ReplyMessage<T>> {
+    if (this.closed) return Promise.reject(this.closedError());
+    if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
+    const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target);
+    this.enqueueRequest(link, id, target, event, body, timeoutMs);
+    return promise;
+  }
+
+  /** One-way send; throws MQError SYSTEM_BUSY past the queue bound, CLOSED after close. */
+  post(link: Link, target: string, event: { type: string }, body: BodyParts): void {
+    if (this.closed) throw this.closedError();
+    if (link.queued >= this.sendHighWaterMark) throw this.busyError(link);
+    this.enqueueRequest(link, 0, target, event, body, this.requestTimeoutMs);
+  }
+
+  /** Replies to request `corrId` that came in on `link`. */
+  reply(link: Link, corrId: number, fields: object | undefined, body: BodyParts): void {
+    this.enqueueReply(link, corrId, ResponseCode.SUCCESS, fields ?? {}, body);
+  }
+
+  /** Replies with an error to request `corrId` that came in on `link`. */
+  replyError(link: Link, corrId: number, err: MQError): void {
+    this.enqueueReply(link, corrId, responseCodeOf(err.code), err.toWire(), undefined);
+  }
+
+  private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
+    const header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bodyFrameCount(body)]);
+    link.parts.push(header);
+    pushBody(link.parts, body);
+    link.queued++;
+    this.schedule(link);
+  }
+
+  private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {
+    if (this.closed || corrId <= 0) return;
+    // replies get twice the bound: dropping them only turns a served request into a timeout
+    if (link.queued >= 2 * this.sendHighWaterMark) {
+      this.stats.sendFailures++;
+      return;
+    }
+    link.parts.push(encode([KIND_REPLY, corrId, code, payload, bodyFrameCount(body)]));
+    pushBody(link.parts, body);
+    link.queued++;
+    this.schedule(link);
+  }
+
+  private schedule(link: Link): void {
+    if (link instanceof PeerLink) {
+      if (!link.flushing && !link.scheduled) {
+        link.scheduled = true;
+        queueMicrotask(link.flush);
+      }
+    } else {
+      const rl = link as RouterLink;
+      if (!rl.dirty) {
+        rl.dirty = true;
+        this.routerDirty.push(rl);
+      }
+      if (!this.routerFlushing && !this.routerScheduled) {
+        this.routerScheduled = true;
+        queueMicrotask(this.flushRouter);
+      }
+    }
+  }
+
+  /** @internal sends everything queued on a DEALER link, batch after batch. */
+  async pumpPeer(link: PeerLink): Promise<void> {
+    link.scheduled = false;
+    if (link.flushing) return;
+    link.flushing = true;
+    try {
+      while (link.queued > 0 && !this.closed) {
+        const parts = link.parts;
+        link.parts = [];
+        link.queued = 0;
+        try {
+          await link.socket.send(parts);
+        } catch {
+          if (this.closed) return;
+          this.stats.sendFailures++;
+        }
+      }
+    } finally {
+      link.flushing = false;
+    }
+  }
+
+  private async pumpRouter(): Promise<void> {
+    this.routerScheduled = false;
+    const router = this.router;
+    if (this.routerFlushing || !router) return;
+    this.routerFlushing = true;
+    try {
+      while (this.routerDirty.length > 0 && !this.closed) {
+        const links = this.routerDirty;
+        this.routerDirty = [];
+        for (let i = 0; i < links.length; i++) {
+          const link = links[i]!;
+          link.dirty = false;
+          const parts = link.parts;
+          link.parts = [link.rid];
+          link.queued = 0;
+          try {
+            await router.send(parts);
+          } catch {
+            if (this.closed) return;
+            // peer gone (EHOSTUNREACH) or its pipe full (EAGAIN): its asks time out
+            this.stats.sendFailures++;
+          }
+        }
+      }
+    } finally {
+      this.routerFlushing = false;
+    }
+  }
+
+  private async receiveLoop(sock: zmq.Router | zmq.Dealer, isRouter: boolean, peerLink?: PeerLink): Promise<void> {
+    for (;;) {
+      let msg: Buffer[];
+      try {
+        msg = await sock.receive();
+      } catch {
+        if (this.closed || sock.closed) return;
+        continue;
+      }
+      if (isRouter) {
+        const rid = msg[0];
+        if (rid === undefined || msg.length < 2) {
+          this.stats.malformedDropped++;
+          continue;
+        }
+        this.onFrames(this.routerLink(rid), msg, 1);
+      } else {
+        this.onFrames(peerLink!, msg, 0);
+      }
+    }
+  }
+
+  private routerLink(rid: Buffer): RouterLink {
+    const key = rid.toString("hex");
+    let link = this.routerLinks.get(key);
+    if (!link) {
+      if (this.routerLinks.size >= MAX_ROUTER_LINKS) {
+        const oldest = this.routerLinks.keys().next().value;
+        if (oldest !== undefined) this.routerLinks.delete(oldest);
+      }
+      link = new RouterLink(Buffer.from(rid), key);
+      this.routerLinks.set(key, link);
+    }
+    return link;
+  }
+
+  private onFrames(link: Link, msg: Buffer[], start: number): void {
+    let i = start;
+    const n = msg.length;
+    while (i < n) {
+      let h: unknown;
+      try {
+        h = decode(msg[i]!);
+      } catch {
+        // frame boundaries are lost with an undecodable header: drop the rest of the message
+        this.stats.malformedDropped += 1;
+        return;
+      }
+      i++;
+      if (!Array.isArray(h)) {
+        this.stats.malformedDropped++;
+        return;
+      }
+      if (h[0] === KIND_REQUEST) {
+        const corrId = h[2];
+        const replyable = Number.isSafeInteger(corrId) && (corrId as number) > 0;
+        const nb = h[7];
+        if (!Number.isSafeInteger(nb) || nb < 0 || nb > MAX_BODY_FRAMES || i + nb > n) {
+          this.malformed(link, replyable ? (corrId as number) : 0, "body frame count is missing or does not match the frames received");
+          return;
+        }
+        const body = joinBody(msg, i, nb);
+        i += nb;
+        const code = h[1];
+        const target = h[3];
+        const sender = h[4];
+        const event = h[5];
+        const deadline = h[6];
+        if (!Number.isSafeInteger(corrId) || (corrId as number) < 0) {
+          this.stats.malformedDropped++;
+          continue;
+        }
+        if (typeof code !== "number" || typeof target !== "string" || typeof sender !== "string" || typeof deadline !== "number" || event === null || typeof event !== "object" || Array.isArray(event) || typeof (event as { type?: unknown }).type !== "string" || Buffer.isBuffer(event)) {
+          this.malformed(link, corrId as number, "header fields have wrong types (want code:number, target:string, sender:string, event:{type:string}, deadline:number)");
+          continue;
+        }
+        if (!isKnownRequestCode(code) || (code !== RequestCode.ACTOR_EVENT && requestCodeOf((event as { type: string }).type) !== code)) {
+          this.stats.malformedAnswered++;
+          if (corrId > 0) this.replyError(link, corrId, new MQError("REQUEST_CODE_NOT_SUPPORTED", `Request code ${code} (${String((event as { type: unknown }).type).slice(0, 64)}) is not supported by node ${this.nodeId}.`));
+          continue;
+        }
+        if (deadline !== 0 && deadline < Date.now()) {
+          this.stats.staleDropped++;
+          continue;
+        }
+        this.stats.requestsIn++;
+        if (link.peerNodeId !== sender) link.peerNodeId = sender;
+        try {
+          this.handler(link, code, corrId as number, target, sender, event as Record<string, unknown> & { type: string }, body);
+        } catch (e) {
+          if (corrId > 0) this.replyError(link, corrId, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Delivering ${(event as { type: string }).type} to ${target} failed: ${(e as Error)?.message ?? e}`));
+        }
+      } else if (h[0] === KIND_REPLY) {
+        const nb = h[4];
+        if (!Number.isSafeInteger(nb) || nb < 0 || nb > MAX_BODY_FRAMES || i + nb > n) {
+          this.stats.malformedDropped++;
+          return;
+        }
+        const body = joinBody(msg, i, nb);
+        i += nb;
+        const corrId = h[1];
+        const rcode = h[2];
+        const payload = h[3];
+        if (typeof corrId !== "number" || typeof rcode !== "number" || payload === null || typeof payload !== "object") {
+          this.stats.malformedDropped++;
+          continue;
+        }
+        this.stats.repliesIn++;
+        const done = rcode === ResponseCode.SUCCESS ? this.pending.resolve(corrId, body === undefined ? { fields: payload } : { fields: payload, body }) : this.pending.reject(corrId, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
+        if (!done) this.stats.lateReplies++;
+      } else {
+        this.stats.malformedDropped++;
+        return;
+      }
+    }
+  }
+
+  private malformed(link: Link, corrId: number, why: string): void {
+    if (corrId > 0) {
+      this.stats.malformedAnswered++;
+      this.replyError(link, corrId, new MQError("MALFORMED", `Malformed request frame: ${why}. Check the sender's actormq version.`));
+    } else {
+      this.stats.malformedDropped++;
+    }
+  }
+
+  private closedError(): MQError {
+    return new MQError("CLOSED", `The node ${this.nodeId} is closed; start a new node to send.`);
+  }
+
+  private busyError(link: Link): MQError {
+    return new MQError("SYSTEM_BUSY", `The send queue to ${link.description} holds ${link.queued} frames (sendHighWaterMark ${this.sendHighWaterMark}); slow down or retry later.`);
+  }
+
+  /** Closes every socket (linger 0), fails pending asks with CLOSED, stops timers. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.pending.rejectAll(new MQError("CLOSED", `The node ${this.nodeId} was closed while the request was waiting for its reply.`));
+    for (const link of this.peers.values()) link.socket.close();
+    this.peers.clear();
+    if (this.router) this.router.close();
+    this.routerLinks.clear();
+    if (this.zapDomain) zapHandler.unregister(this.zapDomain);
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) (out as Record<string, unknown>)[k] = v;
+  return out;
+}
