@@ -412,3 +412,138 @@ export interface SubscriptionGroupConfig {
 
 /** UPDATE_AND_CREATE_SUBSCRIPTIONGROUP fields: a partial config, `groupName` required. */
 export type UpdateSubscriptionGroupRequest = Partial<SubscriptionGroupConfig> & { groupName: string };
+
+// ---------------------------------------------------------------------------------------------
+// Consumption: pulls, membership, offsets, locks, send-back (fields of requests and replies)
+
+/** Which broker actor serves each consumption request. */
+export const ConsumptionActorFor = {
+  PULL_MESSAGE: "pull",
+  HEART_BEAT: "consumers",
+  UNREGISTER_CLIENT: "consumers",
+  GET_CONSUMER_LIST_BY_GROUP: "consumers",
+  QUERY_CONSUMER_OFFSET: "offsets",
+  UPDATE_CONSUMER_OFFSET: "offsets",
+  GET_CONSUME_STATS: "offsets",
+  INVOKE_BROKER_TO_RESET_OFFSET: "offsets",
+  GET_MAX_OFFSET: "offsets",
+  GET_MIN_OFFSET: "offsets",
+  SEARCH_OFFSET_BY_TIMESTAMP: "offsets",
+  GET_EARLIEST_MSG_STORETIME: "offsets",
+  LOCK_BATCH_MQ: "locks",
+  UNLOCK_BATCH_MQ: "locks",
+  CONSUMER_SEND_MSG_BACK: "sendback",
+} as const;
+
+/** Name of the actor every client node hosts for broker-initiated events (NOTIFY_CONSUMER_IDS_CHANGED). */
+export const CLIENT_ACTOR = "client";
+
+/** PULL_MESSAGE fields (`PullMessageRequestHeader`). */
+export interface PullMessageRequest {
+  consumerGroup: string;
+  topic: string;
+  queueId: number;
+  queueOffset: number;
+  maxMsgNums: number;
+  /** PullSysFlag bits */
+  sysFlag: number;
+  commitOffset: number;
+  /** how long the broker may hold the pull when nothing is there (push consumer: 15 000) */
+  suspendTimeoutMillis: number;
+  /** subscription expression, sent when sysFlag has SUBSCRIPTION */
+  subscription?: string;
+  subVersion: number;
+  expressionType?: "TAG" | "SQL92";
+  /** byte cap of the answer */
+  maxMsgBytes?: number;
+}
+
+/** Pull answer status: a RocketMQ response-code name. Errors (TOPIC_NOT_EXIST, ...) come as MQError. */
+export type PullResponseStatus = "SUCCESS" | "PULL_NOT_FOUND" | "PULL_RETRY_IMMEDIATELY" | "PULL_OFFSET_MOVED";
+
+/** PULL_MESSAGE reply fields; the body holds the stored records of the messages found, concatenated. */
+export interface PullMessageReply {
+  status: PullResponseStatus;
+  nextBeginOffset: number;
+  minOffset: number;
+  maxOffset: number;
+  suggestWhichBrokerId: number;
+  /** number of records in the body */
+  messageCount?: number;
+}
+
+/** One consumer group's part of a heartbeat (`ConsumerData`). */
+export interface ConsumerData {
+  groupName: string;
+  consumeType: ConsumeType;
+  messageModel: MessageModel;
+  consumeFromWhere: ConsumeFromWhere;
+  subscriptionDataSet: SubscriptionData[];
+}
+
+/** HEART_BEAT fields (`HeartbeatData`). */
+export interface HeartbeatRequest {
+  clientID: string;
+  producerDataSet: { groupName: string }[];
+  consumerDataSet: ConsumerData[];
+}
+
+/** UNREGISTER_CLIENT fields. */
+export interface UnregisterClientRequest {
+  clientID: string;
+  producerGroup?: string;
+  consumerGroup?: string;
+}
+
+/** GET_CONSUMER_LIST_BY_GROUP fields and reply. */
+export interface GetConsumerListRequest { consumerGroup: string }
+export interface GetConsumerListReply { consumerIdList: string[] }
+
+/** NOTIFY_CONSUMER_IDS_CHANGED fields (broker -> client actor {@link CLIENT_ACTOR}, one-way). */
+export interface NotifyConsumerIdsChanged { consumerGroup: string }
+
+/** QUERY_CONSUMER_OFFSET fields; reply `{ offset }` or MQError QUERY_NOT_FOUND. */
+export interface QueryConsumerOffsetRequest {
+  consumerGroup: string;
+  topic: string;
+  queueId: number;
+  /** RocketMQ's setZeroIfNotFound (default true) */
+  setZeroIfNotFound?: boolean;
+}
+
+/** UPDATE_CONSUMER_OFFSET fields (next offset to consume). */
+export interface UpdateConsumerOffsetRequest {
+  consumerGroup: string;
+  topic: string;
+  queueId: number;
+  commitOffset: number;
+}
+
+/** GET_MAX_OFFSET / GET_MIN_OFFSET / GET_EARLIEST_MSG_STORETIME fields; reply `{ offset }` / `{ timestamp }`. */
+export interface QueueOffsetRequest { topic: string; queueId: number }
+/** SEARCH_OFFSET_BY_TIMESTAMP fields; reply `{ offset }`. */
+export interface SearchOffsetRequest { topic: string; queueId: number; timestamp: number }
+
+/** GET_CONSUME_STATS fields and reply (`ConsumeStats`). */
+export interface GetConsumeStatsRequest { consumerGroup: string; topic?: string }
+export interface QueueConsumeStats { topic: string; brokerName: string; queueId: number; brokerOffset: number; consumerOffset: number; lastTimestamp: number }
+export interface ConsumeStatsReply { offsetTable: QueueConsumeStats[]; consumeTps: number }
+
+/** INVOKE_BROKER_TO_RESET_OFFSET fields; reply `{ offsetTable: { queueId, offset }[] }`. */
+export interface ResetOffsetRequest { topic: string; group: string; timestamp: number; isForce?: boolean }
+
+/** LOCK_BATCH_MQ / UNLOCK_BATCH_MQ fields; lock reply `{ lockOKMQSet }`. */
+export interface LockBatchRequest { consumerGroup: string; clientId: string; mqSet: MessageQueue[] }
+export interface LockBatchReply { lockOKMQSet: MessageQueue[] }
+
+/** CONSUMER_SEND_MSG_BACK fields (`ConsumerSendMsgBackRequestHeader`). */
+export interface ConsumerSendMsgBackRequest {
+  group: string;
+  /** commit-log offset of the message to send back */
+  offset: number;
+  /** 0 = broker decides (3 + reconsumeTimes); -1 = straight to the DLQ */
+  delayLevel: number;
+  originMsgId: string;
+  originTopic: string;
+  maxReconsumeTimes: number;
+}
