@@ -1,0 +1,81 @@
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { after, describe, it } from "node:test";
+import { fileURLToPath } from "node:url";
+import { ActorNode } from "../../actors/runtime/index.ts";
+import { isMQError } from "../../transport/protocol.ts";
+import { waitFor } from "../helpers.ts";
+
+const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "echoServer.ts");
+
+function startServer(listen = "tcp://127.0.0.1:*", mode = "serve"): Promise<{ child: ChildProcess; line: Record<string, unknown> }> {
+  const child = spawn(process.execPath, ["--import", "tsx", fixture, listen, mode], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolve, reject) => {
+    const rl = createInterface({ input: child.stdout! });
+    rl.once("line", (l) => resolve({ child, line: JSON.parse(l) }));
+    child.once("exit", (code) => reject(new Error(`fixture exited early with ${code}`)));
+  });
+}
+
+function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((r) => child.once("exit", (code) => r(code)));
+}
+
+describe("two processes", () => {
+  const children: ChildProcess[] = [];
+  let client: ActorNode;
+  after(async () => {
+    await client?.close();
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  });
+
+  it("ask/reply and one-way across processes; TIMEOUT when the peer dies; recovery when it returns", async () => {
+    const s1 = await startServer();
+    children.push(s1.child);
+    const address = s1.line.address as string;
+    client = await ActorNode.start({ listen: null, requestTimeoutMs: 300 });
+    const echo = client.ref(address, "echo");
+    const r = await echo.ask<{ text: string; pid: number }>({ type: "ECHO", text: "hello" }, { body: Buffer.alloc(1024, 7) });
+    assert.equal(r.fields.text, "hello");
+    assert.equal(r.fields.pid, s1.child.pid);
+    assert.equal(r.body?.length, 1024);
+    for (let i = 0; i < 500; i++) echo.send({ type: "COUNT" }, { body: Buffer.alloc(1024) });
+    await waitFor(async () => (await echo.ask<{ count: number }>({ type: "GET", }, { timeoutMs: 2000 })).fields.count === 500, 5000, "500 one-way sends");
+    assert.equal((await echo.ask<{ bytes: number }>({ type: "GET" })).fields.bytes, 500 * 1024);
+
+    s1.child.kill("SIGKILL");
+    await exited(s1.child);
+    const t0 = Date.now();
+    await assert.rejects(echo.ask({ type: "ECHO", text: "dead" }, { timeoutMs: 300 }), (e) => isMQError(e, "TIMEOUT"));
+    assert.ok(Date.now() - t0 < 1500, "the ask fails near its timeout, it does not hang");
+    // sent while the peer is down (deadline 300 ms): must not reach the next incarnation later
+    echo.send({ type: "COUNT" });
+    await new Promise((r) => setTimeout(r, 400));
+
+    const s2 = await startServer(address);
+    children.push(s2.child);
+    const back = await waitFor(async () => {
+      try {
+        return await echo.ask<{ pid: number }>({ type: "ECHO", text: "again" }, { timeoutMs: 300 });
+      } catch (e) {
+        if (isMQError(e, "TIMEOUT")) return null;
+        throw e;
+      }
+    }, 10_000, "traffic to resume");
+    assert.equal(back.fields.pid, s2.child.pid);
+    assert.equal((await echo.ask<{ count: number }>({ type: "GET" })).fields.count, 0, "no stale one-way delivered after restart");
+    s2.child.kill("SIGTERM");
+    assert.equal(await exited(s2.child), 0, "closed node exits by itself");
+  });
+
+  it("a process whose node is closed exits by itself", async () => {
+    const { child, line } = await startServer("tcp://127.0.0.1:*", "close-self");
+    children.push(child);
+    assert.deepEqual(line, { closed: true, text: "self" });
+    const code = await Promise.race([exited(child), new Promise<string>((r) => setTimeout(() => r("still running"), 5000).unref())]);
+    assert.equal(code, 0);
+  });
+});
