@@ -1,0 +1,325 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import fc from "fast-check";
+import { compileSql92 } from "../../filter/index.ts";
+import { isMQError } from "../../transport/protocol.ts";
+
+type Props = Record<string, unknown>;
+
+function matches(expr: string, props: Props): boolean {
+  return compileSql92(expr)(props);
+}
+
+function assertParseError(expr: string): void {
+  assert.throws(() => compileSql92(expr), (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED"), `expected a parse error for ${JSON.stringify(expr)}`);
+}
+
+describe("SQL92 selectors: reference vectors (RocketMQ ExpressionTest / ParserTest)", () => {
+  const and4 = "a=3 and b<>4 And c>5 AND d<=4";
+  const or4 = "a=3 or b<>4 Or c>5 OR d<=4";
+
+  it("#1-3 AND chain with numbers and strings", () => {
+    assert.equal(matches(and4, { a: 3, b: 5, c: 6, d: 1 }), true);
+    assert.equal(matches(and4, { a: "3", b: "5", c: "6", d: "1" }), true);
+    assert.equal(matches(and4, { a: "4", b: "5", c: "6", d: "1" }), false);
+  });
+
+  it("#4-8 OR chain", () => {
+    assert.equal(matches(or4, { a: "3" }), true);
+    assert.equal(matches(or4, { a: "4", b: "5" }), true);
+    assert.equal(matches(or4, { a: "4", b: "4", c: "6" }), true);
+    assert.equal(matches(or4, { a: "4", b: "4", c: "3", d: "2" }), true);
+    assert.equal(matches(or4, { a: "4", b: "4", c: "3", d: "10" }), false);
+  });
+
+  it("#9-12 IN / NOT IN", () => {
+    for (const a of ["3", "4", "5"]) assert.equal(matches("a in ('3', '4', '5')", { a }), true);
+    assert.equal(matches("a in ('3', '4', '5')", { a: "8" }), false);
+    assert.equal(matches("a not in ('3', '4', '5')", { a: "8" }), true);
+    assert.equal(matches("a not in ('3', '4', '5')", { a: "3" }), false);
+  });
+
+  it("#13-16 BETWEEN is inclusive, NOT BETWEEN its complement", () => {
+    for (const a of ["2", "10", "3"]) {
+      assert.equal(matches("a between 2 and 10", { a }), true, a);
+      assert.equal(matches("a not between 2 and 10", { a }), false, a);
+    }
+    for (const a of ["1", "11"]) {
+      assert.equal(matches("a between 2 and 10", { a }), false, a);
+      assert.equal(matches("a not between 2 and 10", { a }), true, a);
+    }
+  });
+
+  it("#17-22 IS NULL / IS NOT NULL", () => {
+    assert.equal(matches("a is null", { abc: "2" }), true);
+    assert.equal(matches("a is null", { a: "2" }), false);
+    assert.equal(matches("a is not null", { a: "2" }), true);
+    assert.equal(matches("a is not null", { abc: "2" }), false);
+    assert.equal(matches("a is not null and a='hello'", { a: "hello" }), true);
+    assert.equal(matches("a is not null and a='hello'", {}), false);
+  });
+
+  it("#23-24 booleans compare with strings", () => {
+    assert.equal(matches("a=TRUE OR b=FALSE", { a: "true", b: "false" }), true);
+    assert.equal(matches("a=TRUE OR b=FALSE", { a: "false", b: "true" }), false);
+  });
+
+  it("#25-27 IS NULL OR equality", () => {
+    const e = "a is null OR a='hello'";
+    assert.equal(matches(e, {}), true);
+    assert.equal(matches(e, { a: "hello" }), true);
+    assert.equal(matches(e, { a: "abc" }), false);
+  });
+
+  it("#28-31 decimals, exponents, and two strings ordered as doubles", () => {
+    assert.equal(matches("a > 3.1E10", { a: "3.1415E10" }), true);
+    assert.equal(matches("a > 3.14", { a: "3.1415" }), true);
+    assert.equal(matches("a > b", { a: "10", b: "20" }), false);
+    assert.equal(matches("a > b", { a: "20", b: "10" }), true);
+  });
+
+  it("#32 '' escapes a quote", () => {
+    assert.equal(matches("TAGS is not null and TAGS='''''tag'''''", { TAGS: "''tag''" }), true);
+    assert.equal(matches("TAGS is not null and TAGS='''''tag'''''", { TAGS: "'tag'" }), false);
+  });
+
+  it("#33-36 CONTAINS / STARTSWITH / ENDSWITH and their NOT forms", () => {
+    const v = { value: "axb" };
+    assert.equal(matches("value contains 'x'", v), true);
+    assert.equal(matches("value startswith 'ax'", v), true);
+    assert.equal(matches("value endswith 'xb'", v), true);
+    assert.equal(matches("value not contains 'x'", v), false);
+    assert.equal(matches("value not startswith 'ax'", v), false);
+    assert.equal(matches("value not endswith 'xb'", v), false);
+    const w = { value: "abb" };
+    for (const op of ["contains", "startswith", "endswith"]) {
+      assert.equal(matches(`value ${op} 'x'`, w), false, op);
+      assert.equal(matches(`value not ${op} 'x'`, w), true, op);
+      assert.equal(matches(`value ${op} ''`, v), false, op);
+      assert.equal(matches(`value not ${op} ''`, v), false, op);
+    }
+  });
+
+  it("#37 CONTAINS on a missing or non-string value is false in both forms", () => {
+    for (const props of [{}, { value: null }, { value: 1.23 }, { value: true }, { value: { x: 1 } }] as Props[]) {
+      assert.equal(matches("value contains 'x'", props), false);
+      assert.equal(matches("value not contains 'x'", props), false);
+    }
+  });
+
+  it("#38-40 literals on the left of CONTAINS, no regex semantics", () => {
+    assert.equal(matches("'axb' contains 'x'", {}), true);
+    assert.equal(matches("'axb' contains 'u'", {}), false);
+    assert.equal(matches("'axb' not contains 'u'", {}), true);
+    assert.equal(matches("' ' contains ' '", {}), true);
+    assert.equal(matches("'axb' contains '.'", {}), false);
+  });
+
+  it("#41 combined NOT IN, BETWEEN with a number, NOT CONTAINS", () => {
+    assert.equal(matches("a not in ('4', '4', '5') and b between 3 and 10 and c not contains 'axbc'", { a: "3", b: 3, c: "axbdc" }), true);
+  });
+
+  it("#42 NOW is the current time in ms", () => {
+    assert.equal(matches("a <= now", { a: String(Date.now()) }), true);
+    assert.equal(matches("a <= now", { a: String(Date.now() + 3_600_000) }), false);
+  });
+
+  it("#43-44 a value that is not a number makes BETWEEN fail to match", () => {
+    assert.equal(matches("key is not null and key between 0 and 100", { key: "con" }), false);
+    assert.equal(matches("a between 0 and 100", { a: "abc" }), false);
+    assert.equal(matches("a not between 0 and 100", { a: "abc" }), false);
+  });
+
+  it("#45 two string properties compare as strings for = and <>", () => {
+    assert.equal(matches("a=b", { a: "3.14", b: "3.14" }), true);
+    assert.equal(matches("a<>b", { a: "3.14", b: "3.14" }), false);
+    assert.equal(matches("a<>b", { a: "3.14", b: "3.141" }), true);
+  });
+
+  it("#46-49 parse errors", () => {
+    assertParseError("value contains x");
+    assertParseError("value contains 123");
+    assertParseError("'axb' contains ");
+    assertParseError("a and between 2 and 10");
+    assertParseError(" a between 10 and 0");
+    assertParseError("a > 100000000000000000000000");
+  });
+
+  it("#50 whitespace is insignificant", () => {
+    const spaced = compileSql92("a=3  and    b<>4 And c>5 AND d<=4");
+    const tight = compileSql92(and4);
+    const orForm = compileSql92(or4);
+    const samples: Props[] = [{ a: "3", b: "5", c: "6", d: "1" }, { a: "3", b: "4", c: "6", d: "1" }, { a: "4", b: "4", c: "3", d: "2" }];
+    for (const s of samples) assert.equal(spaced(s), tight(s));
+    assert.notDeepEqual(samples.map(spaced), samples.map(orForm));
+  });
+
+  it("#51 valid parses", () => {
+    for (const e of [
+      "a in ('3','4','5')",
+      "(a not in ('6','4','5')) or (b in ('3','4','5'))",
+      "(a between 2 and 10) AND (b not between 6 and 9)",
+      "a is null",
+      "a is not null",
+      "a <= now",
+      "a=3 and b contains 'xxx' and c not contains 'xxx'",
+    ]) {
+      assert.equal(typeof compileSql92(e), "function", e);
+    }
+  });
+
+  it("#52 TAGS IN selects exactly TagA and TagB", () => {
+    const f = compileSql92("(TAGS is not null and TAGS in ('TagA', 'TagB'))");
+    const tags = ["TagA", "TagB", "TagC"].flatMap((t) => Array.from({ length: 16 }, () => t));
+    assert.equal(tags.filter((t) => f({ TAGS: t })).length, 32);
+    assert.equal(f({}), false);
+  });
+});
+
+describe("SQL92 selectors: type and null rules", () => {
+  it("string property vs integer literal is parsed as an int; a decimal string is an error (no match)", () => {
+    assert.equal(matches("a = 3", { a: "3" }), true);
+    assert.equal(matches("a = 3", { a: "+3" }), true);
+    assert.equal(matches("a = 3", { a: "3.0" }), false);
+    assert.equal(matches("a <> 3", { a: "3.0" }), false, "an error makes <> fail too");
+    assert.equal(matches("a = 3.0", { a: "3" }), true);
+    assert.equal(matches("a > 2147483647", { a: "2147483648" }), false, "int literal vs out-of-int-range string is an error");
+    assert.equal(matches("a > 2147483647L", { a: "2147483648" }), false, "2147483647L still fits an int");
+    assert.equal(matches("a > 2147483648", { a: "2147483649" }), true, "long literal parses the string as a long");
+    assert.equal(matches("a = 9007199254740993", { a: "9007199254740993" }), true, "longs compare exactly");
+    assert.equal(matches("a > 9007199254740992", { a: "9007199254740993" }), true, "beyond 2^53");
+  });
+
+  it("missing properties: comparisons are unknown, OR/AND follow three-valued logic", () => {
+    assert.equal(matches("a > 1", {}), false);
+    assert.equal(matches("NOT (a > 1)", {}), false);
+    assert.equal(matches("a <> 1", {}), false);
+    assert.equal(matches("a > 1 OR b = 'x'", { b: "x" }), true);
+    assert.equal(matches("a > 1 AND b = 'x'", { b: "x" }), false);
+    assert.equal(matches("NOT (a > 1 AND b = 'y')", { b: "x" }), true, "unknown AND false is false");
+  });
+
+  it("RocketMQ's null asymmetry: a literal on the left of = with a missing property is false, not unknown", () => {
+    assert.equal(matches("'x' <> a", {}), true);
+    assert.equal(matches("a <> 'x'", {}), false);
+    assert.equal(matches("a = b", {}), true, "two missing properties are equal");
+  });
+
+  it("booleans: Java Boolean.valueOf on strings, ordering is rejected at compile time", () => {
+    assert.equal(matches("a = TRUE", { a: "TRUE" }), true);
+    assert.equal(matches("a = TRUE", { a: "yes" }), false);
+    assert.equal(matches("a = FALSE", { a: "yes" }), true);
+    assertParseError("a > TRUE");
+    assertParseError("a > 'x'");
+    assertParseError("TRUE = 1");
+    assertParseError("a = NULL");
+    assertParseError("a > NULL");
+  });
+
+  it("a bare property is a boolean cast: only real booleans are true", () => {
+    assert.equal(matches("a", { a: true }), true);
+    assert.equal(matches("a", { a: "true" }), false);
+    assert.equal(matches("NOT a", { a: "true" }), true);
+    assert.equal(matches("NOT a", {}), false);
+  });
+
+  it("unary minus, floats and long literals", () => {
+    assert.equal(matches("a > -5", { a: "-3" }), true);
+    assert.equal(matches("a < -5.5", { a: "-6" }), true);
+    assert.equal(matches("a between -10 and -1", { a: "-3" }), true);
+    assert.equal(matches("a = .5", { a: "0.5" }), true);
+    assert.equal(matches("a = 5.", { a: "5" }), true);
+    assert.equal(matches("a = 5E2", { a: "500" }), true);
+    assert.equal(matches("a = 10L", { a: "10" }), true);
+    assertParseError("a = 1e999");
+    assertParseError("a > 0.0");
+    assertParseError("a > 9223372036854775808");
+  });
+
+  it("keywords are case-insensitive, property names are exact", () => {
+    assert.equal(matches("A = 'x'", { a: "x" }), false);
+    assert.equal(matches("A = 'x'", { A: "x" }), true);
+    assert.equal(matches("a IS NOT NULL aNd a BeTwEeN 1 AnD 2", { a: "1" }), true);
+  });
+
+  it("comments are skipped", () => {
+    assert.equal(matches("a = 1 /* block */ and -- line\n b = 2", { a: "1", b: "2" }), true);
+  });
+
+  it("property names never reach the prototype", () => {
+    assert.equal(matches("constructor is null", {}), true);
+    assert.equal(matches("toString is not null", {}), false);
+  });
+
+  it("syntax errors name what was expected", () => {
+    for (const bad of ["", "   ", "a =", "a = 1 b = 2", "(a = 1", "a = 1)", "a in ()", "a in (1)", "5", "'x'", "a ! 1",
+      "NOT a BETWEEN 1 AND 2", "a not 1", "a is 1", "'a' in ('a')", "a = 'unterminated", "a = 1 /* open", "a > (b = 1)"]) {
+      assertParseError(bad);
+    }
+    try {
+      compileSql92("a = 1 b = 2");
+      assert.fail("no error");
+    } catch (e) {
+      assert.match((e as Error).message, /expected AND, OR or the end of the expression but found 'b'/);
+    }
+  });
+
+  it("a compiled selector is reused and never throws", () => {
+    const f = compileSql92("a > 5 AND b = 'x'");
+    assert.equal(f({ a: "6", b: "x" }), true);
+    assert.equal(f({ a: "oops", b: "x" }), false);
+    assert.equal(f({ a: "7", b: "y" }), false);
+  });
+});
+
+describe("SQL92 selectors: properties", () => {
+  const names = fc.constantFrom("a", "b", "c");
+  const value = fc.oneof(fc.integer({ min: -20, max: 20 }).map(String), fc.constantFrom("x", "y", "true", "1.5"));
+  const atom = fc.oneof(
+    fc.tuple(names, fc.constantFrom("=", "<>", ">", ">=", "<", "<="), fc.integer({ min: -20, max: 20 })).map(([n, op, v]) => `${n} ${op} ${v}`),
+    fc.tuple(names, fc.constantFrom("x", "y", "5")).map(([n, v]) => `${n} = '${v}'`),
+    fc.tuple(names, fc.integer({ min: -5, max: 0 }), fc.integer({ min: 0, max: 5 })).map(([n, lo, hi]) => `${n} between ${lo} and ${hi}`),
+    fc.tuple(names, fc.constantFrom("x", "y")).map(([n, v]) => `${n} in ('${v}', '3')`),
+    names.map((n) => `${n} is null`),
+  );
+  const expr = fc.letrec<{ e: string }>((tie) => ({
+    e: fc.oneof(
+      { depthSize: "small", withCrossShrink: true },
+      atom,
+      fc.tuple(tie("e"), fc.constantFrom("AND", "OR"), tie("e")).map(([l, op, r]) => `(${l}) ${op} (${r})`),
+      tie("e").map((e) => `NOT (${e})`),
+    ),
+  })).e;
+
+  it("NOT (e) is the negation of e when every property is a number string", () => {
+    const numeric = fc.record({ a: fc.integer({ min: -20, max: 20 }).map(String), b: fc.integer({ min: -20, max: 20 }).map(String), c: fc.integer({ min: -20, max: 20 }).map(String) });
+    const numericAtom = fc.oneof(
+      fc.tuple(names, fc.constantFrom("=", "<>", ">", ">=", "<", "<="), fc.integer({ min: -20, max: 20 })).map(([n, op, v]) => `${n} ${op} ${v}`),
+      fc.tuple(names, fc.integer({ min: -5, max: 0 }), fc.integer({ min: 0, max: 5 })).map(([n, lo, hi]) => `${n} not between ${lo} and ${hi}`),
+    );
+    const numericExpr = fc.letrec<{ e: string }>((tie) => ({
+      e: fc.oneof({ depthSize: "small", withCrossShrink: true }, numericAtom,
+        fc.tuple(tie("e"), fc.constantFrom("AND", "OR"), tie("e")).map(([l, op, r]) => `(${l}) ${op} (${r})`)),
+    })).e;
+    fc.assert(fc.property(numericExpr, numeric, (e, props) => compileSql92(`NOT (${e})`)(props) === !compileSql92(e)(props)), { numRuns: 300 });
+  });
+
+  it("e and NOT (e) never both match, whatever the properties", () => {
+    const props = fc.record({ a: value, b: value, c: value }, { requiredKeys: [] });
+    fc.assert(fc.property(expr, props, (e, p) => !(compileSql92(e)(p) && compileSql92(`NOT (${e})`)(p))), { numRuns: 300 });
+  });
+
+  it("the compiler throws nothing but MQError SUBSCRIPTION_PARSE_FAILED on arbitrary input", () => {
+    const alphabet = fc.constantFrom("a", "b", " ", "'", "(", ")", "=", "<", ">", "-", "+", ".", "1", "0", "e", ",", "*", "/", "\n",
+      "AND ", "OR ", "NOT ", "IN ", "IS ", "NULL ", "BETWEEN ", "TRUE ", "CONTAINS ", "now ");
+    const input = fc.oneof(fc.string(), fc.array(alphabet, { maxLength: 30 }).map((xs) => xs.join("")));
+    fc.assert(fc.property(input, (s) => {
+      try {
+        const f = compileSql92(s);
+        return typeof f({ a: "1", b: "x" }) === "boolean";
+      } catch (e) {
+        return isMQError(e, "SUBSCRIPTION_PARSE_FAILED");
+      }
+    }), { numRuns: 1000 });
+  });
+});
