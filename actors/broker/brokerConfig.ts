@@ -59,8 +59,13 @@ export interface BrokerOptions {
   heartbeatTimeoutMs?: number;
   /** @default 4096 */
   storeMaxInFlight?: number;
-  /** pino level; @default process.env.ACTORMQ_LOG_LEVEL ?? "info" */
+  /** pino level; @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
+}
+
+/** Log level when none is given: ACTORMQ_LOG_LEVEL, else "warn" under the test runner, else "info". */
+export function defaultLogLevel(): string {
+  return process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT ? "warn" : "info");
 }
 
 /** Options with every default filled in. */
@@ -84,7 +89,7 @@ export function defaultBrokerOptions(): Omit<BrokerConfig, "brokerName" | "names
     registerIntervalMs: DEFAULT_REGISTER_INTERVAL_MS,
     heartbeatTimeoutMs: DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS,
     storeMaxInFlight: DEFAULT_STORE_MAX_IN_FLIGHT,
-    logLevel: process.env.ACTORMQ_LOG_LEVEL ?? "info",
+    logLevel: defaultLogLevel(),
   };
 }
 

@@ -111,6 +111,9 @@ export const namesrvMachine = setup({
     },
     clusterInfo: ({ context, event }) => answer(event.reply, () => context.table.clusterInfo()),
     topicList: ({ context, event }) => answer(event.reply, () => ({ topicList: context.table.topicList() })),
+    unsupported: ({ event }) => {
+      (event as Asked).reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `The name server does not handle ${(event as { type: string }).type}.`));
+    },
     scanNotActiveBrokers: ({ context }) => {
       const dropped = context.table.scanNotActiveBrokers(context.now());
       if (dropped.length > 0) context.onExpired?.(dropped);
@@ -134,6 +137,7 @@ export const namesrvMachine = setup({
         GET_ROUTEINFO_BY_TOPIC: { actions: "getRoute" },
         GET_BROKER_CLUSTER_INFO: { actions: "clusterInfo" },
         GET_ALL_TOPIC_LIST_FROM_NAMESERVER: { actions: "topicList" },
+        "*": { actions: "unsupported" },
       },
     },
   },

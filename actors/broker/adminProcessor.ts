@@ -1,0 +1,70 @@
+/**
+ * Admin requests on the broker (RocketMQ's `AdminBrokerProcessor`, the part about topics and
+ * groups): create/update a topic (then re-register so name servers serve the new route at once),
+ * list topic configs, create/update and list subscription groups, runtime info.
+ */
+import { MQError, PERM_READ_WRITE, type SubscriptionGroupConfig, type TopicConfigTable } from "../../transport/protocol.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+
+/** Admin request types the `broker` actor routes here. */
+export const ADMIN_REQUESTS = [
+  "UPDATE_AND_CREATE_TOPIC",
+  "GET_ALL_TOPIC_CONFIG",
+  "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+  "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+  "GET_BROKER_RUNTIME_INFO",
+] as const;
+export type AdminRequestType = (typeof ADMIN_REQUESTS)[number];
+
+function int(v: unknown, name: string, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v)) throw new MQError("INVALID_PARAMETER", `"${name}" must be an integer.`);
+  return v;
+}
+
+/** Handles one admin request; resolves with the reply fields or rejects with a coded MQError. */
+export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, ev: Record<string, unknown>): Promise<object> {
+  switch (type) {
+    case "UPDATE_AND_CREATE_TOPIC": {
+      const topicName = ev.topicName ?? ev.topic;
+      if (typeof topicName !== "string") throw new MQError("INVALID_PARAMETER", "UPDATE_AND_CREATE_TOPIC needs topicName.");
+      const q = ctx.config.defaultQueueNums;
+      const tc = await ctx.topics.createOrUpdate({
+        topicName,
+        readQueueNums: int(ev.readQueueNums, "readQueueNums", q),
+        writeQueueNums: int(ev.writeQueueNums, "writeQueueNums", q),
+        perm: int(ev.perm, "perm", PERM_READ_WRITE),
+        order: ev.order === true,
+      });
+      await ctx.registerNow();
+      return { topicConfig: tc };
+    }
+    case "GET_ALL_TOPIC_CONFIG":
+      return { topicConfigTable: ctx.topics.all(), dataVersion: ctx.topics.dataVersion } satisfies TopicConfigTable;
+    case "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP": {
+      if (typeof ev.groupName !== "string") throw new MQError("INVALID_PARAMETER", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs groupName.");
+      const known: (keyof SubscriptionGroupConfig)[] = [
+        "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes",
+        "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "consumeTimeoutMinute",
+      ];
+      const req: Record<string, unknown> = { groupName: ev.groupName };
+      for (const k of known) if (ev[k] !== undefined) req[k] = ev[k];
+      const cfg = await ctx.groups.createOrUpdate(req as { groupName: string });
+      return { subscriptionGroupConfig: cfg };
+    }
+    case "GET_ALL_SUBSCRIPTIONGROUP_CONFIG":
+      return { subscriptionGroupTable: ctx.groups.all(), dataVersion: ctx.groups.dataVersion };
+    case "GET_BROKER_RUNTIME_INFO":
+      return {
+        brokerName: ctx.config.brokerName,
+        brokerId: ctx.config.brokerId,
+        clusterName: ctx.config.clusterName,
+        brokerAddr: ctx.brokerAddr,
+        flush: ctx.config.flush,
+        role: ctx.config.role,
+        maxPhyOffset: ctx.store.maxPhyOffset,
+        minPhyOffset: ctx.store.minPhyOffset,
+        topicCount: Object.keys(ctx.topics.all()).length,
+      };
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * `Broker.start(...)`: one broker process part — an ActorNode hosting the broker's actors
+ * (brokerActors.ts) around a MessageStore, with topic and subscription-group configs persisted
+ * under `<storeDir>/config/`. Resolves once the broker serves and has registered with its name
+ * servers; `close()` unregisters, drains puts, and releases every socket, timer and file.
+ */
+import { mkdir } from "node:fs/promises";
+import { ActorNode } from "../runtime/index.ts";
+import { MessageStore } from "../../store/index.ts";
+import { MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
+import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
+import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
+import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
+import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
+import { TopicConfigManager } from "./topicConfigManager.ts";
+
+/** Time a shutdown step may take before close moves on. */
+const SHUTDOWN_STEP_TIMEOUT_MS = 10_000;
+
+/** Options of `Broker.createTopic`. */
+export interface CreateTopicOptions {
+  topic: string;
+  /** @default the broker's defaultQueueNums */
+  readQueueNums?: number;
+  /** @default the broker's defaultQueueNums */
+  writeQueueNums?: number;
+  /** @default 6 (read and write) */
+  perm?: number;
+  /** @default false */
+  order?: boolean;
+}
+
+/** "ip:port" of a tcp endpoint, for store hosts and message ids. */
+function hostOf(address: string): string {
+  const m = /^tcp:\/\/([^:/]+):(\d+)/.exec(address);
+  if (!m) return "127.0.0.1:0";
+  const host = m[1] === "localhost" || m[1] === "*" || m[1] === "0.0.0.0" ? "127.0.0.1" : m[1]!;
+  return `${host}:${m[2]}`;
+}
+
+/** A running broker. */
+export class Broker {
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    readonly ctx: BrokerContext,
+    private readonly entries: BrokerActorEntry[],
+  ) {}
+
+  /** Starts a broker; see API.md for the options. Throws MQError ILLEGAL_ARGUMENT (bad option, port in use) or STORE_LOCKED. */
+  static async start(opts: BrokerOptions): Promise<Broker> {
+    const config: BrokerConfig = resolveBrokerConfig(opts);
+    const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
+    await mkdir(config.storeDir, { recursive: true });
+    const node = await ActorNode.start({ listen: config.listen, advertise: config.advertise });
+    let store: MessageStore | undefined;
+    try {
+      const brokerAddr = node.address!;
+      const storeHost = hostOf(brokerAddr);
+      store = await MessageStore.open({
+        dir: config.storeDir,
+        flush: config.flush,
+        maxMessageBytes: config.maxMessageBytes,
+        storeHost,
+        ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
+        ...(config.messageDelayLevel ? { messageDelayLevel: config.messageDelayLevel } : {}),
+      });
+      const topics = await TopicConfigManager.load({ storeDir: config.storeDir, autoCreateTopic: config.autoCreateTopic, defaultQueueNums: config.defaultQueueNums });
+      const groups = await SubscriptionGroupManager.load({ storeDir: config.storeDir, autoCreateSubscriptionGroup: config.autoCreateSubscriptionGroup });
+      const ctx = createBrokerContext({ config, node, store, topics, groups, logger, brokerAddr, storeHost });
+      const entries = brokerActors.filter((e) => e.enabled?.(ctx) ?? true);
+      for (const e of entries) node.spawn(e.name, e.logic, { input: { ctx }, ...(e.supervision ? { supervision: e.supervision } : {}) });
+      await ctx.registerNow();
+      logger.info({ brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers }, "broker started");
+      return new Broker(ctx, entries);
+    } catch (e) {
+      await node.close().catch(() => {});
+      await store?.close().catch(() => {});
+      throw e;
+    }
+  }
+
+  /** The address clients and name servers use for this broker. */
+  get address(): string {
+    return this.ctx.brokerAddr;
+  }
+
+  get brokerName(): string {
+    return this.ctx.config.brokerName;
+  }
+
+  /** The broker's store (tests and tools read it directly). */
+  get store(): MessageStore {
+    return this.ctx.store;
+  }
+
+  /** Creates or updates a topic on this broker, then re-registers so routes show it. */
+  async createTopic(opts: CreateTopicOptions): Promise<TopicConfig> {
+    if (this.closing) throw new MQError("CLOSED", `Broker ${this.brokerName} is closed.`);
+    const q = this.ctx.config.defaultQueueNums;
+    const tc = await this.ctx.topics.createOrUpdate({
+      topicName: opts.topic,
+      readQueueNums: opts.readQueueNums ?? opts.writeQueueNums ?? q,
+      writeQueueNums: opts.writeQueueNums ?? opts.readQueueNums ?? q,
+      perm: opts.perm ?? PERM_READ_WRITE,
+      order: opts.order ?? false,
+    });
+    await this.ctx.registerNow();
+    return tc;
+  }
+
+  /** Unregisters from the name servers, drains puts in flight, closes the node, store and config files. */
+  close(): Promise<void> {
+    if (!this.closing) this.closing = this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    const { node, store, topics, groups, logger } = this.ctx;
+    for (const e of [...this.entries].reverse()) {
+      if (!e.shutdown) continue;
+      await node.ref(null, e.name).ask({ type: "SHUTDOWN" }, { timeoutMs: SHUTDOWN_STEP_TIMEOUT_MS }).catch((err: unknown) => {
+        logger.warn({ actor: e.name, err: (err as Error).message }, "shutdown step failed");
+      });
+    }
+    await node.close();
+    await topics.close().catch((err: unknown) => logger.error({ err }, "writing topics.json failed"));
+    await groups.close().catch((err: unknown) => logger.error({ err }, "writing subscriptionGroup.json failed"));
+    await store.close();
+    logger.info("broker closed");
+  }
+}

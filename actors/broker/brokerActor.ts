@@ -1,0 +1,79 @@
+/**
+ * The `broker` actor: the broker's front door for producers and administrators. Sends go to the
+ * send processor (one store put per request), admin requests to the admin processor; anything
+ * else is answered REQUEST_CODE_NOT_SUPPORTED, so a sender never waits for a timeout.
+ */
+import { setup } from "xstate";
+import type { Replier } from "../runtime/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { ADMIN_REQUESTS, type AdminRequestType, processAdmin } from "./adminProcessor.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+import { OpenQueueChooser, processSend, type SendEventFields } from "./sendProcessor.ts";
+
+type Asked = { reply?: Replier; body?: Buffer };
+
+export type BrokerEvent =
+  | ({ type: "SEND_MESSAGE" } & SendEventFields & Asked)
+  | ({ type: "SEND_BATCH_MESSAGE" } & SendEventFields & Asked)
+  | ({ type: AdminRequestType } & Record<string, unknown> & Asked)
+  | ({ type: string } & Record<string, unknown> & Asked);
+
+export interface BrokerActorContext {
+  ctx: BrokerContext;
+  chooser: OpenQueueChooser;
+}
+
+export interface BrokerActorInput {
+  ctx: BrokerContext;
+}
+
+function toMQError(e: unknown): MQError {
+  return e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle the request: ${String(e)}`);
+}
+
+const adminTypes = new Set<string>(ADMIN_REQUESTS);
+
+export const brokerMachine = setup({
+  types: {
+    context: {} as BrokerActorContext,
+    events: {} as BrokerEvent,
+    input: {} as BrokerActorInput,
+  },
+  actions: {
+    send: ({ context, event }) => {
+      const reply = event.reply;
+      processSend(context.ctx, event as SendEventFields, event.type === "SEND_BATCH_MESSAGE", context.chooser).then(
+        (fields) => reply?.ok(fields),
+        (e: unknown) => {
+          const err = toMQError(e);
+          if (err.code === "SYSTEM_ERROR") context.ctx.logger.error({ err: e }, "send failed");
+          reply?.fail(err);
+        },
+      );
+    },
+    admin: ({ context, event }) => {
+      const reply = event.reply;
+      if (!adminTypes.has(event.type)) {
+        reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "broker".`));
+        return;
+      }
+      processAdmin(context.ctx, event.type as AdminRequestType, event).then(
+        (fields) => reply?.ok(fields),
+        (e: unknown) => reply?.fail(toMQError(e)),
+      );
+    },
+  },
+}).createMachine({
+  id: "broker",
+  context: ({ input }) => ({ ctx: input.ctx, chooser: new OpenQueueChooser() }),
+  initial: "serving",
+  states: {
+    serving: {
+      on: {
+        SEND_MESSAGE: { actions: "send" },
+        SEND_BATCH_MESSAGE: { actions: "send" },
+        "*": { actions: "admin" },
+      },
+    },
+  },
+});

@@ -1,0 +1,35 @@
+/**
+ * The broker's composition: every actor a broker node hosts, in start order. Each entry's logic
+ * receives `{ ctx: BrokerContext }` as input. To add a part of the broker (pull processor, hold
+ * service, consumer manager, offsets, locks, scheduler, send-back, replication), add an entry here.
+ */
+import type { AnyActorLogic } from "xstate";
+import { BrokerActor } from "../../transport/protocol.ts";
+import type { Supervision } from "../runtime/index.ts";
+import { brokerMachine } from "./brokerActor.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+import { registrarMachine } from "./registrar.ts";
+import { storeMachine } from "./storeActor.ts";
+
+/** One actor of the broker node. */
+export interface BrokerActorEntry {
+  /** name it is hosted under (see `BrokerActor` in transport/protocol.ts) */
+  name: string;
+  /** xstate logic; its input is `{ ctx }` */
+  logic: AnyActorLogic;
+  /** when false the entry is skipped (e.g. a part only a slave or a master runs) */
+  enabled?: (ctx: BrokerContext) => boolean;
+  /**
+   * asked `{ type: "SHUTDOWN" }` at close, in reverse start order, before the node closes; the
+   * actor answers once it let go of what it holds (unregistered, drained, persisted)
+   */
+  shutdown?: boolean;
+  supervision?: Supervision;
+}
+
+/** The broker's actors in start order; the registrar comes last so a broker registers only when ready. */
+export const brokerActors: BrokerActorEntry[] = [
+  { name: BrokerActor.STORE, logic: storeMachine, shutdown: true },
+  { name: BrokerActor.BROKER, logic: brokerMachine },
+  { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true },
+];

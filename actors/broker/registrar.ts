@@ -1,0 +1,163 @@
+/**
+ * The `registrar` actor: registers the broker and its topic configs with every name server at
+ * start, every `registerIntervalMs` (30 s) and whenever a topic changes (RocketMQ's
+ * `registerBrokerAll`), and unregisters on a clean shutdown so routes drop the broker at once.
+ */
+import { assign, fromCallback, fromPromise, setup } from "xstate";
+import type { Replier } from "../runtime/index.ts";
+import { NAMESRV_ACTOR, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+
+/** Name server requests give up after this long (the next period retries). */
+export const REGISTER_TIMEOUT_MS = 3_000;
+
+export type RegistrarEvent =
+  | { type: "REGISTER_NOW"; reply?: Replier }
+  | { type: "TOPIC_CHANGED" }
+  | { type: "SHUTDOWN"; reply?: Replier };
+
+export interface RegistrarContext {
+  ctx: BrokerContext;
+  /** answered when the registration in progress completes */
+  waiters: Replier[];
+  /** answered after the next registration (asked while one was in progress) */
+  nextWaiters: Replier[];
+  again: boolean;
+  shutdownWaiters: Replier[];
+}
+
+export interface RegistrarInput {
+  ctx: BrokerContext;
+}
+
+/** The REGISTER_BROKER fields for this broker now. */
+export function registerRequest(ctx: BrokerContext): RegisterBrokerRequest {
+  const c = ctx.config;
+  return {
+    clusterName: c.clusterName,
+    brokerName: c.brokerName,
+    brokerAddr: ctx.brokerAddr,
+    brokerId: c.brokerId,
+    heartbeatTimeoutMillis: c.heartbeatTimeoutMs,
+    topicConfigTable: ctx.topics.all(),
+    dataVersion: ctx.topics.dataVersion,
+  };
+}
+
+async function askAll(ctx: BrokerContext, event: { type: string } & object, what: string): Promise<number> {
+  const results = await Promise.allSettled(
+    ctx.config.nameservers.map((ns) => ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS })),
+  );
+  let ok = 0;
+  results.forEach((r, i) => {
+    if (r.status === "fulfilled") ok++;
+    else ctx.logger.warn({ nameserver: ctx.config.nameservers[i], err: (r.reason as Error)?.message }, `${what} failed`);
+  });
+  return ok;
+}
+
+function answerAll(rs: Replier[]): void {
+  for (const r of rs) r.ok({});
+}
+
+export const registrarMachine = setup({
+  types: {
+    context: {} as RegistrarContext,
+    events: {} as RegistrarEvent,
+    input: {} as RegistrarInput,
+  },
+  actors: {
+    registerAll: fromPromise<number, { ctx: BrokerContext }>(({ input }) =>
+      askAll(input.ctx, { type: "REGISTER_BROKER", ...registerRequest(input.ctx) }, "register broker"),
+    ),
+    unregisterAll: fromPromise<number, { ctx: BrokerContext }>(({ input }) => {
+      const c = input.ctx.config;
+      const req: UnregisterBrokerRequest = { clusterName: c.clusterName, brokerName: c.brokerName, brokerAddr: input.ctx.brokerAddr, brokerId: c.brokerId };
+      return askAll(input.ctx, { type: "UNREGISTER_BROKER", ...req }, "unregister broker");
+    }),
+    topicChanges: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) => input.ctx.topics.onChange(() => sendBack({ type: "TOPIC_CHANGED" }))),
+  },
+  delays: {
+    registerInterval: ({ context }) => context.ctx.config.registerIntervalMs,
+  },
+  guards: {
+    again: ({ context }) => context.again,
+  },
+  actions: {
+    addWaiter: assign({ waiters: ({ context, event }) => (event.type === "REGISTER_NOW" && event.reply ? [...context.waiters, event.reply] : context.waiters) }),
+    addNextWaiter: assign({
+      nextWaiters: ({ context, event }) => (event.type === "REGISTER_NOW" && event.reply ? [...context.nextWaiters, event.reply] : context.nextWaiters),
+      again: true,
+    }),
+    markAgain: assign({ again: true }),
+    promoteNext: assign({ waiters: ({ context }) => context.nextWaiters, nextWaiters: [], again: false }),
+    answerWaiters: assign({
+      waiters: ({ context }) => {
+        answerAll(context.waiters);
+        return [];
+      },
+    }),
+    addShutdownWaiter: assign({
+      shutdownWaiters: ({ context, event }) => (event.type === "SHUTDOWN" && event.reply ? [...context.shutdownWaiters, event.reply] : context.shutdownWaiters),
+    }),
+    answerShutdown: ({ context }) => {
+      answerAll(context.waiters);
+      answerAll(context.nextWaiters);
+      answerAll(context.shutdownWaiters);
+    },
+    answerLate: ({ event }) => {
+      if (event.type === "REGISTER_NOW" || event.type === "SHUTDOWN") event.reply?.ok({});
+    },
+    logError: ({ context, event }) => {
+      context.ctx.logger.error({ err: (event as { error?: unknown }).error }, "registration failed");
+    },
+  },
+}).createMachine({
+  id: "registrar",
+  context: ({ input }) => ({ ctx: input.ctx, waiters: [], nextWaiters: [], again: false, shutdownWaiters: [] }),
+  initial: "running",
+  states: {
+    running: {
+      invoke: { src: "topicChanges", input: ({ context }) => ({ ctx: context.ctx }) },
+      initial: "registering",
+      on: {
+        SHUTDOWN: { target: "unregistering", actions: "addShutdownWaiter" },
+      },
+      states: {
+        idle: {
+          always: { guard: "again", target: "registering", actions: "promoteNext" },
+          after: { registerInterval: "registering" },
+          on: {
+            REGISTER_NOW: { target: "registering", actions: "addWaiter" },
+            TOPIC_CHANGED: "registering",
+          },
+        },
+        registering: {
+          invoke: {
+            src: "registerAll",
+            input: ({ context }) => ({ ctx: context.ctx }),
+            onDone: { target: "idle", actions: "answerWaiters" },
+            onError: { target: "idle", actions: ["logError", "answerWaiters"] },
+          },
+          on: {
+            REGISTER_NOW: { actions: "addNextWaiter" },
+            TOPIC_CHANGED: { actions: "markAgain" },
+          },
+        },
+      },
+    },
+    unregistering: {
+      invoke: {
+        src: "unregisterAll",
+        input: ({ context }) => ({ ctx: context.ctx }),
+        onDone: "stopped",
+        onError: "stopped",
+      },
+      on: { REGISTER_NOW: { actions: "answerLate" }, SHUTDOWN: { actions: "addShutdownWaiter" } },
+    },
+    stopped: {
+      entry: "answerShutdown",
+      on: { REGISTER_NOW: { actions: "answerLate" }, SHUTDOWN: { actions: "answerLate" } },
+    },
+  },
+});

@@ -1,0 +1,111 @@
+/**
+ * SEND_MESSAGE and SEND_BATCH_MESSAGE on the broker (RocketMQ's `SendMessageProcessor` and
+ * `AbstractSendMessageProcessor.msgCheck`): validate the request, find or auto-create the topic,
+ * check permissions and the queue id, choose a queue when the producer left it open, append
+ * through the store actor with one put per request, and map the store's status to a send status.
+ */
+import { encodeMessageBatch, walkMessageBatch } from "../../transport/messageRecord.ts";
+import {
+  AUTO_CREATE_TOPIC_KEY_TOPIC,
+  checkTopic,
+  MQError,
+  Perm,
+  SCHEDULE_TOPIC,
+  type SendMessageReply,
+  type SendMessageRequest,
+  type SendStatus,
+} from "../../transport/protocol.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+
+/** Topics producers may not send to directly. */
+const SYSTEM_TOPICS = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
+
+/** bornHost when the producer gives none (it does not listen, so it has no address). */
+const UNKNOWN_HOST = "127.0.0.1:0";
+const HOST_PATTERN = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d{1,5}$/;
+
+/** The request fields a send handler reads (all unchecked: they come off the wire). */
+export type SendEventFields = Partial<Record<keyof SendMessageRequest, unknown>> & { body?: unknown };
+
+function illegal(message: string): MQError {
+  return new MQError("MESSAGE_ILLEGAL", message);
+}
+
+function intField(v: unknown, name: string, dflt?: number): number {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v)) throw illegal(`The send request's "${name}" must be an integer.`);
+  return v;
+}
+
+/**
+ * Queue chosen for a request that leaves it open (queueId < 0): round robin per broker. Exported
+ * for tests.
+ */
+export class OpenQueueChooser {
+  private next = 0;
+  choose(writeQueueNums: number): number {
+    const q = this.next % writeQueueNums;
+    this.next = (this.next + 1) & 0x7fffffff;
+    return q;
+  }
+}
+
+/** Handles one send request; resolves with the reply fields or rejects with a coded MQError. */
+export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch: boolean, chooser: OpenQueueChooser): Promise<SendMessageReply> {
+  const { config, topics } = ctx;
+  if ((config.brokerPermission & Perm.WRITE) === 0) {
+    throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); send to another broker.`);
+  }
+  if (config.role === "SLAVE") throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send to its master.`);
+  const topic = ev.topic;
+  checkTopic(topic);
+  if (SYSTEM_TOPICS.has(topic)) throw new MQError("NO_PERMISSION", `Topic ${topic} is a system topic and cannot be sent to; choose another topic name.`);
+  const body = ev.body;
+  if (!Buffer.isBuffer(body) || body.length === 0) throw illegal(`The send request for topic "${topic}" carries no message body.`);
+  if (body.length > config.maxMessageBytes) {
+    throw illegal(`The message${batch ? " batch" : ""} is ${body.length} bytes; this broker accepts at most ${config.maxMessageBytes}: split it.`);
+  }
+  const sysFlag = intField(ev.sysFlag, "sysFlag", 0);
+  const bornTimestamp = intField(ev.bornTimestamp, "bornTimestamp", Date.now());
+  const reconsumeTimes = intField(ev.reconsumeTimes, "reconsumeTimes", 0);
+  let queueId = intField(ev.queueId, "queueId", -1);
+  const bornHost = typeof ev.bornHost === "string" && HOST_PATTERN.test(ev.bornHost) ? ev.bornHost : UNKNOWN_HOST;
+
+  let batchBody: Buffer;
+  if (batch) {
+    let count = 0;
+    try {
+      count = walkMessageBatch(body, () => {});
+    } catch (e) {
+      throw e instanceof MQError ? e : illegal(String(e));
+    }
+    if (count === 0) throw illegal("The message batch is empty.");
+    batchBody = body;
+  } else {
+    const properties = ev.properties === undefined ? "" : ev.properties;
+    if (typeof properties !== "string") throw illegal("The send request's properties must be an encoded string.");
+    batchBody = encodeMessageBatch([{ body, flag: intField(ev.flag, "flag", 0), properties }]);
+  }
+
+  const tc = topics.getOrAutoCreate(topic);
+  if (!tc) {
+    throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} does not exist on broker ${config.brokerName} and autoCreateTopic is off: create it first (Admin.createTopic).`);
+  }
+  if ((tc.perm & Perm.WRITE) === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on broker ${config.brokerName} (perm ${tc.perm}).`);
+  if (tc.writeQueueNums === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} has no write queues on broker ${config.brokerName}.`);
+  if (queueId < 0) queueId = chooser.choose(tc.writeQueueNums);
+  else if (queueId >= tc.writeQueueNums) {
+    throw illegal(`Queue ${queueId} of topic ${topic} does not exist on broker ${config.brokerName}: it has ${tc.writeQueueNums} write queues; refresh the route.`);
+  }
+
+  const r = await ctx.put({ topic, queueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
+  const status: SendStatus = r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
+  return {
+    status,
+    msgId: r.msgIds.length === 1 ? r.msgIds[0]! : r.msgIds.join(","),
+    queueId,
+    queueOffset: r.firstQueueOffset,
+    commitLogOffset: r.commitLogOffset,
+    count: r.count,
+  };
+}

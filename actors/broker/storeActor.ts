@@ -1,0 +1,100 @@
+/**
+ * The `store` actor: the one way into the MessageStore for appends. It bounds the puts in flight
+ * (past the bound a put is answered SYSTEM_BUSY instead of queueing without limit) and lets the
+ * store group-commit: puts that arrive together share one append pass and one fdatasync.
+ */
+import { assign, setup } from "xstate";
+import type { Replier } from "../runtime/index.ts";
+import type { PutBatch } from "../../store/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+
+export type StoreEvent =
+  | { type: "PUT_MESSAGES"; batch: PutBatch; reply?: Replier }
+  | { type: "PUT_DONE" }
+  | { type: "SHUTDOWN"; reply?: Replier };
+
+export interface StoreContext {
+  ctx: BrokerContext;
+  inFlight: number;
+  maxInFlight: number;
+  /** answered when the last put in flight completes (shutdown drains first) */
+  drainWaiters: Replier[];
+}
+
+export interface StoreInput {
+  ctx: BrokerContext;
+}
+
+export const storeMachine = setup({
+  types: {
+    context: {} as StoreContext,
+    events: {} as StoreEvent,
+    input: {} as StoreInput,
+  },
+  guards: {
+    overBound: ({ context }) => context.inFlight >= context.maxInFlight,
+    drained: ({ context }) => context.inFlight === 0,
+  },
+  actions: {
+    rejectBusy: ({ context, event }) => {
+      if (event.type !== "PUT_MESSAGES") return;
+      event.reply?.fail(
+        new MQError("SYSTEM_BUSY", `The broker's store has ${context.inFlight} puts in flight (bound ${context.maxInFlight}); retry a little later or on another broker.`),
+      );
+    },
+    rejectClosing: ({ event }) => {
+      if (event.type === "PUT_MESSAGES") event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
+    },
+    startPut: ({ context, event, self }) => {
+      if (event.type !== "PUT_MESSAGES") return;
+      const reply = event.reply;
+      let p: Promise<unknown>;
+      try {
+        p = context.ctx.store.putMessages(event.batch);
+      } catch (e) {
+        p = Promise.reject(e);
+      }
+      p.then(
+        (result) => reply?.ok({ result }),
+        (e: unknown) => reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`)),
+      ).finally(() => self.send({ type: "PUT_DONE" }));
+    },
+    countIn: assign({ inFlight: ({ context }) => context.inFlight + 1 }),
+    countOut: assign({ inFlight: ({ context }) => context.inFlight - 1 }),
+    queueDrainWaiter: assign({
+      drainWaiters: ({ context, event }) => (event.type === "SHUTDOWN" && event.reply ? [...context.drainWaiters, event.reply] : context.drainWaiters),
+    }),
+    answerDrainWaiters: ({ context }) => {
+      for (const r of context.drainWaiters) r.ok({});
+    },
+  },
+}).createMachine({
+  id: "store",
+  context: ({ input }) => ({ ctx: input.ctx, inFlight: 0, maxInFlight: input.ctx.config.storeMaxInFlight, drainWaiters: [] }),
+  initial: "open",
+  states: {
+    open: {
+      on: {
+        PUT_MESSAGES: [{ guard: "overBound", actions: "rejectBusy" }, { actions: ["countIn", "startPut"] }],
+        PUT_DONE: { actions: "countOut" },
+        SHUTDOWN: { target: "draining", actions: "queueDrainWaiter" },
+      },
+    },
+    draining: {
+      always: { guard: "drained", target: "closed" },
+      on: {
+        PUT_MESSAGES: { actions: "rejectClosing" },
+        PUT_DONE: { actions: "countOut" },
+        SHUTDOWN: { actions: "queueDrainWaiter" },
+      },
+    },
+    closed: {
+      entry: "answerDrainWaiters",
+      on: {
+        PUT_MESSAGES: { actions: "rejectClosing" },
+        SHUTDOWN: { actions: ({ event }) => event.type === "SHUTDOWN" && event.reply?.ok({}) },
+      },
+    },
+  },
+});

@@ -1,0 +1,63 @@
+/**
+ * `NameServer.start(...)`: an ActorNode hosting the `namesrv` actor. Stateless: brokers register
+ * with every name server; any number may run.
+ */
+import pino, { type Logger } from "pino";
+import { ActorNode } from "../runtime/index.ts";
+import { MQError, NAMESRV_ACTOR } from "../../transport/protocol.ts";
+import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
+
+export const DEFAULT_NAMESRV_LISTEN = "tcp://127.0.0.1:9876";
+
+/** Options of `NameServer.start`. */
+export interface NameServerOptions {
+  /** @default "tcp://127.0.0.1:9876" */
+  listen?: string;
+  /** address others should use, when it differs from the bound one */
+  advertise?: string;
+  /** how often silent brokers are looked for. @default 5000 */
+  scanIntervalMs?: number;
+  /** pino level. @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
+  logLevel?: string;
+}
+
+function defaultLogLevel(): string {
+  return process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT ? "warn" : "info");
+}
+
+/** A running name server. */
+export class NameServer {
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    readonly node: ActorNode,
+    private readonly logger: Logger,
+  ) {}
+
+  static async start(opts: NameServerOptions = {}): Promise<NameServer> {
+    const level = opts.logLevel ?? defaultLogLevel();
+    if (!(level in pino.levels.values) && level !== "silent") throw new MQError("ILLEGAL_ARGUMENT", `Unknown log level "${level}".`);
+    const logger = pino({ name: "namesrv", level });
+    const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise });
+    node.spawn(NAMESRV_ACTOR, namesrvMachine, {
+      input: {
+        scanIntervalMs: opts.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS,
+        onExpired: (addrs: string[]) => logger.warn({ brokers: addrs }, "brokers expired: no registration within their timeout"),
+      },
+    });
+    logger.info({ address: node.address }, "name server started");
+    return new NameServer(node, logger);
+  }
+
+  /** The address brokers and clients use. */
+  get address(): string {
+    return this.node.address!;
+  }
+
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.closing = this.node.close().then(() => this.logger.info("name server closed"));
+    }
+    return this.closing;
+  }
+}

@@ -1,0 +1,49 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { NameServer } from "../../../actors/nameserver/index.ts";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { isMQError, NAMESRV_ACTOR, type TopicRouteData } from "../../../transport/protocol.ts";
+import { EPHEMERAL, waitFor } from "../../helpers.ts";
+
+let ns: NameServer;
+let client: ActorNode;
+
+before(async () => {
+  ns = await NameServer.start({ listen: EPHEMERAL, scanIntervalMs: 50 });
+  client = await ActorNode.start({ listen: null });
+});
+after(async () => {
+  await client.close();
+  await ns.close();
+});
+
+const topicConfigTable = { T: { topicName: "T", readQueueNums: 4, writeQueueNums: 4, perm: 6, order: false } };
+
+test("a registered broker's topic route is served over the wire, and dropped after its timeout", async () => {
+  const ref = client.ref(ns.address, NAMESRV_ACTOR);
+  await ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "a", brokerAddr: "tcp://127.0.0.1:1", brokerId: 0, heartbeatTimeoutMillis: 300, topicConfigTable, dataVersion: 1 });
+  const r = await ref.ask<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" });
+  assert.deepEqual(r.fields.queueDatas, [{ brokerName: "a", readQueueNums: 4, writeQueueNums: 4, perm: 6 }]);
+  assert.deepEqual(r.fields.brokerDatas[0]!.brokerAddrs, { "0": "tcp://127.0.0.1:1" });
+  const list = await ref.ask<{ topicList: string[] }>({ type: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" });
+  assert.deepEqual(list.fields.topicList, ["T"]);
+  const ci = await ref.ask<{ clusterAddrTable: Record<string, string[]> }>({ type: "GET_BROKER_CLUSTER_INFO" });
+  assert.deepEqual(ci.fields.clusterAddrTable, { C: ["a"] });
+  await waitFor(
+    async () => ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }).then(() => false, (e) => isMQError(e, "TOPIC_NOT_EXIST")),
+    5000,
+    "route expiry",
+  );
+});
+
+test("unknown topics, malformed and unknown requests get coded errors and the server keeps serving", async () => {
+  const ref = client.ref(ns.address, NAMESRV_ACTOR);
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "nope" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: 42 }), (e) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(ref.ask({ type: "REGISTER_BROKER", brokerName: "x" }), (e) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "x", brokerAddr: "tcp://h:1", brokerId: 0, topicConfigTable: 5 }), (e) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(ref.ask({ type: "PULL_MESSAGE" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
+  await ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "b", brokerAddr: "tcp://127.0.0.1:2", brokerId: 0, topicConfigTable, dataVersion: 1 });
+  await ref.ask({ type: "UNREGISTER_BROKER", clusterName: "C", brokerName: "b", brokerAddr: "tcp://127.0.0.1:2", brokerId: 0 });
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+});
