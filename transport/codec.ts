@@ -1,10 +1,12 @@
 /**
- * The frame codec: a ZeroMQ message carries one or more frames `[header, body...]`, where the
- * header is a msgpack array and the body frames are raw bytes. Arrays instead of maps keep the
- * header small and its decoding free of key lookups.
+ * The frame codec. A ZeroMQ message (after the ROUTER's routing id) is one frame holding a batch
+ * of logical frames, each `[u32le headerLength][header][body]`: the header is a msgpack array,
+ * the body raw bytes whose length the header states (-1 = no body). Frames queued in the same
+ * tick travel in one batch, so a burst costs one socket operation and one receive; arrays
+ * instead of maps keep the header small and its decoding free of key lookups.
  *
- * Request header: `[KIND_REQUEST, code, corrId, target, senderNodeId, event, deadline, bodyFrames]`
- * Reply header:   `[KIND_REPLY, corrId, responseCode, fieldsOrError, bodyFrames]`
+ * Request header: `[KIND_REQUEST, code, corrId, target, senderNodeId, event, deadline, bodyLength]`
+ * Reply header:   `[KIND_REPLY, corrId, responseCode, fieldsOrError, bodyLength]`
  *
  * `corrId` is 0 for one-way sends. `deadline` is the sender's wall-clock ms after which the
  * request is stale and must be dropped rather than delivered (0 = none). A failed reply carries
@@ -16,8 +18,10 @@ import { RequestCode, ResponseCode, type ErrorCode } from "./protocol.ts";
 export const KIND_REQUEST = 0;
 export const KIND_REPLY = 1;
 
-/** Largest number of body frames a header may announce; more is treated as malformed. */
-export const MAX_BODY_FRAMES = 1024;
+/** Bytes of the header-length prefix of each logical frame. */
+export const FRAME_PREFIX_BYTES = 4;
+/** Largest header accepted (a longer one is malformed). */
+export const MAX_HEADER_BYTES = 16 * 1024 * 1024;
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true, variableMapSize: true });
 
@@ -54,22 +58,25 @@ export function responseCodeOf(code: ErrorCode): number {
 /** Body parts as the sender gives them. */
 export type BodyParts = Uint8Array | Uint8Array[] | undefined;
 
-/** Number of frames a body occupies. */
-export function bodyFrameCount(body: BodyParts): number {
-  if (body === undefined) return 0;
-  return Array.isArray(body) ? body.length : 1;
+/** Body length for the header: -1 when there is no body. */
+export function bodyLength(body: BodyParts): number {
+  if (body === undefined) return -1;
+  if (!Array.isArray(body)) return body.byteLength;
+  let n = 0;
+  for (let i = 0; i < body.length; i++) n += body[i]!.byteLength;
+  return n;
 }
 
-/** Appends the body frames to `out`. */
+/** Appends the body parts to `out`. */
 export function pushBody(out: Uint8Array[], body: BodyParts): void {
   if (body === undefined) return;
   if (Array.isArray(body)) for (let i = 0; i < body.length; i++) out.push(body[i]!);
   else out.push(body);
 }
 
-/** Joins received body frames into the one Buffer receivers get. */
-export function joinBody(frames: Buffer[], start: number, count: number): Buffer | undefined {
-  if (count === 0) return undefined;
-  if (count === 1) return frames[start];
-  return Buffer.concat(frames.slice(start, start + count));
+/** The length prefix of a logical frame. */
+export function framePrefix(headerLength: number): Buffer {
+  const b = Buffer.allocUnsafe(FRAME_PREFIX_BYTES);
+  b.writeUInt32LE(headerLength, 0);
+  return b;
 }

@@ -13,13 +13,14 @@ import * as zmq from "zeromq";
 import {
   KIND_REPLY,
   KIND_REQUEST,
-  MAX_BODY_FRAMES,
+  FRAME_PREFIX_BYTES,
+  MAX_HEADER_BYTES,
   type BodyParts,
-  bodyFrameCount,
+  bodyLength,
   decode,
   encode,
+  framePrefix,
   isKnownRequestCode,
-  joinBody,
   pushBody,
   requestCodeOf,
   responseCodeOf,
@@ -84,8 +85,10 @@ export interface TransportStats {
 
 /** A connection frames can be sent on: an outgoing DEALER or a peer connected to our ROUTER. */
 export abstract class Link {
-  /** header/body parts waiting to be sent (router links start with the routing id) */
+  /** prefix/header/body parts waiting to be sent as one batch frame */
   parts: Uint8Array[] = [];
+  /** bytes in `parts` */
+  bytes = 0;
   /** logical frames queued */
   queued = 0;
   /** set by the runtime: the Origin object for requests that came in on this link */
@@ -121,7 +124,6 @@ export class RouterLink extends Link {
     readonly key: string,
   ) {
     super();
-    this.parts.push(rid);
   }
   get description(): string {
     return `client ${this.key}`;
@@ -289,9 +291,11 @@ export class ZmqNode {
   }
 
   private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
-    const header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bodyFrameCount(body)]);
-    link.parts.push(header);
+    const bl = bodyLength(body);
+    const header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl]);
+    link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
+    link.bytes += FRAME_PREFIX_BYTES + header.length + (bl > 0 ? bl : 0);
     link.queued++;
     this.schedule(link);
   }
@@ -303,8 +307,11 @@ export class ZmqNode {
       this.stats.sendFailures++;
       return;
     }
-    link.parts.push(encode([KIND_REPLY, corrId, code, payload, bodyFrameCount(body)]));
+    const bl = bodyLength(body);
+    const header = encode([KIND_REPLY, corrId, code, payload, bl]);
+    link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
+    link.bytes += FRAME_PREFIX_BYTES + header.length + (bl > 0 ? bl : 0);
     link.queued++;
     this.schedule(link);
   }
@@ -335,11 +342,9 @@ export class ZmqNode {
     link.flushing = true;
     try {
       while (link.queued > 0 && !this.closed) {
-        const parts = link.parts;
-        link.parts = [];
-        link.queued = 0;
+        const frame = takeBatch(link);
         try {
-          await link.socket.send(parts);
+          await link.socket.send(frame);
         } catch {
           if (this.closed) return;
           this.stats.sendFailures++;
@@ -362,11 +367,9 @@ export class ZmqNode {
         for (let i = 0; i < links.length; i++) {
           const link = links[i]!;
           link.dirty = false;
-          const parts = link.parts;
-          link.parts = [link.rid];
-          link.queued = 0;
+          const frame = takeBatch(link);
           try {
-            await router.send(parts);
+            await router.send([link.rid, frame]);
           } catch {
             if (this.closed) return;
             // peer gone (EHOSTUNREACH) or its pipe full (EAGAIN): its asks time out
@@ -394,9 +397,10 @@ export class ZmqNode {
           this.stats.malformedDropped++;
           continue;
         }
-        this.onFrames(this.routerLink(rid), msg, 1);
+        const link = this.routerLink(rid);
+        for (let i = 1; i < msg.length; i++) this.onBatch(link, msg[i]!);
       } else {
-        this.onFrames(peerLink!, msg, 0);
+        for (let i = 0; i < msg.length; i++) this.onBatch(peerLink!, msg[i]!);
       }
     }
   }
@@ -415,85 +419,93 @@ export class ZmqNode {
     return link;
   }
 
-  private onFrames(link: Link, msg: Buffer[], start: number): void {
-    let i = start;
-    const n = msg.length;
-    while (i < n) {
-      let h: unknown;
-      try {
-        h = decode(msg[i]!);
-      } catch {
-        // frame boundaries are lost with an undecodable header: drop the rest of the message
-        this.stats.malformedDropped += 1;
+  private onBatch(link: Link, buf: Buffer): void {
+    const n = buf.length;
+    let off = 0;
+    while (off < n) {
+      if (off + FRAME_PREFIX_BYTES > n) {
+        this.stats.malformedDropped++;
         return;
       }
-      i++;
+      const hl = buf.readUInt32LE(off);
+      const hs = off + FRAME_PREFIX_BYTES;
+      if (hl === 0 || hl > MAX_HEADER_BYTES || hs + hl > n) {
+        // frame boundaries are lost: drop the rest of the batch
+        this.stats.malformedDropped++;
+        return;
+      }
+      let h: unknown;
+      try {
+        h = decode(buf.subarray(hs, hs + hl));
+      } catch {
+        h = undefined;
+      }
+      off = hs + hl;
       if (!Array.isArray(h)) {
         this.stats.malformedDropped++;
         return;
       }
-      if (h[0] === KIND_REQUEST) {
-        const corrId = h[2];
-        const replyable = Number.isSafeInteger(corrId) && (corrId as number) > 0;
-        const nb = h[7];
-        if (!Number.isSafeInteger(nb) || nb < 0 || nb > MAX_BODY_FRAMES || i + nb > n) {
-          this.malformed(link, replyable ? (corrId as number) : 0, "body frame count is missing or does not match the frames received");
-          return;
-        }
-        const body = joinBody(msg, i, nb);
-        i += nb;
-        const code = h[1];
-        const target = h[3];
-        const sender = h[4];
-        const event = h[5];
-        const deadline = h[6];
-        if (!Number.isSafeInteger(corrId) || (corrId as number) < 0) {
-          this.stats.malformedDropped++;
-          continue;
-        }
-        if (typeof code !== "number" || typeof target !== "string" || typeof sender !== "string" || typeof deadline !== "number" || event === null || typeof event !== "object" || Array.isArray(event) || typeof (event as { type?: unknown }).type !== "string" || Buffer.isBuffer(event)) {
-          this.malformed(link, corrId as number, "header fields have wrong types (want code:number, target:string, sender:string, event:{type:string}, deadline:number)");
-          continue;
-        }
-        if (!isKnownRequestCode(code) || (code !== RequestCode.ACTOR_EVENT && requestCodeOf((event as { type: string }).type) !== code)) {
-          this.stats.malformedAnswered++;
-          if (corrId > 0) this.replyError(link, corrId, new MQError("REQUEST_CODE_NOT_SUPPORTED", `Request code ${code} (${String((event as { type: unknown }).type).slice(0, 64)}) is not supported by node ${this.nodeId}.`));
-          continue;
-        }
-        if (deadline !== 0 && deadline < Date.now()) {
-          this.stats.staleDropped++;
-          continue;
-        }
-        this.stats.requestsIn++;
-        if (link.peerNodeId !== sender) link.peerNodeId = sender;
-        try {
-          this.handler(link, code, corrId as number, target, sender, event as Record<string, unknown> & { type: string }, body);
-        } catch (e) {
-          if (corrId > 0) this.replyError(link, corrId, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Delivering ${(event as { type: string }).type} to ${target} failed: ${(e as Error)?.message ?? e}`));
-        }
-      } else if (h[0] === KIND_REPLY) {
-        const nb = h[4];
-        if (!Number.isSafeInteger(nb) || nb < 0 || nb > MAX_BODY_FRAMES || i + nb > n) {
-          this.stats.malformedDropped++;
-          return;
-        }
-        const body = joinBody(msg, i, nb);
-        i += nb;
-        const corrId = h[1];
-        const rcode = h[2];
-        const payload = h[3];
-        if (typeof corrId !== "number" || typeof rcode !== "number" || payload === null || typeof payload !== "object") {
-          this.stats.malformedDropped++;
-          continue;
-        }
-        this.stats.repliesIn++;
-        const done = rcode === ResponseCode.SUCCESS ? this.pending.resolve(corrId, body === undefined ? { fields: payload } : { fields: payload, body }) : this.pending.reject(corrId, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
-        if (!done) this.stats.lateReplies++;
-      } else {
-        this.stats.malformedDropped++;
+      const kind = h[0];
+      const bl = kind === KIND_REQUEST ? h[7] : h[4];
+      const replyable = kind === KIND_REQUEST && Number.isSafeInteger(h[2]) && h[2] > 0;
+      if (!Number.isSafeInteger(bl) || bl < -1 || off + (bl > 0 ? bl : 0) > n) {
+        this.malformed(link, replyable ? h[2] : 0, "body length is missing or exceeds the bytes received");
         return;
       }
+      const body = bl >= 0 ? buf.subarray(off, off + bl) : undefined;
+      if (bl > 0) off += bl;
+      if (kind === KIND_REQUEST) this.onRequestFrame(link, h, body);
+      else if (kind === KIND_REPLY) this.onReplyFrame(h, body);
+      else this.stats.malformedDropped++;
     }
+  }
+
+  private onRequestFrame(link: Link, h: unknown[], body: Buffer | undefined): void {
+    const code = h[1];
+    const corrId = h[2];
+    const target = h[3];
+    const sender = h[4];
+    const event = h[5];
+    const deadline = h[6];
+    if (!Number.isSafeInteger(corrId) || (corrId as number) < 0) {
+      this.stats.malformedDropped++;
+      return;
+    }
+    const id = corrId as number;
+    if (typeof code !== "number" || typeof target !== "string" || typeof sender !== "string" || typeof deadline !== "number" || event === null || typeof event !== "object" || Array.isArray(event) || Buffer.isBuffer(event) || typeof (event as { type?: unknown }).type !== "string") {
+      this.malformed(link, id, "header fields have wrong types (want code:number, target:string, sender:string, event:{type:string}, deadline:number)");
+      return;
+    }
+    const type = (event as { type: string }).type;
+    if (!isKnownRequestCode(code) || (code !== RequestCode.ACTOR_EVENT && requestCodeOf(type) !== code)) {
+      this.stats.malformedAnswered++;
+      if (id > 0) this.replyError(link, id, new MQError("REQUEST_CODE_NOT_SUPPORTED", `Request code ${code} (${type.slice(0, 64)}) is not supported by node ${this.nodeId}.`));
+      return;
+    }
+    if (deadline !== 0 && deadline < Date.now()) {
+      this.stats.staleDropped++;
+      return;
+    }
+    this.stats.requestsIn++;
+    if (link.peerNodeId !== sender) link.peerNodeId = sender;
+    try {
+      this.handler(link, code, id, target, sender, event as Record<string, unknown> & { type: string }, body);
+    } catch (e) {
+      if (id > 0) this.replyError(link, id, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Delivering ${type} to ${target} failed: ${(e as Error)?.message ?? e}`));
+    }
+  }
+
+  private onReplyFrame(h: unknown[], body: Buffer | undefined): void {
+    const corrId = h[1];
+    const rcode = h[2];
+    const payload = h[3];
+    if (typeof corrId !== "number" || typeof rcode !== "number" || payload === null || typeof payload !== "object") {
+      this.stats.malformedDropped++;
+      return;
+    }
+    this.stats.repliesIn++;
+    const done = rcode === ResponseCode.SUCCESS ? this.pending.resolve(corrId, body === undefined ? { fields: payload } : { fields: payload, body }) : this.pending.reject(corrId, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
+    if (!done) this.stats.lateReplies++;
   }
 
   private malformed(link: Link, corrId: number, why: string): void {
@@ -524,6 +536,15 @@ export class ZmqNode {
     this.routerLinks.clear();
     if (this.zapDomain) zapHandler.unregister(this.zapDomain);
   }
+}
+
+/** Takes everything queued on a link as one batch frame. */
+function takeBatch(link: Link): Buffer {
+  const frame = Buffer.concat(link.parts, link.bytes);
+  link.parts = [];
+  link.bytes = 0;
+  link.queued = 0;
+  return frame;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
