@@ -6,3 +6,5 @@ export { MQError, isMQError, RequestCode, ResponseCode, ErrorCodes, Perm, Messag
 export type { ErrorCode, MessageQueue, TopicRouteData, SubscriptionData, SendStatus, MessageModel, ConsumeFromWhere } from "./transport/protocol.ts";
 export { ActorNode, InspectionCollector, curveKeyPair } from "./actors/runtime/index.ts";
 export type { ActorNodeOptions, SpawnOptions, Ref, Reply, Replier, Origin, WireEvent, InspectionRecord, Supervision, ActorFailure } from "./actors/runtime/index.ts";
+export { MessageStore } from "./store/index.ts";
+export type { MessageExt } from "./transport/messageRecord.ts";

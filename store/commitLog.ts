@@ -1,0 +1,202 @@
+/**
+ * The commit log: one append-only log for all topics in fixed-size segments. A record that does
+ * not fit the rest of a segment leaves a BLANK marker there and goes to the next segment. Puts
+ * that wait for durability share fdatasyncs (group commit).
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { MQError } from "../transport/protocol.ts";
+import { BLANK_MAGIC, BLANK_MARKER_BYTES } from "../transport/messageRecord.ts";
+import { Segment, listSegmentFiles, segmentName } from "./segment.ts";
+
+interface FlushWaiter {
+  target: number;
+  resolve: () => void;
+  reject: (e: unknown) => void;
+}
+
+/** The commit log of one store directory. */
+export class CommitLog {
+  readonly dir: string;
+  readonly segmentBytes: number;
+  /** segments in offset order; the last one is written */
+  segments: Segment[] = [];
+  /** next physical offset to write (= max offset) */
+  writeOffset = 0;
+  /** everything below is on disk */
+  flushedOffset = 0;
+  private waiters: FlushWaiter[] = [];
+  private syncing = false;
+  private blank = Buffer.alloc(BLANK_MARKER_BYTES);
+
+  constructor(dir: string, segmentBytes: number) {
+    this.dir = dir;
+    this.segmentBytes = segmentBytes;
+    fs.mkdirSync(dir, { recursive: true });
+    for (const { start, file } of listSegmentFiles(dir)) {
+      if (start % segmentBytes !== 0) {
+        throw new MQError("ILLEGAL_ARGUMENT", `Commit-log file ${file} does not start at a multiple of commitLogSegmentBytes=${segmentBytes}: open the store with the segment size it was written with.`);
+      }
+      this.segments.push(Segment.open(file, start, segmentBytes));
+    }
+  }
+
+  /** Lowest physical offset still on disk. */
+  get minOffset(): number {
+    return this.segments[0]?.start ?? this.writeOffset;
+  }
+
+  /** The segment holding physical offset `phy`, or undefined. */
+  segmentFor(phy: number): Segment | undefined {
+    const first = this.segments[0];
+    if (!first) return undefined;
+    const i = Math.floor((phy - first.start) / this.segmentBytes);
+    const s = this.segments[i];
+    if (s && phy >= s.start && phy < s.start + this.segmentBytes) return s;
+    // a missing file in the middle breaks the arithmetic; fall back to a search
+    return this.segments.find((x) => phy >= x.start && phy < x.start + this.segmentBytes);
+  }
+
+  /**
+   * Where a run of `len` record bytes will go: the current offset, or the start of a new segment
+   * after a BLANK marker when the run plus a marker does not fit what is left.
+   */
+  reserve(len: number): number {
+    if (len + BLANK_MARKER_BYTES > this.segmentBytes) {
+      throw new MQError("MESSAGE_ILLEGAL", `A put of ${len} bytes cannot fit a commit-log segment of ${this.segmentBytes} bytes: send fewer or smaller messages per batch.`);
+    }
+    const inSeg = this.writeOffset % this.segmentBytes;
+    const seg = this.segmentFor(this.writeOffset);
+    if (seg && inSeg + len + BLANK_MARKER_BYTES <= this.segmentBytes) return this.writeOffset;
+    if (seg && inSeg !== 0) {
+      const rest = this.segmentBytes - inSeg;
+      this.blank.writeInt32BE(rest, 0);
+      this.blank.writeUInt32BE(BLANK_MAGIC, 4);
+      seg.write(this.blank, 0, BLANK_MARKER_BYTES, inSeg);
+      this.writeOffset += rest;
+    }
+    if (!this.segmentFor(this.writeOffset)) this.addSegment(this.writeOffset);
+    return this.writeOffset;
+  }
+
+  /** Ends the current segment with a BLANK marker (a replica mirroring its master's roll-over). */
+  rollToNextSegment(): void {
+    if (this.writeOffset % this.segmentBytes === 0) return;
+    this.reserve(this.segmentBytes - BLANK_MARKER_BYTES);
+  }
+
+  private addSegment(start: number): Segment {
+    const s = Segment.open(path.join(this.dir, segmentName(start)), start, this.segmentBytes);
+    this.segments.push(s);
+    return s;
+  }
+
+  /** Writes `len` bytes at the reserved offset `phy` (= writeOffset) in one write and advances. */
+  append(buf: Buffer, len: number, phy: number): void {
+    const seg = this.segmentFor(phy);
+    if (!seg || phy !== this.writeOffset) throw new MQError("SYSTEM_ERROR", "commit-log append at an unreserved offset");
+    try {
+      seg.write(buf, 0, len, phy - seg.start);
+    } catch (e) {
+      // A partly written batch must not look like records to a later recovery.
+      try {
+        seg.write(Buffer.alloc(len), 0, len, phy - seg.start);
+      } catch {
+        /* the tail stays behind writeOffset and is cut by recovery's checks */
+      }
+      throw e;
+    }
+    this.writeOffset = phy + len;
+  }
+
+  /** Reads `len` bytes at `phy` (within one segment); null when that segment is gone. */
+  read(phy: number, len: number, into?: Buffer, intoOff = 0): Buffer | null {
+    const seg = this.segmentFor(phy);
+    if (!seg || phy - seg.start + len > this.segmentBytes) return null;
+    return seg.read(phy - seg.start, len, into, intoOff);
+  }
+
+  /** Resolves once every byte below `target` is on disk; puts waiting together share fdatasyncs. */
+  waitFlushed(target: number): Promise<void> {
+    if (target <= this.flushedOffset) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ target, resolve, reject });
+      if (!this.syncing) void this.syncLoop();
+    });
+  }
+
+  /** Starts a flush of everything written so far (async flush mode's flusher calls this). */
+  flushSoon(): void {
+    if (!this.syncing && this.flushedOffset < this.writeOffset) void this.syncLoop();
+  }
+
+  private async syncLoop(): Promise<void> {
+    this.syncing = true;
+    try {
+      while (this.flushedOffset < this.writeOffset) {
+        const target = this.writeOffset;
+        const from = this.flushedOffset;
+        const dirty = this.segments.filter((s) => s.start + this.segmentBytes > from && s.start < target);
+        try {
+          await Promise.all(dirty.map((s) => s.sync()));
+        } catch (e) {
+          const w = this.waiters;
+          this.waiters = [];
+          for (const x of w) x.reject(e);
+          return;
+        }
+        this.flushedOffset = Math.max(this.flushedOffset, target);
+        if (this.waiters.length) {
+          const keep: FlushWaiter[] = [];
+          for (const w of this.waiters) (w.target <= this.flushedOffset ? w.resolve() : keep.push(w));
+          this.waiters = keep;
+        }
+      }
+    } finally {
+      this.syncing = false;
+    }
+  }
+
+  /** Synchronous flush of everything (close, recovery). */
+  flushNow(): void {
+    for (const s of this.segments) if (s.start + this.segmentBytes > this.flushedOffset) s.syncNow();
+    this.flushedOffset = this.writeOffset;
+  }
+
+  /** Sets the end of the log after recovery: zeroes the rest of its segment, deletes later segments. */
+  truncateTo(end: number): void {
+    const keep: Segment[] = [];
+    for (const s of this.segments) {
+      if (s.start > end) {
+        s.remove();
+        continue;
+      }
+      if (end - s.start < this.segmentBytes) s.zeroFrom(end - s.start);
+      keep.push(s);
+    }
+    this.segments = keep;
+    this.writeOffset = end;
+    this.flushedOffset = end;
+    if (!this.segmentFor(end)) this.addSegment(end - (end % this.segmentBytes));
+  }
+
+  /** Deletes whole segments (oldest first) for which `expired(segment)` holds, never the one being written. */
+  deleteSegments(expired: (s: Segment) => boolean): number {
+    let n = 0;
+    while (this.segments.length > 1) {
+      const s = this.segments[0]!;
+      if (s.start + this.segmentBytes > this.writeOffset || !expired(s)) break;
+      s.remove();
+      this.segments.shift();
+      n++;
+    }
+    return n;
+  }
+
+  close(): void {
+    for (const w of this.waiters) w.reject(new MQError("CLOSED", "The store was closed before the put was flushed."));
+    this.waiters = [];
+    for (const s of this.segments) s.close();
+    this.segments = [];
+  }
+}

@@ -1,0 +1,222 @@
+/**
+ * The dispatcher ("reput"): from newly appended commit-log records it writes consume-queue entries
+ * and index entries and announces arrivals, one notice per run of records for one queue. It reads
+ * only the record bytes it is given (the append buffer, a replica's bytes or recovery's window),
+ * with no per-message objects on the way.
+ */
+import { BLANK_MAGIC, CRC_RESERVED_BYTES, MessageSysFlag, RecordOffset, decodeProperties, javaHashCode, readLong, writeLong } from "../transport/messageRecord.ts";
+import { SCHEDULE_TOPIC } from "../transport/protocol.ts";
+import { CQ_ENTRY_BYTES, type ConsumeQueue } from "./consumeQueue.ts";
+import type { IndexService } from "./indexFile.ts";
+
+/** What the long-poll service hears after each dispatched run of records for one queue. */
+export interface ArrivalNotice {
+  topic: string;
+  queueId: number;
+  /** the queue's new max offset (next offset to be written) */
+  maxOffset: number;
+  /** tag hash code of the run's first message (delivery time for SCHEDULE_TOPIC_XXXX) */
+  tagsCode: number;
+  storeTimestamp: number;
+  /** properties of the run's first message */
+  properties: Record<string, string>;
+  /** messages in the run; when > 1, a filter should re-run the pull rather than trust tagsCode/properties */
+  count: number;
+}
+
+const enum Prop {
+  NONE = 0,
+  TAGS = 1,
+  KEYS = 2,
+  UNIQ = 3,
+  DELAY = 4,
+}
+
+function propName(buf: Buffer, s: number, e: number): Prop {
+  const n = e - s;
+  if (n === 4) {
+    if (buf[s] === 84 && buf[s + 1] === 65 && buf[s + 2] === 71 && buf[s + 3] === 83) return Prop.TAGS; // TAGS
+    if (buf[s] === 75 && buf[s + 1] === 69 && buf[s + 2] === 89 && buf[s + 3] === 83) return Prop.KEYS; // KEYS
+  } else if (n === 8) {
+    if (buf.toString("latin1", s, e) === "UNIQ_KEY") return Prop.UNIQ;
+  } else if (n === 5) {
+    if (buf.toString("latin1", s, e) === "DELAY") return Prop.DELAY;
+  }
+  return Prop.NONE;
+}
+
+/** Continues a Java hash over UTF-8 bytes (as the UTF-16 string they decode to). */
+export function javaHashContinue(h: number, buf: Buffer, s: number, e: number): number {
+  for (let i = s; i < e; i++) {
+    if (buf[i]! >= 0x80) {
+      const str = buf.toString("utf8", i, e);
+      for (let j = 0; j < str.length; j++) h = (Math.imul(h, 31) + str.charCodeAt(j)) | 0;
+      return h;
+    }
+    h = (Math.imul(h, 31) + buf[i]!) | 0;
+  }
+  return h;
+}
+
+/** Parses a delay-level list like `"1s 5s 10s 30s 1m ... 2h"` into milliseconds per level (index 0 = level 1). */
+export function parseDelayLevels(spec: string): number[] {
+  const unit: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+  return spec
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean)
+    .map((w) => {
+      const m = /^(\d+)([smhd])$/.exec(w);
+      if (!m) throw new Error(`bad delay level "${w}"`);
+      return Number(m[1]) * unit[m[2]!]!;
+    });
+}
+
+/** Builds consume queues and the index from record bytes. */
+export class Dispatcher {
+  private cqBuf = Buffer.allocUnsafe(CQ_ENTRY_BYTES * 1024);
+  private listeners: Array<(a: ArrivalNotice) => void> = [];
+
+  constructor(
+    private readonly queueFor: (topic: string, queueId: number) => ConsumeQueue,
+    private readonly index: IndexService,
+    private readonly delayLevelsMs: number[],
+  ) {}
+
+  onArrival(fn: (a: ArrivalNotice) => void): () => void {
+    this.listeners.push(fn);
+    return () => {
+      this.listeners = this.listeners.filter((x) => x !== fn);
+    };
+  }
+
+  /** Delivery time of a delay message stored at `storeTimestamp` with `level` (unknown level: +1 s). */
+  deliverTime(storeTimestamp: number, level: number): number {
+    const max = this.delayLevelsMs.length;
+    if (level > max) level = max;
+    const d = level >= 1 ? this.delayLevelsMs[level - 1] : undefined;
+    return storeTimestamp + (d ?? 1000);
+  }
+
+  /**
+   * Dispatches the whole records in `buf[start, end)`, the first of which sits at commit-log
+   * offset `basePhy`. Stops at a BLANK marker. `notify` false during recovery.
+   */
+  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true): void {
+    let p = start;
+    let runTopicPos = -1;
+    let runTopicLen = 0;
+    let runTopic = "";
+    let runQueueId = -1;
+    let runFirstOffset = 0;
+    let runCount = 0;
+    let runTagsCode = 0;
+    let runStoreTs = 0;
+    let runPropsStart = 0;
+    let runPropsEnd = 0;
+    let topicHash = 0;
+
+    const flushRun = () => {
+      if (runCount === 0) return;
+      const cq = this.queueFor(runTopic, runQueueId);
+      cq.put(runFirstOffset, this.cqBuf, runCount);
+      if (notify && this.listeners.length) {
+        const notice: ArrivalNotice = {
+          topic: runTopic,
+          queueId: runQueueId,
+          maxOffset: cq.maxOffset,
+          tagsCode: runTagsCode,
+          storeTimestamp: runStoreTs,
+          properties: decodeProperties(buf.toString("utf8", runPropsStart, runPropsEnd)),
+          count: runCount,
+        };
+        for (const l of this.listeners) l(notice);
+      }
+      runCount = 0;
+    };
+
+    while (p + 8 <= end) {
+      const total = buf.readInt32BE(p);
+      if (total <= 0 || buf.readUInt32BE(p + 4) === BLANK_MAGIC || p + total > end) break;
+      const phy = basePhy + (p - start);
+      const queueId = buf.readInt32BE(p + RecordOffset.QUEUE_ID);
+      const queueOffset = readLong(buf, p + RecordOffset.QUEUE_OFFSET);
+      const sysFlag = buf.readInt32BE(p + RecordOffset.SYS_FLAG);
+      const storeTs = readLong(buf, p + RecordOffset.STORE_TIMESTAMP);
+      const bodyLen = buf.readInt32BE(p + RecordOffset.BODY_LENGTH);
+      const topicLenPos = p + RecordOffset.BODY + bodyLen;
+      const topicLen = buf[topicLenPos]!;
+      const topicPos = topicLenPos + 1;
+      const propsStart = topicPos + topicLen + 2;
+      const propsEnd = p + total - CRC_RESERVED_BYTES;
+      const txType = sysFlag & 0xc;
+      if (txType === MessageSysFlag.TRANSACTION_PREPARED || txType === MessageSysFlag.TRANSACTION_ROLLBACK) {
+        p += total;
+        continue;
+      }
+
+      const sameTopic =
+        runTopicPos >= 0 && runTopicLen === topicLen && buf.compare(buf, runTopicPos, runTopicPos + topicLen, topicPos, topicPos + topicLen) === 0;
+      if (!sameTopic || queueId !== runQueueId || queueOffset !== runFirstOffset + runCount) {
+        flushRun();
+        if (!sameTopic) {
+          runTopic = buf.toString("utf8", topicPos, topicPos + topicLen);
+          topicHash = javaHashCode(`${runTopic}#`);
+        }
+        runTopicPos = topicPos;
+        runTopicLen = topicLen;
+        runQueueId = queueId;
+        runFirstOffset = queueOffset;
+      }
+
+      let tagsCode = 0;
+      let delayLevel = 0;
+      let i = propsStart;
+      while (i < propsEnd) {
+        const sep = buf.indexOf(1, i);
+        if (sep < 0 || sep >= propsEnd) break;
+        let ve = buf.indexOf(2, sep + 1);
+        if (ve < 0 || ve > propsEnd) ve = propsEnd;
+        const name = propName(buf, i, sep);
+        if (name === Prop.TAGS) {
+          tagsCode = javaHashContinue(0, buf, sep + 1, ve);
+        } else if (name === Prop.UNIQ) {
+          this.index.add(javaHashContinue(topicHash, buf, sep + 1, ve), phy, storeTs);
+        } else if (name === Prop.KEYS) {
+          let ks = sep + 1;
+          for (let k = sep + 1; k <= ve; k++) {
+            if (k === ve || buf[k] === 32) {
+              if (k > ks) this.index.add(javaHashContinue(topicHash, buf, ks, k), phy, storeTs);
+              ks = k + 1;
+            }
+          }
+        } else if (name === Prop.DELAY) {
+          delayLevel = Number(buf.toString("latin1", sep + 1, ve)) | 0;
+        }
+        i = ve + 1;
+      }
+      if (topicLen === SCHEDULE_TOPIC.length && runTopic === SCHEDULE_TOPIC) tagsCode = this.deliverTime(storeTs, delayLevel);
+
+      if (runCount === 0) {
+        runTagsCode = tagsCode;
+        runStoreTs = storeTs;
+        runPropsStart = propsStart;
+        runPropsEnd = propsEnd;
+      }
+      const need = (runCount + 1) * CQ_ENTRY_BYTES;
+      if (need > this.cqBuf.length) {
+        const bigger = Buffer.allocUnsafe(this.cqBuf.length * 2);
+        this.cqBuf.copy(bigger, 0, 0, runCount * CQ_ENTRY_BYTES);
+        this.cqBuf = bigger;
+      }
+      const e = runCount * CQ_ENTRY_BYTES;
+      writeLong(this.cqBuf, e, phy);
+      this.cqBuf.writeInt32BE(total, e + 8);
+      writeLong(this.cqBuf, e + 12, tagsCode);
+      runCount++;
+      p += total;
+    }
+    flushRun();
+    this.index.writePending();
+  }
+}

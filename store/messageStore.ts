@@ -1,0 +1,758 @@
+/**
+ * MessageStore: the commit log, consume queues and index of one broker, with group-committed
+ * durability, RocketMQ's getMessage rules, recovery and file expiry. Plain TypeScript; the
+ * broker's store actor wraps it and serialises calls.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { crc32 } from "node:zlib";
+import {
+  CRC_RESERVED_BYTES, MAGIC_V1, MAX_PROPERTIES_BYTES, RECORD_FIXED_BYTES, RecordOffset, checkRecord, decodeProperties,
+  encodeMessageBatch, encodeProperties, javaHashCode, offsetMsgIdFromBytes, readLong, walkMessageBatch, writeHost, writeLong, writeRecordCrc,
+} from "../transport/messageRecord.ts";
+import { DEFAULT_MAX_MESSAGE_BYTES, MQError, MessageConst, checkTopic } from "../transport/protocol.ts";
+import { CommitLog } from "./commitLog.ts";
+import { CQ_ENTRY_BYTES, ConsumeQueue } from "./consumeQueue.ts";
+import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
+import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
+import { scanCommitLog, type LogScanResult } from "./recovery.ts";
+import { acquireStoreLock } from "./storeLock.ts";
+
+export const DEFAULT_COMMIT_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024;
+export const DEFAULT_CONSUME_QUEUE_ENTRIES = 300_000;
+export const DEFAULT_FILE_RESERVED_TIME_HOURS = 72;
+export const DEFAULT_FLUSH_INTERVAL_MS = 500;
+/** async flush also starts when this many bytes are unflushed (RocketMQ: 4 pages; we batch more) */
+export const DEFAULT_FLUSH_LEAST_BYTES = 4 * 1024 * 1024;
+export const DEFAULT_STORE_HOST = "127.0.0.1:10911";
+export const DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+export const DEFAULT_SYNC_FLUSH_TIMEOUT_MS = 5000;
+/** maxTransferBytesOnMessageInMemory */
+export const DEFAULT_MAX_TRANSFER_BYTES = 256 * 1024;
+/** maxTransferCountOnMessageInMemory */
+export const DEFAULT_MAX_TRANSFER_COUNT = 32;
+/** how often expired files are looked for (cleanResourceInterval) */
+export const DEFAULT_CLEAN_INTERVAL_MS = 10_000;
+/** filter scan cap of one getMessage, in consume-queue bytes */
+const MAX_FILTER_SCAN_BYTES = 16_000;
+const MAX_PULL_BYTES = 128 * 1024 * 1024;
+
+/** Options of {@link MessageStore.open}. */
+export interface MessageStoreOptions {
+  /** store root directory */
+  dir: string;
+  /** "sync": a put resolves once on disk (group commit); "async": RocketMQ's ASYNC_FLUSH. @default "sync" */
+  flush?: "sync" | "async";
+  /** @default 1 GiB */
+  commitLogSegmentBytes?: number;
+  /** entries per consume-queue file. @default 300000 */
+  consumeQueueEntries?: number;
+  /** @default 4 MiB */
+  maxMessageBytes?: number;
+  /** @default 72 */
+  fileReservedTimeHours?: number;
+  /** async flush interval. @default 500 */
+  flushIntervalMs?: number;
+  /** async flush byte threshold. @default 4 MiB */
+  flushLeastBytes?: number;
+  /** the `ip:port` stamped in records and offset message ids. @default "127.0.0.1:10911" */
+  storeHost?: string;
+  /** delay levels for SCHEDULE_TOPIC_XXXX delivery times. @default "1s 5s 10s 30s 1m ... 2h" */
+  messageDelayLevel?: string;
+  /** how long a sync put waits for its flush before answering FLUSH_DISK_TIMEOUT. @default 5000 */
+  syncFlushTimeoutMs?: number;
+  /** per getMessage byte limit. @default 256 KiB */
+  maxTransferBytes?: number;
+  /** per getMessage count limit. @default 32 */
+  maxTransferCount?: number;
+  /** index hash slots. @default 1048576 */
+  indexSlots?: number;
+  /** expiry check interval; 0 disables the timer. @default 10000 */
+  cleanIntervalMs?: number;
+}
+
+/** Defaults for every {@link MessageStoreOptions} but `dir`. */
+export function defaultMessageStoreOptions(): Required<Omit<MessageStoreOptions, "dir">> {
+  return {
+    flush: "sync",
+    commitLogSegmentBytes: DEFAULT_COMMIT_LOG_SEGMENT_BYTES,
+    consumeQueueEntries: DEFAULT_CONSUME_QUEUE_ENTRIES,
+    maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
+    fileReservedTimeHours: DEFAULT_FILE_RESERVED_TIME_HOURS,
+    flushIntervalMs: DEFAULT_FLUSH_INTERVAL_MS,
+    flushLeastBytes: DEFAULT_FLUSH_LEAST_BYTES,
+    storeHost: DEFAULT_STORE_HOST,
+    messageDelayLevel: DEFAULT_MESSAGE_DELAY_LEVEL,
+    syncFlushTimeoutMs: DEFAULT_SYNC_FLUSH_TIMEOUT_MS,
+    maxTransferBytes: DEFAULT_MAX_TRANSFER_BYTES,
+    maxTransferCount: DEFAULT_MAX_TRANSFER_COUNT,
+    indexSlots: DEFAULT_INDEX_SLOTS,
+    cleanIntervalMs: DEFAULT_CLEAN_INTERVAL_MS,
+  };
+}
+
+/** One SEND's messages for one queue: the producer's batch body as it came. */
+export interface PutBatch {
+  topic: string;
+  queueId: number;
+  bornTimestamp: number;
+  bornHost: string;
+  sysFlag?: number;
+  reconsumeTimes?: number;
+  /** {@link encodeMessageBatch} body */
+  body: Buffer;
+}
+
+/** The outcome of a put. */
+export interface PutResult {
+  status: "PUT_OK" | "FLUSH_DISK_TIMEOUT";
+  firstQueueOffset: number;
+  count: number;
+  /** offset message ids, one per message */
+  msgIds: string[];
+  commitLogOffset: number;
+  wroteBytes: number;
+}
+
+/** RocketMQ's GetMessageStatus. */
+export type GetMessageStatus =
+  | "FOUND"
+  | "NO_MATCHED_MESSAGE"
+  | "MESSAGE_WAS_REMOVING"
+  | "OFFSET_FOUND_NULL"
+  | "OFFSET_OVERFLOW_BADLY"
+  | "OFFSET_OVERFLOW_ONE"
+  | "OFFSET_TOO_SMALL"
+  | "NO_MATCHED_LOGIC_QUEUE"
+  | "NO_MESSAGE_IN_QUEUE";
+
+/** What getMessage returns: the stored records themselves, as slices. */
+export interface GetMessageResult {
+  status: GetMessageStatus;
+  nextBeginOffset: number;
+  minOffset: number;
+  maxOffset: number;
+  messageCount: number;
+  buffers: Buffer[];
+  lastPhysicalOffset: number;
+  suggestPullingFromSlave: boolean;
+}
+
+/** A pull's filter: tag hash codes checked on the consume queue, properties checked on the record. */
+export interface MessageFilter {
+  tagsCodes?: Set<number> | null;
+  matchProperties?: (props: Record<string, string>) => boolean;
+}
+
+/** How the last open recovered. */
+export interface RecoveryReport {
+  mode: "normal" | "abnormal";
+  log: LogScanResult;
+}
+
+/** The store of one broker. */
+export class MessageStore {
+  readonly options: Required<MessageStoreOptions>;
+  readonly commitLog: CommitLog;
+  private readonly queues = new Map<string, Map<number, ConsumeQueue>>();
+  private readonly index: IndexService;
+  private readonly dispatcher: Dispatcher;
+  private readonly storeHostBytes = Buffer.alloc(8);
+  private readonly topicBytes = new Map<string, Buffer>();
+  private writeBuf = Buffer.allocUnsafe(1024 * 1024);
+  private readonly bornHostBuf = Buffer.alloc(8);
+  private timers: NodeJS.Timeout[] = [];
+  private releaseLock: () => void;
+  private closed = false;
+  /** how the last open recovered */
+  recovery!: RecoveryReport;
+
+  private constructor(opts: Required<MessageStoreOptions>, releaseLock: () => void) {
+    this.options = opts;
+    this.releaseLock = releaseLock;
+    writeHost(this.storeHostBytes, 0, opts.storeHost);
+    this.commitLog = new CommitLog(path.join(opts.dir, "commitlog"), opts.commitLogSegmentBytes);
+    this.index = new IndexService(path.join(opts.dir, "index"), undefined, opts.indexSlots);
+    this.dispatcher = new Dispatcher((t, q) => this.queue(t, q, true)!, this.index, parseDelayLevels(opts.messageDelayLevel));
+  }
+
+  /** Opens (creating when needed) and recovers the store in `opts.dir`. */
+  static async open(options: MessageStoreOptions): Promise<MessageStore> {
+    const opts = { ...defaultMessageStoreOptions(), ...options } as Required<MessageStoreOptions>;
+    if (!opts.dir) throw new MQError("ILLEGAL_ARGUMENT", "MessageStore.open needs a dir.");
+    if (opts.flush !== "sync" && opts.flush !== "async") throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not ${String(opts.flush)}.`);
+    if (!(opts.commitLogSegmentBytes >= 4096)) throw new MQError("ILLEGAL_ARGUMENT", "commitLogSegmentBytes must be at least 4096.");
+    try {
+      parseDelayLevels(opts.messageDelayLevel);
+    } catch (e) {
+      throw new MQError("ILLEGAL_ARGUMENT", `messageDelayLevel "${opts.messageDelayLevel}" is not a list like "1s 5s 1m 2h": ${(e as Error).message}`);
+    }
+    fs.mkdirSync(opts.dir, { recursive: true });
+    const release = acquireStoreLock(opts.dir);
+    let store: MessageStore | undefined;
+    try {
+      store = new MessageStore(opts, release);
+      store.recover();
+    } catch (e) {
+      store?.closeFiles();
+      release();
+      throw e;
+    }
+    store.startTimers();
+    return store;
+  }
+
+  private get abortFile(): string {
+    return path.join(this.options.dir, "abort");
+  }
+
+  /**
+   * Rebuilds consume queues and the index from the commit log, which is checked record by record.
+   * The abort marker only says whether the last shutdown was clean (reported as the mode); either
+   * way nothing is trusted that the log does not back.
+   */
+  private recover(): void {
+    const mode = fs.existsSync(this.abortFile) ? "abnormal" : "normal";
+    fs.writeFileSync(this.abortFile, String(process.pid));
+    fs.rmSync(path.join(this.options.dir, "consumequeue"), { recursive: true, force: true });
+    this.index.reset();
+    const maxRecord = this.options.maxMessageBytes + 64 * 1024;
+    const log = scanCommitLog(this.commitLog, maxRecord, (buf, s, e, phy) => this.dispatcher.dispatch(buf, s, e, phy, false));
+    this.commitLog.truncateTo(log.end);
+    this.recovery = { mode, log };
+  }
+
+  private startTimers(): void {
+    if (this.options.flush === "async") {
+      const t = setInterval(() => this.commitLog.flushSoon(), this.options.flushIntervalMs);
+      t.unref();
+      this.timers.push(t);
+    }
+    if (this.options.cleanIntervalMs > 0) {
+      const t = setInterval(() => {
+        try {
+          this.deleteExpiredFiles();
+        } catch {
+          /* retried at the next interval */
+        }
+      }, this.options.cleanIntervalMs);
+      t.unref();
+      this.timers.push(t);
+    }
+  }
+
+  private queue(topic: string, queueId: number, create: boolean): ConsumeQueue | undefined {
+    let m = this.queues.get(topic);
+    if (!m) {
+      if (!create) return undefined;
+      m = new Map();
+      this.queues.set(topic, m);
+    }
+    let q = m.get(queueId);
+    if (!q && create) {
+      q = new ConsumeQueue(path.join(this.options.dir, "consumequeue"), topic, queueId, this.options.consumeQueueEntries);
+      m.set(queueId, q);
+    }
+    return q;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new MQError("CLOSED", "The message store is closed.");
+  }
+
+  /** Registers an arrival listener (one notice per dispatched run of records per queue). */
+  onArrival(listener: (a: ArrivalNotice) => void): () => void {
+    return this.dispatcher.onArrival(listener);
+  }
+
+  get maxPhyOffset(): number {
+    return this.commitLog.writeOffset;
+  }
+
+  get minPhyOffset(): number {
+    return this.commitLog.minOffset;
+  }
+
+  /** Topics and queue ids that have consume queues. */
+  topicQueues(): Array<{ topic: string; queueId: number; maxOffset: number }> {
+    const out: Array<{ topic: string; queueId: number; maxOffset: number }> = [];
+    for (const [topic, m] of this.queues) for (const [queueId, q] of m) out.push({ topic, queueId, maxOffset: q.maxOffset });
+    return out;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Put
+
+  /** Appends one batch (one topic/queue) with one write; resolves per the flush mode. */
+  async putMessages(batch: PutBatch): Promise<PutResult> {
+    this.checkOpen();
+    const { topic, queueId, body } = batch;
+    checkTopic(topic);
+    if (!Number.isInteger(queueId) || queueId < 0) throw new MQError("MESSAGE_ILLEGAL", `queueId ${queueId} is not a non-negative integer.`);
+    if (!Buffer.isBuffer(body)) throw new MQError("MESSAGE_ILLEGAL", "The batch body must be a Buffer built with encodeMessageBatch.");
+    let tb = this.topicBytes.get(topic);
+    if (!tb) {
+      tb = Buffer.from(topic, "utf8");
+      this.topicBytes.set(topic, tb);
+    }
+    const topicBytes = tb;
+    const fixed = RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
+    const maxBody = this.options.maxMessageBytes;
+    let total = 0;
+    const count = walkMessageBatch(body, (bs, be, _flag, ps, pe) => {
+      if (be - bs > maxBody) {
+        throw new MQError("MESSAGE_ILLEGAL", `A message body is ${be - bs} bytes; the limit is ${maxBody} (maxMessageBytes): send smaller messages.`);
+      }
+      if (pe - ps + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) {
+        throw new MQError("MESSAGE_ILLEGAL", `A message's properties are ${pe - ps} bytes; at most ${MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES} are allowed.`);
+      }
+      total += fixed + (be - bs) + (pe - ps);
+    });
+    if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
+
+    const q = this.queue(topic, queueId, false);
+    const firstQueueOffset = q ? q.maxOffset : 0;
+    const phy0 = this.commitLog.reserve(total);
+    if (this.writeBuf.length < total) this.writeBuf = Buffer.allocUnsafe(Math.max(total, this.writeBuf.length * 2));
+    const w = this.writeBuf;
+    const storeTs = Date.now();
+    const sysFlag = batch.sysFlag ?? 0;
+    const reconsume = batch.reconsumeTimes ?? 0;
+    const bornHost = this.bornHostBuf;
+    writeHost(bornHost, 0, batch.bornHost);
+    const msgIds: string[] = new Array(count);
+    let p = 0;
+    let k = 0;
+    walkMessageBatch(body, (bs, be, flag, ps, pe) => {
+      const bodyLen = be - bs;
+      const propsLen = pe - ps;
+      const len = fixed + bodyLen + propsLen;
+      w.writeInt32BE(len, p);
+      w.writeUInt32BE(MAGIC_V1, p + RecordOffset.MAGIC);
+      w.writeUInt32BE(crc32(body.subarray(bs, be)) >>> 0, p + RecordOffset.BODY_CRC);
+      w.writeInt32BE(queueId, p + RecordOffset.QUEUE_ID);
+      w.writeInt32BE(flag, p + RecordOffset.FLAG);
+      writeLong(w, p + RecordOffset.QUEUE_OFFSET, firstQueueOffset + k);
+      writeLong(w, p + RecordOffset.PHYSICAL_OFFSET, phy0 + p);
+      w.writeInt32BE(sysFlag, p + RecordOffset.SYS_FLAG);
+      writeLong(w, p + RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
+      bornHost.copy(w, p + RecordOffset.BORN_HOST);
+      writeLong(w, p + RecordOffset.STORE_TIMESTAMP, storeTs);
+      this.storeHostBytes.copy(w, p + RecordOffset.STORE_HOST);
+      w.writeInt32BE(reconsume, p + RecordOffset.RECONSUME_TIMES);
+      writeLong(w, p + RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
+      w.writeInt32BE(bodyLen, p + RecordOffset.BODY_LENGTH);
+      body.copy(w, p + RecordOffset.BODY, bs, be);
+      let x = p + RecordOffset.BODY + bodyLen;
+      w[x++] = topicBytes.length;
+      topicBytes.copy(w, x);
+      x += topicBytes.length;
+      w.writeUInt16BE(propsLen + CRC_RESERVED_BYTES, x);
+      body.copy(w, x + 2, ps, pe);
+      writeRecordCrc(w, p, len);
+      msgIds[k] = offsetMsgIdFromBytes(this.storeHostBytes, 0, phy0 + p);
+      p += len;
+      k++;
+    });
+    this.commitLog.append(w, total, phy0);
+    try {
+      this.dispatcher.dispatch(w, 0, total, phy0);
+    } catch (e) {
+      // the records are in the log; recovery will index them. The put still fails visibly.
+      throw e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Dispatch failed: ${(e as Error).message}`, { cause: e });
+    }
+    const result: PutResult = { status: "PUT_OK", firstQueueOffset, count, msgIds, commitLogOffset: phy0, wroteBytes: total };
+    if (this.options.flush === "sync") {
+      result.status = await this.waitFlush(phy0 + total);
+    } else if (this.commitLog.writeOffset - this.commitLog.flushedOffset >= this.options.flushLeastBytes) {
+      this.commitLog.flushSoon();
+    }
+    return result;
+  }
+
+  private waitFlush(target: number): Promise<"PUT_OK" | "FLUSH_DISK_TIMEOUT"> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => resolve("FLUSH_DISK_TIMEOUT"), this.options.syncFlushTimeoutMs);
+      this.commitLog.waitFlushed(target).then(
+        () => {
+          clearTimeout(timer);
+          resolve("PUT_OK");
+        },
+        (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /** Convenience for one message; same path as {@link putMessages}. */
+  putMessage(msg: {
+    topic: string;
+    queueId: number;
+    body: Uint8Array;
+    flag?: number;
+    properties?: Record<string, string>;
+    bornTimestamp: number;
+    bornHost: string;
+    sysFlag?: number;
+    reconsumeTimes?: number;
+  }): Promise<PutResult> {
+    const body = encodeMessageBatch([{ body: msg.body, flag: msg.flag, properties: encodeProperties(msg.properties) }]);
+    return this.putMessages({ ...msg, body });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Read
+
+  /** The verified record at `phy` (size from the record when not given), or null. */
+  private readRecord(phy: number, size?: number): Buffer | null {
+    if (phy < this.commitLog.minOffset || phy >= this.commitLog.writeOffset) return null;
+    let len = size;
+    if (len === undefined) {
+      const head = this.commitLog.read(phy, 4);
+      if (!head) return null;
+      len = head.readInt32BE(0);
+    }
+    if (!(len > 0) || len > this.options.maxMessageBytes + 64 * 1024 || phy + len > this.commitLog.writeOffset) return null;
+    const buf = this.commitLog.read(phy, len);
+    if (!buf || checkRecord(buf, 0, len) !== len || readLong(buf, RecordOffset.PHYSICAL_OFFSET) !== phy) return null;
+    return buf;
+  }
+
+  /** A stored record by commit-log offset, checked; null when absent or damaged. */
+  viewMessage(commitLogOffset: number, size?: number): Buffer | null {
+    this.checkOpen();
+    return this.readRecord(commitLogOffset, size);
+  }
+
+  getMinOffset(topic: string, queueId: number): number {
+    return this.queue(topic, queueId, false)?.minOffset ?? 0;
+  }
+
+  getMaxOffset(topic: string, queueId: number): number {
+    return this.queue(topic, queueId, false)?.maxOffset ?? 0;
+  }
+
+  /** Store time of the message at `offset`, or -1. */
+  getStoreTime(topic: string, queueId: number, offset: number): number {
+    const q = this.queue(topic, queueId, false);
+    if (!q || offset < q.minOffset || offset >= q.maxOffset) return -1;
+    const e = q.read(offset, 1);
+    if (!e || e.length < CQ_ENTRY_BYTES) return -1;
+    const rec = this.readRecord(readLong(e, 0), e.readInt32BE(8));
+    return rec ? readLong(rec, RecordOffset.STORE_TIMESTAMP) : -1;
+  }
+
+  /** Store time of the queue's first readable message, or -1. */
+  getEarliestMessageTime(topic: string, queueId: number): number {
+    const q = this.queue(topic, queueId, false);
+    if (!q) return -1;
+    for (let o = q.minOffset; o < q.maxOffset && o < q.minOffset + 64; o++) {
+      const t = this.getStoreTime(topic, queueId, o);
+      if (t >= 0) return t;
+    }
+    return -1;
+  }
+
+  /** The first queue offset whose store time is >= `timestamp` (binary search); maxOffset when none. */
+  searchOffsetByTime(topic: string, queueId: number, timestamp: number): number {
+    const q = this.queue(topic, queueId, false);
+    if (!q) return 0;
+    let lo = q.minOffset;
+    let hi = q.maxOffset;
+    while (lo < hi) {
+      const mid = Math.floor((lo + hi) / 2);
+      let t = -1;
+      let probe = mid;
+      while (probe < hi && (t = this.getStoreTime(topic, queueId, probe)) < 0) probe++;
+      if (t < 0) {
+        hi = mid;
+      } else if (t < timestamp) {
+        lo = probe + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+
+  /**
+   * Reads up to `maxMsgNums` messages from `offset` with RocketMQ's statuses and next-offset rules.
+   * Records are handed out as stored (slices); a record that fails its checks is skipped, never served.
+   */
+  getMessage(group: string, topic: string, queueId: number, offset: number, maxMsgNums: number, filter?: MessageFilter | null, maxMsgBytes?: number): GetMessageResult {
+    this.checkOpen();
+    void group;
+    const q = this.queue(topic, queueId, false);
+    const res: GetMessageResult = {
+      status: "NO_MATCHED_LOGIC_QUEUE",
+      nextBeginOffset: 0,
+      minOffset: 0,
+      maxOffset: 0,
+      messageCount: 0,
+      buffers: [],
+      lastPhysicalOffset: -1,
+      suggestPullingFromSlave: false,
+    };
+    if (!q) return res;
+    const min = q.minOffset;
+    const max = q.maxOffset;
+    res.minOffset = min;
+    res.maxOffset = max;
+    if (max === 0) {
+      res.status = "NO_MESSAGE_IN_QUEUE";
+      return res;
+    }
+    if (offset < min) {
+      res.status = "OFFSET_TOO_SMALL";
+      res.nextBeginOffset = min;
+      return res;
+    }
+    if (offset === max) {
+      res.status = "OFFSET_OVERFLOW_ONE";
+      res.nextBeginOffset = offset;
+      return res;
+    }
+    if (offset > max) {
+      res.status = "OFFSET_OVERFLOW_BADLY";
+      res.nextBeginOffset = max;
+      return res;
+    }
+    const maxNums = Math.max(1, Math.min(maxMsgNums, this.options.maxTransferCount));
+    const maxBytes = Math.min(maxMsgBytes && maxMsgBytes >= 100 ? maxMsgBytes : this.options.maxTransferBytes, MAX_PULL_BYTES, this.options.maxTransferBytes);
+    const scanEntries = Math.max(MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES, maxNums);
+    const entries = q.read(offset, scanEntries);
+    if (!entries) {
+      res.status = "OFFSET_FOUND_NULL";
+      res.nextBeginOffset = q.nextFileOffset(offset);
+      return res;
+    }
+    const n = entries.length / CQ_ENTRY_BYTES;
+    const tags = filter?.tagsCodes && filter.tagsCodes.size > 0 ? filter.tagsCodes : null;
+    // pick candidates from the consume queue first, then read their records in as few reads as possible
+    const candPhy: number[] = [];
+    const candSize: number[] = [];
+    const candOffset: number[] = [];
+    let bytes = 0;
+    let next = offset;
+    const minPhy = this.commitLog.minOffset;
+    let removed = false;
+    for (let i = 0; i < n; i++) {
+      const e = i * CQ_ENTRY_BYTES;
+      const phy = readLong(entries, e);
+      const size = entries.readInt32BE(e + 8);
+      if (candPhy.length > 0 && (candPhy.length >= maxNums || bytes + size > maxBytes)) break;
+      next = offset + i + 1;
+      if (size <= 0) continue; // a hole: a record recovery could not read
+      if (phy < minPhy) {
+        removed = true;
+        continue;
+      }
+      if (tags && !tags.has(readLong(entries, e + 12))) continue;
+      candPhy.push(phy);
+      candSize.push(size);
+      candOffset.push(offset + i);
+      bytes += size;
+    }
+    const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
+    const records = this.readRecords(candPhy, candSize);
+    for (let i = 0; i < records.length; i++) {
+      const rec = records[i];
+      if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[i]!)) continue;
+      if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) continue;
+      res.buffers.push(rec);
+      res.lastPhysicalOffset = candPhy[i]!;
+    }
+    res.messageCount = res.buffers.length;
+    res.nextBeginOffset = next;
+    res.status = res.messageCount > 0 ? "FOUND" : removed && candPhy.length === 0 ? "MESSAGE_WAS_REMOVING" : "NO_MATCHED_MESSAGE";
+    return res;
+  }
+
+  /** Checked records for the given (phy, size) pairs, read with one read when they sit close together. */
+  private readRecords(phys: number[], sizes: number[]): Array<Buffer | null> {
+    const out: Array<Buffer | null> = new Array(phys.length).fill(null);
+    if (phys.length === 0) return out;
+    let i = 0;
+    while (i < phys.length) {
+      // extend a span while the next record is in the same segment and the gap is small
+      const seg = this.commitLog.segmentFor(phys[i]!);
+      let j = i + 1;
+      let lo = phys[i]!;
+      let hi = phys[i]! + sizes[i]!;
+      let want = sizes[i]!;
+      while (seg && j < phys.length) {
+        const p = phys[j]!;
+        const e = p + sizes[j]!;
+        if (p < lo || this.commitLog.segmentFor(p) !== seg || e - lo > 2 * (want + sizes[j]!) + 65536) break;
+        hi = Math.max(hi, e);
+        want += sizes[j]!;
+        j++;
+      }
+      const span = seg && hi <= this.commitLog.writeOffset ? this.commitLog.read(lo, hi - lo) : null;
+      for (let k = i; k < j; k++) {
+        const p = phys[k]!;
+        const s = sizes[k]!;
+        if (!span) {
+          out[k] = this.readRecord(p, s);
+          continue;
+        }
+        const rel = p - lo;
+        if (checkRecord(span, rel, s) === s && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p) out[k] = span.subarray(rel, rel + s);
+      }
+      i = j;
+    }
+    return out;
+  }
+
+  /** The record is the one the consume-queue entry claims (topic, queue, offset). */
+  private recordMatches(rec: Buffer, topicBytes: Buffer, queueId: number, queueOffset: number): boolean {
+    if (rec.readInt32BE(RecordOffset.QUEUE_ID) !== queueId || readLong(rec, RecordOffset.QUEUE_OFFSET) !== queueOffset) return false;
+    const bodyLen = rec.readInt32BE(RecordOffset.BODY_LENGTH);
+    const tp = RecordOffset.BODY + bodyLen;
+    return rec[tp] === topicBytes.length && rec.compare(topicBytes, 0, topicBytes.length, tp + 1, tp + 1 + topicBytes.length) === 0;
+  }
+
+  /** Stored records of `topic` whose KEYS contain `key`, store time in [beginTs, endTs], newest first. */
+  queryMessageByKey(topic: string, key: string, maxNum: number, beginTs = 0, endTs = Number.MAX_SAFE_INTEGER): Buffer[] {
+    this.checkOpen();
+    const out: Buffer[] = [];
+    for (const phy of this.index.lookup(javaHashCode(`${topic}#${key}`), beginTs, endTs, Math.max(maxNum * 4, 64))) {
+      if (out.length >= maxNum) break;
+      const rec = this.readRecord(phy);
+      if (!rec || recordTopic(rec) !== topic) continue;
+      const keys = recordProperties(rec)[MessageConst.KEYS];
+      if (keys?.split(" ").includes(key) && !out.some((b) => b === rec)) out.push(rec);
+    }
+    return out;
+  }
+
+  /** The stored record of `topic` with this UNIQ_KEY, or null. */
+  queryMessageByUniqKey(topic: string, uniqKey: string): Buffer | null {
+    this.checkOpen();
+    for (const phy of this.index.lookup(javaHashCode(`${topic}#${uniqKey}`), 0, Number.MAX_SAFE_INTEGER, 64)) {
+      const rec = this.readRecord(phy);
+      if (rec && recordTopic(rec) === topic && recordProperties(rec)[MessageConst.UNIQ_KEY] === uniqKey) return rec;
+    }
+    return null;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Replication
+
+  /** Whole, checked records from `from` (within one segment), at most about `maxBytes`; a BLANK marker alone when `from` is at one. */
+  readCommitLog(from: number, maxBytes: number): Buffer {
+    this.checkOpen();
+    const end = this.commitLog.writeOffset;
+    if (from >= end || from < this.commitLog.minOffset) return Buffer.alloc(0);
+    const seg = this.commitLog.segmentFor(from);
+    if (!seg) return Buffer.alloc(0);
+    const segEnd = seg.start + this.commitLog.segmentBytes;
+    const len = Math.min(end, segEnd) - from;
+    const want = Math.min(len, Math.max(maxBytes, this.options.maxMessageBytes + 64 * 1024));
+    const buf = this.commitLog.read(from, want);
+    if (!buf) return Buffer.alloc(0);
+    let p = 0;
+    while (p + 8 <= buf.length) {
+      const total = buf.readInt32BE(p);
+      if (buf.readUInt32BE(p + 4) === 0xcbd43194) return p === 0 ? buf.subarray(0, 8) : buf.subarray(0, p);
+      if (p > 0 && p + total > maxBytes) break;
+      const n = checkRecord(buf, p, buf.length - p);
+      if (n < 0 || readLong(buf, p + RecordOffset.PHYSICAL_OFFSET) !== from + p) {
+        if (p === 0) throw new MQError("MALFORMED", `The commit-log record at ${from} is damaged and cannot be replicated.`);
+        break;
+      }
+      p += n;
+    }
+    return buf.subarray(0, p);
+  }
+
+  /** Appends bytes read from a master's {@link readCommitLog} at this store's max offset, checked, then dispatches them. */
+  async appendReplica(bytes: Buffer): Promise<number> {
+    this.checkOpen();
+    let p = 0;
+    while (p + 8 <= bytes.length) {
+      if (bytes.readUInt32BE(p + 4) === 0xcbd43194) {
+        this.commitLog.rollToNextSegment();
+        p += 8;
+        continue;
+      }
+      const start = p;
+      const phy0 = this.commitLog.writeOffset;
+      while (p + 8 <= bytes.length && bytes.readUInt32BE(p + 4) !== 0xcbd43194) {
+        const n = checkRecord(bytes, p, bytes.length - p);
+        if (n < 0 || readLong(bytes, p + RecordOffset.PHYSICAL_OFFSET) !== phy0 + (p - start)) {
+          throw new MQError("MALFORMED", `Replicated bytes at ${phy0 + (p - start)} do not check out (size, CRC or offset): resync the replica from its max offset.`);
+        }
+        p += n;
+      }
+      const len = p - start;
+      const seg = this.commitLog.segmentFor(phy0);
+      if (!seg || phy0 - seg.start + len > this.commitLog.segmentBytes) throw new MQError("MALFORMED", "Replicated records cross a segment boundary: master and replica need the same commitLogSegmentBytes.");
+      const chunk = start === 0 && p === bytes.length ? bytes : bytes.subarray(start, p);
+      this.commitLog.append(chunk, len, phy0);
+      this.dispatcher.dispatch(chunk, 0, len, phy0);
+    }
+    if (this.options.flush === "sync") await this.commitLog.waitFlushed(this.commitLog.writeOffset);
+    return this.commitLog.writeOffset;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Expiry and close
+
+  /** Deletes commit-log segments older than fileReservedTime (never the active one) and what points only into them. */
+  deleteExpiredFiles(nowMs = Date.now()): number {
+    this.checkOpen();
+    const limit = nowMs - this.options.fileReservedTimeHours * 3600_000;
+    const n = this.commitLog.deleteSegments((s) => s.mtimeMs() < limit);
+    if (n > 0) {
+      const minPhy = this.commitLog.minOffset;
+      for (const m of this.queues.values()) for (const q of m.values()) q.deleteBelow(minPhy);
+      this.index.deleteBelow(minPhy);
+    }
+    return n;
+  }
+
+  /** Flushes, releases files and the lock, removes the abort marker. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    let err: unknown;
+    try {
+      this.commitLog.flushNow();
+    } catch (e) {
+      err = e;
+    }
+    this.closeFiles();
+    if (!err) fs.rmSync(this.abortFile, { force: true });
+    this.releaseLock();
+    if (err) throw err;
+  }
+
+  private closeFiles(): void {
+    this.commitLog.close();
+    try {
+      this.index.close();
+    } catch {
+      /* index is rebuilt from the log on open */
+    }
+    for (const m of this.queues.values()) for (const q of m.values()) q.close();
+    this.queues.clear();
+  }
+}
+
+/** The topic of a stored record. */
+export function recordTopic(rec: Buffer): string {
+  const tp = RecordOffset.BODY + rec.readInt32BE(RecordOffset.BODY_LENGTH);
+  return rec.toString("utf8", tp + 1, tp + 1 + rec[tp]!);
+}
+
+/** The properties of a stored record (without the CRC property). */
+export function recordProperties(rec: Buffer): Record<string, string> {
+  const tp = RecordOffset.BODY + rec.readInt32BE(RecordOffset.BODY_LENGTH);
+  const ps = tp + 1 + rec[tp]! + 2;
+  return decodeProperties(rec.toString("utf8", ps, rec.length - CRC_RESERVED_BYTES));
+}

@@ -1,0 +1,121 @@
+/**
+ * Recovery: walks the commit log record by record (size, magic, both CRCs, the record's own
+ * physical offset) and hands every run of valid records to the dispatcher. A damaged record is
+ * skipped by scanning forward to the next record whose magic code and CRC check out; whatever
+ * follows the last valid record (a torn tail) is cut.
+ */
+import { BLANK_MAGIC, MAGIC_V1, RecordOffset, checkRecord, readLong } from "../transport/messageRecord.ts";
+import type { CommitLog } from "./commitLog.ts";
+import type { Segment } from "./segment.ts";
+
+/** What a scan of the commit log found. */
+export interface LogScanResult {
+  /** end of the valid log: where the next append goes */
+  end: number;
+  /** valid records found */
+  records: number;
+  /** damaged regions skipped (a torn tail is not counted) */
+  damagedRegions: number;
+  /** bytes cut after the last valid record */
+  cutBytes: number;
+}
+
+const MAGIC_BYTES = Buffer.from([0xda, 0xa3, 0x20, 0xa7]);
+const DEFAULT_WINDOW = 16 * 1024 * 1024;
+
+/**
+ * Scans every commit-log segment; `onRecords(buf, start, end, basePhy)` receives runs of valid
+ * records in log order.
+ */
+export function scanCommitLog(
+  log: CommitLog,
+  maxRecordBytes: number,
+  onRecords: (buf: Buffer, start: number, end: number, basePhy: number) => void,
+): LogScanResult {
+  const result: LogScanResult = { end: log.minOffset, records: 0, damagedRegions: 0, cutBytes: 0 };
+  const segBytes = log.segmentBytes;
+  const window = Math.min(segBytes, Math.max(DEFAULT_WINDOW, 2 * maxRecordBytes));
+  let pendingDamage = false;
+  for (const seg of log.segments) {
+    let winStart = 0;
+    let win = seg.read(0, window);
+    let pos = 0;
+    let runStart = -1;
+    const flushRun = () => {
+      if (runStart >= 0 && pos > runStart) onRecords(win, runStart - winStart, pos - winStart, seg.start + runStart);
+      runStart = -1;
+    };
+    const load = (at: number) => {
+      winStart = at;
+      win = seg.read(at, Math.min(window, segBytes - at));
+    };
+    while (pos + 8 <= segBytes) {
+      const need = Math.min(maxRecordBytes, segBytes - pos);
+      if (pos + need > winStart + win.length) {
+        flushRun();
+        load(pos);
+      }
+      const rel = pos - winStart;
+      const avail = win.length - rel;
+      const total = win.readInt32BE(rel);
+      if (win.readUInt32BE(rel + 4) === BLANK_MAGIC && total === segBytes - pos) {
+        flushRun();
+        pos = segBytes;
+        result.end = seg.start + segBytes;
+        break;
+      }
+      const n = checkRecord(win, rel, avail);
+      if (n > 0 && readLong(win, rel + RecordOffset.PHYSICAL_OFFSET) === seg.start + pos) {
+        if (runStart < 0) runStart = pos;
+        if (pendingDamage) {
+          result.damagedRegions++;
+          pendingDamage = false;
+        }
+        pos += n;
+        result.records++;
+        result.end = seg.start + pos;
+        continue;
+      }
+      flushRun();
+      const next = resync(seg, pos + 1, segBytes, maxRecordBytes, window);
+      if (next < 0) break;
+      pendingDamage = true;
+      pos = next;
+      load(pos);
+    }
+    flushRun();
+    // a damaged blank marker or a damaged last record of a segment: the next segment goes on
+    if (pos < segBytes) pendingDamage = true;
+  }
+  const last = log.segments[log.segments.length - 1];
+  if (last) result.cutBytes = Math.max(0, last.start + segBytes - result.end);
+  return result;
+}
+
+/** Position of the next valid record at or after `from` in the segment, or -1. */
+function resync(seg: Segment, from: number, segBytes: number, maxRecordBytes: number, window: number): number {
+  let at = from;
+  while (at + 8 <= segBytes) {
+    const len = Math.min(window, segBytes - at);
+    const win = seg.read(at, len);
+    let i = win.indexOf(MAGIC_BYTES, 4);
+    while (i >= 0) {
+      const cand = i - 4;
+      const avail = Math.min(maxRecordBytes, segBytes - (at + cand));
+      let buf = win;
+      let rel = cand;
+      if (cand + avail > win.length) {
+        buf = seg.read(at + cand, avail);
+        rel = 0;
+      }
+      const n = checkRecord(buf, rel, Math.min(avail, buf.length - rel));
+      if (n > 0 && readLong(buf, rel + RecordOffset.PHYSICAL_OFFSET) === seg.start + at + cand && buf.readUInt32BE(rel + 4) === MAGIC_V1) {
+        return at + cand;
+      }
+      i = win.indexOf(MAGIC_BYTES, i + 1);
+    }
+    if (at + len >= segBytes) break;
+    at += len - 7;
+  }
+  return -1;
+}
