@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+import { assign, setup } from "xstate";
+import { ActorNode, type ActorFailure, type InspectionRecord, type Replier } from "../../../actors/runtime/index.ts";
+import { isMQError } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+
+let starts = 0;
+const fragile = setup({
+  types: { context: {} as { n: number }, events: {} as { type: "BOOM" } | { type: "INC" } | { type: "GET"; reply?: Replier } },
+  actions: { countStart: () => void starts++ },
+}).createMachine({
+  context: { n: 0 },
+  entry: "countStart",
+  on: {
+    BOOM: {
+      actions: () => {
+        throw new Error("boom");
+      },
+    },
+    INC: { actions: assign({ n: ({ context }) => context.n + 1 }) },
+    GET: { actions: ({ context, event }) => event.reply?.ok({ n: context.n }) },
+  },
+});
+
+describe("supervision", () => {
+  const nodes: ActorNode[] = [];
+  after(async () => {
+    for (const n of nodes) await n.close();
+  });
+
+  it("restarts a failing actor with backoff, reports each failure, stops after maxRestarts", async () => {
+    const node = await ActorNode.start({ listen: null });
+    nodes.push(node);
+    const failures: ActorFailure[] = [];
+    node.on("actorFailure", (f) => failures.push(f));
+    const records: InspectionRecord[] = [];
+    const stopInspect = node.inspect((r) => records.push(r));
+    starts = 0;
+    node.spawn("fragile", fragile, { supervision: { strategy: "restart", maxRestarts: 2, backoffMs: 20 } });
+    const ref = node.ref(null, "fragile");
+    ref.send({ type: "INC" });
+    assert.equal((await ref.ask<{ n: number }>({ type: "GET" })).fields.n, 1);
+
+    ref.send({ type: "BOOM" });
+    assert.equal(failures.length, 1);
+    assert.equal(failures[0]!.action, "restart");
+    await assert.rejects(ref.ask({ type: "GET" }), (e) => isMQError(e, "SYSTEM_BUSY"));
+    await waitFor(() => starts === 2, 2000, "first restart");
+    assert.equal((await ref.ask<{ n: number }>({ type: "GET" })).fields.n, 0, "a restarted actor starts from its initial context");
+
+    ref.send({ type: "BOOM" });
+    await waitFor(() => starts === 3, 2000, "second restart");
+    assert.equal(failures[1]!.backoffMs, 40, "backoff doubles");
+    ref.send({ type: "BOOM" });
+    assert.equal(failures.at(-1)!.action, "stop");
+    await assert.rejects(ref.ask({ type: "GET" }), (e) => isMQError(e, "SYSTEM_ERROR"));
+    assert.equal(node.stats().actorFailures, 3);
+    assert.ok(records.some((r) => r.kind === "failure" && r.action === "stop"));
+    stopInspect();
+  });
+
+  it("strategy stop stops at the first failure", async () => {
+    const node = await ActorNode.start({ listen: null });
+    nodes.push(node);
+    const failures: ActorFailure[] = [];
+    node.on("actorFailure", (f) => failures.push(f));
+    node.spawn("once", fragile, { supervision: { strategy: "stop" } });
+    node.ref(null, "once").send({ type: "BOOM" });
+    assert.deepEqual(failures.map((f) => f.action), ["stop"]);
+    assert.equal((failures[0]!.error as Error).message, "boom");
+    await assert.rejects(node.ref(null, "once").ask({ type: "GET" }), (e) => isMQError(e, "SYSTEM_ERROR"));
+  });
+});

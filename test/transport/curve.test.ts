@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import { after, describe, it } from "node:test";
+import { setup } from "xstate";
+import { ActorNode, type Replier } from "../../actors/runtime/index.ts";
+import { curveKeyPair, z85Decode } from "../../transport/curve.ts";
+import { isMQError } from "../../transport/protocol.ts";
+import { EPHEMERAL } from "../helpers.ts";
+
+const echo = setup({ types: { events: {} as { type: "ECHO"; reply?: Replier } | { type: "NOTE" } } }).createMachine({
+  on: { ECHO: { actions: ({ event }) => event.reply?.ok({ ok: true }) }, NOTE: { actions: () => void seen++ } },
+});
+let seen = 0;
+
+describe("CURVE", () => {
+  const server = curveKeyPair();
+  const allowed = curveKeyPair();
+  const stranger = curveKeyPair();
+  const nodes: ActorNode[] = [];
+  after(async () => {
+    for (const n of nodes) await n.close();
+  });
+
+  it("decodes Z85 keys to 32 bytes", () => {
+    assert.equal(z85Decode(server.publicKey).length, 32);
+    assert.throws(() => z85Decode("abc"), (e) => isMQError(e, "ILLEGAL_ARGUMENT"));
+  });
+
+  it("accepts an allowed client key and rejects wrong or missing keys without exchanging a message", async () => {
+    const srv = await ActorNode.start({ listen: EPHEMERAL, curve: { ...server, allowedClientKeys: [allowed.publicKey] } });
+    nodes.push(srv);
+    srv.spawn("echo", echo);
+    const addr = srv.address!;
+
+    const good = await ActorNode.start({ listen: null, curveClient: { ...allowed, serverKeys: { [addr]: server.publicKey } } });
+    nodes.push(good);
+    assert.deepEqual((await good.ref(addr, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+
+    const wrongKey = await ActorNode.start({ listen: null, curveClient: { ...stranger, serverKeys: server.publicKey } });
+    const noCurve = await ActorNode.start({ listen: null });
+    const wrongServerKey = await ActorNode.start({ listen: null, curveClient: { ...allowed, serverKeys: stranger.publicKey } });
+    nodes.push(wrongKey, noCurve, wrongServerKey);
+    const before = srv.stats().requestsIn;
+    for (const n of [wrongKey, noCurve, wrongServerKey]) {
+      n.ref(addr, "echo").send({ type: "NOTE" });
+      await assert.rejects(n.ref(addr, "echo").ask({ type: "ECHO" }, { timeoutMs: 400 }), (e) => isMQError(e, "TIMEOUT"));
+    }
+    assert.equal(srv.stats().requestsIn, before, "no frame from a rejected client reached the node");
+    assert.equal(seen, 0);
+    // the allowed client still works afterwards
+    assert.deepEqual((await good.ref(addr, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+  });
+
+  it("without allowedClientKeys any client knowing the server key connects, plain clients do not", async () => {
+    const srv = await ActorNode.start({ listen: EPHEMERAL, curve: server });
+    nodes.push(srv);
+    srv.spawn("echo", echo);
+    const c = await ActorNode.start({ listen: null, curveClient: { ...stranger, serverKeys: server.publicKey } });
+    const plain = await ActorNode.start({ listen: null });
+    nodes.push(c, plain);
+    assert.deepEqual((await c.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+    await assert.rejects(plain.ref(srv.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 300 }), (e) => isMQError(e, "TIMEOUT"));
+  });
+
+  it("refuses a client with no server key for the address", async () => {
+    const c = await ActorNode.start({ listen: null, curveClient: { ...allowed, serverKeys: {} } });
+    nodes.push(c);
+    assert.throws(() => c.ref("tcp://127.0.0.1:5", "echo"), (e) => isMQError(e, "AUTH_FAILED"));
+  });
+});
