@@ -5,7 +5,7 @@
  */
 import pino, { type Logger } from "pino";
 import type { ActorNode, Ref } from "../runtime/index.ts";
-import type { MessageStore, PutBatch, PutResult } from "../../store/index.ts";
+import type { ArrivalNotice, MessageStore, PutBatch, PutResult } from "../../store/index.ts";
 import { BrokerActor, MQError } from "../../transport/protocol.ts";
 import { type BrokerConfig, defaultLogLevel } from "./brokerConfig.ts";
 import type { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
@@ -15,7 +15,7 @@ import type { TopicConfigManager } from "./topicConfigManager.ts";
 export const STORE_ASK_TIMEOUT_MS = 15_000;
 
 /** What the store reports after each dispatched batch (see MessageStore.onArrival). */
-export type ArrivalEvent = Parameters<Parameters<MessageStore["onArrival"]>[0]>[0];
+export type ArrivalEvent = ArrivalNotice;
 
 /** The shared state and services of one broker. */
 export interface BrokerContext {

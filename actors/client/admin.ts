@@ -1,0 +1,114 @@
+/**
+ * `Admin` (RocketMQ's `MQAdminExt`, the parts about topics and routes): create or update topics
+ * on chosen brokers or every master, read routes, cluster info and topic lists. Consumption
+ * queries (consumerProgress, resetOffsetByTimestamp, ...) are added next to these.
+ */
+import {
+  BrokerActor,
+  checkTopic,
+  type ClusterInfo,
+  MASTER_ID,
+  MQError,
+  PERM_READ_WRITE,
+  type TopicConfig,
+  type TopicRouteData,
+} from "../../transport/protocol.ts";
+import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+
+/** Queues per broker when `Admin.createTopic` is given none (RocketMQ's `defaultTopicQueueNums` for admin creation). */
+export const DEFAULT_ADMIN_QUEUE_NUMS = 8;
+/** Broker-side topic creation waits for a re-registration, so it may take longer than a plain request. */
+export const ADMIN_REQUEST_TIMEOUT_MS = 10_000;
+
+export type AdminOptions = ClientInstanceOptions;
+
+/** Options of `Admin.createTopic`. */
+export interface AdminCreateTopicOptions {
+  topic: string;
+  /** broker names; default every master of every cluster */
+  brokers?: string[];
+  /** @default 8 */
+  readQueueNums?: number;
+  /** @default 8 */
+  writeQueueNums?: number;
+  /** @default 6 (read and write) */
+  perm?: number;
+  order?: boolean;
+}
+
+export class Admin {
+  private closed = false;
+
+  protected constructor(readonly instance: ClientInstance) {}
+
+  static async start(opts: AdminOptions): Promise<Admin> {
+    return new Admin(await ClientInstance.acquire(opts));
+  }
+
+  /**
+   * Creates or updates a topic on the named brokers (default: every master). Queue numbers are
+   * per broker. Resolves once every broker stored it and re-registered with its name servers, so
+   * a route query right after sees the topic.
+   */
+  async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
+    this.checkOpen();
+    checkTopic(opts?.topic);
+    const info = await this.clusterInfo();
+    const names = opts.brokers ?? Object.keys(info.brokerAddrTable).sort();
+    if (names.length === 0) throw new MQError("NO_ROUTE", "No broker is registered with the name servers: start a broker first.");
+    const readQueueNums = opts.readQueueNums ?? opts.writeQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
+    const writeQueueNums = opts.writeQueueNums ?? opts.readQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
+    const targets = names.map((name) => {
+      const addr = info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
+      if (!addr) throw new MQError("NO_ROUTE", `Broker ${name} has no live master registered with the name servers; known brokers: ${Object.keys(info.brokerAddrTable).join(", ") || "none"}.`);
+      return addr;
+    });
+    const replies = await Promise.all(
+      targets.map((addr) =>
+        this.instance
+          .refAt(addr, BrokerActor.BROKER)
+          .ask<{ topicConfig: TopicConfig }>(
+            { type: "UPDATE_AND_CREATE_TOPIC", topicName: opts.topic, readQueueNums, writeQueueNums, perm: opts.perm ?? PERM_READ_WRITE, order: opts.order ?? false },
+            { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
+          ),
+      ),
+    );
+    await this.instance.updateRoute(opts.topic).catch(() => undefined);
+    return replies.map((r) => r.fields.topicConfig);
+  }
+
+  /** A topic's route from the name servers; MQError TOPIC_NOT_EXIST when none serves it. */
+  async topicRoute(topic: string): Promise<TopicRouteData> {
+    this.checkOpen();
+    return this.instance.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic });
+  }
+
+  /** Every broker and cluster known to the name servers. */
+  async clusterInfo(): Promise<ClusterInfo> {
+    this.checkOpen();
+    return this.instance.clusterInfo();
+  }
+
+  /** Names of all topics the name servers know. */
+  async topicList(): Promise<string[]> {
+    this.checkOpen();
+    return (await this.instance.askNameserver<{ topicList: string[] }>({ type: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" })).topicList;
+  }
+
+  /** A broker's topic configs by broker address. */
+  async brokerTopicConfigs(brokerAddr: string): Promise<Record<string, TopicConfig>> {
+    this.checkOpen();
+    const r = await this.instance.refAt(brokerAddr).ask<{ topicConfigTable: Record<string, TopicConfig> }>({ type: "GET_ALL_TOPIC_CONFIG" });
+    return r.fields.topicConfigTable;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.instance.release();
+  }
+
+  protected checkOpen(): void {
+    if (this.closed) throw new MQError("CLOSED", "The admin client is closed; start a new one.");
+  }
+}

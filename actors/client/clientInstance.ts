@@ -1,0 +1,307 @@
+/**
+ * `ClientInstance` (RocketMQ's `MQClientInstance`): what producers, consumers and admins of one
+ * process share for one (name servers, instanceName): an ActorNode that does not listen, the
+ * route cache with its periodic refresh, broker address lookup, heartbeats to every master, and
+ * the `client` actor brokers reach back (NOTIFY_CONSUMER_IDS_CHANGED).
+ *
+ * Extension points for consumers:
+ * - `addHeartbeatSource(fn)`: contributes consumer data to each HEART_BEAT (sent at once by
+ *   `sendHeartbeatToAllBrokers()` and every `heartbeatBrokerIntervalMs`).
+ * - `onRouteChange(fn)`: hears topics whose route changed (rebalance triggers).
+ * - `onClientEvent(fn)`: hears events brokers send to the `client` actor.
+ * - `addTopicInterest(topic)`: keeps a topic's route refreshed even before it is used.
+ */
+import { hostname } from "node:os";
+import { setup } from "xstate";
+import { ActorNode, type Ref, type Replier, type WireEvent } from "../runtime/index.ts";
+import {
+  AUTO_CREATE_TOPIC_KEY_TOPIC,
+  BrokerActor,
+  CLIENT_ACTOR,
+  type ClusterInfo,
+  type ConsumerData,
+  type HeartbeatRequest,
+  isMQError,
+  MQError,
+  NAMESRV_ACTOR,
+  type TopicRouteData,
+} from "../../transport/protocol.ts";
+import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
+
+/** How often routes are refreshed from the name servers (`pollNameServerInterval`). */
+export const DEFAULT_POLL_NAMESERVER_INTERVAL_MS = 30_000;
+/** How often heartbeats go to every master (`heartbeatBrokerInterval`). */
+export const DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS = 30_000;
+/** Queues per broker assumed for a topic not created yet (`defaultTopicQueueNums`). */
+export const DEFAULT_TOPIC_QUEUE_NUMS = 4;
+export const DEFAULT_INSTANCE_NAME = "DEFAULT";
+
+/** Options shared by every client kind. */
+export interface ClientInstanceOptions {
+  nameservers: string[];
+  /** clients with different instance names get separate instances (and client ids). @default "DEFAULT" */
+  instanceName?: string;
+  /** @default 30000 */
+  pollNameServerIntervalMs?: number;
+  /** @default 30000 */
+  heartbeatBrokerIntervalMs?: number;
+  /** @default 3000 */
+  requestTimeoutMs?: number;
+}
+
+/** Contributes to each heartbeat. */
+export type HeartbeatSource = () => { producerGroups?: string[]; consumerData?: ConsumerData[] };
+
+/** Event a broker sent to this client's `client` actor (NOTIFY_CONSUMER_IDS_CHANGED, ...). */
+export type ClientEvent = WireEvent & { reply?: Replier };
+
+/** The `client` actor: forwards broker-initiated events to the instance's listeners. */
+export const clientMachine = setup({
+  types: {
+    context: {} as { dispatch: (e: ClientEvent) => void },
+    events: {} as ClientEvent,
+    input: {} as { dispatch: (e: ClientEvent) => void },
+  },
+}).createMachine({
+  id: "client",
+  context: ({ input }) => ({ dispatch: input.dispatch }),
+  on: {
+    "*": { actions: ({ context, event }) => context.dispatch(event) },
+  },
+});
+
+const registry = new Map<string, Promise<ClientInstance>>();
+
+function keyOf(nameservers: string[], instanceName: string): string {
+  return `${[...nameservers].sort().join(",")}|${instanceName}`;
+}
+
+/** One process's shared client machinery for one (name servers, instance name). */
+export class ClientInstance {
+  readonly routes = new RouteCache();
+  readonly clientId: string;
+  private refs = 0;
+  private nsIndex = Math.floor(Math.random() * 1024);
+  private readonly interest = new Set<string>();
+  private readonly heartbeatSources = new Set<HeartbeatSource>();
+  private readonly routeListeners = new Set<(topic: string) => void>();
+  private readonly clientEventListeners = new Set<(e: ClientEvent) => void>();
+  private readonly inflightRoutes = new Map<string, Promise<TopicPublishInfo | undefined>>();
+  private routeTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    readonly node: ActorNode,
+    readonly nameservers: string[],
+    readonly instanceName: string,
+    private readonly opts: Required<Pick<ClientInstanceOptions, "pollNameServerIntervalMs" | "heartbeatBrokerIntervalMs" | "requestTimeoutMs">>,
+  ) {
+    this.clientId = `${hostname()}@${process.pid}@${instanceName}`;
+  }
+
+  /**
+   * The instance for these name servers and instance name, started on first use; every acquire
+   * must be matched by one `release()`.
+   */
+  static async acquire(options: ClientInstanceOptions): Promise<ClientInstance> {
+    const nameservers = options.nameservers;
+    if (!Array.isArray(nameservers) || nameservers.length === 0 || nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
+      throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be a non-empty array of name server addresses such as tcp://127.0.0.1:9876.");
+    }
+    const instanceName = options.instanceName ?? DEFAULT_INSTANCE_NAME;
+    const key = keyOf(nameservers, instanceName);
+    let p = registry.get(key);
+    if (!p) {
+      p = (async () => {
+        const node = await ActorNode.start({ listen: null, requestTimeoutMs: options.requestTimeoutMs });
+        const inst = new ClientInstance(node, [...nameservers], instanceName, {
+          pollNameServerIntervalMs: options.pollNameServerIntervalMs ?? DEFAULT_POLL_NAMESERVER_INTERVAL_MS,
+          heartbeatBrokerIntervalMs: options.heartbeatBrokerIntervalMs ?? DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS,
+          requestTimeoutMs: options.requestTimeoutMs ?? 3000,
+        });
+        inst.start();
+        return inst;
+      })();
+      registry.set(key, p);
+      p.catch(() => registry.delete(key));
+    }
+    const inst = await p;
+    inst.refs++;
+    return inst;
+  }
+
+  /** Gives back one acquire; the last release closes the node and timers. */
+  async release(): Promise<void> {
+    if (--this.refs > 0) return;
+    registry.delete(keyOf(this.nameservers, this.instanceName));
+    if (!this.closing) this.closing = this.doClose();
+    await this.closing;
+  }
+
+  get closed(): boolean {
+    return this.closing !== null;
+  }
+
+  private start(): void {
+    this.node.spawn(CLIENT_ACTOR, clientMachine, {
+      input: {
+        dispatch: (e: ClientEvent) => {
+          for (const l of this.clientEventListeners) l(e);
+          e.reply?.ok({});
+        },
+      },
+    });
+    this.routeTimer = setInterval(() => void this.refreshAllRoutes(), this.opts.pollNameServerIntervalMs);
+    this.routeTimer.unref();
+    this.heartbeatTimer = setInterval(() => void this.sendHeartbeatToAllBrokers(), this.opts.heartbeatBrokerIntervalMs);
+    this.heartbeatTimer.unref();
+  }
+
+  private async doClose(): Promise<void> {
+    if (this.routeTimer) clearInterval(this.routeTimer);
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.routeTimer = this.heartbeatTimer = null;
+    await this.node.close();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Name servers and routes
+
+  /**
+   * Asks the name servers, one at a time starting with the last one that answered; moves to the
+   * next on a transport failure (TIMEOUT, CLOSED, SYSTEM_ERROR). Answers such as
+   * TOPIC_NOT_EXIST are final.
+   */
+  async askNameserver<T = Record<string, unknown>>(event: WireEvent, timeoutMs = this.opts.requestTimeoutMs): Promise<T> {
+    let last: unknown;
+    for (let i = 0; i < this.nameservers.length; i++) {
+      const idx = (this.nsIndex + i) % this.nameservers.length;
+      try {
+        const r = await this.node.ref(this.nameservers[idx]!, NAMESRV_ACTOR).ask<T>(event, { timeoutMs });
+        this.nsIndex = idx;
+        return r.fields;
+      } catch (e) {
+        if (!isMQError(e, "TIMEOUT", "SYSTEM_ERROR", "SYSTEM_BUSY") || this.closing) throw e;
+        last = e;
+      }
+    }
+    throw last instanceof MQError ? last : new MQError("NO_ROUTE", "No name server answered.");
+  }
+
+  /**
+   * Fetches a topic's route and caches it. An unknown topic falls back to the auto-create route
+   * (TBW102) when `allowDefault` is set — a producer may send there and the broker creates the
+   * topic. Returns undefined when neither exists. Concurrent calls for a topic share one request.
+   */
+  updateRoute(topic: string, allowDefault = false): Promise<TopicPublishInfo | undefined> {
+    const key = `${topic}\u0000${allowDefault}`;
+    let p = this.inflightRoutes.get(key);
+    if (!p) {
+      p = this.fetchRoute(topic, allowDefault).finally(() => this.inflightRoutes.delete(key));
+      this.inflightRoutes.set(key, p);
+    }
+    return p;
+  }
+
+  private async fetchRoute(topic: string, allowDefault: boolean): Promise<TopicPublishInfo | undefined> {
+    let route: TopicRouteData;
+    let provisional = false;
+    try {
+      route = await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic });
+    } catch (e) {
+      if (!isMQError(e, "TOPIC_NOT_EXIST")) throw e;
+      if (!allowDefault) {
+        if (this.routes.delete(topic)) this.routeChanged(topic);
+        return undefined;
+      }
+      try {
+        route = routeFromDefaultTopic(await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: AUTO_CREATE_TOPIC_KEY_TOPIC }), DEFAULT_TOPIC_QUEUE_NUMS);
+        provisional = true;
+      } catch (e2) {
+        if (!isMQError(e2, "TOPIC_NOT_EXIST")) throw e2;
+        if (this.routes.delete(topic)) this.routeChanged(topic);
+        return undefined;
+      }
+    }
+    if (!Array.isArray(route?.queueDatas) || !Array.isArray(route?.brokerDatas)) {
+      throw new MQError("MALFORMED", `The name server answered a malformed route for topic ${topic}.`);
+    }
+    if (this.routes.put(topic, route, provisional)) this.routeChanged(topic);
+    return this.routes.publishInfo(topic);
+  }
+
+  /** Refreshes every cached or wanted topic's route (periodic; also callable). */
+  async refreshAllRoutes(): Promise<void> {
+    if (this.closing) return;
+    const topics = new Set([...this.routes.topicNames(), ...this.interest]);
+    await Promise.all([...topics].map((t) => this.updateRoute(t, this.routes.isProvisional(t)).catch(() => undefined)));
+    this.routes.pruneBrokers();
+  }
+
+  /** Keeps `topic`'s route refreshed. */
+  addTopicInterest(topic: string): void {
+    this.interest.add(topic);
+  }
+
+  removeTopicInterest(topic: string): void {
+    this.interest.delete(topic);
+  }
+
+  /** Hears topics whose route changed. Returns the unsubscribe function. */
+  onRouteChange(listener: (topic: string) => void): () => void {
+    this.routeListeners.add(listener);
+    return () => this.routeListeners.delete(listener);
+  }
+
+  private routeChanged(topic: string): void {
+    for (const l of this.routeListeners) l(topic);
+  }
+
+  /** Cluster info from the name servers. */
+  clusterInfo(): Promise<ClusterInfo> {
+    return this.askNameserver<ClusterInfo>({ type: "GET_BROKER_CLUSTER_INFO" });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Brokers
+
+  /** A handle to an actor (default `broker`) on a broker name's master; NO_ROUTE when no route names it. */
+  brokerRef(brokerName: string, actor: string = BrokerActor.BROKER): Ref {
+    const addr = this.routes.masterAddress(brokerName);
+    if (!addr) throw new MQError("NO_ROUTE", `No address known for broker ${brokerName}: its route is gone; refresh routes or check the broker.`);
+    return this.node.ref(addr, actor);
+  }
+
+  /** A handle to an actor at a broker address. */
+  refAt(address: string, actor: string = BrokerActor.BROKER): Ref {
+    return this.node.ref(address, actor);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Heartbeats and broker-initiated events
+
+  addHeartbeatSource(source: HeartbeatSource): () => void {
+    this.heartbeatSources.add(source);
+    return () => this.heartbeatSources.delete(source);
+  }
+
+  /** Sends HEART_BEAT to every known master when some consumer contributes data; failures are ignored (next period retries). */
+  async sendHeartbeatToAllBrokers(): Promise<void> {
+    if (this.closing) return;
+    const hb: HeartbeatRequest = { clientID: this.clientId, producerDataSet: [], consumerDataSet: [] };
+    for (const s of this.heartbeatSources) {
+      const d = s();
+      for (const g of d.producerGroups ?? []) hb.producerDataSet.push({ groupName: g });
+      hb.consumerDataSet.push(...(d.consumerData ?? []));
+    }
+    if (hb.consumerDataSet.length === 0) return;
+    const masters = [...this.routes.brokers().values()].map((a) => a["0"]).filter((a): a is string => !!a);
+    await Promise.all(masters.map((addr) => this.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "HEART_BEAT", ...hb }).catch(() => undefined)));
+  }
+
+  onClientEvent(listener: (e: ClientEvent) => void): () => void {
+    this.clientEventListeners.add(listener);
+    return () => this.clientEventListeners.delete(listener);
+  }
+}

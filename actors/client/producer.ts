@@ -1,0 +1,233 @@
+/**
+ * `Producer` (RocketMQ's `DefaultMQProducer`): validates messages, finds the topic's writable
+ * queues through the shared client instance, picks one (round robin avoiding recently failed
+ * brokers, or the caller's selector for ordered messages), sends one request per message or per
+ * batch, and retries a failed send on another broker up to `retryTimesWhenSendFailed` times
+ * within `sendTimeoutMs`.
+ */
+import {
+  BrokerActor,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  isMQError,
+  type MessageQueue,
+  MQError,
+  type SendMessageReply,
+  type SendMessageRequest,
+  type SendStatus,
+} from "../../transport/protocol.ts";
+import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
+import { type Message, prepareBatch, prepareMessage } from "./messageBuilder.ts";
+import type { TopicPublishInfo } from "./routeCache.ts";
+
+export const DEFAULT_SEND_TIMEOUT_MS = 3000;
+export const DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED = 2;
+
+/** Options of `Producer.start` (API.md). */
+export interface ProducerOptions extends ClientInstanceOptions {
+  group: string;
+  /** whole budget of one send, retries included. @default 3000 */
+  sendTimeoutMs?: number;
+  /** extra attempts on another broker after a failed send (not for selector or oneway sends). @default 2 */
+  retryTimesWhenSendFailed?: number;
+  /** largest body (or batch) accepted. @default 4 MiB */
+  maxMessageBytes?: number;
+  /** avoid brokers that failed or answered slowly recently. @default true */
+  sendLatencyFaultEnable?: boolean;
+  /** latency thresholds (ms) of the fault strategy. @default [50, 100, 550, 1800, 3000, 5000, 15000] */
+  latencyMax?: number[];
+  /** how long (ms) a broker is avoided per threshold. @default [0, 0, 2000, 5000, 6000, 10000, 30000] */
+  notAvailableDuration?: number[];
+}
+
+/** The outcome of a send (API.md). */
+export interface SendResult {
+  status: SendStatus;
+  /** UNIQ_KEY of the message; for a batch, the keys of its messages comma-separated */
+  msgId: string;
+  /** store-assigned id(s): store host + commit-log offset */
+  offsetMsgId: string;
+  queue: MessageQueue;
+  /** queue offset of the (first) message */
+  queueOffset: number;
+}
+
+/** Picks the queue for a message (ordered messages: by a sharding key in `arg`). */
+export type MessageQueueSelector = (queues: MessageQueue[], msg: Message | Message[], arg: unknown) => MessageQueue | undefined | null;
+
+export interface SendOptions {
+  selector?: MessageQueueSelector;
+  arg?: unknown;
+}
+
+/** Errors after which trying another broker can help. */
+function worthRetrying(e: unknown): boolean {
+  return e instanceof MQError && (e.retriable || e.code === "NO_PERMISSION");
+}
+
+interface Outgoing {
+  type: "SEND_MESSAGE" | "SEND_BATCH_MESSAGE";
+  topic: string;
+  body: Buffer;
+  flag: number;
+  properties?: string;
+  msgId: string;
+  /** what the selector sees */
+  original: Message | Message[];
+}
+
+export class Producer {
+  private readonly faults: LatencyFaultTolerance;
+  private readonly selector: QueueSelector;
+  private readonly sendTimeoutMs: number;
+  private readonly retryTimes: number;
+  private readonly maxMessageBytes: number;
+  private closed = false;
+  private readonly removeHeartbeat: () => void;
+
+  private constructor(
+    private readonly instance: ClientInstance,
+    readonly group: string,
+    opts: ProducerOptions,
+  ) {
+    this.faults = new LatencyFaultTolerance({ latencyMax: opts.latencyMax, notAvailableDuration: opts.notAvailableDuration });
+    this.selector = new QueueSelector(opts.sendLatencyFaultEnable === false ? null : this.faults);
+    this.sendTimeoutMs = opts.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
+    this.retryTimes = opts.retryTimesWhenSendFailed ?? DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED;
+    this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.removeHeartbeat = instance.addHeartbeatSource(() => ({ producerGroups: [group] }));
+  }
+
+  /** Starts a producer; resolves when it can send. */
+  static async start(opts: ProducerOptions): Promise<Producer> {
+    if (typeof opts?.group !== "string" || !/^[%|a-zA-Z0-9_-]{1,255}$/.test(opts.group)) {
+      throw new MQError("ILLEGAL_ARGUMENT", `Producer group "${String(opts?.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
+    }
+    for (const k of ["sendTimeoutMs", "retryTimesWhenSendFailed", "maxMessageBytes"] as const) {
+      const v = opts[k];
+      if (v !== undefined && (!Number.isInteger(v) || v < (k === "retryTimesWhenSendFailed" ? 0 : 1))) {
+        throw new MQError("ILLEGAL_ARGUMENT", `${k} must be a ${k === "retryTimesWhenSendFailed" ? "non-negative" : "positive"} integer.`);
+      }
+    }
+    const instance = await ClientInstance.acquire(opts);
+    return new Producer(instance, opts.group, opts);
+  }
+
+  /** The shared client instance (routes, node). */
+  get clientInstance(): ClientInstance {
+    return this.instance;
+  }
+
+  /** Sends one message and waits for the broker's answer. */
+  async send(msg: Message, opts: SendOptions = {}): Promise<SendResult> {
+    this.checkOpen();
+    const p = prepareMessage(msg, this.maxMessageBytes);
+    const out: Outgoing = { type: "SEND_MESSAGE", topic: p.topic, body: p.body, flag: p.flag, properties: p.properties, msgId: p.uniqKey, original: msg };
+    return (await this.sendImpl(out, opts, false))!;
+  }
+
+  /** Sends one message without waiting for an answer (no retries); resolves once it is handed to the transport. */
+  async sendOneway(msg: Message, opts: SendOptions = {}): Promise<void> {
+    this.checkOpen();
+    const p = prepareMessage(msg, this.maxMessageBytes);
+    await this.sendImpl({ type: "SEND_MESSAGE", topic: p.topic, body: p.body, flag: p.flag, properties: p.properties, msgId: p.uniqKey, original: msg }, opts, true);
+  }
+
+  /** Sends messages of one topic as one request to one queue; one SendResult for all. */
+  async sendBatch(msgs: Message[], opts: SendOptions = {}): Promise<SendResult> {
+    this.checkOpen();
+    const b = prepareBatch(msgs, this.maxMessageBytes);
+    const out: Outgoing = { type: "SEND_BATCH_MESSAGE", topic: b.topic, body: b.body, flag: 0, msgId: b.uniqKeys.join(","), original: msgs };
+    return (await this.sendImpl(out, opts, false))!;
+  }
+
+  /** The writable queues of a topic (what a selector is given). */
+  async fetchPublishQueues(topic: string): Promise<MessageQueue[]> {
+    return (await this.publishInfo(topic)).queues.slice();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.removeHeartbeat();
+    await this.instance.release();
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new MQError("CLOSED", `Producer ${this.group} is closed; start a new one.`);
+  }
+
+  private async publishInfo(topic: string, refresh = false): Promise<TopicPublishInfo> {
+    let info = refresh ? undefined : this.instance.routes.publishInfo(topic);
+    if (!info || info.queues.length === 0) info = await this.instance.updateRoute(topic, true);
+    if (!info) {
+      throw new MQError("NO_ROUTE", `No route info of topic ${topic}: create it (Admin.createTopic) or start a broker with autoCreateTopic, and check the name server addresses.`);
+    }
+    if (info.queues.length === 0) {
+      if (info.route.queueDatas.length > 0) throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on any broker (read-only or no master); change its perm or send elsewhere.`);
+      throw new MQError("NO_ROUTE", `Topic ${topic} has no live broker in its route; check that its brokers are running.`);
+    }
+    return info;
+  }
+
+  private async sendImpl(out: Outgoing, opts: SendOptions, oneway: boolean): Promise<SendResult | undefined> {
+    const begin = Date.now();
+    const deadline = begin + this.sendTimeoutMs;
+    const times = opts.selector || oneway ? 1 : 1 + this.retryTimes;
+    let lastBroker: string | undefined;
+    let lastError: unknown;
+    for (let attempt = 0; attempt < times; attempt++) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      let info: TopicPublishInfo;
+      try {
+        info = await this.publishInfo(out.topic);
+      } catch (e) {
+        if (attempt === 0 || !worthRetrying(e)) throw e;
+        lastError = e;
+        continue;
+      }
+      const mq = opts.selector ? this.selectWith(opts, info, out) : this.selector.select(info.queues, lastBroker)!;
+      const fields: SendMessageRequest = {
+        producerGroup: this.group,
+        topic: out.topic,
+        queueId: mq.queueId,
+        sysFlag: 0,
+        bornTimestamp: Date.now(),
+        ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
+      };
+      const started = Date.now();
+      try {
+        const ref = this.instance.brokerRef(mq.brokerName, BrokerActor.BROKER);
+        if (oneway) {
+          ref.send({ type: out.type, ...fields }, { body: out.body });
+          return undefined;
+        }
+        const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs: Math.max(1, deadline - Date.now()) });
+        this.faults.update(mq.brokerName, Date.now() - started, false);
+        const f = r.fields;
+        return { status: f.status, msgId: out.msgId, offsetMsgId: f.msgId, queue: { topic: out.topic, brokerName: mq.brokerName, queueId: f.queueId }, queueOffset: f.queueOffset };
+      } catch (e) {
+        this.faults.update(mq.brokerName, Date.now() - started, true);
+        lastError = e;
+        lastBroker = mq.brokerName;
+        if (!worthRetrying(e) || this.closed) throw e;
+        this.instance.updateRoute(out.topic, true).catch(() => undefined);
+      }
+    }
+    if (lastError instanceof MQError && isMQError(lastError, "TIMEOUT")) {
+      throw new MQError("TIMEOUT", `Sending to topic ${out.topic} did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`, { cause: lastError });
+    }
+    if (lastError) throw lastError;
+    throw new MQError("TIMEOUT", `Sending to topic ${out.topic} did not complete within sendTimeoutMs ${this.sendTimeoutMs} ms.`);
+  }
+
+  private selectWith(opts: SendOptions, info: TopicPublishInfo, out: Outgoing): MessageQueue {
+    const q = opts.selector!(info.queues.slice(), out.original, opts.arg);
+    const found = q && info.queues.find((x) => x.brokerName === q.brokerName && x.queueId === q.queueId && x.topic === q.topic);
+    if (!found) {
+      throw new MQError("ILLEGAL_ARGUMENT", `The selector returned ${q ? `${q.brokerName}/${q.queueId}` : String(q)}, which is not one of the ${info.queues.length} writable queues of topic ${out.topic}: return an element of the queues array.`);
+    }
+    return found;
+  }
+}
