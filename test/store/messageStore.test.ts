@@ -1,0 +1,186 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { segmentIo } from "../../store/segment.ts";
+import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
+import { MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
+import { tempDir } from "../helpers.ts";
+
+const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({ dir, commitLogSegmentBytes: 8192, consumeQueueEntries: 16, cleanIntervalMs: 0, ...o });
+const batch = (topic: string, queueId: number, msgs: Array<{ body: string; props?: Record<string, string> }>) => ({
+  topic, queueId, bornTimestamp: Date.now(), bornHost: "10.1.2.3:4000",
+  body: encodeMessageBatch(msgs.map((m) => ({ body: Buffer.from(m.body), properties: encodeProperties(m.props) }))),
+});
+const isCode = (code: string) => (e: unknown) => e instanceof MQError && e.code === code;
+
+test("round trip across commit-log and consume-queue roll-over, before and after reopen", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir));
+  const sent: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const msgs = [0, 1, 2].map((j) => ({ body: `m${i}-${j}-${"x".repeat(100)}`, props: { TAGS: j === 0 ? "A" : "B", KEYS: `key${i}` } }));
+    const r = await s.putMessages(batch("RollTopic", 1, msgs));
+    assert.equal(r.status, "PUT_OK");
+    assert.equal(r.firstQueueOffset, i * 3);
+    assert.equal(r.msgIds.length, 3);
+    sent.push(...msgs.map((m) => m.body));
+  }
+  assert.ok(fs.readdirSync(path.join(dir, "commitlog")).length > 3, "several commit-log segments");
+  const readAll = (st: MessageStore) => {
+    const got: string[] = [];
+    let off = 0;
+    for (;;) {
+      const g = st.getMessage("g", "RollTopic", 1, off, 32);
+      if (g.status !== "FOUND") break;
+      const ms = decodeRecords(Buffer.concat(g.buffers), "b");
+      ms.forEach((m, i) => assert.equal(m.queueOffset, off + i));
+      got.push(...ms.map((m) => m.body.toString()));
+      off = g.nextBeginOffset;
+    }
+    return got;
+  };
+  assert.deepEqual(readAll(s), sent);
+  await s.close();
+  s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  assert.equal(s.recovery.mode, "normal");
+  assert.deepEqual(readAll(s), sent);
+  assert.equal(s.getMaxOffset("RollTopic", 1), 120);
+  const r = await s.putMessages(batch("RollTopic", 1, [{ body: "after" }]));
+  assert.equal(r.firstQueueOffset, 120);
+  // key index and view by offset
+  const byKey = s.queryMessageByKey("RollTopic", "key7", 10);
+  assert.equal(byKey.length, 3);
+  const viewed = s.viewMessage(r.commitLogOffset);
+  assert.ok(viewed);
+  assert.equal(decodeRecords(viewed, "b")[0]!.body.toString(), "after");
+});
+
+test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCHED_MESSAGE, NO_MATCHED_LOGIC_QUEUE)", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  assert.equal(s.getMessage("g", "T", 0, 5, 32).status, "NO_MATCHED_LOGIC_QUEUE");
+  for (let i = 0; i < 10; i++) await s.putMessages(batch("T", 0, [{ body: `b${i}`, props: { TAGS: i < 5 ? "A" : "B" } }]));
+  let g = s.getMessage("g", "T", 0, 0, 4);
+  assert.equal(g.status, "FOUND");
+  assert.equal(g.messageCount, 4);
+  assert.equal(g.nextBeginOffset, 4);
+  assert.equal(g.maxOffset, 10);
+  g = s.getMessage("g", "T", 0, 10, 32);
+  assert.deepEqual([g.status, g.nextBeginOffset], ["OFFSET_OVERFLOW_ONE", 10]);
+  g = s.getMessage("g", "T", 0, 15, 32);
+  assert.deepEqual([g.status, g.nextBeginOffset], ["OFFSET_OVERFLOW_BADLY", 10]);
+  g = s.getMessage("g", "T", 0, 0, 32, { tagsCodes: new Set([javaHashCode("B")]) });
+  assert.equal(g.status, "FOUND");
+  assert.deepEqual(decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.tags), ["B", "B", "B", "B", "B"]);
+  assert.equal(g.nextBeginOffset, 10);
+  g = s.getMessage("g", "T", 0, 0, 32, { tagsCodes: new Set([javaHashCode("C")]) });
+  assert.deepEqual([g.status, g.nextBeginOffset], ["NO_MATCHED_MESSAGE", 10]);
+  g = s.getMessage("g", "T", 0, 0, 32, { matchProperties: (p) => p.TAGS === "A" });
+  assert.equal(g.messageCount, 5);
+  // an empty queue: consume queue exists but nothing in it is impossible here; an unknown queue id answers NO_MATCHED_LOGIC_QUEUE
+  assert.equal(s.getMessage("g", "T", 3, 0, 32).status, "NO_MATCHED_LOGIC_QUEUE");
+  // byte limit: first message is always returned
+  g = s.getMessage("g", "T", 0, 0, 32, null, 100);
+  assert.equal(g.messageCount, 1);
+  // store times and search by time
+  const t0 = s.getStoreTime("T", 0, 0);
+  assert.ok(t0 > 0);
+  assert.equal(s.getEarliestMessageTime("T", 0), t0);
+  assert.equal(s.searchOffsetByTime("T", 0, 0), 0);
+  assert.equal(s.searchOffsetByTime("T", 0, Date.now() + 60_000), 10);
+});
+
+test("expired segments are deleted and min offsets move: OFFSET_TOO_SMALL", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { fileReservedTimeHours: 1 }));
+  t.after(() => s.close());
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("E", 0, [{ body: "y".repeat(400) }]));
+  const before = s.minPhyOffset;
+  const deleted = s.deleteExpiredFiles(Date.now() + 2 * 3600_000);
+  assert.ok(deleted > 0);
+  assert.ok(s.minPhyOffset > before);
+  const min = s.getMinOffset("E", 0);
+  assert.ok(min > 0, "min offset moved");
+  const g = s.getMessage("g", "E", 0, 0, 32);
+  assert.equal(g.status, "OFFSET_TOO_SMALL");
+  assert.equal(g.nextBeginOffset, min);
+  assert.equal(s.getMessage("g", "E", 0, min, 32).status, "FOUND");
+});
+
+test("delay messages carry their delivery time in the consume-queue tag slot", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { messageDelayLevel: "1s 5s 10s" }));
+  t.after(() => s.close());
+  const arrivals: number[] = [];
+  s.onArrival((a) => arrivals.push(a.tagsCode));
+  await s.putMessages(batch(SCHEDULE_TOPIC, 1, [{ body: "d", props: { DELAY: "2", REAL_TOPIC: "X" } }]));
+  const st = s.getStoreTime(SCHEDULE_TOPIC, 1, 0);
+  assert.deepEqual(arrivals, [st + 5000]);
+  const g = s.getMessage("g", SCHEDULE_TOPIC, 1, 0, 1, { tagsCodes: new Set([st + 5000]) });
+  assert.equal(g.status, "FOUND");
+});
+
+test("bad input is refused with MESSAGE_ILLEGAL", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, maxMessageBytes: 1000 }));
+  t.after(() => s.close());
+  await assert.rejects(s.putMessages(batch("bad topic", 0, [{ body: "x" }])), isCode("MESSAGE_ILLEGAL"));
+  await assert.rejects(s.putMessages(batch("t".repeat(128), 0, [{ body: "x" }])), isCode("MESSAGE_ILLEGAL"));
+  await assert.rejects(s.putMessages(batch("ok", 0, [{ body: "z".repeat(1001) }])), isCode("MESSAGE_ILLEGAL"));
+  await assert.rejects(s.putMessages({ ...batch("ok", 0, []), body: Buffer.from([0, 0, 0, 99]) }), isCode("MESSAGE_ILLEGAL"));
+  assert.equal(s.getMaxOffset("ok", 0), 0);
+  assert.equal((await s.putMessages(batch("ok", 0, [{ body: "z".repeat(1000) }]))).status, "PUT_OK");
+});
+
+test("a full disk fails the put with DISK_FULL and the store stays readable", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  await s.putMessages(batch("D", 0, [{ body: "before" }]));
+  const real = segmentIo.writeSync;
+  segmentIo.writeSync = (fd, buf, off, len, pos) => {
+    if (len > 40) throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+    return real(fd, buf, off, len, pos);
+  };
+  try {
+    await assert.rejects(s.putMessages(batch("D", 0, [{ body: "during" }])), isCode("DISK_FULL"));
+  } finally {
+    segmentIo.writeSync = real;
+  }
+  const g = s.getMessage("g", "D", 0, 0, 32);
+  assert.deepEqual(decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.body.toString()), ["before"]);
+  const r = await s.putMessages(batch("D", 0, [{ body: "after" }]));
+  assert.equal(r.firstQueueOffset, 1);
+  assert.equal(s.getMessage("g", "D", 0, 1, 32).messageCount, 1);
+});
+
+test("a second store on the same directory is refused with STORE_LOCKED", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  await assert.rejects(MessageStore.open(small(dir)), isCode("STORE_LOCKED"));
+  await s.close();
+  const again = await MessageStore.open(small(dir));
+  await again.close();
+});
+
+test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open({ dir, commitLogSegmentBytes: 1 << 20, cleanIntervalMs: 0 });
+  t.after(() => s.close());
+  const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => s.putMessages(batch("G", 0, [{ body: `g${i}` }]))));
+  assert.ok(rs.every((r) => r.status === "PUT_OK"));
+  assert.deepEqual(rs.map((r) => r.firstQueueOffset).sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i));
+  assert.equal(s.commitLog.flushedOffset, s.maxPhyOffset);
+});
