@@ -8,3 +8,12 @@ export { ActorNode, InspectionCollector, curveKeyPair } from "./actors/runtime/i
 export type { ActorNodeOptions, SpawnOptions, Ref, Reply, Replier, Origin, WireEvent, InspectionRecord, Supervision, ActorFailure } from "./actors/runtime/index.ts";
 export { MessageStore } from "./store/index.ts";
 export type { MessageExt } from "./transport/messageRecord.ts";
+export { NameServer } from "./actors/nameserver/index.ts";
+export type { NameServerOptions } from "./actors/nameserver/index.ts";
+export { Broker } from "./actors/broker/broker.ts";
+export type { CreateTopicOptions } from "./actors/broker/broker.ts";
+export type { BrokerOptions } from "./actors/broker/brokerConfig.ts";
+export { Producer, Admin } from "./actors/client/index.ts";
+export type { ProducerOptions, SendResult, SendOptions, MessageQueueSelector, AdminOptions, AdminCreateTopicOptions, Message } from "./actors/client/index.ts";
+export { startLocalCluster } from "./actors/localCluster.ts";
+export type { LocalClusterOptions, LocalCluster } from "./actors/localCluster.ts";

@@ -1,0 +1,89 @@
+/**
+ * `startLocalCluster(...)`: a name server and brokers in this process, each broker with its own
+ * store under `dir`, for tests, examples and `actormq start`.
+ */
+import path from "node:path";
+import { Broker } from "./broker/broker.ts";
+import type { BrokerOptions } from "./broker/brokerConfig.ts";
+import { NameServer } from "./nameserver/index.ts";
+import { MQError } from "../transport/protocol.ts";
+
+/** Options of `startLocalCluster`. */
+export interface LocalClusterOptions {
+  /** number of broker names (broker-a, broker-b, ...). @default 1 */
+  brokers?: number;
+  /** slaves per broker name (brokerId 1..n). @default 0 */
+  slavesPerBroker?: number;
+  /** root directory; broker stores go to `<dir>/<brokerName>[-s<id>]` */
+  dir: string;
+  /** name server endpoint. @default "tcp://127.0.0.1:*" */
+  nameserverListen?: string;
+  /** endpoint of the first broker; later brokers always bind ephemeral ports. @default "tcp://127.0.0.1:*" */
+  brokerListen?: string;
+  /** any Broker.start option, applied to every broker */
+  broker?: Partial<Omit<BrokerOptions, "brokerName" | "nameservers" | "storeDir" | "brokerId">>;
+  /** name server options */
+  nameserver?: { scanIntervalMs?: number; logLevel?: string };
+}
+
+/** A running local cluster. */
+export interface LocalCluster {
+  nameservers: string[];
+  nameServer: NameServer;
+  brokers: Broker[];
+  close(): Promise<void>;
+}
+
+const EPHEMERAL = "tcp://127.0.0.1:*";
+
+/** The name of the i-th broker: broker-a, broker-b, ... */
+export function localBrokerName(i: number): string {
+  return `broker-${i < 26 ? String.fromCharCode(97 + i) : `n${i}`}`;
+}
+
+export async function startLocalCluster(opts: LocalClusterOptions): Promise<LocalCluster> {
+  if (typeof opts?.dir !== "string" || opts.dir.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "startLocalCluster needs dir: the directory for the brokers' stores.");
+  const count = opts.brokers ?? 1;
+  const slaves = opts.slavesPerBroker ?? 0;
+  if (!Number.isInteger(count) || count < 1) throw new MQError("ILLEGAL_ARGUMENT", "brokers must be an integer >= 1.");
+  if (!Number.isInteger(slaves) || slaves < 0) throw new MQError("ILLEGAL_ARGUMENT", "slavesPerBroker must be an integer >= 0.");
+  const nameServer = await NameServer.start({ listen: opts.nameserverListen ?? EPHEMERAL, ...opts.nameserver });
+  const nameservers = [nameServer.address];
+  const brokers: Broker[] = [];
+  const close = async () => {
+    for (const b of [...brokers].reverse()) await b.close();
+    await nameServer.close();
+  };
+  try {
+    for (let i = 0; i < count; i++) {
+      const brokerName = localBrokerName(i);
+      const master = await Broker.start({
+        ...opts.broker,
+        brokerName,
+        brokerId: 0,
+        listen: i === 0 && opts.brokerListen ? opts.brokerListen : EPHEMERAL,
+        nameservers,
+        storeDir: path.join(opts.dir, brokerName),
+      });
+      brokers.push(master);
+      for (let s = 1; s <= slaves; s++) {
+        brokers.push(
+          await Broker.start({
+            ...opts.broker,
+            brokerName,
+            brokerId: s,
+            role: "SLAVE",
+            masterAddress: master.address,
+            listen: EPHEMERAL,
+            nameservers,
+            storeDir: path.join(opts.dir, `${brokerName}-s${s}`),
+          }),
+        );
+      }
+    }
+  } catch (e) {
+    await close().catch(() => {});
+    throw e;
+  }
+  return { nameservers, nameServer, brokers, close };
+}
