@@ -35,7 +35,7 @@ describe("inspection", () => {
     assert.ok(ev && ev.kind === "event");
     assert.deepEqual((ev.payload as { body: unknown }).body, { bytes: 300 });
     assert.equal((ev.payload as { reply?: unknown }).reply, undefined);
-    const snap = records.findLast((r) => r.kind === "snapshot");
+    const snap = [...records].reverse().find((r) => r.kind === "snapshot");
     assert.ok(snap && snap.kind === "snapshot");
     assert.equal(snap.value, "busy");
     assert.deepEqual(snap.context, { n: 1 });
