@@ -17,3 +17,11 @@ export { Producer, Admin } from "./actors/client/index.ts";
 export type { ProducerOptions, SendResult, SendOptions, MessageQueueSelector, AdminOptions, AdminCreateTopicOptions, Message } from "./actors/client/index.ts";
 export { startLocalCluster } from "./actors/localCluster.ts";
 export type { LocalClusterOptions, LocalCluster } from "./actors/localCluster.ts";
+export { parseSubscription, compileSql92, tagsHashCode } from "./filter/index.ts";
+export type { SubscriptionExpression, Sql92Predicate } from "./filter/index.ts";
+export {
+  allocateStrategies, getAllocateStrategy, allocateAveragely, allocateAveragelyByCircle, allocateConsistentHash,
+  createConsistentHashStrategy, allocateByConfig, allocateByMachineRoom,
+} from "./actors/client/allocateStrategies.ts";
+export type { AllocateStrategy, AllocateStrategyName, AllocateOptions } from "./actors/client/allocateStrategies.ts";
+export { selectByHash, selectRandom } from "./actors/client/selectors.ts";
