@@ -55,7 +55,9 @@ test("single-bit flips anywhere in the log or consume queues: only the damaged r
       fs.cpSync(pristine, dir, { recursive: true });
       const file = path.join(dir, files[fi]!);
       const data = fs.readFileSync(file);
-      const used = files[fi]!.startsWith("commitlog") ? Math.max(1, data.findLastIndex((b) => b !== 0) + 1) : data.length;
+      let last = data.length - 1;
+      while (last > 0 && data[last] === 0) last--;
+      const used = files[fi]!.startsWith("commitlog") ? last + 1 : data.length;
       const at = pos % used;
       data[at]! ^= 1 << bit;
       fs.writeFileSync(file, data);
