@@ -22,6 +22,12 @@ import type { TopicPublishInfo } from "./routeCache.ts";
 
 export const DEFAULT_SEND_TIMEOUT_MS = 3000;
 export const DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED = 2;
+/**
+ * Share of the remaining send budget one attempt may use while retries remain, so that a broker
+ * that died without closing its connection (kill -9, network loss) still leaves time to retry on
+ * another broker.
+ */
+export const ATTEMPT_BUDGET_SHARE = 2 / 3;
 
 /** Options of `Producer.start` (API.md). */
 export interface ProducerOptions extends ClientInstanceOptions {
@@ -203,7 +209,9 @@ export class Producer {
           ref.send({ type: out.type, ...fields }, { body: out.body });
           return undefined;
         }
-        const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs: Math.max(1, deadline - Date.now()) });
+        const left = deadline - Date.now();
+        const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
+        const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
         this.faults.update(mq.brokerName, Date.now() - started, false);
         const f = r.fields;
         return { status: f.status, msgId: out.msgId, offsetMsgId: f.msgId, queue: { topic: out.topic, brokerName: mq.brokerName, queueId: f.queueId }, queueOffset: f.queueOffset };

@@ -1,0 +1,165 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Broker } from "../../../actors/broker/broker.ts";
+import { NameServer } from "../../../actors/nameserver/index.ts";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { Admin, Producer } from "../../../actors/client/index.ts";
+import { decodeRecords, encodeMessageBatch } from "../../../transport/messageRecord.ts";
+import { BrokerActor, isMQError, type MessageQueue, type SendMessageReply } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
+
+let ns: NameServer;
+let broker: Broker;
+let producer: Producer;
+let admin: Admin;
+let raw: ActorNode;
+let cleanup: () => Promise<void>;
+let dir: string;
+
+before(async () => {
+  ({ dir, cleanup } = await tempDir());
+  ns = await NameServer.start({ listen: EPHEMERAL });
+  broker = await Broker.start({ brokerName: "a", listen: EPHEMERAL, nameservers: [ns.address], storeDir: dir, flush: "async", maxMessageBytes: 64 * 1024 });
+  producer = await Producer.start({ group: "pg", nameservers: [ns.address], maxMessageBytes: 1024 * 1024 });
+  admin = await Admin.start({ nameservers: [ns.address] });
+  raw = await ActorNode.start({ listen: null });
+});
+after(async () => {
+  await raw.close();
+  await admin.close();
+  await producer.close();
+  await broker.close();
+  await ns.close();
+  await cleanup();
+});
+
+function stored(topic: string, queueId: number, offset: number) {
+  const r = broker.store.getMessage("test", topic, queueId, offset, 1);
+  assert.equal(r.status, "FOUND", `message ${topic}/${queueId}@${offset}`);
+  return decodeRecords(Buffer.concat(r.buffers), "a")[0]!;
+}
+
+test("a send to an unknown topic auto-creates it with 4 queues and stores the message", async () => {
+  const r = await producer.send({ topic: "Auto", body: "hello", tags: "TagA", keys: ["k1", "k2"] });
+  assert.equal(r.status, "SEND_OK");
+  assert.equal(r.queue.brokerName, "a");
+  const m = stored("Auto", r.queue.queueId, r.queueOffset);
+  assert.equal(m.body.toString(), "hello");
+  assert.equal(m.tags, "TagA");
+  assert.equal(m.msgId, r.msgId);
+  const route = await admin.topicRoute("Auto");
+  assert.deepEqual(route.queueDatas, [{ brokerName: "a", readQueueNums: 4, writeQueueNums: 4, perm: 6 }]);
+});
+
+test("sendBatch is one queue, one result, consecutive offsets; a selector picks the queue", async () => {
+  await admin.createTopic({ topic: "Batch", brokers: ["a"], readQueueNums: 3, writeQueueNums: 3 });
+  const msgs = Array.from({ length: 10 }, (_, i) => ({ topic: "Batch", body: `m${i}`, keys: `key${i}` }));
+  const r1 = await producer.sendBatch(msgs, { selector: (qs) => qs.find((q) => q.queueId === 2) });
+  const r2 = await producer.sendBatch(msgs, { selector: (qs) => qs.find((q) => q.queueId === 2) });
+  assert.equal(r1.queue.queueId, 2);
+  assert.equal(r2.queueOffset, r1.queueOffset + 10);
+  assert.equal(r1.msgId.split(",").length, 10);
+  for (let i = 0; i < 10; i++) {
+    const m = stored("Batch", 2, r1.queueOffset + i);
+    assert.equal(m.body.toString(), `m${i}`);
+    assert.equal(m.keys, `key${i}`);
+    assert.equal(m.msgId, r1.msgId.split(",")[i]);
+  }
+});
+
+test("round robin spreads sends over every queue; oneway sends arrive", async () => {
+  await admin.createTopic({ topic: "RR", brokers: ["a"], readQueueNums: 4, writeQueueNums: 4 });
+  const seen = new Map<number, number>();
+  for (let i = 0; i < 40; i++) {
+    const r = await producer.send({ topic: "RR", body: `x${i}` });
+    seen.set(r.queue.queueId, (seen.get(r.queue.queueId) ?? 0) + 1);
+  }
+  assert.deepEqual([...seen.keys()].sort(), [0, 1, 2, 3]);
+  for (const c of seen.values()) assert.equal(c, 10);
+  const before = [0, 1, 2, 3].reduce((s, q) => s + broker.store.getMaxOffset("RR", q), 0);
+  await producer.sendOneway({ topic: "RR", body: "one-way" });
+  const deadline = Date.now() + 5000;
+  while ([0, 1, 2, 3].reduce((s, q) => s + broker.store.getMaxOffset("RR", q), 0) === before) {
+    assert.ok(Date.now() < deadline, "oneway message not stored");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+});
+
+test("ordered send: the same sharding key always lands on the same queue", async () => {
+  await admin.createTopic({ topic: "Ordered", brokers: ["a"], readQueueNums: 8, writeQueueNums: 8 });
+  const byKey = (qs: MessageQueue[], _m: unknown, arg: unknown) => qs[Math.abs(Number(arg)) % qs.length];
+  const where = new Map<number, Set<number>>();
+  for (let i = 0; i < 60; i++) {
+    const key = i % 6;
+    const r = await producer.send({ topic: "Ordered", body: `o${i}` }, { selector: byKey, arg: key });
+    if (!where.has(key)) where.set(key, new Set());
+    where.get(key)!.add(r.queue.queueId);
+  }
+  for (const [key, qs] of where) assert.equal(qs.size, 1, `key ${key} went to ${[...qs]}`);
+  assert.equal(new Set([...where.values()].map((s) => [...s][0])).size, 6);
+});
+
+test("bad input gets its code and the broker keeps serving", async () => {
+  await assert.rejects(producer.send({ topic: "T", body: Buffer.alloc(5 * 1024 * 1024) }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  // passes the client's 1 MiB bound, not the broker's 64 KiB one
+  await assert.rejects(producer.send({ topic: "Big", body: Buffer.alloc(100 * 1024) }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  await assert.rejects(producer.send({ topic: "bad topic!", body: "x" }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  await admin.createTopic({ topic: "ReadOnly", brokers: ["a"], readQueueNums: 2, writeQueueNums: 2, perm: 4 });
+  await assert.rejects(producer.send({ topic: "ReadOnly", body: "x" }), (e) => isMQError(e, "NO_PERMISSION"));
+
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  const base = { producerGroup: "pg", topic: "RR", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() };
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base }), (e) => isMQError(e, "MESSAGE_ILLEGAL"), "no body");
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: "zero" }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 99 }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"), "queue range");
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: 7 }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, properties: 5 }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  await assert.rejects(ref.ask({ type: "SEND_BATCH_MESSAGE", ...base }, { body: Buffer.from("garbage batch body") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "ReadOnly" }, { body: Buffer.from("x") }), (e) => isMQError(e, "NO_PERMISSION"));
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "TBW102" }, { body: Buffer.from("x") }), (e) => isMQError(e, "NO_PERMISSION"));
+  await assert.rejects(ref.ask({ type: "NO_SUCH_REQUEST" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
+  await assert.rejects(ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName: "Q", readQueueNums: -1 }), (e) => isMQError(e, "INVALID_PARAMETER"));
+
+  const ok = await ref.ask<SendMessageReply>({ type: "SEND_BATCH_MESSAGE", ...base, queueId: -1 }, { body: encodeMessageBatch([{ body: Buffer.from("still serving") }]) });
+  assert.equal(ok.fields.status, "SEND_OK");
+  assert.equal((await producer.send({ topic: "RR", body: "after bad input" })).status, "SEND_OK");
+});
+
+test("the store actor answers SYSTEM_BUSY past its in-flight bound", async () => {
+  const { dir: d2, cleanup: c2 } = await tempDir();
+  const b2 = await Broker.start({ brokerName: "busy", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d2, flush: "sync", storeMaxInFlight: 1 });
+  try {
+    const ref = raw.ref(b2.address, BrokerActor.BROKER);
+    const body = encodeMessageBatch([{ body: Buffer.alloc(1024) }]);
+    const results = await Promise.allSettled(
+      Array.from({ length: 50 }, () => ref.ask({ type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic: "Busy", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() }, { body })),
+    );
+    const busy = results.filter((r) => r.status === "rejected" && isMQError(r.reason, "SYSTEM_BUSY")).length;
+    const okCount = results.filter((r) => r.status === "fulfilled").length;
+    assert.ok(busy > 0, "expected some SYSTEM_BUSY answers");
+    assert.ok(okCount > 0, "expected some successful puts");
+    assert.equal(busy + okCount, 50);
+  } finally {
+    await b2.close();
+    await c2();
+  }
+});
+
+test("topic configs survive a broker restart", async () => {
+  const { dir: d3, cleanup: c3 } = await tempDir();
+  try {
+    let b = await Broker.start({ brokerName: "persist", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d3, flush: "async" });
+    await b.createTopic({ topic: "Kept", readQueueNums: 5, writeQueueNums: 5, perm: 6 });
+    await b.close();
+    b = await Broker.start({ brokerName: "persist", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d3, flush: "async" });
+    try {
+      const route = await admin.topicRoute("Kept");
+      assert.deepEqual(route.queueDatas.find((q) => q.brokerName === "persist"), { brokerName: "persist", readQueueNums: 5, writeQueueNums: 5, perm: 6 });
+    } finally {
+      await b.close();
+    }
+    await assert.rejects(admin.topicRoute("Kept"), (e) => isMQError(e, "TOPIC_NOT_EXIST"), "a clean close unregisters");
+  } finally {
+    await c3();
+  }
+});
