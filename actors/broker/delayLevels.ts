@@ -37,7 +37,7 @@ export function parseDelayLevels(spec: string = DEFAULT_MESSAGE_DELAY_LEVEL): nu
 
 /** Clamps a requested delay level to the highest configured one (levels <= 0 mean "no delay"). */
 export function clampDelayLevel(level: number, maxLevel: number): number {
-  return level > maxLevel ? maxLevel : level;
+  return Math.min(level, maxLevel);
 }
 
 /** The delay of a level in ms, or undefined for a level that is not configured. */

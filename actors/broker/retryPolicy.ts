@@ -107,7 +107,7 @@ export type ConsumeConcurrentlyStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER";
 export function normalizeAckIndex(batchSize: number, status: ConsumeConcurrentlyStatus, ackIndex: number = ACK_INDEX_ALL): number {
   if (status !== "CONSUME_SUCCESS") return -1;
   if (ackIndex >= batchSize) return batchSize - 1;
-  return ackIndex < -1 ? -1 : ackIndex;
+  return Math.max(ackIndex, -1);
 }
 
 /**

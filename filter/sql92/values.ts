@@ -48,7 +48,15 @@ const LONG_MIN = -(2n ** 63n);
 const LONG_MAX = 2n ** 63n - 1n;
 const JAVA_INTEGER = /^[+-]?[0-9]+$/;
 const JAVA_DOUBLE = /^[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)$/;
-const JAVA_TRIM = /^[\x00-\x20]+|[\x00-\x20]+$/g;
+
+/** Java `String.trim`: strips characters <= U+0020 at both ends. */
+function javaTrim(s: string): string {
+  let start = 0;
+  let end = s.length;
+  while (start < end && s.charCodeAt(start) <= 0x20) start++;
+  while (end > start && s.charCodeAt(end - 1) <= 0x20) end--;
+  return s.slice(start, end);
+}
 
 /** Java `Integer.valueOf(String)`. */
 export function parseJavaInt(s: string): number {
@@ -68,7 +76,7 @@ export function parseJavaLong(s: string): bigint {
 
 /** Java `Double.valueOf(String)` (decimal forms; hexadecimal floating literals are not accepted). */
 export function parseJavaDouble(s: string): number {
-  const t = s.replace(JAVA_TRIM, "");
+  const t = javaTrim(s);
   if (!JAVA_DOUBLE.test(t)) throw new SelectorEvalError(`For input string: "${s}"`);
   const last = t[t.length - 1];
   const body = last === "f" || last === "F" || last === "d" || last === "D" ? t.slice(0, -1) : t;
@@ -84,8 +92,8 @@ export function parseJavaBoolean(s: string): boolean {
 export function compareDouble(a: number, b: number): number {
   if (a < b) return -1;
   if (a > b) return 1;
-  const aNaN = a !== a;
-  const bNaN = b !== b;
+  const aNaN = Number.isNaN(a);
+  const bNaN = Number.isNaN(b);
   if (aNaN || bNaN) return aNaN === bNaN ? 0 : aNaN ? 1 : -1;
   if (a === 0 && b === 0) {
     const aNeg = Object.is(a, -0);
