@@ -188,6 +188,10 @@ describe("SQL92 selectors: type and null rules", () => {
     assert.equal(matches("a > 2147483648", { a: "2147483649" }), true, "long literal parses the string as a long");
     assert.equal(matches("a = 9007199254740993", { a: "9007199254740993" }), true, "longs compare exactly");
     assert.equal(matches("a > 9007199254740992", { a: "9007199254740993" }), true, "beyond 2^53");
+    assert.equal(matches("a = 3.0", { a: " 3 " }), true, "Double.valueOf trims blanks");
+    assert.equal(matches("a = 3", { a: " 3" }), false, "Integer.valueOf does not");
+    assert.equal(matches("a = 1.5", { a: "1.5f" }), true, "Java float suffixes are accepted");
+    assert.equal(matches("a > 1.0E308", { a: "Infinity" }), true);
   });
 
   it("missing properties: comparisons are unknown, OR/AND follow three-valued logic", () => {
