@@ -1,0 +1,256 @@
+/**
+ * Concurrent consumption (RocketMQ's `ConsumeMessageConcurrentlyService`, reference §12.1): a
+ * pool of `consumeThreads` listener calls at a time, each given a batch of at most
+ * `consumeMessageBatchMaxSize` messages. CONSUME_SUCCESS removes the batch from its process queue
+ * and moves the queue's offset to what the process queue says may be committed. RECONSUME_LATER
+ * (or a listener that throws) leaves the messages uncommitted and hands them to the listener again
+ * after a delay, until the broker's retry topic takes this over. Broadcasting commits regardless.
+ * Messages in the listener longer than `consumeTimeoutMinutes` are handed back to the pool.
+ */
+import { setup } from "xstate";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import { MessageConst, type MessageModel, type MessageQueue } from "../../transport/protocol.ts";
+import type { OffsetStore } from "./offsetStore.ts";
+import type { ProcessQueue } from "./processQueue.ts";
+
+/** @default 20 concurrent listener calls */
+export const DEFAULT_CONSUME_THREADS = 20;
+/** @default 1 message per listener call */
+export const DEFAULT_CONSUME_MESSAGE_BATCH_MAX_SIZE = 1;
+/** @default 15 minutes */
+export const DEFAULT_CONSUME_TIMEOUT_MINUTES = 15;
+/** Delay before a RECONSUME_LATER batch is handed to the listener again (RocketMQ's local re-submit). */
+export const RECONSUME_LATER_DELAY_MS = 5_000;
+/** How long close waits for listener calls in flight so their offsets are committed. */
+export const CLOSE_GRACE_MS = 3_000;
+
+/** What a concurrent listener returns. */
+export type ConsumeConcurrentlyStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER";
+
+/** Given to the listener with each batch. */
+export interface ConsumeConcurrentlyContext {
+  messageQueue: MessageQueue;
+  /** on CONSUME_SUCCESS, messages after this index count as RECONSUME_LATER @default last index */
+  ackIndex: number;
+  /** reserved for the retry topic: delay level of the next delivery (0 = broker decides) */
+  delayLevelWhenNextConsume: number;
+}
+
+export type ConcurrentListener = (msgs: MessageExt[], ctx: ConsumeConcurrentlyContext) => Promise<string> | string;
+
+export interface ConsumeSettings {
+  consumeThreads: number;
+  consumeMessageBatchMaxSize: number;
+  consumeTimeoutMinutes: number;
+  reconsumeLaterDelayMs: number;
+}
+
+export function defaultConsumeSettings(): ConsumeSettings {
+  return {
+    consumeThreads: DEFAULT_CONSUME_THREADS,
+    consumeMessageBatchMaxSize: DEFAULT_CONSUME_MESSAGE_BATCH_MAX_SIZE,
+    consumeTimeoutMinutes: DEFAULT_CONSUME_TIMEOUT_MINUTES,
+    reconsumeLaterDelayMs: RECONSUME_LATER_DELAY_MS,
+  };
+}
+
+export interface ConsumeServiceDeps {
+  group: string;
+  model: MessageModel;
+  listener: ConcurrentListener;
+  offsetStore: OffsetStore;
+  settings: ConsumeSettings;
+  /** the process queues held now (for the consume-timeout scan) */
+  processQueues(): Iterable<{ mq: MessageQueue; pq: ProcessQueue<MessageExt> }>;
+}
+
+interface ConsumeRequest {
+  mq: MessageQueue;
+  pq: ProcessQueue<MessageExt>;
+  msgs: MessageExt[];
+}
+
+/** Counters for tests, benchmarks and the inspector. */
+export interface ConsumeServiceStats {
+  batches: number;
+  consumed: number;
+  reconsumeLater: number;
+  timedOut: number;
+}
+
+/** The pool of listener calls of one push consumer. */
+export class ConsumeService {
+  readonly stats: ConsumeServiceStats = { batches: 0, consumed: 0, reconsumeLater: 0, timedOut: 0 };
+  private readonly queue: ConsumeRequest[] = [];
+  private head = 0;
+  private active = 0;
+  private stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private cleanTimer: NodeJS.Timeout | null = null;
+  private idleWaiters: (() => void)[] = [];
+  private stopping: Promise<void> | null = null;
+
+  constructor(private readonly deps: ConsumeServiceDeps) {}
+
+  start(): void {
+    const every = Math.max(1_000, Math.min(this.deps.settings.consumeTimeoutMinutes * 60_000, 60_000));
+    this.cleanTimer = setInterval(() => this.cleanExpired(), every);
+    this.cleanTimer.unref();
+  }
+
+  /** A pulled batch: split into listener batches and queued. */
+  submit(mq: MessageQueue, pq: ProcessQueue<MessageExt>, msgs: MessageExt[]): void {
+    if (this.stopped) return;
+    const n = this.deps.settings.consumeMessageBatchMaxSize;
+    if (msgs.length <= n) this.queue.push({ mq, pq, msgs });
+    else for (let i = 0; i < msgs.length; i += n) this.queue.push({ mq, pq, msgs: msgs.slice(i, i + n) });
+    this.pump();
+  }
+
+  /** Listener calls running now. */
+  get activeCount(): number {
+    return this.active;
+  }
+
+  /** Batches waiting for a free slot. */
+  get queuedCount(): number {
+    return this.queue.length - this.head;
+  }
+
+  /** Stops taking work; resolves when the calls in flight finished or `graceMs` passed. */
+  stop(graceMs = CLOSE_GRACE_MS): Promise<void> {
+    if (!this.stopping) this.stopping = this.doStop(graceMs);
+    return this.stopping;
+  }
+
+  private async doStop(graceMs: number): Promise<void> {
+    this.stopped = true;
+    if (this.cleanTimer) clearInterval(this.cleanTimer);
+    this.cleanTimer = null;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.queue.length = 0;
+    this.head = 0;
+    if (this.active === 0) return;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, graceMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  private pump(): void {
+    const max = this.deps.settings.consumeThreads;
+    while (this.active < max && this.head < this.queue.length) {
+      const req = this.queue[this.head++]!;
+      if (this.head > 1024 && this.head * 2 > this.queue.length) {
+        this.queue.splice(0, this.head);
+        this.head = 0;
+      }
+      if (req.pq.dropped) continue;
+      this.active++;
+      void this.run(req);
+    }
+    if (this.head === this.queue.length) {
+      this.queue.length = 0;
+      this.head = 0;
+    }
+  }
+
+  private async run(req: ConsumeRequest): Promise<void> {
+    const { mq, msgs } = req;
+    const start = String(Date.now());
+    for (const m of msgs) m.properties[MessageConst.CONSUME_START_TIME] = start;
+    const ctx: ConsumeConcurrentlyContext = { messageQueue: mq, ackIndex: Number.MAX_SAFE_INTEGER, delayLevelWhenNextConsume: 0 };
+    let status: string;
+    try {
+      status = await this.deps.listener(msgs, ctx);
+    } catch {
+      status = "RECONSUME_LATER";
+    }
+    this.stats.batches++;
+    try {
+      this.processResult(req, status, ctx);
+    } finally {
+      this.active--;
+      if (this.stopped) {
+        if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w();
+      } else {
+        this.pump();
+      }
+    }
+  }
+
+  private processResult(req: ConsumeRequest, status: string, ctx: ConsumeConcurrentlyContext): void {
+    const { mq, pq, msgs } = req;
+    let ackIndex = status === "CONSUME_SUCCESS" ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
+    if (this.deps.model === "BROADCASTING") ackIndex = msgs.length - 1;
+    let done = msgs;
+    if (ackIndex < msgs.length - 1) {
+      const failed = msgs.slice(ackIndex + 1);
+      done = msgs.slice(0, ackIndex + 1);
+      this.stats.reconsumeLater += failed.length;
+      if (!pq.dropped && !this.stopped) {
+        for (const m of failed) m.reconsumeTimes++;
+        const t = setTimeout(() => {
+          this.timers.delete(t);
+          const still = failed.filter((m) => pq.containsMessage(m));
+          if (still.length > 0) this.submit(mq, pq, still);
+        }, this.deps.settings.reconsumeLaterDelayMs);
+        this.timers.add(t);
+      }
+    }
+    this.stats.consumed += done.length;
+    if (done.length === 0) return;
+    const offset = pq.removeMessages(done);
+    if (offset >= 0 && !pq.dropped) this.deps.offsetStore.updateOffset(mq, offset, true);
+  }
+
+  /** Hands messages stuck in the listener past consumeTimeoutMinutes back to the pool. */
+  cleanExpired(now = Date.now()): number {
+    let n = 0;
+    for (const { mq, pq } of this.deps.processQueues()) {
+      if (pq.dropped) continue;
+      const expired = pq.cleanExpiredMessages(this.deps.settings.consumeTimeoutMinutes, now);
+      if (expired.length === 0) continue;
+      for (const m of expired) m.properties[MessageConst.CONSUME_START_TIME] = String(now);
+      n += expired.length;
+      this.submit(mq, pq, expired);
+    }
+    this.stats.timedOut += n;
+    return n;
+  }
+}
+
+/** Events of {@link consumeServiceMachine}. */
+export type ConsumeServiceEvent = { type: "STOP" };
+
+export interface ConsumeServiceContext {
+  service: ConsumeService;
+}
+
+/**
+ * The consume service actor: owns the pool's life (started on creation, stopped on STOP). Batches
+ * reach the pool by direct call from the pull service, one call per pulled batch.
+ */
+export const consumeServiceMachine = setup({
+  types: {
+    context: {} as ConsumeServiceContext,
+    events: {} as ConsumeServiceEvent,
+    input: {} as { service: ConsumeService },
+  },
+  actions: {
+    start: ({ context }) => context.service.start(),
+    stop: ({ context }) => void context.service.stop(),
+  },
+}).createMachine({
+  id: "consumeService",
+  context: ({ input }) => ({ service: input.service }),
+  initial: "running",
+  states: {
+    running: { entry: "start", on: { STOP: "stopped" } },
+    stopped: { type: "final", entry: "stop" },
+  },
+});

@@ -1,0 +1,236 @@
+/**
+ * Consumer offset stores (RocketMQ's `RemoteBrokerOffsetStore` and `LocalFileOffsetStore`,
+ * reference §14.1). Offsets are "next offset to consume". The in-memory rules (increase-only
+ * updates, freeze after OFFSET_ILLEGAL) are {@link OffsetTable}'s; these classes add where the
+ * table is persisted: the group's broker (clustering) or a file of this client (broadcasting).
+ */
+import { randomBytes } from "node:crypto";
+import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import path from "node:path";
+import {
+  ConsumptionActorFor,
+  isMQError,
+  type MessageQueue,
+  MQError,
+  mqKey,
+  type QueryConsumerOffsetRequest,
+  type UpdateConsumerOffsetRequest,
+} from "../../transport/protocol.ts";
+import { OFFSET_NOT_FOUND, OFFSET_QUERY_FAILED, OffsetTable, type ReadOffsetType } from "./offsetTable.ts";
+import type { ConsumerHost } from "./pullRequest.ts";
+
+/** @default 5000 — how often offsets are persisted (persistConsumerOffsetInterval). */
+export const DEFAULT_PERSIST_OFFSET_INTERVAL_MS = 5_000;
+/** Timeout of QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET. */
+export const OFFSET_REQUEST_TIMEOUT_MS = 5_000;
+export type { ReadOffsetType };
+/** Default directory of broadcasting offset files (RocketMQ: ~/.rocketmq_offsets). */
+export const DEFAULT_OFFSET_STORE_DIR = path.join(homedir(), ".actormq_offsets");
+
+/** What the consumer asks of an offset store. */
+export interface OffsetStore {
+  /** reads persisted state (the local file); no-op for the remote store */
+  load(): Promise<void>;
+  updateOffset(mq: MessageQueue, offset: number, increaseOnly: boolean): void;
+  updateAndFreeze(mq: MessageQueue, offset: number): void;
+  /** >= 0 the offset; -1 none stored; -2 could not be read */
+  readOffset(mq: MessageQueue, type: ReadOffsetType): Promise<number>;
+  /** the offset in memory or -1, synchronously (the pull path's commit offset) */
+  readOffsetFromMemory(mq: MessageQueue): number;
+  /** persists the offsets of the held queues and forgets the others */
+  persistAll(held: readonly MessageQueue[]): Promise<void>;
+  persist(mq: MessageQueue): Promise<void>;
+  removeOffset(mq: MessageQueue): void;
+}
+
+/** Clustering: offsets kept in memory, pushed to the queue's master broker. */
+export class RemoteOffsetStore implements OffsetStore {
+  readonly table = new OffsetTable();
+
+  constructor(
+    private readonly host: Pick<ConsumerHost, "node" | "brokerAddress">,
+    private readonly group: string,
+  ) {}
+
+  async load(): Promise<void> {}
+
+  updateOffset(mq: MessageQueue, offset: number, increaseOnly: boolean): void {
+    this.table.updateOffset(mq, offset, increaseOnly);
+  }
+
+  updateAndFreeze(mq: MessageQueue, offset: number): void {
+    this.table.updateAndFreeze(mq, offset);
+  }
+
+  readOffsetFromMemory(mq: MessageQueue): number {
+    return this.table.readOffset(mq);
+  }
+
+  async readOffset(mq: MessageQueue, type: ReadOffsetType): Promise<number> {
+    if (type !== "READ_FROM_STORE") {
+      const v = this.table.readOffset(mq);
+      if (v >= 0 || type === "READ_FROM_MEMORY") return v;
+    }
+    try {
+      const offset = await this.queryBroker(mq);
+      this.table.updateOffset(mq, offset, false);
+      return offset;
+    } catch (e) {
+      return isMQError(e, "QUERY_NOT_FOUND") ? OFFSET_NOT_FOUND : OFFSET_QUERY_FAILED;
+    }
+  }
+
+  async persistAll(held: readonly MessageQueue[]): Promise<void> {
+    const keep = new Set(held.map(mqKey));
+    const work: Promise<void>[] = [];
+    const drop: MessageQueue[] = [];
+    for (const { mq, offset } of this.table.entries()) {
+      if (!keep.has(mqKey(mq))) drop.push(mq);
+      else if (offset >= 0) work.push(this.updateBroker(mq, offset).catch(() => {}));
+    }
+    for (const mq of drop) this.table.removeOffset(mq);
+    await Promise.all(work);
+  }
+
+  async persist(mq: MessageQueue): Promise<void> {
+    const offset = this.table.readOffset(mq);
+    if (offset >= 0) await this.updateBroker(mq, offset).catch(() => {});
+  }
+
+  removeOffset(mq: MessageQueue): void {
+    this.table.removeOffset(mq);
+  }
+
+  private ref(mq: MessageQueue, actor: string) {
+    const addr = this.host.brokerAddress(mq.brokerName);
+    if (!addr) throw new MQError("SERVICE_NOT_AVAILABLE", `No master address is known for broker ${mq.brokerName}; the offset of ${mqKey(mq)} is sent once its route is back.`);
+    return this.host.node.ref(addr, actor);
+  }
+
+  private async queryBroker(mq: MessageQueue): Promise<number> {
+    const req: QueryConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId };
+    const r = await this.ref(mq, ConsumptionActorFor.QUERY_CONSUMER_OFFSET).ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
+    return Number(r.fields.offset);
+  }
+
+  private async updateBroker(mq: MessageQueue, offset: number): Promise<void> {
+    const req: UpdateConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId, commitOffset: offset };
+    await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask({ type: "UPDATE_CONSUMER_OFFSET", ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
+  }
+}
+
+/** The JSON of a broadcasting offsets file: `{ offsetTable: { "topic@broker@queueId": offset } }`. */
+interface OffsetsFile {
+  offsetTable: Record<string, number>;
+}
+
+/** The path of a broadcasting consumer's offsets file. */
+export function localOffsetsPath(dir: string | undefined, clientId: string, group: string): string {
+  return path.join(dir ?? DEFAULT_OFFSET_STORE_DIR, clientId.replace(/[\\/]/g, "_"), group, "offsets.json");
+}
+
+function parseKey(k: string): MessageQueue | null {
+  const a = k.lastIndexOf("@");
+  const b = k.lastIndexOf("@", a - 1);
+  if (a < 0 || b < 0) return null;
+  const queueId = Number(k.slice(a + 1));
+  if (!Number.isInteger(queueId)) return null;
+  return { topic: k.slice(0, b), brokerName: k.slice(b + 1, a), queueId };
+}
+
+/** Broadcasting: offsets of this client alone, in a local file written atomically. */
+export class LocalFileOffsetStore implements OffsetStore {
+  readonly table = new OffsetTable();
+  /** what the file held at load (the store's view of READ_FROM_STORE) */
+  private readonly fileOffsets = new Map<string, number>();
+  private writing: Promise<void> = Promise.resolve();
+
+  constructor(readonly file: string) {}
+
+  async load(): Promise<void> {
+    const data = (await readJson(this.file)) ?? (await readJson(`${this.file}.bak`));
+    if (!data) return;
+    for (const [k, v] of Object.entries(data.offsetTable)) {
+      const mq = parseKey(k);
+      if (mq && typeof v === "number" && v >= 0) {
+        this.fileOffsets.set(k, v);
+        this.table.updateOffset(mq, v, false);
+      }
+    }
+  }
+
+  updateOffset(mq: MessageQueue, offset: number, increaseOnly: boolean): void {
+    this.table.updateOffset(mq, offset, increaseOnly);
+  }
+
+  updateAndFreeze(mq: MessageQueue, offset: number): void {
+    this.table.updateAndFreeze(mq, offset);
+  }
+
+  readOffsetFromMemory(mq: MessageQueue): number {
+    return this.table.readOffset(mq);
+  }
+
+  async readOffset(mq: MessageQueue, type: ReadOffsetType): Promise<number> {
+    if (type !== "READ_FROM_STORE") {
+      const v = this.table.readOffset(mq);
+      if (v >= 0 || type === "READ_FROM_MEMORY") return v;
+    }
+    const v = this.fileOffsets.get(mqKey(mq));
+    if (v === undefined) return OFFSET_NOT_FOUND;
+    this.table.updateOffset(mq, v, false);
+    return v;
+  }
+
+  async persistAll(held: readonly MessageQueue[]): Promise<void> {
+    if (held.length === 0) return;
+    const keep = new Set(held.map(mqKey));
+    const offsetTable: Record<string, number> = {};
+    for (const [k, v] of this.fileOffsets) offsetTable[k] = v;
+    for (const { mq, offset } of this.table.entries()) {
+      const k = mqKey(mq);
+      if (keep.has(k) && offset >= 0) offsetTable[k] = offset;
+    }
+    for (const [k, v] of Object.entries(offsetTable)) this.fileOffsets.set(k, v);
+    await this.write({ offsetTable });
+  }
+
+  async persist(mq: MessageQueue): Promise<void> {
+    await this.persistAll([mq]);
+  }
+
+  removeOffset(mq: MessageQueue): void {
+    this.table.removeOffset(mq);
+  }
+
+  /** Serialised writes: temp file, fsync, keep the previous file as `.bak`, rename. */
+  private write(data: OffsetsFile): Promise<void> {
+    const run = async (): Promise<void> => {
+      await mkdir(path.dirname(this.file), { recursive: true });
+      const tmp = `${this.file}.${randomBytes(4).toString("hex")}.tmp`;
+      const fh = await open(tmp, "w");
+      try {
+        await fh.writeFile(JSON.stringify(data, null, 2));
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      const prev = await readFile(this.file).catch(() => null);
+      if (prev) await writeFile(`${this.file}.bak`, prev).catch(() => {});
+      await rename(tmp, this.file);
+    };
+    this.writing = this.writing.then(run, run);
+    return this.writing;
+  }
+}
+
+async function readJson(file: string): Promise<OffsetsFile | null> {
+  try {
+    const data = JSON.parse(await readFile(file, "utf8")) as unknown;
+    if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object") return data as OffsetsFile;
+    return null;
+  } catch {
+    return null;
+  }
+}

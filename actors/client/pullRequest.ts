@@ -1,0 +1,44 @@
+/**
+ * What the consumer's actors share: the PullRequest that circulates through the pull service
+ * (RocketMQ's `PullRequest`) and the narrow view of the client instance they use
+ * ({@link ConsumerHost}), so each can be tested with a fake host.
+ */
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import type { ConsumerData, MessageQueue } from "../../transport/protocol.ts";
+import type { ActorNode } from "../runtime/index.ts";
+import type { ProcessQueue } from "./processQueue.ts";
+
+/** One assigned queue's pull state: re-enqueued after every pull. */
+export interface PullRequest {
+  consumerGroup: string;
+  mq: MessageQueue;
+  pq: ProcessQueue<MessageExt>;
+  nextOffset: number;
+  /** the broker id to pull from next (the broker's suggestion, master by default) */
+  brokerId: number;
+}
+
+/** A consumer as the client instance sees it: heartbeat data and the rebalance trigger. */
+export interface ConsumerRegistration {
+  group: string;
+  /** this consumer's part of every heartbeat */
+  consumerData(): ConsumerData;
+  /** rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, route change) */
+  rebalanceNow(): void;
+}
+
+/** The services of the client instance a consumer needs. */
+export interface ConsumerHost {
+  readonly node: ActorNode;
+  readonly clientId: string;
+  /** address of a broker by name and id (master for 0); undefined when no route names it */
+  brokerAddress(brokerName: string, brokerId?: number): string | undefined;
+  /** the readable queues of a topic, from a fresh route (throws NO_ROUTE / TOPIC_NOT_EXIST) */
+  fetchSubscribeQueues(topic: string): Promise<MessageQueue[]>;
+  registerConsumer(c: ConsumerRegistration): void;
+  unregisterConsumer(group: string): Promise<void>;
+  /** sends a heartbeat to every master now */
+  sendHeartbeatToAllBrokers(): Promise<void>;
+  /** releases this consumer's share of the instance */
+  release(): Promise<void>;
+}

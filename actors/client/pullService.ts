@@ -1,0 +1,330 @@
+/**
+ * The pull service (RocketMQ's `PullMessageService` + `DefaultMQPushConsumerImpl#pullMessage`,
+ * reference §8): one loop over the PullRequests of the assigned queues. Each request pulls a batch
+ * asynchronously (long polling on the broker), hands what it found to the consume service and
+ * re-enqueues itself: at once, or after a flow-control / error delay.
+ *
+ * The loop runs in {@link PullService}; {@link pullServiceMachine} is the actor that owns it
+ * (running, suspended, stopped) and takes new requests from the rebalancer. Pulled messages go
+ * to the consume service as one call per batch, never one event per message.
+ */
+import { assertEvent, setup } from "xstate";
+import { decodeRecords, type MessageExt } from "../../transport/messageRecord.ts";
+import {
+  ConsumptionActorFor,
+  isMQError,
+  MessageConst,
+  type MessageModel,
+  MQError,
+  type PullMessageReply,
+  type PullMessageRequest,
+  PullSysFlag,
+} from "../../transport/protocol.ts";
+import type { OffsetStore } from "./offsetStore.ts";
+import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
+import { SubscriptionTable } from "./subscriptions.ts";
+
+/** @default 32 */
+export const DEFAULT_PULL_BATCH_SIZE = 32;
+/** @default 1000 messages cached per queue */
+export const DEFAULT_PULL_THRESHOLD_FOR_QUEUE = 1000;
+/** @default 100 MiB cached per queue */
+export const DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE = 100;
+/** @default 2000 offsets between the first and last cached message */
+export const DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN = 2000;
+/** Re-pull delay when a cache threshold is hit. */
+export const PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL = 50;
+/** Re-pull delay after the broker answered FLOW_CONTROL. */
+export const PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL = 20;
+/** Re-pull delay after any other error (pullTimeDelayMillsWhenException). */
+export const PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1000;
+/** How long the broker may hold a pull that finds nothing (long polling). */
+export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
+/** Client timeout of a long-polling pull. */
+export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
+
+/** The pull-side knobs of a push consumer. */
+export interface PullSettings {
+  pullBatchSize: number;
+  pullThresholdForQueue: number;
+  /** MiB */
+  pullThresholdSizeForQueue: number;
+  consumeConcurrentlyMaxSpan: number;
+  /** orderly consumers skip the span check */
+  orderly: boolean;
+  brokerSuspendMaxTimeMillis: number;
+  pullTimeoutMillis: number;
+}
+
+export function defaultPullSettings(): PullSettings {
+  return {
+    pullBatchSize: DEFAULT_PULL_BATCH_SIZE,
+    pullThresholdForQueue: DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+    pullThresholdSizeForQueue: DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+    consumeConcurrentlyMaxSpan: DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+    orderly: false,
+    brokerSuspendMaxTimeMillis: BROKER_SUSPEND_MAX_TIME_MILLIS,
+    pullTimeoutMillis: CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+  };
+}
+
+/** What the pull service works with. */
+export interface PullServiceDeps {
+  host: Pick<ConsumerHost, "node" | "brokerAddress">;
+  group: string;
+  model: MessageModel;
+  subscriptions: SubscriptionTable;
+  offsetStore: OffsetStore;
+  settings: PullSettings;
+  /** a pulled, re-filtered, non-empty batch already put into the request's process queue */
+  onFound(request: PullRequest, msgs: MessageExt[], dispatchToConsume: boolean): void;
+  /** PULL_OFFSET_MOVED: the request's process queue is dropped; nextOffset holds the broker's offset */
+  onOffsetIllegal(request: PullRequest): void;
+  /** a pull failed (logged by the caller, retried here) */
+  onError?(request: PullRequest, error: unknown): void;
+}
+
+/** Counters for tests, benchmarks and the inspector. */
+export interface PullServiceStats {
+  pulls: number;
+  found: number;
+  messages: number;
+  flowControlCount: number;
+  flowControlSize: number;
+  flowControlSpan: number;
+  errors: number;
+  offsetIllegal: number;
+}
+
+/** The pull loop of one consumer. */
+export class PullService {
+  readonly stats: PullServiceStats = { pulls: 0, found: 0, messages: 0, flowControlCount: 0, flowControlSize: 0, flowControlSpan: 0, errors: 0, offsetIllegal: 0 };
+  private suspended = false;
+  private stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private parked: PullRequest[] = [];
+  private inflight = 0;
+
+  constructor(private readonly deps: PullServiceDeps) {}
+
+  /** Pulls now (the request's next pull). */
+  executeNow(request: PullRequest): void {
+    if (this.stopped || request.pq.dropped) return;
+    if (this.suspended) {
+      this.parked.push(request);
+      return;
+    }
+    this.pull(request);
+  }
+
+  /** Pulls after `delayMs`. */
+  executeLater(request: PullRequest, delayMs: number): void {
+    if (this.stopped) return;
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      this.executeNow(request);
+    }, delayMs);
+    this.timers.add(t);
+  }
+
+  /** Stops pulling (pending pulls finish; their requests park until resume). */
+  suspend(): void {
+    this.suspended = true;
+  }
+
+  resume(): void {
+    this.suspended = false;
+    const parked = this.parked;
+    this.parked = [];
+    for (const r of parked) this.executeNow(r);
+  }
+
+  /** Stops for good: timers cleared, answers of pulls in flight dropped. */
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    this.parked = [];
+  }
+
+  get pullsInFlight(): number {
+    return this.inflight;
+  }
+
+  private pull(request: PullRequest): void {
+    const { pq, mq } = request;
+    const s = this.deps.settings;
+    pq.lastPullTimestamp = Date.now();
+    if (pq.msgCount > s.pullThresholdForQueue) {
+      this.stats.flowControlCount++;
+      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+      return;
+    }
+    if (pq.cachedMsgMiB > s.pullThresholdSizeForQueue) {
+      this.stats.flowControlSize++;
+      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+      return;
+    }
+    if (!s.orderly && pq.maxSpan > s.consumeConcurrentlyMaxSpan) {
+      this.stats.flowControlSpan++;
+      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+      return;
+    }
+    const sd = this.deps.subscriptions.get(mq.topic);
+    if (!sd) {
+      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+      return;
+    }
+    let commitOffset = 0;
+    let sysFlag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION;
+    if (this.deps.model === "CLUSTERING") {
+      const v = this.deps.offsetStore.readOffsetFromMemory(mq);
+      if (v > 0) {
+        commitOffset = v;
+        sysFlag |= PullSysFlag.COMMIT_OFFSET;
+      }
+    }
+    const addr = this.deps.host.brokerAddress(mq.brokerName, request.brokerId) ?? this.deps.host.brokerAddress(mq.brokerName);
+    if (!addr) {
+      this.fail(request, new MQError("NO_ROUTE", `No address known for broker ${mq.brokerName}.`));
+      return;
+    }
+    const req: PullMessageRequest = {
+      consumerGroup: this.deps.group,
+      topic: mq.topic,
+      queueId: mq.queueId,
+      queueOffset: request.nextOffset,
+      maxMsgNums: s.pullBatchSize,
+      sysFlag,
+      commitOffset,
+      suspendTimeoutMillis: s.brokerSuspendMaxTimeMillis,
+      subscription: sd.subString,
+      subVersion: sd.subVersion,
+      expressionType: sd.expressionType,
+    };
+    this.stats.pulls++;
+    this.inflight++;
+    this.deps.host.node
+      .ref(addr, ConsumptionActorFor.PULL_MESSAGE)
+      .ask<PullMessageReply>({ type: "PULL_MESSAGE", ...req }, { timeoutMs: s.pullTimeoutMillis })
+      .then(
+        (r) => {
+          this.inflight--;
+          if (this.stopped) return;
+          try {
+            this.onReply(request, r.fields, r.body);
+          } catch (e) {
+            this.fail(request, e);
+          }
+        },
+        (e: unknown) => {
+          this.inflight--;
+          if (!this.stopped) this.fail(request, e);
+        },
+      );
+  }
+
+  private fail(request: PullRequest, e: unknown): void {
+    this.stats.errors++;
+    this.deps.onError?.(request, e);
+    this.executeLater(request, isMQError(e, "FLOW_CONTROL") ? PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL : PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+  }
+
+  private onReply(request: PullRequest, reply: PullMessageReply, body: Buffer | undefined): void {
+    const { pq, mq } = request;
+    if (pq.dropped) return;
+    if (typeof reply.suggestWhichBrokerId === "number") request.brokerId = reply.suggestWhichBrokerId;
+    switch (reply.status) {
+      case "SUCCESS": {
+        request.nextOffset = reply.nextBeginOffset;
+        const all = body && body.length > 0 ? decodeRecords(body, mq.brokerName) : [];
+        const sd = this.deps.subscriptions.get(mq.topic);
+        const msgs = sd && sd.tagsSet.length > 0 && sd.expressionType === "TAG" ? all.filter((m) => SubscriptionTable.matches(sd, m.tags)) : all;
+        this.stats.found++;
+        if (msgs.length === 0) {
+          this.executeNow(request);
+          return;
+        }
+        const minS = String(reply.minOffset);
+        const maxS = String(reply.maxOffset);
+        for (const m of msgs) {
+          m.properties[MessageConst.MIN_OFFSET] = minS;
+          m.properties[MessageConst.MAX_OFFSET] = maxS;
+        }
+        this.stats.messages += msgs.length;
+        const dispatch = pq.putMessages(msgs);
+        this.deps.onFound(request, msgs, dispatch);
+        this.executeNow(request);
+        return;
+      }
+      case "PULL_NOT_FOUND":
+      case "PULL_RETRY_IMMEDIATELY": {
+        request.nextOffset = reply.nextBeginOffset;
+        // correctTagsOffset: a filtered-out stretch still advances the committed offset
+        if (pq.msgCount === 0) this.deps.offsetStore.updateOffset(mq, request.nextOffset, true);
+        this.executeNow(request);
+        return;
+      }
+      case "PULL_OFFSET_MOVED": {
+        this.stats.offsetIllegal++;
+        request.nextOffset = reply.nextBeginOffset;
+        pq.dropped = true;
+        this.deps.onOffsetIllegal(request);
+        return;
+      }
+      default:
+        throw new MQError("SYSTEM_ERROR", `The broker answered the pull of ${mq.topic}@${mq.brokerName}@${mq.queueId} with an unknown status ${String(reply.status)}.`);
+    }
+  }
+}
+
+/** Events of {@link pullServiceMachine}. */
+export type PullServiceEvent =
+  | { type: "EXECUTE_PULL"; request: PullRequest; delayMs?: number }
+  | { type: "SUSPEND" }
+  | { type: "RESUME" }
+  | { type: "STOP" };
+
+export interface PullServiceContext {
+  service: PullService;
+}
+
+/** The pull service actor: owns the loop, takes new PullRequests, suspends, resumes, stops. */
+export const pullServiceMachine = setup({
+  types: {
+    context: {} as PullServiceContext,
+    events: {} as PullServiceEvent,
+    input: {} as { service: PullService },
+  },
+  actions: {
+    execute: ({ context, event }) => {
+      assertEvent(event, "EXECUTE_PULL");
+      if (event.delayMs && event.delayMs > 0) context.service.executeLater(event.request, event.delayMs);
+      else context.service.executeNow(event.request);
+    },
+    suspend: ({ context }) => context.service.suspend(),
+    resume: ({ context }) => context.service.resume(),
+    stop: ({ context }) => context.service.stop(),
+  },
+}).createMachine({
+  id: "pullService",
+  context: ({ input }) => ({ service: input.service }),
+  initial: "running",
+  states: {
+    running: {
+      on: {
+        EXECUTE_PULL: { actions: "execute" },
+        SUSPEND: { target: "suspended", actions: "suspend" },
+        STOP: "stopped",
+      },
+    },
+    suspended: {
+      on: {
+        EXECUTE_PULL: { actions: "execute" },
+        RESUME: { target: "running", actions: "resume" },
+        STOP: "stopped",
+      },
+    },
+    stopped: { type: "final", entry: "stop" },
+  },
+});

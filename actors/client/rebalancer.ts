@@ -1,0 +1,246 @@
+/**
+ * The rebalancer (RocketMQ's `RebalanceImpl` / `RebalancePushImpl` / `RebalanceService`,
+ * reference §4): for every subscribed topic it computes the queues this client should hold —
+ * all of them when broadcasting, its share by the allocation strategy when clustering — drops the
+ * process queues of queues it lost (persisting, then forgetting their offsets) and starts a
+ * PullRequest for each queue it gained at the offset computePullFromWhere gives.
+ *
+ * {@link Rebalancer.doRebalance} is one round; {@link rebalancerMachine} is the actor that runs a
+ * round at start, every 20 s and on demand (NOTIFY_CONSUMER_IDS_CHANGED), never two at once.
+ */
+import { assign, fromPromise, setup } from "xstate";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import {
+  compareMessageQueue,
+  type ConsumeFromWhere,
+  ConsumptionActorFor,
+  type GetConsumerListReply,
+  MASTER_ID,
+  type MessageModel,
+  type MessageQueue,
+  mqKey,
+  type QueueOffsetRequest,
+  type SearchOffsetRequest,
+} from "../../transport/protocol.ts";
+import { type AllocateOptions, type AllocateStrategy } from "./allocateStrategies.ts";
+import type { OffsetStore } from "./offsetStore.ts";
+import { ProcessQueue } from "./processQueue.ts";
+import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
+import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
+import type { SubscriptionTable } from "./subscriptions.ts";
+
+/** @default 20000 — RebalanceService's period. */
+export const DEFAULT_REBALANCE_INTERVAL_MS = 20_000;
+/** Timeout of the look-ups a rebalance makes. */
+export const REBALANCE_REQUEST_TIMEOUT_MS = 3_000;
+
+/** One held queue. */
+export interface HeldQueue {
+  mq: MessageQueue;
+  pq: ProcessQueue<MessageExt>;
+  request: PullRequest;
+}
+
+export interface RebalancerDeps {
+  host: Pick<ConsumerHost, "node" | "clientId" | "brokerAddress" | "fetchSubscribeQueues" | "sendHeartbeatToAllBrokers">;
+  group: string;
+  model: MessageModel;
+  strategy: AllocateStrategy;
+  allocateOptions?: AllocateOptions;
+  subscriptions: SubscriptionTable;
+  offsetStore: OffsetStore;
+  consumeFromWhere: ConsumeFromWhere;
+  consumeTimestamp: number;
+  /** the queues held, by mqKey; the rebalancer adds and removes entries */
+  held: Map<string, HeldQueue>;
+  /** a new PullRequest to start */
+  startPull(request: PullRequest): void;
+  /** push consumers drop queues not pulled for 120 s; pull consumers do not */
+  dropPullExpired?: boolean;
+}
+
+/** One client's queue assignment logic. */
+export class Rebalancer {
+  private stopped = false;
+  rounds = 0;
+
+  constructor(private readonly deps: RebalancerDeps) {}
+
+  /** Stops: later rounds do nothing. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** One round over every subscribed topic; returns true when the assignment changed. */
+  async doRebalance(): Promise<boolean> {
+    if (this.stopped) return false;
+    this.rounds++;
+    let changed = false;
+    const topics = this.deps.subscriptions.topics();
+    for (const topic of topics) {
+      try {
+        if (await this.rebalanceByTopic(topic)) changed = true;
+      } catch {
+        // a topic without route or members is retried next round
+      }
+    }
+    // queues of topics no longer subscribed
+    const subscribed = new Set(topics);
+    for (const [k, h] of this.deps.held) {
+      if (!subscribed.has(h.mq.topic)) {
+        h.pq.dropped = true;
+        this.deps.held.delete(k);
+        changed = true;
+      }
+    }
+    if (changed && !this.stopped) await this.deps.host.sendHeartbeatToAllBrokers().catch(() => {});
+    return changed;
+  }
+
+  /** The sorted queues this client should hold for `topic`, or null when it cannot tell now. */
+  async targetQueues(topic: string): Promise<MessageQueue[] | null> {
+    let mqAll: MessageQueue[];
+    try {
+      mqAll = await this.deps.host.fetchSubscribeQueues(topic);
+    } catch {
+      return null;
+    }
+    mqAll = [...mqAll].sort(compareMessageQueue);
+    if (this.deps.model === "BROADCASTING") return mqAll;
+    if (mqAll.length === 0) return [];
+    const cidAll = await this.findConsumerIdList(mqAll);
+    if (!cidAll || cidAll.length === 0) return null;
+    cidAll.sort();
+    return this.deps.strategy(this.deps.group, this.deps.host.clientId, mqAll, cidAll, this.deps.allocateOptions);
+  }
+
+  private async rebalanceByTopic(topic: string): Promise<boolean> {
+    const target = await this.targetQueues(topic);
+    if (target === null || this.stopped) return false;
+    return this.updateProcessQueueTable(topic, target);
+  }
+
+  /** GET_CONSUMER_LIST_BY_GROUP from a broker hosting the topic (tries each until one answers). */
+  private async findConsumerIdList(mqAll: MessageQueue[]): Promise<string[] | null> {
+    const names = [...new Set(mqAll.map((q) => q.brokerName))];
+    const start = Math.floor(Math.random() * names.length);
+    for (let i = 0; i < names.length; i++) {
+      const addr = this.deps.host.brokerAddress(names[(start + i) % names.length]!, MASTER_ID);
+      if (!addr) continue;
+      try {
+        const r = await this.deps.host.node
+          .ref(addr, ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP)
+          .ask<GetConsumerListReply>({ type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group }, { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS });
+        if (Array.isArray(r.fields.consumerIdList)) return [...r.fields.consumerIdList];
+      } catch {
+        // next broker
+      }
+    }
+    return null;
+  }
+
+  private async updateProcessQueueTable(topic: string, target: MessageQueue[]): Promise<boolean> {
+    const { held, offsetStore } = this.deps;
+    const want = new Map(target.map((q) => [mqKey(q), q]));
+    let changed = false;
+    for (const [k, h] of held) {
+      if (h.mq.topic !== topic) continue;
+      const lost = !want.has(k);
+      const expired = !lost && this.deps.dropPullExpired === true && h.pq.isPullExpired();
+      if (!lost && !expired) continue;
+      h.pq.dropped = true;
+      held.delete(k);
+      await offsetStore.persist(h.mq);
+      offsetStore.removeOffset(h.mq);
+      changed = true;
+    }
+    for (const [k, mq] of want) {
+      if (held.has(k) || this.stopped) continue;
+      offsetStore.removeOffset(mq);
+      let offset: number;
+      try {
+        offset = await computePullFromWhere(this.deps.consumeFromWhere, this.deps.consumeTimestamp, mq, this.lookups);
+      } catch {
+        continue;
+      }
+      if (held.has(k) || this.stopped) continue;
+      const pq = new ProcessQueue<MessageExt>();
+      const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
+      held.set(k, { mq, pq, request });
+      changed = true;
+      this.deps.startPull(request);
+    }
+    if (changed) this.deps.subscriptions.touch(topic);
+    return changed;
+  }
+
+  /** The broker look-ups of computePullFromWhere. */
+  readonly lookups: PullFromWhereLookups = {
+    readOffset: (mq) => this.deps.offsetStore.readOffset(mq, "READ_FROM_STORE"),
+    maxOffset: (mq) => this.askOffset(mq, "GET_MAX_OFFSET", { topic: mq.topic, queueId: mq.queueId } satisfies QueueOffsetRequest),
+    searchOffset: (mq, timestamp) => this.askOffset(mq, "SEARCH_OFFSET_BY_TIMESTAMP", { topic: mq.topic, queueId: mq.queueId, timestamp } satisfies SearchOffsetRequest),
+  };
+
+  private async askOffset(mq: MessageQueue, type: "GET_MAX_OFFSET" | "SEARCH_OFFSET_BY_TIMESTAMP", fields: object): Promise<number> {
+    const addr = this.deps.host.brokerAddress(mq.brokerName, MASTER_ID);
+    if (!addr) return -1;
+    const r = await this.deps.host.node.ref(addr, ConsumptionActorFor[type]).ask<{ offset: number }>({ type, ...fields }, { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS });
+    return Number(r.fields.offset);
+  }
+}
+
+/** True for `%RETRY%` topics (re-exported for callers deciding on missing routes). */
+export { isRetryTopic };
+
+/** Events of {@link rebalancerMachine}. */
+export type RebalancerEvent = { type: "REBALANCE" } | { type: "STOP" };
+
+export interface RebalancerContext {
+  rebalancer: Rebalancer;
+  intervalMs: number;
+  /** a REBALANCE arrived during a round: run another right after */
+  again: boolean;
+}
+
+/**
+ * The rebalance actor: waits `intervalMs` (20 s) or a REBALANCE event, runs one round at a time,
+ * and runs one more when asked during a round. Starts idle: the consumer runs the first round
+ * itself before its start resolves.
+ */
+export const rebalancerMachine = setup({
+  types: {
+    context: {} as RebalancerContext,
+    events: {} as RebalancerEvent,
+    input: {} as { rebalancer: Rebalancer; intervalMs?: number },
+  },
+  actors: {
+    round: fromPromise<boolean, { rebalancer: Rebalancer }>(({ input }) => input.rebalancer.doRebalance()),
+  },
+  delays: {
+    interval: ({ context }) => context.intervalMs,
+  },
+  guards: {
+    again: ({ context }) => context.again,
+  },
+}).createMachine({
+  id: "rebalancer",
+  context: ({ input }) => ({ rebalancer: input.rebalancer, intervalMs: input.intervalMs ?? DEFAULT_REBALANCE_INTERVAL_MS, again: false }),
+  initial: "idle",
+  states: {
+    idle: {
+      after: { interval: "balancing" },
+      on: { REBALANCE: "balancing", STOP: "stopped" },
+    },
+    balancing: {
+      entry: assign({ again: false }),
+      invoke: {
+        src: "round",
+        input: ({ context }) => ({ rebalancer: context.rebalancer }),
+        onDone: [{ guard: "again", target: "balancing", reenter: true }, { target: "idle" }],
+        onError: [{ guard: "again", target: "balancing", reenter: true }, { target: "idle" }],
+      },
+      on: { REBALANCE: { actions: assign({ again: true }) }, STOP: "stopped" },
+    },
+    stopped: { type: "final", entry: ({ context }) => context.rebalancer.stop() },
+  },
+});

@@ -1,0 +1,66 @@
+/**
+ * A consumer's subscription table (RocketMQ's `RebalanceImpl.subscriptionInner`): every topic the
+ * user subscribed, parsed once at start, plus the group's retry topic in clustering mode.
+ */
+import { parseSubscription, type SubscriptionExpression, SUB_ALL, tagStringMatches } from "../../filter/index.ts";
+import { checkTopic, MQError, type MessageModel, RETRY_GROUP_TOPIC_PREFIX, type SubscriptionData } from "../../transport/protocol.ts";
+
+/** The retry topic of a consumer group: `%RETRY%<group>`. */
+export function retryTopicOf(group: string): string {
+  return RETRY_GROUP_TOPIC_PREFIX + group;
+}
+
+/** Topic to parsed subscription. */
+export class SubscriptionTable {
+  private readonly subs = new Map<string, SubscriptionData>();
+
+  /**
+   * Parses every subscription now, so a bad expression fails the consumer's start.
+   * @throws MQError SUBSCRIPTION_PARSE_FAILED, MESSAGE_ILLEGAL (bad topic name)
+   */
+  static build(group: string, subscriptions: Record<string, SubscriptionExpression>, model: MessageModel): SubscriptionTable {
+    const t = new SubscriptionTable();
+    if (!subscriptions || typeof subscriptions !== "object") {
+      throw new MQError("ILLEGAL_ARGUMENT", `Consumer group "${group}" needs subscriptions: { [topic]: "*" | "TagA || TagB" | { sql92 } }.`);
+    }
+    for (const [topic, expr] of Object.entries(subscriptions)) t.subscribe(topic, expr);
+    if (model === "CLUSTERING") t.subscribe(retryTopicOf(group), SUB_ALL);
+    return t;
+  }
+
+  /** Adds or replaces one topic's subscription. */
+  subscribe(topic: string, expr: SubscriptionExpression): SubscriptionData {
+    checkTopic(topic);
+    const sd = parseSubscription(topic, expr);
+    this.subs.set(topic, sd);
+    return sd;
+  }
+
+  unsubscribe(topic: string): void {
+    this.subs.delete(topic);
+  }
+
+  get(topic: string): SubscriptionData | undefined {
+    return this.subs.get(topic);
+  }
+
+  topics(): string[] {
+    return [...this.subs.keys()];
+  }
+
+  /** The subscriptions as sent in heartbeats. */
+  all(): SubscriptionData[] {
+    return [...this.subs.values()];
+  }
+
+  /** Marks a topic's subscription as changed (after its queue set changed), as RocketMQ does. */
+  touch(topic: string): void {
+    const sd = this.subs.get(topic);
+    if (sd) sd.subVersion = Math.max(Date.now(), sd.subVersion + 1);
+  }
+
+  /** The client's exact re-check of a message's TAGS against the subscription. */
+  static matches(sd: SubscriptionData | undefined, tags: string | undefined): boolean {
+    return tagStringMatches(sd, tags);
+  }
+}
