@@ -9,6 +9,11 @@ import type { Supervision } from "../runtime/index.ts";
 import { brokerMachine } from "./brokerActor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { registrarMachine } from "./registrar.ts";
+import { consumersMachine } from "./consumerManager.ts";
+import { offsetsMachine } from "./consumerOffsetManager.ts";
+import { holdMachine } from "./holdService.ts";
+import { locksMachine } from "./lockManager.ts";
+import { pullMachine } from "./pullProcessor.ts";
 import { storeMachine } from "./storeActor.ts";
 
 /** One actor of the broker node. */
@@ -31,5 +36,11 @@ export interface BrokerActorEntry {
 export const brokerActors: BrokerActorEntry[] = [
   { name: BrokerActor.STORE, logic: storeMachine, shutdown: true },
   { name: BrokerActor.BROKER, logic: brokerMachine },
+  // consumption: offsets first so it persists last at close, after held pulls were answered
+  { name: BrokerActor.OFFSETS, logic: offsetsMachine, shutdown: true },
+  { name: BrokerActor.CONSUMERS, logic: consumersMachine },
+  { name: BrokerActor.PULL, logic: pullMachine },
+  { name: BrokerActor.HOLD, logic: holdMachine, shutdown: true },
+  { name: BrokerActor.LOCKS, logic: locksMachine },
   { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true },
 ];

@@ -1,0 +1,313 @@
+/**
+ * Consumer group membership on the broker (RocketMQ's `ConsumerManager`, `ConsumerGroupInfo` and
+ * `ClientHousekeepingService`): HEART_BEAT registers a client id with its groups, models and
+ * subscriptions; members silent for 120 s are dropped by a scan every 10 s; a change of membership
+ * or subscriptions sends NOTIFY_CONSUMER_IDS_CHANGED one-way to every member of the group (not
+ * for broadcasting groups) so they rebalance at once.
+ *
+ * One difference from RocketMQ: a broker here has no connection-close event, so the expiry scan
+ * (and UNREGISTER_CLIENT) is where a member leaves; both notify the survivors, which RocketMQ does
+ * on its connection-close path, so a killed consumer's queues move within the scan period plus
+ * the expiry rather than at the next 20 s rebalance after it.
+ */
+import { fromCallback, setup } from "xstate";
+import {
+  CLIENT_ACTOR,
+  type ConsumeFromWhere,
+  type ConsumeType,
+  type ConsumerData,
+  type GetConsumerListRequest,
+  type HeartbeatRequest,
+  type MessageModel,
+  MQError,
+  PERM_READ_WRITE,
+  RETRY_GROUP_TOPIC_PREFIX,
+  type SubscriptionData,
+  type UnregisterClientRequest,
+} from "../../transport/protocol.ts";
+import type { Origin, Ref, Replier } from "../runtime/index.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+
+/** A consumer silent this long is removed (`channelExpiredTimeout`). */
+export const DEFAULT_CHANNEL_EXPIRED_TIMEOUT_MS = 120_000;
+/** How often silent consumers are looked for (`ClientHousekeepingService`). */
+export const DEFAULT_CLIENT_SCAN_INTERVAL_MS = 10_000;
+
+/** Broker options this part reads (passed through `Broker.start` options). */
+export interface ConsumerTuning {
+  /** @default 120000 */
+  channelExpiredTimeoutMs?: number;
+  /** @default 10000 */
+  clientScanIntervalMs?: number;
+}
+
+/** One member of a group. */
+export interface ClientChannel {
+  clientId: string;
+  lastUpdateTimestamp: number;
+  /** the client's `client` actor, reached over the connection its heartbeat came in on */
+  notifyRef?: Ref;
+}
+
+/** One consumer group's members and subscriptions (`ConsumerGroupInfo`). */
+export interface ConsumerGroupInfo {
+  groupName: string;
+  consumeType: ConsumeType;
+  messageModel: MessageModel;
+  consumeFromWhere: ConsumeFromWhere;
+  clients: Map<string, ClientChannel>;
+  subscriptions: Map<string, SubscriptionData>;
+}
+
+function validSubscription(s: unknown): s is SubscriptionData {
+  if (!s || typeof s !== "object") return false;
+  const d = s as SubscriptionData;
+  return typeof d.topic === "string" && typeof d.subString === "string" && Array.isArray(d.codeSet) && Array.isArray(d.tagsSet);
+}
+
+/** The broker's consumer table. */
+export class ConsumerTable {
+  private readonly groups = new Map<string, ConsumerGroupInfo>();
+
+  group(name: string): ConsumerGroupInfo | undefined {
+    return this.groups.get(name);
+  }
+
+  groupNames(): string[] {
+    return [...this.groups.keys()];
+  }
+
+  /**
+   * Registers (or refreshes) a client in a group and replaces the group's subscriptions with the
+   * heartbeat's. Returns true when membership or subscriptions changed.
+   */
+  register(clientId: string, data: ConsumerData, notifyRef: Ref | undefined, now: number): boolean {
+    let g = this.groups.get(data.groupName);
+    if (!g) {
+      g = {
+        groupName: data.groupName,
+        consumeType: data.consumeType,
+        messageModel: data.messageModel,
+        consumeFromWhere: data.consumeFromWhere,
+        clients: new Map(),
+        subscriptions: new Map(),
+      };
+      this.groups.set(data.groupName, g);
+    }
+    g.consumeType = data.consumeType ?? g.consumeType;
+    g.messageModel = data.messageModel ?? g.messageModel;
+    g.consumeFromWhere = data.consumeFromWhere ?? g.consumeFromWhere;
+    let changed = false;
+    const ch = g.clients.get(clientId);
+    if (!ch) {
+      g.clients.set(clientId, { clientId, lastUpdateTimestamp: now, ...(notifyRef ? { notifyRef } : {}) });
+      changed = true;
+    } else {
+      ch.lastUpdateTimestamp = now;
+      if (notifyRef) ch.notifyRef = notifyRef;
+    }
+    const subs = Array.isArray(data.subscriptionDataSet) ? data.subscriptionDataSet.filter(validSubscription) : [];
+    const seen = new Set<string>();
+    for (const s of subs) {
+      seen.add(s.topic);
+      const old = g.subscriptions.get(s.topic);
+      if (!old) {
+        g.subscriptions.set(s.topic, s);
+        changed = true;
+      } else if ((s.subVersion ?? 0) > (old.subVersion ?? 0)) {
+        if (old.subString !== s.subString || old.expressionType !== s.expressionType) changed = true;
+        g.subscriptions.set(s.topic, s);
+      }
+    }
+    for (const topic of [...g.subscriptions.keys()]) {
+      if (!seen.has(topic)) {
+        g.subscriptions.delete(topic);
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  /** Removes a client from one group (or from all); returns the groups it left. */
+  unregister(clientId: string, groupName?: string): ConsumerGroupInfo[] {
+    const left: ConsumerGroupInfo[] = [];
+    const names = groupName !== undefined ? [groupName] : [...this.groups.keys()];
+    for (const name of names) {
+      const g = this.groups.get(name);
+      if (g && g.clients.delete(clientId)) {
+        left.push(g);
+        if (g.clients.size === 0) this.groups.delete(name);
+      }
+    }
+    return left;
+  }
+
+  /** Removes clients silent for more than `expiryMs`; returns the groups that lost members. */
+  scanExpired(now: number, expiryMs: number): ConsumerGroupInfo[] {
+    const changed: ConsumerGroupInfo[] = [];
+    for (const [name, g] of this.groups) {
+      let lost = false;
+      for (const [id, ch] of g.clients) {
+        if (now - ch.lastUpdateTimestamp > expiryMs) {
+          g.clients.delete(id);
+          lost = true;
+        }
+      }
+      if (lost) changed.push(g);
+      if (g.clients.size === 0) this.groups.delete(name);
+    }
+    return changed;
+  }
+}
+
+const tables = new WeakMap<BrokerContext, ConsumerTable>();
+
+/** The consumer table of a broker, shared by the `consumers` actor and the pull processor. */
+export function consumerTableOf(ctx: BrokerContext): ConsumerTable {
+  let t = tables.get(ctx);
+  if (!t) tables.set(ctx, (t = new ConsumerTable()));
+  return t;
+}
+
+/** Sends NOTIFY_CONSUMER_IDS_CHANGED to every member that can be reached (clustering groups with notify enabled). */
+export function notifyConsumerIdsChanged(ctx: BrokerContext, g: ConsumerGroupInfo): number {
+  if (g.messageModel === "BROADCASTING") return 0;
+  if (ctx.groups.get(g.groupName)?.notifyConsumerIdsChangedEnable === false) return 0;
+  let sent = 0;
+  for (const ch of g.clients.values()) {
+    if (!ch.notifyRef) continue;
+    try {
+      ch.notifyRef.send({ type: "NOTIFY_CONSUMER_IDS_CHANGED", consumerGroup: g.groupName });
+      sent++;
+    } catch (e) {
+      ctx.logger.debug({ err: (e as Error).message, clientId: ch.clientId }, "notify consumer ids changed failed");
+    }
+  }
+  return sent;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `consumers` actor
+
+type Asked = { reply?: Replier; origin?: Origin };
+
+export type ConsumersEvent =
+  | ({ type: "HEART_BEAT" } & HeartbeatRequest & Asked)
+  | ({ type: "UNREGISTER_CLIENT" } & UnregisterClientRequest & Asked)
+  | ({ type: "GET_CONSUMER_LIST_BY_GROUP" } & GetConsumerListRequest & Asked)
+  | { type: "SCAN" }
+  | ({ type: "SHUTDOWN" } & Asked)
+  | ({ type: string } & Asked);
+
+export interface ConsumersContext {
+  ctx: BrokerContext;
+  table: ConsumerTable;
+  expiryMs: number;
+}
+
+export interface ConsumersInput {
+  ctx: BrokerContext;
+}
+
+function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
+  const { ctx, table } = c;
+  if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "HEART_BEAT needs a clientID.");
+  const data = Array.isArray(e.consumerDataSet) ? e.consumerDataSet : [];
+  const notifyRef = e.origin?.ref(CLIENT_ACTOR);
+  const now = Date.now();
+  for (const cd of data) {
+    if (!cd || typeof cd.groupName !== "string" || cd.groupName.length === 0) continue;
+    const cfg = ctx.groups.findOrAutoCreate(cd.groupName);
+    if (cfg) ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
+    if (table.register(e.clientID, cd, notifyRef, now)) {
+      ctx.logger.info({ group: cd.groupName, clientId: e.clientID }, "consumer group changed");
+      notifyConsumerIdsChanged(ctx, table.group(cd.groupName)!);
+    }
+  }
+  return {};
+}
+
+function unregisterClient(c: ConsumersContext, e: UnregisterClientRequest): object {
+  if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "UNREGISTER_CLIENT needs a clientID.");
+  if (e.consumerGroup === undefined && e.producerGroup !== undefined) return {};
+  for (const g of c.table.unregister(e.clientID, e.consumerGroup)) {
+    c.ctx.logger.info({ group: g.groupName, clientId: e.clientID }, "consumer unregistered");
+    notifyConsumerIdsChanged(c.ctx, g);
+  }
+  return {};
+}
+
+function consumerList(c: ConsumersContext, e: GetConsumerListRequest): object {
+  const g = typeof e.consumerGroup === "string" ? c.table.group(e.consumerGroup) : undefined;
+  if (!g || g.clients.size === 0) {
+    throw new MQError("SYSTEM_ERROR", `no consumer for this group: ${String(e.consumerGroup)} has no live member on broker ${c.ctx.config.brokerName}.`);
+  }
+  return { consumerIdList: [...g.clients.keys()] };
+}
+
+/** Sends SCAN every interval while the actor runs. */
+const scanTicker = fromCallback<{ type: string }, { intervalMs: number }>(({ sendBack, input }) => {
+  const t = setInterval(() => sendBack({ type: "SCAN" }), input.intervalMs);
+  t.unref?.();
+  return () => clearInterval(t);
+});
+
+/** The `consumers` actor. */
+export const consumersMachine = setup({
+  types: {
+    context: {} as ConsumersContext,
+    events: {} as ConsumersEvent,
+    input: {} as ConsumersInput,
+  },
+  actors: { scanTicker },
+  actions: {
+    answer: ({ context, event }) => {
+      const reply = (event as Asked).reply;
+      try {
+        let fields: object;
+        switch (event.type) {
+          case "HEART_BEAT":
+            fields = heartbeat(context, event as HeartbeatRequest & Asked);
+            break;
+          case "UNREGISTER_CLIENT":
+            fields = unregisterClient(context, event as UnregisterClientRequest);
+            break;
+          case "GET_CONSUMER_LIST_BY_GROUP":
+            fields = consumerList(context, event as GetConsumerListRequest);
+            break;
+          default:
+            throw new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "consumers".`);
+        }
+        reply?.ok(fields);
+      } catch (e) {
+        reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`));
+      }
+    },
+    scan: ({ context }) => {
+      for (const g of context.table.scanExpired(Date.now(), context.expiryMs)) {
+        context.ctx.logger.info({ group: g.groupName }, "consumer expired after its heartbeat timeout");
+        notifyConsumerIdsChanged(context.ctx, g);
+      }
+    },
+  },
+}).createMachine({
+  id: "consumers",
+  context: ({ input }) => ({
+    ctx: input.ctx,
+    table: consumerTableOf(input.ctx),
+    expiryMs: (input.ctx.config as ConsumerTuning).channelExpiredTimeoutMs ?? DEFAULT_CHANNEL_EXPIRED_TIMEOUT_MS,
+  }),
+  initial: "serving",
+  states: {
+    serving: {
+      invoke: {
+        src: "scanTicker",
+        input: ({ context }) => ({ intervalMs: (context.ctx.config as ConsumerTuning).clientScanIntervalMs ?? DEFAULT_CLIENT_SCAN_INTERVAL_MS }),
+      },
+      on: {
+        SCAN: { actions: "scan" },
+        "*": { actions: "answer" },
+      },
+    },
+  },
+});

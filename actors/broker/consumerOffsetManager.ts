@@ -1,0 +1,387 @@
+/**
+ * Consumer offsets on the broker (RocketMQ's `ConsumerOffsetManager` and `ConsumerManageProcessor`):
+ * the table `topic@group` -> queueId -> next offset to consume, pending server-side resets, and the
+ * `offsets` actor that answers the offset requests and persists the table every 5 s and at close
+ * to `<storeDir>/config/consumerOffset.json`, atomically.
+ */
+import path from "node:path";
+import { fromCallback, setup } from "xstate";
+import { JsonFile } from "../../store/index.ts";
+import {
+  type ConsumeStatsReply,
+  type GetConsumeStatsRequest,
+  MQError,
+  type QueryConsumerOffsetRequest,
+  type QueueConsumeStats,
+  type QueueOffsetRequest,
+  type ResetOffsetRequest,
+  RETRY_GROUP_TOPIC_PREFIX,
+  type SearchOffsetRequest,
+  type UpdateConsumerOffsetRequest,
+} from "../../transport/protocol.ts";
+import type { Replier } from "../runtime/index.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+import { CONFIG_DIR } from "./configFile.ts";
+import { consumerTableOf } from "./consumerManager.ts";
+
+/** File under `<storeDir>/config/` that holds the committed offsets. */
+export const CONSUMER_OFFSET_FILE = "consumerOffset.json";
+/** How often the table is written (`flushConsumerOffsetInterval`). */
+export const DEFAULT_FLUSH_CONSUMER_OFFSET_INTERVAL_MS = 5_000;
+/** Separator of the table key `topic@group` (`TOPIC_GROUP_SEPARATOR`). */
+export const TOPIC_GROUP_SEPARATOR = "@";
+
+/** Broker options this part reads (passed through `Broker.start` options). */
+export interface OffsetTuning {
+  /** @default 5000 */
+  flushConsumerOffsetIntervalMs?: number;
+}
+
+/** The stored form (RocketMQ's consumerOffset.json). */
+export interface ConsumerOffsetFile {
+  offsetTable: Record<string, Record<string, number>>;
+}
+
+/** The table of committed offsets and pending resets of one broker. */
+export class ConsumerOffsetManager {
+  private readonly table = new Map<string, Map<number, number>>();
+  private readonly resets = new Map<string, Map<number, number>>();
+  private dirty = false;
+
+  constructor(readonly file: string) {}
+
+  /** Loads the file (or its `.bak`); damaged entries are skipped, a missing file is an empty table. */
+  static load(file: string): ConsumerOffsetManager {
+    const m = new ConsumerOffsetManager(file);
+    const stored = JsonFile.read<Partial<ConsumerOffsetFile>>(file);
+    const t = stored && typeof stored === "object" ? stored.offsetTable : undefined;
+    if (t && typeof t === "object") {
+      for (const [key, queues] of Object.entries(t)) {
+        if (!key.includes(TOPIC_GROUP_SEPARATOR) || !queues || typeof queues !== "object") continue;
+        const map = new Map<number, number>();
+        for (const [qid, off] of Object.entries(queues)) {
+          const q = Number(qid);
+          if (Number.isInteger(q) && q >= 0 && typeof off === "number" && Number.isFinite(off) && off >= 0) map.set(q, off);
+        }
+        m.table.set(key, map);
+      }
+    }
+    return m;
+  }
+
+  /** Stores `offset` as the group's next offset for the queue; a smaller value overwrites too (RocketMQ). */
+  commitOffset(group: string, topic: string, queueId: number, offset: number): void {
+    const key = topic + TOPIC_GROUP_SEPARATOR + group;
+    let m = this.table.get(key);
+    if (!m) this.table.set(key, (m = new Map()));
+    if (m.get(queueId) !== offset) {
+      m.set(queueId, offset);
+      this.dirty = true;
+    }
+  }
+
+  /** A pending reset first, else the committed offset, else -1. */
+  queryOffset(group: string, topic: string, queueId: number): number {
+    const key = topic + TOPIC_GROUP_SEPARATOR + group;
+    const r = this.resets.get(key)?.get(queueId);
+    if (r !== undefined) return r;
+    return this.table.get(key)?.get(queueId) ?? -1;
+  }
+
+  /** True while a server-side reset waits to be answered to the queue's next pull. */
+  hasPendingReset(group: string, topic: string, queueId: number): boolean {
+    return this.resets.size > 0 && this.resets.get(topic + TOPIC_GROUP_SEPARATOR + group)?.has(queueId) === true;
+  }
+
+  /** The pending reset offset of the queue, removed (it is answered once); undefined when none. */
+  takeReset(group: string, topic: string, queueId: number): number | undefined {
+    if (this.resets.size === 0) return undefined;
+    const key = topic + TOPIC_GROUP_SEPARATOR + group;
+    const m = this.resets.get(key);
+    const r = m?.get(queueId);
+    if (r === undefined) return undefined;
+    m!.delete(queueId);
+    if (m!.size === 0) this.resets.delete(key);
+    return r;
+  }
+
+  /** Records a server-side reset: committed at once and answered to the next pull as OFFSET_MOVED. */
+  assignResetOffset(group: string, topic: string, queueId: number, offset: number): void {
+    const key = topic + TOPIC_GROUP_SEPARATOR + group;
+    let m = this.resets.get(key);
+    if (!m) this.resets.set(key, (m = new Map()));
+    m.set(queueId, offset);
+    this.commitOffset(group, topic, queueId, offset);
+  }
+
+  /** The committed offsets of one `topic@group`. */
+  offsetsOf(group: string, topic: string): ReadonlyMap<number, number> | undefined {
+    return this.table.get(topic + TOPIC_GROUP_SEPARATOR + group);
+  }
+
+  /** Topics the group has committed offsets for. */
+  topicsOf(group: string): string[] {
+    const out: string[] = [];
+    const suffix = TOPIC_GROUP_SEPARATOR + group;
+    for (const key of this.table.keys()) if (key.endsWith(suffix)) out.push(key.slice(0, key.length - suffix.length));
+    return out;
+  }
+
+  /** The table in its stored form. */
+  toJSON(): ConsumerOffsetFile {
+    const offsetTable: Record<string, Record<string, number>> = {};
+    for (const [key, m] of this.table) {
+      const q: Record<string, number> = {};
+      for (const [qid, off] of m) q[String(qid)] = off;
+      offsetTable[key] = q;
+    }
+    return { offsetTable };
+  }
+
+  /** Writes the table atomically when it changed since the last write (or always with `force`). */
+  persist(force = false): void {
+    if (!this.dirty && !force) return;
+    this.dirty = false;
+    try {
+      JsonFile.write(this.file, this.toJSON());
+    } catch (e) {
+      this.dirty = true;
+      throw e;
+    }
+  }
+}
+
+const managers = new WeakMap<BrokerContext, ConsumerOffsetManager>();
+
+/**
+ * The offset table of a broker, shared by the `offsets` actor (requests, persistence) and the pull
+ * processor (offsets committed on pulls, pending resets): loaded on first use.
+ */
+export function consumerOffsetsOf(ctx: BrokerContext): ConsumerOffsetManager {
+  let m = managers.get(ctx);
+  if (!m) {
+    m = ConsumerOffsetManager.load(path.join(ctx.config.storeDir, CONFIG_DIR, CONSUMER_OFFSET_FILE));
+    managers.set(ctx, m);
+  }
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request handling
+
+type Asked = { reply?: Replier };
+
+export type OffsetsEvent =
+  | ({ type: "QUERY_CONSUMER_OFFSET" } & QueryConsumerOffsetRequest & Asked)
+  | ({ type: "UPDATE_CONSUMER_OFFSET" } & UpdateConsumerOffsetRequest & Asked)
+  | ({ type: "GET_MAX_OFFSET" } & QueueOffsetRequest & Asked)
+  | ({ type: "GET_MIN_OFFSET" } & QueueOffsetRequest & Asked)
+  | ({ type: "GET_EARLIEST_MSG_STORETIME" } & QueueOffsetRequest & Asked)
+  | ({ type: "SEARCH_OFFSET_BY_TIMESTAMP" } & SearchOffsetRequest & Asked)
+  | ({ type: "GET_CONSUME_STATS" } & GetConsumeStatsRequest & Asked)
+  | ({ type: "INVOKE_BROKER_TO_RESET_OFFSET" } & ResetOffsetRequest & Asked)
+  | { type: "PERSIST" }
+  | ({ type: "SHUTDOWN" } & Asked);
+
+export interface OffsetsContext {
+  ctx: BrokerContext;
+  offsets: ConsumerOffsetManager;
+}
+
+export interface OffsetsInput {
+  ctx: BrokerContext;
+}
+
+function str(v: unknown, name: string): string {
+  if (typeof v !== "string" || v.length === 0) throw new MQError("INVALID_PARAMETER", `The request needs a non-empty "${name}" field.`);
+  return v;
+}
+
+function int(v: unknown, name: string): number {
+  if (typeof v !== "number" || !Number.isInteger(v)) throw new MQError("INVALID_PARAMETER", `The request needs an integer "${name}" field, got ${String(v)}.`);
+  return v;
+}
+
+/** QUERY_CONSUMER_OFFSET (RocketMQ's rule, reference §14.3). */
+export function queryConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: QueryConsumerOffsetRequest): { offset: number } {
+  const group = str(req.consumerGroup, "consumerGroup");
+  const topic = str(req.topic, "topic");
+  const queueId = int(req.queueId, "queueId");
+  const off = offsets.queryOffset(group, topic, queueId);
+  if (off >= 0) return { offset: off };
+  if (req.setZeroIfNotFound !== false && ctx.store.getMinOffset(topic, queueId) <= 0 && ctx.store.getStoreTime(topic, queueId, 0) >= 0) {
+    return { offset: 0 };
+  }
+  throw new MQError("QUERY_NOT_FOUND", `No offset of group ${group} is stored for ${topic} queue ${queueId} (maybe this group consumer boot first); start where consumeFromWhere says.`);
+}
+
+/** UPDATE_CONSUMER_OFFSET: ignored while a server-side reset of the queue is pending. */
+export function updateConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: UpdateConsumerOffsetRequest): Record<string, never> {
+  const group = str(req.consumerGroup, "consumerGroup");
+  const topic = str(req.topic, "topic");
+  const queueId = int(req.queueId, "queueId");
+  const commitOffset = int(req.commitOffset, "commitOffset");
+  if (!ctx.groups.findOrAutoCreate(group)) {
+    throw new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}; create it first (autoCreateSubscriptionGroup is off).`);
+  }
+  if (!ctx.topics.get(topic)) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it before committing offsets.`);
+  if (offsets.hasPendingReset(group, topic, queueId)) return {};
+  offsets.commitOffset(group, topic, queueId, commitOffset);
+  return {};
+}
+
+/** GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry topic). */
+export function consumeStats(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: GetConsumeStatsRequest, subscribedTopics: Iterable<string> = []): ConsumeStatsReply {
+  const group = str(req.consumerGroup, "consumerGroup");
+  const topics = new Set<string>();
+  if (typeof req.topic === "string" && req.topic.length > 0) {
+    topics.add(req.topic);
+  } else {
+    for (const t of offsets.topicsOf(group)) topics.add(t);
+    for (const t of subscribedTopics) topics.add(t);
+  }
+  const offsetTable: QueueConsumeStats[] = [];
+  for (const topic of [...topics].sort()) {
+    const tc = ctx.topics.get(topic);
+    if (!tc) {
+      if (req.topic) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}.`);
+      continue;
+    }
+    for (let queueId = 0; queueId < tc.readQueueNums; queueId++) {
+      const brokerOffset = ctx.store.getMaxOffset(topic, queueId);
+      const committed = offsets.queryOffset(group, topic, queueId);
+      const consumerOffset = committed < 0 ? 0 : committed;
+      const lastTimestamp = consumerOffset > 0 ? Math.max(0, ctx.store.getStoreTime(topic, queueId, consumerOffset - 1)) : 0;
+      offsetTable.push({ topic, brokerName: ctx.config.brokerName, queueId, brokerOffset, consumerOffset, lastTimestamp });
+    }
+  }
+  return { offsetTable, consumeTps: 0 };
+}
+
+/**
+ * INVOKE_BROKER_TO_RESET_OFFSET, server side (`useServerSideResetOffset`): per readable queue the
+ * first offset stored at or after `timestamp` (the consumer's offset when it is already earlier,
+ * unless `isForce`), committed and answered once to the queue's next pull as PULL_OFFSET_MOVED.
+ */
+export function resetOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: ResetOffsetRequest): { offsetTable: { queueId: number; offset: number }[] } {
+  const group = str(req.group, "group");
+  const topic = str(req.topic, "topic");
+  if (typeof req.timestamp !== "number" || !Number.isFinite(req.timestamp)) throw new MQError("INVALID_PARAMETER", "INVOKE_BROKER_TO_RESET_OFFSET needs a numeric timestamp (ms since the epoch).");
+  const tc = ctx.topics.get(topic);
+  if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; nothing to reset.`);
+  const force = req.isForce !== false;
+  const offsetTable: { queueId: number; offset: number }[] = [];
+  for (let queueId = 0; queueId < tc.readQueueNums; queueId++) {
+    const byTime = ctx.store.searchOffsetByTime(topic, queueId, req.timestamp);
+    const current = offsets.queryOffset(group, topic, queueId);
+    const offset = force || current < 0 || byTime < current ? byTime : current;
+    offsets.assignResetOffset(group, topic, queueId, offset);
+    offsetTable.push({ queueId, offset });
+  }
+  return { offsetTable };
+}
+
+function queueArgs(e: { topic?: unknown; queueId?: unknown }): [string, number] {
+  return [str(e.topic, "topic"), int(e.queueId, "queueId")];
+}
+
+function handle(c: OffsetsContext, e: OffsetsEvent): object {
+  const { ctx, offsets } = c;
+  switch (e.type) {
+    case "QUERY_CONSUMER_OFFSET":
+      return queryConsumerOffset(ctx, offsets, e);
+    case "UPDATE_CONSUMER_OFFSET":
+      return updateConsumerOffset(ctx, offsets, e);
+    case "GET_MAX_OFFSET":
+      return { offset: ctx.store.getMaxOffset(...queueArgs(e)) };
+    case "GET_MIN_OFFSET":
+      return { offset: ctx.store.getMinOffset(...queueArgs(e)) };
+    case "GET_EARLIEST_MSG_STORETIME":
+      return { timestamp: ctx.store.getEarliestMessageTime(...queueArgs(e)) };
+    case "SEARCH_OFFSET_BY_TIMESTAMP": {
+      const [topic, queueId] = queueArgs(e);
+      if (typeof e.timestamp !== "number") throw new MQError("INVALID_PARAMETER", "SEARCH_OFFSET_BY_TIMESTAMP needs a numeric timestamp.");
+      return { offset: ctx.store.searchOffsetByTime(topic, queueId, e.timestamp) };
+    }
+    case "GET_CONSUME_STATS": {
+      const group = str(e.consumerGroup, "consumerGroup");
+      const subscribed = [...(consumerTableOf(ctx).group(group)?.subscriptions.keys() ?? [])];
+      if (!e.topic) subscribed.push(RETRY_GROUP_TOPIC_PREFIX + group);
+      return consumeStats(ctx, offsets, e, subscribed);
+    }
+    case "INVOKE_BROKER_TO_RESET_OFFSET":
+      return resetOffset(ctx, offsets, e);
+    default:
+      throw new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${ctx.config.brokerName} does not handle ${(e as { type: string }).type} on actor "offsets".`);
+  }
+}
+
+/** Sends PERSIST every interval while the actor runs. */
+const persistTicker = fromCallback<{ type: string }, { intervalMs: number }>(({ sendBack, input }) => {
+  const t = setInterval(() => sendBack({ type: "PERSIST" }), input.intervalMs);
+  t.unref?.();
+  return () => clearInterval(t);
+});
+
+/** The `offsets` actor. */
+export const offsetsMachine = setup({
+  types: {
+    context: {} as OffsetsContext,
+    events: {} as OffsetsEvent,
+    input: {} as OffsetsInput,
+  },
+  actors: { persistTicker },
+  actions: {
+    answer: ({ context, event }) => {
+      const reply = (event as Asked).reply;
+      try {
+        reply?.ok(handle(context, event));
+      } catch (e) {
+        reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`));
+      }
+    },
+    persist: ({ context }) => {
+      try {
+        context.offsets.persist();
+      } catch (e) {
+        context.ctx.logger.error({ err: e }, "writing consumerOffset.json failed; retried at the next interval");
+      }
+    },
+    persistAndAnswer: ({ context, event }) => {
+      const reply = (event as Asked).reply;
+      try {
+        context.offsets.persist(true);
+        reply?.ok({});
+      } catch (e) {
+        context.ctx.logger.error({ err: e }, "writing consumerOffset.json at close failed");
+        reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e)));
+      }
+    },
+  },
+}).createMachine({
+  id: "offsets",
+  context: ({ input }) => ({ ctx: input.ctx, offsets: consumerOffsetsOf(input.ctx) }),
+  initial: "serving",
+  states: {
+    serving: {
+      invoke: {
+        src: "persistTicker",
+        input: ({ context }) => ({
+          intervalMs: (context.ctx.config as OffsetTuning).flushConsumerOffsetIntervalMs ?? DEFAULT_FLUSH_CONSUMER_OFFSET_INTERVAL_MS,
+        }),
+      },
+      on: {
+        PERSIST: { actions: "persist" },
+        SHUTDOWN: { target: "closed", actions: "persistAndAnswer" },
+        "*": { actions: "answer" },
+      },
+    },
+    closed: {
+      on: {
+        SHUTDOWN: { actions: "persistAndAnswer" },
+        PERSIST: {},
+        "*": { actions: "answer" },
+      },
+    },
+  },
+});
