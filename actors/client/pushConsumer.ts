@@ -1,0 +1,409 @@
+/**
+ * PushConsumer (RocketMQ's `DefaultMQPushConsumer`): messages pushed to a listener, built on
+ * pulls. Parts, each an actor hosted on the client instance's node:
+ * `<group>/rebalancer` (which queues this member holds), `<group>/pull` (the pull loop with long
+ * polling and flow control), `<group>/consume` (the listener pool); plus one process queue per
+ * held queue and an offset store (the broker for clustering, a local file for broadcasting).
+ */
+import type { SubscriptionExpression } from "../../filter/index.ts";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import {
+  BrokerActor,
+  type ConsumeFromWhere,
+  type ConsumerData,
+  MQError,
+  type MessageModel,
+  type MessageQueue,
+  mqKey,
+  type UnregisterClientRequest,
+} from "../../transport/protocol.ts";
+import { type AllocateOptions, type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
+import { type ClientEvent, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import {
+  type ConcurrentListener,
+  type ConsumeConcurrentlyContext,
+  ConsumeService,
+  consumeServiceMachine,
+  DEFAULT_CONSUME_MESSAGE_BATCH_MAX_SIZE,
+  DEFAULT_CONSUME_THREADS,
+  DEFAULT_CONSUME_TIMEOUT_MINUTES,
+  RECONSUME_LATER_DELAY_MS,
+} from "./consumeService.ts";
+import { DEFAULT_PERSIST_OFFSET_INTERVAL_MS, LocalFileOffsetStore, localOffsetsPath, type OffsetStore, RemoteOffsetStore } from "./offsetStore.ts";
+import type { ProcessQueue } from "./processQueue.ts";
+import type { ConsumerHost, ConsumerRegistration, PullRequest } from "./pullRequest.ts";
+import {
+  BROKER_SUSPEND_MAX_TIME_MILLIS,
+  CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+  DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+  DEFAULT_PULL_BATCH_SIZE,
+  DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+  DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+  PullService,
+  pullServiceMachine,
+} from "./pullService.ts";
+import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
+import { SubscriptionTable } from "./subscriptions.ts";
+
+/** consumeTimestamp default: 30 minutes ago (RocketMQ's default). */
+export const DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60_000;
+/** @default 16 */
+export const DEFAULT_MAX_RECONSUME_TIMES = 16;
+
+/** What a push consumer's listener gets besides the messages. */
+export type ConsumeContext = ConsumeConcurrentlyContext;
+
+/** Listener results: concurrent (and, later, orderly) statuses. */
+export type ConsumeStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER" | "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+
+/** Options of {@link PushConsumer.start} (API.md). */
+export interface PushConsumerOptions extends ClientInstanceOptions {
+  group: string;
+  subscriptions: Record<string, SubscriptionExpression>;
+  listener: (msgs: MessageExt[], ctx: ConsumeContext) => Promise<ConsumeStatus> | ConsumeStatus;
+  /** @default "CLUSTERING" */
+  model?: MessageModel;
+  /** @default "CONSUME_FROM_LAST_OFFSET" */
+  consumeFromWhere?: ConsumeFromWhere;
+  /** CONSUME_FROM_TIMESTAMP's time, ms since the epoch @default now − 30 min */
+  consumeTimestamp?: number;
+  /** @default "AVERAGELY" */
+  allocateStrategy?: AllocateStrategyName;
+  /** settings of BY_CONFIG / BY_MACHINE_ROOM / CONSISTENT_HASH */
+  allocateOptions?: AllocateOptions;
+  /** orderly consumption is not available yet; must be false @default false */
+  orderly?: boolean;
+  /** @default 32 */
+  pullBatchSize?: number;
+  /** @default 1000 */
+  pullThresholdForQueue?: number;
+  /** MiB @default 100 */
+  pullThresholdSizeForQueue?: number;
+  /** @default 2000 */
+  consumeConcurrentlyMaxSpan?: number;
+  /** @default 1 */
+  consumeMessageBatchMaxSize?: number;
+  /** @default 20 */
+  consumeThreads?: number;
+  /** @default 16 */
+  maxReconsumeTimes?: number;
+  /** @default 15 */
+  consumeTimeoutMinutes?: number;
+  /** broadcasting's offsets directory @default ~/.actormq_offsets */
+  offsetStoreDir?: string;
+  /** how long the broker may hold an empty pull @default 15000 */
+  brokerSuspendMaxTimeMillis?: number;
+  /** @default 20000 */
+  rebalanceIntervalMs?: number;
+  /** @default 5000 */
+  persistConsumerOffsetIntervalMs?: number;
+  /** delay before a RECONSUME_LATER batch is redelivered locally @default 5000 */
+  reconsumeLaterDelayMs?: number;
+}
+
+type Resolved = Required<Omit<PushConsumerOptions, keyof ClientInstanceOptions | "allocateOptions" | "offsetStoreDir">> &
+  Pick<PushConsumerOptions, "allocateOptions" | "offsetStoreDir">;
+
+/** RocketMQ's defaults for everything but group, subscriptions and listener. */
+export function defaultPushConsumerOptions() {
+  return {
+    model: "CLUSTERING" as MessageModel,
+    consumeFromWhere: "CONSUME_FROM_LAST_OFFSET" as ConsumeFromWhere,
+    allocateStrategy: DEFAULT_ALLOCATE_STRATEGY,
+    orderly: false,
+    pullBatchSize: DEFAULT_PULL_BATCH_SIZE,
+    pullThresholdForQueue: DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+    pullThresholdSizeForQueue: DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+    consumeConcurrentlyMaxSpan: DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
+    consumeMessageBatchMaxSize: DEFAULT_CONSUME_MESSAGE_BATCH_MAX_SIZE,
+    consumeThreads: DEFAULT_CONSUME_THREADS,
+    maxReconsumeTimes: DEFAULT_MAX_RECONSUME_TIMES,
+    consumeTimeoutMinutes: DEFAULT_CONSUME_TIMEOUT_MINUTES,
+    brokerSuspendMaxTimeMillis: BROKER_SUSPEND_MAX_TIME_MILLIS,
+    rebalanceIntervalMs: DEFAULT_REBALANCE_INTERVAL_MS,
+    persistConsumerOffsetIntervalMs: DEFAULT_PERSIST_OFFSET_INTERVAL_MS,
+    reconsumeLaterDelayMs: RECONSUME_LATER_DELAY_MS,
+  };
+}
+
+function checkRange(name: string, v: unknown, min: number, max: number): void {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${String(v)}.`);
+  }
+}
+
+/** Validates a consumer group name (RocketMQ's group rules match topic names). */
+export function checkGroup(group: unknown): asserts group is string {
+  if (typeof group !== "string" || group.length === 0 || group.length > 255 || !/^[%|a-zA-Z0-9_-]+$/.test(group)) {
+    throw new MQError("ILLEGAL_ARGUMENT", `The consumer group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
+  }
+}
+
+/** The consumer's view of a ClientInstance. */
+export function consumerHostOf(inst: ClientInstance): ConsumerHost {
+  const unsubs = new Map<string, (() => void)[]>();
+  return {
+    node: inst.node,
+    clientId: inst.clientId,
+    brokerAddress: (name, id) => inst.routes.brokerAddress(name, id),
+    async fetchSubscribeQueues(topic) {
+      const info = await inst.updateRoute(topic);
+      if (!info) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);
+      return inst.routes.subscribeQueues(topic);
+    },
+    registerConsumer(c: ConsumerRegistration) {
+      const offs = [
+        inst.addHeartbeatSource(() => ({ consumerData: [c.consumerData()] })),
+        inst.onClientEvent((e: ClientEvent) => {
+          if (e.type === "NOTIFY_CONSUMER_IDS_CHANGED" && e.consumerGroup === c.group) c.rebalanceNow();
+        }),
+      ];
+      unsubs.set(c.group, offs);
+    },
+    async unregisterConsumer(group) {
+      for (const off of unsubs.get(group) ?? []) off();
+      unsubs.delete(group);
+      const req: UnregisterClientRequest = { clientID: inst.clientId, consumerGroup: group };
+      const masters = [...inst.routes.brokers().values()].map((a) => a["0"]).filter((a): a is string => !!a);
+      await Promise.all(masters.map((addr) => inst.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000 }).catch(() => undefined)));
+    },
+    sendHeartbeatToAllBrokers: () => inst.sendHeartbeatToAllBrokers(),
+    release: () => inst.release(),
+  };
+}
+
+const activeGroups = new Set<string>();
+
+/** A push consumer: see API.md. */
+export class PushConsumer {
+  private readonly held = new Map<string, HeldQueue>();
+  private readonly names: { rebalancer: string; pull: string; consume: string };
+  private persistTimer: NodeJS.Timeout | null = null;
+  private closing: Promise<void> | null = null;
+  private suspended = false;
+  private readonly rebalancer: Rebalancer;
+  readonly pullService: PullService;
+  readonly consumeService: ConsumeService;
+
+  private constructor(
+    private readonly host: ConsumerHost,
+    readonly group: string,
+    private readonly opts: Resolved,
+    readonly subscriptions: SubscriptionTable,
+    readonly offsetStore: OffsetStore,
+  ) {
+    const prefix = `${group}/`;
+    this.names = { rebalancer: `${prefix}rebalancer`, pull: `${prefix}pull`, consume: `${prefix}consume` };
+    this.consumeService = new ConsumeService({
+      group,
+      model: opts.model,
+      listener: opts.listener as ConcurrentListener,
+      offsetStore,
+      settings: {
+        consumeThreads: opts.consumeThreads,
+        consumeMessageBatchMaxSize: opts.consumeMessageBatchMaxSize,
+        consumeTimeoutMinutes: opts.consumeTimeoutMinutes,
+        reconsumeLaterDelayMs: opts.reconsumeLaterDelayMs,
+      },
+      processQueues: () => this.held.values(),
+    });
+    this.pullService = new PullService({
+      host,
+      group,
+      model: opts.model,
+      subscriptions,
+      offsetStore,
+      settings: {
+        pullBatchSize: opts.pullBatchSize,
+        pullThresholdForQueue: opts.pullThresholdForQueue,
+        pullThresholdSizeForQueue: opts.pullThresholdSizeForQueue,
+        consumeConcurrentlyMaxSpan: opts.consumeConcurrentlyMaxSpan,
+        orderly: false,
+        brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
+        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + 15_000),
+      },
+      onFound: (req, msgs) => this.consumeService.submit(req.mq, req.pq, msgs),
+      onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
+    });
+    this.rebalancer = new Rebalancer({
+      host,
+      group,
+      model: opts.model,
+      strategy: getAllocateStrategy(opts.allocateStrategy),
+      allocateOptions: opts.allocateOptions,
+      subscriptions,
+      offsetStore,
+      consumeFromWhere: opts.consumeFromWhere,
+      consumeTimestamp: opts.consumeTimestamp,
+      held: this.held,
+      startPull: (req) => this.startPull(req),
+      dropPullExpired: true,
+    });
+  }
+
+  /**
+   * Starts a consumer: validates options, parses subscriptions (SUBSCRIPTION_PARSE_FAILED here,
+   * never later), registers with every broker and runs the first rebalance.
+   */
+  static async start(options: PushConsumerOptions): Promise<PushConsumer> {
+    const o = { ...defaultPushConsumerOptions(), consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS, ...stripUndefined(options) } as Resolved & ClientInstanceOptions;
+    checkGroup(o.group);
+    if (typeof o.listener !== "function") throw new MQError("ILLEGAL_ARGUMENT", "PushConsumer needs a listener: async (msgs, ctx) => \"CONSUME_SUCCESS\" | \"RECONSUME_LATER\".");
+    if (o.orderly) throw new MQError("ILLEGAL_ARGUMENT", "Orderly consumption is not available yet; start the consumer with orderly: false.");
+    if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING") throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
+    if (!["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"].includes(o.consumeFromWhere)) {
+      throw new MQError("ILLEGAL_ARGUMENT", `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${String(o.consumeFromWhere)}.`);
+    }
+    checkRange("pullBatchSize", o.pullBatchSize, 1, 1024);
+    checkRange("pullThresholdForQueue", o.pullThresholdForQueue, 1, 65535);
+    checkRange("pullThresholdSizeForQueue", o.pullThresholdSizeForQueue, 1, 1024);
+    checkRange("consumeConcurrentlyMaxSpan", o.consumeConcurrentlyMaxSpan, 1, 65535);
+    checkRange("consumeMessageBatchMaxSize", o.consumeMessageBatchMaxSize, 1, 1024);
+    checkRange("consumeThreads", o.consumeThreads, 1, 1000);
+    getAllocateStrategy(o.allocateStrategy);
+    const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);
+
+    const inst = await ClientInstance.acquire(o);
+    const key = `${inst.clientId}|${o.group}`;
+    if (activeGroups.has(key)) {
+      await inst.release();
+      throw new MQError("ILLEGAL_ARGUMENT", `Consumer group ${o.group} already has a consumer on client ${inst.clientId}; close it first or give this one another instanceName.`);
+    }
+    activeGroups.add(key);
+    const host = consumerHostOf(inst);
+    try {
+      const offsetStore: OffsetStore =
+        o.model === "BROADCASTING" ? new LocalFileOffsetStore(localOffsetsPath(o.offsetStoreDir, inst.clientId, o.group)) : new RemoteOffsetStore(host, o.group);
+      await offsetStore.load();
+      const c = new PushConsumer(host, o.group, o, subscriptions, offsetStore);
+      await c.begin();
+      return c;
+    } catch (e) {
+      activeGroups.delete(key);
+      await host.release();
+      throw e;
+    }
+  }
+
+  private async begin(): Promise<void> {
+    const { node } = this.host;
+    let notified = false;
+    this.host.registerConsumer({
+      group: this.group,
+      consumerData: () => this.consumerData(),
+      rebalanceNow: () => {
+        if (node.actorOf(this.names.rebalancer)) this.rebalanceNow();
+        else notified = true;
+      },
+    });
+    // routes first, so the heartbeat reaches every broker serving the topics
+    await Promise.all(this.subscriptions.topics().map((t) => this.host.fetchSubscribeQueues(t).catch(() => undefined)));
+    await this.host.sendHeartbeatToAllBrokers();
+    node.spawn(this.names.consume, consumeServiceMachine, { input: { service: this.consumeService }, supervision: { strategy: "stop" } });
+    node.spawn(this.names.pull, pullServiceMachine, { input: { service: this.pullService }, supervision: { strategy: "stop" } });
+    await this.rebalancer.doRebalance();
+    node.spawn(this.names.rebalancer, rebalancerMachine, { input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs }, supervision: { strategy: "stop" } });
+    if (notified) this.rebalanceNow();
+    this.persistTimer = setInterval(() => void this.persistOffsets(), this.opts.persistConsumerOffsetIntervalMs);
+    this.persistTimer.unref();
+  }
+
+  /** This consumer's part of each heartbeat. */
+  consumerData(): ConsumerData {
+    return {
+      groupName: this.group,
+      consumeType: "CONSUME_PASSIVELY",
+      messageModel: this.opts.model,
+      consumeFromWhere: this.opts.consumeFromWhere,
+      subscriptionDataSet: this.subscriptions.all(),
+    };
+  }
+
+  /** The client id this consumer is known by in its group. */
+  get clientId(): string {
+    return this.host.clientId;
+  }
+
+  /** The message queues this instance holds now. */
+  assignment(): MessageQueue[] {
+    return [...this.held.values()].map((h) => ({ ...h.mq }));
+  }
+
+  /** Per held queue: cached message count and bytes, the next pull offset (tests, tools). */
+  processQueueStats(): { mq: MessageQueue; msgCount: number; msgSize: number; nextOffset: number }[] {
+    return [...this.held.values()].map((h) => ({ mq: { ...h.mq }, msgCount: h.pq.msgCount, msgSize: h.pq.msgSize, nextOffset: h.request.nextOffset }));
+  }
+
+  /** The process queue of a held queue (tests, tools). */
+  processQueue(mq: MessageQueue): ProcessQueue<MessageExt> | undefined {
+    return this.held.get(mqKey(mq))?.pq;
+  }
+
+  /** Runs a rebalance round now. */
+  rebalanceNow(): void {
+    this.host.node.actorOf(this.names.rebalancer)?.send({ type: "REBALANCE" });
+  }
+
+  /** Stops pulling (messages already cached are still consumed). */
+  async suspend(): Promise<void> {
+    this.suspended = true;
+    this.host.node.actorOf(this.names.pull)?.send({ type: "SUSPEND" });
+  }
+
+  /** Resumes pulling and rebalances. */
+  async resume(): Promise<void> {
+    if (!this.suspended) return;
+    this.suspended = false;
+    this.host.node.actorOf(this.names.pull)?.send({ type: "RESUME" });
+    this.rebalanceNow();
+  }
+
+  /** Persists every held queue's offset now. */
+  async persistOffsets(): Promise<void> {
+    await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq)).catch(() => {});
+  }
+
+  /** Stops pulling and consuming, persists offsets, leaves the group, releases everything. */
+  close(): Promise<void> {
+    if (!this.closing) this.closing = this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    const { node } = this.host;
+    if (this.persistTimer) clearInterval(this.persistTimer);
+    this.persistTimer = null;
+    this.rebalancer.stop();
+    this.pullService.stop();
+    await this.consumeService.stop();
+    for (const name of [this.names.rebalancer, this.names.pull, this.names.consume]) node.stopActor(name);
+    const mqs = [...this.held.values()].map((h) => h.mq);
+    for (const h of this.held.values()) h.pq.dropped = true;
+    await this.offsetStore.persistAll(mqs).catch(() => {});
+    this.held.clear();
+    await this.host.unregisterConsumer(this.group);
+    activeGroups.delete(`${this.host.clientId}|${this.group}`);
+    await this.host.release();
+  }
+
+  private startPull(req: PullRequest): void {
+    this.host.node.actorOf(this.names.pull)?.send({ type: "EXECUTE_PULL", request: req });
+  }
+
+  /** PULL_OFFSET_MOVED: adopt the broker's offset, persist it, drop the queue and rebuild it by rebalance. */
+  private async onOffsetIllegal(req: PullRequest): Promise<void> {
+    const { mq } = req;
+    this.offsetStore.updateAndFreeze(mq, req.nextOffset);
+    await this.offsetStore.persist(mq);
+    const k = mqKey(mq);
+    if (this.held.get(k)?.pq === req.pq) this.held.delete(k);
+    this.offsetStore.removeOffset(mq);
+    this.rebalanceNow();
+  }
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const k of Object.keys(o) as (keyof T)[]) if (o[k] !== undefined) out[k] = o[k];
+  return out;
+}
