@@ -1,0 +1,154 @@
+/**
+ * Produce workload: one Producer in this process, `actormq start` (name server + broker) in a
+ * child process. 1 KiB messages, 256 in flight: 8 concurrent sendBatch calls of 32 messages,
+ * once against an async-flush broker (`metrics.produceMsgsPerSec`) and once against a sync-flush
+ * broker (`metrics.produceSyncFlushMsgsPerSec`); also single-message sends with 256 in flight.
+ * Baseline: the store's own append rate of the same batches in this process (no network, no actors).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Admin, Producer } from "../actors/client/index.ts";
+import { MessageStore } from "../store/index.ts";
+import { prepareBatch } from "../actors/client/messageBuilder.ts";
+import type { BenchOptions, BenchResult } from "./index.ts";
+
+const BODY_BYTES = 1024;
+const BATCH = 32;
+const CONCURRENT_BATCHES = 8;
+const SINGLE_IN_FLIGHT = 256;
+const QUEUES = 8;
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+interface Server {
+  child: ChildProcess;
+  nameserver: string;
+  exited: Promise<unknown>;
+}
+
+async function startServer(dataDir: string, flush: "sync" | "async"): Promise<Server> {
+  const child = spawn(
+    process.execPath,
+    [path.join(root, "bin", "actormq.mjs"), "start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir, "--flush", flush, "--log-level", "warn"],
+    { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const exited = new Promise((r) => child.once("exit", r));
+  const nameserver = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (d: Buffer) => {
+      out += d.toString();
+      const m = /name server\s+(tcp:\/\/\S+)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    exited.then(() => reject(new Error(`actormq start exited: ${out}`)));
+  });
+  return { child, nameserver, exited };
+}
+
+async function stopServer(s: Server): Promise<void> {
+  s.child.kill("SIGTERM");
+  await s.exited;
+}
+
+function messages(topic: string, n: number) {
+  const body = Buffer.alloc(BODY_BYTES, 97);
+  return Array.from({ length: n }, () => ({ topic, body }));
+}
+
+async function measureBatches(p: Producer, topic: string, total: number): Promise<number> {
+  const batch = messages(topic, BATCH);
+  let sent = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENT_BATCHES }, async () => {
+      while (sent < total) {
+        sent += BATCH;
+        const r = await p.sendBatch(batch);
+        if (r.status !== "SEND_OK") throw new Error(`sendBatch: ${r.status}`);
+      }
+    }),
+  );
+  return sent / ((performance.now() - t0) / 1000);
+}
+
+async function measureSingles(p: Producer, topic: string, total: number): Promise<number> {
+  const msg = messages(topic, 1)[0]!;
+  let sent = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: SINGLE_IN_FLIGHT }, async () => {
+      while (sent < total) {
+        sent++;
+        const r = await p.send(msg);
+        if (r.status !== "SEND_OK") throw new Error(`send: ${r.status}`);
+      }
+    }),
+  );
+  return sent / ((performance.now() - t0) / 1000);
+}
+
+async function runAgainst(flush: "sync" | "async", dataDir: string, counts: { batch: number; single: number }, log: (s: string) => void) {
+  const server = await startServer(dataDir, flush);
+  const producer = await Producer.start({ group: "bench-produce", nameservers: [server.nameserver] });
+  const admin = await Admin.start({ nameservers: [server.nameserver] });
+  try {
+    await admin.createTopic({ topic: "BenchProduce", readQueueNums: QUEUES, writeQueueNums: QUEUES });
+    await measureBatches(producer, "BenchProduce", Math.min(counts.batch, 20_000)); // warm-up
+    const batchRate = await measureBatches(producer, "BenchProduce", counts.batch);
+    log(`${flush} flush: sendBatch ${CONCURRENT_BATCHES}x${BATCH} in flight: ${batchRate.toFixed(0)} msg/s`);
+    const singleRate = await measureSingles(producer, "BenchProduce", counts.single);
+    log(`${flush} flush: send, ${SINGLE_IN_FLIGHT} in flight: ${singleRate.toFixed(0)} msg/s`);
+    return { batchRate, singleRate };
+  } finally {
+    await producer.close();
+    await admin.close();
+    await stopServer(server);
+  }
+}
+
+async function storeBaseline(dir: string, total: number): Promise<number> {
+  const store = await MessageStore.open({ dir, flush: "async", cleanIntervalMs: 0 });
+  try {
+    const body = prepareBatch(messages("BenchProduce", BATCH)).body;
+    const t0 = performance.now();
+    for (let i = 0; i < total / BATCH; i++) {
+      await store.putMessages({ topic: "BenchProduce", queueId: i % QUEUES, bornTimestamp: Date.now(), bornHost: "127.0.0.1:1", body });
+    }
+    return total / ((performance.now() - t0) / 1000);
+  } finally {
+    await store.close();
+  }
+}
+
+export default async function run(opts: BenchOptions): Promise<BenchResult> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "actormq-bench-produce-"));
+  const log = (s: string) => opts.verbose && console.log(s);
+  const asyncCounts = opts.quick ? { batch: 40_000, single: 10_000 } : { batch: 300_000, single: 60_000 };
+  const syncCounts = opts.quick ? { batch: 20_000, single: 5_000 } : { batch: 100_000, single: 30_000 };
+  try {
+    const a = await runAgainst("async", path.join(tmp, "async"), asyncCounts, log);
+    const s = await runAgainst("sync", path.join(tmp, "sync"), syncCounts, log);
+    const storeRate = await storeBaseline(path.join(tmp, "baseline"), asyncCounts.batch);
+    log(`baseline: store append in-process ${storeRate.toFixed(0)} msg/s`);
+    return {
+      workload: "produce",
+      metrics: {
+        produceMsgsPerSec: Math.round(a.batchRate),
+        produceSyncFlushMsgsPerSec: Math.round(s.batchRate),
+        produceSingleMsgsPerSec: Math.round(a.singleRate),
+        produceSingleSyncFlushMsgsPerSec: Math.round(s.singleRate),
+      },
+      baseline: { storeAppendMsgsPerSec: Math.round(storeRate) },
+      ratio: { produceVsStoreAppend: Number((a.batchRate / storeRate).toFixed(3)) },
+      notes: [
+        `1 KiB bodies, ${QUEUES} queues, one producer; batches: ${CONCURRENT_BATCHES} concurrent sendBatch of ${BATCH}; singles: ${SINGLE_IN_FLIGHT} concurrent send`,
+        "broker = `actormq start` in a child process; baseline = MessageStore.putMessages of the same batches in this process",
+      ],
+    };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}
