@@ -209,7 +209,10 @@ export function queryConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetM
   const queueId = int(req.queueId, "queueId");
   const off = offsets.queryOffset(group, topic, queueId);
   if (off >= 0) return { offset: off };
-  if (req.setZeroIfNotFound !== false && ctx.store.getMinOffset(topic, queueId) <= 0 && ctx.store.getStoreTime(topic, queueId, 0) >= 0) {
+  // RocketMQ answers 0 while the queue still starts at 0 and its first message is readable (or
+  // nothing was ever written), so a new group does not skip the queue's first messages
+  const startsAtZero = ctx.store.getMinOffset(topic, queueId) <= 0 && (ctx.store.getMaxOffset(topic, queueId) === 0 || ctx.store.getStoreTime(topic, queueId, 0) >= 0);
+  if (req.setZeroIfNotFound !== false && startsAtZero) {
     return { offset: 0 };
   }
   throw new MQError("QUERY_NOT_FOUND", `No offset of group ${group} is stored for ${topic} queue ${queueId} (maybe this group consumer boot first); start where consumeFromWhere says.`);
