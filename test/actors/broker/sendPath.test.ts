@@ -6,7 +6,7 @@ import { ActorNode } from "../../../actors/runtime/index.ts";
 import { Admin, Producer } from "../../../actors/client/index.ts";
 import { decodeRecords, encodeMessageBatch } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, type MessageQueue, type SendMessageReply } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 let ns: NameServer;
 let broker: Broker;
@@ -47,7 +47,8 @@ test("a send to an unknown topic auto-creates it with 4 queues and stores the me
   assert.equal(m.body.toString(), "hello");
   assert.equal(m.tags, "TagA");
   assert.equal(m.msgId, r.msgId);
-  const route = await admin.topicRoute("Auto");
+  // the broker re-registers right after creating the topic; the name server then serves its route
+  const route = await waitFor(() => admin.topicRoute("Auto").catch(() => null), 5000, "route of the auto-created topic");
   assert.deepEqual(route.queueDatas, [{ brokerName: "a", readQueueNums: 4, writeQueueNums: 4, perm: 6 }]);
 });
 

@@ -1,0 +1,28 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Admin, Producer, startLocalCluster } from "../../index.ts";
+import { tempDir } from "../helpers.ts";
+
+test("startLocalCluster runs a name server and two brokers; Admin.createTopic reaches every master", async () => {
+  const { dir, cleanup } = await tempDir();
+  const cluster = await startLocalCluster({ brokers: 2, dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const producer = await Producer.start({ group: "lc", nameservers: cluster.nameservers });
+  try {
+    assert.equal(cluster.brokers.length, 2);
+    const info = await admin.clusterInfo();
+    assert.deepEqual(info.clusterAddrTable, { DefaultCluster: ["broker-a", "broker-b"] });
+    await admin.createTopic({ topic: "Everywhere", readQueueNums: 2, writeQueueNums: 2 });
+    const route = await admin.topicRoute("Everywhere");
+    assert.deepEqual(route.queueDatas.map((q) => [q.brokerName, q.writeQueueNums]), [["broker-a", 2], ["broker-b", 2]]);
+    assert.ok((await admin.topicList()).includes("Everywhere"));
+    const brokers = new Set<string>();
+    for (let i = 0; i < 8; i++) brokers.add((await producer.send({ topic: "Everywhere", body: `m${i}` })).queue.brokerName);
+    assert.deepEqual([...brokers].sort(), ["broker-a", "broker-b"]);
+  } finally {
+    await producer.close();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
