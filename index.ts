@@ -25,3 +25,12 @@ export {
 } from "./actors/client/allocateStrategies.ts";
 export type { AllocateStrategy, AllocateStrategyName, AllocateOptions } from "./actors/client/allocateStrategies.ts";
 export { selectByHash, selectRandom } from "./actors/client/selectors.ts";
+export { Inspector } from "./actors/inspector/index.ts";
+export type { InspectorOptions, InspectorStats, ClusterView } from "./actors/inspector/index.ts";
+export { PushConsumer, defaultPushConsumerOptions } from "./actors/client/pushConsumer.ts";
+export type { PushConsumerOptions, ConsumeContext, ConsumeStatus } from "./actors/client/pushConsumer.ts";
+export { PullConsumer } from "./actors/client/pullConsumer.ts";
+export type { PullConsumerOptions } from "./actors/client/pullConsumer.ts";
+export type { ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus } from "./actors/client/consumeService.ts";
+export type { ConsumerProgressEntry } from "./actors/client/admin.ts";
+export type { MessageExt } from "./transport/messageRecord.ts";

@@ -1,0 +1,241 @@
+/**
+ * Inspector: the visual debugger. Collects the inspection streams of the processes of a cluster
+ * (over the wire through an {@link InspectionCollector}, or directly from nodes of this process),
+ * keeps them in a bounded buffer, tracks which processes are alive, and serves a local page that
+ * draws every actor's statechart and an event timeline.
+ */
+import { MQError } from "../../transport/protocol.ts";
+import { ActorNode, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
+import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
+import { DEFAULT_PROBE_FAILURES_BEFORE_GONE, DEFAULT_PUSH_INTERVAL_MS, defaultInspectorOptions, type InspectorOptions, parseListen } from "./inspectorOptions.ts";
+import { type InspectorStats, PageServer } from "./pageServer.ts";
+import { ProcessTree } from "./processTree.ts";
+import { checkRecord } from "./recordCheck.ts";
+import { definitionToGraph } from "./statechartGraph.ts";
+import { type RenderedChart, renderStatechart } from "./statechartSvg.ts";
+import { TimelineBuffer } from "./timelineBuffer.ts";
+
+/** Format tag of exported timelines. */
+export const TIMELINE_FORMAT = "actormq-timeline";
+export const TIMELINE_FORMAT_VERSION = 1;
+
+interface Probe {
+  address: string;
+  nodeId?: string;
+  failures: number;
+  busy: boolean;
+}
+
+export class Inspector {
+  private readonly buffer: TimelineBuffer;
+  private readonly tree = new ProcessTree();
+  private readonly probes = new Map<string, Probe>();
+  private readonly localNodes = new Map<ActorNode, () => void>();
+  private readonly charts = new Map<string, Promise<RenderedChart | null>>();
+  private readonly chartsByDefinition = new WeakMap<object, Promise<RenderedChart | null>>();
+  private received = 0;
+  private malformed = 0;
+  private oversized = 0;
+  private probeTimer: NodeJS.Timeout | null = null;
+  private closing: Promise<void> | null = null;
+  private server!: PageServer;
+  private readonly clusterSource: ClusterSource;
+
+  private constructor(
+    private readonly opts: Required<Omit<InspectorOptions, "cluster">> & Pick<InspectorOptions, "cluster">,
+    private readonly collector: InspectionCollector,
+    private readonly client: ActorNode,
+    private readonly host: string,
+  ) {
+    this.buffer = new TimelineBuffer(opts.capacity);
+    this.clusterSource =
+      opts.cluster ??
+      wireClusterSource({
+        node: client,
+        nameservers: () => this.addressesOf("nameserver"),
+        assignments: () => this.tree.assignments(),
+      });
+  }
+
+  /**
+   * Starts collecting and serving. Resolves once the page is served at {@link url} and every
+   * `collect` address has been asked once (unreachable ones are retried and shown as gone).
+   */
+  static async start(options: InspectorOptions = {}): Promise<Inspector> {
+    const opts = { ...defaultInspectorOptions(), ...options };
+    const { host, port } = parseListen(opts.listen, opts.allowRemote);
+    if (!Number.isInteger(opts.capacity) || opts.capacity < 1) throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
+    const collector = await InspectionCollector.start({ bind: opts.collectorBind, capacity: 0 });
+    let client: ActorNode | undefined;
+    let insp: Inspector | undefined;
+    try {
+      client = await ActorNode.start({ listen: null, nodeId: `inspector:${process.pid}:${Math.random().toString(36).slice(2, 8)}` });
+      insp = new Inspector(opts, collector, client, host);
+      collector.onRecord((r) => insp!.ingest(r));
+      insp.server = await PageServer.start(host, port, insp.pageData(), DEFAULT_PUSH_INTERVAL_MS);
+    } catch (e) {
+      await collector.close();
+      await client?.close();
+      throw e instanceof MQError ? e : new MQError("ILLEGAL_ARGUMENT", `Cannot serve the inspector on ${opts.listen}: ${(e as Error).message}.`, { cause: e });
+    }
+    for (const n of opts.nodes) insp.attach(n);
+    await Promise.all(opts.collect.map((a) => insp!.collect(a)));
+    insp.probeTimer = setInterval(() => insp!.probeAll(), opts.probeIntervalMs);
+    insp.probeTimer.unref();
+    return insp;
+  }
+
+  /** The page's address, e.g. `http://127.0.0.1:43121/`. */
+  get url(): string {
+    const h = this.host.includes(":") ? `[${this.host}]` : this.host;
+    return `http://${h}:${this.server.port}/`;
+  }
+
+  /** The SUB endpoint processes publish to: `node.publishInspection(inspector.collectorEndpoint)`. */
+  get collectorEndpoint(): string {
+    return this.collector.endpoint;
+  }
+
+  /** Inspects a node of this process directly. */
+  attach(node: ActorNode): void {
+    if (this.localNodes.has(node) || this.closing) return;
+    this.localNodes.set(node, node.inspect((r) => this.ingest(r)));
+    if (node.address) this.tree.setAddress(node.nodeId, node.address);
+  }
+
+  /** Asks the node at `address` to publish here, and keeps probing it for liveness. */
+  async collect(address: string): Promise<void> {
+    if (this.closing) return;
+    for (const n of this.localNodes.keys()) if (n.address === address) return;
+    let p = this.probes.get(address);
+    if (!p) this.probes.set(address, (p = { address, failures: 0, busy: false }));
+    await this.probe(p);
+  }
+
+  /** Counters: records received, kept, dropped (malformed, oversized), evicted. */
+  stats(): InspectorStats {
+    return {
+      received: this.received + this.collector.malformed,
+      kept: this.buffer.size,
+      malformedDropped: this.malformed + this.collector.malformed,
+      oversizedDropped: this.oversized,
+      evicted: this.buffer.evicted,
+      pages: this.server?.pages ?? 0,
+    };
+  }
+
+  /** The cluster view (brokers, topics, groups) as the page shows it. */
+  cluster(): Promise<ClusterView> {
+    return this.clusterSource();
+  }
+
+  /** Stops collecting and serving; releases every socket and timer. */
+  close(): Promise<void> {
+    if (!this.closing) this.closing = this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    for (const stop of this.localNodes.values()) stop();
+    this.localNodes.clear();
+    await this.server?.close();
+    await this.collector.close();
+    await this.client.close();
+  }
+
+  /** Takes one record in (from a local node or the wire); never throws. */
+  private ingest(raw: unknown): void {
+    this.received++;
+    const c = checkRecord(raw, this.opts.maxRecordBytes);
+    if (!c.ok) {
+      if (c.reason === "oversized") this.oversized++;
+      else this.malformed++;
+      return;
+    }
+    const r: InspectionRecord = c.record;
+    // a definition travels once per machine: keep it in the tree, not in every timeline entry
+    let kept = r;
+    if (r.kind === "actor" && r.definition !== undefined) {
+      const { definition: _definition, ...rest } = r;
+      kept = rest;
+    }
+    try {
+      this.tree.apply(r);
+    } catch {
+      this.malformed++;
+      return;
+    }
+    this.server?.publish(this.buffer.push(kept));
+  }
+
+  private probeAll(): void {
+    for (const [node] of this.localNodes) {
+      if (node.transport.isClosed) this.tree.markGone(node.nodeId);
+    }
+    for (const p of this.probes.values()) if (!p.busy) void this.probe(p);
+  }
+
+  private async probe(p: Probe): Promise<void> {
+    p.busy = true;
+    try {
+      const nodeId = await this.collector.requestFrom(this.client.ref(p.address, "inspector"), this.opts.probeIntervalMs);
+      if (this.closing) return;
+      if (p.nodeId !== undefined && p.nodeId !== nodeId) this.tree.markGone(p.nodeId);
+      p.nodeId = nodeId;
+      p.failures = 0;
+      this.tree.markAlive(nodeId);
+      this.tree.setAddress(nodeId, p.address);
+    } catch {
+      if (this.closing) return;
+      p.failures++;
+      if (p.nodeId !== undefined && p.failures >= DEFAULT_PROBE_FAILURES_BEFORE_GONE) this.tree.markGone(p.nodeId);
+    } finally {
+      p.busy = false;
+    }
+  }
+
+  private addressesOf(role: "nameserver" | "broker"): string[] {
+    return this.tree
+      .view()
+      .filter((n) => n.role === role && n.status === "alive" && n.address)
+      .map((n) => n.address!);
+  }
+
+  private chart(nodeId: string, machineId: string): Promise<RenderedChart | null> {
+    const def = this.tree.definition(nodeId, machineId);
+    if (def === undefined || def === null || typeof def !== "object") return Promise.resolve(null);
+    let c = this.chartsByDefinition.get(def);
+    if (!c) {
+      const key = JSON.stringify(def);
+      c = this.charts.get(key);
+      if (!c) {
+        const g = definitionToGraph(def);
+        c = g ? renderStatechart(g).catch(() => null) : Promise.resolve(null);
+        if (this.charts.size > 500) this.charts.clear();
+        this.charts.set(key, c);
+      }
+      this.chartsByDefinition.set(def, c);
+    }
+    return c;
+  }
+
+  private pageData() {
+    return {
+      stats: () => this.stats(),
+      nodes: () => this.tree.view(),
+      timeline: (after: number, limit: number) => this.buffer.since(after, limit),
+      lastSeq: () => this.buffer.lastSeq,
+      chart: (nodeId: string, machineId: string) => this.chart(nodeId, machineId),
+      cluster: () => this.cluster(),
+      exportTimeline: async () => {
+        const charts: Record<string, RenderedChart> = {};
+        for (const [machineId, def] of this.tree.allDefinitions()) {
+          const g = definitionToGraph(def);
+          if (g) charts[machineId] = (await this.chart("", machineId)) ?? (await renderStatechart(g));
+        }
+        return { format: TIMELINE_FORMAT, version: TIMELINE_FORMAT_VERSION, exportedAt: Date.now(), stats: this.stats(), nodes: this.tree.view(), charts, entries: this.buffer.since(0) };
+      },
+    };
+  }
+}

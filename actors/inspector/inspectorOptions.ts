@@ -1,0 +1,74 @@
+/** Options of {@link Inspector.start} and their defaults. */
+import type { ActorNode } from "../runtime/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+import type { ClusterSource } from "./clusterView.ts";
+import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
+import { DEFAULT_TIMELINE_CAPACITY } from "./timelineBuffer.ts";
+
+/** Loopback HTTP address with an ephemeral port. */
+export const DEFAULT_INSPECTOR_LISTEN = "127.0.0.1:0";
+/** How often collected processes are probed for liveness. @default 1000 */
+export const DEFAULT_PROBE_INTERVAL_MS = 1000;
+/** Failed probes in a row after which a process is shown as gone. @default 2 */
+export const DEFAULT_PROBE_FAILURES_BEFORE_GONE = 2;
+/** Pause between pushes of new records to open pages (one write per page per tick). @default 50 */
+export const DEFAULT_PUSH_INTERVAL_MS = 50;
+
+export interface InspectorOptions {
+  /** `host:port` for the web page. Non-loopback hosts need `allowRemote: true`. @default "127.0.0.1:0" */
+  listen?: string;
+  /** Serve the page on a non-loopback address (anyone who reaches it sees actor states). @default false */
+  allowRemote?: boolean;
+  /**
+   * Node addresses (`tcp://host:port`, the ROUTER of a name server, broker or listening client)
+   * asked to publish their inspection streams here (INSPECT_SUBSCRIBE) and probed for liveness.
+   * Processes that do not listen publish themselves: `node.publishInspection(inspector.collectorEndpoint)`.
+   */
+  collect?: string[];
+  /** Nodes of this process, inspected directly (no encoding, no sockets). */
+  nodes?: ActorNode[];
+  /** ZeroMQ endpoint the collector's SUB binds. @default "tcp://127.0.0.1:*" */
+  collectorBind?: string;
+  /** @default 20000 records */
+  capacity?: number;
+  /** Inspection records larger than this (estimated bytes) are dropped and counted. @default 1 MiB */
+  maxRecordBytes?: number;
+  /** @default 1000 */
+  probeIntervalMs?: number;
+  /** Where the cluster view's data comes from; by default asked of the collected name servers and brokers. */
+  cluster?: ClusterSource;
+}
+
+/** Defaults spread under the user's options. */
+export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "cluster">> {
+  return {
+    listen: DEFAULT_INSPECTOR_LISTEN,
+    allowRemote: false,
+    collect: [],
+    nodes: [],
+    collectorBind: "tcp://127.0.0.1:*",
+    capacity: DEFAULT_TIMELINE_CAPACITY,
+    maxRecordBytes: DEFAULT_MAX_RECORD_BYTES,
+    probeIntervalMs: DEFAULT_PROBE_INTERVAL_MS,
+  };
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+
+/** Splits `host:port` and refuses non-loopback hosts unless allowed. */
+export function parseListen(listen: string, allowRemote: boolean): { host: string; port: number } {
+  const m = /^(\[[^\]]+\]|[^:]+|[0-9a-fA-F:]+):(\d{1,5})$/.exec(listen.replace(/^https?:\/\//, ""));
+  if (!m) throw new MQError("ILLEGAL_ARGUMENT", `Bad inspector listen address "${listen}": use host:port, e.g. 127.0.0.1:0.`);
+  const host = m[1]!.replace(/^\[|\]$/g, "");
+  const port = Number(m[2]);
+  if (port > 65535) throw new MQError("ILLEGAL_ARGUMENT", `Bad port in inspector listen address "${listen}": use 0..65535.`);
+  if (!allowRemote && !LOOPBACK.has(host) && !LOOPBACK.has(m[1]!)) {
+    throw new MQError("ILLEGAL_ARGUMENT", `The inspector serves on loopback only; "${host}" is not loopback. Pass allowRemote: true (CLI: --inspect-remote) to serve on it deliberately.`);
+  }
+  return { host, port };
+}
+
+/** True for host names that mean this machine. */
+export function isLoopbackHost(host: string): boolean {
+  return LOOPBACK.has(host);
+}
