@@ -33,4 +33,3 @@ export { PullConsumer } from "./actors/client/pullConsumer.ts";
 export type { PullConsumerOptions } from "./actors/client/pullConsumer.ts";
 export type { ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus } from "./actors/client/consumeService.ts";
 export type { ConsumerProgressEntry } from "./actors/client/admin.ts";
-export type { MessageExt } from "./transport/messageRecord.ts";

@@ -14,6 +14,20 @@ import {
   type TopicRouteData,
 } from "../../transport/protocol.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { compareMessageQueue, type ConsumeStatsReply, ConsumptionActorFor, type GetConsumeStatsRequest, type ResetOffsetRequest } from "../../transport/protocol.ts";
+
+/** One queue's line of `Admin.consumerProgress`. */
+export interface ConsumerProgressEntry {
+  topic: string;
+  brokerName: string;
+  queueId: number;
+  /** the queue's max offset on the broker */
+  brokerOffset: number;
+  /** the group's committed offset (-1 when none) */
+  consumerOffset: number;
+  /** brokerOffset − consumerOffset */
+  lag: number;
+}
 
 /** Queues per broker when `Admin.createTopic` is given none (RocketMQ's `defaultTopicQueueNums` for admin creation). */
 export const DEFAULT_ADMIN_QUEUE_NUMS = 8;
@@ -100,6 +114,63 @@ export class Admin {
     this.checkOpen();
     const r = await this.instance.refAt(brokerAddr).ask<{ topicConfigTable: Record<string, TopicConfig> }>({ type: "GET_ALL_TOPIC_CONFIG" });
     return r.fields.topicConfigTable;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Consumption queries (consumerProgress, resetOffsetByTimestamp)
+
+  /**
+   * A consumer group's progress: per queue (of its topics and retry topic, on every master) the
+   * broker's max offset, the group's committed offset and the lag between them.
+   */
+  async consumerProgress(group: string): Promise<ConsumerProgressEntry[]> {
+    this.checkOpen();
+    const masters = await this.masterAddresses();
+    const replies = await Promise.all(
+      masters.map((addr) =>
+        this.instance
+          .refAt(addr, ConsumptionActorFor.GET_CONSUME_STATS)
+          .ask<ConsumeStatsReply>({ type: "GET_CONSUME_STATS", consumerGroup: group } satisfies GetConsumeStatsRequest & { type: string }),
+      ),
+    );
+    const out: ConsumerProgressEntry[] = [];
+    for (const r of replies) {
+      for (const q of r.fields.offsetTable ?? []) {
+        const consumerOffset = q.consumerOffset;
+        out.push({ topic: q.topic, brokerName: q.brokerName, queueId: q.queueId, brokerOffset: q.brokerOffset, consumerOffset, lag: Math.max(0, q.brokerOffset - Math.max(0, consumerOffset)) });
+      }
+    }
+    return out.sort(compareMessageQueue);
+  }
+
+  /**
+   * Moves a group's offsets of a topic, on every master serving it, to the first message stored
+   * at or after `timestamp` (server side: the next pull of each queue starts there).
+   * Returns the new offset per queue.
+   */
+  async resetOffsetByTimestamp(group: string, topic: string, timestamp: number): Promise<{ topic: string; brokerName: string; queueId: number; offset: number }[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    const route = await this.topicRoute(topic);
+    const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
+    await Promise.all(
+      route.brokerDatas.map(async (bd) => {
+        const addr = bd.brokerAddrs[String(MASTER_ID)];
+        if (!addr) return;
+        const r = await this.instance
+          .refAt(addr, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
+          .ask<{ offsetTable: { queueId: number; offset: number }[] }>({ type: "INVOKE_BROKER_TO_RESET_OFFSET", topic, group, timestamp, isForce: true } satisfies ResetOffsetRequest & { type: string });
+        for (const e of r.fields.offsetTable ?? []) out.push({ topic, brokerName: bd.brokerName, queueId: e.queueId, offset: e.offset });
+      }),
+    );
+    return out.sort(compareMessageQueue);
+  }
+
+  private async masterAddresses(): Promise<string[]> {
+    const info = await this.clusterInfo();
+    return Object.values(info.brokerAddrTable)
+      .map((bd) => bd.brokerAddrs[String(MASTER_ID)])
+      .filter((a): a is string => !!a);
   }
 
   async close(): Promise<void> {

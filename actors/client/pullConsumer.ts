@@ -1,0 +1,310 @@
+/**
+ * PullConsumer (RocketMQ's `DefaultLitePullConsumer`): the application polls. Subscribe (queues
+ * assigned by the group's rebalance) or assign queues by hand; the same pull service as the push
+ * consumer fills a buffer in the background (long polling, flow control per queue); `poll` takes
+ * from it; offsets are committed automatically every 5 s or by `commit()`.
+ */
+import type { SubscriptionExpression } from "../../filter/index.ts";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import {
+  type ConsumeFromWhere,
+  type ConsumerData,
+  MASTER_ID,
+  MQError,
+  type MessageQueue,
+  mqKey,
+} from "../../transport/protocol.ts";
+import { type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
+import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { RemoteOffsetStore } from "./offsetStore.ts";
+import { ProcessQueue } from "./processQueue.ts";
+import { computePullFromWhere } from "./pullFromWhere.ts";
+import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
+import { BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, DEFAULT_PULL_THRESHOLD_FOR_QUEUE, DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE, PullService, pullServiceMachine } from "./pullService.ts";
+import { checkGroup, consumerHostOf } from "./pushConsumer.ts";
+import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
+import { SubscriptionTable } from "./subscriptions.ts";
+
+/** @default 10 — messages per pull of the lite pull consumer. */
+export const DEFAULT_LITE_PULL_BATCH_SIZE = 10;
+/** @default 5000 */
+export const DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000;
+/** @default 5000 */
+export const DEFAULT_POLL_TIMEOUT_MS = 5_000;
+
+/** Options of {@link PullConsumer.start} (API.md). */
+export interface PullConsumerOptions extends ClientInstanceOptions {
+  group: string;
+  /** commit what poll returned every autoCommitIntervalMs @default true */
+  autoCommit?: boolean;
+  /** @default 5000 (at least 1000) */
+  autoCommitIntervalMs?: number;
+  /** messages per pull @default 10 */
+  pullBatchSize?: number;
+  /** @default 1000 */
+  pullThresholdForQueue?: number;
+  /** MiB @default 100 */
+  pullThresholdSizeForQueue?: number;
+  /** @default "CONSUME_FROM_LAST_OFFSET" */
+  consumeFromWhere?: ConsumeFromWhere;
+  /** @default now − 30 min */
+  consumeTimestamp?: number;
+  /** @default "AVERAGELY" */
+  allocateStrategy?: AllocateStrategyName;
+  /** @default 15000 */
+  brokerSuspendMaxTimeMillis?: number;
+  /** @default 20000 */
+  rebalanceIntervalMs?: number;
+}
+
+interface Buffered {
+  held: HeldQueue;
+  msgs: MessageExt[];
+}
+
+/** A pull consumer: see API.md. */
+export class PullConsumer {
+  private readonly held = new Map<string, HeldQueue>();
+  private readonly subscriptions = new SubscriptionTable();
+  private readonly offsetStore: RemoteOffsetStore;
+  private readonly pullService: PullService;
+  private readonly rebalancer: Rebalancer;
+  private readonly names: { rebalancer: string; pull: string };
+  private buffer: Buffered[] = [];
+  private waiters: (() => void)[] = [];
+  /** queue key -> offset to commit, from messages poll returned */
+  private readonly consumed = new Map<string, { mq: MessageQueue; offset: number }>();
+  private mode: "none" | "subscribe" | "assign" = "none";
+  private commitTimer: NodeJS.Timeout | null = null;
+  private closing: Promise<void> | null = null;
+
+  private constructor(
+    private readonly host: ConsumerHost,
+    readonly group: string,
+    private readonly opts: Required<Omit<PullConsumerOptions, keyof ClientInstanceOptions>>,
+  ) {
+    this.names = { rebalancer: `${group}/pull-rebalancer`, pull: `${group}/pull-loop` };
+    this.offsetStore = new RemoteOffsetStore(host, group);
+    this.pullService = new PullService({
+      host,
+      group,
+      model: "CLUSTERING",
+      subscriptions: this.subscriptions,
+      offsetStore: this.offsetStore,
+      settings: {
+        pullBatchSize: opts.pullBatchSize,
+        pullThresholdForQueue: opts.pullThresholdForQueue,
+        pullThresholdSizeForQueue: opts.pullThresholdSizeForQueue,
+        consumeConcurrentlyMaxSpan: Number.MAX_SAFE_INTEGER,
+        orderly: false,
+        brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
+        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + 15_000),
+      },
+      onFound: (req, msgs) => this.onFound(req, msgs),
+      onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
+    });
+    this.rebalancer = new Rebalancer({
+      host,
+      group,
+      model: "CLUSTERING",
+      strategy: getAllocateStrategy(opts.allocateStrategy),
+      subscriptions: this.subscriptions,
+      offsetStore: this.offsetStore,
+      consumeFromWhere: opts.consumeFromWhere,
+      consumeTimestamp: opts.consumeTimestamp,
+      held: this.held,
+      startPull: (req) => this.pullService.executeNow(req),
+    });
+  }
+
+  static async start(options: PullConsumerOptions): Promise<PullConsumer> {
+    checkGroup(options.group);
+    const opts = {
+      autoCommit: true,
+      autoCommitIntervalMs: DEFAULT_AUTO_COMMIT_INTERVAL_MS,
+      pullBatchSize: DEFAULT_LITE_PULL_BATCH_SIZE,
+      pullThresholdForQueue: DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+      pullThresholdSizeForQueue: DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+      consumeFromWhere: "CONSUME_FROM_LAST_OFFSET" as ConsumeFromWhere,
+      consumeTimestamp: Date.now() - 30 * 60_000,
+      allocateStrategy: DEFAULT_ALLOCATE_STRATEGY,
+      brokerSuspendMaxTimeMillis: BROKER_SUSPEND_MAX_TIME_MILLIS,
+      rebalanceIntervalMs: DEFAULT_REBALANCE_INTERVAL_MS,
+      group: options.group,
+    };
+    for (const [k, v] of Object.entries(options)) if (v !== undefined && k in opts) (opts as Record<string, unknown>)[k] = v;
+    if (opts.autoCommitIntervalMs < 1000) throw new MQError("ILLEGAL_ARGUMENT", "autoCommitIntervalMs must be at least 1000.");
+    getAllocateStrategy(opts.allocateStrategy);
+    const inst = await ClientInstance.acquire(options);
+    const host = consumerHostOf(inst);
+    const c = new PullConsumer(host, opts.group, opts);
+    host.registerConsumer({ group: opts.group, consumerData: () => c.consumerData(), rebalanceNow: () => c.rebalanceNow() });
+    host.node.spawn(c.names.pull, pullServiceMachine, { input: { service: c.pullService }, supervision: { strategy: "stop" } });
+    if (opts.autoCommit) {
+      c.commitTimer = setInterval(() => void c.commit().catch(() => {}), opts.autoCommitIntervalMs);
+      c.commitTimer.unref();
+    }
+    return c;
+  }
+
+  private consumerData(): ConsumerData {
+    return {
+      groupName: this.group,
+      consumeType: "CONSUME_ACTIVELY",
+      messageModel: "CLUSTERING",
+      consumeFromWhere: this.opts.consumeFromWhere,
+      subscriptionDataSet: this.subscriptions.all(),
+    };
+  }
+
+  private rebalanceNow(): void {
+    this.host.node.actorOf(this.names.rebalancer)?.send({ type: "REBALANCE" });
+  }
+
+  /** Subscribes to a topic; its queues are shared with the group's other members by rebalance. */
+  async subscribe(topic: string, expr: SubscriptionExpression = "*"): Promise<void> {
+    if (this.mode === "assign") throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses assign(); subscribe and assign cannot be mixed.");
+    this.mode = "subscribe";
+    this.subscriptions.subscribe(topic, expr);
+    await this.host.fetchSubscribeQueues(topic);
+    await this.host.sendHeartbeatToAllBrokers();
+    await this.rebalancer.doRebalance();
+    if (!this.host.node.actorOf(this.names.rebalancer)) {
+      this.host.node.spawn(this.names.rebalancer, rebalancerMachine, { input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs }, supervision: { strategy: "stop" } });
+    }
+  }
+
+  /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
+  async assign(queues: MessageQueue[]): Promise<void> {
+    if (this.mode === "subscribe") throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
+    this.mode = "assign";
+    const want = new Map(queues.map((q) => [mqKey(q), { topic: q.topic, brokerName: q.brokerName, queueId: q.queueId }]));
+    for (const [k, h] of this.held) {
+      if (want.has(k)) continue;
+      h.pq.dropped = true;
+      this.held.delete(k);
+      this.dropBuffered(k);
+    }
+    for (const mq of want.values()) {
+      if (!this.subscriptions.get(mq.topic)) {
+        this.subscriptions.subscribe(mq.topic, "*");
+        await this.host.fetchSubscribeQueues(mq.topic);
+      }
+    }
+    for (const [k, mq] of want) {
+      if (this.held.has(k)) continue;
+      const offset = await computePullFromWhere(this.opts.consumeFromWhere, this.opts.consumeTimestamp, mq, this.rebalancer.lookups);
+      this.startQueue(mq, offset);
+    }
+  }
+
+  /** The queues held now. */
+  assignment(): MessageQueue[] {
+    return [...this.held.values()].map((h) => ({ ...h.mq }));
+  }
+
+  /** The readable queues of a topic. */
+  fetchMessageQueues(topic: string): Promise<MessageQueue[]> {
+    return this.host.fetchSubscribeQueues(topic);
+  }
+
+  /**
+   * Messages pulled since the last poll, waiting up to `timeoutMs` for some; [] on timeout. What
+   * it returns counts as consumed: committed by the next commit (automatic or manual).
+   */
+  async poll(timeoutMs: number = DEFAULT_POLL_TIMEOUT_MS): Promise<MessageExt[]> {
+    if (this.closing) throw new MQError("CLOSED", "The pull consumer is closed.");
+    if (this.buffer.length === 0 && timeoutMs > 0) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, timeoutMs);
+        function done() {
+          clearTimeout(t);
+          resolve();
+        }
+        this.waiters.push(done);
+      });
+    }
+    const out: MessageExt[] = [];
+    while (this.buffer.length > 0 && out.length < this.opts.pullBatchSize) {
+      const b = this.buffer.shift()!;
+      if (b.held.pq.dropped || this.held.get(mqKey(b.held.mq)) !== b.held) continue;
+      const offset = b.held.pq.removeMessages(b.msgs);
+      if (offset >= 0) this.consumed.set(mqKey(b.held.mq), { mq: b.held.mq, offset });
+      for (const m of b.msgs) out.push(m);
+    }
+    return out;
+  }
+
+  /** Moves a held queue to `offset`: buffered messages are discarded, pulling restarts there. */
+  async seek(queue: MessageQueue, offset: number): Promise<void> {
+    const k = mqKey(queue);
+    const h = this.held.get(k);
+    if (!h) throw new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
+    if (!Number.isInteger(offset) || offset < 0) throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${offset}.`);
+    h.pq.dropped = true;
+    this.dropBuffered(k);
+    this.consumed.set(k, { mq: h.mq, offset });
+    this.offsetStore.updateOffset(h.mq, offset, false);
+    this.startQueue(h.mq, offset);
+  }
+
+  /** Commits the offsets of what poll returned, to the brokers. */
+  async commit(): Promise<void> {
+    for (const { mq, offset } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, true);
+    this.consumed.clear();
+    await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq));
+  }
+
+  close(): Promise<void> {
+    if (!this.closing) this.closing = this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    if (this.commitTimer) clearInterval(this.commitTimer);
+    this.rebalancer.stop();
+    this.pullService.stop();
+    for (const w of this.waiters.splice(0)) w();
+    if (this.opts.autoCommit) await this.commit().catch(() => {});
+    for (const name of [this.names.rebalancer, this.names.pull]) this.host.node.stopActor(name);
+    for (const h of this.held.values()) h.pq.dropped = true;
+    this.held.clear();
+    this.buffer = [];
+    await this.host.unregisterConsumer(this.group);
+    await this.host.release();
+  }
+
+  private startQueue(mq: MessageQueue, offset: number): void {
+    const pq = new ProcessQueue<MessageExt>();
+    const request: PullRequest = { consumerGroup: this.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
+    this.held.set(mqKey(mq), { mq, pq, request });
+    this.pullService.executeNow(request);
+  }
+
+  private dropBuffered(key: string): void {
+    this.buffer = this.buffer.filter((b) => mqKey(b.held.mq) !== key);
+  }
+
+  private onFound(req: PullRequest, msgs: MessageExt[]): void {
+    const h = this.held.get(mqKey(req.mq));
+    if (!h || h.pq !== req.pq) return;
+    this.buffer.push({ held: h, msgs });
+    for (const w of this.waiters.splice(0)) w();
+  }
+
+  private async onOffsetIllegal(req: PullRequest): Promise<void> {
+    const k = mqKey(req.mq);
+    const h = this.held.get(k);
+    if (!h || h.pq !== req.pq) return;
+    this.dropBuffered(k);
+    this.offsetStore.updateAndFreeze(req.mq, req.nextOffset);
+    await this.offsetStore.persist(req.mq);
+    this.offsetStore.removeOffset(req.mq);
+    if (this.mode === "assign") this.startQueue(req.mq, req.nextOffset);
+    else {
+      this.held.delete(k);
+      this.rebalanceNow();
+    }
+  }
+}
+
