@@ -18,6 +18,9 @@ import { answerPull, type HeldPull, notFoundReply, type PullOutcome, type PullSe
 /** How often held pulls are rechecked against the store under long polling. */
 export const DEFAULT_HOLD_CHECK_INTERVAL_MS = 5_000;
 
+/** Time given to the answers of held pulls to leave the node before the broker closes it. */
+export const CLOSE_ANSWER_GRACE_MS = 100;
+
 /** Broker options this part reads (passed through `Broker.start` options). */
 export interface HoldTuning {
   /** @default 5000 (long polling) or shortPollingTimeMills (short polling) */
@@ -189,14 +192,19 @@ export const holdMachine = setup({
     armTimer: sendTo("ticker", ({ context }) => ({ type: "ARM" as const, at: context.armedAt })),
     answerAll: ({ context, event }) => {
       const s = context.services;
-      for (const h of context.table.drain()) {
+      const held = context.table.drain();
+      for (const h of held) {
         try {
           h.reply.ok(notFoundReply(s.ctx, h.req));
         } catch (e) {
           h.reply.fail(pullError(s, e));
         }
       }
-      if (event.type === "SHUTDOWN") event.reply?.ok({});
+      if (event.type !== "SHUTDOWN" || !event.reply) return;
+      const reply = event.reply;
+      // the node closes its sockets without linger right after: let the answers reach the wire first
+      if (held.length > 0) setTimeout(() => reply.ok({}), CLOSE_ANSWER_GRACE_MS);
+      else reply.ok({});
     },
   },
   guards: {

@@ -1,0 +1,112 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { decodeRecords } from "../../../transport/messageRecord.ts";
+import { PullSysFlag } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+import { type Fixture, startFixture } from "./consumptionFixture.ts";
+
+const SUSPEND = PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND;
+
+let f: Fixture;
+
+before(async () => {
+  f = await startFixture();
+  await f.broker.createTopic({ topic: "T", readQueueNums: 4, writeQueueNums: 4 });
+});
+after(async () => {
+  await f?.close();
+});
+
+/** Starts a pull and tracks when it settles. */
+function track<T>(p: Promise<T>) {
+  const t = { settled: false, at: 0, value: undefined as T | undefined, error: undefined as unknown };
+  const done = p.then(
+    (v) => Object.assign(t, { settled: true, at: Date.now(), value: v }),
+    (e: unknown) => Object.assign(t, { settled: true, at: Date.now(), error: e }),
+  );
+  return Object.assign(t, { done });
+}
+
+test("a held pull wakes within milliseconds of a send", async () => {
+  const held = track(f.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 10_000 }, 15_000));
+  // the pull is held (nothing answered) until a message arrives
+  await waitFor(() => f.broker.store.getMaxOffset("T", 0) === 0, 1000, "empty queue");
+  await new Promise((r) => setImmediate(r));
+  assert.equal(held.settled, false);
+  const t0 = Date.now();
+  await f.send("T", 0, [{ body: "wake" }]);
+  await held.done;
+  assert.ifError(held.error);
+  const waited = held.at - t0;
+  assert.ok(waited < 500, `woken ${waited} ms after the send`);
+  assert.equal(held.value!.fields.status, "SUCCESS");
+  assert.equal(held.value!.fields.nextBeginOffset, 1);
+  assert.deepEqual(decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()), ["wake"]);
+});
+
+test("an arrival that cannot match the subscription leaves the pull held; a matching one wakes it", async () => {
+  const held = track(f.pull({ queueId: 1, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 10_000, subscription: "TagA" }, 15_000));
+  await new Promise((r) => setTimeout(r, 20));
+  await f.send("T", 1, [{ tags: "TagB", body: "b" }]);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(held.settled, false, "a TagB arrival must not answer a TagA pull");
+  await f.send("T", 1, [{ tags: "TagA", body: "a" }]);
+  await held.done;
+  assert.equal(held.value!.fields.status, "SUCCESS");
+  assert.deepEqual(decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()), ["a"]);
+  assert.equal(held.value!.fields.nextBeginOffset, 2);
+});
+
+test("a held pull times out to PULL_NOT_FOUND at its suspend time", async () => {
+  const t0 = Date.now();
+  const r = await f.pull({ queueId: 2, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 300 });
+  const waited = Date.now() - t0;
+  assert.equal(r.fields.status, "PULL_NOT_FOUND");
+  assert.equal(r.fields.nextBeginOffset, 0);
+  assert.ok(waited >= 280 && waited < 2000, `answered after ${waited} ms`);
+});
+
+test("a pull without the SUSPEND flag is answered at once", async () => {
+  const t0 = Date.now();
+  const r = await f.pull({ queueId: 2, queueOffset: 0, sysFlag: PullSysFlag.SUBSCRIPTION, suspendTimeoutMillis: 10_000 });
+  assert.equal(r.fields.status, "PULL_NOT_FOUND");
+  assert.ok(Date.now() - t0 < 500);
+});
+
+test("short polling holds a pull for shortPollingTimeMills, then answers what is there", async () => {
+  const s = await startFixture({ longPolling: false, shortPollingTimeMills: 300 });
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
+    const t0 = Date.now();
+    const held = track(s.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 15_000 }));
+    await s.send("T", 0, [{ body: "x" }]);
+    await held.done;
+    const waited = held.at - t0;
+    assert.equal(held.value!.fields.status, "SUCCESS");
+    assert.ok(waited >= 250 && waited < 2000, `answered after ${waited} ms`);
+    const t1 = Date.now();
+    const r = await s.pull({ queueId: 0, queueOffset: 1, sysFlag: SUSPEND, suspendTimeoutMillis: 15_000 });
+    assert.equal(r.fields.status, "PULL_NOT_FOUND");
+    assert.ok(Date.now() - t1 >= 250, "an empty short poll waits its interval");
+  } finally {
+    await s.close();
+  }
+});
+
+test("pending pulls are answered empty when the broker closes", async () => {
+  const s = await startFixture();
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
+    const held = track(s.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 15_000 }, 20_000));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(held.settled, false);
+    const t0 = Date.now();
+    await s.broker.close();
+    await held.done;
+    assert.ifError(held.error);
+    assert.equal(held.value!.fields.status, "PULL_NOT_FOUND");
+    assert.ok(held.at - t0 < 2000);
+  } finally {
+    await s.close();
+  }
+});
