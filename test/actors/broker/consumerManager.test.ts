@@ -1,0 +1,155 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { fromCallback } from "xstate";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { parseSubscription } from "../../../filter/index.ts";
+import { decodeRecords } from "../../../transport/messageRecord.ts";
+import { CLIENT_ACTOR, ConsumptionActorFor, type HeartbeatRequest, isMQError, type MessageModel } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+import { type Fixture, startFixture } from "./consumptionFixture.ts";
+
+/** A client process: its own node hosting the `client` actor, recording notifications. */
+interface FakeClient {
+  id: string;
+  node: ActorNode;
+  notes: string[];
+  heartbeat(f: Fixture, group: string, subs: Record<string, string>, model?: MessageModel, subVersion?: number): Promise<void>;
+  unregister(f: Fixture, group: string): Promise<void>;
+}
+
+const clients: FakeClient[] = [];
+
+async function fakeClient(id: string): Promise<FakeClient> {
+  const node = await ActorNode.start({ listen: null });
+  const notes: string[] = [];
+  node.spawn(
+    CLIENT_ACTOR,
+    fromCallback<{ type: string; consumerGroup?: string }>(({ receive }) => {
+      receive((e) => {
+        if (e.type === "NOTIFY_CONSUMER_IDS_CHANGED") notes.push(String(e.consumerGroup));
+      });
+    }),
+  );
+  const c: FakeClient = {
+    id,
+    node,
+    notes,
+    async heartbeat(f, group, subs, model = "CLUSTERING", subVersion = 1) {
+      const hb: HeartbeatRequest = {
+        clientID: id,
+        producerDataSet: [],
+        consumerDataSet: [
+          {
+            groupName: group,
+            consumeType: "CONSUME_PASSIVELY",
+            messageModel: model,
+            consumeFromWhere: "CONSUME_FROM_LAST_OFFSET",
+            subscriptionDataSet: Object.entries(subs).map(([t, e]) => parseSubscription(t, e, subVersion)),
+          },
+        ],
+      };
+      await node.ref(f.broker.address, ConsumptionActorFor.HEART_BEAT).ask({ type: "HEART_BEAT", ...hb });
+    },
+    async unregister(f, group) {
+      await node.ref(f.broker.address, ConsumptionActorFor.UNREGISTER_CLIENT).ask({ type: "UNREGISTER_CLIENT", clientID: id, consumerGroup: group });
+    },
+  };
+  clients.push(c);
+  return c;
+}
+
+async function members(f: Fixture, group: string): Promise<string[]> {
+  const r = await f.ask<{ consumerIdList: string[] }>("GET_CONSUMER_LIST_BY_GROUP", { consumerGroup: group });
+  return [...r.fields.consumerIdList].sort();
+}
+
+let f: Fixture;
+
+before(async () => {
+  f = await startFixture();
+  await f.broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+});
+after(async () => {
+  for (const c of clients) await c.node.close();
+  await f?.close();
+});
+
+test("heartbeats register members; a join notifies every member; the list names them", async () => {
+  const c1 = await fakeClient("10.0.0.1@1");
+  const c2 = await fakeClient("10.0.0.2@1");
+  await c1.heartbeat(f, "G1", { T: "*" });
+  assert.deepEqual(await members(f, "G1"), ["10.0.0.1@1"]);
+  await c2.heartbeat(f, "G1", { T: "*" });
+  assert.deepEqual(await members(f, "G1"), ["10.0.0.1@1", "10.0.0.2@1"]);
+  await waitFor(() => c1.notes.length >= 2 && c2.notes.length >= 1, 3000, "notifications");
+  assert.deepEqual(new Set(c1.notes), new Set(["G1"]));
+  // a heartbeat that changes nothing notifies nobody
+  const before = c1.notes.length + c2.notes.length;
+  await c1.heartbeat(f, "G1", { T: "*" });
+  await c2.heartbeat(f, "G1", { T: "*" });
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(c1.notes.length + c2.notes.length, before);
+  // the group's retry topic exists once it heartbeats
+  assert.ok(f.broker.ctx.topics.get("%RETRY%G1"));
+});
+
+test("a pull without a subscription uses the registered one; an older broker copy is SUBSCRIPTION_NOT_LATEST", async () => {
+  const c = await fakeClient("10.0.0.3@1");
+  await c.heartbeat(f, "Tagged", { T: "TagA" }, "CLUSTERING", 5);
+  await f.send("T", 1, [{ tags: "TagA", body: "a" }, { tags: "TagB", body: "b" }]);
+  const r = await f.pull({ consumerGroup: "Tagged", queueId: 1, sysFlag: 0, subVersion: 5 });
+  assert.equal(r.fields.status, "SUCCESS");
+  assert.deepEqual(decodeRecords(r.body!, "a").map((m) => m.body.toString()), ["a"]);
+  await assert.rejects(f.pull({ consumerGroup: "Tagged", queueId: 1, sysFlag: 0, subVersion: 6 }), (e: unknown) => isMQError(e, "SUBSCRIPTION_NOT_LATEST"));
+});
+
+test("UNREGISTER_CLIENT removes the member and notifies the rest; an empty group has no consumer list", async () => {
+  const a = await fakeClient("10.0.1.1@1");
+  const b = await fakeClient("10.0.1.2@1");
+  await a.heartbeat(f, "G2", { T: "*" });
+  await b.heartbeat(f, "G2", { T: "*" });
+  await waitFor(() => a.notes.length >= 2, 3000, "join notifications");
+  const n = a.notes.length;
+  await b.unregister(f, "G2");
+  assert.deepEqual(await members(f, "G2"), ["10.0.1.1@1"]);
+  await waitFor(() => a.notes.length > n, 3000, "leave notification");
+  await a.unregister(f, "G2");
+  await assert.rejects(members(f, "G2"), (e: unknown) => isMQError(e, "SYSTEM_ERROR") && /no consumer/.test(e.message));
+});
+
+test("broadcasting groups are not notified", async () => {
+  const a = await fakeClient("10.0.2.1@1");
+  const b = await fakeClient("10.0.2.2@1");
+  await a.heartbeat(f, "B1", { T: "*" }, "BROADCASTING");
+  await b.heartbeat(f, "B1", { T: "*" }, "BROADCASTING");
+  assert.deepEqual(await members(f, "B1"), ["10.0.2.1@1", "10.0.2.2@1"]);
+  // a clustering group joined after it is notified: proof notifications flow to these nodes
+  await a.heartbeat(f, "C1", { T: "*" });
+  await waitFor(() => a.notes.includes("C1"), 3000, "clustering notification");
+  assert.ok(!a.notes.includes("B1") && !b.notes.includes("B1"));
+});
+
+test("a member silent past the expiry is removed by the scan and the survivors are notified", async () => {
+  const s = await startFixture({ channelExpiredTimeoutMs: 300, clientScanIntervalMs: 50 });
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+    const live = await fakeClient("10.0.3.1@1");
+    const silent = await fakeClient("10.0.3.2@1");
+    await live.heartbeat(s, "G3", { T: "*" });
+    await silent.heartbeat(s, "G3", { T: "*" });
+    await waitFor(() => live.notes.length >= 2, 3000, "join notifications");
+    const n = live.notes.length;
+    const t0 = Date.now();
+    const beat = setInterval(() => void live.heartbeat(s, "G3", { T: "*" }).catch(() => {}), 100);
+    try {
+      await waitFor(async () => (await members(s, "G3")).length === 1, 3000, "expiry");
+    } finally {
+      clearInterval(beat);
+    }
+    assert.ok(Date.now() - t0 >= 250, "not removed before its expiry");
+    assert.deepEqual(await members(s, "G3"), ["10.0.3.1@1"]);
+    await waitFor(() => live.notes.length > n, 3000, "expiry notification");
+  } finally {
+    await s.close();
+  }
+});
