@@ -94,6 +94,8 @@ export interface PullServiceStats {
   flowControlSpan: number;
   errors: number;
   offsetIllegal: number;
+  /** the last pull failure, for tools and tests */
+  lastError?: unknown;
 }
 
 /** The pull loop of one consumer. */
@@ -226,6 +228,7 @@ export class PullService {
 
   private fail(request: PullRequest, e: unknown): void {
     this.stats.errors++;
+    this.stats.lastError = e;
     this.deps.onError?.(request, e);
     this.executeLater(request, isMQError(e, "FLOW_CONTROL") ? PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL : PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
   }
