@@ -1,0 +1,136 @@
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { isMQError, PullSysFlag, type ConsumeStatsReply } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+import { type Fixture, startFixture } from "./consumptionFixture.ts";
+
+let f: Fixture;
+
+before(async () => {
+  f = await startFixture({ flushConsumerOffsetIntervalMs: 100 });
+  await f.broker.createTopic({ topic: "T", readQueueNums: 4, writeQueueNums: 4 });
+});
+after(async () => {
+  await f?.close();
+});
+
+const offsetFile = () => path.join(f.dir, "config", "consumerOffset.json");
+
+async function query(group: string, queueId: number, topic = "T"): Promise<number | string> {
+  try {
+    const r = await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: group, topic, queueId });
+    return r.fields.offset;
+  } catch (e) {
+    if (isMQError(e)) return e.code;
+    throw e;
+  }
+}
+
+test("no stored offset: 0 while the queue starts at 0 with its first message there, else QUERY_NOT_FOUND", async () => {
+  // a queue never written: start at 0 so the first messages are not skipped
+  assert.equal(await query("Fresh", 0), 0);
+  await f.send("T", 0, [{}, {}]);
+  assert.equal(await query("Fresh", 0), 0);
+  // the client may ask for "not found" instead of 0
+  await assert.rejects(f.ask("QUERY_CONSUMER_OFFSET", { consumerGroup: "Fresh", topic: "T", queueId: 0, setZeroIfNotFound: false }), (e: unknown) => isMQError(e, "QUERY_NOT_FOUND"));
+  // a topic the store has never seen starts at 0 too
+  assert.equal(await query("Fresh", 0, "NoSuchTopic"), 0);
+});
+
+test("once the queue's first messages are deleted: QUERY_NOT_FOUND, and a pull below the min offset is moved up", async () => {
+  const s = await startFixture({ segmentBytes: 4096 });
+  try {
+    await s.broker.createTopic({ topic: "Old", readQueueNums: 1, writeQueueNums: 1 });
+    for (let i = 0; i < 4; i++) await s.send("Old", 0, [{ body: "x".repeat(1500) }]);
+    assert.ok(s.broker.store.deleteExpiredFiles(Date.now() + 1000 * 3600_000) > 0, "old segments deleted");
+    const min = s.broker.store.getMinOffset("Old", 0);
+    assert.ok(min > 0, `min offset ${min}`);
+    await assert.rejects(s.ask("QUERY_CONSUMER_OFFSET", { consumerGroup: "Late", topic: "Old", queueId: 0 }), (e: unknown) => isMQError(e, "QUERY_NOT_FOUND"));
+    const r = await s.pull({ consumerGroup: "Late", topic: "Old", queueId: 0, queueOffset: 0 });
+    assert.deepEqual([r.fields.status, r.fields.nextBeginOffset, r.fields.minOffset], ["PULL_OFFSET_MOVED", min, min]);
+  } finally {
+    await s.close();
+  }
+});
+
+test("UPDATE_CONSUMER_OFFSET is kept in memory, written every interval and at close, read back after a restart", async () => {
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 1, commitOffset: 7 });
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 2, commitOffset: 3 });
+  assert.equal(await query("G", 1), 7);
+  // a smaller commit overwrites (monotonicity is the client's job)
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 2, commitOffset: 2 });
+  assert.equal(await query("G", 2), 2);
+  const stored = await waitFor(() => {
+    try {
+      const j = JSON.parse(readFileSync(offsetFile(), "utf8")) as { offsetTable: Record<string, Record<string, number>> };
+      return j.offsetTable["T@G"]?.["2"] === 2 ? j : undefined;
+    } catch {
+      return undefined;
+    }
+  }, 3000, "periodic persist");
+  assert.deepEqual(stored.offsetTable["T@G"], { "1": 7, "2": 2 });
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 3, commitOffset: 11 });
+  await f.restart();
+  assert.equal(await query("G", 1), 7);
+  assert.equal(await query("G", 3), 11, "the last commit before close survives the restart");
+  await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "NoSuchTopic", queueId: 0, commitOffset: 1 }), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+  await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 0 }), (e: unknown) => isMQError(e, "INVALID_PARAMETER"));
+});
+
+test("max, min, earliest store time and search by timestamp", async () => {
+  const before = Date.now();
+  await f.send("T", 3, [{}, {}, {}]);
+  await new Promise((r) => setTimeout(r, 5));
+  const mid = Date.now();
+  await new Promise((r) => setTimeout(r, 5));
+  await f.send("T", 3, [{}, {}]);
+  const max = await f.ask<{ offset: number }>("GET_MAX_OFFSET", { topic: "T", queueId: 3 });
+  const min = await f.ask<{ offset: number }>("GET_MIN_OFFSET", { topic: "T", queueId: 3 });
+  assert.deepEqual([min.fields.offset, max.fields.offset], [0, 5]);
+  const earliest = await f.ask<{ timestamp: number }>("GET_EARLIEST_MSG_STORETIME", { topic: "T", queueId: 3 });
+  assert.ok(earliest.fields.timestamp >= before && earliest.fields.timestamp <= mid);
+  const byTime = await f.ask<{ offset: number }>("SEARCH_OFFSET_BY_TIMESTAMP", { topic: "T", queueId: 3, timestamp: mid });
+  assert.equal(byTime.fields.offset, 3);
+  const early = await f.ask<{ offset: number }>("SEARCH_OFFSET_BY_TIMESTAMP", { topic: "T", queueId: 3, timestamp: 0 });
+  assert.equal(early.fields.offset, 0);
+});
+
+test("consume stats: broker offset, consumer offset and last consumed store time per queue", async () => {
+  await f.send("T", 0, [{}, {}, {}]);
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "Stats", topic: "T", queueId: 0, commitOffset: 2 });
+  const r = await f.ask<ConsumeStatsReply>("GET_CONSUME_STATS", { consumerGroup: "Stats", topic: "T" });
+  assert.equal(r.fields.offsetTable.length, 4);
+  const q0 = r.fields.offsetTable.find((q) => q.queueId === 0)!;
+  const brokerMax = f.broker.store.getMaxOffset("T", 0);
+  assert.deepEqual([q0.brokerName, q0.brokerOffset, q0.consumerOffset], ["a", brokerMax, 2]);
+  assert.equal(q0.lastTimestamp, f.broker.store.getStoreTime("T", 0, 1));
+  const q1 = r.fields.offsetTable.find((q) => q.queueId === 1)!;
+  assert.deepEqual([q1.consumerOffset, q1.lastTimestamp], [0, 0]);
+  // without a topic: every topic the group committed to
+  const all = await f.ask<ConsumeStatsReply>("GET_CONSUME_STATS", { consumerGroup: "Stats" });
+  assert.deepEqual([...new Set(all.fields.offsetTable.map((q) => q.topic))], ["T"]);
+});
+
+test("reset by timestamp: committed at once, answered once to the next pull as PULL_OFFSET_MOVED", async () => {
+  await f.broker.createTopic({ topic: "R", readQueueNums: 1, writeQueueNums: 1 });
+  await f.send("R", 0, [{}, {}, {}, {}]);
+  await new Promise((r) => setTimeout(r, 5));
+  const ts = Date.now();
+  await new Promise((r) => setTimeout(r, 5));
+  await f.send("R", 0, [{}, {}, {}]);
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "RG", topic: "R", queueId: 0, commitOffset: 7 });
+  const reset = await f.ask<{ offsetTable: { queueId: number; offset: number }[] }>("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "R", group: "RG", timestamp: ts });
+  assert.deepEqual(reset.fields.offsetTable, [{ queueId: 0, offset: 4 }]);
+  assert.equal(await query("RG", 0, "R"), 4);
+  // commits are ignored while the reset waits for its pull, including the one the pull carries
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "RG", topic: "R", queueId: 0, commitOffset: 7 });
+  const moved = await f.pull({ consumerGroup: "RG", topic: "R", queueId: 0, queueOffset: 7, sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET, commitOffset: 7 });
+  assert.deepEqual([moved.fields.status, moved.fields.nextBeginOffset], ["PULL_OFFSET_MOVED", 4]);
+  assert.equal(await query("RG", 0, "R"), 4);
+  // answered once: the next pull reads from the reset offset
+  const next = await f.pull({ consumerGroup: "RG", topic: "R", queueId: 0, queueOffset: 4 });
+  assert.deepEqual([next.fields.status, next.fields.messageCount, next.fields.nextBeginOffset], ["SUCCESS", 3, 7]);
+  await assert.rejects(f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "Nope", group: "RG", timestamp: ts }), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+});

@@ -1,0 +1,88 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { setup } from "xstate";
+import { machineDefinition } from "../../../actors/runtime/index.ts";
+import { activeStateIds, definitionToGraph, eventLabel } from "../../../actors/inspector/statechartGraph.ts";
+import { renderStatechart } from "../../../actors/inspector/statechartSvg.ts";
+
+const demo = setup({ types: {} as { events: { type: "GO" } | { type: "STOP" } | { type: "TICK" } } }).createMachine({
+  id: "demo",
+  initial: "idle",
+  on: { TICK: ".idle" },
+  states: {
+    idle: { on: { GO: "running" } },
+    running: {
+      initial: "a",
+      invoke: { id: "fetcher", src: "fetcher" },
+      states: { a: { after: { 100: "b" } }, b: { type: "parallel", states: { x: {}, y: {} } } },
+      on: { STOP: { target: "idle" } },
+    },
+    done: { type: "final" },
+  },
+});
+
+describe("definition -> statechart graph", () => {
+  const g = definitionToGraph(machineDefinition(demo))!;
+
+  it("lists every state with its id, dot path, type, parent and initial flag", () => {
+    const byId = new Map(g.states.map((s) => [s.id, s]));
+    assert.equal(g.machineId, "demo");
+    assert.deepEqual([...byId.keys()].sort(), ["demo.done", "demo.idle", "demo.running", "demo.running.a", "demo.running.b", "demo.running.b.x", "demo.running.b.y"]);
+    assert.equal(byId.get("demo.running.b.x")!.path, "running.b.x");
+    assert.equal(byId.get("demo.running.b.x")!.parent, "demo.running.b");
+    assert.equal(byId.get("demo.running.b")!.type, "parallel");
+    assert.equal(byId.get("demo.done")!.type, "final");
+    assert.equal(byId.get("demo.idle")!.initial, true);
+    assert.equal(byId.get("demo.running")!.initial, false);
+    assert.equal(byId.get("demo.running.a")!.initial, true);
+    assert.deepEqual(byId.get("demo.running")!.invokes, ["fetcher"]);
+  });
+
+  it("turns transitions into source -> targets edges with readable labels", () => {
+    const edges = g.transitions.map((t) => `${t.source}-${t.label}->${t.targets.join(",")}`).sort();
+    assert.ok(edges.includes("demo.idle-GO->demo.running"));
+    assert.ok(edges.includes("demo.running-STOP->demo.idle"));
+    assert.ok(edges.includes("demo.running.a-after 100ms->demo.running.b"));
+    // a machine-level `on` applies from every top-level state
+    assert.ok(edges.includes("demo.done-TICK->demo.idle"));
+    assert.ok(edges.includes("demo.running-TICK->demo.idle"));
+  });
+
+  it("labels xstate's internal events", () => {
+    assert.equal(eventLabel("xstate.after.250.m.s"), "after 250ms");
+    assert.equal(eventLabel("xstate.done.actor.fetch"), "done: fetch");
+    assert.equal(eventLabel("xstate.error.actor.fetch"), "error: fetch");
+    assert.equal(eventLabel("PULL"), "PULL");
+  });
+
+  it("refuses what is not a definition and drops edges to unknown states", () => {
+    assert.equal(definitionToGraph(null), null);
+    assert.equal(definitionToGraph({ id: 3 }), null);
+    assert.equal(definitionToGraph({ id: "m" }), null);
+    const g2 = definitionToGraph({ id: "m", states: { s: { id: "m.s", transitions: [{ eventType: "E", target: ["#m.nowhere"] }, { eventType: "F", target: ["#m.s"] }, "junk"] }, t: 5 } })!;
+    assert.deepEqual(g2.states.map((s) => s.id), ["m.s"]);
+    assert.deepEqual(g2.transitions.map((t) => t.event), ["F"]);
+  });
+
+  it("maps snapshot values to active state ids at every level", () => {
+    assert.deepEqual(activeStateIds(g, "idle"), ["demo.idle"]);
+    assert.deepEqual(activeStateIds(g, { running: "a" }), ["demo.running", "demo.running.a"]);
+    assert.deepEqual(activeStateIds(g, { running: { b: { x: {}, y: {} } } }).sort(), ["demo.running", "demo.running.b", "demo.running.b.x", "demo.running.b.y"]);
+  });
+
+  it("lays the chart out with elkjs into an SVG with a box per state and a path per transition", async () => {
+    const c = await renderStatechart(g);
+    assert.match(c.svg, /^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    for (const s of g.states) assert.ok(c.svg.includes(`data-state="${s.id}"`), s.id);
+    for (const t of g.transitions) assert.match(c.svg, new RegExp(`data-transition="${t.id}"[^>]*><path d="M[-\\d.]+,[-\\d.]+ L`));
+    // nested boxes sit inside their parent's box
+    const box = (id: string) => {
+      const m = new RegExp(`data-state="${id.replace(/\./g, "\\.")}"><title>[^<]*</title><rect x="([\\d.]+)" y="([\\d.]+)" width="([\\d.]+)" height="([\\d.]+)"`).exec(c.svg)!;
+      return m.slice(1).map(Number) as [number, number, number, number];
+    };
+    const [px, py, pw, ph] = box("demo.running");
+    const [cx, cy, cw, ch] = box("demo.running.b.x");
+    assert.ok(cx >= px && cy >= py && cx + cw <= px + pw && cy + ch <= py + ph, "child inside parent");
+    assert.deepEqual(c.states.find((s) => s.id === "demo.running.b.y"), { id: "demo.running.b.y", path: "running.b.y" });
+  });
+});
