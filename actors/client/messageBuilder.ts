@@ -28,7 +28,8 @@ export interface PreparedMessage {
   uniqKey: string;
 }
 
-const SEPARATOR_CHARS = /[\u0001\u0002]/;
+/** The property separators (\u0001, \u0002) may not appear in names, values, tags or keys. */
+const SEPARATOR_CHARS = new RegExp("[\u0001\u0002]");
 
 function toBuffer(body: unknown): Buffer {
   if (typeof body === "string") return Buffer.from(body, "utf8");

@@ -46,11 +46,17 @@ export class RouteTable {
   register(req: RegisterBrokerRequest, nowMs: number): RegisterBrokerReply {
     const { clusterName, brokerName, brokerAddr, brokerId } = req;
     let names = this.clusterAddrTable.get(clusterName);
-    if (!names) this.clusterAddrTable.set(clusterName, (names = new Set()));
+    if (!names) {
+      names = new Set();
+      this.clusterAddrTable.set(clusterName, names);
+    }
     names.add(brokerName);
 
     let bd = this.brokerAddrTable.get(brokerName);
-    if (!bd) this.brokerAddrTable.set(brokerName, (bd = { cluster: clusterName, brokerName, brokerAddrs: {} }));
+    if (!bd) {
+      bd = { cluster: clusterName, brokerName, brokerAddrs: {} };
+      this.brokerAddrTable.set(brokerName, bd);
+    }
     // an address re-registering under another id (a slave promoted, a port reused) replaces its old entry
     for (const [id, addr] of Object.entries(bd.brokerAddrs)) {
       if (addr === brokerAddr && Number(id) !== brokerId) delete bd.brokerAddrs[id];
@@ -73,7 +79,10 @@ export class RouteTable {
       }
       for (const tc of Object.values(listed)) {
         let byBroker = this.topicQueueTable.get(tc.topicName);
-        if (!byBroker) this.topicQueueTable.set(tc.topicName, (byBroker = new Map()));
+        if (!byBroker) {
+          byBroker = new Map();
+          this.topicQueueTable.set(tc.topicName, byBroker);
+        }
         byBroker.set(brokerName, { brokerName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm });
       }
       return {};
