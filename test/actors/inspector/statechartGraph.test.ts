@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { setup } from "xstate";
+import { fromPromise, setup } from "xstate";
 import { machineDefinition } from "../../../actors/runtime/index.ts";
 import { activeStateIds, definitionToGraph, eventLabel } from "../../../actors/inspector/statechartGraph.ts";
 import { renderStatechart } from "../../../actors/inspector/statechartSvg.ts";
 
-const demo = setup({ types: {} as { events: { type: "GO" } | { type: "STOP" } | { type: "TICK" } } }).createMachine({
+const demo = setup({ types: {} as { events: { type: "GO" } | { type: "STOP" } | { type: "TICK" } }, actors: { fetcher: fromPromise(async () => 1) } }).createMachine({
   id: "demo",
   initial: "idle",
   on: { TICK: ".idle" },
