@@ -109,6 +109,14 @@ function resolveFilter(s: PullServices, sub: SubscriptionData): ResolvedFilter {
   const cacheKey = `${sub.expressionType}\u0000${sub.subString}`;
   let f = s.filters.get(cacheKey);
   if (f) return f;
+  f = compileFilter(sub);
+  if (s.filters.size >= FILTER_CACHE_LIMIT) s.filters.clear();
+  s.filters.set(cacheKey, f);
+  return f;
+}
+
+function compileFilter(sub: SubscriptionData): ResolvedFilter {
+  let f: ResolvedFilter;
   if (sub.expressionType === "SQL92") {
     const predicate = compileSql92(sub.subString);
     f = { sub, filter: { matchProperties: predicate }, predicate };
@@ -117,8 +125,6 @@ function resolveFilter(s: PullServices, sub: SubscriptionData): ResolvedFilter {
   } else {
     f = { sub, filter: { tagsCodes: new Set(sub.codeSet.map((c) => c | 0)) }, predicate: null };
   }
-  if (s.filters.size >= FILTER_CACHE_LIMIT) s.filters.clear();
-  s.filters.set(cacheKey, f);
   return f;
 }
 
@@ -129,13 +135,24 @@ function checkRequest(req: PullMessageRequest): void {
   if (!Number.isInteger(req.queueOffset) || req.queueOffset < 0) throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs a queueOffset >= 0, got ${String(req.queueOffset)}.`);
 }
 
-/** The subscription a pull is filtered by (reference §7.2 step 8). */
-function subscriptionOf(s: PullServices, req: PullMessageRequest, sysFlag: number): SubscriptionData {
-  const { ctx } = s;
-  if (sysFlag & PullSysFlag.SUBSCRIPTION) {
-    const expr = typeof req.subscription === "string" ? req.subscription : "*";
-    return parseSubscription(req.topic, req.expressionType === "SQL92" ? { sql92: expr } : expr, req.subVersion ?? 0);
+/** The filter of a pull's subscription (reference §7.2 step 8), parsed and compiled once per expression. */
+function filterOf(s: PullServices, req: PullMessageRequest, sysFlag: number): ResolvedFilter {
+  if (!(sysFlag & PullSysFlag.SUBSCRIPTION)) return resolveFilter(s, registeredSubscription(s, req));
+  const expr = typeof req.subscription === "string" ? req.subscription : "*";
+  const sql = req.expressionType === "SQL92";
+  const cacheKey = `pull\u0000${sql ? "SQL92" : "TAG"}\u0000${expr}`;
+  let f = s.filters.get(cacheKey);
+  if (!f) {
+    f = compileFilter(parseSubscription(req.topic, sql ? { sql92: expr } : expr, req.subVersion ?? 0));
+    if (s.filters.size >= FILTER_CACHE_LIMIT) s.filters.clear();
+    s.filters.set(cacheKey, f);
   }
+  return f;
+}
+
+/** The subscription the group registered by heartbeat. */
+function registeredSubscription(s: PullServices, req: PullMessageRequest): SubscriptionData {
+  const { ctx } = s;
   const g = s.consumers.group(req.consumerGroup);
   if (!g) {
     throw new MQError("SUBSCRIPTION_NOT_EXIST", `the consumer's group info not exist: group ${req.consumerGroup} has not sent a heartbeat to broker ${ctx.config.brokerName}; send one first.`);
@@ -198,12 +215,11 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     throw new MQError("INVALID_PARAMETER", `queueId[${req.queueId}] is illegal, topic:[${req.topic}] topicConfig.readQueueNums:[${tc.readQueueNums}] on broker ${name}.`);
   }
   // 8. subscription
-  const sub = subscriptionOf(s, req, sysFlag);
+  const filter = filterOf(s, req, sysFlag);
   // 9. SQL92 needs property filtering
-  if (sub.expressionType === "SQL92" && !s.enablePropertyFilter) {
+  if (filter.predicate && !s.enablePropertyFilter) {
     throw new MQError("SYSTEM_ERROR", `The broker ${name} does not support SQL92 filtering (enablePropertyFilter is false); subscribe by tag or enable it.`);
   }
-  const filter = resolveFilter(s, sub);
 
   const maxMsgNums = Number.isInteger(req.maxMsgNums) && req.maxMsgNums > 0 ? req.maxMsgNums : DEFAULT_PULL_BATCH_SIZE;
   // 10. a pending server-side reset is answered once, as OFFSET_MOVED to the reset offset
