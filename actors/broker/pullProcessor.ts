@@ -3,6 +3,18 @@
  * reference §7): the checks in RocketMQ's order, the store read with the subscription's filter, the
  * status -> response-code mapping, the offset committed on a pull, and the hand-over of a pull that
  * found nothing to the hold service (long polling). The reply body is the stored record slices.
+ *
+ * There is no per-queue actor (DESIGN's `queue` actor): the consume queues live in the store, which
+ * already answers min/max offsets and announces arrivals per queue, and a queue actor in between
+ * would add one event hop to every pull. The pull, hold, offsets and consumers actors share the
+ * broker's offset table and consumer table directly (one per broker, see `consumerOffsetsOf` and
+ * `consumerTableOf`), so a pull costs one actor event and one store read.
+ *
+ * Tuning options the consumption actors read from the broker's options, besides `longPolling`:
+ * `enablePropertyFilter` (default true: SQL92 is part of the public subscription API),
+ * `shortPollingTimeMills` (1000), `holdCheckIntervalMs` (5000), `channelExpiredTimeoutMs`
+ * (120000), `clientScanIntervalMs` (10000), `flushConsumerOffsetIntervalMs` (5000),
+ * `lockMaxLiveTimeMs` (60000), `slaveReadEnable` (false).
  */
 import { setup } from "xstate";
 import { compileSql92, parseSubscription, type Sql92Predicate } from "../../filter/index.ts";
