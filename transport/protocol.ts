@@ -547,3 +547,27 @@ export interface ConsumerSendMsgBackRequest {
   originTopic: string;
   maxReconsumeTimes: number;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Replication (master/slave): HA_TRANSFER between a slave's `ha` actor and its master's
+
+/**
+ * HA_TRANSFER fields, slave -> master `ha` actor: "I hold the commit log up to `offset`; send me
+ * what follows". Each request is also the slave's acknowledgement of `offset` and its heartbeat.
+ * The master answers at once with bytes, or holds the request until new data or its hold time.
+ */
+export interface HaTransferRequest {
+  /** the slave's brokerId */
+  slaveId: number;
+  /** the slave's broker address (for logs and runtime info) */
+  slaveAddr: string;
+  /** the slave's commit-log max offset (everything below is stored on the slave) */
+  offset: number;
+}
+/** HA_TRANSFER reply fields; the body holds the stored commit-log bytes from `offset` (none when nothing new). */
+export interface HaTransferReply {
+  /** the commit-log offset the body starts at (the request's) */
+  offset: number;
+  /** the master's commit-log max offset when it answered */
+  masterMaxOffset: number;
+}

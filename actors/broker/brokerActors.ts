@@ -15,6 +15,8 @@ import { holdMachine } from "./holdService.ts";
 import { locksMachine } from "./lockManager.ts";
 import { pullMachine } from "./pullProcessor.ts";
 import { storeMachine } from "./storeActor.ts";
+import { haClientMachine } from "./haClient.ts";
+import { haMachine } from "./haService.ts";
 
 /** One actor of the broker node. */
 export interface BrokerActorEntry {
@@ -42,5 +44,8 @@ export const brokerActors: BrokerActorEntry[] = [
   { name: BrokerActor.PULL, logic: pullMachine },
   { name: BrokerActor.HOLD, logic: holdMachine, shutdown: true },
   { name: BrokerActor.LOCKS, logic: locksMachine },
+  // replication: a master serves its slaves, a slave replicates from its master
+  { name: BrokerActor.HA, logic: haMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },
+  { name: BrokerActor.HA, logic: haClientMachine, enabled: (ctx) => ctx.config.role === "SLAVE", shutdown: true },
   { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true },
 ];

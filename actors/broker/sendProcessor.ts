@@ -16,6 +16,7 @@ import {
   type SendStatus,
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { haServiceOf } from "./haService.ts";
 
 /** Topics producers may not send to directly. */
 const SYSTEM_TOPICS = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
@@ -99,7 +100,9 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
   }
 
   const r = await ctx.put({ topic, queueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
-  const status: SendStatus = r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
+  let status: SendStatus = r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
+  // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA)
+  if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);
   return {
     status,
     msgId: r.msgIds.length === 1 ? r.msgIds[0]! : r.msgIds.join(","),

@@ -1,0 +1,215 @@
+/**
+ * The slave side of replication (RocketMQ's `HAClient`): the `ha` actor of a slave asks its
+ * master's `ha` actor for the commit log from its own max offset, appends what comes back to its
+ * store at the same offsets (the store dispatches its own consume queues and index), and asks
+ * again at once; an empty answer after the master's hold time is the heartbeat. A failed request
+ * (master down, restarted, unreachable) is retried after `haReconnectMs`, against the address
+ * given as `masterAddress` or, without one, the master the name servers list for this broker name.
+ */
+import { fromCallback, setup } from "xstate";
+import type { Replier } from "../runtime/index.ts";
+import { BrokerActor, MASTER_ID, MQError, NAMESRV_ACTOR, type ClusterInfo, type HaTransferReply, type HaTransferRequest } from "../../transport/protocol.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+import { type HaTuning, haTuningOf } from "./haTuning.ts";
+import { syncFromMaster } from "./slaveSync.ts";
+
+/** Least extra time a transfer request may take beyond the master's hold (the margin is the hold itself when longer). */
+const MIN_TRANSFER_MARGIN_MS = 1_000;
+const NAMESRV_TIMEOUT_MS = 3_000;
+
+/** What a slave's replication loop reports (runtime info, tests). */
+export interface HaClientStatus {
+  masterAddress: string | null;
+  connected: boolean;
+  /** the slave's commit-log max offset */
+  offset: number;
+  /** the master's max offset at its last answer */
+  masterMaxOffset: number;
+  transfers: number;
+  bytes: number;
+  failures: number;
+}
+
+/** The replication loop of one slave: one request outstanding at a time. */
+export class HAClient {
+  readonly tuning: Required<HaTuning>;
+  readonly status: HaClientStatus;
+  private stopped = false;
+  private loop: Promise<void> | null = null;
+  private wakeSleep: (() => void) | null = null;
+  private lastSync = 0;
+  /** the append in progress; stop waits for it, never for a request held by the master */
+  private appending: Promise<number> | null = null;
+
+  constructor(private readonly ctx: BrokerContext) {
+    this.tuning = haTuningOf(ctx.config);
+    this.status = { masterAddress: ctx.config.masterAddress ?? null, connected: false, offset: ctx.store.maxPhyOffset, masterMaxOffset: -1, transfers: 0, bytes: 0, failures: 0 };
+  }
+
+  start(): void {
+    if (!this.loop) this.loop = this.run();
+  }
+
+  /** Stops after the append in progress (if any); the store is left consistent. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wakeSleep?.();
+    await this.appending?.catch(() => 0);
+  }
+
+  private async run(): Promise<void> {
+    const { ctx } = this;
+    while (!this.stopped) {
+      try {
+        const master = await this.masterAddress();
+        if (!master) throw new MQError("NO_ROUTE", `No master is known for broker ${ctx.config.brokerName}: set masterAddress or start the master.`);
+        if (Date.now() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
+          this.lastSync = Date.now();
+          await syncFromMaster(ctx, master).catch((e: unknown) => ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed"));
+        }
+        await this.transferOnce(master);
+      } catch (e) {
+        if (this.stopped) break;
+        this.status.failures++;
+        if (this.status.connected) ctx.logger.warn({ master: this.status.masterAddress, err: (e as Error).message }, "replication from master interrupted");
+        this.status.connected = false;
+        if (!this.ctx.config.masterAddress) this.status.masterAddress = null;
+        await this.sleep(this.tuning.haReconnectMs);
+      }
+    }
+  }
+
+  /** One HA_TRANSFER round trip: report the offset, append what comes back. */
+  private async transferOnce(master: string): Promise<void> {
+    const { ctx } = this;
+    const offset = ctx.store.maxPhyOffset;
+    const req: HaTransferRequest = { slaveId: ctx.config.brokerId, slaveAddr: ctx.brokerAddr, offset };
+    const r = await ctx.node
+      .ref(master, BrokerActor.HA)
+      .ask<HaTransferReply>({ type: "HA_TRANSFER", ...req }, { timeoutMs: this.tuning.haHoldMs + Math.max(MIN_TRANSFER_MARGIN_MS, this.tuning.haHoldMs) });
+    if (this.stopped) return;
+    if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
+    this.status.connected = true;
+    this.status.masterMaxOffset = Number(r.fields.masterMaxOffset);
+    const body = r.body;
+    if (body && body.length > 0) {
+      if (Number(r.fields.offset) !== ctx.store.maxPhyOffset) return; // an answer to an older request: ask again
+      this.appending = ctx.store.appendReplica(body);
+      try {
+        await this.appending;
+      } catch (e) {
+        ctx.logger.error({ err: (e as Error).message, offset }, "appending replicated bytes failed");
+        throw e;
+      } finally {
+        this.appending = null;
+      }
+      this.status.transfers++;
+      this.status.bytes += body.length;
+    }
+    this.status.offset = ctx.store.maxPhyOffset;
+  }
+
+  private async masterAddress(): Promise<string | null> {
+    if (this.ctx.config.masterAddress) return this.ctx.config.masterAddress;
+    if (this.status.masterAddress) return this.status.masterAddress;
+    for (const ns of this.ctx.config.nameservers) {
+      try {
+        const r = await this.ctx.node.ref(ns, NAMESRV_ACTOR).ask<ClusterInfo>({ type: "GET_BROKER_CLUSTER_INFO" }, { timeoutMs: NAMESRV_TIMEOUT_MS });
+        const addr = r.fields.brokerAddrTable?.[this.ctx.config.brokerName]?.brokerAddrs[String(MASTER_ID)];
+        if (addr) return (this.status.masterAddress = addr);
+      } catch {
+        // next name server
+      }
+    }
+    return null;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.wakeSleep = done;
+    });
+  }
+}
+
+const clients = new WeakMap<BrokerContext, HAClient>();
+
+/** The slave's replication loop (created on first use). */
+export function haClientOf(ctx: BrokerContext): HAClient {
+  let c = clients.get(ctx);
+  if (!c) {
+    c = new HAClient(ctx);
+    clients.set(ctx, c);
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The slave's `ha` actor
+
+export type HaClientEvent = { type: "SHUTDOWN"; reply?: Replier } | { type: "HA_STATUS"; reply?: Replier } | { type: string; reply?: Replier };
+
+export interface HaClientContext {
+  ctx: BrokerContext;
+  client: HAClient;
+}
+
+export interface HaClientInput {
+  ctx: BrokerContext;
+}
+
+export const haClientMachine = setup({
+  types: {
+    context: {} as HaClientContext,
+    events: {} as HaClientEvent,
+    input: {} as HaClientInput,
+  },
+  actors: {
+    replication: fromCallback<HaClientEvent, { client: HAClient }>(({ input }) => {
+      input.client.start();
+      return () => void input.client.stop();
+    }),
+  },
+  actions: {
+    status: ({ context, event }) => event.reply?.ok({ ...context.client.status }),
+    shutdown: ({ context, event }) => {
+      const reply = event.reply;
+      context.client.stop().then(
+        () => reply?.ok({}),
+        () => reply?.ok({}),
+      );
+    },
+    refuse: ({ context, event }) => {
+      event.reply?.fail(
+        event.type === "HA_TRANSFER"
+          ? new MQError("NO_PERMISSION", `Broker ${context.ctx.config.brokerName}/${context.ctx.config.brokerId} is a slave; replicate from its master.`)
+          : new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "ha".`),
+      );
+    },
+  },
+}).createMachine({
+  id: "haClient",
+  context: ({ input }) => ({ ctx: input.ctx, client: haClientOf(input.ctx) }),
+  initial: "replicating",
+  states: {
+    replicating: {
+      invoke: { src: "replication", input: ({ context }) => ({ client: context.client }) },
+      on: {
+        HA_STATUS: { actions: "status" },
+        SHUTDOWN: { target: "stopped", actions: "shutdown" },
+        "*": { actions: "refuse" },
+      },
+    },
+    stopped: {
+      on: {
+        HA_STATUS: { actions: "status" },
+        SHUTDOWN: { actions: "shutdown" },
+        "*": { actions: "refuse" },
+      },
+    },
+  },
+});

@@ -1,0 +1,291 @@
+/**
+ * The master side of replication (RocketMQ's `HAService` + `GroupTransferService`): the `ha`
+ * actor of a master answers each slave's HA_TRANSFER ("I hold up to offset X") with the stored
+ * commit-log bytes from X, in batches, or holds the request until new data arrives or the hold
+ * time passes (long polling, which doubles as the slave's heartbeat). Each request acknowledges
+ * X, so the master knows every slave's progress; SYNC_MASTER sends wait on it
+ * ({@link HAService.waitForSlave}).
+ */
+import { fromCallback, setup } from "xstate";
+import type { Replier } from "../runtime/index.ts";
+import { MQError, type HaTransferReply, type HaTransferRequest, type SendStatus } from "../../transport/protocol.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+import { type HaTuning, haTuningOf } from "./haTuning.ts";
+
+/** What the master knows of one slave. */
+export interface SlaveConnection {
+  slaveId: number;
+  slaveAddr: string;
+  /** the commit-log offset the slave last acknowledged */
+  ackedOffset: number;
+  lastSeenMs: number;
+}
+
+interface HeldTransfer {
+  key: string;
+  offset: number;
+  reply: Replier;
+  deadline: number;
+}
+
+interface SyncWaiter {
+  end: number;
+  resolve: (s: SendStatus) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** Master-side replication state of one broker, shared by the `ha` actor and the send path. */
+export class HAService {
+  readonly tuning: Required<HaTuning>;
+  private readonly slaves = new Map<string, SlaveConnection>();
+  private held: HeldTransfer[] = [];
+  /** SYNC_MASTER sends waiting for a slave, in commit-log order */
+  private waiters: SyncWaiter[] = [];
+  private closed = false;
+
+  constructor(private readonly ctx: BrokerContext) {
+    this.tuning = haTuningOf(ctx.config);
+  }
+
+  /** Slaves heard from within `haSlaveExpireMs`. */
+  liveSlaves(now = Date.now()): SlaveConnection[] {
+    return [...this.slaves.values()].filter((s) => now - s.lastSeenMs <= this.tuning.haSlaveExpireMs);
+  }
+
+  /** The highest offset any live slave acknowledged; -1 without one (`push2SlaveMaxOffset`). */
+  slaveAckedOffset(now = Date.now()): number {
+    let max = -1;
+    for (const s of this.liveSlaves(now)) max = Math.max(max, s.ackedOffset);
+    return max;
+  }
+
+  /** RocketMQ's `isSlaveOK`: a slave is connected and at most `haMaxGapNotInSync` behind `masterPutWhere`. */
+  isSlaveOk(masterPutWhere: number, now = Date.now()): boolean {
+    const acked = this.slaveAckedOffset(now);
+    return acked >= 0 && masterPutWhere - acked < this.tuning.haMaxGapNotInSync;
+  }
+
+  /**
+   * SYNC_MASTER: resolves SEND_OK once a slave acknowledged `end` (the message's end offset),
+   * FLUSH_SLAVE_TIMEOUT after `haSyncTimeoutMs`, SLAVE_NOT_AVAILABLE at once when no slave is
+   * connected or the nearest is too far behind.
+   */
+  waitForSlave(end: number): Promise<SendStatus> {
+    if (this.closed || !this.isSlaveOk(end)) return Promise.resolve("SLAVE_NOT_AVAILABLE");
+    if (this.slaveAckedOffset() >= end) return Promise.resolve("SEND_OK");
+    return new Promise((resolve) => {
+      const w: SyncWaiter = {
+        end,
+        resolve,
+        timer: setTimeout(() => {
+          this.waiters = this.waiters.filter((x) => x !== w);
+          resolve("FLUSH_SLAVE_TIMEOUT");
+        }, this.tuning.haSyncTimeoutMs),
+      };
+      this.waiters.push(w);
+    });
+  }
+
+  /** A slave's HA_TRANSFER: record its acknowledgement, then answer with bytes or hold it. */
+  onTransfer(req: Partial<HaTransferRequest>, reply: Replier | undefined, now = Date.now()): void {
+    if (!reply) return;
+    if (this.closed) {
+      reply.fail(new MQError("SERVICE_NOT_AVAILABLE", "The master is shutting down; the slave retries when it is back."));
+      return;
+    }
+    const { slaveId, slaveAddr, offset } = req;
+    if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0 || typeof slaveId !== "number" || typeof slaveAddr !== "string") {
+      reply.fail(new MQError("INVALID_PARAMETER", "HA_TRANSFER needs slaveId, slaveAddr and a commit-log offset >= 0."));
+      return;
+    }
+    const store = this.ctx.store;
+    if (offset > store.maxPhyOffset) {
+      this.ctx.logger.warn({ slaveAddr, slaveOffset: offset, masterMaxOffset: store.maxPhyOffset }, "slave is ahead of the master's commit log");
+      reply.fail(
+        new MQError("ILLEGAL_ARGUMENT", `The slave holds the commit log up to ${offset} but the master only up to ${store.maxPhyOffset}: the master lost data; rebuild one of them from the other.`),
+      );
+      return;
+    }
+    if (offset < store.minPhyOffset && offset < store.maxPhyOffset) {
+      reply.fail(new MQError("ILLEGAL_ARGUMENT", `The slave asks for commit-log offset ${offset}, older than the master's oldest (${store.minPhyOffset}): start the slave from an empty store copied at a segment boundary.`));
+      return;
+    }
+    const key = `${slaveId}@${slaveAddr}`;
+    const prev = this.slaves.get(key);
+    if (!prev) this.ctx.logger.info({ slaveId, slaveAddr, offset }, "slave connected");
+    this.slaves.set(key, { slaveId, slaveAddr, ackedOffset: offset, lastSeenMs: now });
+    // a slave has one request outstanding at a time: a new one replaces what it left held
+    this.held = this.held.filter((h) => h.key !== key);
+    this.releaseWaiters(offset);
+    const h: HeldTransfer = { key, offset, reply, deadline: now + this.tuning.haHoldMs };
+    if (!this.serve(h)) this.held.push(h);
+  }
+
+  /** New data (or a tick): answers held transfers that now have bytes, and those whose hold ran out. */
+  wake(now = Date.now()): void {
+    if (this.held.length === 0) return;
+    const keep: HeldTransfer[] = [];
+    for (const h of this.held) {
+      if (this.serve(h)) continue;
+      if (now >= h.deadline) this.answer(h, Buffer.alloc(0));
+      else keep.push(h);
+    }
+    this.held = keep;
+  }
+
+  /** Forgets slaves not heard from for `haSlaveExpireMs` (RocketMQ's housekeeping). */
+  expireSlaves(now = Date.now()): void {
+    for (const [key, s] of this.slaves) {
+      if (now - s.lastSeenMs > this.tuning.haSlaveExpireMs) {
+        this.slaves.delete(key);
+        this.ctx.logger.warn({ slaveId: s.slaveId, slaveAddr: s.slaveAddr }, "slave expired");
+      }
+    }
+  }
+
+  /** Answers held transfers (empty) and waiting sends (SLAVE_NOT_AVAILABLE); later transfers are refused. */
+  close(): void {
+    this.closed = true;
+    for (const h of this.held) this.answer(h, Buffer.alloc(0));
+    this.held = [];
+    for (const w of this.waiters) {
+      clearTimeout(w.timer);
+      w.resolve("SLAVE_NOT_AVAILABLE");
+    }
+    this.waiters = [];
+  }
+
+  private releaseWaiters(acked: number): void {
+    if (this.waiters.length === 0) return;
+    const keep: SyncWaiter[] = [];
+    for (const w of this.waiters) {
+      if (w.end <= acked) {
+        clearTimeout(w.timer);
+        w.resolve("SEND_OK");
+      } else keep.push(w);
+    }
+    this.waiters = keep;
+  }
+
+  /** Replies with the bytes from the held offset when there are any. */
+  private serve(h: HeldTransfer): boolean {
+    let bytes: Buffer;
+    try {
+      bytes = this.ctx.store.readCommitLog(h.offset, this.tuning.haTransferBatchBytes);
+    } catch (e) {
+      h.reply.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Reading the commit log for a slave failed: ${String(e)}`));
+      return true;
+    }
+    if (bytes.length === 0) return false;
+    this.answer(h, bytes);
+    return true;
+  }
+
+  private answer(h: HeldTransfer, bytes: Buffer): void {
+    const fields: HaTransferReply = { offset: h.offset, masterMaxOffset: this.ctx.store.maxPhyOffset };
+    if (bytes.length > 0) h.reply.ok(fields, bytes);
+    else h.reply.ok(fields);
+  }
+}
+
+const services = new WeakMap<BrokerContext, HAService>();
+
+/** The broker's HA service (created on first use; shared by the `ha` actor and the send path). */
+export function haServiceOf(ctx: BrokerContext): HAService {
+  let s = services.get(ctx);
+  if (!s) {
+    s = new HAService(ctx);
+    services.set(ctx, s);
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The master's `ha` actor
+
+export type HaEvent =
+  | ({ type: "HA_TRANSFER"; reply?: Replier } & Partial<HaTransferRequest>)
+  | { type: "HA_WAKE"; reply?: Replier }
+  | { type: "HA_TICK"; reply?: Replier }
+  | { type: "SHUTDOWN"; reply?: Replier }
+  | { type: string; reply?: Replier };
+
+export interface HaContext {
+  ctx: BrokerContext;
+  service: HAService;
+}
+
+export interface HaInput {
+  ctx: BrokerContext;
+}
+
+/** How often held transfers are checked for their deadline and slaves for expiry. */
+const HA_TICK_MS = 250;
+
+export const haMachine = setup({
+  types: {
+    context: {} as HaContext,
+    events: {} as HaEvent,
+    input: {} as HaInput,
+  },
+  actors: {
+    // one wake per tick of arrivals, not one per dispatched batch
+    arrivals: fromCallback<HaEvent, { ctx: BrokerContext }>(({ sendBack, input }) => {
+      let pending = false;
+      const off = input.ctx.onArrival(() => {
+        if (pending) return;
+        pending = true;
+        setImmediate(() => {
+          pending = false;
+          sendBack({ type: "HA_WAKE" });
+        });
+      });
+      const t = setInterval(() => sendBack({ type: "HA_TICK" }), HA_TICK_MS);
+      t.unref();
+      return () => {
+        off();
+        clearInterval(t);
+      };
+    }),
+  },
+  actions: {
+    transfer: ({ context, event }) => {
+      context.service.onTransfer(event as Partial<HaTransferRequest>, event.reply);
+    },
+    wake: ({ context }) => context.service.wake(),
+    tick: ({ context }) => {
+      context.service.wake();
+      context.service.expireSlaves();
+    },
+    shutdown: ({ context, event }) => {
+      context.service.close();
+      event.reply?.ok({});
+    },
+    unsupported: ({ context, event }) => {
+      event.reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "ha".`));
+    },
+  },
+}).createMachine({
+  id: "ha",
+  context: ({ input }) => ({ ctx: input.ctx, service: haServiceOf(input.ctx) }),
+  initial: "serving",
+  states: {
+    serving: {
+      invoke: { src: "arrivals", input: ({ context }) => ({ ctx: context.ctx }) },
+      on: {
+        HA_TRANSFER: { actions: "transfer" },
+        HA_WAKE: { actions: "wake" },
+        HA_TICK: { actions: "tick" },
+        SHUTDOWN: { target: "closed", actions: "shutdown" },
+        "*": { actions: "unsupported" },
+      },
+    },
+    closed: {
+      on: {
+        HA_TRANSFER: { actions: "transfer" },
+        SHUTDOWN: { actions: ({ event }) => event.reply?.ok({}) },
+        "*": { actions: "unsupported" },
+      },
+    },
+  },
+});

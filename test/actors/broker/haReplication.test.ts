@@ -1,0 +1,177 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { Broker } from "../../../actors/broker/broker.ts";
+import { haClientOf } from "../../../actors/broker/haClient.ts";
+import { haServiceOf } from "../../../actors/broker/haService.ts";
+import { NameServer } from "../../../actors/nameserver/index.ts";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { decodeRecords } from "../../../transport/messageRecord.ts";
+import { BrokerActor, NAMESRV_ACTOR, isMQError, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
+
+/** Small segments so replication crosses segment ends (blank markers). */
+const SEGMENT = 64 * 1024;
+
+let ns: NameServer;
+let raw: ActorNode;
+let dir: string;
+let cleanup: () => Promise<void>;
+const open: Broker[] = [];
+
+before(async () => {
+  ({ dir, cleanup } = await tempDir("actormq-ha-"));
+  ns = await NameServer.start({ listen: EPHEMERAL });
+  raw = await ActorNode.start({ listen: null });
+});
+after(async () => {
+  for (const b of open.reverse()) await b.close().catch(() => {});
+  await raw.close();
+  await ns.close();
+  await cleanup();
+});
+
+async function startBroker(opts: Record<string, unknown>): Promise<Broker> {
+  const b = await Broker.start({ listen: EPHEMERAL, nameservers: [ns.address], flush: "async", segmentBytes: SEGMENT, ...opts } as never);
+  open.push(b);
+  return b;
+}
+
+async function closeBroker(b: Broker): Promise<void> {
+  await b.close();
+  open.splice(open.indexOf(b), 1);
+}
+
+function send(b: Broker, topic: string, body: string, queueId = 0): Promise<SendMessageReply> {
+  return raw
+    .ref(b.address, BrokerActor.BROKER)
+    .ask<SendMessageReply>({ type: "SEND_MESSAGE", producerGroup: "pg", topic, queueId, sysFlag: 0, bornTimestamp: Date.now() }, { body: Buffer.from(body) })
+    .then((r) => r.fields);
+}
+
+async function sendMany(b: Broker, topic: string, n: number, prefix: string): Promise<void> {
+  for (let i = 0; i < n; i += 50) {
+    await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, k) => send(b, topic, `${prefix}-${i + k}-${"x".repeat(200)}`, (i + k) % 4)));
+  }
+}
+
+/** Every commit-log byte of `b`, as readCommitLog hands them out. */
+function commitLogBytes(b: Broker): Buffer {
+  const parts: Buffer[] = [];
+  let at = b.store.minPhyOffset;
+  while (at < b.store.maxPhyOffset) {
+    const chunk = b.store.readCommitLog(at, 1024 * 1024);
+    assert.ok(chunk.length > 0, `commit log readable at ${at}`);
+    parts.push(Buffer.from(chunk));
+    at += chunk.length;
+    if (chunk.length === 8) at = Math.ceil(at / SEGMENT) * SEGMENT; // a blank marker: the rest of the segment is padding
+  }
+  return Buffer.concat(parts);
+}
+
+function bodies(b: Broker, topic: string, queueId: number): string[] {
+  const out: string[] = [];
+  let offset = 0;
+  for (;;) {
+    const r = b.store.getMessage("check", topic, queueId, offset, 32);
+    if (r.status !== "FOUND") return out;
+    for (const m of decodeRecords(Buffer.concat(r.buffers), "x")) out.push(m.body.toString());
+    offset = r.nextBeginOffset;
+  }
+}
+
+test("a slave catches up from zero across segment ends, with identical commit log and its own consume queues", async () => {
+  const master = await startBroker({ brokerName: "ha1", storeDir: path.join(dir, "ha1-m") });
+  await sendMany(master, "HaTopic", 800, "a");
+  assert.ok(master.store.maxPhyOffset > 3 * SEGMENT, "the log spans several segments");
+  const slave = await startBroker({ brokerName: "ha1", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha1-s") });
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 15_000, "slave caught up");
+  assert.ok(commitLogBytes(slave).equals(commitLogBytes(master)), "the slave's commit log is the master's, byte for byte");
+  for (let q = 0; q < 4; q++) assert.deepEqual(bodies(slave, "HaTopic", q), bodies(master, "HaTopic", q), `queue ${q}`);
+  assert.equal(bodies(slave, "HaTopic", 0).length, 200);
+
+  // live data keeps flowing, and the master knows the slave's progress
+  await sendMany(master, "HaTopic", 100, "b");
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "slave follows new data");
+  await waitFor(() => haServiceOf(master.ctx).slaveAckedOffset() === master.store.maxPhyOffset, 10_000, "master saw the acknowledgement");
+  assert.equal(haServiceOf(master.ctx).liveSlaves().length, 1);
+
+  // the slave refuses sends and is listed in the route under its broker id
+  await assert.rejects(send(slave, "HaTopic", "no"), (e: unknown) => isMQError(e, "NO_PERMISSION"));
+  const route = await waitFor(async () => {
+    const r = await raw.ref(ns.address, NAMESRV_ACTOR).ask<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "HaTopic" });
+    return r.fields.brokerDatas.find((bd) => bd.brokerName === "ha1" && bd.brokerAddrs["1"]);
+  }, 5000, "slave in the route");
+  assert.equal(route.brokerAddrs["0"], master.address);
+  assert.equal(route.brokerAddrs["1"], slave.address);
+  // topic configs came from the master, so pulls on the slave find the topic
+  await waitFor(() => slave.ctx.topics.get("HaTopic"), 5000, "topic config copied to the slave");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("a slave resumes from its own offset after a restart, and reconnects by itself when the master restarts", async () => {
+  const master0 = await startBroker({ brokerName: "ha2", storeDir: path.join(dir, "ha2-m"), haHoldMs: 500 });
+  const masterListen = master0.address;
+  const slaveOpts = { brokerName: "ha2", brokerId: 1, masterAddress: masterListen, storeDir: path.join(dir, "ha2-s"), haReconnectMs: 100, haHoldMs: 500 };
+  let slave = await startBroker(slaveOpts);
+  await sendMany(master0, "Resume", 300, "a");
+  await waitFor(() => slave.store.maxPhyOffset === master0.store.maxPhyOffset, 10_000, "first catch-up");
+  const had = slave.store.maxPhyOffset;
+  await closeBroker(slave);
+
+  await sendMany(master0, "Resume", 300, "b");
+  const before = master0.store.maxPhyOffset;
+  assert.ok(had > 0 && had < before, "the slave kept what it had");
+  slave = await startBroker(slaveOpts);
+  await waitFor(() => slave.store.maxPhyOffset === before, 10_000, "catch-up after restart");
+  assert.ok(haClientOf(slave.ctx).status.bytes <= before - had + 64, "only the missing bytes were transferred");
+
+  // the master restarts on the same address: the slave reconnects and follows new data
+  await closeBroker(master0);
+  await waitFor(() => !haClientOf(slave.ctx).status.connected, 15_000, "slave noticed the master is gone");
+  const master1 = await startBroker({ brokerName: "ha2", listen: masterListen, storeDir: path.join(dir, "ha2-m"), haHoldMs: 500 });
+  await sendMany(master1, "Resume", 100, "c");
+  await waitFor(() => slave.store.maxPhyOffset === master1.store.maxPhyOffset, 15_000, "slave follows the restarted master");
+  for (let q = 0; q < 4; q++) assert.deepEqual(bodies(slave, "Resume", q), bodies(master1, "Resume", q));
+  await closeBroker(slave);
+  await closeBroker(master1);
+});
+
+test("SYNC_MASTER: SEND_OK once the slave has the message; SLAVE_NOT_AVAILABLE without a slave or with one too far behind; FLUSH_SLAVE_TIMEOUT when the slave stops acknowledging", async () => {
+  const master = await startBroker({ brokerName: "ha3", role: "SYNC_MASTER", storeDir: path.join(dir, "ha3-m"), haSyncTimeoutMs: 300, haMaxGapNotInSync: 16 * 1024 });
+  assert.equal((await send(master, "Sync", "alone")).status, "SLAVE_NOT_AVAILABLE", "no slave connected");
+
+  const slave = await startBroker({ brokerName: "ha3", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha3-s") });
+  await waitFor(() => haServiceOf(master.ctx).liveSlaves().length === 1, 10_000, "slave connected");
+  for (let i = 0; i < 20; i++) {
+    const r = await send(master, "Sync", `m${i}`);
+    assert.equal(r.status, "SEND_OK");
+    assert.ok(slave.store.maxPhyOffset > r.commitLogOffset, "the slave holds the message when the producer hears SEND_OK");
+  }
+  await closeBroker(slave);
+
+  // a slave that reports once and then goes quiet: its request is held and never repeated
+  const fakeSlave = await ActorNode.start({ listen: null });
+  try {
+    const pending = fakeSlave
+      .ref(master.address, BrokerActor.HA)
+      .ask({ type: "HA_TRANSFER", slaveId: 9, slaveAddr: "tcp://127.0.0.1:9", offset: master.store.maxPhyOffset }, { timeoutMs: 20_000 })
+      .catch(() => undefined);
+    await waitFor(() => haServiceOf(master.ctx).liveSlaves().some((s) => s.slaveId === 9), 5000, "quiet slave registered");
+    const t0 = Date.now();
+    const r = await send(master, "Sync", "waits");
+    assert.equal(r.status, "FLUSH_SLAVE_TIMEOUT");
+    assert.ok(Date.now() - t0 >= 250, "the send waited for the slave");
+    // the quiet slave is now far behind (gap > haMaxGapNotInSync): sends no longer wait
+    await sendMany(master, "Gap", 100, "g");
+    const t1 = Date.now();
+    const r2 = await send(master, "Sync", "gap");
+    assert.equal(r2.status, "SLAVE_NOT_AVAILABLE");
+    assert.ok(Date.now() - t1 < 250, "answered without waiting");
+    await closeBroker(master);
+    await pending;
+  } finally {
+    await fakeSlave.close();
+  }
+});
