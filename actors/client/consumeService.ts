@@ -62,6 +62,8 @@ export interface ConsumeServiceDeps {
   settings: ConsumeSettings;
   /** the process queues held now (for the consume-timeout scan) */
   processQueues(): Iterable<{ mq: MessageQueue; pq: ProcessQueue<MessageExt> }>;
+  /** a process queue became empty: every pulled message is consumed (the pull offset may be committed) */
+  onDrained?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void;
 }
 
 interface ConsumeRequest {
@@ -205,7 +207,10 @@ export class ConsumeService {
     this.stats.consumed += done.length;
     if (done.length === 0) return;
     const offset = pq.removeMessages(done);
-    if (offset >= 0 && !pq.dropped) this.deps.offsetStore.updateOffset(mq, offset, true);
+    if (offset >= 0 && !pq.dropped) {
+      this.deps.offsetStore.updateOffset(mq, offset, true);
+      if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
+    }
   }
 
   /** Hands messages stuck in the listener past consumeTimeoutMinutes back to the pool. */

@@ -60,7 +60,8 @@ export type ConsumeStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER" | "SUCCESS" | 
 export interface PushConsumerOptions extends ClientInstanceOptions {
   group: string;
   subscriptions: Record<string, SubscriptionExpression>;
-  listener: (msgs: MessageExt[], ctx: ConsumeContext) => Promise<ConsumeStatus> | ConsumeStatus;
+  /** async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER"; a throw counts as RECONSUME_LATER */
+  listener: (msgs: MessageExt[], ctx: ConsumeContext) => Promise<ConsumeStatus>;
   /** @default "CLUSTERING" */
   model?: MessageModel;
   /** @default "CONSUME_FROM_LAST_OFFSET" */
@@ -157,6 +158,7 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
         inst.onClientEvent((e: ClientEvent) => {
           if (e.type === "NOTIFY_CONSUMER_IDS_CHANGED" && e.consumerGroup === c.group) c.rebalanceNow();
         }),
+        inst.onRouteChange(() => c.rebalanceNow()),
       ];
       unsubs.set(c.group, offs);
     },
@@ -206,6 +208,11 @@ export class PushConsumer {
         reconsumeLaterDelayMs: opts.reconsumeLaterDelayMs,
       },
       processQueues: () => this.held.values(),
+      onDrained: (mq, pq) => {
+        // messages skipped by the filter after the last delivered one are done too
+        const h = this.held.get(mqKey(mq));
+        if (h && h.pq === pq) offsetStore.updateOffset(mq, h.request.nextOffset, true);
+      },
     });
     this.pullService = new PullService({
       host,

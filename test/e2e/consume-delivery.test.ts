@@ -1,0 +1,167 @@
+/**
+ * Delivery behaviours of the push consumer: long polling wakes at once, short polling works,
+ * tag filters (`TagA || TagB`, `*`), and flow control with a slow listener.
+ */
+import assert from "node:assert/strict";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+let dir: string;
+let cleanup: () => Promise<void>;
+let cluster: LocalCluster;
+let producer: Producer;
+let admin: Admin;
+
+before(async () => {
+  ({ dir, cleanup } = await tempDir("actormq-consume-delivery-"));
+  cluster = await startLocalCluster({ dir: path.join(dir, "long"), broker: { flush: "async" } });
+  producer = await Producer.start({ group: "pg", nameservers: cluster.nameservers });
+  admin = await Admin.start({ nameservers: cluster.nameservers });
+});
+
+after(async () => {
+  await admin?.close();
+  await producer?.close();
+  await cluster?.close();
+  await cleanup?.();
+});
+
+test("long polling: a consumer held on an empty queue gets a new message within milliseconds", async () => {
+  await admin.createTopic({ topic: "LongPoll", readQueueNums: 1, writeQueueNums: 1 });
+  const arrivals: number[] = [];
+  const c = await PushConsumer.start({
+    group: "cgLong",
+    nameservers: cluster.nameservers,
+    subscriptions: { LongPoll: "*" },
+    listener: async () => {
+      arrivals.push(Date.now());
+      return "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    // let the first pulls reach the broker and be held
+    await waitFor(() => c.pullService.stats.pulls >= 2, 5_000, "pulls sent");
+    await new Promise((r) => setTimeout(r, 200));
+    const lat: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const t0 = Date.now();
+      await producer.send({ topic: "LongPoll", body: `x${i}` });
+      await waitFor(() => arrivals.length === i + 1, 5_000, "delivery");
+      lat.push(arrivals[i]! - t0);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // a poll interval would be 1 s (short polling) or 5 s (hold recheck): far above this
+    assert.ok(Math.max(...lat) < 500, `long-poll latencies ${lat.join(", ")} ms`);
+  } finally {
+    await c.close();
+  }
+});
+
+test("short polling (longPolling: false) still delivers", async () => {
+  const shortCluster = await startLocalCluster({ dir: path.join(dir, "short"), broker: { flush: "async", longPolling: false } });
+  const p = await Producer.start({ group: "pg", nameservers: shortCluster.nameservers, instanceName: "short" });
+  const shortAdmin = await Admin.start({ nameservers: shortCluster.nameservers, instanceName: "short" });
+  await shortAdmin.createTopic({ topic: "ShortPoll", readQueueNums: 2, writeQueueNums: 2 });
+  await shortAdmin.close();
+  const got: string[] = [];
+  const c = await PushConsumer.start({
+    group: "cgShort",
+    nameservers: shortCluster.nameservers,
+    instanceName: "short",
+    subscriptions: { ShortPoll: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs: MessageExt[]) => {
+      for (const m of msgs) got.push(m.body.toString());
+      return "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    for (let i = 0; i < 5; i++) await p.send({ topic: "ShortPoll", body: `s${i}` });
+    await waitFor(() => got.length >= 5, 10_000, "5 messages by short polling");
+    const later = Date.now();
+    await p.send({ topic: "ShortPoll", body: "late" });
+    await waitFor(() => got.includes("late"), 5_000, "a message sent later");
+    assert.ok(Date.now() - later < 3_000, "delivered within a couple of short-poll periods");
+  } finally {
+    await c.close();
+    await p.close();
+    await shortCluster.close();
+  }
+});
+
+test("tag filter: `TagA || TagB` gets only those tags, `*` gets everything", async () => {
+  await admin.createTopic({ topic: "Tagged", readQueueNums: 2, writeQueueNums: 2 });
+  const tags = ["TagA", "TagB", "TagC", undefined];
+  const N = 200;
+  for (let i = 0; i < N; i++) await producer.send({ topic: "Tagged", body: `t${i}`, tags: tags[i % 4] });
+  const ab: MessageExt[] = [];
+  const all: MessageExt[] = [];
+  const mk = (group: string, expr: string, sink: MessageExt[]) =>
+    PushConsumer.start({
+      group,
+      nameservers: cluster.nameservers,
+      instanceName: group,
+      subscriptions: { Tagged: expr },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs: MessageExt[]) => {
+        sink.push(...msgs);
+        return "CONSUME_SUCCESS";
+      },
+    });
+  const c1 = await mk("cgTagAB", "TagA || TagB", ab);
+  const c2 = await mk("cgTagAll", "*", all);
+  try {
+    await waitFor(() => ab.length >= N / 2 && all.length >= N, 10_000, "filtered and unfiltered deliveries");
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(ab.length, N / 2);
+    assert.ok(ab.every((m) => m.tags === "TagA" || m.tags === "TagB"));
+    assert.equal(all.length, N);
+    // the filtered-out tail still moves the committed offset (correctTagsOffset)
+    await c1.persistOffsets();
+    const progress = (await admin.consumerProgress("cgTagAB")).filter((p) => p.topic === "Tagged");
+    assert.equal(progress.reduce((s, p) => s + p.lag, 0), 0, "no lag left for the filtered group");
+  } finally {
+    await c1.close();
+    await c2.close();
+  }
+});
+
+test("flow control: with a slow listener the cached count stays near pullThresholdForQueue", async () => {
+  await admin.createTopic({ topic: "Flow", readQueueNums: 1, writeQueueNums: 1 });
+  const N = 3000;
+  for (let i = 0; i < N; i += 100) await producer.sendBatch(Array.from({ length: 100 }, (_, j) => ({ topic: "Flow", body: Buffer.alloc(256, i + j) })));
+  let consumed = 0;
+  let maxCached = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const c = await PushConsumer.start({
+    group: "cgFlow",
+    nameservers: cluster.nameservers,
+    subscriptions: { Flow: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    pullThresholdForQueue: 500,
+    consumeThreads: 1,
+    listener: async () => {
+      await gate;
+      consumed++;
+      return "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    const sample = setInterval(() => {
+      for (const s of c.processQueueStats()) maxCached = Math.max(maxCached, s.msgCount);
+    }, 5);
+    await waitFor(() => c.pullService.stats.flowControlCount >= 5, 10_000, "flow control engaged");
+    const cached = c.processQueueStats().find((s) => s.mq.topic === "Flow")!.msgCount;
+    assert.ok(cached > 500 && cached <= 500 + 32, `cached ${cached} near the threshold`);
+    release();
+    await waitFor(() => consumed === N, 20_000, "all consumed after the listener speeds up");
+    clearInterval(sample);
+    assert.ok(maxCached <= 500 + 32, `never more than threshold + one batch cached (max ${maxCached})`);
+  } finally {
+    release();
+    await c.close();
+  }
+});
