@@ -13,6 +13,7 @@ import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./br
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
+import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
 
 /** Time a shutdown step may take before close moves on. */
 const SHUTDOWN_STEP_TIMEOUT_MS = 10_000;
@@ -41,14 +42,35 @@ function hostOf(address: string): string {
 /** A running broker. */
 export class Broker {
   private closing: Promise<void> | null = null;
+  /** the Prometheus endpoint, when started with `metricsListen` */
+  metrics: MetricsServer | null = null;
 
   private constructor(
     readonly ctx: BrokerContext,
     private readonly entries: BrokerActorEntry[],
   ) {}
 
-  /** Starts a broker; see API.md for the options. Throws MQError ILLEGAL_ARGUMENT (bad option, port in use) or STORE_LOCKED. */
-  static async start(opts: BrokerOptions): Promise<Broker> {
+  /**
+   * Starts a broker; see API.md for the options. Throws MQError ILLEGAL_ARGUMENT (bad option, port in use) or STORE_LOCKED.
+   * With `metricsListen` ("host:port", port 0 = any) it also serves Prometheus text at `broker.metrics.url`.
+   */
+  static async start(opts: BrokerOptions & { metricsListen?: string }): Promise<Broker> {
+    const { metricsListen, ...brokerOpts } = opts ?? ({} as BrokerOptions);
+    if (!metricsListen) return Broker.startBroker(brokerOpts);
+    const broker = await Broker.startBroker(brokerOpts);
+    try {
+      const m = new BrokerMetrics(broker.ctx);
+      instrumentBroker(broker.ctx, m);
+      broker.metrics = await startMetricsServer(metricsListen, () => m.render());
+      broker.ctx.logger.info({ metrics: broker.metrics.url }, "metrics served");
+      return broker;
+    } catch (e) {
+      await broker.close().catch(() => {});
+      throw e;
+    }
+  }
+
+  private static async startBroker(opts: BrokerOptions): Promise<Broker> {
     const config: BrokerConfig = resolveBrokerConfig(opts);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
     await mkdir(config.storeDir, { recursive: true });
@@ -117,6 +139,7 @@ export class Broker {
 
   private async doClose(): Promise<void> {
     const { node, store, topics, groups, logger } = this.ctx;
+    await this.metrics?.close();
     for (const e of [...this.entries].reverse()) {
       if (!e.shutdown) continue;
       await node.ref(null, e.name).ask({ type: "SHUTDOWN" }, { timeoutMs: SHUTDOWN_STEP_TIMEOUT_MS }).catch((err: unknown) => {

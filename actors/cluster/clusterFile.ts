@@ -1,0 +1,80 @@
+/**
+ * The cluster file (`<dir>/cluster.json`): every process `cluster up` started, with its role,
+ * host, addresses, pid, data dir, log file and the exact arguments it was started with, so
+ * `status`, `down`, `kill` and `restart` act on exactly those processes. Hosts are named per
+ * process; a file written by hand may place processes on other hosts (they are then reported,
+ * never signalled, by this machine).
+ */
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { MQError } from "../../transport/protocol.ts";
+
+export const CLUSTER_FILE_NAME = "cluster.json";
+export const CLUSTER_FILE_VERSION = 1;
+
+export type ClusterRole = "nameserver" | "master" | "slave";
+
+/** One process of the cluster. */
+export interface ClusterProcess {
+  /** unique within the cluster: namesrv-0, broker-a, broker-a-s1, ... */
+  name: string;
+  role: ClusterRole;
+  /** host the process runs on ("localhost" = this machine) */
+  host: string;
+  brokerName?: string;
+  brokerId?: number;
+  /** endpoint it binds */
+  listen: string;
+  /** endpoint others use */
+  address: string;
+  /** "host:port" of its Prometheus endpoint (brokers) */
+  metrics?: string;
+  pid: number;
+  /** its data directory (brokers: the store) */
+  dir: string;
+  logFile: string;
+  /** arguments after `node`, to restart it exactly */
+  argv: string[];
+}
+
+export interface ClusterFile {
+  version: number;
+  createdAt: string;
+  nameservers: string[];
+  processes: ClusterProcess[];
+}
+
+export function clusterFilePath(dir: string): string {
+  return path.join(path.resolve(dir), CLUSTER_FILE_NAME);
+}
+
+/** Reads and checks a cluster file; a missing or damaged one is an MQError saying what to do. */
+export function readClusterFile(dir: string): ClusterFile {
+  const file = clusterFilePath(dir);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    throw new MQError("ILLEGAL_ARGUMENT", `No cluster file at ${file}: start one with \`actormq cluster up --dir ${dir}\` or pass the right --dir.`);
+  }
+  let cf: ClusterFile;
+  try {
+    cf = JSON.parse(text) as ClusterFile;
+  } catch {
+    throw new MQError("MALFORMED", `Cluster file ${file} is not valid JSON; fix or remove it.`);
+  }
+  if (cf?.version !== CLUSTER_FILE_VERSION || !Array.isArray(cf.processes) || !Array.isArray(cf.nameservers)) {
+    throw new MQError("MALFORMED", `Cluster file ${file} is not a version ${CLUSTER_FILE_VERSION} actormq cluster file; fix or remove it.`);
+  }
+  for (const p of cf.processes) {
+    if (typeof p?.name !== "string" || typeof p.pid !== "number" || !Array.isArray(p.argv)) throw new MQError("MALFORMED", `Cluster file ${file} has a malformed process entry; fix or remove it.`);
+  }
+  return cf;
+}
+
+/** Writes atomically (temp file + rename). */
+export function writeClusterFile(dir: string, cf: ClusterFile): void {
+  const file = clusterFilePath(dir);
+  writeFileSync(`${file}.tmp`, `${JSON.stringify(cf, null, 2)}\n`);
+  renameSync(`${file}.tmp`, file);
+}

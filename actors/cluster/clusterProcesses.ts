@@ -1,0 +1,127 @@
+/**
+ * Starting and stopping the processes of a local cluster: each is `node bin/actormq.mjs
+ * nameserver|broker ...` in its own session (it outlives the command that started it), with
+ * stdout and stderr appended to its log file, and reports readiness by writing a ready file.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { MQError } from "../../transport/protocol.ts";
+import type { ClusterProcess } from "./clusterFile.ts";
+import { isAlive, isOurProcess } from "./processCheck.ts";
+
+/** The package's command, run by every cluster process. */
+export const ACTORMQ_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/actormq.mjs");
+/** How long a process may take to serve. */
+export const DEFAULT_READY_TIMEOUT_MS = 30_000;
+/** How long a stopped process may take to exit after SIGTERM before it gets SIGKILL. */
+export const DEFAULT_STOP_TIMEOUT_MS = 15_000;
+const POLL_MS = 25;
+
+/** Where a process writes `{pid,address,metrics}` once serving; it also marks the process as ours. */
+export function readyFileOf(p: Pick<ClusterProcess, "dir">): string {
+  return path.join(p.dir, "ready.json");
+}
+
+/** True when the process is alive and still the one the cluster file names. */
+export function isRunning(p: ClusterProcess): boolean {
+  return isOurProcess(p.pid, readyFileOf(p));
+}
+
+/** What a process said last before it died: the last non-empty line of its log, its message when it is JSON. */
+export function lastLogLine(logFile: string): string {
+  try {
+    const lines = readFileSync(logFile, "utf8").split("\n").filter((l) => l.trim().length > 0);
+    const last = lines.at(-1) ?? "";
+    try {
+      const j = JSON.parse(last) as { msg?: string; err?: { message?: string } };
+      return j.err?.message ?? j.msg ?? last;
+    } catch {
+      return last.replace(/^actormq:\s*/, "");
+    }
+  } catch {
+    return "";
+  }
+}
+
+export interface ReadyInfo {
+  pid: number;
+  address: string;
+  metrics?: string;
+}
+
+/**
+ * Spawns `p.argv` detached with output to `p.logFile` and waits until its ready file appears.
+ * If it exits first or stays silent past the timeout it is stopped and an MQError carries the
+ * reason from its log.
+ */
+export async function startProcess(p: ClusterProcess, readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<ReadyInfo> {
+  const readyFile = readyFileOf(p);
+  rmSync(readyFile, { force: true });
+  const fd = openSync(p.logFile, "a");
+  let child: ChildProcess;
+  try {
+    child = spawn(process.execPath, p.argv, { detached: true, stdio: ["ignore", fd, fd], cwd: p.dir });
+  } finally {
+    closeSync(fd);
+  }
+  let exited: number | null | undefined;
+  child.once("exit", (code, sig) => {
+    exited = code ?? (sig ? 128 : 1);
+  });
+  child.once("error", () => {
+    exited = exited ?? 1;
+  });
+  child.unref();
+  const t0 = Date.now();
+  for (;;) {
+    if (existsSync(readyFile)) {
+      try {
+        return JSON.parse(readFileSync(readyFile, "utf8")) as ReadyInfo;
+      } catch {
+        // written atomically, so a parse failure means a foreign file: keep waiting for ours
+      }
+    }
+    if (exited !== undefined) {
+      const why = lastLogLine(p.logFile) || `exit code ${exited}`;
+      throw new MQError("SYSTEM_ERROR", `${p.name} failed to start: ${why} (log: ${p.logFile})`);
+    }
+    if (Date.now() - t0 > readyTimeoutMs) {
+      if (child.pid) await stopPid(child.pid, 2_000);
+      throw new MQError("TIMEOUT", `${p.name} did not become ready within ${readyTimeoutMs} ms; see its log ${p.logFile}.`);
+    }
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+/** SIGTERM, then SIGKILL after `timeoutMs`; resolves when the pid is gone. */
+export async function stopPid(pid: number, timeoutMs = DEFAULT_STOP_TIMEOUT_MS, signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return;
+  }
+  const t0 = Date.now();
+  let killed = signal === "SIGKILL";
+  while (isAlive(pid) && !isZombie(pid)) {
+    if (!killed && Date.now() - t0 > timeoutMs) {
+      killed = true;
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        return;
+      }
+    }
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+/** A child of ours that exited but was not reaped yet still answers kill(0). */
+function isZombie(pid: number): boolean {
+  try {
+    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return false;
+  }
+}

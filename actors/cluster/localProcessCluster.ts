@@ -1,0 +1,228 @@
+/**
+ * `cluster up|status|down|kill|restart`: a cluster of name servers, masters and slaves as
+ * separate processes on this machine, described by `<dir>/cluster.json` (clusterFile.ts).
+ * Every process gets its own ports, data dir and log file under `<dir>/<name>/`. A start that
+ * fails part-way stops what it started; `down` signals only the pids the file names and only
+ * while they still are those processes.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { MQError } from "../../transport/protocol.ts";
+import { localBrokerName } from "../localCluster.ts";
+import { CLUSTER_FILE_VERSION, type ClusterFile, type ClusterProcess, clusterFilePath, readClusterFile, writeClusterFile } from "./clusterFile.ts";
+import { ACTORMQ_BIN, DEFAULT_READY_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, isRunning, startProcess, stopPid } from "./clusterProcesses.ts";
+import { isAlive } from "./processCheck.ts";
+
+/** Options of {@link clusterUp}. */
+export interface ClusterUpOptions {
+  dir: string;
+  /** @default 1 */
+  nameservers?: number;
+  /** masters (broker-a, broker-b, ...). @default 1 */
+  brokers?: number;
+  /** slaves per master. @default 0 */
+  slaves?: number;
+  /** first port; processes take consecutive ports (brokers two: service and metrics). @default any free ports */
+  basePort?: number;
+  /** address to bind. @default "127.0.0.1" */
+  bindHost?: string;
+  /** address others use, when it differs from bindHost. @default bindHost */
+  advertiseHost?: string;
+  /** @default "sync" */
+  flush?: "sync" | "async";
+  /** role of the masters. @default "ASYNC_MASTER" with no slaves, "SYNC_MASTER" with slaves */
+  masterRole?: "ASYNC_MASTER" | "SYNC_MASTER";
+  logLevel?: string;
+  readyTimeoutMs?: number;
+  /** called as each process becomes ready */
+  onProgress?: (ready: number, total: number, p: ClusterProcess) => void;
+}
+
+/** A process with whether it runs now. */
+export type ClusterMemberStatus = ClusterProcess & { state: "running" | "dead" | "remote" };
+
+function isLocalHost(h: string): boolean {
+  return h === "localhost" || h === os.hostname();
+}
+
+function endpoint(host: string, port: number | "*"): string {
+  return `tcp://${host}:${port}`;
+}
+
+function portOf(address: string): string {
+  return /:(\d+)$/.exec(address)?.[1] ?? "*";
+}
+
+/** Replaces the value after `flag` in argv (or appends both). */
+function setArg(argv: string[], flag: string, value: string): void {
+  const i = argv.indexOf(flag);
+  if (i >= 0) argv[i + 1] = value;
+  else argv.push(flag, value);
+}
+
+/** Plans every process of the cluster without starting anything. */
+export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
+  const nsCount = opts.nameservers ?? 1;
+  const masters = opts.brokers ?? 1;
+  const slaves = opts.slaves ?? 0;
+  for (const [name, v, min] of [["--nameservers", nsCount, 1], ["--brokers", masters, 1], ["--slaves", slaves, 0]] as const) {
+    if (!Number.isInteger(v) || v < min || v > 64) throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer between ${min} and 64.`);
+  }
+  if (opts.basePort !== undefined && (!Number.isInteger(opts.basePort) || opts.basePort < 1024 || opts.basePort > 65000)) {
+    throw new MQError("ILLEGAL_ARGUMENT", "--base-port must be an integer between 1024 and 65000.");
+  }
+  const dir = path.resolve(opts.dir);
+  const bind = opts.bindHost ?? "127.0.0.1";
+  const adv = opts.advertiseHost;
+  let next = opts.basePort;
+  const port = (): number | "*" => (next === undefined ? "*" : next++);
+  const common = (p: ClusterProcess, argv: string[]): ClusterProcess => {
+    p.argv = [ACTORMQ_BIN, ...argv, "--ready-file", path.join(p.dir, "ready.json"), ...(opts.logLevel ? ["--log-level", opts.logLevel] : [])];
+    return p;
+  };
+  if (adv && opts.basePort === undefined) throw new MQError("ILLEGAL_ARGUMENT", "--advertise-host needs --base-port: advertised addresses must name fixed ports.");
+  const out: ClusterProcess[] = [];
+  for (let i = 0; i < nsCount; i++) {
+    const name = `namesrv-${i}`;
+    const listen = endpoint(bind, port());
+    const p: ClusterProcess = { name, role: "nameserver", host: "localhost", listen, address: "", pid: 0, dir: path.join(dir, name), logFile: path.join(dir, name, `${name}.log`), argv: [] };
+    out.push(common(p, ["nameserver", "--listen", listen, ...(adv ? ["--advertise", endpoint(adv, Number(portOf(listen)))] : [])]));
+  }
+  const flush = opts.flush ?? "sync";
+  const masterRole = opts.masterRole ?? (slaves > 0 ? "SYNC_MASTER" : "ASYNC_MASTER");
+  for (let m = 0; m < masters; m++) {
+    const brokerName = localBrokerName(m);
+    for (let s = 0; s <= slaves; s++) {
+      const name = s === 0 ? brokerName : `${brokerName}-s${s}`;
+      const listen = endpoint(bind, port());
+      const mport = port();
+      const metrics = `${bind}:${mport === "*" ? 0 : mport}`;
+      const pdir = path.join(dir, name);
+      const p: ClusterProcess = {
+        name, role: s === 0 ? "master" : "slave", host: "localhost", brokerName, brokerId: s, listen, address: "", pid: 0, dir: pdir,
+        logFile: path.join(pdir, `${name}.log`), argv: [],
+      };
+      out.push(
+        common(p, [
+          "broker", "--name", brokerName, "--broker-id", String(s), "--role", s === 0 ? masterRole : "SLAVE",
+          "--store", path.join(pdir, "store"), "--listen", listen, "--flush", flush, "--metrics-listen", metrics,
+          ...(adv ? ["--advertise", endpoint(adv, Number(portOf(listen)))] : []),
+          // name servers and (for slaves) the master address are filled in once those are ready
+        ]),
+      );
+    }
+  }
+  return out;
+}
+
+/**
+ * Starts the cluster: name servers, then masters, then slaves, each waited for; writes the
+ * cluster file. On any failure everything already started is stopped and the error rethrown.
+ */
+export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
+  const dir = path.resolve(opts.dir);
+  if (existsSync(clusterFilePath(dir))) {
+    const live = readClusterFile(dir).processes.filter((p) => isLocalHost(p.host) && isRunning(p));
+    if (live.length > 0) {
+      throw new MQError("ILLEGAL_ARGUMENT", `A cluster is already running from ${clusterFilePath(dir)} (${live.map((p) => `${p.name} pid ${p.pid}`).join(", ")}): run \`actormq cluster down --dir ${opts.dir}\` first or use another --dir.`);
+    }
+  }
+  const plan = planCluster(opts);
+  for (const p of plan) mkdirSync(p.dir, { recursive: true });
+  const started: ClusterProcess[] = [];
+  const total = plan.length;
+  const cf: ClusterFile = { version: CLUSTER_FILE_VERSION, createdAt: new Date().toISOString(), nameservers: [], processes: plan };
+  const timeout = opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+  const launch = async (p: ClusterProcess) => {
+    const info = await startProcess(p, timeout);
+    p.pid = info.pid;
+    p.address = info.address;
+    if (info.metrics) p.metrics = info.metrics;
+    // later restarts bind the same ports
+    setArg(p.argv, "--listen", p.listen.replace(/:\*$/, `:${portOf(info.address)}`));
+    p.listen = p.argv[p.argv.indexOf("--listen") + 1]!;
+    if (info.metrics) setArg(p.argv, "--metrics-listen", info.metrics);
+    started.push(p);
+    opts.onProgress?.(started.length, total, p);
+  };
+  try {
+    await Promise.all(plan.filter((p) => p.role === "nameserver").map(launch));
+    cf.nameservers = plan.filter((p) => p.role === "nameserver").map((p) => p.address);
+    for (const p of plan) if (p.role !== "nameserver") setArg(p.argv, "--namesrv", cf.nameservers.join(","));
+    await Promise.all(plan.filter((p) => p.role === "master").map(launch));
+    for (const p of plan.filter((x) => x.role === "slave")) {
+      const master = plan.find((x) => x.role === "master" && x.brokerName === p.brokerName)!;
+      setArg(p.argv, "--master-address", master.address);
+    }
+    await Promise.all(plan.filter((p) => p.role === "slave").map(launch));
+  } catch (e) {
+    for (const p of [...started].reverse()) await stopPid(p.pid, DEFAULT_STOP_TIMEOUT_MS);
+    throw e;
+  }
+  writeClusterFile(dir, cf);
+  return cf;
+}
+
+/** Every process of the cluster file with its state (remote hosts are not checked). */
+export function clusterStatus(dir: string): { file: ClusterFile; members: ClusterMemberStatus[] } {
+  const file = readClusterFile(dir);
+  const members = file.processes.map((p) => ({ ...p, state: !isLocalHost(p.host) ? ("remote" as const) : isRunning(p) ? ("running" as const) : ("dead" as const) }));
+  return { file, members };
+}
+
+/**
+ * Stops the cluster's processes (slaves, masters, then name servers) with SIGTERM, SIGKILL past
+ * the timeout. Only pids that still are the processes the file names are signalled.
+ */
+export async function clusterDown(dir: string, stopTimeoutMs = DEFAULT_STOP_TIMEOUT_MS): Promise<{ stopped: ClusterProcess[]; notRunning: ClusterProcess[] }> {
+  const file = readClusterFile(dir);
+  const order = { slave: 0, master: 1, nameserver: 2 } as const;
+  const stopped: ClusterProcess[] = [];
+  const notRunning: ClusterProcess[] = [];
+  const groups = [0, 1, 2].map((o) => file.processes.filter((p) => order[p.role] === o && isLocalHost(p.host)));
+  for (const g of groups) {
+    await Promise.all(
+      g.map(async (p) => {
+        if (!isRunning(p)) {
+          notRunning.push(p);
+          return;
+        }
+        await stopPid(p.pid, stopTimeoutMs);
+        stopped.push(p);
+      }),
+    );
+  }
+  return { stopped, notRunning };
+}
+
+function member(file: ClusterFile, name: string): ClusterProcess {
+  const p = file.processes.find((x) => x.name === name);
+  if (!p) throw new MQError("ILLEGAL_ARGUMENT", `No process named "${name}" in the cluster; known: ${file.processes.map((x) => x.name).join(", ")}.`);
+  if (!isLocalHost(p.host)) throw new MQError("ILLEGAL_ARGUMENT", `${name} runs on ${p.host}, not on this machine: act on it there.`);
+  return p;
+}
+
+/** SIGKILLs one process of the cluster (a fault drill: no clean shutdown). */
+export async function clusterKill(dir: string, name: string): Promise<ClusterProcess> {
+  const file = readClusterFile(dir);
+  const p = member(file, name);
+  if (!isRunning(p)) {
+    throw new MQError("ILLEGAL_ARGUMENT", `${name} (pid ${p.pid}) is not running${isAlive(p.pid) ? " (the pid now belongs to another process)" : ""}; \`actormq cluster restart ${name}\` starts it again.`);
+  }
+  await stopPid(p.pid, 0, "SIGKILL");
+  return p;
+}
+
+/** Stops one process if it runs, starts it again with the same arguments and ports, updates the file. */
+export async function clusterRestart(dir: string, name: string, readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<ClusterProcess> {
+  const file = readClusterFile(dir);
+  const p = member(file, name);
+  if (isRunning(p)) await stopPid(p.pid);
+  const info = await startProcess(p, readyTimeoutMs);
+  p.pid = info.pid;
+  p.address = info.address;
+  if (info.metrics) p.metrics = info.metrics;
+  writeClusterFile(dir, file);
+  return p;
+}

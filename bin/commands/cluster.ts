@@ -1,0 +1,107 @@
+/** `actormq cluster up|status|down|kill|restart`: a multi-process cluster on this machine (actors/cluster). */
+import { type Command, Option } from "commander";
+import cliProgress from "cli-progress";
+import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
+import type { ClusterProcess } from "../../actors/cluster/index.ts";
+import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
+
+const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
+
+function memberRow(p: ClusterProcess & { state?: string }): string[] {
+  const role = p.role === "nameserver" ? "nameserver" : `${p.role} ${p.brokerName}/${p.brokerId}`;
+  return [p.name, role, p.address, p.metrics ? `http://${p.metrics}/metrics` : "-", String(p.pid), ...(p.state ? [p.state] : []), p.dir];
+}
+
+async function run(body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (e) {
+    fail(e);
+  }
+  process.exit(0);
+}
+
+export function addClusterCommands(program: Command): void {
+  const cluster = program.command("cluster").description("Run a cluster of name servers, masters and slaves as processes on this machine.");
+  const dirOption = () => new Option("--dir <dir>", "cluster directory (data, logs, cluster.json)").default(DEFAULT_CLUSTER_DIR);
+
+  cluster
+    .command("up")
+    .description("Start N name servers, M masters and S slaves per master as child processes; print them and write <dir>/cluster.json.")
+    .option("--nameservers <n>", "name servers", intArg, 1)
+    .option("--brokers <n>", "masters (broker-a, broker-b, ...)", intArg, 1)
+    .option("--slaves <n>", "slaves per master", intArg, 0)
+    .addOption(dirOption())
+    .option("--base-port <port>", "first port; processes take consecutive ports (default: any free ports)", intArg)
+    .option("--bind-host <host>", "address every process binds", "127.0.0.1")
+    .option("--advertise-host <host>", "address others use, when it differs from --bind-host (needs --base-port)")
+    .addOption(new Option("--flush <mode>", "brokers' flush mode").choices(["sync", "async"]).default("sync"))
+    .addOption(logLevelOption())
+    .action((f: { nameservers: number; brokers: number; slaves: number; dir: string; basePort?: number; bindHost: string; advertiseHost?: string; flush: "sync" | "async"; logLevel?: string }) =>
+      run(async () => {
+        const total = f.nameservers + f.brokers * (1 + f.slaves);
+        const bar = new cliProgress.SingleBar({ format: "starting {bar} {value}/{total} {name}", stream: process.stderr, noTTYOutput: false }, cliProgress.Presets.shades_classic);
+        bar.start(total, 0, { name: "" });
+        let cf;
+        try {
+          cf = await clusterUp({ ...f, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
+        } finally {
+          bar.stop();
+        }
+        process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "DIR"], cf.processes.map((p) => memberRow(p))));
+        process.stdout.write(`cluster file ${f.dir}/cluster.json; clients use --namesrv ${cf.nameservers.join(",")}\n`);
+      }),
+    );
+
+  cluster
+    .command("status")
+    .description("Show every process of the cluster and whether it runs.")
+    .addOption(dirOption())
+    .action((f: { dir: string }) =>
+      run(async () => {
+        const { members } = clusterStatus(f.dir);
+        process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "STATE", "DIR"], members.map(memberRow)));
+        const dead = members.filter((m) => m.state === "dead");
+        if (dead.length > 0) {
+          process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; \`actormq cluster restart <name>\` starts one again\n`);
+          process.exit(3);
+        }
+      }),
+    );
+
+  cluster
+    .command("down")
+    .description("Stop exactly the processes the cluster file names (SIGTERM, then SIGKILL after 15 s).")
+    .addOption(dirOption())
+    .action((f: { dir: string }) =>
+      run(async () => {
+        const { stopped, notRunning } = await clusterDown(f.dir);
+        process.stdout.write(`stopped ${stopped.length} process(es)${stopped.length ? `: ${stopped.map((p) => p.name).join(", ")}` : ""}\n`);
+        if (notRunning.length > 0) process.stdout.write(`already not running: ${notRunning.map((p) => p.name).join(", ")}\n`);
+      }),
+    );
+
+  cluster
+    .command("kill")
+    .description("kill -9 one process of the cluster (a fault drill).")
+    .argument("<name>", "process name, e.g. broker-a or broker-a-s1")
+    .addOption(dirOption())
+    .action((name: string, f: { dir: string }) =>
+      run(async () => {
+        const p = await clusterKill(f.dir, name);
+        process.stdout.write(`killed ${p.name} (pid ${p.pid})\n`);
+      }),
+    );
+
+  cluster
+    .command("restart")
+    .description("Restart one process of the cluster with its arguments and ports.")
+    .argument("<name>", "process name, e.g. broker-a")
+    .addOption(dirOption())
+    .action((name: string, f: { dir: string }) =>
+      run(async () => {
+        const p = await clusterRestart(f.dir, name);
+        process.stdout.write(`restarted ${p.name} (pid ${p.pid}) at ${p.address}\n`);
+      }),
+    );
+}

@@ -1,0 +1,42 @@
+/** `actormq message --key K --topic T | --id ID`: look messages up by key or by message id. */
+import type { Command } from "commander";
+import { Admin } from "../../actors/client/index.ts";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { clientCommand, runClient } from "../common.ts";
+import { formatMessage } from "./consume.ts";
+
+/** The lookups of API.md's Admin, present once the brokers serve QUERY_MESSAGE / VIEW_MESSAGE_BY_ID. */
+interface MessageLookups {
+  queryMessageByKey?: (topic: string, key: string) => Promise<MessageExt[]>;
+  viewMessage?: (msgId: string) => Promise<MessageExt | null>;
+}
+
+export function addMessageCommand(program: Command): void {
+  clientCommand(
+    program
+      .command("message")
+      .description("Show messages by key (--key with --topic) or one message by id (--id).")
+      .option("--key <key>", "message key")
+      .option("--topic <topic>", "topic (with --key)")
+      .option("--id <msgId>", "message id (as printed by send)"),
+  ).action((f: { namesrv: string[]; key?: string; topic?: string; id?: string }) =>
+    runClient(async (onExit) => {
+      if (!!f.key === !!f.id) throw new MQError("ILLEGAL_ARGUMENT", "Give either --key (with --topic) or --id.");
+      if (f.key && !f.topic) throw new MQError("ILLEGAL_ARGUMENT", "--key needs --topic.");
+      const admin = (await Admin.start({ nameservers: f.namesrv })) as Admin & MessageLookups;
+      onExit(() => admin.close());
+      let found: MessageExt[];
+      if (f.key) {
+        if (!admin.queryMessageByKey) throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message query by key yet.");
+        found = await admin.queryMessageByKey(f.topic!, f.key);
+      } else {
+        if (!admin.viewMessage) throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message lookup by id yet.");
+        const m = await admin.viewMessage(f.id!);
+        found = m ? [m] : [];
+      }
+      if (found.length === 0) throw new MQError("QUERY_NOT_FOUND", `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}`}.`);
+      for (const m of found) process.stdout.write(`${formatMessage(m)}\n`);
+    }),
+  );
+}

@@ -1,0 +1,42 @@
+/** `actormq progress --group G` and `actormq reset-offset`: a group's lag per queue, and moving its offsets. */
+import type { Command } from "commander";
+import { Admin } from "../../actors/client/index.ts";
+import { clientCommand, formatTable, runClient, timeArg } from "../common.ts";
+
+export function addProgressCommands(program: Command): void {
+  clientCommand(
+    program
+      .command("progress")
+      .description("Show a consumer group's progress: broker offset, committed offset and lag per queue.")
+      .requiredOption("--group <group>", "consumer group"),
+  ).action((f: { namesrv: string[]; group: string }) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const rows = await admin.consumerProgress(f.group);
+      let total = 0;
+      const table = rows.map((r) => {
+        total += r.lag;
+        return [r.topic, r.brokerName, r.queueId, r.brokerOffset, r.consumerOffset, r.lag];
+      });
+      process.stdout.write(formatTable(["TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"], table));
+      process.stdout.write(`total lag ${total}\n`);
+    }),
+  );
+
+  clientCommand(
+    program
+      .command("reset-offset")
+      .description("Move a group's offsets of a topic to the first message stored at or after --time.")
+      .requiredOption("--group <group>", "consumer group")
+      .requiredOption("--topic <topic>", "topic")
+      .requiredOption("--time <time>", "ISO 8601 time (2025-01-31T12:00:00Z) or epoch milliseconds", timeArg),
+  ).action((f: { namesrv: string[]; group: string; topic: string; time: number }) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const rows = await admin.resetOffsetByTimestamp(f.group, f.topic, f.time);
+      process.stdout.write(formatTable(["TOPIC", "BROKER", "QUEUE", "NEW_OFFSET"], rows.map((r) => [r.topic, r.brokerName, r.queueId, r.offset])));
+    }),
+  );
+}

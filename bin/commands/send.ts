@@ -1,0 +1,55 @@
+/** `actormq send`: sends the given bodies, or one message per stdin line, and prints each result. */
+import readline from "node:readline";
+import type { Command } from "commander";
+import { Producer } from "../../actors/client/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { clientCommand, intArg, listArg, runClient } from "../common.ts";
+
+interface SendFlags {
+  namesrv: string[];
+  topic: string;
+  tags?: string;
+  keys?: string[];
+  count: number;
+  delayLevel?: number;
+  group: string;
+  quiet?: boolean;
+}
+
+export function addSendCommand(program: Command): void {
+  clientCommand(
+    program
+      .command("send")
+      .description("Send messages: each [body] argument (repeated --count times), or one message per line of stdin when no body is given.")
+      .argument("[bodies...]", "message bodies")
+      .requiredOption("--topic <topic>", "topic to send to")
+      .option("--tags <tag>", "message tag")
+      .option("--keys <keys>", "comma-separated message keys", listArg)
+      .option("--count <n>", "send each body this many times", intArg, 1)
+      .option("--delay-level <level>", "delay level (1 = 1s, 2 = 5s, 3 = 10s, ...)", intArg)
+      .option("--group <group>", "producer group", "actormq-cli-producer")
+      .option("-q, --quiet", "print only a summary line"),
+  ).action((bodies: string[], f: SendFlags) =>
+    runClient(async (onExit) => {
+      if (f.count < 1) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
+      const producer = await Producer.start({ group: f.group, nameservers: f.namesrv });
+      onExit(() => producer.close());
+      let sent = 0;
+      const sendOne = async (body: string) => {
+        const r = await producer.send({ topic: f.topic, body, tags: f.tags, keys: f.keys, delayLevel: f.delayLevel });
+        sent++;
+        if (!f.quiet) process.stdout.write(`${r.status} ${r.msgId} ${r.queue.brokerName}:${r.queue.queueId}@${r.queueOffset}\n`);
+      };
+      if (bodies.length > 0) {
+        for (let i = 0; i < f.count; i++) for (const b of bodies) await sendOne(b);
+      } else {
+        const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+        for await (const line of rl) {
+          if (line.length === 0) continue;
+          for (let i = 0; i < f.count; i++) await sendOne(line);
+        }
+      }
+      if (f.quiet || sent === 0) process.stdout.write(`sent ${sent} message(s) to ${f.topic}\n`);
+    }),
+  );
+}

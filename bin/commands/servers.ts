@@ -1,0 +1,159 @@
+/**
+ * `actormq start` (name server + broker in one process), `actormq nameserver`, `actormq broker`.
+ * Servers run until Ctrl-C or SIGTERM and then shut down cleanly; a start failure (port in use,
+ * store locked, bad option) prints one line and exits non-zero. `--ready-file` writes
+ * `{ pid, address, metrics }` once serving (how `cluster up` learns a child is ready).
+ */
+import { renameSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { type Command, Option } from "commander";
+import { Broker } from "../../actors/broker/broker.ts";
+import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
+import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
+import { fail, intArg, listArg, logLevelOption, runUntilSignal } from "../common.ts";
+
+/** Default store root of `actormq start`. */
+export const DEFAULT_DATA_DIR = "./actormq-data";
+export const DEFAULT_BROKER_NAME = "broker-a";
+
+/** What a server writes to `--ready-file` once it serves. */
+export interface ReadyInfo {
+  pid: number;
+  address: string;
+  metrics?: string;
+}
+
+function writeReady(file: string | undefined, info: ReadyInfo): void {
+  if (!file) return;
+  const tmp = `${file}.tmp`;
+  writeFileSync(tmp, JSON.stringify(info));
+  renameSync(tmp, file);
+}
+
+interface BrokerFlags {
+  name: string;
+  namesrv?: string[];
+  store: string;
+  listen: string;
+  advertise?: string;
+  flush: "sync" | "async";
+  cluster?: string;
+  brokerId: number;
+  role?: BrokerRole;
+  masterAddress?: string;
+  autoCreateTopic: boolean;
+  defaultQueueNums: number;
+  metricsListen?: string;
+  readyFile?: string;
+  logLevel?: string;
+}
+
+function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) {
+  return {
+    brokerName: f.name,
+    brokerId: f.brokerId,
+    clusterName: f.cluster,
+    listen: f.listen,
+    advertise: f.advertise,
+    nameservers,
+    storeDir,
+    flush: f.flush,
+    role: f.role,
+    masterAddress: f.masterAddress,
+    autoCreateTopic: f.autoCreateTopic,
+    defaultQueueNums: f.defaultQueueNums,
+    metricsListen: f.metricsListen,
+    logLevel: f.logLevel,
+  };
+}
+
+function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): Command {
+  return cmd
+    .option("--name <brokerName>", "broker name", DEFAULT_BROKER_NAME)
+    .option("--store <dir>", storeHelp, storeDefault)
+    .option("--listen <endpoint>", "endpoint to bind (port * = any free port)", DEFAULT_BROKER_LISTEN)
+    .option("--advertise <endpoint>", "endpoint name servers and clients should use, when it differs from --listen (NAT, 0.0.0.0)")
+    .addOption(new Option("--flush <mode>", "sync: acknowledge after fdatasync (group commit); async: RocketMQ's ASYNC_FLUSH").choices(["sync", "async"]).default("sync"))
+    .option("--cluster <name>", "cluster name", "DefaultCluster")
+    .option("--broker-id <id>", "0 = master, > 0 = slave", intArg, 0)
+    .addOption(new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices(["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]))
+    .option("--master-address <endpoint>", "a slave's master endpoint")
+    .option("--no-auto-create-topic", "refuse sends to topics not created beforehand")
+    .option("--default-queue-nums <n>", "queues of an auto-created topic", intArg, DEFAULT_QUEUE_NUMS)
+    .option("--metrics-listen <host:port>", "serve Prometheus text at http://<host:port>/metrics (port 0 = any free port)")
+    .addOption(new Option("--ready-file <file>", "write {pid,address,metrics} as JSON once serving").hideHelp())
+    .addOption(logLevelOption());
+}
+
+/** Adds `start`, `nameserver` and `broker` to the program. */
+export function addServerCommands(program: Command): void {
+  addBrokerFlags(
+    program
+      .command("start")
+      .description("Run a name server and a broker in one process (store in ./actormq-data) until Ctrl-C.")
+      .option("--namesrv-listen <endpoint>", "name server endpoint", DEFAULT_NAMESRV_LISTEN),
+    DEFAULT_DATA_DIR,
+    "data directory; the broker's store is <dir>/<brokerName>",
+  ).action(async (f: BrokerFlags & { namesrvListen: string }) => {
+    let ns: NameServer | undefined;
+    try {
+      ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel });
+      const storeDir = path.resolve(f.store, f.name);
+      const broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
+      process.stdout.write(
+        `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
+          (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
+          `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
+      );
+      writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
+      const nsRef = ns;
+      runUntilSignal(async () => {
+        await broker.close();
+        await nsRef.close();
+      });
+    } catch (e) {
+      await ns?.close().catch(() => {});
+      fail(e);
+    }
+  });
+
+  program
+    .command("nameserver")
+    .description("Run a name server until Ctrl-C.")
+    .option("--listen <endpoint>", "endpoint to bind (port * = any free port)", DEFAULT_NAMESRV_LISTEN)
+    .option("--advertise <endpoint>", "endpoint brokers and clients should use, when it differs from --listen")
+    .addOption(new Option("--ready-file <file>", "write {pid,address} as JSON once serving").hideHelp())
+    .addOption(logLevelOption())
+    .action(async (f: { listen: string; advertise?: string; readyFile?: string; logLevel?: string }) => {
+      try {
+        const ns = await NameServer.start({ listen: f.listen, advertise: f.advertise, logLevel: f.logLevel });
+        process.stdout.write(`actormq name server listening on ${ns.address}. Press Ctrl-C to stop.\n`);
+        writeReady(f.readyFile, { pid: process.pid, address: ns.address });
+        runUntilSignal(() => ns.close());
+      } catch (e) {
+        fail(e);
+      }
+    });
+
+  addBrokerFlags(
+    program
+      .command("broker")
+      .description("Run a broker until Ctrl-C.")
+      .requiredOption("--namesrv <addresses>", "comma-separated name server endpoints, e.g. tcp://127.0.0.1:9876", listArg),
+    path.join(DEFAULT_DATA_DIR, DEFAULT_BROKER_NAME),
+    "store directory of this broker",
+  ).action(async (f: BrokerFlags) => {
+    try {
+      const broker = await Broker.start(brokerOptions(f, f.namesrv ?? [], path.resolve(f.store)));
+      process.stdout.write(
+        `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${path.resolve(f.store)}, flush ${f.flush})` +
+          (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
+          ". Press Ctrl-C to stop.\n",
+      );
+      writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
+      runUntilSignal(() => broker.close());
+    } catch (e) {
+      fail(e);
+    }
+  });
+}

@@ -1,0 +1,106 @@
+/**
+ * What every `actormq` command shares: option parsers, the `--namesrv` and `--log-level` flags,
+ * the one-line error convention (`error CODE: message`, exit code 1), tables, and the
+ * run-until-signal loop of the servers.
+ */
+import { InvalidArgumentError, Option, type Command } from "commander";
+import { MQError } from "../transport/protocol.ts";
+
+/** Name server a client command talks to when neither `--namesrv` nor ACTORMQ_NAMESRV says otherwise. */
+export const DEFAULT_CLIENT_NAMESRV = "tcp://127.0.0.1:9876";
+export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
+/** Exit codes of the command line. */
+export const ExitCode = { OK: 0, ERROR: 1, USAGE: 2 } as const;
+
+export function intArg(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
+  return n;
+}
+
+export function listArg(v: string): string[] {
+  return v.split(",").map((s) => s.trim()).filter(Boolean);
+}
+
+/** An ISO 8601 time or epoch milliseconds; anything else is a usage error naming the expected form. */
+export function timeArg(v: string): number {
+  if (/^\d{10,}$/.test(v)) return Number(v);
+  const t = /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : Number.NaN;
+  if (Number.isNaN(t)) throw new InvalidArgumentError(`"${v}" is not a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
+  return t;
+}
+
+export function logLevelOption(): Option {
+  return new Option("--log-level <level>", "log level (default: $ACTORMQ_LOG_LEVEL or info)").choices(LOG_LEVELS).env("ACTORMQ_LOG_LEVEL");
+}
+
+/** `--namesrv` for client commands: comma-separated endpoints, default $ACTORMQ_NAMESRV or tcp://127.0.0.1:9876. */
+export function namesrvOption(): Option {
+  return new Option("--namesrv <addresses>", "comma-separated name server endpoints").env("ACTORMQ_NAMESRV").default([DEFAULT_CLIENT_NAMESRV], DEFAULT_CLIENT_NAMESRV).argParser(listArg);
+}
+
+/** Adds the client flags every client command takes. */
+export function clientCommand(cmd: Command): Command {
+  return cmd.addOption(namesrvOption()).addOption(logLevelOption());
+}
+
+/** One line on stderr and exit code 1: `error CODE: message` for MQErrors, `error: message` otherwise. */
+export function errorLine(e: unknown): string {
+  if (e instanceof MQError) return `error ${e.code}: ${e.message}`;
+  return `error: ${e instanceof Error ? e.message : String(e)}`;
+}
+
+export function fail(e: unknown, code: number = ExitCode.ERROR): never {
+  process.stderr.write(`actormq: ${errorLine(e).replace(/\s*\n\s*/g, " ")}\n`);
+  process.exit(code);
+}
+
+/**
+ * Runs a client command body; a failure is one line and exit 1. Resources the body registered
+ * with `onExit` are released first, so nothing is left half-open.
+ */
+export async function runClient(body: (onExit: (fn: () => Promise<unknown>) => void) => Promise<void>): Promise<void> {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  let failure: unknown;
+  try {
+    await body((fn) => cleanups.push(fn));
+  } catch (e) {
+    failure = e;
+  }
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+  if (failure !== undefined) fail(failure);
+  process.exit(ExitCode.OK);
+}
+
+/** Runs until SIGINT/SIGTERM, then closes; a second signal exits at once. */
+export function runUntilSignal(close: () => Promise<void>): void {
+  let stopping = false;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (stopping) {
+      process.stderr.write(`actormq: ${sig} again, exiting without a clean shutdown\n`);
+      process.exit(130);
+    }
+    stopping = true;
+    process.stdout.write(`\nactormq: ${sig} received, shutting down...\n`);
+    close().then(
+      () => {
+        process.stdout.write("actormq: stopped\n");
+        process.exit(0);
+      },
+      (e) => {
+        process.stderr.write(`actormq: shutdown failed: ${(e as Error).message}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+}
+
+/** A plain aligned text table. */
+export function formatTable(header: string[], rows: (string | number)[][]): string {
+  const cells = [header, ...rows.map((r) => r.map(String))];
+  const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? "").length)));
+  return `${cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")).join("\n")}\n`;
+}
