@@ -341,10 +341,10 @@ function step(dir) {
   pause();
   const steps = stepTargets();
   if (steps.length === 0) return;
-  let i = steps.findIndex((e) => e.seq >= app.cursor);
-  if (i < 0) i = steps.length - 1;
-  else if (steps[i].seq !== app.cursor && dir < 0) i -= 1;
-  else i += dir;
+  // the position shown is the last step at or before the cursor
+  let cur = -1;
+  for (let k = 0; k < steps.length && steps[k].seq <= app.cursor; k++) cur = k;
+  let i = cur + dir;
   i = Math.max(0, Math.min(steps.length - 1, i));
   app.cursor = steps[i].seq;
   const e = steps[i];

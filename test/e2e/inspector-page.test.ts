@@ -1,0 +1,112 @@
+/**
+ * The inspector page in Chromium against demo actors on a node collected over the wire: tree,
+ * lit state, last transition, timeline with payload and snapshot, pause/step, SVG and timeline
+ * export, loading a timeline back, a stopped process shown as gone; nothing leaves 127.0.0.1.
+ */
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { after, test } from "node:test";
+import { assign, setup } from "xstate";
+import { ActorNode, Inspector } from "../../index.ts";
+import { EPHEMERAL, tempDir } from "../helpers.ts";
+import { foreignRequests, openBrowser, type TestBrowser } from "../actors/inspector/browser.ts";
+
+const workerMachine = setup({ types: {} as { context: { jobs: number }; events: { type: "WORK"; job: string } | { type: "FINISH" } } }).createMachine({
+  id: "worker",
+  initial: "idle",
+  context: { jobs: 0 },
+  states: {
+    idle: { on: { WORK: { target: "busy", actions: assign({ jobs: ({ context }) => context.jobs + 1 }) } } },
+    busy: { initial: "working", states: { working: { on: { FINISH: "#worker.idle" } } } },
+  },
+});
+
+const cleanups: (() => Promise<unknown>)[] = [];
+after(async () => {
+  for (const c of cleanups.reverse()) await c().catch(() => undefined);
+});
+
+test("the page draws a live statechart and timeline of actors on another node", async () => {
+  const tmp = await tempDir("actormq-inspector-page-");
+  cleanups.push(tmp.cleanup);
+  const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "demo-node" });
+  cleanups.push(() => node.close());
+  node.spawn("worker", workerMachine);
+  const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 300 });
+  cleanups.push(() => insp.close());
+  let b: TestBrowser | undefined = await openBrowser();
+  cleanups.push(() => b!.close());
+  const { page } = b;
+
+  await page.goto(insp.url);
+  await page.click('li.actor[data-actor-name="worker"]');
+  await page.waitForSelector('#chart svg g.state.active[data-state="worker.idle"]');
+  assert.equal(await page.locator("#chart svg g.state.active").count(), 1);
+
+  node.ref(null, "worker").send({ type: "WORK", job: "j1" }, { body: Buffer.from("TOP-SECRET-BODY") });
+  await page.waitForSelector('#chart svg g.state.active[data-state="worker.busy.working"]');
+  assert.equal(await page.locator('#chart svg g.state.active[data-state="worker.idle"]').count(), 0);
+  assert.equal(await page.locator('#chart svg g.transition.last[data-event="WORK"]').count(), 1);
+  const entry = page.locator('#timeline li.entry[data-type="WORK"]');
+  await entry.first().waitFor();
+  await entry.first().click();
+  const snapshotText = await page.locator("#timeline pre.snapshot").first().textContent();
+  assert.match(snapshotText ?? "", /"working"/);
+  assert.match(snapshotText ?? "", /"jobs": 1/);
+  assert.doesNotMatch(await page.content(), /TOP-SECRET-BODY/);
+
+  node.ref(null, "worker").send({ type: "FINISH" });
+  await page.waitForSelector('#chart svg g.state.active[data-state="worker.idle"]');
+
+  // filter: only FINISH events are listed
+  await page.fill("#filter-type", "finish");
+  await page.waitForFunction(() => [...document.querySelectorAll("#timeline li.entry")].every((li) => li.getAttribute("data-type") === "FINISH"));
+  await page.fill("#filter-type", "");
+
+  // pause and step back: the chart shows the state after WORK again
+  await page.click("#pause");
+  await page.click("#step-back");
+  await page.waitForSelector('#chart svg g.state.active[data-state="worker.busy.working"]');
+  assert.equal(await page.locator("#mode").textContent(), "paused");
+  await page.click("#step-forward");
+  await page.waitForSelector('#chart svg g.state.active[data-state="worker.idle"]');
+  await page.click("#live");
+
+  await page.screenshot({ path: path.join(tmp.dir, "inspector-page.png"), fullPage: true });
+
+  const [svgDownload] = await Promise.all([page.waitForEvent("download"), page.click("#export-svg")]);
+  const svgFile = path.join(tmp.dir, "chart.svg");
+  await svgDownload.saveAs(svgFile);
+  const svg = await readFile(svgFile, "utf8");
+  assert.match(svg, /data-state="worker\.busy\.working"/);
+  assert.match(svg, /class="state atomic[^"]*active"[^>]*data-state="worker\.idle"/);
+
+  const [jsonDownload] = await Promise.all([page.waitForEvent("download"), page.click("#export-json")]);
+  const jsonFile = path.join(tmp.dir, "timeline.json");
+  await jsonDownload.saveAs(jsonFile);
+  const exported = JSON.parse(await readFile(jsonFile, "utf8")) as { entries: { record: { type?: string } }[] };
+  assert.ok(exported.entries.some((e) => e.record.type === "WORK"));
+
+  // the process stops: shown as gone, last state kept
+  await node.close();
+  await page.waitForSelector('li.proc.gone[data-node-id="demo-node"] li.actor[data-actor-name="worker"]', { timeout: 10_000 });
+
+  // post-mortem: a fresh page loads the exported timeline without any live data
+  const pageErrors = b.errors.slice();
+  const requests = b.requests.slice();
+  await b.close();
+  b = await openBrowser();
+  await b.page.goto(insp.url);
+  await insp.close();
+  await b.page.setInputFiles("#load-json", jsonFile);
+  await b.page.waitForSelector("#mode.file");
+  await b.page.click('li.actor[data-actor-name="worker"]');
+  await b.page.waitForSelector('#chart svg g.state.active[data-state="worker.idle"]');
+  await b.page.click("#step-back");
+  await b.page.waitForSelector('#chart svg g.state.active[data-state="worker.busy.working"]');
+
+  assert.deepEqual(foreignRequests([...requests, ...b.requests]), []);
+  assert.ok(requests.some((u) => u.endsWith("/app.js")), "the request log is recorded");
+  assert.deepEqual([...pageErrors, ...b.errors], []);
+});
