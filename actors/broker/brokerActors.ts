@@ -14,6 +14,8 @@ import { offsetsMachine } from "./consumerOffsetManager.ts";
 import { holdMachine } from "./holdService.ts";
 import { locksMachine } from "./lockManager.ts";
 import { pullMachine } from "./pullProcessor.ts";
+import { schedulerMachine } from "./scheduler.ts";
+import { sendbackMachine } from "./sendback.ts";
 import { storeMachine } from "./storeActor.ts";
 import { haClientMachine } from "./haClient.ts";
 import { haMachine } from "./haService.ts";
@@ -44,6 +46,9 @@ export const brokerActors: BrokerActorEntry[] = [
   { name: BrokerActor.PULL, logic: pullMachine },
   { name: BrokerActor.HOLD, logic: holdMachine, shutdown: true },
   { name: BrokerActor.LOCKS, logic: locksMachine },
+  // delay levels and retries: the scheduler stops (and persists its progress) before the store drains
+  { name: BrokerActor.SCHEDULER, logic: schedulerMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },
+  { name: BrokerActor.SENDBACK, logic: sendbackMachine },
   // replication: a master serves its slaves, a slave replicates from its master
   { name: BrokerActor.HA, logic: haMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },
   { name: BrokerActor.HA, logic: haClientMachine, enabled: (ctx) => ctx.config.role === "SLAVE", shutdown: true },

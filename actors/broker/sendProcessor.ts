@@ -4,7 +4,7 @@
  * check permissions and the queue id, choose a queue when the producer left it open, append
  * through the store actor with one put per request, and map the store's status to a send status.
  */
-import { encodeMessageBatch, walkMessageBatch } from "../../transport/messageRecord.ts";
+import { decodeProperties, encodeMessageBatch, encodeProperties, walkMessageBatch } from "../../transport/messageRecord.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
@@ -17,6 +17,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { haServiceOf } from "./haService.ts";
+import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting.ts";
 
 /** Topics producers may not send to directly. */
 const SYSTEM_TOPICS = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
@@ -73,6 +74,7 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
   const bornHost = typeof ev.bornHost === "string" && HOST_PATTERN.test(ev.bornHost) ? ev.bornHost : UNKNOWN_HOST;
 
   let batchBody: Buffer;
+  let single: { properties: string; flag: number } | undefined;
   if (batch) {
     let count = 0;
     try {
@@ -85,7 +87,8 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
   } else {
     const properties = ev.properties === undefined ? "" : ev.properties;
     if (typeof properties !== "string") throw illegal("The send request's properties must be an encoded string.");
-    batchBody = encodeMessageBatch([{ body, flag: intField(ev.flag, "flag", 0), properties }]);
+    single = { properties, flag: intField(ev.flag, "flag", 0) };
+    batchBody = encodeMessageBatch([{ body, flag: single.flag, properties }]);
   }
 
   const tc = topics.getOrAutoCreate(topic);
@@ -99,7 +102,18 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
     throw illegal(`Queue ${queueId} of topic ${topic} does not exist on broker ${config.brokerName}: it has ${tc.writeQueueNums} write queues; refresh the route.`);
   }
 
-  const r = await ctx.put({ topic, queueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
+  // a delay level sends the message to SCHEDULE_TOPIC_XXXX; the scheduler moves it back when due
+  let putTopic = topic;
+  let putQueueId = queueId;
+  if (single && mayCarryDelay(single.properties)) {
+    const target = scheduleTarget(topic, queueId, decodeProperties(single.properties), brokerDelayLevels(config.messageDelayLevel).length);
+    if (target) {
+      putTopic = target.topic;
+      putQueueId = target.queueId;
+      batchBody = encodeMessageBatch([{ body, flag: single.flag, properties: encodeProperties(target.properties) }]);
+    }
+  }
+  const r = await ctx.put({ topic: putTopic, queueId: putQueueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
   let status: SendStatus = r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
   // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA)
   if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);

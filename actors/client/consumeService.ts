@@ -12,6 +12,7 @@ import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MessageConst, type MessageModel, type MessageQueue } from "../../transport/protocol.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
+import { restoreRetryTopic, type SendBackFn } from "./sendBack.ts";
 
 /** @default 20 concurrent listener calls */
 export const DEFAULT_CONSUME_THREADS = 20;
@@ -62,6 +63,8 @@ export interface ConsumeServiceDeps {
   settings: ConsumeSettings;
   /** the process queues held now (for the consume-timeout scan) */
   processQueues(): Iterable<{ mq: MessageQueue; pq: ProcessQueue<MessageExt> }>;
+  /** clustering: failed messages go back to their broker (retry topic); without it they are consumed again locally */
+  sendBack?: SendBackFn;
   /** a process queue became empty: every pulled message is consumed (the pull offset may be committed) */
   onDrained?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void;
 }
@@ -163,6 +166,7 @@ export class ConsumeService {
 
   private async run(req: ConsumeRequest): Promise<void> {
     const { mq, msgs } = req;
+    restoreRetryTopic(msgs, this.deps.group);
     const start = String(Date.now());
     for (const m of msgs) m.properties[MessageConst.CONSUME_START_TIME] = start;
     const ctx: ConsumeConcurrentlyContext = { messageQueue: mq, ackIndex: Number.MAX_SAFE_INTEGER, delayLevelWhenNextConsume: 0 };
@@ -194,7 +198,9 @@ export class ConsumeService {
       const failed = msgs.slice(ackIndex + 1);
       done = msgs.slice(0, ackIndex + 1);
       this.stats.reconsumeLater += failed.length;
-      if (!pq.dropped && !this.stopped) {
+      if (this.deps.sendBack && this.deps.model === "CLUSTERING" && !pq.dropped && !this.stopped) {
+        void this.sendBackFailed(mq, pq, failed, ctx.delayLevelWhenNextConsume);
+      } else if (!pq.dropped && !this.stopped) {
         for (const m of failed) m.reconsumeTimes++;
         const t = setTimeout(() => {
           this.timers.delete(t);
@@ -211,6 +217,32 @@ export class ConsumeService {
       this.deps.offsetStore.updateOffset(mq, offset, true);
       if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
     }
+  }
+
+  /**
+   * Failed messages still in the process queue go back to the broker; those sent back count as
+   * consumed (the retry topic redelivers them), the others are consumed again locally after
+   * `reconsumeLaterDelayMs` with reconsumeTimes + 1.
+   */
+  private async sendBackFailed(mq: MessageQueue, pq: ProcessQueue<MessageExt>, failed: MessageExt[], delayLevel: number): Promise<void> {
+    const inQueue = failed.filter((m) => pq.containsMessage(m));
+    const unsent = inQueue.length > 0 ? await this.deps.sendBack!(inQueue, delayLevel) : [];
+    const sent = unsent.length === 0 ? inQueue : inQueue.filter((m) => !unsent.includes(m));
+    if (sent.length > 0) {
+      const offset = pq.removeMessages(sent);
+      if (offset >= 0 && !pq.dropped) {
+        this.deps.offsetStore.updateOffset(mq, offset, true);
+        if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
+      }
+    }
+    if (unsent.length === 0 || pq.dropped || this.stopped) return;
+    for (const m of unsent) m.reconsumeTimes++;
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      const still = unsent.filter((m) => pq.containsMessage(m));
+      if (still.length > 0) this.submit(mq, pq, still);
+    }, this.deps.settings.reconsumeLaterDelayMs);
+    this.timers.add(t);
   }
 
   /** Hands messages stuck in the listener past consumeTimeoutMinutes back to the pool. */

@@ -43,6 +43,7 @@ import {
   pullServiceMachine,
 } from "./pullService.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
+import { createSendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
 /** consumeTimestamp default: 30 minutes ago (RocketMQ's default). */
@@ -208,6 +209,7 @@ export class PushConsumer {
         reconsumeLaterDelayMs: opts.reconsumeLaterDelayMs,
       },
       processQueues: () => this.held.values(),
+      sendBack: createSendBack(host, group, opts.maxReconsumeTimes),
       onDrained: (mq, pq) => {
         // messages skipped by the filter after the last delivered one are done too
         const h = this.held.get(mqKey(mq));

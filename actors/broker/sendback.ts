@@ -1,0 +1,159 @@
+/**
+ * The `sendback` actor: CONSUMER_SEND_MSG_BACK (RocketMQ's
+ * `AbstractSendMessageProcessor#consumerSendMsgBack`, reference §12.2). A consumer that failed a
+ * message hands it back by commit-log offset; the broker stores a copy for the group's retry topic
+ * `%RETRY%<group>` through the delay levels (3 + reconsumeTimes unless the request names one), or,
+ * once the retries are used up, in `%DLQ%<group>` (one queue, readable and writable as in
+ * RocketMQ 5), where it is not retried.
+ */
+import { setup } from "xstate";
+import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import { type ConsumerSendMsgBackRequest, MessageConst, MQError, Perm, PERM_READ_WRITE } from "../../transport/protocol.ts";
+import type { Replier } from "../runtime/index.ts";
+import type { BrokerContext } from "./brokerContext.ts";
+import { brokerDelayLevels, scheduleTarget } from "./delayRouting.ts";
+import { decideSendBack, DLQ_NUMS_PER_GROUP, dlqTopic, retryTopic } from "./retryPolicy.ts";
+
+/** What CONSUMER_SEND_MSG_BACK answers besides success: where the copy went. */
+export interface SendBackReply {
+  /** `%RETRY%<group>` or `%DLQ%<group>`; empty when the group has retries disabled */
+  topic: string;
+  toDLQ: boolean;
+  /** delay level the retry waits at (0 for the DLQ) */
+  delayLevel: number;
+  reconsumeTimes: number;
+}
+
+type SendBackFields = Partial<Record<keyof ConsumerSendMsgBackRequest, unknown>>;
+
+function badRequest(message: string): MQError {
+  return new MQError("INVALID_PARAMETER", message);
+}
+
+/**
+ * Handles one send-back. Resolves with where the copy went, or rejects with a coded MQError:
+ * NO_PERMISSION (slave, broker or retry topic not writable), SUBSCRIPTION_GROUP_NOT_EXIST,
+ * INVALID_PARAMETER (bad fields), SYSTEM_ERROR (message not found, put not PUT_OK).
+ */
+export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): Promise<SendBackReply> {
+  const { config, topics, groups, store } = ctx;
+  if (config.role === "SLAVE") throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send the message back to its master.`);
+  if ((config.brokerPermission & Perm.WRITE) === 0) {
+    throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); the message cannot be sent back to it now.`);
+  }
+  if (typeof ev.group !== "string" || ev.group.length === 0) throw badRequest("CONSUMER_SEND_MSG_BACK needs the consumer group.");
+  const offset = ev.offset;
+  if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0) throw badRequest("CONSUMER_SEND_MSG_BACK needs the message's commit-log offset (a non-negative integer).");
+  const requestedLevel = ev.delayLevel === undefined ? 0 : ev.delayLevel;
+  if (typeof requestedLevel !== "number" || !Number.isInteger(requestedLevel)) throw badRequest("CONSUMER_SEND_MSG_BACK's delayLevel must be an integer (0 = the broker decides, -1 = dead-letter queue).");
+  const group = ev.group;
+  const groupConfig = groups.findOrAutoCreate(group);
+  if (!groupConfig) {
+    throw new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", `Subscription group ${group} does not exist on broker ${config.brokerName}: create it (Admin) or enable autoCreateSubscriptionGroup.`);
+  }
+  if (groupConfig.retryQueueNums <= 0) return { topic: "", toDLQ: false, delayLevel: 0, reconsumeTimes: 0 };
+
+  const retry = topics.createIfAbsent(retryTopic(group), groupConfig.retryQueueNums, PERM_READ_WRITE);
+  if ((retry.perm & Perm.WRITE) === 0 || retry.writeQueueNums <= 0) {
+    throw new MQError("NO_PERMISSION", `The retry topic ${retry.topicName} is not writable on broker ${config.brokerName} (perm ${retry.perm}).`);
+  }
+
+  const rec = store.viewMessage(offset);
+  if (!rec) throw new MQError("SYSTEM_ERROR", `No message at commit-log offset ${offset} on broker ${config.brokerName}: it expired or the offset is wrong; the consumer retries it locally.`);
+  const msg = decodeRecords(rec, config.brokerName)[0]!;
+
+  const properties: Record<string, string> = { ...msg.properties };
+  if (!properties[MessageConst.RETRY_TOPIC]) properties[MessageConst.RETRY_TOPIC] = msg.topic;
+  if (!properties[MessageConst.ORIGIN_MESSAGE_ID]) {
+    const requested = typeof ev.originMsgId === "string" && ev.originMsgId.length > 0 ? ev.originMsgId : undefined;
+    properties[MessageConst.ORIGIN_MESSAGE_ID] = requested ?? msg.msgId;
+  }
+  delete properties[MessageConst.DELAY];
+
+  const requestedMax = ev.maxReconsumeTimes;
+  const maxReconsumeTimes = typeof requestedMax === "number" && Number.isInteger(requestedMax) && requestedMax >= 0 ? requestedMax : groupConfig.retryMaxTimes;
+  const levels = brokerDelayLevels(config.messageDelayLevel);
+  const decision = decideSendBack({ reconsumeTimes: msg.reconsumeTimes, maxReconsumeTimes, delayLevel: requestedLevel, maxDelayLevel: levels.length });
+
+  let topic: string;
+  let queueId: number;
+  let putProperties = properties;
+  let replyTopic: string;
+  if (decision.toDLQ) {
+    const dlq = topics.createIfAbsent(dlqTopic(group), DLQ_NUMS_PER_GROUP, PERM_READ_WRITE);
+    topic = dlq.topicName;
+    replyTopic = topic;
+    queueId = 0;
+  } else {
+    replyTopic = retry.topicName;
+    const retryQueue = Math.floor(Math.random() * retry.writeQueueNums);
+    properties[MessageConst.DELAY] = String(decision.delayLevel);
+    const target = scheduleTarget(retry.topicName, retryQueue, properties, levels.length);
+    if (target) {
+      topic = target.topic;
+      queueId = target.queueId;
+      putProperties = target.properties;
+    } else {
+      topic = retry.topicName;
+      queueId = retryQueue;
+    }
+  }
+
+  const r = await ctx.put({
+    topic,
+    queueId,
+    bornTimestamp: msg.bornTimestamp,
+    bornHost: msg.bornHost,
+    sysFlag: msg.sysFlag,
+    reconsumeTimes: decision.reconsumeTimes,
+    body: encodeMessageBatch([{ body: msg.body, flag: msg.flag, properties: encodeProperties(putProperties) }]),
+  });
+  if (r.status !== "PUT_OK") throw new MQError("SYSTEM_ERROR", `${r.status}: the copy for ${replyTopic} did not reach disk in time; the consumer retries it locally.`);
+  return { topic: replyTopic, toDLQ: decision.toDLQ, delayLevel: decision.delayLevel, reconsumeTimes: decision.reconsumeTimes };
+}
+
+type Asked = { reply?: Replier };
+
+/** Events of {@link sendbackMachine}. */
+export type SendbackEvent = ({ type: "CONSUMER_SEND_MSG_BACK" } & SendBackFields & Asked) | ({ type: string } & Asked);
+
+export interface SendbackContext {
+  ctx: BrokerContext;
+}
+
+export interface SendbackInput {
+  ctx: BrokerContext;
+}
+
+/** The `sendback` actor: each request is handled on its own; the store actor orders the puts. */
+export const sendbackMachine = setup({
+  types: {
+    context: {} as SendbackContext,
+    events: {} as SendbackEvent,
+    input: {} as SendbackInput,
+  },
+  actions: {
+    sendBack: ({ context, event }) => {
+      const reply = event.reply;
+      processSendBack(context.ctx, event as SendBackFields).then(
+        (out) => reply?.ok(out),
+        (e: unknown) => reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to take the message back: ${String(e)}`)),
+      );
+    },
+    unsupported: ({ context, event }) => {
+      event.reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "sendback".`));
+    },
+  },
+}).createMachine({
+  id: "sendback",
+  context: ({ input }) => ({ ctx: input.ctx }),
+  initial: "serving",
+  states: {
+    serving: {
+      on: {
+        CONSUMER_SEND_MSG_BACK: { actions: "sendBack" },
+        "*": { actions: "unsupported" },
+      },
+    },
+  },
+});

@@ -1,0 +1,75 @@
+/**
+ * The client's half of retries (RocketMQ's `ConsumeMessageConcurrentlyService` and
+ * `DefaultMQPushConsumerImpl#sendMessageBack`, reference §12.1): messages a concurrent listener
+ * failed go back to the broker that stored them (CONSUMER_SEND_MSG_BACK), which re-delivers them
+ * through the group's retry topic; and a message pulled from the retry topic shows the listener
+ * its original topic again.
+ */
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import { BrokerActor, type ConsumerSendMsgBackRequest, MessageConst, RETRY_GROUP_TOPIC_PREFIX } from "../../transport/protocol.ts";
+import type { ActorNode } from "../runtime/index.ts";
+
+/** How long a send-back may take before the message is retried locally instead (RocketMQ: 5 s). */
+export const SEND_BACK_TIMEOUT_MS = 5_000;
+/** Send-backs of one failed batch in flight at once. */
+const SEND_BACK_PARALLELISM = 16;
+
+/** What sending back needs from the client instance. */
+export interface SendBackHost {
+  readonly node: ActorNode;
+  /** address of a broker by name and id (master for 0) */
+  brokerAddress(brokerName: string, brokerId?: number): string | undefined;
+}
+
+/**
+ * Sends failed messages back; resolves with those that could not be sent back (the caller
+ * consumes them again locally). `delayLevel` 0 lets the broker choose (3 + reconsumeTimes).
+ */
+export type SendBackFn = (msgs: readonly MessageExt[], delayLevel: number) => Promise<MessageExt[]>;
+
+/** The CONSUMER_SEND_MSG_BACK fields for one message. */
+export function sendBackRequest(msg: MessageExt, group: string, delayLevel: number, maxReconsumeTimes: number): ConsumerSendMsgBackRequest {
+  return {
+    group,
+    offset: msg.commitLogOffset,
+    delayLevel,
+    originMsgId: msg.properties[MessageConst.ORIGIN_MESSAGE_ID] ?? msg.msgId,
+    originTopic: msg.topic,
+    maxReconsumeTimes,
+  };
+}
+
+/** A {@link SendBackFn} that asks the `sendback` actor of each message's broker (its master). */
+export function createSendBack(host: SendBackHost, group: string, maxReconsumeTimes: number, timeoutMs: number = SEND_BACK_TIMEOUT_MS): SendBackFn {
+  const one = async (m: MessageExt, delayLevel: number): Promise<boolean> => {
+    const addr = host.brokerAddress(m.brokerName, 0);
+    if (!addr) return false;
+    try {
+      await host.node.ref(addr, BrokerActor.SENDBACK).ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes) }, { timeoutMs });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  return async (msgs, delayLevel) => {
+    const failed: MessageExt[] = [];
+    for (let i = 0; i < msgs.length; i += SEND_BACK_PARALLELISM) {
+      const part = msgs.slice(i, i + SEND_BACK_PARALLELISM);
+      const ok = await Promise.all(part.map((m) => one(m, delayLevel)));
+      ok.forEach((sent, k) => sent || failed.push(part[k]!));
+    }
+    return failed;
+  };
+}
+
+/**
+ * Messages pulled from `%RETRY%<group>` get their original topic back (RETRY_TOPIC) before the
+ * listener sees them (RocketMQ's `resetRetryAndNamespace`). Changes the messages in place.
+ */
+export function restoreRetryTopic(msgs: readonly MessageExt[], group: string): void {
+  const retryTopic = RETRY_GROUP_TOPIC_PREFIX + group;
+  for (const m of msgs) {
+    const original = m.properties[MessageConst.RETRY_TOPIC];
+    if (original && m.topic === retryTopic) m.topic = original;
+  }
+}

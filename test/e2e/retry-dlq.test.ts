@@ -1,0 +1,148 @@
+/**
+ * Retry and dead letters end to end: a concurrent listener's RECONSUME_LATER sends the message
+ * back, the broker redelivers it through `%RETRY%<group>` at delay level 3 + reconsumeTimes
+ * (short test levels), and after maxReconsumeTimes the message lands in `%DLQ%<group>`, which
+ * can be consumed like any topic.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster, type LocalCluster } from "../../index.ts";
+import { MessageConst, PERM_READ_WRITE } from "../../transport/protocol.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+/** 18 levels, 200 ms apart: level n waits n x 200 ms, so neighbouring levels are easy to tell apart. */
+const LEVEL_STEP_MS = 200;
+const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * LEVEL_STEP_MS}ms`).join(" ");
+
+let cluster: LocalCluster;
+let cleanup: () => Promise<void>;
+let producer: Producer;
+let admin: Admin;
+
+before(async () => {
+  const t = await tempDir("actormq-retry-");
+  cleanup = t.cleanup;
+  cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
+  producer = await Producer.start({ group: "retry-pg", nameservers: cluster.nameservers });
+  admin = await Admin.start({ nameservers: cluster.nameservers });
+  for (const topic of ["RetryOrders", "RetryPoison"]) await admin.createTopic({ topic, readQueueNums: 2, writeQueueNums: 2 });
+});
+
+after(async () => {
+  await producer?.close();
+  await admin?.close();
+  await cluster?.close();
+  await cleanup?.();
+});
+
+interface Delivery {
+  at: number;
+  msg: MessageExt;
+}
+
+test("a message failed 3 times then consumed: 4 deliveries, reconsumeTimes 0..3, gaps at levels 3, 4, 5, original topic restored", async () => {
+  const deliveries: Delivery[] = [];
+  const consumer = await PushConsumer.start({
+    group: "retry-cg",
+    nameservers: cluster.nameservers,
+    subscriptions: { RetryOrders: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs) => {
+      for (const m of msgs) deliveries.push({ at: Date.now(), msg: { ...m, properties: { ...m.properties } } });
+      return deliveries.length < 4 ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    const sent = await producer.send({ topic: "RetryOrders", body: "order-1", keys: "k1", tags: "TagA" });
+    await waitFor(() => deliveries.length >= 4, 15_000, "4 deliveries");
+    assert.deepEqual(
+      deliveries.map((d) => d.msg.reconsumeTimes),
+      [0, 1, 2, 3],
+    );
+    for (const d of deliveries) {
+      assert.equal(d.msg.topic, "RetryOrders", "the listener sees the original topic");
+      assert.equal(d.msg.body.toString(), "order-1");
+      assert.equal(d.msg.msgId, sent.msgId, "UNIQ_KEY kept across retries");
+      assert.equal(d.msg.tags, "TagA");
+      assert.equal(d.msg.keys, "k1");
+    }
+    for (const d of deliveries.slice(1)) {
+      assert.equal(d.msg.properties[MessageConst.RETRY_TOPIC], "RetryOrders");
+      assert.equal(d.msg.properties[MessageConst.ORIGIN_MESSAGE_ID], sent.msgId);
+      assert.equal(d.msg.properties[MessageConst.DELAY], undefined, "DELAY removed on redelivery");
+    }
+    // retry k (k = 1..3) waits at level 3 + (k - 1)
+    for (let k = 1; k <= 3; k++) {
+      const gap = deliveries[k]!.at - deliveries[k - 1]!.at;
+      const due = (3 + k - 1) * LEVEL_STEP_MS;
+      assert.ok(gap >= due, `retry ${k} came after ${gap} ms, before its level's ${due} ms`);
+      assert.ok(gap < due + LEVEL_STEP_MS, `retry ${k} came after ${gap} ms, later than the next level (${due + LEVEL_STEP_MS} ms)`);
+    }
+  } finally {
+    await consumer.close();
+  }
+});
+
+test("a message that always fails goes to %DLQ%<group> after maxReconsumeTimes + 1 deliveries, is not retried, and can be consumed from there", async () => {
+  const group = "poison-cg";
+  const maxReconsumeTimes = 2;
+  const deliveries: Delivery[] = [];
+  const consumer = await PushConsumer.start({
+    group,
+    nameservers: cluster.nameservers,
+    subscriptions: { RetryPoison: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    maxReconsumeTimes,
+    listener: async (msgs) => {
+      for (const m of msgs) deliveries.push({ at: Date.now(), msg: m });
+      throw new Error("poison");
+    },
+  });
+  let dlqConsumer: PushConsumer | undefined;
+  try {
+    const sent = await producer.send({ topic: "RetryPoison", body: "poison-1" });
+    const dlq = `%DLQ%${group}`;
+    const broker = cluster.brokers[0]!;
+    await waitFor(() => broker.store.getMaxOffset(dlq, 0) === 1, 15_000, "the message in the DLQ");
+    assert.deepEqual(
+      deliveries.map((d) => d.msg.reconsumeTimes),
+      [0, 1, 2],
+      "maxReconsumeTimes + 1 deliveries",
+    );
+    // nothing left waiting for the group: the retry topic holds the 2 retries, every delay level is drained
+    assert.equal(broker.store.getMaxOffset(`%RETRY%${group}`, 0), maxReconsumeTimes);
+    const progress = await broker.ctx.ref("scheduler").ask<{ offsetTable: Record<string, number> }>({ type: "GET_ALL_DELAY_OFFSET" });
+    for (const [level, offset] of Object.entries(progress.fields.offsetTable)) {
+      assert.equal(offset, broker.store.getMaxOffset("SCHEDULE_TOPIC_XXXX", Number(level) - 1), `level ${level} has nothing waiting`);
+    }
+
+    const route = await admin.topicRoute(dlq);
+    assert.equal(route.queueDatas.length, 1);
+    assert.equal(route.queueDatas[0]!.readQueueNums, 1);
+    assert.equal(route.queueDatas[0]!.perm & PERM_READ_WRITE, PERM_READ_WRITE, "the DLQ is readable and writable");
+
+    const fromDlq: MessageExt[] = [];
+    dlqConsumer = await PushConsumer.start({
+      group: "dlq-reader",
+      nameservers: cluster.nameservers,
+      subscriptions: { [dlq]: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs) => {
+        fromDlq.push(...msgs);
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => fromDlq.length >= 1, 10_000, "the DLQ message consumed");
+    const m = fromDlq[0]!;
+    assert.equal(m.topic, dlq);
+    assert.equal(m.body.toString(), "poison-1");
+    assert.equal(m.msgId, sent.msgId);
+    assert.equal(m.reconsumeTimes, maxReconsumeTimes + 1);
+    assert.equal(m.properties[MessageConst.RETRY_TOPIC], "RetryPoison");
+    assert.equal(m.properties[MessageConst.ORIGIN_MESSAGE_ID], sent.msgId);
+    assert.equal(deliveries.length, maxReconsumeTimes + 1, "not retried after the DLQ");
+  } finally {
+    await dlqConsumer?.close();
+    await consumer.close();
+  }
+});
