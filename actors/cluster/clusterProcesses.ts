@@ -104,7 +104,7 @@ export async function stopPid(pid: number, timeoutMs = DEFAULT_STOP_TIMEOUT_MS, 
   }
   const t0 = Date.now();
   let killed = signal === "SIGKILL";
-  while (isAlive(pid) && !isZombie(pid)) {
+  while (isAlive(pid)) {
     if (!killed && Date.now() - t0 > timeoutMs) {
       killed = true;
       try {
@@ -114,14 +114,5 @@ export async function stopPid(pid: number, timeoutMs = DEFAULT_STOP_TIMEOUT_MS, 
       }
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
-  }
-}
-
-/** A child of ours that exited but was not reaped yet still answers kill(0). */
-function isZombie(pid: number): boolean {
-  try {
-    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return false;
   }
 }

@@ -15,13 +15,17 @@ export function cmdlineOf(pid: number): string[] | null {
   }
 }
 
-/** True when `pid` is alive. */
+/** True when `pid` is alive (an exited process nobody reaped yet, a zombie, counts as dead). */
 export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+  try {
+    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return process.platform !== "linux";
   }
 }
 

@@ -1,0 +1,87 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
+import { tempDir } from "../helpers.ts";
+import { cli } from "./cliRun.ts";
+
+let cluster: LocalCluster;
+let cleanup: () => Promise<void>;
+let env: Record<string, string>;
+
+before(async () => {
+  const t = await tempDir();
+  cleanup = t.cleanup;
+  cluster = await startLocalCluster({ dir: t.dir, brokers: 2 });
+  env = { ACTORMQ_NAMESRV: cluster.nameservers[0]! };
+});
+
+after(async () => {
+  await cluster.close();
+  await cleanup();
+});
+
+/** Exactly one line on stderr. */
+function oneLine(err: string): string {
+  const lines = err.trim().split("\n");
+  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
+  return lines[0]!;
+}
+
+test("topic create, list and route show the topic on both brokers", async () => {
+  const c = await cli(["topic", "create", "CliTopic", "--queues", "2"], { env });
+  assert.equal(c.code, 0, c.err);
+  assert.match(c.out, /created on 2 broker/);
+  const l = await cli(["topic", "list"], { env });
+  assert.ok(l.out.split("\n").includes("CliTopic"), l.out);
+  const r = await cli(["topic", "route", "CliTopic"], { env });
+  assert.match(r.out, /broker-a\s+master\s+tcp:\/\/\S+\s+2\s+2\s+6/);
+  assert.match(r.out, /broker-b\s+master/);
+  const missing = await cli(["topic", "route", "NoSuchTopic"], { env });
+  assert.equal(missing.code, 1);
+  assert.match(oneLine(missing.err), /^actormq: error TOPIC_NOT_EXIST: /);
+});
+
+test("send from args and stdin, consume --from first --count, progress and reset-offset", async () => {
+  await cli(["topic", "create", "CliFlow", "--queues", "1"], { env });
+  const s1 = await cli(["send", "--topic", "CliFlow", "--keys", "k1", "--count", "2", "alpha"], { env });
+  assert.equal(s1.code, 0, s1.err);
+  assert.equal(s1.out.trim().split("\n").filter((l) => l.startsWith("SEND_OK")).length, 2);
+  const s2 = await cli(["send", "--topic", "CliFlow", "--tags", "T"], { env, input: "beta\ngamma\n" });
+  assert.equal(s2.code, 0, s2.err);
+  assert.equal(s2.out.trim().split("\n").length, 2);
+
+  const c = await cli(["consume", "--topic", "CliFlow", "--group", "cli-g", "--from", "first", "--count", "4"], { env });
+  assert.equal(c.code, 0, c.err);
+  const bodies = c.out.trim().split("\n").map((l) => l.split(" ").at(-1)).sort();
+  assert.deepEqual(bodies, ["alpha", "alpha", "beta", "gamma"]);
+
+  const p = await cli(["progress", "--group", "cli-g"], { env });
+  assert.equal(p.code, 0, p.err);
+  const rows = p.out.split("\n").filter((l) => l.startsWith("CliFlow"));
+  assert.equal(rows.length, 2);
+  const brokerOffsets = rows.map((r) => Number(r.trim().split(/\s+/)[3])).reduce((a, b) => a + b, 0);
+  assert.equal(brokerOffsets, 4);
+  assert.match(p.out, /total lag 0/);
+
+  const r = await cli(["reset-offset", "--group", "cli-g", "--topic", "CliFlow", "--time", "2000-01-01T00:00:00Z"], { env });
+  assert.equal(r.code, 0, r.err);
+  assert.deepEqual(r.out.split("\n").filter((l) => l.startsWith("CliFlow")).map((l) => l.trim().split(/\s+/)[3]), ["0", "0"]);
+});
+
+test("bad input: malformed time, unknown flag, malformed --from, --tag with --sql: one line, non-zero", async () => {
+  const t = await cli(["reset-offset", "--group", "g", "--topic", "T", "--time", "yesterday"], { env });
+  assert.equal(t.code, 2);
+  assert.match(oneLine(t.err), /not a time/);
+  const u = await cli(["topic", "list", "--frobnicate"], { env });
+  assert.equal(u.code, 2);
+  assert.match(oneLine(u.err), /unknown option '--frobnicate'/);
+  const f = await cli(["consume", "--topic", "T", "--from", "someday"], { env });
+  assert.equal(f.code, 1);
+  assert.match(oneLine(f.err), /error ILLEGAL_ARGUMENT: --from "someday"/);
+  const both = await cli(["consume", "--topic", "T", "--tag", "A", "--sql", "a > 1"], { env });
+  assert.equal(both.code, 1);
+  assert.match(oneLine(both.err), /either --tag or --sql/);
+  const h = await cli(["send", "--help"]);
+  assert.equal(h.code, 0);
+  assert.match(h.out, /--delay-level/);
+});

@@ -1,0 +1,116 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { test } from "node:test";
+import { isAlive } from "../../actors/cluster/index.ts";
+import type { ClusterFile } from "../../actors/cluster/index.ts";
+import { cli } from "../bin/cliRun.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+function readCf(dir: string): ClusterFile {
+  return JSON.parse(readFileSync(path.join(dir, "cluster.json"), "utf8")) as ClusterFile;
+}
+
+test("cluster up / status / kill / restart / down with two masters and a slave each", async () => {
+  const { dir, cleanup } = await tempDir();
+  let cf: ClusterFile | undefined;
+  try {
+    const up = await cli(["cluster", "up", "--dir", dir, "--brokers", "2", "--slaves", "1"]);
+    assert.equal(up.code, 0, up.err);
+    cf = readCf(dir);
+    assert.equal(cf.processes.length, 5);
+    for (const name of ["namesrv-0", "broker-a", "broker-a-s1", "broker-b", "broker-b-s1"]) assert.match(up.out, new RegExp(`^${name}\\s`, "m"));
+    for (const p of cf.processes) assert.ok(isAlive(p.pid), `${p.name} runs`);
+    const slave = cf.processes.find((p) => p.name === "broker-a-s1")!;
+    assert.equal(slave.argv[slave.argv.indexOf("--role") + 1], "SLAVE");
+    assert.equal(slave.argv[slave.argv.indexOf("--master-address") + 1], cf.processes.find((p) => p.name === "broker-a")!.address);
+
+    const env = { ACTORMQ_NAMESRV: cf.nameservers[0]! };
+    const s = await cli(["send", "--topic", "ClusterT", "--count", "3", "m"], { env });
+    assert.equal(s.code, 0, s.err);
+    const master = cf.processes.find((p) => p.name === "broker-a")!;
+    const res = await fetch(`http://${master.metrics}/metrics`);
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    assert.match(text, /# TYPE actormq_messages_in_total counter/);
+    assert.match(text, /actormq_store_bytes\{broker="broker-a",brokerId="0"\} \d+/);
+    assert.match(text, /actormq_put_flush_latency_seconds_count/);
+
+    const st = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(st.code, 0, st.err);
+    assert.equal((st.out.match(/ running /g) ?? []).length, 5);
+
+    const k = await cli(["cluster", "kill", "broker-b", "--dir", dir]);
+    assert.equal(k.code, 0, k.err);
+    const st2 = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(st2.code, 3);
+    assert.match(st2.out, /^broker-b\s.*\sdead\s/m);
+    const again = await cli(["cluster", "kill", "broker-b", "--dir", dir]);
+    assert.equal(again.code, 1);
+    assert.equal(again.err.trim().split("\n").length, 1);
+    assert.match(again.err, /not running.*cluster restart broker-b/);
+
+    const before = cf.processes.find((p) => p.name === "broker-b")!;
+    const r = await cli(["cluster", "restart", "broker-b", "--dir", dir]);
+    assert.equal(r.code, 0, r.err);
+    const afterB = readCf(dir).processes.find((p) => p.name === "broker-b")!;
+    assert.notEqual(afterB.pid, before.pid);
+    assert.equal(afterB.address, before.address, "restart keeps the port");
+    cf = readCf(dir);
+
+    const busy = await cli(["cluster", "up", "--dir", dir]);
+    assert.equal(busy.code, 1);
+    assert.match(busy.err, /already running/);
+
+    const down = await cli(["cluster", "down", "--dir", dir]);
+    assert.equal(down.code, 0, down.err);
+    assert.match(down.out, /stopped 5 process/);
+    for (const p of cf.processes) assert.ok(!isAlive(p.pid), `${p.name} stopped`);
+  } finally {
+    for (const p of cf?.processes ?? []) if (isAlive(p.pid)) process.kill(p.pid, "SIGKILL");
+    await cleanup();
+  }
+});
+
+test("cluster down never signals a pid that is no longer ours; a port in use fails cleanly with nothing left running", async () => {
+  const { dir, cleanup } = await tempDir();
+  const stranger = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" });
+  const blocker = net.createServer();
+  try {
+    // a cluster file naming a dead process whose pid now belongs to an unrelated process
+    writeFileSync(
+      path.join(dir, "cluster.json"),
+      JSON.stringify({
+        version: 1, createdAt: new Date().toISOString(), nameservers: ["tcp://127.0.0.1:1"],
+        processes: [{ name: "namesrv-0", role: "nameserver", host: "localhost", listen: "tcp://127.0.0.1:1", address: "tcp://127.0.0.1:1", pid: stranger.pid, dir: path.join(dir, "namesrv-0"), logFile: path.join(dir, "x.log"), argv: [] }],
+      }),
+    );
+    const down = await cli(["cluster", "down", "--dir", dir]);
+    assert.equal(down.code, 0, down.err);
+    assert.match(down.out, /stopped 0 process/);
+    assert.match(down.out, /already not running: namesrv-0/);
+    assert.ok(isAlive(stranger.pid!), "the unrelated process still runs");
+    const k = await cli(["cluster", "kill", "namesrv-0", "--dir", dir]);
+    assert.equal(k.code, 1);
+    assert.match(k.err, /not running \(the pid now belongs to another process\)/);
+
+    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()));
+    const taken = (blocker.address() as net.AddressInfo).port;
+    // name server on base+0 is free... the first broker's port (base+1) is taken
+    const dir2 = path.join(dir, "c2");
+    const up = await cli(["cluster", "up", "--dir", dir2, "--base-port", String(taken - 1)]);
+    assert.equal(up.code, 1);
+    assert.equal(up.err.trim().split("\n").length, 1, up.err);
+    assert.match(up.err, /broker-a failed to start: .*(in use|Cannot listen)/i);
+    const ready = path.join(dir2, "namesrv-0", "ready.json");
+    const nsPid = (JSON.parse(readFileSync(ready, "utf8")) as { pid: number }).pid;
+    await waitFor(() => !isAlive(nsPid), 5000, "the started name server to be stopped");
+    assert.throws(() => readFileSync(path.join(dir2, "cluster.json")), "no cluster file for a failed start");
+  } finally {
+    stranger.kill("SIGKILL");
+    blocker.close();
+    await cleanup();
+  }
+});
