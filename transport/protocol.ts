@@ -570,4 +570,6 @@ export interface HaTransferReply {
   offset: number;
   /** the master's commit-log max offset when it answered */
   masterMaxOffset: number;
+  /** the master's topic and subscription-group config versions: a change makes the slave copy them */
+  configVersion?: string;
 }

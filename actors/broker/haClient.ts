@@ -38,6 +38,9 @@ export class HAClient {
   private loop: Promise<void> | null = null;
   private wakeSleep: (() => void) | null = null;
   private lastSync = 0;
+  /** the master's config version last copied; a different one in a transfer reply triggers a copy */
+  private syncedVersion: string | undefined;
+  private wantSync = true;
   /** the append in progress; stop waits for it, never for a request held by the master */
   private appending: Promise<number> | null = null;
 
@@ -63,9 +66,15 @@ export class HAClient {
       try {
         const master = await this.masterAddress();
         if (!master) throw new MQError("NO_ROUTE", `No master is known for broker ${ctx.config.brokerName}: set masterAddress or start the master.`);
-        if (Date.now() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
+        if (this.wantSync || Date.now() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
           this.lastSync = Date.now();
-          await syncFromMaster(ctx, master).catch((e: unknown) => ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed"));
+          this.wantSync = false;
+          await syncFromMaster(ctx, master).then((v) => {
+            this.syncedVersion = v.configVersion;
+          }, (e: unknown) => {
+            this.wantSync = true;
+            ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
+          });
         }
         await this.transferOnce(master);
       } catch (e) {
@@ -91,6 +100,7 @@ export class HAClient {
     if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
     this.status.connected = true;
     this.status.masterMaxOffset = Number(r.fields.masterMaxOffset);
+    if (r.fields.configVersion !== undefined && r.fields.configVersion !== this.syncedVersion) this.wantSync = true;
     const body = r.body;
     if (body && body.length > 0) {
       if (Number(r.fields.offset) !== ctx.store.maxPhyOffset) return; // an answer to an older request: ask again

@@ -182,7 +182,7 @@ export class HAService {
   }
 
   private answer(h: HeldTransfer, bytes: Buffer): void {
-    const fields: HaTransferReply = { offset: h.offset, masterMaxOffset: this.ctx.store.maxPhyOffset };
+    const fields: HaTransferReply = { offset: h.offset, masterMaxOffset: this.ctx.store.maxPhyOffset, configVersion: `${this.ctx.topics.dataVersion}/${this.ctx.groups.dataVersion}` };
     if (bytes.length > 0) h.reply.ok(fields, bytes);
     else h.reply.ok(fields);
   }

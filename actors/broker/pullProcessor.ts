@@ -34,6 +34,7 @@ import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type ConsumerTable, consumerTableOf } from "./consumerManager.ts";
 import { type ConsumerOffsetManager, consumerOffsetsOf } from "./consumerOffsetManager.ts";
+import { type HaTuning, haTuningOf, suggestPullingFromSlave } from "./haTuning.ts";
 
 /** Messages per pull when the request gives no valid number (`pullBatchSize`). */
 export const DEFAULT_PULL_BATCH_SIZE = 32;
@@ -89,6 +90,8 @@ export interface PullServices {
   longPolling: boolean;
   shortPollingMs: number;
   isSlave: boolean;
+  /** the "consume too slow" rule's figures (accessMessageInMemoryMaxRatio, physicalMemoryBytes) */
+  memoryRule: Required<HaTuning>;
 }
 
 const services = new WeakMap<BrokerContext, PullServices>();
@@ -108,6 +111,7 @@ export function pullServicesOf(ctx: BrokerContext): PullServices {
       longPolling: ctx.config.longPolling,
       shortPollingMs: tuning.shortPollingTimeMills ?? DEFAULT_SHORT_POLLING_TIME_MS,
       isSlave: ctx.config.role === "SLAVE",
+      memoryRule: haTuningOf(ctx.config),
     };
     services.set(ctx, s);
   }
@@ -254,7 +258,8 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   const r: GetMessageResult = ctx.store.getMessage(req.consumerGroup, req.topic, req.queueId, req.queueOffset, maxMsgNums, filter.filter, req.maxMsgBytes);
   let status = responseStatus(r.status, req.queueOffset);
   let nextBeginOffset = r.nextBeginOffset;
-  let suggestWhichBrokerId = s.slaveReadEnable ? (r.suggestPullingFromSlave ? groupCfg.whichBrokerWhenConsumeSlowly : groupCfg.brokerId) : MASTER_ID;
+  const tooSlow = r.suggestPullingFromSlave || suggestPullingFromSlave(ctx.store.maxPhyOffset, r.lastPhysicalOffset, s.memoryRule);
+  let suggestWhichBrokerId = s.slaveReadEnable ? (tooSlow ? groupCfg.whichBrokerWhenConsumeSlowly : groupCfg.brokerId) : MASTER_ID;
   if (s.isSlave) {
     // a slave never moves the consumer's offset; it sends it back to the master
     if (status !== "SUCCESS" && status !== "PULL_RETRY_IMMEDIATELY") nextBeginOffset = req.queueOffset;

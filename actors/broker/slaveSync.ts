@@ -14,8 +14,8 @@ function sameTopic(a: TopicConfig | undefined, b: TopicConfig): boolean {
   return !!a && a.readQueueNums === b.readQueueNums && a.writeQueueNums === b.writeQueueNums && a.perm === b.perm && !!a.order === !!b.order;
 }
 
-/** Copies topic and subscription-group configs that differ from the master's; returns how many changed. */
-export async function syncFromMaster(ctx: BrokerContext, masterAddress: string): Promise<number> {
+/** Copies topic and subscription-group configs that differ from the master's; returns how many changed and the master's config version. */
+export async function syncFromMaster(ctx: BrokerContext, masterAddress: string): Promise<{ changed: number; configVersion: string }> {
   const ref = ctx.node.ref(masterAddress, BrokerActor.BROKER);
   let changed = 0;
   const topics = await ref.ask<TopicConfigTable>({ type: "GET_ALL_TOPIC_CONFIG" }, { timeoutMs: SYNC_TIMEOUT_MS });
@@ -31,5 +31,6 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
     changed++;
   }
   if (changed > 0) ctx.logger.info({ changed }, "configs copied from master");
-  return changed;
+  // the same form the master's `ha` actor reports in each transfer reply
+  return { changed, configVersion: `${topics.fields.dataVersion}/${(groups.fields as { dataVersion?: number }).dataVersion}` };
 }

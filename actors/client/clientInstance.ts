@@ -296,7 +296,8 @@ export class ClientInstance {
       hb.consumerDataSet.push(...(d.consumerData ?? []));
     }
     if (hb.consumerDataSet.length === 0) return;
-    const masters = [...this.routes.brokers().values()].map((a) => a["0"]).filter((a): a is string => !!a);
+    // consumers heartbeat to slaves too, so a slave serving while its master is down knows the group (RocketMQ does the same)
+    const masters = [...this.routes.brokers().values()].flatMap((a) => Object.values(a)).filter((a): a is string => !!a);
     await Promise.all(masters.map((addr) => this.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "HEART_BEAT", ...hb }).catch(() => undefined)));
   }
 

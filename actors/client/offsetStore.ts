@@ -11,6 +11,7 @@ import path from "node:path";
 import {
   ConsumptionActorFor,
   isMQError,
+  MASTER_ID,
   type MessageQueue,
   MQError,
   mqKey,
@@ -19,6 +20,7 @@ import {
 } from "../../transport/protocol.ts";
 import { OFFSET_NOT_FOUND, OFFSET_QUERY_FAILED, OffsetTable, type ReadOffsetType } from "./offsetTable.ts";
 import type { ConsumerHost } from "./pullRequest.ts";
+import { findBrokerAddressInSubscribe } from "./pullService.ts";
 
 /** @default 5000 — how often offsets are persisted (persistConsumerOffsetInterval). */
 export const DEFAULT_PERSIST_OFFSET_INTERVAL_MS = 5_000;
@@ -103,8 +105,9 @@ export class RemoteOffsetStore implements OffsetStore {
   }
 
   private ref(mq: MessageQueue, actor: string) {
-    const addr = this.host.brokerAddress(mq.brokerName);
-    if (!addr) throw new MQError("SERVICE_NOT_AVAILABLE", `No master address is known for broker ${mq.brokerName}; the offset of ${mqKey(mq)} is sent once its route is back.`);
+    // the master, else a slave while the master is down; the next persist after the master is back carries the offset to it
+    const addr = findBrokerAddressInSubscribe(this.host, mq.brokerName, MASTER_ID)?.addr;
+    if (!addr) throw new MQError("SERVICE_NOT_AVAILABLE", `No address is known for broker ${mq.brokerName}; the offset of ${mqKey(mq)} is sent once its route is back.`);
     return this.host.node.ref(addr, actor);
   }
 

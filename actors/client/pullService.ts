@@ -43,6 +43,38 @@ export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
 /** Client timeout of a long-polling pull. */
 export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
 
+// --- replication: which broker of a broker name a pull goes to -------------------------------
+/** Highest slave id probed when the wanted broker is not in the route. */
+const MAX_SLAVE_ID_PROBED = 16;
+/** How often pulls in flight are checked against the route (a master that left it will never answer). */
+const PULL_ROUTE_CHECK_MS = 1_000;
+
+/**
+ * RocketMQ's `findBrokerAddressInSubscribe`: the broker the pull is told to use (master, or the
+ * slave the broker suggested), else the master, else any slave of the broker name (the master is
+ * down or out of the route).
+ */
+export function findBrokerAddressInSubscribe(host: Pick<ConsumerHost, "brokerAddress">, brokerName: string, brokerId: number): { addr: string; brokerId: number } | undefined {
+  const exact = host.brokerAddress(brokerName, brokerId);
+  if (exact) return { addr: exact, brokerId };
+  const master = host.brokerAddress(brokerName, 0);
+  if (master) return { addr: master, brokerId: 0 };
+  for (let id = 1; id <= MAX_SLAVE_ID_PROBED; id++) {
+    const a = host.brokerAddress(brokerName, id);
+    if (a) return { addr: a, brokerId: id };
+  }
+  return undefined;
+}
+
+/** A pull in flight, so that one whose broker left the route can be given up without waiting for its timeout. */
+interface InflightPull {
+  brokerName: string;
+  brokerId: number;
+  addr: string;
+  settled: boolean;
+  abandon(): void;
+}
+
 /** The pull-side knobs of a push consumer. */
 export interface PullSettings {
   pullBatchSize: number;
@@ -106,8 +138,17 @@ export class PullService {
   private readonly timers = new Set<NodeJS.Timeout>();
   private parked: PullRequest[] = [];
   private inflight = 0;
+  private readonly inflightPulls = new Set<InflightPull>();
+  private routeCheck: NodeJS.Timeout | null = null;
 
   constructor(private readonly deps: PullServiceDeps) {}
+
+  /** Gives up pulls in flight to an address the route no longer lists for their broker (killed master): they are retried elsewhere. */
+  private checkInflightRoutes(): void {
+    for (const p of this.inflightPulls) {
+      if (this.deps.host.brokerAddress(p.brokerName, p.brokerId) !== p.addr) p.abandon();
+    }
+  }
 
   /** Pulls now (the request's next pull). */
   executeNow(request: PullRequest): void {
@@ -144,6 +185,9 @@ export class PullService {
   /** Stops for good: timers cleared, answers of pulls in flight dropped. */
   stop(): void {
     this.stopped = true;
+    if (this.routeCheck) clearInterval(this.routeCheck);
+    this.routeCheck = null;
+    this.inflightPulls.clear();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     this.parked = [];
@@ -186,11 +230,12 @@ export class PullService {
         sysFlag |= PullSysFlag.COMMIT_OFFSET;
       }
     }
-    const addr = this.deps.host.brokerAddress(mq.brokerName, request.brokerId) ?? this.deps.host.brokerAddress(mq.brokerName);
-    if (!addr) {
+    const target = findBrokerAddressInSubscribe(this.deps.host, mq.brokerName, request.brokerId);
+    if (!target) {
       this.fail(request, new MQError("NO_ROUTE", `No address known for broker ${mq.brokerName}.`));
       return;
     }
+    const addr = target.addr;
     const req: PullMessageRequest = {
       consumerGroup: this.deps.group,
       topic: mq.topic,
@@ -206,11 +251,32 @@ export class PullService {
     };
     this.stats.pulls++;
     this.inflight++;
+    const flight: InflightPull = {
+      brokerName: mq.brokerName,
+      brokerId: target.brokerId,
+      addr,
+      settled: false,
+      abandon: () => {
+        if (flight.settled) return;
+        flight.settled = true;
+        this.inflightPulls.delete(flight);
+        this.inflight--;
+        if (!this.stopped) this.fail(request, new MQError("NO_ROUTE", `Broker ${mq.brokerName}/${target.brokerId} at ${addr} left the route while a pull was waiting; pulling from another broker of ${mq.brokerName}.`));
+      },
+    };
+    this.inflightPulls.add(flight);
+    if (!this.routeCheck && !this.stopped) {
+      this.routeCheck = setInterval(() => this.checkInflightRoutes(), PULL_ROUTE_CHECK_MS);
+      this.routeCheck.unref();
+    }
     this.deps.host.node
       .ref(addr, ConsumptionActorFor.PULL_MESSAGE)
       .ask<PullMessageReply>({ type: "PULL_MESSAGE", ...req }, { timeoutMs: s.pullTimeoutMillis })
       .then(
         (r) => {
+          if (flight.settled) return;
+          flight.settled = true;
+          this.inflightPulls.delete(flight);
           this.inflight--;
           if (this.stopped) return;
           try {
@@ -220,6 +286,9 @@ export class PullService {
           }
         },
         (e: unknown) => {
+          if (flight.settled) return;
+          flight.settled = true;
+          this.inflightPulls.delete(flight);
           this.inflight--;
           if (!this.stopped) this.fail(request, e);
         },
