@@ -13,8 +13,9 @@ export interface CliResult {
 }
 
 /** Runs the command to completion; `input` is written to stdin. */
-export function cli(args: string[], opts: { env?: Record<string, string>; input?: string; cwd?: string } = {}): Promise<CliResult> {
-  const child = spawn(process.execPath, [bin, ...args], {
+export function cli(args: string[], opts: { env?: Record<string, string>; input?: string; cwd?: string } = {}, command?: string): Promise<CliResult> {
+  // with `command` the args are its own (e.g. `ip netns exec ... node bin ...`)
+  const child = spawn(command ?? process.execPath, command ? args : [bin, ...args], {
     cwd: opts.cwd ?? root,
     stdio: ["pipe", "pipe", "pipe"],
     env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...opts.env },
