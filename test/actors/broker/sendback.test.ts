@@ -1,0 +1,171 @@
+/**
+ * CONSUMER_SEND_MSG_BACK on the broker (reference §12.2): retry copies go through the delay levels
+ * to `%RETRY%<group>`, exhausted ones to `%DLQ%<group>`; the checks answer with their codes.
+ */
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, test } from "node:test";
+import pino from "pino";
+import type { BrokerContext } from "../../../actors/broker/brokerContext.ts";
+import { type BrokerConfig, defaultBrokerOptions } from "../../../actors/broker/brokerConfig.ts";
+import { processSendBack } from "../../../actors/broker/sendback.ts";
+import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
+import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
+import { MessageStore } from "../../../store/index.ts";
+import { decodeRecords, type MessageExt } from "../../../transport/messageRecord.ts";
+import { isMQError, MessageConst, PERM_READ_WRITE, SCHEDULE_TOPIC } from "../../../transport/protocol.ts";
+import { tempDir } from "../../helpers.ts";
+
+const LEVELS = "1s 2s 3s 4s 5s 6s";
+
+let store: MessageStore;
+let ctx: BrokerContext;
+let cleanup: () => Promise<void>;
+
+async function makeCtx(overrides: Partial<BrokerConfig> = {}, autoCreateSubscriptionGroup = true): Promise<void> {
+  const t = await tempDir("actormq-sendback-");
+  cleanup = t.cleanup;
+  store = await MessageStore.open({ dir: t.dir, flush: "async", messageDelayLevel: LEVELS });
+  const config = { ...defaultBrokerOptions(), brokerName: "b1", nameservers: [], storeDir: t.dir, messageDelayLevel: LEVELS, ...overrides } as BrokerConfig;
+  const topics = await TopicConfigManager.load({ storeDir: t.dir, autoCreateTopic: true, defaultQueueNums: 4 });
+  const groups = await SubscriptionGroupManager.load({ storeDir: t.dir, autoCreateSubscriptionGroup });
+  ctx = {
+    config,
+    store,
+    topics,
+    groups,
+    logger: pino({ level: "silent" }),
+    put: (b) => store.putMessages(b),
+  } as Partial<BrokerContext> as BrokerContext;
+}
+
+beforeEach(() => makeCtx());
+afterEach(async () => {
+  await store.close();
+  await cleanup();
+});
+
+async function original(reconsumeTimes = 0): Promise<{ offset: number; msg: MessageExt }> {
+  const r = await store.putMessage({
+    topic: "Orders",
+    queueId: 1,
+    body: Buffer.from("hello"),
+    flag: 7,
+    properties: { [MessageConst.UNIQ_KEY]: "U1", [MessageConst.TAGS]: "TagA", [MessageConst.KEYS]: "k1" },
+    bornTimestamp: 1_000,
+    bornHost: "10.0.0.1:5000",
+    reconsumeTimes,
+  });
+  return { offset: r.commitLogOffset, msg: readOne("Orders", 1, r.firstQueueOffset) };
+}
+
+function readOne(topic: string, queueId: number, offset: number): MessageExt {
+  const r = store.getMessage("t", topic, queueId, offset, 1);
+  assert.equal(r.status, "FOUND", `${topic}/${queueId}@${offset}`);
+  return decodeRecords(r.buffers[0]!, "b1")[0]!;
+}
+
+test("first send-back: a copy for %RETRY%<group> waits at level 3 in SCHEDULE_TOPIC_XXXX with reconsumeTimes 1 and the origin kept", async () => {
+  const { offset, msg } = await original();
+  const out = await processSendBack(ctx, { group: "g1", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 16 });
+  assert.deepEqual(out, { topic: "%RETRY%g1", toDLQ: false, delayLevel: 3, reconsumeTimes: 1 });
+  const retryTc = ctx.topics.get("%RETRY%g1")!;
+  assert.equal(retryTc.readQueueNums, 1);
+  assert.equal(retryTc.perm, PERM_READ_WRITE);
+  assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, 2), 1, "level 3 = schedule queue 2");
+  const copy = readOne(SCHEDULE_TOPIC, 2, 0);
+  assert.equal(copy.reconsumeTimes, 1);
+  assert.equal(copy.body.toString(), "hello");
+  assert.equal(copy.flag, 7);
+  assert.equal(copy.bornTimestamp, msg.bornTimestamp);
+  assert.equal(copy.bornHost, "10.0.0.1:5000");
+  assert.equal(copy.properties[MessageConst.REAL_TOPIC], "%RETRY%g1");
+  assert.equal(copy.properties[MessageConst.REAL_QUEUE_ID], "0");
+  assert.equal(copy.properties[MessageConst.DELAY], "3");
+  assert.equal(copy.properties[MessageConst.RETRY_TOPIC], "Orders");
+  assert.equal(copy.properties[MessageConst.ORIGIN_MESSAGE_ID], "U1");
+  assert.equal(copy.properties[MessageConst.UNIQ_KEY], "U1");
+  assert.equal(copy.tags, "TagA");
+  assert.equal(copy.keys, "k1");
+});
+
+test("a retry message sent back again keeps RETRY_TOPIC and ORIGIN_MESSAGE_ID and waits one level longer", async () => {
+  const { offset } = await original();
+  await processSendBack(ctx, { group: "g1", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 16 });
+  const scheduled = readOne(SCHEDULE_TOPIC, 2, 0);
+  // what the scheduler would store under the retry topic
+  const props = { ...scheduled.properties };
+  delete props[MessageConst.DELAY];
+  const r = await store.putMessage({ topic: "%RETRY%g1", queueId: 0, body: scheduled.body, properties: props, bornTimestamp: 1_000, bornHost: "10.0.0.1:5000", reconsumeTimes: 1 });
+  const out = await processSendBack(ctx, { group: "g1", offset: r.commitLogOffset, delayLevel: 0, originMsgId: "ignored", originTopic: "Orders", maxReconsumeTimes: 16 });
+  assert.deepEqual(out, { topic: "%RETRY%g1", toDLQ: false, delayLevel: 4, reconsumeTimes: 2 });
+  const copy = readOne(SCHEDULE_TOPIC, 3, 0);
+  assert.equal(copy.properties[MessageConst.RETRY_TOPIC], "Orders");
+  assert.equal(copy.properties[MessageConst.ORIGIN_MESSAGE_ID], "U1");
+  assert.equal(copy.properties[MessageConst.REAL_TOPIC], "%RETRY%g1");
+});
+
+test("levels beyond the configured ones are clamped to the highest", async () => {
+  const { offset } = await original(10);
+  const out = await processSendBack(ctx, { group: "g1", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 16 });
+  assert.equal(out.delayLevel, 6);
+  assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, 5), 1);
+});
+
+test("reconsumeTimes >= maxReconsumeTimes: straight to %DLQ%<group>, queue 0, created on demand with one READ|WRITE queue", async () => {
+  const { offset } = await original(3);
+  const out = await processSendBack(ctx, { group: "g2", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 3 });
+  assert.deepEqual(out, { topic: "%DLQ%g2", toDLQ: true, delayLevel: 0, reconsumeTimes: 4 });
+  const dlq = ctx.topics.get("%DLQ%g2")!;
+  assert.deepEqual([dlq.readQueueNums, dlq.writeQueueNums, dlq.perm], [1, 1, PERM_READ_WRITE]);
+  const copy = readOne("%DLQ%g2", 0, 0);
+  assert.equal(copy.reconsumeTimes, 4);
+  assert.equal(copy.properties[MessageConst.DELAY], undefined);
+  assert.equal(copy.properties[MessageConst.RETRY_TOPIC], "Orders");
+  for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0, "nothing scheduled");
+});
+
+test("without a maxReconsumeTimes in the request the group's retryMaxTimes decides; delayLevel -1 goes to the DLQ at once", async () => {
+  await ctx.groups.createOrUpdate({ groupName: "g3", retryMaxTimes: 2 });
+  const a = await original(2);
+  assert.equal((await processSendBack(ctx, { group: "g3", offset: a.offset, delayLevel: 0 })).toDLQ, true);
+  const b = await original(1);
+  assert.equal((await processSendBack(ctx, { group: "g3", offset: b.offset, delayLevel: 0 })).toDLQ, false);
+  const c = await original(0);
+  assert.equal((await processSendBack(ctx, { group: "g3", offset: c.offset, delayLevel: -1, maxReconsumeTimes: 16 })).toDLQ, true);
+  assert.equal(store.getMaxOffset("%DLQ%g3", 0), 2);
+});
+
+test("retryQueueNums 0 disables retries: success, nothing stored", async () => {
+  await ctx.groups.createOrUpdate({ groupName: "g4", retryQueueNums: 0 });
+  const { offset } = await original();
+  const out = await processSendBack(ctx, { group: "g4", offset, delayLevel: 0, maxReconsumeTimes: 16 });
+  assert.equal(out.topic, "");
+  for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0);
+});
+
+async function rejectsWith(p: Promise<unknown>, code: string): Promise<void> {
+  await assert.rejects(p, (e: unknown) => isMQError(e) && e.code === code);
+}
+
+test("bad requests answer with their codes", async () => {
+  const { offset } = await original();
+  await rejectsWith(processSendBack(ctx, { group: "g1", offset: store.maxPhyOffset + 1000, delayLevel: 0 }), "SYSTEM_ERROR");
+  await rejectsWith(processSendBack(ctx, { group: "g1", offset: -1, delayLevel: 0 }), "INVALID_PARAMETER");
+  await rejectsWith(processSendBack(ctx, { group: "g1", offset: "x", delayLevel: 0 }), "INVALID_PARAMETER");
+  await rejectsWith(processSendBack(ctx, { offset, delayLevel: 0 }), "INVALID_PARAMETER");
+  await rejectsWith(processSendBack(ctx, { group: "g1", offset, delayLevel: 1.5 }), "INVALID_PARAMETER");
+  for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0, "nothing stored by a rejected request");
+});
+
+test("an unknown group without auto-creation, a slave and a read-only broker refuse", async () => {
+  await store.close();
+  await cleanup();
+  await makeCtx({}, false);
+  const { offset } = await original();
+  await rejectsWith(processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }), "SUBSCRIPTION_GROUP_NOT_EXIST");
+  (ctx.config as { role: string }).role = "SLAVE";
+  await rejectsWith(processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }), "NO_PERMISSION");
+  (ctx.config as { role: string }).role = "ASYNC_MASTER";
+  (ctx.config as { brokerPermission: number }).brokerPermission = 4;
+  await rejectsWith(processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }), "NO_PERMISSION");
+});
