@@ -1,0 +1,71 @@
+/**
+ * PullConsumer: assign + poll + seek + manual commit, subscribe with rebalance and auto commit;
+ * Admin.consumerProgress and resetOffsetByTimestamp against what it committed.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Admin, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset by timestamp", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pg", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  try {
+    await admin.createTopic({ topic: "Polled", readQueueNums: 2, writeQueueNums: 2 });
+    for (let i = 0; i < 100; i += 25) await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
+    await new Promise((r) => setTimeout(r, 20));
+    const midTs = Date.now();
+    await new Promise((r) => setTimeout(r, 20));
+    for (let i = 100; i < 200; i += 25) await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
+
+    const pc = await PullConsumer.start({ group: "cgPoll", nameservers: cluster.nameservers, autoCommit: false, consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" });
+    const queues = await pc.fetchMessageQueues("Polled");
+    assert.equal(queues.length, 2);
+    await pc.assign(queues);
+    const seen = new Set<string>();
+    await waitFor(async () => {
+      for (const m of await pc.poll(200)) seen.add(m.body.toString());
+      return seen.size === 200;
+    }, 10_000, "200 polled");
+    assert.deepEqual(await pc.poll(50), [], "nothing more to poll");
+    await pc.commit();
+    let progress = (await admin.consumerProgress("cgPoll")).filter((p) => p.topic === "Polled");
+    assert.equal(progress.length, 2);
+    assert.ok(progress.every((p) => p.lag === 0 && p.consumerOffset === p.brokerOffset), "committed everything");
+
+    // seek back on one queue: its messages come again from there
+    const q0 = queues[0]!;
+    await pc.seek(q0, 10);
+    const again: number[] = [];
+    await waitFor(async () => {
+      for (const m of await pc.poll(200)) again.push(m.queueOffset);
+      return again.length >= progress.find((p) => p.queueId === q0.queueId)!.brokerOffset - 10;
+    }, 10_000, "re-polled after seek");
+    assert.equal(Math.min(...again), 10);
+    await pc.close();
+
+    // reset the group to the middle of the stream: a subscriber with auto commit starts there
+    const reset = await admin.resetOffsetByTimestamp("cgPoll", "Polled", midTs);
+    assert.equal(reset.length, 2);
+    assert.equal(reset.reduce((s, r) => s + r.offset, 0), 100, "reset to the first message after the timestamp");
+    const sub = await PullConsumer.start({ group: "cgPoll", nameservers: cluster.nameservers, autoCommitIntervalMs: 1000 });
+    await sub.subscribe("Polled", "*");
+    await waitFor(() => sub.assignment().length === 2, 5_000, "both queues assigned");
+    const after: string[] = [];
+    await waitFor(async () => {
+      for (const m of await sub.poll(200)) after.push(m.body.toString());
+      return after.length >= 100;
+    }, 10_000, "100 after the reset");
+    assert.deepEqual(new Set(after), new Set(Array.from({ length: 100 }, (_, i) => `p${100 + i}`)));
+    await sub.close();
+    progress = (await admin.consumerProgress("cgPoll")).filter((p) => p.topic === "Polled");
+    assert.ok(progress.every((p) => p.lag === 0), "auto commit at close committed the polled messages");
+  } finally {
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
