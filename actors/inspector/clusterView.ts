@@ -98,6 +98,20 @@ export function assignmentsFromContext(nodeId: string, context: unknown): Assign
   return out;
 }
 
+/** The first `{topic, queueId, brokerName?}` object in `v` (nested up to 3 levels), e.g. a pull request's queue. */
+export function queueIn(v: unknown, depth = 0): { topic: string; queueId: number; brokerName?: string } | undefined {
+  if (v === null || typeof v !== "object" || depth > 3) return undefined;
+  const o = v as Record<string, unknown>;
+  if (!Array.isArray(v) && typeof o.topic === "string" && typeof o.queueId === "number") {
+    return { topic: o.topic, queueId: o.queueId, brokerName: typeof o.brokerName === "string" ? o.brokerName : undefined };
+  }
+  for (const k in o) {
+    const q = queueIn(o[k], depth + 1);
+    if (q) return q;
+  }
+  return undefined;
+}
+
 /** Where the default source looks. */
 export interface WireClusterSourceDeps {
   node: ActorNode;

@@ -4,7 +4,7 @@
  * and the machine definitions needed to draw statecharts.
  */
 import type { InspectionRecord } from "../runtime/index.ts";
-import { type Assignment, assignmentsFromContext } from "./clusterView.ts";
+import { type Assignment, assignmentsFromContext, queueIn } from "./clusterView.ts";
 
 /** Actors remembered per process; stopped ones are forgotten first. @default 2000 */
 export const DEFAULT_MAX_ACTORS_PER_NODE = 2000;
@@ -12,6 +12,9 @@ export const DEFAULT_MAX_ACTORS_PER_NODE = 2000;
 export const DEFAULT_MAX_DEFINITIONS = 1000;
 
 const REBALANCER = /rebalanc/i;
+const PULLER = /\/pull(Service)?$/i;
+/** A queue counts as held by the process that pulled it within this window. */
+export const PULL_ASSIGNMENT_WINDOW_MS = 60_000;
 
 /** What a process is, judged by the actors it hosts. */
 export type NodeRole = "nameserver" | "broker" | "client";
@@ -73,6 +76,8 @@ export class ProcessTree {
   private readonly definitions = new Map<string, unknown>();
   /** latest context of each rebalancer, by `${nodeId}|${actorName}` (the cluster view's assignment) */
   private readonly rebalancerContexts = new Map<string, { nodeId: string; context: unknown }>();
+  /** `${topic}@${brokerName}@${queueId}` -> the process that pulled it last, from pull actors' events */
+  private readonly pulledBy = new Map<string, Assignment & { time: number }>();
 
   constructor(private readonly maxActorsPerNode = DEFAULT_MAX_ACTORS_PER_NODE) {}
 
@@ -114,6 +119,13 @@ export class ProcessTree {
     if (r.kind === "event") {
       a.events++;
       a.lastEventType = r.type;
+      if (PULLER.test(r.actorName)) {
+        const q = queueIn(r.payload);
+        if (q) {
+          const group = r.actorName.includes("/") ? r.actorName.slice(0, r.actorName.lastIndexOf("/")) : undefined;
+          this.pulledBy.set(`${q.topic}@${q.brokerName ?? ""}@${q.queueId}`, { nodeId: r.nodeId, group, ...q, time: r.time });
+        }
+      }
     } else if (r.kind === "snapshot") {
       if (a.sessionId === r.sessionId) {
         a.status = r.status;
@@ -166,11 +178,16 @@ export class ProcessTree {
     return out;
   }
 
-  /** Queues held by each process, read from its rebalancers' latest contexts (alive processes only). */
+  /** Queues held by each process: from its rebalancers' latest contexts and its pull actors' recent events (alive processes only). */
   assignments(): Assignment[] {
     const out: Assignment[] = [];
     for (const { nodeId, context } of this.rebalancerContexts.values()) {
       if (this.nodes.get(nodeId)?.status === "alive") out.push(...assignmentsFromContext(nodeId, context));
+    }
+    const since = Date.now() - PULL_ASSIGNMENT_WINDOW_MS;
+    for (const [k, a] of this.pulledBy) {
+      if (a.time < since) this.pulledBy.delete(k);
+      else if (this.nodes.get(a.nodeId)?.status === "alive") out.push(a);
     }
     return out;
   }
