@@ -1,0 +1,120 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ConsumeService, type ConcurrentListener } from "../../../actors/client/consumeService.ts";
+import { OffsetTable } from "../../../actors/client/offsetTable.ts";
+import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
+import { ProcessQueue } from "../../../actors/client/processQueue.ts";
+import type { MessageExt } from "../../../transport/messageRecord.ts";
+import type { MessageModel, MessageQueue } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+
+const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
+
+function msgs(from: number, n: number): MessageExt[] {
+  return Array.from({ length: n }, (_, i) => ({ queueOffset: from + i, body: Buffer.from("x"), properties: {}, reconsumeTimes: 0 }) as unknown as MessageExt);
+}
+
+function memoryStore(): OffsetStore & { table: OffsetTable } {
+  const table = new OffsetTable();
+  return {
+    table,
+    load: async () => {},
+    updateOffset: (q, o, inc) => table.updateOffset(q, o, inc),
+    updateAndFreeze: (q, o) => table.updateAndFreeze(q, o),
+    readOffset: async (q) => table.readOffset(q),
+    readOffsetFromMemory: (q) => table.readOffset(q),
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: (q) => table.removeOffset(q),
+  };
+}
+
+function service(listener: ConcurrentListener, opts: { threads?: number; batch?: number; model?: MessageModel; delay?: number } = {}) {
+  const store = memoryStore();
+  const pq = new ProcessQueue<MessageExt>();
+  const s = new ConsumeService({
+    group: "g",
+    model: opts.model ?? "CLUSTERING",
+    listener,
+    offsetStore: store,
+    settings: { consumeThreads: opts.threads ?? 20, consumeMessageBatchMaxSize: opts.batch ?? 1, consumeTimeoutMinutes: 15, reconsumeLaterDelayMs: opts.delay ?? 20 },
+    processQueues: () => [{ mq, pq }],
+  });
+  return { s, store, pq };
+}
+
+test("at most consumeThreads listener calls at once, batches of consumeMessageBatchMaxSize, offset = all consumed + 1", async () => {
+  let active = 0;
+  let peak = 0;
+  const sizes: number[] = [];
+  const { s, store, pq } = service(
+    async (m) => {
+      active++;
+      peak = Math.max(peak, active);
+      sizes.push(m.length);
+      await new Promise((r) => setTimeout(r, 2));
+      active--;
+      return "CONSUME_SUCCESS";
+    },
+    { threads: 3, batch: 4 },
+  );
+  const batch = msgs(1001, 10);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 1011, 5_000, "offset 1011");
+  assert.equal(peak, 3);
+  assert.deepEqual(sizes.sort(), [2, 4, 4]);
+  assert.equal(pq.msgCount, 0);
+  await s.stop();
+});
+
+test("RECONSUME_LATER and throwing listeners: uncommitted, redelivered locally with reconsumeTimes + 1", async () => {
+  const calls = new Map<number, number>();
+  const { s, store, pq } = service(async (m) => {
+    const off = m[0]!.queueOffset;
+    const n = (calls.get(off) ?? 0) + 1;
+    calls.set(off, n);
+    if (off === 5 && n === 1) return "RECONSUME_LATER";
+    if (off === 6 && n === 1) throw new Error("boom");
+    return "CONSUME_SUCCESS";
+  });
+  const batch = msgs(5, 3);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) >= 5 && calls.get(7) === 1, 5_000, "7 consumed");
+  assert.equal(store.table.readOffset(mq), 5, "5 still in flight holds the offset");
+  await waitFor(() => store.table.readOffset(mq) === 8, 5_000, "all consumed after redelivery");
+  assert.equal(calls.get(5), 2);
+  assert.equal(calls.get(6), 2);
+  assert.equal(batch[0]!.reconsumeTimes, 1);
+  assert.equal(s.stats.reconsumeLater, 2);
+  await s.stop();
+});
+
+test("broadcasting advances the offset even on RECONSUME_LATER", async () => {
+  const { s, store, pq } = service(async () => "RECONSUME_LATER", { model: "BROADCASTING" });
+  const batch = msgs(0, 4);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 4, 5_000, "offset 4");
+  await s.stop();
+});
+
+test("messages past consumeTimeoutMinutes are handed back to the pool", async () => {
+  let calls = 0;
+  let hang!: () => void;
+  const hung = new Promise<void>((r) => (hang = r));
+  const { s, pq } = service(async () => {
+    calls++;
+    if (calls === 1) await hung;
+    return "CONSUME_SUCCESS";
+  });
+  const batch = msgs(0, 1);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => calls === 1, 2_000, "first call");
+  assert.equal(s.cleanExpired(Date.now() + 16 * 60_000), 1);
+  await waitFor(() => calls === 2, 2_000, "handed back");
+  hang();
+  await s.stop();
+});

@@ -1,0 +1,94 @@
+import assert from "node:assert/strict";
+import { readFile, writeFile } from "node:fs/promises";
+import { test } from "node:test";
+import { LocalFileOffsetStore, localOffsetsPath, RemoteOffsetStore } from "../../../actors/client/offsetStore.ts";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { MQError, type MessageQueue } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { setup } from "xstate";
+
+const q0: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 0 };
+const q1: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 1 };
+
+test("local file store: persists atomically, reloads, falls back to .bak, forgets nothing it did not hold", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = localOffsetsPath(dir, "host@1@x", "g");
+    assert.ok(file.endsWith("host@1@x/g/offsets.json"));
+    const s = new LocalFileOffsetStore(file);
+    await s.load();
+    assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), -1);
+    s.updateOffset(q0, 10, true);
+    s.updateOffset(q0, 5, true);
+    s.updateOffset(q1, 7, false);
+    assert.equal(s.readOffsetFromMemory(q0), 10);
+    await s.persistAll([q0, q1]);
+    s.updateOffset(q0, 12, true);
+    await s.persistAll([q0, q1]);
+    const reloaded = new LocalFileOffsetStore(file);
+    await reloaded.load();
+    assert.equal(await reloaded.readOffset(q0, "READ_FROM_STORE"), 12);
+    assert.equal(await reloaded.readOffset(q1, "READ_FROM_STORE"), 7);
+    // a torn main file: the .bak (previous version) is used
+    await writeFile(file, "{ not json");
+    const fromBak = new LocalFileOffsetStore(file);
+    await fromBak.load();
+    assert.equal(await fromBak.readOffset(q0, "READ_FROM_STORE"), 10);
+    const json = JSON.parse(await readFile(`${file}.bak`, "utf8")) as { offsetTable: Record<string, number> };
+    assert.deepEqual(json.offsetTable, { "T@broker-a@0": 10, "T@broker-a@1": 7 });
+  } finally {
+    await cleanup();
+  }
+});
+
+test("freeze after OFFSET_ILLEGAL: later updates are ignored until the offset is removed", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const s = new LocalFileOffsetStore(localOffsetsPath(dir, "c", "g"));
+    s.updateAndFreeze(q0, 100);
+    s.updateOffset(q0, 150, true);
+    assert.equal(s.readOffsetFromMemory(q0), 100);
+    s.removeOffset(q0);
+    s.updateOffset(q0, 3, false);
+    assert.equal(s.readOffsetFromMemory(q0), 3);
+  } finally {
+    await cleanup();
+  }
+});
+
+test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; persistAll sends held queues only", async () => {
+  const stored = new Map<number, number>();
+  const offsets = setup({ types: { events: {} as { type: string; queueId?: number; commitOffset?: number; reply?: { ok(f?: object): void; fail(e: MQError): void } } } }).createMachine({
+    on: {
+      "*": {
+        actions: ({ event }) => {
+          if (event.type === "QUERY_CONSUMER_OFFSET") {
+            if (event.queueId === 9) event.reply?.fail(new MQError("SYSTEM_BUSY", "busy"));
+            else if (stored.has(event.queueId!)) event.reply?.ok({ offset: stored.get(event.queueId!) });
+            else event.reply?.fail(new MQError("QUERY_NOT_FOUND", "none"));
+          } else if (event.type === "UPDATE_CONSUMER_OFFSET") {
+            stored.set(event.queueId!, event.commitOffset!);
+            event.reply?.ok({});
+          }
+        },
+      },
+    },
+  });
+  const broker = await ActorNode.start({ listen: EPHEMERAL });
+  broker.spawn("offsets", offsets);
+  const client = await ActorNode.start({ listen: null });
+  try {
+    const s = new RemoteOffsetStore({ node: client, brokerAddress: () => broker.address! }, "g");
+    assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), -1);
+    assert.equal(await s.readOffset({ ...q0, queueId: 9 }, "READ_FROM_STORE"), -2);
+    s.updateOffset(q0, 1024, false);
+    s.updateOffset(q1, 5, false);
+    await s.persistAll([q0]);
+    assert.deepEqual([...stored], [[0, 1024]]);
+    assert.equal(s.readOffsetFromMemory(q1), -1, "queues not held are forgotten");
+    assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), 1024);
+  } finally {
+    await client.close();
+    await broker.close();
+  }
+});
