@@ -1,0 +1,94 @@
+import assert from "node:assert/strict";
+import path from "node:path";
+import { test } from "node:test";
+import { Admin, type MessageExt, Producer, PushConsumer } from "../../index.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
+import { killServer, spawnServer, stopServer, type ServerChild } from "./fixtures/children.ts";
+
+test("kill -9 of a SYNC_MASTER while producing: every acknowledged message is consumed from the slave; after a restart the group continues with nothing lost", async () => {
+  const { dir, cleanup } = await tempDir("actormq-ha-e2e-");
+  const ns = await spawnServer("nameserver", { listen: EPHEMERAL, scanIntervalMs: 100 });
+  const common = { brokerName: "hf", listen: EPHEMERAL, nameservers: [ns.address], flush: "sync", registerIntervalMs: 300, heartbeatTimeoutMs: 1500, haHoldMs: 1000, haReconnectMs: 200 };
+  const masterOpts = { ...common, role: "SYNC_MASTER", storeDir: path.join(dir, "master") };
+  let master: ServerChild = await spawnServer("broker", masterOpts);
+  // no masterAddress: the slave finds its master through the name server, also after the master comes back on a new port
+  const slave = await spawnServer("broker", { ...common, brokerId: 1, storeDir: path.join(dir, "slave") });
+
+  const clientTiming = { nameservers: [ns.address], pollNameServerIntervalMs: 200 };
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  const producer = await Producer.start({ group: "hfp", ...clientTiming, sendTimeoutMs: 2000, retryTimesWhenSendFailed: 0 });
+  const acked = new Set<string>();
+  const consumed = new Set<string>();
+  let consumedAfterKill = 0;
+  let killed = false;
+  let consumer: PushConsumer | undefined;
+  let producing = true;
+  let seq = 0;
+  const produceLoop = async () => {
+    while (producing) {
+      const body = `m-${seq++}`;
+      try {
+        const r = await producer.send({ topic: "HaFail", body });
+        if (r.status === "SEND_OK") acked.add(body);
+      } catch {
+        await new Promise((r) => setTimeout(r, 50)); // the master is down: no acknowledgement, try again shortly
+      }
+    }
+  };
+  let loop: Promise<void> | undefined;
+  try {
+    await admin.createTopic({ topic: "HaFail", readQueueNums: 2, writeQueueNums: 2 });
+    await waitFor(async () => (await producer.send({ topic: "HaFail", body: "probe" }).catch(() => null))?.status === "SEND_OK", 15_000, "the slave confirms sends");
+
+    consumer = await PushConsumer.start({
+      group: "hfg",
+      ...clientTiming,
+      subscriptions: { HaFail: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      brokerSuspendMaxTimeMillis: 1000,
+      persistConsumerOffsetIntervalMs: 500,
+      listener: async (msgs: MessageExt[]) => {
+        for (const m of msgs) {
+          consumed.add(m.body.toString());
+          if (killed) consumedAfterKill++;
+        }
+        return "CONSUME_SUCCESS";
+      },
+    });
+    loop = produceLoop();
+    await waitFor(() => acked.size >= 150 && consumed.size >= 100, 20_000, "messages produced and consumed");
+
+    // a backlog the consumer can only read from the slave once the master is gone
+    await consumer.suspend();
+    const mark = acked.size;
+    await waitFor(() => acked.size >= mark + 150, 20_000, "a backlog while the consumer is suspended");
+    await killServer(master);
+    killed = true;
+    const ackedAtKill = new Set(acked);
+    await consumer.resume();
+    await waitFor(() => [...ackedAtKill].every((b) => consumed.has(b)), 30_000, "every acknowledged message consumed from the slave");
+    assert.ok(consumedAfterKill > 0, "messages were consumed after the master died");
+    producing = false;
+    await loop;
+    assert.deepEqual([...acked].filter((b) => !consumed.has(b)), [], "nothing acknowledged is missing");
+
+    master = await spawnServer("broker", masterOpts);
+    producing = true;
+    const beforeRestart = acked.size;
+    loop = produceLoop();
+    await waitFor(() => acked.size >= beforeRestart + 100, 30_000, "sends acknowledged by the restarted master and its slave");
+    producing = false;
+    await loop;
+    await waitFor(() => [...acked].every((b) => consumed.has(b)), 30_000, "every acknowledged message consumed after the restart");
+  } finally {
+    producing = false;
+    await loop;
+    await consumer?.close();
+    await producer.close();
+    await admin.close();
+    await stopServer(slave);
+    await stopServer(master);
+    await stopServer(ns);
+    await cleanup();
+  }
+});
