@@ -33,3 +33,4 @@ export { PullConsumer } from "./actors/client/pullConsumer.ts";
 export type { PullConsumerOptions } from "./actors/client/pullConsumer.ts";
 export type { ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus } from "./actors/client/consumeService.ts";
 export type { ConsumerProgressEntry } from "./actors/client/admin.ts";
+export type { QueryMessageByKeyOptions } from "./actors/client/admin.ts";

@@ -573,3 +573,47 @@ export interface HaTransferReply {
   /** the master's topic and subscription-group config versions: a change makes the slave copy them */
   configVersion?: string;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Message lookup: QUERY_MESSAGE (by key or UNIQ_KEY, over the store's index) and
+// VIEW_MESSAGE_BY_ID (by commit-log offset), served by the broker actor `query`
+
+/** The broker actor that answers QUERY_MESSAGE and VIEW_MESSAGE_BY_ID. */
+export const QUERY_MESSAGE_ACTOR = "query";
+/** Messages a key query returns when the caller names no maximum (RocketMQ's `defaultQueryMaxNum`). */
+export const DEFAULT_QUERY_MAX_NUM = 32;
+/** Most messages one broker returns for one key query (RocketMQ's `maxMsgsNumBatch`). */
+export const MAX_QUERY_MAX_NUM = 64;
+
+/**
+ * QUERY_MESSAGE fields (`QueryMessageRequestHeader`). With `uniqKey` the key is a UNIQ_KEY (what
+ * SendResult.msgId is); then `topic` may be left out and the broker looks in every topic it has.
+ */
+export interface QueryMessageRequest {
+  topic?: string;
+  key: string;
+  /** @default 32, at most 64 */
+  maxNum?: number;
+  /** store-time window, ms since the epoch; @default 0 .. now */
+  beginTimestamp?: number;
+  endTimestamp?: number;
+  /** RocketMQ's `_UNIQUE_KEY_QUERY`: look the key up as a UNIQ_KEY */
+  uniqKey?: boolean;
+}
+
+/** QUERY_MESSAGE reply fields; the body holds the stored records, concatenated. None found: MQError QUERY_NOT_FOUND. */
+export interface QueryMessageReply {
+  /** number of records in the body */
+  count: number;
+}
+
+/** VIEW_MESSAGE_BY_ID fields (`ViewMessageRequestHeader`): the commit-log offset an offset msg id carries. */
+export interface ViewMessageRequest {
+  offset: number;
+}
+
+/** VIEW_MESSAGE_BY_ID reply fields; the body is the one stored record. None there: MQError QUERY_NOT_FOUND. */
+export interface ViewMessageReply {
+  /** the record's commit-log offset (the request's) */
+  offset: number;
+}

@@ -19,6 +19,8 @@ import { sendbackMachine } from "./sendback.ts";
 import { storeMachine } from "./storeActor.ts";
 import { haClientMachine } from "./haClient.ts";
 import { haMachine } from "./haService.ts";
+import { queryMessageMachine } from "./queryMessageProcessor.ts";
+import { QUERY_MESSAGE_ACTOR } from "../../transport/protocol.ts";
 
 /** One actor of the broker node. */
 export interface BrokerActorEntry {
@@ -52,5 +54,7 @@ export const brokerActors: BrokerActorEntry[] = [
   // replication: a master serves its slaves, a slave replicates from its master
   { name: BrokerActor.HA, logic: haMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },
   { name: BrokerActor.HA, logic: haClientMachine, enabled: (ctx) => ctx.config.role === "SLAVE", shutdown: true },
+  // message lookup by key and by id (reads the store only)
+  { name: QUERY_MESSAGE_ACTOR, logic: queryMessageMachine },
   { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true },
 ];

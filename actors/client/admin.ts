@@ -15,6 +15,8 @@ import {
 } from "../../transport/protocol.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { compareMessageQueue, type ConsumeStatsReply, ConsumptionActorFor, type GetConsumeStatsRequest, type ResetOffsetRequest } from "../../transport/protocol.ts";
+import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
+import { type BrokerData, DEFAULT_QUERY_MAX_NUM, isMQError, QUERY_MESSAGE_ACTOR, type QueryMessageRequest, type ViewMessageRequest } from "../../transport/protocol.ts";
 
 /** One queue's line of `Admin.consumerProgress`. */
 export interface ConsumerProgressEntry {
@@ -48,6 +50,15 @@ export interface AdminCreateTopicOptions {
   /** @default 6 (read and write) */
   perm?: number;
   order?: boolean;
+}
+
+/** Options of `Admin.queryMessageByKey`. */
+export interface QueryMessageByKeyOptions {
+  /** most messages returned (per broker and in all) @default 32 */
+  maxNum?: number;
+  /** store-time window, ms since the epoch @default 0 .. no end */
+  beginTimestamp?: number;
+  endTimestamp?: number;
 }
 
 export class Admin {
@@ -166,6 +177,83 @@ export class Admin {
     return out.sort(compareMessageQueue);
   }
 
+  // -------------------------------------------------------------------------------------------
+  // Message lookup (queryMessageByKey, viewMessage): QUERY_MESSAGE / VIEW_MESSAGE_BY_ID
+
+  /**
+   * Messages of `topic` whose keys include `key`, from every broker serving the topic, newest
+   * first. An empty array when none matches; MQError when no broker could be asked.
+   */
+  async queryMessageByKey(topic: string, key: string, opts: QueryMessageByKeyOptions = {}): Promise<MessageExt[]> {
+    this.checkOpen();
+    checkTopic(topic);
+    if (typeof key !== "string" || key.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "queryMessageByKey needs a non-empty key.");
+    const maxNum = opts.maxNum ?? DEFAULT_QUERY_MAX_NUM;
+    const route = await this.topicRoute(topic);
+    const found = await this.queryBrokers(lookupTargets(route.brokerDatas), { topic, key, maxNum, beginTimestamp: opts.beginTimestamp, endTimestamp: opts.endTimestamp });
+    return found.sort((a, b) => b.storeTimestamp - a.storeTimestamp || b.commitLogOffset - a.commitLogOffset).slice(0, maxNum);
+  }
+
+  /**
+   * One message by id: an offset msg id (SendResult.offsetMsgId) is read at its commit-log
+   * offset; a UNIQ_KEY (SendResult.msgId) is looked up in the index of every master, in `topic`
+   * when given, else in every topic. Null when no broker has it.
+   */
+  async viewMessage(msgId: string, topic?: string): Promise<MessageExt | null> {
+    this.checkOpen();
+    if (typeof msgId !== "string" || msgId.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "viewMessage needs a message id.");
+    if (topic !== undefined) checkTopic(topic);
+    const targets = lookupTargets(Object.values((await this.clusterInfo()).brokerAddrTable));
+    if (targets.length === 0) throw new MQError("NO_ROUTE", "No broker is registered with the name servers: start a broker first.");
+    const byOffset = await this.viewByOffsetId(targets, msgId);
+    if (byOffset) return byOffset;
+    const byUniq = await this.queryBrokers(targets, { key: msgId, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
+    return byUniq[0] ?? null;
+  }
+
+  /** Asks each broker VIEW_MESSAGE_BY_ID at the id's offset; keeps the record whose own offset id is `msgId`. */
+  private async viewByOffsetId(targets: LookupTarget[], msgId: string): Promise<MessageExt | null> {
+    if (!/^[0-9A-Fa-f]{32}$/.test(msgId)) return null;
+    const { commitLogOffset } = parseOffsetMsgId(msgId);
+    if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null;
+    const wanted = msgId.toUpperCase();
+    const found = await Promise.all(
+      targets.map(async (t) => {
+        try {
+          const r = await this.instance.refAt(t.addr, QUERY_MESSAGE_ACTOR).ask({ type: "VIEW_MESSAGE_BY_ID", offset: commitLogOffset } satisfies ViewMessageRequest & { type: string });
+          return r.body ? decodeRecords(r.body, t.brokerName).find((m) => m.offsetMsgId === wanted) : undefined;
+        } catch (e) {
+          if (isMQError(e, "QUERY_NOT_FOUND", "INVALID_PARAMETER")) return undefined;
+          throw e;
+        }
+      }),
+    );
+    return found.find((m) => m !== undefined) ?? null;
+  }
+
+  /** QUERY_MESSAGE to each target; QUERY_NOT_FOUND counts as none; throws only when every broker failed otherwise. */
+  private async queryBrokers(targets: LookupTarget[], req: QueryMessageRequest): Promise<MessageExt[]> {
+    const settled = await Promise.allSettled(
+      targets.map(async (t) => {
+        try {
+          const r = await this.instance.refAt(t.addr, QUERY_MESSAGE_ACTOR).ask({ type: "QUERY_MESSAGE", ...req });
+          return r.body ? decodeRecords(r.body, t.brokerName) : [];
+        } catch (e) {
+          if (isMQError(e, "QUERY_NOT_FOUND")) return [];
+          throw e;
+        }
+      }),
+    );
+    const out: MessageExt[] = [];
+    let failure: unknown;
+    for (const s of settled) {
+      if (s.status === "fulfilled") out.push(...s.value);
+      else failure ??= s.reason;
+    }
+    if (failure !== undefined && settled.every((s) => s.status === "rejected")) throw failure;
+    return out;
+  }
+
   private async masterAddresses(): Promise<string[]> {
     const info = await this.clusterInfo();
     return Object.values(info.brokerAddrTable)
@@ -182,4 +270,20 @@ export class Admin {
   protected checkOpen(): void {
     if (this.closed) throw new MQError("CLOSED", "The admin client is closed; start a new one.");
   }
+}
+
+/** A broker to ask for a lookup: its master, or its lowest-id slave while the master is away. */
+interface LookupTarget {
+  brokerName: string;
+  addr: string;
+}
+
+function lookupTargets(brokerDatas: BrokerData[]): LookupTarget[] {
+  const out: LookupTarget[] = [];
+  for (const bd of [...brokerDatas].sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0))) {
+    const ids = Object.keys(bd.brokerAddrs).map(Number).sort((a, b) => a - b);
+    const addr = bd.brokerAddrs[String(MASTER_ID)] ?? (ids.length > 0 ? bd.brokerAddrs[String(ids[0])] : undefined);
+    if (addr) out.push({ brokerName: bd.brokerName, addr });
+  }
+  return out;
 }

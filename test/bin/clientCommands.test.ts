@@ -85,3 +85,21 @@ test("bad input: malformed time, unknown flag, malformed --from, --tag with --sq
   assert.equal(h.code, 0);
   assert.match(h.out, /--delay-level/);
 });
+
+test("message --key with --topic lists the key's messages; --id shows the one sent; unknown ones say so", async () => {
+  await cli(["topic", "create", "CliLookup", "--queues", "1"], { env });
+  const s = await cli(["send", "--topic", "CliLookup", "--keys", "lookup-k", "--count", "2", "found-me"], { env });
+  assert.equal(s.code, 0, s.err);
+  const msgId = s.out.trim().split("\n")[0]!.split(" ")[1]!;
+  const byKey = await cli(["message", "--key", "lookup-k", "--topic", "CliLookup"], { env });
+  assert.equal(byKey.code, 0, byKey.err);
+  const lines = byKey.out.trim().split("\n");
+  assert.equal(lines.length, 2);
+  for (const l of lines) assert.match(l, /^CliLookup broker-[ab]:0@\d+ \S+ tags= keys=lookup-k reconsume=0 found-me$/);
+  const byId = await cli(["message", "--id", msgId], { env });
+  assert.equal(byId.code, 0, byId.err);
+  assert.equal(byId.out.trim().split(" ")[2], msgId);
+  const none = await cli(["message", "--key", "nobody", "--topic", "CliLookup"], { env });
+  assert.equal(none.code, 1);
+  assert.match(oneLine(none.err), /error QUERY_NOT_FOUND: No message found/);
+});

@@ -1,0 +1,107 @@
+/**
+ * Message lookup end to end: QUERY_MESSAGE by key and by UNIQ_KEY, VIEW_MESSAGE_BY_ID by offset
+ * msg id, through Admin against a two-broker local cluster; and the `query` actor's answers to
+ * bad or unmatched requests.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { Admin, isMQError, Producer, startLocalCluster, type LocalCluster, type SendResult } from "../../../index.ts";
+import { parseOffsetMsgId } from "../../../transport/messageRecord.ts";
+import { QUERY_MESSAGE_ACTOR } from "../../../transport/protocol.ts";
+import { tempDir } from "../../helpers.ts";
+
+let cluster: LocalCluster;
+let admin: Admin;
+let producer: Producer;
+let cleanup: () => Promise<void>;
+const sent: { key: string; body: string; r: SendResult }[] = [];
+
+before(async () => {
+  const t = await tempDir("actormq-query-");
+  cleanup = t.cleanup;
+  cluster = await startLocalCluster({ brokers: 2, dir: t.dir, broker: { flush: "async" } });
+  admin = await Admin.start({ nameservers: cluster.nameservers });
+  producer = await Producer.start({ group: "query-pg", nameservers: cluster.nameservers });
+  await admin.createTopic({ topic: "Lookup", readQueueNums: 2, writeQueueNums: 2 });
+  await admin.createTopic({ topic: "Other", readQueueNums: 1, writeQueueNums: 1 });
+  // order-7 is sent four times (round robin spreads it over both brokers), the others once
+  for (let i = 0; i < 12; i++) {
+    const key = i % 3 === 0 ? "order-7" : `order-${100 + i}`;
+    const body = `payload ${i}`;
+    sent.push({ key, body, r: await producer.send({ topic: "Lookup", body, keys: [key, `user-${i}`] }) });
+  }
+  // the same key in another topic must not show up in Lookup's answers
+  await producer.send({ topic: "Other", body: "elsewhere", keys: "order-7" });
+});
+
+after(async () => {
+  await producer.close();
+  await admin.close();
+  await cluster.close();
+  await cleanup();
+});
+
+test("queryMessageByKey finds every message of the topic with the key, on both brokers, newest first", async () => {
+  const found = await admin.queryMessageByKey("Lookup", "order-7");
+  const expected = sent.filter((s) => s.key === "order-7");
+  assert.equal(found.length, expected.length);
+  assert.deepEqual(found.map((m) => m.body.toString()).sort(), expected.map((s) => s.body).sort());
+  assert.deepEqual(new Set(found.map((m) => m.brokerName)), new Set(expected.map((s) => s.r.queue.brokerName)));
+  assert.ok(new Set(expected.map((s) => s.r.queue.brokerName)).size === 2, "the key's messages sit on both brokers");
+  for (const m of found) {
+    assert.equal(m.topic, "Lookup");
+    assert.ok(m.keys?.split(" ").includes("order-7"));
+  }
+  for (let i = 1; i < found.length; i++) assert.ok(found[i - 1]!.storeTimestamp >= found[i]!.storeTimestamp);
+
+  const second = await admin.queryMessageByKey("Lookup", "user-4");
+  assert.deepEqual(second.map((m) => m.body.toString()), ["payload 4"]);
+  assert.equal(second[0]!.msgId, sent[4]!.r.msgId);
+
+  assert.equal((await admin.queryMessageByKey("Lookup", "order-7", { maxNum: 2 })).length, 2);
+  assert.deepEqual(await admin.queryMessageByKey("Lookup", "no-such-key"), []);
+  assert.deepEqual((await admin.queryMessageByKey("Other", "order-7")).map((m) => m.body.toString()), ["elsewhere"]);
+});
+
+test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with or without the topic", async () => {
+  const s = sent[5]!;
+  const byOffset = await admin.viewMessage(s.r.offsetMsgId);
+  assert.ok(byOffset);
+  assert.equal(byOffset.body.toString(), s.body);
+  assert.equal(byOffset.brokerName, s.r.queue.brokerName);
+  assert.equal(byOffset.queueOffset, s.r.queueOffset);
+
+  const byUniq = await admin.viewMessage(s.r.msgId);
+  assert.ok(byUniq);
+  assert.equal(byUniq.msgId, s.r.msgId);
+  assert.equal(byUniq.body.toString(), s.body);
+  assert.equal((await admin.viewMessage(s.r.msgId, "Lookup"))?.body.toString(), s.body);
+  assert.equal(await admin.viewMessage(s.r.msgId, "Other"), null);
+
+  assert.equal(await admin.viewMessage("00000000000000000000000000000000"), null);
+  assert.equal(await admin.viewMessage("not-an-id"), null);
+  // an offset id whose offset is inside a record, not at its start, finds nothing
+  const { commitLogOffset } = parseOffsetMsgId(s.r.offsetMsgId);
+  const inside = s.r.offsetMsgId.slice(0, 16) + (commitLogOffset + 3).toString(16).toUpperCase().padStart(16, "0");
+  assert.equal(await admin.viewMessage(inside), null);
+});
+
+test("the query actor answers bad and unmatched requests with coded errors", async () => {
+  const ref = admin.instance.refAt(cluster.brokers[0]!.address, QUERY_MESSAGE_ACTOR);
+  const code = (p: Promise<unknown>) =>
+    p.then(
+      () => "resolved",
+      (e: unknown) => (isMQError(e) ? e.code : String(e)),
+    );
+  assert.equal(await code(ref.ask({ type: "QUERY_MESSAGE", topic: "Lookup" })), "INVALID_PARAMETER");
+  assert.equal(await code(ref.ask({ type: "QUERY_MESSAGE", key: "k" })), "MESSAGE_ILLEGAL");
+  assert.equal(await code(ref.ask({ type: "QUERY_MESSAGE", topic: "Lookup", key: "k", maxNum: -1 })), "INVALID_PARAMETER");
+  assert.equal(await code(ref.ask({ type: "QUERY_MESSAGE", topic: "Lookup", key: "no-such-key" })), "QUERY_NOT_FOUND");
+  assert.equal(await code(ref.ask({ type: "VIEW_MESSAGE_BY_ID", offset: "12" })), "INVALID_PARAMETER");
+  assert.equal(await code(ref.ask({ type: "VIEW_MESSAGE_BY_ID", offset: 1 })), "QUERY_NOT_FOUND");
+  assert.equal(await code(ref.ask({ type: "VIEW_MESSAGE_BY_ID", offset: 2 ** 50 })), "QUERY_NOT_FOUND");
+  assert.equal(await code(ref.ask({ type: "PULL_MESSAGE" })), "REQUEST_CODE_NOT_SUPPORTED");
+
+  const r = await ref.ask<{ count: number }>({ type: "VIEW_MESSAGE_BY_ID", offset: 0 });
+  assert.ok(r.body && r.body.length > 0, "the record at offset 0 comes back as the body");
+});
