@@ -6,7 +6,7 @@
  * time + the level's delay), 99th percentile. Also the broker's part alone (re-store time minus
  * due time). Baseline: the same messages without a delay level, listener time minus store time.
  */
-import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster, type LocalCluster } from "../index.ts";
+import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../index.ts";
 import { tempDir } from "../test/helpers.ts";
 import { decodeRecords, parseOffsetMsgId } from "../transport/messageRecord.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";

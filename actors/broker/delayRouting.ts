@@ -41,7 +41,12 @@ export function mayCarryDelay(encodedProperties: string): boolean {
  * null when it has no positive delay level (it is stored as it is). Levels above the highest are
  * clamped to it. The message's own properties object is not changed.
  */
-export function scheduleTarget(topic: string, queueId: number, properties: Record<string, string>, maxLevel: number): ScheduledTarget | null {
+export function scheduleTarget(
+  topic: string,
+  queueId: number,
+  properties: Record<string, string>,
+  maxLevel: number,
+): ScheduledTarget | null {
   const raw = properties[MessageConst.DELAY];
   if (raw === undefined || topic === SCHEDULE_TOPIC) return null;
   const requested = Number.parseInt(raw, 10);

@@ -14,8 +14,9 @@
  * delivery time again); a message re-stored in the last debounce window before the crash, whose
  * progress had not reached the file yet, is delivered a second time (at-least-once).
  */
-import type { Logger } from "pino";
+
 import path from "node:path";
+import type { Logger } from "pino";
 import { setup } from "xstate";
 import { type GetMessageResult, JsonFile, type PutBatch, type PutResult } from "../../store/index.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, type MessageExt } from "../../transport/messageRecord.ts";
@@ -23,7 +24,13 @@ import { MessageConst, MQError, SCHEDULE_TOPIC } from "../../transport/protocol.
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR } from "./configFile.ts";
-import { computeDeliverTimestamp, correctDeliverTimestamp, DELAY_FOR_A_WHILE_MS, delayLevelToQueueId, queueIdToDelayLevel } from "./delayLevels.ts";
+import {
+  computeDeliverTimestamp,
+  correctDeliverTimestamp,
+  DELAY_FOR_A_WHILE_MS,
+  delayLevelToQueueId,
+  queueIdToDelayLevel,
+} from "./delayLevels.ts";
 import { brokerDelayLevels } from "./delayRouting.ts";
 
 /** File under `<storeDir>/config/` with the next schedule-queue offset of each level. */
@@ -200,10 +207,13 @@ export class DelayDeliveryService {
     if (this.stopped) return;
     const i = level - 1;
     if (this.timers[i]) clearTimeout(this.timers[i]!);
-    const t = setTimeout(() => {
-      this.timers[i] = null;
-      this.deps.wake(level);
-    }, Math.max(0, inMs));
+    const t = setTimeout(
+      () => {
+        this.timers[i] = null;
+        this.deps.wake(level);
+      },
+      Math.max(0, inMs),
+    );
     this.timers[i] = t;
   }
 
@@ -375,7 +385,12 @@ export const schedulerMachine = setup({
       );
     },
     unsupported: ({ context, event }) => {
-      (event as Asked).reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "scheduler".`));
+      (event as Asked).reply?.fail(
+        new MQError(
+          "REQUEST_CODE_NOT_SUPPORTED",
+          `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "scheduler".`,
+        ),
+      );
     },
     answerStopped: ({ event }) => (event as Asked).reply?.ok({}),
   },

@@ -8,11 +8,11 @@
  */
 import { setup } from "xstate";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
-import { type ConsumerSendMsgBackRequest, MessageConst, MQError, Perm, PERM_READ_WRITE } from "../../transport/protocol.ts";
+import { type ConsumerSendMsgBackRequest, MessageConst, MQError, PERM_READ_WRITE, Perm } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, scheduleTarget } from "./delayRouting.ts";
-import { decideSendBack, DLQ_NUMS_PER_GROUP, dlqTopic, retryTopic } from "./retryPolicy.ts";
+import { DLQ_NUMS_PER_GROUP, decideSendBack, dlqTopic, retryTopic } from "./retryPolicy.ts";
 
 /** What CONSUMER_SEND_MSG_BACK answers besides success: where the copy went. */
 export interface SendBackReply {
@@ -37,29 +37,45 @@ function badRequest(message: string): MQError {
  */
 export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): Promise<SendBackReply> {
   const { config, topics, groups, store } = ctx;
-  if (config.role === "SLAVE") throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send the message back to its master.`);
+  if (config.role === "SLAVE")
+    throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send the message back to its master.`);
   if ((config.brokerPermission & Perm.WRITE) === 0) {
-    throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); the message cannot be sent back to it now.`);
+    throw new MQError(
+      "NO_PERMISSION",
+      `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); the message cannot be sent back to it now.`,
+    );
   }
   if (typeof ev.group !== "string" || ev.group.length === 0) throw badRequest("CONSUMER_SEND_MSG_BACK needs the consumer group.");
   const offset = ev.offset;
-  if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0) throw badRequest("CONSUMER_SEND_MSG_BACK needs the message's commit-log offset (a non-negative integer).");
+  if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0)
+    throw badRequest("CONSUMER_SEND_MSG_BACK needs the message's commit-log offset (a non-negative integer).");
   const requestedLevel = ev.delayLevel === undefined ? 0 : ev.delayLevel;
-  if (typeof requestedLevel !== "number" || !Number.isInteger(requestedLevel)) throw badRequest("CONSUMER_SEND_MSG_BACK's delayLevel must be an integer (0 = the broker decides, -1 = dead-letter queue).");
+  if (typeof requestedLevel !== "number" || !Number.isInteger(requestedLevel))
+    throw badRequest("CONSUMER_SEND_MSG_BACK's delayLevel must be an integer (0 = the broker decides, -1 = dead-letter queue).");
   const group = ev.group;
   const groupConfig = groups.findOrAutoCreate(group);
   if (!groupConfig) {
-    throw new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", `Subscription group ${group} does not exist on broker ${config.brokerName}: create it (Admin) or enable autoCreateSubscriptionGroup.`);
+    throw new MQError(
+      "SUBSCRIPTION_GROUP_NOT_EXIST",
+      `Subscription group ${group} does not exist on broker ${config.brokerName}: create it (Admin) or enable autoCreateSubscriptionGroup.`,
+    );
   }
   if (groupConfig.retryQueueNums <= 0) return { topic: "", toDLQ: false, delayLevel: 0, reconsumeTimes: 0 };
 
   const retry = topics.createIfAbsent(retryTopic(group), groupConfig.retryQueueNums, PERM_READ_WRITE);
   if ((retry.perm & Perm.WRITE) === 0 || retry.writeQueueNums <= 0) {
-    throw new MQError("NO_PERMISSION", `The retry topic ${retry.topicName} is not writable on broker ${config.brokerName} (perm ${retry.perm}).`);
+    throw new MQError(
+      "NO_PERMISSION",
+      `The retry topic ${retry.topicName} is not writable on broker ${config.brokerName} (perm ${retry.perm}).`,
+    );
   }
 
   const rec = store.viewMessage(offset);
-  if (!rec) throw new MQError("SYSTEM_ERROR", `No message at commit-log offset ${offset} on broker ${config.brokerName}: it expired or the offset is wrong; the consumer retries it locally.`);
+  if (!rec)
+    throw new MQError(
+      "SYSTEM_ERROR",
+      `No message at commit-log offset ${offset} on broker ${config.brokerName}: it expired or the offset is wrong; the consumer retries it locally.`,
+    );
   const msg = decodeRecords(rec, config.brokerName)[0]!;
 
   const properties: Record<string, string> = { ...msg.properties };
@@ -71,9 +87,15 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
   delete properties[MessageConst.DELAY];
 
   const requestedMax = ev.maxReconsumeTimes;
-  const maxReconsumeTimes = typeof requestedMax === "number" && Number.isInteger(requestedMax) && requestedMax >= 0 ? requestedMax : groupConfig.retryMaxTimes;
+  const maxReconsumeTimes =
+    typeof requestedMax === "number" && Number.isInteger(requestedMax) && requestedMax >= 0 ? requestedMax : groupConfig.retryMaxTimes;
   const levels = brokerDelayLevels(config.messageDelayLevel);
-  const decision = decideSendBack({ reconsumeTimes: msg.reconsumeTimes, maxReconsumeTimes, delayLevel: requestedLevel, maxDelayLevel: levels.length });
+  const decision = decideSendBack({
+    reconsumeTimes: msg.reconsumeTimes,
+    maxReconsumeTimes,
+    delayLevel: requestedLevel,
+    maxDelayLevel: levels.length,
+  });
 
   let topic: string;
   let queueId: number;
@@ -108,7 +130,11 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
     reconsumeTimes: decision.reconsumeTimes,
     body: encodeMessageBatch([{ body: msg.body, flag: msg.flag, properties: encodeProperties(putProperties) }]),
   });
-  if (r.status !== "PUT_OK") throw new MQError("SYSTEM_ERROR", `${r.status}: the copy for ${replyTopic} did not reach disk in time; the consumer retries it locally.`);
+  if (r.status !== "PUT_OK")
+    throw new MQError(
+      "SYSTEM_ERROR",
+      `${r.status}: the copy for ${replyTopic} did not reach disk in time; the consumer retries it locally.`,
+    );
   return { topic: replyTopic, toDLQ: decision.toDLQ, delayLevel: decision.delayLevel, reconsumeTimes: decision.reconsumeTimes };
 }
 
@@ -137,11 +163,17 @@ export const sendbackMachine = setup({
       const reply = event.reply;
       processSendBack(context.ctx, event as SendBackFields).then(
         (out) => reply?.ok(out),
-        (e: unknown) => reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to take the message back: ${String(e)}`)),
+        (e: unknown) =>
+          reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to take the message back: ${String(e)}`)),
       );
     },
     unsupported: ({ context, event }) => {
-      event.reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "sendback".`));
+      event.reply?.fail(
+        new MQError(
+          "REQUEST_CODE_NOT_SUPPORTED",
+          `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "sendback".`,
+        ),
+      );
     },
   },
 }).createMachine({

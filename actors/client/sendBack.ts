@@ -40,12 +40,19 @@ export function sendBackRequest(msg: MessageExt, group: string, delayLevel: numb
 }
 
 /** A {@link SendBackFn} that asks the `sendback` actor of each message's broker (its master). */
-export function createSendBack(host: SendBackHost, group: string, maxReconsumeTimes: number, timeoutMs: number = SEND_BACK_TIMEOUT_MS): SendBackFn {
+export function createSendBack(
+  host: SendBackHost,
+  group: string,
+  maxReconsumeTimes: number,
+  timeoutMs: number = SEND_BACK_TIMEOUT_MS,
+): SendBackFn {
   const one = async (m: MessageExt, delayLevel: number): Promise<boolean> => {
     const addr = host.brokerAddress(m.brokerName, 0);
     if (!addr) return false;
     try {
-      await host.node.ref(addr, BrokerActor.SENDBACK).ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes) }, { timeoutMs });
+      await host.node
+        .ref(addr, BrokerActor.SENDBACK)
+        .ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes) }, { timeoutMs });
       return true;
     } catch {
       return false;
@@ -56,7 +63,7 @@ export function createSendBack(host: SendBackHost, group: string, maxReconsumeTi
     for (let i = 0; i < msgs.length; i += SEND_BACK_PARALLELISM) {
       const part = msgs.slice(i, i + SEND_BACK_PARALLELISM);
       const ok = await Promise.all(part.map((m) => one(m, delayLevel)));
-      ok.forEach((sent, k) => sent || failed.push(part[k]!));
+      for (let k = 0; k < part.length; k++) if (!ok[k]) failed.push(part[k]!);
     }
     return failed;
   };

@@ -13,13 +13,13 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
-import { Admin, Producer } from "../../actors/client/index.ts";
 import { readDelayOffsets } from "../../actors/broker/scheduler.ts";
+import { Admin, Producer } from "../../actors/client/index.ts";
 import { MessageStore } from "../../store/index.ts";
 import { decodeRecords, type MessageExt } from "../../transport/messageRecord.ts";
 import { SCHEDULE_TOPIC } from "../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
-import { killServer, spawnServer, stopServer, type ServerChild } from "./fixtures/children.ts";
+import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
 
 /** Level 1 is delivered before the crash; levels 2 and 3 wait through it. */
 const LEVEL_MS = [200, 4_000, 5_000];
@@ -44,7 +44,15 @@ test("kill -9 while delayed messages wait: after a restart each is delivered exa
   const storeDir = path.join(dir, "broker");
   const offsetFile = path.join(storeDir, "config", "delayOffset.json");
   const ns = await spawnServer("nameserver", { listen: EPHEMERAL, scanIntervalMs: 100 });
-  const brokerOpts = { brokerName: "delay-crash", listen: EPHEMERAL, nameservers: [ns.address], storeDir, flush: "sync", messageDelayLevel: LEVELS, registerIntervalMs: 300 };
+  const brokerOpts = {
+    brokerName: "delay-crash",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir,
+    flush: "sync",
+    messageDelayLevel: LEVELS,
+    registerIntervalMs: 300,
+  };
   let broker: ServerChild = await spawnServer("broker", brokerOpts);
   const producer = await Producer.start({ group: "delay-crash-pg", nameservers: [ns.address] });
   const admin = await Admin.start({ nameservers: [ns.address] });
@@ -52,7 +60,9 @@ test("kill -9 while delayed messages wait: after a restart each is delivered exa
     await admin.createTopic({ topic: "CrashDelayed", readQueueNums: 2, writeQueueNums: 2 });
     const levelOf = new Map<string, number>();
     for (let level = 1; level <= 3; level++) {
-      const sends = Array.from({ length: PER_LEVEL }, (_, i) => producer.send({ topic: "CrashDelayed", body: `L${level}-${i}`, delayLevel: level }));
+      const sends = Array.from({ length: PER_LEVEL }, (_, i) =>
+        producer.send({ topic: "CrashDelayed", body: `L${level}-${i}`, delayLevel: level }),
+      );
       for (const r of await Promise.all(sends)) levelOf.set(r.msgId, level);
     }
     // level 1 delivered and its progress on disk; levels 2 and 3 still waiting
@@ -62,10 +72,14 @@ test("kill -9 while delayed messages wait: after a restart each is delivered exa
 
     await killServer(broker);
     broker = await spawnServer("broker", brokerOpts);
-    await waitFor(() => {
-      const p = readDelayOffsets(offsetFile, 3);
-      return p[1] === PER_LEVEL && p[2] === PER_LEVEL;
-    }, 20_000, "levels 2 and 3 delivered after the restart");
+    await waitFor(
+      () => {
+        const p = readDelayOffsets(offsetFile, 3);
+        return p[1] === PER_LEVEL && p[2] === PER_LEVEL;
+      },
+      20_000,
+      "levels 2 and 3 delivered after the restart",
+    );
     assert.equal(await stopServer(broker), 0);
 
     const store = await MessageStore.open({ dir: storeDir, messageDelayLevel: LEVELS });

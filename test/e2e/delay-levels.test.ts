@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster, type LocalCluster } from "../../index.ts";
+import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { decodeRecords, parseOffsetMsgId } from "../../transport/messageRecord.ts";
 import { MessageConst, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";

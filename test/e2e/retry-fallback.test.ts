@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { sendbackMachine } from "../../actors/broker/sendback.ts";
-import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster, type LocalCluster } from "../../index.ts";
+import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { BrokerActor, MessageConst } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -70,7 +70,11 @@ test("send-back failing: consumed again locally after the delay with reconsumeTi
     assert.equal(viaRetry.msg.reconsumeTimes, 1);
     assert.ok(viaRetry.at - local.at >= 3 * LEVEL_STEP_MS, `retry-topic redelivery after ${viaRetry.at - local.at} ms`);
     // the original is committed once sent back: the consumer's offset moves past it
-    await waitFor(() => consumer.offsetStore.readOffsetFromMemory({ topic: "RetryFallback", brokerName: broker.brokerName, queueId: 0 }) === 1, 5_000, "offset past the sent-back message");
+    await waitFor(
+      () => consumer.offsetStore.readOffsetFromMemory({ topic: "RetryFallback", brokerName: broker.brokerName, queueId: 0 }) === 1,
+      5_000,
+      "offset past the sent-back message",
+    );
   } finally {
     await producer.close();
     await consumer.close();

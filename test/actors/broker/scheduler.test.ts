@@ -9,7 +9,7 @@ import path from "node:path";
 import { afterEach, beforeEach, test } from "node:test";
 import pino from "pino";
 import { scheduleTarget } from "../../../actors/broker/delayRouting.ts";
-import { DelayDeliveryService, type DelayDeliveryDeps, readDelayOffsets, timeUpBatch } from "../../../actors/broker/scheduler.ts";
+import { type DelayDeliveryDeps, DelayDeliveryService, readDelayOffsets, timeUpBatch } from "../../../actors/broker/scheduler.ts";
 import { MessageStore, type PutBatch, type PutResult } from "../../../store/index.ts";
 import { decodeRecords, type MessageExt } from "../../../transport/messageRecord.ts";
 import { MessageConst, MQError } from "../../../transport/protocol.ts";
@@ -59,8 +59,21 @@ function startService(overrides: Partial<DelayDeliveryDeps> = {}): DelayDelivery
 
 /** Stores a message with a delay level the way the send path does; returns its schedule store time. */
 async function sendDelayed(level: number, body: string, realQueue = 0): Promise<number> {
-  const t = scheduleTarget("Real", realQueue, { [MessageConst.DELAY]: String(level), [MessageConst.UNIQ_KEY]: body, [MessageConst.TAGS]: "T" }, LEVEL_MS.length)!;
-  const r = await store.putMessage({ topic: t.topic, queueId: t.queueId, body: Buffer.from(body), properties: t.properties, bornTimestamp: Date.now(), bornHost: "10.0.0.2:1", reconsumeTimes: 2 });
+  const t = scheduleTarget(
+    "Real",
+    realQueue,
+    { [MessageConst.DELAY]: String(level), [MessageConst.UNIQ_KEY]: body, [MessageConst.TAGS]: "T" },
+    LEVEL_MS.length,
+  )!;
+  const r = await store.putMessage({
+    topic: t.topic,
+    queueId: t.queueId,
+    body: Buffer.from(body),
+    properties: t.properties,
+    bornTimestamp: Date.now(),
+    bornHost: "10.0.0.2:1",
+    reconsumeTimes: 2,
+  });
   const rec = store.viewMessage(r.commitLogOffset)!;
   return decodeRecords(rec, "b1")[0]!.storeTimestamp;
 }
@@ -77,7 +90,12 @@ function realMessages(queueId = 0): MessageExt[] {
 test("due messages move to REAL_TOPIC / REAL_QID without DELAY, each level at its own time, never early", async () => {
   startService();
   const dueAt = new Map<string, number>();
-  for (const [level, body, q] of [[3, "c", 1], [1, "a", 0], [2, "b", 1], [1, "a2", 0]] as const) {
+  for (const [level, body, q] of [
+    [3, "c", 1],
+    [1, "a", 0],
+    [2, "b", 1],
+    [1, "a2", 0],
+  ] as const) {
     const storeTs = await sendDelayed(level, body, q);
     dueAt.set(body, storeTs + LEVEL_MS[level - 1]!);
   }
@@ -98,7 +116,10 @@ test("due messages move to REAL_TOPIC / REAL_QID without DELAY, each level at it
     assert.equal(m.bornHost, "10.0.0.2:1");
   }
   // level 1's two messages keep their order
-  assert.deepEqual(realMessages(0).map((m) => m.body.toString()), ["a", "a2"]);
+  assert.deepEqual(
+    realMessages(0).map((m) => m.body.toString()),
+    ["a", "a2"],
+  );
 });
 
 test("progress is persisted; a restarted service neither repeats delivered messages nor misses waiting ones", async () => {
@@ -115,7 +136,10 @@ test("progress is persisted; a restarted service neither repeats delivered messa
 
   startService();
   await waitFor(() => store.getMaxOffset("Real", 0) === 3, 5_000, "m3 delivered after the restart");
-  assert.deepEqual(realMessages().map((m) => m.body.toString()), ["m1", "m2", "m3"]);
+  assert.deepEqual(
+    realMessages().map((m) => m.body.toString()),
+    ["m1", "m2", "m3"],
+  );
 });
 
 test("a stored offset beyond the queue is corrected to its end; a damaged file starts from 0", async () => {

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { afterEach, beforeEach, test } from "node:test";
 import pino from "pino";
-import type { BrokerContext } from "../../../actors/broker/brokerContext.ts";
 import { type BrokerConfig, defaultBrokerOptions } from "../../../actors/broker/brokerConfig.ts";
+import type { BrokerContext } from "../../../actors/broker/brokerContext.ts";
 import { processSendBack } from "../../../actors/broker/sendback.ts";
 import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
@@ -25,7 +25,14 @@ async function makeCtx(overrides: Partial<BrokerConfig> = {}, autoCreateSubscrip
   const t = await tempDir("actormq-sendback-");
   cleanup = t.cleanup;
   store = await MessageStore.open({ dir: t.dir, flush: "async", messageDelayLevel: LEVELS });
-  const config = { ...defaultBrokerOptions(), brokerName: "b1", nameservers: [], storeDir: t.dir, messageDelayLevel: LEVELS, ...overrides } as BrokerConfig;
+  const config = {
+    ...defaultBrokerOptions(),
+    brokerName: "b1",
+    nameservers: [],
+    storeDir: t.dir,
+    messageDelayLevel: LEVELS,
+    ...overrides,
+  } as BrokerConfig;
   const topics = await TopicConfigManager.load({ storeDir: t.dir, autoCreateTopic: true, defaultQueueNums: 4 });
   const groups = await SubscriptionGroupManager.load({ storeDir: t.dir, autoCreateSubscriptionGroup });
   ctx = {
@@ -66,7 +73,14 @@ function readOne(topic: string, queueId: number, offset: number): MessageExt {
 
 test("first send-back: a copy for %RETRY%<group> waits at level 3 in SCHEDULE_TOPIC_XXXX with reconsumeTimes 1 and the origin kept", async () => {
   const { offset, msg } = await original();
-  const out = await processSendBack(ctx, { group: "g1", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 16 });
+  const out = await processSendBack(ctx, {
+    group: "g1",
+    offset,
+    delayLevel: 0,
+    originMsgId: "U1",
+    originTopic: "Orders",
+    maxReconsumeTimes: 16,
+  });
   assert.deepEqual(out, { topic: "%RETRY%g1", toDLQ: false, delayLevel: 3, reconsumeTimes: 1 });
   const retryTc = ctx.topics.get("%RETRY%g1")!;
   assert.equal(retryTc.readQueueNums, 1);
@@ -95,8 +109,23 @@ test("a retry message sent back again keeps RETRY_TOPIC and ORIGIN_MESSAGE_ID an
   // what the scheduler would store under the retry topic
   const props = { ...scheduled.properties };
   delete props[MessageConst.DELAY];
-  const r = await store.putMessage({ topic: "%RETRY%g1", queueId: 0, body: scheduled.body, properties: props, bornTimestamp: 1_000, bornHost: "10.0.0.1:5000", reconsumeTimes: 1 });
-  const out = await processSendBack(ctx, { group: "g1", offset: r.commitLogOffset, delayLevel: 0, originMsgId: "ignored", originTopic: "Orders", maxReconsumeTimes: 16 });
+  const r = await store.putMessage({
+    topic: "%RETRY%g1",
+    queueId: 0,
+    body: scheduled.body,
+    properties: props,
+    bornTimestamp: 1_000,
+    bornHost: "10.0.0.1:5000",
+    reconsumeTimes: 1,
+  });
+  const out = await processSendBack(ctx, {
+    group: "g1",
+    offset: r.commitLogOffset,
+    delayLevel: 0,
+    originMsgId: "ignored",
+    originTopic: "Orders",
+    maxReconsumeTimes: 16,
+  });
   assert.deepEqual(out, { topic: "%RETRY%g1", toDLQ: false, delayLevel: 4, reconsumeTimes: 2 });
   const copy = readOne(SCHEDULE_TOPIC, 3, 0);
   assert.equal(copy.properties[MessageConst.RETRY_TOPIC], "Orders");
@@ -106,14 +135,28 @@ test("a retry message sent back again keeps RETRY_TOPIC and ORIGIN_MESSAGE_ID an
 
 test("levels beyond the configured ones are clamped to the highest", async () => {
   const { offset } = await original(10);
-  const out = await processSendBack(ctx, { group: "g1", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 16 });
+  const out = await processSendBack(ctx, {
+    group: "g1",
+    offset,
+    delayLevel: 0,
+    originMsgId: "U1",
+    originTopic: "Orders",
+    maxReconsumeTimes: 16,
+  });
   assert.equal(out.delayLevel, 6);
   assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, 5), 1);
 });
 
 test("reconsumeTimes >= maxReconsumeTimes: straight to %DLQ%<group>, queue 0, created on demand with one READ|WRITE queue", async () => {
   const { offset } = await original(3);
-  const out = await processSendBack(ctx, { group: "g2", offset, delayLevel: 0, originMsgId: "U1", originTopic: "Orders", maxReconsumeTimes: 3 });
+  const out = await processSendBack(ctx, {
+    group: "g2",
+    offset,
+    delayLevel: 0,
+    originMsgId: "U1",
+    originTopic: "Orders",
+    maxReconsumeTimes: 3,
+  });
   assert.deepEqual(out, { topic: "%DLQ%g2", toDLQ: true, delayLevel: 0, reconsumeTimes: 4 });
   const dlq = ctx.topics.get("%DLQ%g2")!;
   assert.deepEqual([dlq.readQueueNums, dlq.writeQueueNums, dlq.perm], [1, 1, PERM_READ_WRITE]);
