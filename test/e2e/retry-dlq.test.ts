@@ -10,8 +10,8 @@ import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, star
 import { MessageConst, PERM_READ_WRITE } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
-/** 18 levels, 200 ms apart: level n waits n x 200 ms, so neighbouring levels are easy to tell apart. */
-const LEVEL_STEP_MS = 200;
+/** 18 levels, 300 ms apart: level n waits n x 300 ms, so neighbouring levels are easy to tell apart. */
+const LEVEL_STEP_MS = 300;
 const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * LEVEL_STEP_MS}ms`).join(" ");
 
 let cluster: LocalCluster;
