@@ -211,6 +211,11 @@ export class PullService {
       this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
       return;
     }
+    // orderly clustering: a queue whose broker lock was lost is not pulled until it is locked again
+    if (s.orderly && this.deps.model === "CLUSTERING" && !pq.locked) {
+      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+      return;
+    }
     if (!s.orderly && pq.maxSpan > s.consumeConcurrentlyMaxSpan) {
       this.stats.flowControlSpan++;
       this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);

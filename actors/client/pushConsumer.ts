@@ -29,6 +29,14 @@ import {
   DEFAULT_CONSUME_TIMEOUT_MINUTES,
   RECONSUME_LATER_DELAY_MS,
 } from "./consumeService.ts";
+import {
+  ConsumeOrderlyService,
+  consumeOrderlyServiceMachine,
+  type ConsumeOrderlyContext,
+  DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
+  ORDERLY_DEFAULT_MAX_RECONSUME_TIMES,
+  type OrderlyListener,
+} from "./consumeOrderlyService.ts";
 import { DEFAULT_PERSIST_OFFSET_INTERVAL_MS, LocalFileOffsetStore, localOffsetsPath, type OffsetStore, RemoteOffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import type { ConsumerHost, ConsumerRegistration, PullRequest } from "./pullRequest.ts";
@@ -42,6 +50,7 @@ import {
   PullService,
   pullServiceMachine,
 } from "./pullService.ts";
+import { DEFAULT_REBALANCE_LOCK_INTERVAL_MS, DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS, QueueLocks, queueLocksMachine } from "./queueLocks.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
 import { createSendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
@@ -51,17 +60,23 @@ export const DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60_000;
 /** @default 16 */
 export const DEFAULT_MAX_RECONSUME_TIMES = 16;
 
-/** What a push consumer's listener gets besides the messages. */
-export type ConsumeContext = ConsumeConcurrentlyContext;
+/** What a push consumer's listener gets besides the messages (concurrent or orderly). */
+export type ConsumeContext = ConsumeConcurrentlyContext | ConsumeOrderlyContext;
 
-/** Listener results: concurrent (and, later, orderly) statuses. */
+/** How long a lost orderly queue may wait for its batch in hand before it is unlocked anyway (UNLOCK_DELAY_TIME_MILLS). */
+export const ORDERLY_RELEASE_MAX_WAIT_MS = 20_000;
+
+/** Listener results: concurrent and orderly statuses. */
 export type ConsumeStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER" | "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT";
 
 /** Options of {@link PushConsumer.start} (API.md). */
 export interface PushConsumerOptions extends ClientInstanceOptions {
   group: string;
   subscriptions: Record<string, SubscriptionExpression>;
-  /** async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER"; a throw counts as RECONSUME_LATER */
+  /**
+   * async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER" (a throw counts as RECONSUME_LATER);
+   * orderly: "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" (a throw counts as SUSPEND)
+   */
   listener: (msgs: MessageExt[], ctx: ConsumeContext) => Promise<ConsumeStatus>;
   /** @default "CLUSTERING" */
   model?: MessageModel;
@@ -73,8 +88,14 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   allocateStrategy?: AllocateStrategyName;
   /** settings of BY_CONFIG / BY_MACHINE_ROOM / CONSISTENT_HASH */
   allocateOptions?: AllocateOptions;
-  /** orderly consumption is not available yet; must be false @default false */
+  /** orderly consumption: one batch at a time per queue, under the queue's broker lock when clustering @default false */
   orderly?: boolean;
+  /** orderly: pause of a queue after SUSPEND_CURRENT_QUEUE_A_MOMENT, ms @default 1000 */
+  suspendCurrentQueueTimeMillis?: number;
+  /** orderly clustering: how often held queues' broker locks are renewed @default 20000 */
+  rebalanceLockIntervalMs?: number;
+  /** orderly clustering: a lock not renewed for this long is considered lost (keep it below the broker's lock expiry) @default 30000 */
+  rebalanceLockMaxLiveTimeMs?: number;
   /** @default 32 */
   pullBatchSize?: number;
   /** @default 1000 */
@@ -87,7 +108,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   consumeMessageBatchMaxSize?: number;
   /** @default 20 */
   consumeThreads?: number;
-  /** @default 16 */
+  /** @default 16 (concurrent), unlimited (orderly) */
   maxReconsumeTimes?: number;
   /** @default 15 */
   consumeTimeoutMinutes?: number;
@@ -125,6 +146,9 @@ export function defaultPushConsumerOptions() {
     rebalanceIntervalMs: DEFAULT_REBALANCE_INTERVAL_MS,
     persistConsumerOffsetIntervalMs: DEFAULT_PERSIST_OFFSET_INTERVAL_MS,
     reconsumeLaterDelayMs: RECONSUME_LATER_DELAY_MS,
+    suspendCurrentQueueTimeMillis: DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
+    rebalanceLockIntervalMs: DEFAULT_REBALANCE_LOCK_INTERVAL_MS,
+    rebalanceLockMaxLiveTimeMs: DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS,
   };
 }
 
@@ -180,13 +204,17 @@ const activeGroups = new Set<string>();
 /** A push consumer: see API.md. */
 export class PushConsumer {
   private readonly held = new Map<string, HeldQueue>();
-  private readonly names: { rebalancer: string; pull: string; consume: string };
+  private readonly names: { rebalancer: string; pull: string; consume: string; locks: string };
   private persistTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
   private suspended = false;
   private readonly rebalancer: Rebalancer;
   readonly pullService: PullService;
   readonly consumeService: ConsumeService;
+  /** orderly consumers: the per-queue consume loops (null when concurrent) */
+  readonly orderlyService: ConsumeOrderlyService | null = null;
+  /** orderly clustering consumers: the broker locks of held queues (null otherwise) */
+  readonly queueLocks: QueueLocks | null = null;
 
   private constructor(
     private readonly host: ConsumerHost,
@@ -196,7 +224,8 @@ export class PushConsumer {
     readonly offsetStore: OffsetStore,
   ) {
     const prefix = `${group}/`;
-    this.names = { rebalancer: `${prefix}rebalancer`, pull: `${prefix}pull`, consume: `${prefix}consume` };
+    this.names = { rebalancer: `${prefix}rebalancer`, pull: `${prefix}pull`, consume: `${prefix}consume`, locks: `${prefix}locks` };
+    if (opts.orderly) this.createOrderly(host, offsetStore);
     this.consumeService = new ConsumeService({
       group,
       model: opts.model,
@@ -227,11 +256,11 @@ export class PushConsumer {
         pullThresholdForQueue: opts.pullThresholdForQueue,
         pullThresholdSizeForQueue: opts.pullThresholdSizeForQueue,
         consumeConcurrentlyMaxSpan: opts.consumeConcurrentlyMaxSpan,
-        orderly: false,
+        orderly: opts.orderly,
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
         pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + 15_000),
       },
-      onFound: (req, msgs) => this.consumeService.submit(req.mq, req.pq, msgs),
+      onFound: (req, msgs, dispatch) => (this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs)),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
     });
     this.rebalancer = new Rebalancer({
@@ -247,7 +276,64 @@ export class PushConsumer {
       held: this.held,
       startPull: (req) => this.startPull(req),
       dropPullExpired: true,
+      ...(this.queueLocks ? { lockQueue: (mq: MessageQueue) => this.queueLocks!.lock(mq, undefined, true), releaseQueue: (h: HeldQueue) => this.releaseOrderlyQueue(h) } : {}),
     });
+  }
+
+  // --- orderly consumption -------------------------------------------------------------------
+
+  private createOrderly(host: ConsumerHost, offsetStore: OffsetStore): void {
+    const opts = this.opts;
+    const locks =
+      opts.model === "CLUSTERING"
+        ? new QueueLocks({
+            host,
+            group: this.group,
+            held: () => this.held.values(),
+            onRegained: (q) => this.rebuildQueue(q.mq, q.pq),
+            rebalanceNow: () => this.rebalanceNow(),
+          })
+        : null;
+    const service = new ConsumeOrderlyService({
+      group: this.group,
+      model: opts.model,
+      listener: opts.listener as OrderlyListener,
+      offsetStore,
+      settings: {
+        consumeMessageBatchMaxSize: opts.consumeMessageBatchMaxSize,
+        suspendCurrentQueueTimeMillis: opts.suspendCurrentQueueTimeMillis,
+        maxReconsumeTimes: opts.maxReconsumeTimes,
+        lockMaxLiveTimeMs: opts.rebalanceLockMaxLiveTimeMs,
+      },
+      ...(locks ? { lockQueue: (mq: MessageQueue, pq: ProcessQueue<MessageExt>) => locks.lock(mq, pq) } : {}),
+      sendBack: opts.model === "CLUSTERING" ? createSendBack(host, this.group, opts.maxReconsumeTimes) : undefined,
+      onDrained: (mq, pq) => {
+        const h = this.held.get(mqKey(mq));
+        if (h && h.pq === pq) offsetStore.updateOffset(mq, h.request.nextOffset, true);
+      },
+    });
+    (this as { orderlyService: ConsumeOrderlyService | null }).orderlyService = service;
+    (this as { queueLocks: QueueLocks | null }).queueLocks = locks;
+  }
+
+  /** A lost orderly queue: the batch in hand finishes and commits, the offset is persisted, then the broker lock goes. */
+  private async releaseOrderlyQueue(h: HeldQueue): Promise<void> {
+    await this.orderlyService!.release(h.pq, ORDERLY_RELEASE_MAX_WAIT_MS);
+    await this.offsetStore.persist(h.mq).catch(() => {});
+    // the queue came back to this client while it was released: keep the lock, the new entry uses it
+    if (this.held.has(mqKey(h.mq))) return;
+    this.offsetStore.removeOffset(h.mq);
+    await this.queueLocks!.unlock([h.mq]);
+  }
+
+  /** An orderly queue locked again after its lock was lost: its cache and offset are stale, so it is rebuilt by a rebalance. */
+  private rebuildQueue(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void {
+    const k = mqKey(mq);
+    if (this.held.get(k)?.pq !== pq) return;
+    pq.dropped = true;
+    this.held.delete(k);
+    this.offsetStore.removeOffset(mq);
+    this.rebalanceNow();
   }
 
   /**
@@ -258,7 +344,7 @@ export class PushConsumer {
     const o = { ...defaultPushConsumerOptions(), consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS, ...stripUndefined(options) } as Resolved & ClientInstanceOptions;
     checkGroup(o.group);
     if (typeof o.listener !== "function") throw new MQError("ILLEGAL_ARGUMENT", "PushConsumer needs a listener: async (msgs, ctx) => \"CONSUME_SUCCESS\" | \"RECONSUME_LATER\".");
-    if (o.orderly) throw new MQError("ILLEGAL_ARGUMENT", "Orderly consumption is not available yet; start the consumer with orderly: false.");
+    if (o.orderly && options.maxReconsumeTimes === undefined) o.maxReconsumeTimes = ORDERLY_DEFAULT_MAX_RECONSUME_TIMES;
     if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING") throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
     if (!["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"].includes(o.consumeFromWhere)) {
       throw new MQError("ILLEGAL_ARGUMENT", `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${String(o.consumeFromWhere)}.`);
@@ -308,7 +394,9 @@ export class PushConsumer {
     // routes first, so the heartbeat reaches every broker serving the topics
     await Promise.all(this.subscriptions.topics().map((t) => this.host.fetchSubscribeQueues(t).catch(() => undefined)));
     await this.host.sendHeartbeatToAllBrokers();
-    node.spawn(this.names.consume, consumeServiceMachine, { input: { service: this.consumeService }, supervision: { strategy: "stop" } });
+    if (this.orderlyService) node.spawn(this.names.consume, consumeOrderlyServiceMachine, { input: { service: this.orderlyService }, supervision: { strategy: "stop" } });
+    else node.spawn(this.names.consume, consumeServiceMachine, { input: { service: this.consumeService }, supervision: { strategy: "stop" } });
+    if (this.queueLocks) node.spawn(this.names.locks, queueLocksMachine, { input: { locks: this.queueLocks, intervalMs: this.opts.rebalanceLockIntervalMs }, supervision: { strategy: "stop" } });
     node.spawn(this.names.pull, pullServiceMachine, { input: { service: this.pullService }, supervision: { strategy: "stop" } });
     await this.rebalancer.doRebalance();
     node.spawn(this.names.rebalancer, rebalancerMachine, { input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs }, supervision: { strategy: "stop" } });
@@ -385,10 +473,14 @@ export class PushConsumer {
     this.rebalancer.stop();
     this.pullService.stop();
     await this.consumeService.stop();
-    for (const name of [this.names.rebalancer, this.names.pull, this.names.consume]) node.stopActor(name);
+    await this.orderlyService?.stop();
+    this.queueLocks?.stop();
+    for (const name of [this.names.rebalancer, this.names.pull, this.names.consume, this.names.locks]) node.stopActor(name);
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
     await this.offsetStore.persistAll(mqs).catch(() => {});
+    // orderly: the queues are free for the group's other members once their offsets are stored
+    if (this.queueLocks && mqs.length > 0) await this.queueLocks.unlock(mqs);
     this.held.clear();
     await this.host.unregisterConsumer(this.group);
     activeGroups.delete(`${this.host.clientId}|${this.group}`);

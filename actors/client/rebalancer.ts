@@ -57,6 +57,10 @@ export interface RebalancerDeps {
   startPull(request: PullRequest): void;
   /** push consumers drop queues not pulled for 120 s; pull consumers do not */
   dropPullExpired?: boolean;
+  /** orderly: locks a new queue on its broker before it is pulled; false = not held this round */
+  lockQueue?(mq: MessageQueue): Promise<boolean>;
+  /** orderly: gives up a lost queue (already dropped and removed) — finish the batch in hand, commit, persist, unlock */
+  releaseQueue?(h: HeldQueue): Promise<void>;
 }
 
 /** One client's queue assignment logic. */
@@ -150,12 +154,18 @@ export class Rebalancer {
       if (!lost && !expired) continue;
       h.pq.dropped = true;
       held.delete(k);
-      await offsetStore.persist(h.mq);
-      offsetStore.removeOffset(h.mq);
+      if (this.deps.releaseQueue) {
+        await this.deps.releaseQueue(h);
+      } else {
+        await offsetStore.persist(h.mq);
+        offsetStore.removeOffset(h.mq);
+      }
       changed = true;
     }
     for (const [k, mq] of want) {
       if (held.has(k) || this.stopped) continue;
+      // orderly: a queue that cannot be locked is not pulled; its offset is read after locking
+      if (this.deps.lockQueue && !(await this.deps.lockQueue(mq))) continue;
       offsetStore.removeOffset(mq);
       let offset: number;
       try {
@@ -165,6 +175,7 @@ export class Rebalancer {
       }
       if (held.has(k) || this.stopped) continue;
       const pq = new ProcessQueue<MessageExt>();
+      if (this.deps.lockQueue) pq.locked = true;
       const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
       held.set(k, { mq, pq, request });
       changed = true;

@@ -1,0 +1,354 @@
+/**
+ * Orderly consumption (RocketMQ's `ConsumeMessageOrderlyService`, reference §12.3 and §15): each
+ * queue is consumed strictly one batch at a time, in queue-offset order, under a per-queue local
+ * lock, and — when clustering — only while this client holds the queue's broker lock and that
+ * lock has not expired in the client's view.
+ *
+ * Listener results: SUCCESS commits the batch (the offset moves to last + 1).
+ * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw) puts the batch back and pauses the queue for
+ * `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
+ * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
+ * reached `maxReconsumeTimes` goes to the group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
+ * delay level -1) and the queue moves past it.
+ */
+import { setup } from "xstate";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import type { MessageModel, MessageQueue } from "../../transport/protocol.ts";
+import type { OffsetStore } from "./offsetStore.ts";
+import type { ProcessQueue } from "./processQueue.ts";
+import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
+import { restoreRetryTopic, type SendBackFn } from "./sendBack.ts";
+
+/**
+ * Orderly consumers retry in place forever unless configured (Java's Integer.MAX_VALUE). The
+ * broker's retry policy has the same rule; the client keeps its own copy because client code
+ * never imports broker code.
+ */
+export const ORDERLY_DEFAULT_MAX_RECONSUME_TIMES = 2_147_483_647;
+/** @default 1000 — pause of a suspended queue. */
+export const DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS = 1_000;
+/** Bounds of a requested suspend time. */
+export const MIN_SUSPEND_TIME_MS = 10;
+export const MAX_SUSPEND_TIME_MS = 30_000;
+/** A queue consumed without pause for this long yields to the others (MAX_TIME_CONSUME_CONTINUOUSLY). */
+export const MAX_TIME_CONSUME_CONTINUOUSLY_MS = 60_000;
+/** A queue found without a valid lock tries to lock after this long... */
+export const TRY_LOCK_LATER_MS = 100;
+/** ...and consumes again this soon when the lock was obtained, */
+export const RECONSUME_AFTER_LOCK_MS = 10;
+/** ...or this late when it was not. */
+export const RECONSUME_AFTER_LOCK_FAILED_MS = 3_000;
+/** Delay level that sends a message straight to the dead-letter queue. */
+export const DLQ_DELAY_LEVEL = -1;
+/** How long close waits for the batches in hand so their offsets are committed. */
+export const ORDERLY_CLOSE_GRACE_MS = 3_000;
+
+/** What an orderly listener returns; a throw counts as SUSPEND_CURRENT_QUEUE_A_MOMENT. */
+export type ConsumeOrderlyStatus = "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+
+/** Given to an orderly listener with each batch. */
+export interface ConsumeOrderlyContext {
+  messageQueue: MessageQueue;
+  /** always true: offsets are committed after SUCCESS */
+  autoCommit: boolean;
+  /** pause after SUSPEND_CURRENT_QUEUE_A_MOMENT for this batch; -1 = the consumer's setting */
+  suspendCurrentQueueTimeMillis: number;
+}
+
+export type OrderlyListener = (msgs: MessageExt[], ctx: ConsumeOrderlyContext) => Promise<string> | string;
+
+export interface ConsumeOrderlySettings {
+  consumeMessageBatchMaxSize: number;
+  suspendCurrentQueueTimeMillis: number;
+  maxReconsumeTimes: number;
+  /** the client's view of a broker lock's validity after its last renewal */
+  lockMaxLiveTimeMs: number;
+}
+
+export function defaultConsumeOrderlySettings(): ConsumeOrderlySettings {
+  return {
+    consumeMessageBatchMaxSize: 1,
+    suspendCurrentQueueTimeMillis: DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
+    maxReconsumeTimes: ORDERLY_DEFAULT_MAX_RECONSUME_TIMES,
+    lockMaxLiveTimeMs: DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS,
+  };
+}
+
+/** Suspend time of a batch: -1 => the consumer's setting, clamped to 10 ms .. 30 s. */
+export function orderlySuspendTime(requested: number, consumerSetting: number): number {
+  const t = requested === -1 ? consumerSetting : requested;
+  return Math.min(MAX_SUSPEND_TIME_MS, Math.max(MIN_SUSPEND_TIME_MS, t));
+}
+
+export interface ConsumeOrderlyDeps {
+  group: string;
+  model: MessageModel;
+  listener: OrderlyListener;
+  offsetStore: OffsetStore;
+  settings: ConsumeOrderlySettings;
+  /** clustering: (re)locks a queue on its broker and marks its process queue locked */
+  lockQueue?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): Promise<boolean>;
+  /** clustering: sends messages back (delay level -1 = dead-letter queue); resolves with those not sent */
+  sendBack?: SendBackFn;
+  /** a process queue became empty after a commit: the pull offset may be committed */
+  onDrained?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void;
+  /** a message that exhausted its retries could not be parked anywhere (broadcasting) and was skipped */
+  onSkipped?(msg: MessageExt): void;
+}
+
+/** Counters for tests, benchmarks and the inspector. */
+export interface ConsumeOrderlyStats {
+  batches: number;
+  consumed: number;
+  suspended: number;
+  deadLettered: number;
+  lockWaits: number;
+}
+
+/** Per-queue state: the local lock and what is scheduled. */
+interface QueueRun {
+  mq: MessageQueue;
+  pq: ProcessQueue<MessageExt>;
+  /** the consume loop in progress (the local lock), or null */
+  running: Promise<void> | null;
+  /** work arrived while the loop ran: run once more */
+  again: boolean;
+  timer: NodeJS.Timeout | null;
+  /** set while the rebalancer gives the queue up: the batch in hand still commits */
+  releasing: boolean;
+  /** offsets already parked in the dead-letter queue, skipped when their batch comes again */
+  deadLettered: Set<number>;
+}
+
+/** The orderly consumption of one push consumer. */
+export class ConsumeOrderlyService {
+  readonly stats: ConsumeOrderlyStats = { batches: 0, consumed: 0, suspended: 0, deadLettered: 0, lockWaits: 0 };
+  private readonly runs = new Map<ProcessQueue<MessageExt>, QueueRun>();
+  private stopped = false;
+  private stopping: Promise<void> | null = null;
+
+  constructor(private readonly deps: ConsumeOrderlyDeps) {}
+
+  /** A pulled batch was put into `pq`; when the queue went from idle to busy, start consuming it. */
+  submit(mq: MessageQueue, pq: ProcessQueue<MessageExt>, dispatchToConsume: boolean): void {
+    if (dispatchToConsume) this.schedule(mq, pq, 0);
+  }
+
+  /** Consume `pq` now (its lock was just renewed, or it was told to wait). */
+  wake(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void {
+    if (pq.waitingCount > 0) this.schedule(mq, pq, 0);
+  }
+
+  /** Queues with a consume loop running now. */
+  get activeCount(): number {
+    let n = 0;
+    for (const r of this.runs.values()) if (r.running) n++;
+    return n;
+  }
+
+  /**
+   * The rebalancer gives `pq` up (already marked dropped): waits for the batch in hand, which
+   * still commits its offset, for at most `maxWaitMs`. Resolves true when no batch is in hand
+   * any more.
+   */
+  async release(pq: ProcessQueue<MessageExt>, maxWaitMs: number): Promise<boolean> {
+    const run = this.runs.get(pq);
+    if (!run) return true;
+    run.releasing = true;
+    if (run.timer) clearTimeout(run.timer);
+    run.timer = null;
+    if (run.running) {
+      let t: NodeJS.Timeout | undefined;
+      const timedOut = await Promise.race([run.running.then(() => false), new Promise<boolean>((r) => (t = setTimeout(() => r(true), maxWaitMs)))]);
+      clearTimeout(t);
+      if (timedOut) return false;
+    }
+    this.runs.delete(pq);
+    return true;
+  }
+
+  /** Stops taking work; resolves when the batches in hand are done (committed) or `graceMs` passed. */
+  stop(graceMs = ORDERLY_CLOSE_GRACE_MS): Promise<void> {
+    if (!this.stopping) this.stopping = this.doStop(graceMs);
+    return this.stopping;
+  }
+
+  private async doStop(graceMs: number): Promise<void> {
+    this.stopped = true;
+    const inHand: Promise<void>[] = [];
+    for (const r of this.runs.values()) {
+      if (r.timer) clearTimeout(r.timer);
+      r.timer = null;
+      if (r.running) inHand.push(r.running);
+    }
+    if (inHand.length === 0) return;
+    let t: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(inHand), new Promise<void>((r) => (t = setTimeout(r, graceMs)))]);
+    clearTimeout(t);
+  }
+
+  private runOf(mq: MessageQueue, pq: ProcessQueue<MessageExt>): QueueRun {
+    let run = this.runs.get(pq);
+    if (!run) {
+      run = { mq, pq, running: null, again: false, timer: null, releasing: false, deadLettered: new Set() };
+      this.runs.set(pq, run);
+    }
+    return run;
+  }
+
+  /** Runs the queue's consume loop after `delayMs`, unless it runs or is scheduled already. */
+  private schedule(mq: MessageQueue, pq: ProcessQueue<MessageExt>, delayMs: number): void {
+    if (this.stopped || pq.dropped) return;
+    const run = this.runOf(mq, pq);
+    if (run.running) {
+      if (delayMs === 0) run.again = true;
+      return;
+    }
+    // a pending run (suspend pause, lock retry) is never brought forward
+    if (run.timer) return;
+    run.timer = setTimeout(() => {
+      run.timer = null;
+      this.start(run);
+    }, delayMs);
+  }
+
+  private start(run: QueueRun): void {
+    if (this.stopped || run.pq.dropped || run.running) return;
+    run.again = false;
+    run.running = this.consumeLoop(run)
+      .catch(() => {
+        // a failure of the bookkeeping (not of the listener) retries the queue after a pause
+        this.schedule(run.mq, run.pq, this.deps.settings.suspendCurrentQueueTimeMillis);
+      })
+      .finally(() => {
+        run.running = null;
+        if (run.again && !run.timer && !this.stopped && !run.pq.dropped) this.schedule(run.mq, run.pq, 0);
+      });
+  }
+
+  private lockValid(pq: ProcessQueue<MessageExt>): boolean {
+    if (this.deps.model === "BROADCASTING") return true;
+    return pq.locked && Date.now() - pq.lastLockTimestamp <= this.deps.settings.lockMaxLiveTimeMs;
+  }
+
+  /** Without a valid lock: try to lock in a moment, then consume soon (locked) or much later (not). */
+  private tryLockLater(run: QueueRun): void {
+    this.stats.lockWaits++;
+    const { mq, pq } = run;
+    run.timer = setTimeout(() => {
+      run.timer = null;
+      if (this.stopped || pq.dropped) return;
+      const lock = this.deps.lockQueue ? this.deps.lockQueue(mq, pq) : Promise.resolve(false);
+      void lock.then(
+        (ok) => this.schedule(mq, pq, ok ? RECONSUME_AFTER_LOCK_MS : RECONSUME_AFTER_LOCK_FAILED_MS),
+        () => this.schedule(mq, pq, RECONSUME_AFTER_LOCK_FAILED_MS),
+      );
+    }, TRY_LOCK_LATER_MS);
+  }
+
+  /** One queue, one batch at a time, until it is empty, suspended, unlocked, dropped or yields. */
+  private async consumeLoop(run: QueueRun): Promise<void> {
+    const { mq, pq } = run;
+    const began = Date.now();
+    const batchMax = this.deps.settings.consumeMessageBatchMaxSize;
+    for (;;) {
+      if (this.stopped || pq.dropped) return;
+      if (!this.lockValid(pq)) {
+        this.tryLockLater(run);
+        return;
+      }
+      if (Date.now() - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
+        run.again = true;
+        return;
+      }
+      const taken = pq.takeMessages(batchMax);
+      if (taken.length === 0) return;
+      // messages already parked in the DLQ (their batch was put back for the others) are done
+      const msgs = run.deadLettered.size === 0 ? taken : taken.filter((m) => !run.deadLettered.has(m.queueOffset));
+      let status: string = "SUCCESS";
+      const ctx: ConsumeOrderlyContext = { messageQueue: mq, autoCommit: true, suspendCurrentQueueTimeMillis: -1 };
+      if (msgs.length > 0) {
+        restoreRetryTopic(msgs, this.deps.group);
+        try {
+          status = String(await this.deps.listener(msgs, ctx));
+        } catch {
+          status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+        }
+        this.stats.batches++;
+      }
+      if (!(await this.processResult(run, taken, msgs, status, ctx))) return;
+    }
+  }
+
+  /** Commits or suspends; returns true when the loop may take the next batch. */
+  private async processResult(run: QueueRun, taken: MessageExt[], msgs: MessageExt[], status: string, ctx: ConsumeOrderlyContext): Promise<boolean> {
+    const { mq, pq } = run;
+    const success = status === "SUCCESS" || status === "CONSUME_SUCCESS";
+    if (!success) {
+      this.stats.suspended++;
+      const max = this.deps.settings.maxReconsumeTimes;
+      const exhausted = msgs.filter((m) => m.reconsumeTimes >= max);
+      let mustSuspend = exhausted.length < msgs.length;
+      if (exhausted.length > 0) {
+        let unsent: MessageExt[] = [];
+        if (this.deps.sendBack && this.deps.model === "CLUSTERING") unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL);
+        else for (const m of exhausted) this.deps.onSkipped?.(m);
+        for (const m of exhausted) {
+          if (unsent.includes(m)) continue;
+          run.deadLettered.add(m.queueOffset);
+          this.stats.deadLettered++;
+        }
+        if (unsent.length > 0) mustSuspend = true;
+      }
+      if (mustSuspend) {
+        for (const m of msgs) if (!run.deadLettered.has(m.queueOffset)) m.reconsumeTimes++;
+        pq.makeMessageToConsumeAgain(taken);
+        if (!this.stopped && !pq.dropped) {
+          run.timer = setTimeout(() => {
+            run.timer = null;
+            this.start(run);
+          }, orderlySuspendTime(ctx.suspendCurrentQueueTimeMillis, this.deps.settings.suspendCurrentQueueTimeMillis));
+        }
+        return false;
+      }
+    }
+    const offset = pq.commit();
+    this.stats.consumed += msgs.length;
+    for (const m of taken) run.deadLettered.delete(m.queueOffset);
+    if (offset >= 0 && (!pq.dropped || run.releasing)) {
+      this.deps.offsetStore.updateOffset(mq, offset, false);
+      if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
+    }
+    return true;
+  }
+}
+
+/** Events of {@link consumeOrderlyServiceMachine}. */
+export type ConsumeOrderlyServiceEvent = { type: "STOP" };
+
+export interface ConsumeOrderlyServiceContext {
+  service: ConsumeOrderlyService;
+}
+
+/**
+ * The orderly consume actor: owns the service's life (running until STOP). Batches reach it by
+ * direct call from the pull service, one call per pulled batch; each queue's loop runs inside.
+ */
+export const consumeOrderlyServiceMachine = setup({
+  types: {
+    context: {} as ConsumeOrderlyServiceContext,
+    events: {} as ConsumeOrderlyServiceEvent,
+    input: {} as { service: ConsumeOrderlyService },
+  },
+  actions: {
+    stop: ({ context }) => void context.service.stop(),
+  },
+}).createMachine({
+  id: "consumeOrderlyService",
+  context: ({ input }) => ({ service: input.service }),
+  initial: "running",
+  states: {
+    running: { on: { STOP: "stopped" } },
+    stopped: { type: "final", entry: "stop" },
+  },
+});

@@ -1,0 +1,227 @@
+/**
+ * Broker-side queue locks of an orderly clustering consumer (RocketMQ's `RebalanceImpl#lock`,
+ * `lockAll`, `unlock` and the lock task of `ConsumeMessageOrderlyService`, reference §15):
+ * a queue is locked on its broker (LOCK_BATCH_MQ) before it is pulled, every held queue's lock
+ * is renewed every 20 s (first after 1 s), and a queue given up is unlocked (UNLOCK_BATCH_MQ)
+ * once the batch in hand is committed. The broker lets one client of a group hold a queue at a
+ * time and forgets a lock not renewed for 60 s; the client considers its own lock expired after
+ * 30 s without renewal, so it stops consuming before the broker could hand the queue to another.
+ *
+ * {@link QueueLocks} does the requests; {@link queueLocksMachine} is the actor that renews.
+ */
+import { fromPromise, setup } from "xstate";
+import type { MessageExt } from "../../transport/messageRecord.ts";
+import { BrokerActor, type LockBatchReply, type LockBatchRequest, MASTER_ID, type MessageQueue, mqKey } from "../../transport/protocol.ts";
+import type { ProcessQueue } from "./processQueue.ts";
+import type { ConsumerHost } from "./pullRequest.ts";
+
+/** @default 20000 — lockAll period (REBALANCE_LOCK_INTERVAL). */
+export const DEFAULT_REBALANCE_LOCK_INTERVAL_MS = 20_000;
+/** First lockAll after start. */
+export const REBALANCE_LOCK_FIRST_DELAY_MS = 1_000;
+/** @default 30000 — the client's view of a lock's validity after the last renewal (REBALANCE_LOCK_MAX_LIVE_TIME). */
+export const DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000;
+/** Timeout of one LOCK_BATCH_MQ at rebalance (RocketMQ: 1 s). */
+export const LOCK_REQUEST_TIMEOUT_MS = 1_000;
+/** Timeout of lockAll's and unlock's requests. */
+export const LOCK_ALL_REQUEST_TIMEOUT_MS = 3_000;
+/** A rebalance that could not lock a new queue runs again after this long. */
+export const LOCK_FAILED_REBALANCE_DELAY_MS = 500;
+
+/** A held queue as the lock renewal sees it. */
+export interface LockedQueue {
+  mq: MessageQueue;
+  pq: ProcessQueue<MessageExt>;
+}
+
+export interface QueueLocksDeps {
+  host: Pick<ConsumerHost, "node" | "clientId" | "brokerAddress">;
+  group: string;
+  /** the queues held now */
+  held(): Iterable<LockedQueue>;
+  /** a held queue's lock was confirmed (consumption may go on) */
+  onLocked?(q: LockedQueue): void;
+  /** a held queue whose lock had been lost is locked again: its cache and offset are stale */
+  onRegained?(q: LockedQueue): void;
+  /** a new queue could not be locked: run a rebalance again soon */
+  rebalanceNow?(): void;
+}
+
+/** Counters for tests and tools. */
+export interface QueueLocksStats {
+  lockRequests: number;
+  lockFailures: number;
+  unlocks: number;
+  lockAllRounds: number;
+}
+
+/** Lock requests of one orderly consumer. */
+export class QueueLocks {
+  readonly stats: QueueLocksStats = { lockRequests: 0, lockFailures: 0, unlocks: 0, lockAllRounds: 0 };
+  private stopped = false;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly deps: QueueLocksDeps) {}
+
+  /** LOCK_BATCH_MQ for the given queues of one broker; resolves with the keys locked (empty on failure). */
+  private async lockOnBroker(brokerName: string, mqs: MessageQueue[], timeoutMs: number): Promise<Set<string> | null> {
+    const addr = this.deps.host.brokerAddress(brokerName, MASTER_ID);
+    if (!addr) return null;
+    this.stats.lockRequests++;
+    const req: LockBatchRequest = { consumerGroup: this.deps.group, clientId: this.deps.host.clientId, mqSet: mqs };
+    try {
+      const r = await this.deps.host.node.ref(addr, BrokerActor.LOCKS).ask<LockBatchReply>({ type: "LOCK_BATCH_MQ", ...req }, { timeoutMs });
+      const ok = Array.isArray(r.fields.lockOKMQSet) ? r.fields.lockOKMQSet : [];
+      return new Set(ok.map(mqKey));
+    } catch {
+      this.stats.lockFailures++;
+      return null;
+    }
+  }
+
+  /**
+   * Locks one queue (at rebalance, before it is pulled, and when consumption finds its lock
+   * expired). Marks `pq` locked when given. A failure asks for another rebalance in 500 ms when
+   * `retryRebalance` is set.
+   */
+  async lock(mq: MessageQueue, pq?: ProcessQueue<MessageExt>, retryRebalance = false): Promise<boolean> {
+    if (this.stopped) return false;
+    const locked = await this.lockOnBroker(mq.brokerName, [mq], LOCK_REQUEST_TIMEOUT_MS);
+    const ok = locked !== null && locked.has(mqKey(mq));
+    if (pq && ok) {
+      pq.locked = true;
+      pq.lastLockTimestamp = Date.now();
+    }
+    if (!ok && retryRebalance) this.rebalanceLater();
+    return ok;
+  }
+
+  /** Renews the lock of every held queue, one request per broker; marks each queue locked or not. */
+  async lockAll(): Promise<void> {
+    if (this.stopped) return;
+    this.stats.lockAllRounds++;
+    const byBroker = new Map<string, LockedQueue[]>();
+    for (const q of this.deps.held()) {
+      if (q.pq.dropped) continue;
+      const list = byBroker.get(q.mq.brokerName);
+      if (list) list.push(q);
+      else byBroker.set(q.mq.brokerName, [q]);
+    }
+    await Promise.all(
+      [...byBroker].map(async ([brokerName, qs]) => {
+        const locked = await this.lockOnBroker(brokerName, qs.map((q) => q.mq), LOCK_ALL_REQUEST_TIMEOUT_MS);
+        // no answer: keep what we believe; the lock's own expiry stops consumption if it lasts
+        if (locked === null || this.stopped) return;
+        const now = Date.now();
+        for (const q of qs) {
+          if (q.pq.dropped) continue;
+          if (locked.has(mqKey(q.mq))) {
+            const wasLocked = q.pq.locked;
+            q.pq.locked = true;
+            q.pq.lastLockTimestamp = now;
+            if (!wasLocked) this.deps.onRegained?.(q);
+            else this.deps.onLocked?.(q);
+          } else {
+            q.pq.locked = false;
+          }
+        }
+      }),
+    );
+  }
+
+  /** UNLOCK_BATCH_MQ for queues given up (after their batch in hand was committed and persisted). */
+  async unlock(mqs: MessageQueue[]): Promise<void> {
+    const byBroker = new Map<string, MessageQueue[]>();
+    for (const mq of mqs) {
+      const list = byBroker.get(mq.brokerName);
+      if (list) list.push(mq);
+      else byBroker.set(mq.brokerName, [mq]);
+    }
+    await Promise.all(
+      [...byBroker].map(async ([brokerName, list]) => {
+        const addr = this.deps.host.brokerAddress(brokerName, MASTER_ID);
+        if (!addr) return;
+        const req: LockBatchRequest = { consumerGroup: this.deps.group, clientId: this.deps.host.clientId, mqSet: list };
+        this.stats.unlocks += list.length;
+        // a lost unlock only delays the next owner until the broker's lock expiry
+        await this.deps.host.node
+          .ref(addr, BrokerActor.LOCKS)
+          .ask({ type: "UNLOCK_BATCH_MQ", ...req }, { timeoutMs: LOCK_ALL_REQUEST_TIMEOUT_MS })
+          .catch(() => undefined);
+      }),
+    );
+  }
+
+  /** Runs a rebalance again after {@link LOCK_FAILED_REBALANCE_DELAY_MS} (one pending at a time). */
+  private rebalanceLater(): void {
+    if (this.stopped || this.timers.size > 0 || !this.deps.rebalanceNow) return;
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      if (!this.stopped) this.deps.rebalanceNow?.();
+    }, LOCK_FAILED_REBALANCE_DELAY_MS);
+    this.timers.add(t);
+  }
+
+  /** Stops: no more requests but unlocks, timers cleared. */
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+}
+
+/** Events of {@link queueLocksMachine}. */
+export type QueueLocksEvent = { type: "LOCK_ALL" } | { type: "STOP" };
+
+export interface QueueLocksContext {
+  locks: QueueLocks;
+  intervalMs: number;
+  firstDelayMs: number;
+}
+
+/**
+ * The lock renewal actor: lockAll after `firstDelayMs` (1 s), then every `intervalMs` (20 s), or
+ * at once on LOCK_ALL; one round at a time.
+ */
+export const queueLocksMachine = setup({
+  types: {
+    context: {} as QueueLocksContext,
+    events: {} as QueueLocksEvent,
+    input: {} as { locks: QueueLocks; intervalMs?: number; firstDelayMs?: number },
+  },
+  actors: {
+    lockAll: fromPromise<void, { locks: QueueLocks }>(({ input }) => input.locks.lockAll()),
+  },
+  delays: {
+    first: ({ context }) => context.firstDelayMs,
+    interval: ({ context }) => context.intervalMs,
+  },
+}).createMachine({
+  id: "queueLocks",
+  context: ({ input }) => ({
+    locks: input.locks,
+    intervalMs: input.intervalMs ?? DEFAULT_REBALANCE_LOCK_INTERVAL_MS,
+    firstDelayMs: input.firstDelayMs ?? REBALANCE_LOCK_FIRST_DELAY_MS,
+  }),
+  initial: "starting",
+  states: {
+    starting: {
+      after: { first: "locking" },
+      on: { LOCK_ALL: "locking", STOP: "stopped" },
+    },
+    waiting: {
+      after: { interval: "locking" },
+      on: { LOCK_ALL: "locking", STOP: "stopped" },
+    },
+    locking: {
+      invoke: {
+        src: "lockAll",
+        input: ({ context }) => ({ locks: context.locks }),
+        onDone: "waiting",
+        onError: "waiting",
+      },
+      on: { STOP: "stopped" },
+    },
+    stopped: { type: "final", entry: ({ context }) => context.locks.stop() },
+  },
+});
