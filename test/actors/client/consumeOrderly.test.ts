@@ -1,0 +1,190 @@
+/**
+ * ConsumeOrderlyService with fake offset store, locks and send-back: one batch at a time per
+ * queue in offset order, commit on SUCCESS, suspend and redeliver on SUSPEND or throw, DLQ after
+ * maxReconsumeTimes, consumption only under a valid lock, release commits the batch in hand.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ConsumeOrderlyService, type ConsumeOrderlyDeps, DLQ_DELAY_LEVEL, orderlySuspendTime } from "../../../actors/client/consumeOrderlyService.ts";
+import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
+import { ProcessQueue } from "../../../actors/client/processQueue.ts";
+import type { MessageExt } from "../../../transport/messageRecord.ts";
+import type { MessageQueue } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+
+const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
+
+function msg(offset: number): MessageExt {
+  return { topic: "T", brokerName: "b", queueId: 0, queueOffset: offset, commitLogOffset: offset * 100, msgId: `id${offset}`, tags: "", keys: "", properties: {}, body: Buffer.from(`m${offset}`), bornTimestamp: 0, storeTimestamp: 0, reconsumeTimes: 0 } as unknown as MessageExt;
+}
+
+function fakeOffsets(): OffsetStore & { updates: [number, boolean][] } {
+  const updates: [number, boolean][] = [];
+  return {
+    updates,
+    load: async () => {},
+    updateOffset: (_mq, offset, inc) => void updates.push([offset, inc]),
+    updateAndFreeze: () => {},
+    readOffset: async () => -1,
+    readOffsetFromMemory: () => -1,
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: () => {},
+  };
+}
+
+function setup(listener: ConsumeOrderlyDeps["listener"], over: Partial<ConsumeOrderlyDeps> = {}, settings: Partial<ConsumeOrderlyDeps["settings"]> = {}) {
+  const offsets = fakeOffsets();
+  const service = new ConsumeOrderlyService({
+    group: "g",
+    model: "CLUSTERING",
+    listener,
+    offsetStore: offsets,
+    settings: { consumeMessageBatchMaxSize: 1, suspendCurrentQueueTimeMillis: 30, maxReconsumeTimes: 2_147_483_647, lockMaxLiveTimeMs: 30_000, ...settings },
+    ...over,
+  });
+  const pq = new ProcessQueue<MessageExt>();
+  pq.locked = true;
+  return { service, pq, offsets };
+}
+
+function feed(service: ConsumeOrderlyService, pq: ProcessQueue<MessageExt>, offsets: number[]): void {
+  service.submit(mq, pq, pq.putMessages(offsets.map(msg)));
+}
+
+test("one batch at a time per queue, in offset order; SUCCESS commits last + 1", async () => {
+  let inListener = 0;
+  let maxConcurrent = 0;
+  const seen: number[][] = [];
+  const { service, pq, offsets } = setup(
+    async (msgs) => {
+      inListener++;
+      maxConcurrent = Math.max(maxConcurrent, inListener);
+      await new Promise((r) => setTimeout(r, 2));
+      seen.push(msgs.map((m) => m.queueOffset));
+      inListener--;
+      return "SUCCESS";
+    },
+    {},
+    { consumeMessageBatchMaxSize: 3 },
+  );
+  feed(service, pq, [0, 1, 2, 3, 4]);
+  feed(service, pq, [5, 6]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.equal(maxConcurrent, 1);
+  assert.deepEqual(seen.flat(), [0, 1, 2, 3, 4, 5, 6]);
+  assert.ok(seen.every((b) => b.length <= 3));
+  assert.deepEqual(offsets.updates.at(-1), [7, false]);
+  assert.ok(offsets.updates.every(([, inc]) => inc === false), "orderly commits are not increase-only");
+  await service.stop();
+});
+
+test("SUSPEND (or a throw) redelivers the same batch after the suspend time, nothing later meanwhile", async () => {
+  const calls: { offsets: number[]; reconsume: number[]; at: number }[] = [];
+  let n = 0;
+  const { service, pq, offsets } = setup(async (msgs) => {
+    calls.push({ offsets: msgs.map((m) => m.queueOffset), reconsume: msgs.map((m) => m.reconsumeTimes), at: Date.now() });
+    n++;
+    if (n === 1) return "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+    if (n === 2) throw new Error("listener failed");
+    return "SUCCESS";
+  }, {}, { suspendCurrentQueueTimeMillis: 40 });
+  feed(service, pq, [10, 11]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(calls.map((c) => c.offsets), [[10], [10], [10], [11]]);
+  assert.deepEqual(calls.map((c) => c.reconsume[0]), [0, 1, 2, 0]);
+  assert.ok(calls[1]!.at - calls[0]!.at >= 35, "paused after SUSPEND");
+  assert.ok(calls[2]!.at - calls[1]!.at >= 35, "paused after a throw");
+  assert.deepEqual(offsets.updates.map(([o]) => o), [11, 12], "nothing committed while suspended");
+  await service.stop();
+});
+
+test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and the queue moves on", async () => {
+  const sentBack: { offsets: number[]; level: number }[] = [];
+  const delivered: number[] = [];
+  const { service, pq, offsets } = setup(
+    async (msgs) => {
+      delivered.push(...msgs.map((m) => m.queueOffset));
+      return msgs[0]!.queueOffset === 20 ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
+    },
+    { sendBack: async (msgs, level) => (sentBack.push({ offsets: msgs.map((m) => m.queueOffset), level }), []) },
+    { maxReconsumeTimes: 2, suspendCurrentQueueTimeMillis: 10 },
+  );
+  feed(service, pq, [20, 21]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(delivered, [20, 20, 20, 21], "first delivery plus maxReconsumeTimes retries, then the next message");
+  assert.deepEqual(sentBack, [{ offsets: [20], level: DLQ_DELAY_LEVEL }]);
+  assert.equal(service.stats.deadLettered, 1);
+  assert.deepEqual(offsets.updates.map(([o]) => o), [21, 22]);
+  await service.stop();
+});
+
+test("a failed DLQ send keeps the message and suspends the queue", async () => {
+  let attempts = 0;
+  const delivered: number[] = [];
+  const { service, pq } = setup(
+    async (msgs) => {
+      delivered.push(msgs[0]!.queueOffset);
+      return "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+    },
+    { sendBack: async (msgs) => (attempts++ === 0 ? [...msgs] : []) },
+    { maxReconsumeTimes: 0, suspendCurrentQueueTimeMillis: 10 },
+  );
+  feed(service, pq, [30]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(delivered, [30, 30], "redelivered once after the failed DLQ send");
+  assert.equal(attempts, 2);
+  await service.stop();
+});
+
+test("clustering: no consumption without a valid lock; the lock is retried and consumption follows", async () => {
+  const delivered: number[] = [];
+  let lockAnswer = false;
+  const lockCalls: number[] = [];
+  const { service, pq } = setup(
+    async (msgs) => {
+      delivered.push(msgs[0]!.queueOffset);
+      return "SUCCESS";
+    },
+    {
+      lockQueue: async (_mq, p) => {
+        lockCalls.push(Date.now());
+        if (lockAnswer) {
+          p.locked = true;
+          p.lastLockTimestamp = Date.now();
+        }
+        return lockAnswer;
+      },
+    },
+    { lockMaxLiveTimeMs: 1_000 },
+  );
+  pq.locked = true;
+  pq.lastLockTimestamp = Date.now() - 5_000; // renewed too long ago: expired in the client's view
+  feed(service, pq, [40]);
+  await waitFor(() => lockCalls.length >= 1, 2_000, "a lock attempt");
+  assert.deepEqual(delivered, [], "an expired lock stops consumption");
+  lockAnswer = true;
+  await waitFor(() => delivered.length === 1, 6_000, "consumed once locked");
+  assert.ok(lockCalls.length >= 2);
+  await service.stop();
+});
+
+test("release: the batch in hand finishes and commits although the queue was dropped", async () => {
+  let finish!: () => void;
+  const { service, pq, offsets } = setup(() => new Promise<string>((r) => (finish = () => r("SUCCESS"))));
+  feed(service, pq, [50, 51]);
+  await waitFor(() => finish !== undefined, 2_000, "listener entered");
+  pq.dropped = true;
+  const released = service.release(pq, 2_000);
+  setTimeout(() => finish(), 20);
+  assert.equal(await released, true);
+  assert.deepEqual(offsets.updates, [[51, false]], "the batch in hand committed, nothing after it consumed");
+  await service.stop();
+});
+
+test("suspend time: -1 means the consumer's setting; clamped to 10 ms .. 30 s", () => {
+  assert.equal(orderlySuspendTime(-1, 1000), 1000);
+  assert.equal(orderlySuspendTime(5, 1000), 10);
+  assert.equal(orderlySuspendTime(60_000, 1000), 30_000);
+  assert.equal(orderlySuspendTime(250, 1000), 250);
+});
