@@ -8,6 +8,7 @@ import { Command } from "commander";
 import { addBenchCommand } from "./commands/bench.ts";
 import { addClusterCommands } from "./commands/cluster.ts";
 import { addConsumeCommand } from "./commands/consume.ts";
+import { addInspectCommand } from "./commands/inspect.ts";
 import { addMessageCommand } from "./commands/message.ts";
 import { addProgressCommands } from "./commands/progress.ts";
 import { addSendCommand } from "./commands/send.ts";
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   addMessageCommand(program);
   addBenchCommand(program);
   addClusterCommands(program);
+  addInspectCommand(program);
   oneLineErrors(program);
   return program;
 }

@@ -35,6 +35,11 @@ export const DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS = 30_000;
 /** Queues per broker assumed for a topic not created yet (`defaultTopicQueueNums`). */
 export const DEFAULT_TOPIC_QUEUE_NUMS = 4;
 export const DEFAULT_INSTANCE_NAME = "DEFAULT";
+/**
+ * Environment variable naming an inspector's collector endpoint (`actormq start` and `actormq
+ * inspect` print it): when set, every client instance publishes its actors' inspection there.
+ */
+export const INSPECTOR_ENV = "ACTORMQ_INSPECTOR";
 
 /** Options shared by every client kind. */
 export interface ClientInstanceOptions {
@@ -121,6 +126,9 @@ export class ClientInstance {
           requestTimeoutMs: options.requestTimeoutMs ?? 3000,
         });
         inst.start();
+        const inspector = process.env[INSPECTOR_ENV];
+        // inspection is a debugging aid: an unreachable or bad endpoint never stops the client
+        if (inspector) await node.publishInspection(inspector).catch(() => undefined);
         return inst;
       })();
       registry.set(key, p);

@@ -38,6 +38,7 @@ export class Inspector {
   private oversized = 0;
   private probeTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
+  private activation: Promise<void> | null = null;
   private server!: PageServer;
   private readonly clusterSource: ClusterSource;
 
@@ -78,11 +79,27 @@ export class Inspector {
       await client?.close();
       throw e instanceof MQError ? e : new MQError("ILLEGAL_ARGUMENT", `Cannot serve the inspector on ${opts.listen}: ${(e as Error).message}.`, { cause: e });
     }
-    for (const n of opts.nodes) insp.attach(n);
-    await Promise.all(opts.collect.map((a) => insp!.collect(a)));
-    insp.probeTimer = setInterval(() => insp!.probeAll(), opts.probeIntervalMs);
-    insp.probeTimer.unref();
+    if (!opts.collectOnFirstView) await insp.activate();
     return insp;
+  }
+
+  /** True once collecting (at start, or at the first page view with `collectOnFirstView`). */
+  get collecting(): boolean {
+    return this.activation !== null;
+  }
+
+  /** Starts collecting from the configured nodes and addresses (once). */
+  activate(): Promise<void> {
+    if (!this.activation) {
+      this.activation = (async () => {
+        for (const n of this.opts.nodes) this.attach(n);
+        await Promise.all(this.opts.collect.map((a) => this.collect(a)));
+        if (this.closing) return;
+        this.probeTimer = setInterval(() => this.probeAll(), this.opts.probeIntervalMs);
+        this.probeTimer.unref();
+      })();
+    }
+    return this.activation;
   }
 
   /** The page's address, e.g. `http://127.0.0.1:43121/`. */
@@ -222,7 +239,10 @@ export class Inspector {
 
   private pageData() {
     return {
-      stats: () => this.stats(),
+      stats: () => {
+        if (!this.activation) void this.activate();
+        return this.stats();
+      },
       nodes: () => this.tree.view(),
       timeline: (after: number, limit: number) => this.buffer.since(after, limit),
       lastSeq: () => this.buffer.lastSeq,

@@ -37,6 +37,11 @@ export interface InspectorOptions {
   probeIntervalMs?: number;
   /** Where the cluster view's data comes from; by default asked of the collected name servers and brokers. */
   cluster?: ClusterSource;
+  /**
+   * Serve at once but start collecting only when the page (or its API) is first requested: an
+   * inspector that nobody opens costs nothing (how `actormq start` runs it). @default false
+   */
+  collectOnFirstView?: boolean;
 }
 
 /** Defaults spread under the user's options. */
@@ -50,6 +55,7 @@ export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "clus
     capacity: DEFAULT_TIMELINE_CAPACITY,
     maxRecordBytes: DEFAULT_MAX_RECORD_BYTES,
     probeIntervalMs: DEFAULT_PROBE_INTERVAL_MS,
+    collectOnFirstView: false,
   };
 }
 
@@ -63,7 +69,7 @@ export function parseListen(listen: string, allowRemote: boolean): { host: strin
   const port = Number(m[2]);
   if (port > 65535) throw new MQError("ILLEGAL_ARGUMENT", `Bad port in inspector listen address "${listen}": use 0..65535.`);
   if (!allowRemote && !LOOPBACK.has(host) && !LOOPBACK.has(m[1]!)) {
-    throw new MQError("ILLEGAL_ARGUMENT", `The inspector serves on loopback only; "${host}" is not loopback. Pass allowRemote: true (CLI: --inspect-remote) to serve on it deliberately.`);
+    throw new MQError("ILLEGAL_ARGUMENT", `The inspector serves on loopback only; "${host}" is not loopback. Pass allowRemote: true (CLI: actormq inspect --allow-remote, actormq start --inspector-allow-remote) to serve on it deliberately.`);
   }
   return { host, port };
 }

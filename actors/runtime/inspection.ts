@@ -2,6 +2,12 @@
  * Inspection: turns xstate inspection events of hosted actors into {@link InspectionRecord}s for
  * local listeners and remote subscribers. The xstate observers are attached only while someone
  * listens, so inspection off costs nothing on the hot path.
+ *
+ * Attached, the cost is bounded per actor: each actor may emit {@link DEFAULT_INSPECTION_RECORDS_PER_SECOND}
+ * records a second in full detail. Past that budget its events are only counted (never
+ * summarised) and its latest snapshot is kept raw; every {@link INSPECTION_FLUSH_INTERVAL_MS} the
+ * hub emits one `@inspect.dropped` event record with the count and the latest snapshot, so the
+ * lit state is never stale by more than a flush interval while a busy actor costs a constant.
  */
 import type { AnyActorRef, InspectionEvent, Subscription } from "xstate";
 
@@ -44,6 +50,13 @@ export interface FailureRecord extends RecordBase {
 }
 export type InspectionRecord = ActorRecord | EventRecord | SnapshotRecord | FailureRecord;
 export type InspectionListener = (r: InspectionRecord) => void;
+
+/** Records per actor per second emitted in full detail; past it events are counted, snapshots coalesced. @default 100 */
+export const DEFAULT_INSPECTION_RECORDS_PER_SECOND = 100;
+/** How often counted-but-dropped events and coalesced snapshots are flushed. @default 250 */
+export const INSPECTION_FLUSH_INTERVAL_MS = 250;
+/** Event type of the record that reports events dropped by the per-actor budget (payload `{ events, sinceMs }`). */
+export const INSPECTION_DROPPED_EVENT = "@inspect.dropped";
 
 const MAX_DEPTH = 4;
 const MAX_KEYS = 50;
@@ -114,6 +127,17 @@ interface Latest {
   snapshot?: SnapshotRecord;
 }
 
+/** Per-actor budget: records left in the current one-second window, and what waits for a flush. */
+interface Budget {
+  windowStart: number;
+  left: number;
+  dropped: number;
+  droppedSince: number;
+  actor?: AnyActorRef;
+  pending?: { snapshot: unknown; eventType: string | undefined };
+  queued: boolean;
+}
+
 /** The inspection fan-out of one node. */
 export class InspectionHub {
   private readonly listeners = new Set<InspectionListener>();
@@ -121,11 +145,19 @@ export class InspectionHub {
   private readonly names = new Map<string, string>();
   private readonly latest = new Map<string, Latest>();
   private readonly definitionSent = new WeakSet<object>();
+  private readonly budgets = new Map<string, Budget>();
+  private readonly overBudget: Budget[] = [];
+  private flushTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly nodeId: string,
     private readonly roots: () => Iterable<{ name: string; actor: AnyActorRef }>,
+    /** records per actor per second in full detail (see the module comment) */
+    private readonly recordsPerSecond = DEFAULT_INSPECTION_RECORDS_PER_SECOND,
   ) {}
+
+  /** Events counted but not emitted because an actor exceeded its budget (since attach). */
+  droppedEvents = 0;
 
   get active(): boolean {
     return this.listeners.size > 0;
@@ -171,6 +203,59 @@ export class InspectionHub {
     this.attached.clear();
     this.latest.clear();
     this.names.clear();
+    this.budgets.clear();
+    this.overBudget.length = 0;
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+  }
+
+  /** Takes one record from the actor's budget; false when it is spent for this second. */
+  private spend(sessionId: string): boolean {
+    if (this.recordsPerSecond <= 0) return true;
+    const now = Date.now();
+    let b = this.budgets.get(sessionId);
+    if (b === undefined) {
+      b = { windowStart: now, left: this.recordsPerSecond, dropped: 0, droppedSince: now, queued: false };
+      this.budgets.set(sessionId, b);
+    } else if (now - b.windowStart >= 1000) {
+      b.windowStart = now;
+      b.left = this.recordsPerSecond;
+    }
+    if (b.left > 0) {
+      b.left--;
+      return true;
+    }
+    return false;
+  }
+
+  private queueFlush(b: Budget): void {
+    if (b.queued) return;
+    b.queued = true;
+    this.overBudget.push(b);
+    if (this.flushTimer === null) {
+      this.flushTimer = setTimeout(() => this.flush(), INSPECTION_FLUSH_INTERVAL_MS);
+      this.flushTimer.unref();
+    }
+  }
+
+  /** Emits the dropped counts and coalesced snapshots of actors that went over budget. */
+  private flush(): void {
+    this.flushTimer = null;
+    const now = Date.now();
+    const due = this.overBudget.splice(0);
+    for (const b of due) {
+      b.queued = false;
+      const p = b.pending;
+      const ref = b.actor;
+      b.pending = undefined;
+      if (ref === undefined) continue;
+      if (b.dropped > 0) {
+        this.emitOnly({ nodeId: this.nodeId, actorName: this.nameOf(ref), sessionId: ref.sessionId, time: now, kind: "event", type: INSPECTION_DROPPED_EVENT, payload: { events: b.dropped, sinceMs: now - b.droppedSince } });
+      }
+      b.dropped = 0;
+      b.droppedSince = now;
+      if (p) this.emitSnapshot(ref, p.snapshot, p.eventType);
+    }
   }
 
   private nameOf(ref: AnyActorRef): string {
@@ -190,9 +275,30 @@ export class InspectionHub {
       if (ref._parent) this.emitActor(ref, ref._parent as AnyActorRef);
     } else if (ev.type === "@xstate.event") {
       const e = ev.event as { type: string };
+      if (!this.spend(ref.sessionId)) {
+        const b = this.budgets.get(ref.sessionId)!;
+        if (b.dropped++ === 0) b.droppedSince = Date.now();
+        this.droppedEvents++;
+        b.actor = ref;
+        this.queueFlush(b);
+        return;
+      }
       this.emit({ nodeId: this.nodeId, actorName: this.nameOf(ref), sessionId: ref.sessionId, time: Date.now(), kind: "event", type: String(e.type), sourceSessionId: ev.sourceRef?.sessionId, payload: summarize(e) });
     } else if (ev.type === "@xstate.snapshot") {
-      this.emitSnapshot(ref, ev.snapshot, (ev.event as { type?: string })?.type);
+      const eventType = (ev.event as { type?: string })?.type;
+      const status = (ev.snapshot as { status?: string }).status;
+      // final snapshots always go out at once: the actor leaves the tree
+      if (status === "active" && !this.spend(ref.sessionId)) {
+        const b = this.budgets.get(ref.sessionId)!;
+        b.actor = ref;
+        b.pending = { snapshot: ev.snapshot, eventType };
+        this.queueFlush(b);
+        return;
+      }
+      const b = this.budgets.get(ref.sessionId);
+      if (b?.pending) b.pending = undefined;
+      if (status !== "active") this.budgets.delete(ref.sessionId);
+      this.emitSnapshot(ref, ev.snapshot, eventType);
     }
   }
 

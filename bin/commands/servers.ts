@@ -10,6 +10,8 @@ import { type Command, Option } from "commander";
 import { Broker } from "../../actors/broker/broker.ts";
 import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
+import { Inspector } from "../../actors/inspector/index.ts";
+import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { fail, intArg, listArg, logLevelOption, runUntilSignal } from "../common.ts";
 
 /** Default store root of `actormq start`. */
@@ -91,27 +93,39 @@ export function addServerCommands(program: Command): void {
     program
       .command("start")
       .description("Run a name server and a broker in one process (store in ./actormq-data) until Ctrl-C.")
-      .option("--namesrv-listen <endpoint>", "name server endpoint", DEFAULT_NAMESRV_LISTEN),
+      .option("--namesrv-listen <endpoint>", "name server endpoint", DEFAULT_NAMESRV_LISTEN)
+      .option("--inspector-listen <host:port>", "address of the visual debugger's page (port 0 = any free port)", DEFAULT_INSPECTOR_LISTEN)
+      .option("--inspector-allow-remote", "serve the visual debugger on a non-loopback --inspector-listen address", false)
+      .option("--no-inspector", "do not serve the visual debugger"),
     DEFAULT_DATA_DIR,
     "data directory; the broker's store is <dir>/<brokerName>",
-  ).action(async (f: BrokerFlags & { namesrvListen: string }) => {
+  ).action(async (f: BrokerFlags & { namesrvListen: string; inspector: boolean; inspectorListen: string; inspectorAllowRemote: boolean }) => {
     let ns: NameServer | undefined;
+    let broker: Broker | undefined;
     try {
       ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel });
       const storeDir = path.resolve(f.store, f.name);
-      const broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
+      broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
+      // collects only once the page is opened: an unwatched inspector costs the broker nothing
+      const insp = f.inspector
+        ? await Inspector.start({ listen: f.inspectorListen, allowRemote: f.inspectorAllowRemote, nodes: [ns.node, broker.ctx.node], collectOnFirstView: true })
+        : undefined;
       process.stdout.write(
         `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
           (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
+          (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
           `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
       );
       writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
       const nsRef = ns;
+      const brokerRef = broker;
       runUntilSignal(async () => {
-        await broker.close();
+        await insp?.close();
+        await brokerRef.close();
         await nsRef.close();
       });
     } catch (e) {
+      await broker?.close().catch(() => {});
       await ns?.close().catch(() => {});
       fail(e);
     }

@@ -1,0 +1,59 @@
+/**
+ * `actormq inspect`: serves the visual debugger for processes running elsewhere, typically a
+ * cluster started by `actormq cluster up` (every process listed in its cluster file is asked to
+ * publish its inspection stream here). Prints the page's URL and the collector endpoint that
+ * client processes publish to (`ACTORMQ_INSPECTOR=<endpoint>`), then runs until Ctrl-C.
+ */
+import { statSync } from "node:fs";
+import path from "node:path";
+import type { Command } from "commander";
+import { readClusterFile } from "../../actors/cluster/index.ts";
+import { Inspector } from "../../actors/inspector/index.ts";
+import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { fail, listArg, runUntilSignal } from "../common.ts";
+
+interface InspectFlags {
+  cluster?: string;
+  collect?: string[];
+  listen: string;
+  allowRemote: boolean;
+  collectorBind: string;
+}
+
+/** Node addresses of every process of the cluster file at `where` (the file, or its directory). */
+export function clusterAddresses(where: string): string[] {
+  let dir = where;
+  try {
+    if (statSync(where).isFile()) dir = path.dirname(where);
+  } catch {
+    // missing: readClusterFile reports it with what to do
+  }
+  const cf = readClusterFile(dir);
+  return [...new Set([...cf.nameservers, ...cf.processes.map((p) => p.address)])];
+}
+
+/** Adds `inspect` to the program. */
+export function addInspectCommand(program: Command): void {
+  program
+    .command("inspect")
+    .description("Serve the visual debugger (statecharts, timeline, cluster view) for a running cluster until Ctrl-C.")
+    .option("--cluster <file>", "cluster file written by `actormq cluster up` (<dir>/cluster.json, or the directory)")
+    .option("--collect <addresses>", "more node endpoints to collect from, comma-separated (name servers, brokers, listening clients)", listArg)
+    .option("--listen <host:port>", "address of the web page (port 0 = any free port)", DEFAULT_INSPECTOR_LISTEN)
+    .option("--allow-remote", "serve the page on a non-loopback --listen address (anyone reaching it sees actor states)", false)
+    .option("--collector-bind <endpoint>", "ZeroMQ endpoint processes publish their inspection to", "tcp://127.0.0.1:*")
+    .action(async (f: InspectFlags) => {
+      try {
+        const collect = [...(f.cluster ? clusterAddresses(f.cluster) : []), ...(f.collect ?? [])];
+        if (collect.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "Nothing to inspect: pass --cluster <dir>/cluster.json (from `actormq cluster up`) or --collect <endpoints>.");
+        const insp = await Inspector.start({ listen: f.listen, allowRemote: f.allowRemote, collect, collectorBind: f.collectorBind });
+        process.stdout.write(
+          `actormq inspector ${insp.url}\n  collecting   ${collect.join(", ")}\n  collector    ${insp.collectorEndpoint} (clients: ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\nPress Ctrl-C to stop.\n`,
+        );
+        runUntilSignal(() => insp.close());
+      } catch (e) {
+        fail(e);
+      }
+    });
+}
