@@ -32,5 +32,6 @@ export type { PushConsumerOptions, ConsumeContext, ConsumeStatus } from "./actor
 export { PullConsumer } from "./actors/client/pullConsumer.ts";
 export type { PullConsumerOptions } from "./actors/client/pullConsumer.ts";
 export type { ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus } from "./actors/client/consumeService.ts";
+export type { ConsumeOrderlyContext, ConsumeOrderlyStatus } from "./actors/client/consumeOrderlyService.ts";
 export type { ConsumerProgressEntry } from "./actors/client/admin.ts";
 export type { QueryMessageByKeyOptions } from "./actors/client/admin.ts";
