@@ -1,0 +1,66 @@
+/**
+ * Orderly SUSPEND and dead letters through a real broker: a message the listener always suspends
+ * is delivered maxReconsumeTimes + 1 times in place (nothing after it in its queue meanwhile),
+ * then parked in `%DLQ%<group>`, where it can be consumed; the queue moves on to the next message.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+test("orderly: SUSPEND redelivers in place, then the message goes to the DLQ and the queue moves on", async () => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-dlq-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgOrdDlq", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const consumers: PushConsumer[] = [];
+  try {
+    await admin.createTopic({ topic: "OrdDlq", readQueueNums: 1, writeQueueNums: 1 });
+    for (const body of ["first", "bad", "after"]) await producer.send({ topic: "OrdDlq", body });
+    const seen: { body: string; reconsumeTimes: number; at: number }[] = [];
+    consumers.push(
+      await PushConsumer.start({
+        group: "cgOrdDlq",
+        nameservers: cluster.nameservers,
+        subscriptions: { OrdDlq: "*" },
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        orderly: true,
+        maxReconsumeTimes: 2,
+        suspendCurrentQueueTimeMillis: 100,
+        persistConsumerOffsetIntervalMs: 200,
+        listener: async (msgs) => {
+          for (const m of msgs) seen.push({ body: m.body.toString(), reconsumeTimes: m.reconsumeTimes, at: Date.now() });
+          return msgs.some((m) => m.body.toString() === "bad") ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
+        },
+      }),
+    );
+    await waitFor(() => seen.some((s) => s.body === "after"), 20_000, "the message after the dead-lettered one");
+    assert.deepEqual(seen.map((s) => s.body), ["first", "bad", "bad", "bad", "after"]);
+    assert.deepEqual(seen.filter((s) => s.body === "bad").map((s) => s.reconsumeTimes), [0, 1, 2]);
+    const bad = seen.filter((s) => s.body === "bad");
+    for (let i = 1; i < bad.length; i++) assert.ok(bad[i]!.at - bad[i - 1]!.at >= 90, "the queue paused after each SUSPEND");
+
+    const dead: MessageExt[] = [];
+    consumers.push(
+      await PushConsumer.start({
+        group: "cgOrdDlqReader",
+        nameservers: cluster.nameservers,
+        subscriptions: { "%DLQ%cgOrdDlq": "*" },
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        listener: async (msgs) => {
+          dead.push(...msgs);
+          return "CONSUME_SUCCESS";
+        },
+      }),
+    );
+    await waitFor(() => dead.length > 0, 20_000, "the dead letter");
+    assert.deepEqual(dead.map((m) => m.body.toString()), ["bad"]);
+    await waitFor(async () => (await admin.consumerProgress("cgOrdDlq")).some((p) => p.topic === "OrdDlq" && p.consumerOffset === 3), 10_000, "offset committed past all three");
+  } finally {
+    for (const c of consumers) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
