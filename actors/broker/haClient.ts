@@ -7,8 +7,16 @@
  * given as `masterAddress` or, without one, the master the name servers list for this broker name.
  */
 import { fromCallback, setup } from "xstate";
+import {
+  BrokerActor,
+  type ClusterInfo,
+  type HaTransferReply,
+  type HaTransferRequest,
+  MASTER_ID,
+  MQError,
+  NAMESRV_ACTOR,
+} from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
-import { BrokerActor, MASTER_ID, MQError, NAMESRV_ACTOR, type ClusterInfo, type HaTransferReply, type HaTransferRequest } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTuningOf } from "./haTuning.ts";
 import { syncFromMaster } from "./slaveSync.ts";
@@ -46,7 +54,15 @@ export class HAClient {
 
   constructor(private readonly ctx: BrokerContext) {
     this.tuning = haTuningOf(ctx.config);
-    this.status = { masterAddress: ctx.config.masterAddress ?? null, connected: false, offset: ctx.store.maxPhyOffset, masterMaxOffset: -1, transfers: 0, bytes: 0, failures: 0 };
+    this.status = {
+      masterAddress: ctx.config.masterAddress ?? null,
+      connected: false,
+      offset: ctx.store.maxPhyOffset,
+      masterMaxOffset: -1,
+      transfers: 0,
+      bytes: 0,
+      failures: 0,
+    };
   }
 
   start(): void {
@@ -65,22 +81,27 @@ export class HAClient {
     while (!this.stopped) {
       try {
         const master = await this.masterAddress();
-        if (!master) throw new MQError("NO_ROUTE", `No master is known for broker ${ctx.config.brokerName}: set masterAddress or start the master.`);
+        if (!master)
+          throw new MQError("NO_ROUTE", `No master is known for broker ${ctx.config.brokerName}: set masterAddress or start the master.`);
         if (this.wantSync || Date.now() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
           this.lastSync = Date.now();
           this.wantSync = false;
-          await syncFromMaster(ctx, master).then((v) => {
-            this.syncedVersion = v.configVersion;
-          }, (e: unknown) => {
-            this.wantSync = true;
-            ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
-          });
+          await syncFromMaster(ctx, master).then(
+            (v) => {
+              this.syncedVersion = v.configVersion;
+            },
+            (e: unknown) => {
+              this.wantSync = true;
+              ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
+            },
+          );
         }
         await this.transferOnce(master);
       } catch (e) {
         if (this.stopped) break;
         this.status.failures++;
-        if (this.status.connected) ctx.logger.warn({ master: this.status.masterAddress, err: (e as Error).message }, "replication from master interrupted");
+        if (this.status.connected)
+          ctx.logger.warn({ master: this.status.masterAddress, err: (e as Error).message }, "replication from master interrupted");
         this.status.connected = false;
         if (!this.ctx.config.masterAddress) this.status.masterAddress = null;
         await this.sleep(this.tuning.haReconnectMs);
@@ -95,7 +116,10 @@ export class HAClient {
     const req: HaTransferRequest = { slaveId: ctx.config.brokerId, slaveAddr: ctx.brokerAddr, offset };
     const r = await ctx.node
       .ref(master, BrokerActor.HA)
-      .ask<HaTransferReply>({ type: "HA_TRANSFER", ...req }, { timeoutMs: this.tuning.haHoldMs + Math.max(MIN_TRANSFER_MARGIN_MS, this.tuning.haHoldMs) });
+      .ask<HaTransferReply>(
+        { type: "HA_TRANSFER", ...req },
+        { timeoutMs: this.tuning.haHoldMs + Math.max(MIN_TRANSFER_MARGIN_MS, this.tuning.haHoldMs) },
+      );
     if (this.stopped) return;
     if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
     this.status.connected = true;
@@ -124,9 +148,14 @@ export class HAClient {
     if (this.status.masterAddress) return this.status.masterAddress;
     for (const ns of this.ctx.config.nameservers) {
       try {
-        const r = await this.ctx.node.ref(ns, NAMESRV_ACTOR).ask<ClusterInfo>({ type: "GET_BROKER_CLUSTER_INFO" }, { timeoutMs: NAMESRV_TIMEOUT_MS });
+        const r = await this.ctx.node
+          .ref(ns, NAMESRV_ACTOR)
+          .ask<ClusterInfo>({ type: "GET_BROKER_CLUSTER_INFO" }, { timeoutMs: NAMESRV_TIMEOUT_MS });
         const addr = r.fields.brokerAddrTable?.[this.ctx.config.brokerName]?.brokerAddrs[String(MASTER_ID)];
-        if (addr) return (this.status.masterAddress = addr);
+        if (addr) {
+          this.status.masterAddress = addr;
+          return addr;
+        }
       } catch {
         // next name server
       }
@@ -161,7 +190,10 @@ export function haClientOf(ctx: BrokerContext): HAClient {
 // ---------------------------------------------------------------------------------------------
 // The slave's `ha` actor
 
-export type HaClientEvent = { type: "SHUTDOWN"; reply?: Replier } | { type: "HA_STATUS"; reply?: Replier } | { type: string; reply?: Replier };
+export type HaClientEvent =
+  | { type: "SHUTDOWN"; reply?: Replier }
+  | { type: "HA_STATUS"; reply?: Replier }
+  | { type: string; reply?: Replier };
 
 export interface HaClientContext {
   ctx: BrokerContext;
@@ -196,8 +228,14 @@ export const haClientMachine = setup({
     refuse: ({ context, event }) => {
       event.reply?.fail(
         event.type === "HA_TRANSFER"
-          ? new MQError("NO_PERMISSION", `Broker ${context.ctx.config.brokerName}/${context.ctx.config.brokerId} is a slave; replicate from its master.`)
-          : new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "ha".`),
+          ? new MQError(
+              "NO_PERMISSION",
+              `Broker ${context.ctx.config.brokerName}/${context.ctx.config.brokerId} is a slave; replicate from its master.`,
+            )
+          : new MQError(
+              "REQUEST_CODE_NOT_SUPPORTED",
+              `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "ha".`,
+            ),
       );
     },
   },

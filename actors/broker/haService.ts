@@ -7,8 +7,8 @@
  * ({@link HAService.waitForSlave}).
  */
 import { fromCallback, setup } from "xstate";
+import { type HaTransferReply, type HaTransferRequest, MQError, type SendStatus } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
-import { MQError, type HaTransferReply, type HaTransferRequest, type SendStatus } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTuningOf } from "./haTuning.ts";
 
@@ -94,20 +94,37 @@ export class HAService {
       return;
     }
     const { slaveId, slaveAddr, offset } = req;
-    if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0 || typeof slaveId !== "number" || typeof slaveAddr !== "string") {
+    if (
+      typeof offset !== "number" ||
+      !Number.isInteger(offset) ||
+      offset < 0 ||
+      typeof slaveId !== "number" ||
+      typeof slaveAddr !== "string"
+    ) {
       reply.fail(new MQError("INVALID_PARAMETER", "HA_TRANSFER needs slaveId, slaveAddr and a commit-log offset >= 0."));
       return;
     }
     const store = this.ctx.store;
     if (offset > store.maxPhyOffset) {
-      this.ctx.logger.warn({ slaveAddr, slaveOffset: offset, masterMaxOffset: store.maxPhyOffset }, "slave is ahead of the master's commit log");
+      this.ctx.logger.warn(
+        { slaveAddr, slaveOffset: offset, masterMaxOffset: store.maxPhyOffset },
+        "slave is ahead of the master's commit log",
+      );
       reply.fail(
-        new MQError("ILLEGAL_ARGUMENT", `The slave holds the commit log up to ${offset} but the master only up to ${store.maxPhyOffset}: the master lost data; rebuild one of them from the other.`),
+        new MQError(
+          "ILLEGAL_ARGUMENT",
+          `The slave holds the commit log up to ${offset} but the master only up to ${store.maxPhyOffset}: the master lost data; rebuild one of them from the other.`,
+        ),
       );
       return;
     }
     if (offset < store.minPhyOffset && offset < store.maxPhyOffset) {
-      reply.fail(new MQError("ILLEGAL_ARGUMENT", `The slave asks for commit-log offset ${offset}, older than the master's oldest (${store.minPhyOffset}): start the slave from an empty store copied at a segment boundary.`));
+      reply.fail(
+        new MQError(
+          "ILLEGAL_ARGUMENT",
+          `The slave asks for commit-log offset ${offset}, older than the master's oldest (${store.minPhyOffset}): start the slave from an empty store copied at a segment boundary.`,
+        ),
+      );
       return;
     }
     const key = `${slaveId}@${slaveAddr}`;
@@ -182,7 +199,11 @@ export class HAService {
   }
 
   private answer(h: HeldTransfer, bytes: Buffer): void {
-    const fields: HaTransferReply = { offset: h.offset, masterMaxOffset: this.ctx.store.maxPhyOffset, configVersion: `${this.ctx.topics.dataVersion}/${this.ctx.groups.dataVersion}` };
+    const fields: HaTransferReply = {
+      offset: h.offset,
+      masterMaxOffset: this.ctx.store.maxPhyOffset,
+      configVersion: `${this.ctx.topics.dataVersion}/${this.ctx.groups.dataVersion}`,
+    };
     if (bytes.length > 0) h.reply.ok(fields, bytes);
     else h.reply.ok(fields);
   }
@@ -262,7 +283,9 @@ export const haMachine = setup({
       event.reply?.ok({});
     },
     unsupported: ({ context, event }) => {
-      event.reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "ha".`));
+      event.reply?.fail(
+        new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "ha".`),
+      );
     },
   },
 }).createMachine({

@@ -75,7 +75,11 @@ export function haTuningOf(config: object): Required<HaTuning> {
  * RocketMQ's `suggestPullingFromSlave`: the consumer reads data that is no longer "in memory",
  * i.e. more than `accessMessageInMemoryMaxRatio` % of physical memory behind the commit log's end.
  */
-export function suggestPullingFromSlave(maxPhyOffset: number, lastPulledPhyOffset: number, t: Pick<Required<HaTuning>, "accessMessageInMemoryMaxRatio" | "physicalMemoryBytes">): boolean {
+export function suggestPullingFromSlave(
+  maxPhyOffset: number,
+  lastPulledPhyOffset: number,
+  t: Pick<Required<HaTuning>, "accessMessageInMemoryMaxRatio" | "physicalMemoryBytes">,
+): boolean {
   if (lastPulledPhyOffset < 0) return false;
   return maxPhyOffset - lastPulledPhyOffset > (t.physicalMemoryBytes * t.accessMessageInMemoryMaxRatio) / 100;
 }

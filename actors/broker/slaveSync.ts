@@ -11,7 +11,9 @@ import type { BrokerContext } from "./brokerContext.ts";
 const SYNC_TIMEOUT_MS = 3_000;
 
 function sameTopic(a: TopicConfig | undefined, b: TopicConfig): boolean {
-  return !!a && a.readQueueNums === b.readQueueNums && a.writeQueueNums === b.writeQueueNums && a.perm === b.perm && !!a.order === !!b.order;
+  return (
+    !!a && a.readQueueNums === b.readQueueNums && a.writeQueueNums === b.writeQueueNums && a.perm === b.perm && !!a.order === !!b.order
+  );
 }
 
 /** Copies topic and subscription-group configs that differ from the master's; returns how many changed and the master's config version. */
@@ -24,7 +26,10 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
     await ctx.topics.createOrUpdate(tc);
     changed++;
   }
-  const groups = await ref.ask<{ subscriptionGroupTable: Record<string, SubscriptionGroupConfig> }>({ type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG" }, { timeoutMs: SYNC_TIMEOUT_MS });
+  const groups = await ref.ask<{ subscriptionGroupTable: Record<string, SubscriptionGroupConfig> }>(
+    { type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG" },
+    { timeoutMs: SYNC_TIMEOUT_MS },
+  );
   for (const g of Object.values(groups.fields.subscriptionGroupTable ?? {})) {
     if (JSON.stringify(ctx.groups.get(g.groupName)) === JSON.stringify(g)) continue;
     await ctx.groups.createOrUpdate(g);

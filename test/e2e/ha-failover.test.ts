@@ -3,19 +3,29 @@ import path from "node:path";
 import { test } from "node:test";
 import { Admin, type MessageExt, Producer, PushConsumer } from "../../index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
-import { killServer, spawnServer, stopServer, type ServerChild } from "./fixtures/children.ts";
+import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
 
 test("kill -9 of a SYNC_MASTER while producing: every acknowledged message is consumed from the slave; after a restart the group continues with nothing lost", async () => {
   const { dir, cleanup } = await tempDir("actormq-ha-e2e-");
   const ns = await spawnServer("nameserver", { listen: EPHEMERAL, scanIntervalMs: 100 });
-  const common = { brokerName: "hf", listen: EPHEMERAL, nameservers: [ns.address], flush: "sync", registerIntervalMs: 300, heartbeatTimeoutMs: 1500, haHoldMs: 1000, haReconnectMs: 200 };
+  const common = {
+    brokerName: "hf",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    flush: "sync",
+    registerIntervalMs: 300,
+    heartbeatTimeoutMs: 1500,
+    haHoldMs: 1000,
+    haReconnectMs: 200,
+  };
   const masterOpts = { ...common, role: "SYNC_MASTER", storeDir: path.join(dir, "master") };
   let master: ServerChild = await spawnServer("broker", masterOpts);
   // no masterAddress: the slave finds its master through the name server, also after the master comes back on a new port
   const slave = await spawnServer("broker", { ...common, brokerId: 1, storeDir: path.join(dir, "slave") });
 
+  // admin, producer and consumer share one client instance: the first to start sets its route polling
   const clientTiming = { nameservers: [ns.address], pollNameServerIntervalMs: 200 };
-  const admin = await Admin.start({ nameservers: [ns.address] });
+  const admin = await Admin.start(clientTiming);
   const producer = await Producer.start({ group: "hfp", ...clientTiming, sendTimeoutMs: 2000, retryTimesWhenSendFailed: 0 });
   const acked = new Set<string>();
   const consumed = new Set<string>();
@@ -38,7 +48,11 @@ test("kill -9 of a SYNC_MASTER while producing: every acknowledged message is co
   let loop: Promise<void> | undefined;
   try {
     await admin.createTopic({ topic: "HaFail", readQueueNums: 2, writeQueueNums: 2 });
-    await waitFor(async () => (await producer.send({ topic: "HaFail", body: "probe" }).catch(() => null))?.status === "SEND_OK", 15_000, "the slave confirms sends");
+    await waitFor(
+      async () => (await producer.send({ topic: "HaFail", body: "probe" }).catch(() => null))?.status === "SEND_OK",
+      15_000,
+      "the slave confirms sends",
+    );
 
     consumer = await PushConsumer.start({
       group: "hfg",
@@ -70,9 +84,22 @@ test("kill -9 of a SYNC_MASTER while producing: every acknowledged message is co
     assert.ok(consumedAfterKill > 0, "messages were consumed after the master died");
     producing = false;
     await loop;
-    assert.deepEqual([...acked].filter((b) => !consumed.has(b)), [], "nothing acknowledged is missing");
+    assert.deepEqual(
+      [...acked].filter((b) => !consumed.has(b)),
+      [],
+      "nothing acknowledged is missing",
+    );
 
     master = await spawnServer("broker", masterOpts);
+    // offsets committed while the master was down (to the slave) reach the master again from the consumer
+    await waitFor(
+      async () => {
+        const progress = (await admin.consumerProgress("hfg").catch(() => [])).filter((q) => q.topic === "HaFail");
+        return progress.length === 2 && progress.every((q) => q.lag === 0 && q.brokerOffset > 0);
+      },
+      15_000,
+      "the restarted master holds the offsets consumed from the slave",
+    );
     producing = true;
     const beforeRestart = acked.size;
     loop = produceLoop();

@@ -7,7 +7,7 @@ import { haServiceOf } from "../../../actors/broker/haService.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { decodeRecords } from "../../../transport/messageRecord.ts";
-import { BrokerActor, NAMESRV_ACTOR, isMQError, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
+import { BrokerActor, isMQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 /** Small segments so replication crosses segment ends (blank markers). */
@@ -45,13 +45,18 @@ async function closeBroker(b: Broker): Promise<void> {
 function send(b: Broker, topic: string, body: string, queueId = 0): Promise<SendMessageReply> {
   return raw
     .ref(b.address, BrokerActor.BROKER)
-    .ask<SendMessageReply>({ type: "SEND_MESSAGE", producerGroup: "pg", topic, queueId, sysFlag: 0, bornTimestamp: Date.now() }, { body: Buffer.from(body) })
+    .ask<SendMessageReply>(
+      { type: "SEND_MESSAGE", producerGroup: "pg", topic, queueId, sysFlag: 0, bornTimestamp: Date.now() },
+      { body: Buffer.from(body) },
+    )
     .then((r) => r.fields);
 }
 
 async function sendMany(b: Broker, topic: string, n: number, prefix: string): Promise<void> {
   for (let i = 0; i < n; i += 50) {
-    await Promise.all(Array.from({ length: Math.min(50, n - i) }, (_, k) => send(b, topic, `${prefix}-${i + k}-${"x".repeat(200)}`, (i + k) % 4)));
+    await Promise.all(
+      Array.from({ length: Math.min(50, n - i) }, (_, k) => send(b, topic, `${prefix}-${i + k}-${"x".repeat(200)}`, (i + k) % 4)),
+    );
   }
 }
 
@@ -98,10 +103,14 @@ test("a slave catches up from zero across segment ends, with identical commit lo
 
   // the slave refuses sends and is listed in the route under its broker id
   await assert.rejects(send(slave, "HaTopic", "no"), (e: unknown) => isMQError(e, "NO_PERMISSION"));
-  const route = await waitFor(async () => {
-    const r = await raw.ref(ns.address, NAMESRV_ACTOR).ask<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "HaTopic" });
-    return r.fields.brokerDatas.find((bd) => bd.brokerName === "ha1" && bd.brokerAddrs["1"]);
-  }, 5000, "slave in the route");
+  const route = await waitFor(
+    async () => {
+      const r = await raw.ref(ns.address, NAMESRV_ACTOR).ask<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "HaTopic" });
+      return r.fields.brokerDatas.find((bd) => bd.brokerName === "ha1" && bd.brokerAddrs["1"]);
+    },
+    5000,
+    "slave in the route",
+  );
   assert.equal(route.brokerAddrs["0"], master.address);
   assert.equal(route.brokerAddrs["1"], slave.address);
   // topic configs came from the master, so pulls on the slave find the topic
@@ -113,7 +122,14 @@ test("a slave catches up from zero across segment ends, with identical commit lo
 test("a slave resumes from its own offset after a restart, and reconnects by itself when the master restarts", async () => {
   const master0 = await startBroker({ brokerName: "ha2", storeDir: path.join(dir, "ha2-m"), haHoldMs: 500 });
   const masterListen = master0.address;
-  const slaveOpts = { brokerName: "ha2", brokerId: 1, masterAddress: masterListen, storeDir: path.join(dir, "ha2-s"), haReconnectMs: 100, haHoldMs: 500 };
+  const slaveOpts = {
+    brokerName: "ha2",
+    brokerId: 1,
+    masterAddress: masterListen,
+    storeDir: path.join(dir, "ha2-s"),
+    haReconnectMs: 100,
+    haHoldMs: 500,
+  };
   let slave = await startBroker(slaveOpts);
   await sendMany(master0, "Resume", 300, "a");
   await waitFor(() => slave.store.maxPhyOffset === master0.store.maxPhyOffset, 10_000, "first catch-up");
@@ -139,7 +155,13 @@ test("a slave resumes from its own offset after a restart, and reconnects by its
 });
 
 test("SYNC_MASTER: SEND_OK once the slave has the message; SLAVE_NOT_AVAILABLE without a slave or with one too far behind; FLUSH_SLAVE_TIMEOUT when the slave stops acknowledging", async () => {
-  const master = await startBroker({ brokerName: "ha3", role: "SYNC_MASTER", storeDir: path.join(dir, "ha3-m"), haSyncTimeoutMs: 300, haMaxGapNotInSync: 16 * 1024 });
+  const master = await startBroker({
+    brokerName: "ha3",
+    role: "SYNC_MASTER",
+    storeDir: path.join(dir, "ha3-m"),
+    haSyncTimeoutMs: 300,
+    haMaxGapNotInSync: 16 * 1024,
+  });
   assert.equal((await send(master, "Sync", "alone")).status, "SLAVE_NOT_AVAILABLE", "no slave connected");
 
   const slave = await startBroker({ brokerName: "ha3", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha3-s") });
@@ -158,7 +180,14 @@ test("SYNC_MASTER: SEND_OK once the slave has the message; SLAVE_NOT_AVAILABLE w
       .ref(master.address, BrokerActor.HA)
       .ask({ type: "HA_TRANSFER", slaveId: 9, slaveAddr: "tcp://127.0.0.1:9", offset: master.store.maxPhyOffset }, { timeoutMs: 20_000 })
       .catch(() => undefined);
-    await waitFor(() => haServiceOf(master.ctx).liveSlaves().some((s) => s.slaveId === 9), 5000, "quiet slave registered");
+    await waitFor(
+      () =>
+        haServiceOf(master.ctx)
+          .liveSlaves()
+          .some((s) => s.slaveId === 9),
+      5000,
+      "quiet slave registered",
+    );
     const t0 = Date.now();
     const r = await send(master, "Sync", "waits");
     assert.equal(r.status, "FLUSH_SLAVE_TIMEOUT");

@@ -23,16 +23,30 @@ before(async () => {
   ({ dir, cleanup } = await tempDir("actormq-ha-read-"));
   ns = await NameServer.start({ listen: EPHEMERAL });
   raw = await ActorNode.start({ listen: null });
-  const common = { brokerName: "hr", listen: EPHEMERAL, nameservers: [ns.address], flush: "async", slaveReadEnable: true, physicalMemoryBytes: MEMORY };
+  const common = {
+    brokerName: "hr",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    flush: "async",
+    slaveReadEnable: true,
+    physicalMemoryBytes: MEMORY,
+  };
   master = await Broker.start({ ...common, storeDir: path.join(dir, "m") } as never);
   slave = await Broker.start({ ...common, brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "s") } as never);
   for (let i = 0; i < 100; i++) {
     const r = await raw
       .ref(master.address, BrokerActor.BROKER)
-      .ask<SendMessageReply>({ type: "SEND_MESSAGE", producerGroup: "pg", topic: "Slow", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() }, { body: Buffer.alloc(1000, i) });
+      .ask<SendMessageReply>(
+        { type: "SEND_MESSAGE", producerGroup: "pg", topic: "Slow", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() },
+        { body: Buffer.alloc(1000, i) },
+      );
     assert.equal(r.fields.status, "SEND_OK");
   }
-  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset && slave.ctx.topics.get("Slow"), 10_000, "slave caught up with the topic");
+  await waitFor(
+    () => slave.store.maxPhyOffset === master.store.maxPhyOffset && slave.ctx.topics.get("Slow"),
+    10_000,
+    "slave caught up with the topic",
+  );
 });
 after(async () => {
   await slave.close();
