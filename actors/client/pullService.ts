@@ -319,6 +319,7 @@ export class PullService {
         const msgs = sd && sd.tagsSet.length > 0 && sd.expressionType === "TAG" ? all.filter((m) => SubscriptionTable.matches(sd, m.tags)) : all;
         this.stats.found++;
         if (msgs.length === 0) {
+          this.reportResult(request, reply.status, 0);
           this.executeNow(request);
           return;
         }
@@ -331,6 +332,7 @@ export class PullService {
         this.stats.messages += msgs.length;
         const dispatch = pq.putMessages(msgs);
         this.deps.onFound(request, msgs, dispatch);
+        this.reportResult(request, reply.status, msgs.length);
         this.executeNow(request);
         return;
       }
@@ -339,6 +341,7 @@ export class PullService {
         request.nextOffset = reply.nextBeginOffset;
         // correctTagsOffset: a filtered-out stretch still advances the committed offset
         if (pq.msgCount === 0) this.deps.offsetStore.updateOffset(mq, request.nextOffset, true);
+        this.reportResult(request, reply.status, 0);
         this.executeNow(request);
         return;
       }
@@ -353,6 +356,27 @@ export class PullService {
         throw new MQError("SYSTEM_ERROR", `The broker answered the pull of ${mq.topic}@${mq.brokerName}@${mq.queueId} with an unknown status ${String(reply.status)}.`);
     }
   }
+
+  /** Hears one PULL_RESULT per answered pull (set by {@link pullServiceMachine}: the actor shows pulls). */
+  onPullResult: ((e: PullResultEvent) => void) | null = null;
+
+  private reportResult(request: PullRequest, status: string, count: number): void {
+    const { mq } = request;
+    this.onPullResult?.({ type: "PULL_RESULT", topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status, count, nextOffset: request.nextOffset });
+  }
+}
+
+/** One answered pull (one per batch, never per message), as the pull service actor receives it. */
+export interface PullResultEvent {
+  type: "PULL_RESULT";
+  topic: string;
+  brokerName: string;
+  queueId: number;
+  /** the broker's pull status (SUCCESS, PULL_NOT_FOUND, ...) */
+  status: string;
+  /** messages handed to the consume service */
+  count: number;
+  nextOffset: number;
 }
 
 /** Events of {@link pullServiceMachine}. */
@@ -360,7 +384,8 @@ export type PullServiceEvent =
   | { type: "EXECUTE_PULL"; request: PullRequest; delayMs?: number }
   | { type: "SUSPEND" }
   | { type: "RESUME" }
-  | { type: "STOP" };
+  | { type: "STOP" }
+  | PullResultEvent;
 
 export interface PullServiceContext {
   service: PullService;
@@ -383,12 +408,25 @@ export const pullServiceMachine = setup({
     resume: ({ context }) => context.service.resume(),
     stop: ({ context }) => context.service.stop(),
   },
+  guards: {
+    found: ({ event }) => event.type === "PULL_RESULT" && event.count > 0,
+    empty: ({ event }) => event.type === "PULL_RESULT" && event.count === 0,
+  },
 }).createMachine({
   id: "pullService",
-  context: ({ input }) => ({ service: input.service }),
+  context: ({ input, self }) => {
+    input.service.onPullResult = (e) => self.send(e);
+    return { service: input.service };
+  },
   initial: "running",
   states: {
     running: {
+      // waiting: the last answered pull brought nothing (the next one long-polls); found: it brought messages
+      initial: "waiting",
+      states: {
+        waiting: { on: { PULL_RESULT: { guard: "found", target: "found" } } },
+        found: { on: { PULL_RESULT: { guard: "empty", target: "waiting" } } },
+      },
       on: {
         EXECUTE_PULL: { actions: "execute" },
         SUSPEND: { target: "suspended", actions: "suspend" },

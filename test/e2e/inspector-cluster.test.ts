@@ -1,6 +1,7 @@
 /**
- * The inspector on a real local cluster: a consumer's pull-service actor lights its state and
- * grows its timeline as a message flows and the consumer is suspended and resumed; the
+ * The inspector on a real local cluster: a consumer's pull-service actor lights its state
+ * (waiting -> found) and grows its timeline (PULL_RESULT) when a message is sent, and follows the
+ * consumer being suspended and resumed; the
  * rebalancer's chart shows its states; the cluster view lists the group's queues with lag.
  * Brokers and the name server are collected over the wire; the client node directly.
  */
@@ -51,13 +52,23 @@ test("pull service and rebalancer of a consumer, live, on a local cluster", asyn
   const { page } = b;
   await page.goto(insp.url);
 
+  // the consumer's pull-service actor: idle, it waits on long polls
   await page.click('li.actor[data-actor-name="cgInspect/pull"]');
-  await page.waitForSelector('#chart svg g.state.active[data-state="pullService.running"]');
   await waitFor(() => consumer.assignment().filter((q) => q.topic === "InspectT").length === 2, 15_000, "both queues assigned");
+  await page.waitForSelector('#chart svg g.state.active[data-state="pullService.running.waiting"]');
+  await page.check("#filter-selected");
+  const pullResultsBefore = await page.locator('#timeline li.entry[data-type="PULL_RESULT"]').count();
 
-  // a message: its send and the pulls that carry it show in the timeline, filtered by topic and queue
+  // send a message: the pull that brings it lights the pull service's "found" state and adds a PULL_RESULT to its timeline
   const sent = await producer.send({ topic: "InspectT", body: "hello inspector" });
+  await page.waitForSelector('#chart svg g.state.active[data-state="pullService.running.found"]', { timeout: 15_000 });
+  assert.equal(await page.locator('#chart svg g.state.active[data-state="pullService.running.waiting"]').count(), 0);
+  assert.ok((await page.locator('#chart svg g.transition.last[data-event="PULL_RESULT"]').count()) >= 1, "the PULL_RESULT transition is marked last");
+  await waitFor(async () => (await page.locator('#timeline li.entry[data-type="PULL_RESULT"]').count()) > pullResultsBefore, 10_000, "a PULL_RESULT entry in the pull service's timeline");
   await waitFor(() => received.includes("hello inspector"), 15_000, "message consumed");
+  await page.uncheck("#filter-selected");
+
+  // its send and the pulls that carry it show in the timeline, filtered by topic and queue
   await page.fill("#filter-topic", "InspectT");
   await page.fill("#filter-queue", String(sent.queue.queueId));
   await page.waitForSelector('#timeline li.entry[data-type="SEND_MESSAGE"]', { timeout: 10_000 });
