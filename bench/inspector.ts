@@ -1,0 +1,185 @@
+/**
+ * Inspector workload: what the visual debugger costs. Each mode runs against a fresh
+ * `actormq start` (name server + broker, async flush) in a child process, with the producer and
+ * one push consumer in this process:
+ * - none: no inspector collects (the broker's own inspector is never opened, so it never attaches);
+ * - ownProcess: `actormq inspect --collect <name server, broker>` in a process of its own, and the
+ *   bench's clients publish to it (`ACTORMQ_INSPECTOR`);
+ * - sameProcess: the inspector `actormq start` serves, opened (GET /api/state), and the bench's
+ *   clients publish to its collector.
+ * Produce: sendBatch of 32 × 1 KiB, 8 in flight. Consume: drain of the stored messages by one
+ * PushConsumer. `ratio.produceWithInspector` / `ratio.consumeWithInspector` are the own-process
+ * figures over none (`actormq inspect` is how a cluster is watched); the same-process ones are reported beside them.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
+import { INSPECTOR_ENV } from "../actors/client/clientInstance.ts";
+import type { BenchOptions, BenchResult } from "./index.ts";
+
+const BODY_BYTES = 1024;
+const BATCH = 32;
+const CONCURRENT_BATCHES = 8;
+const QUEUES = 4;
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const bin = path.join(root, "bin", "actormq.mjs");
+
+type Mode = "none" | "ownProcess" | "sameProcess";
+
+interface Child {
+  child: ChildProcess;
+  out: Promise<Record<string, string>>;
+  exited: Promise<unknown>;
+}
+
+/** Spawns `actormq <args>` and resolves the named captures of `pattern` in its stdout. */
+function spawnActormq(args: string[], pattern: RegExp): Child {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise((r) => child.once("exit", r));
+  const out = new Promise<Record<string, string>>((resolve, reject) => {
+    let text = "";
+    child.stdout!.on("data", (d: Buffer) => {
+      text += d.toString();
+      const m = pattern.exec(text);
+      if (m?.groups) resolve({ ...m.groups });
+    });
+    exited.then(() => reject(new Error(`actormq ${args[0]} exited: ${text}`)));
+  });
+  return { child, out, exited };
+}
+
+async function stop(c: Child): Promise<void> {
+  c.child.kill("SIGTERM");
+  await c.exited;
+}
+
+async function produce(p: Producer, topic: string, total: number): Promise<number> {
+  const batch = Array.from({ length: BATCH }, () => ({ topic, body: Buffer.alloc(BODY_BYTES, 97) }));
+  let sent = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENT_BATCHES }, async () => {
+      while (sent < total) {
+        sent += BATCH;
+        const r = await p.sendBatch(batch);
+        if (r.status !== "SEND_OK") throw new Error(`sendBatch: ${r.status}`);
+      }
+    }),
+  );
+  return sent / ((performance.now() - t0) / 1000);
+}
+
+async function drain(nameservers: string[], topic: string, total: number): Promise<number> {
+  let consumed = 0;
+  let done!: () => void;
+  const finished = new Promise<void>((r) => (done = r));
+  const t0 = performance.now();
+  const c = await PushConsumer.start({
+    group: `bench-insp-${topic}`,
+    nameservers,
+    subscriptions: { [topic]: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs: MessageExt[]) => {
+      consumed += msgs.length;
+      if (consumed >= total) done();
+      return "CONSUME_SUCCESS";
+    },
+  });
+  await finished;
+  const rate = total / ((performance.now() - t0) / 1000);
+  await c.close();
+  return rate;
+}
+
+async function runMode(mode: Mode, dataDir: string, n: number, log: (s: string) => void): Promise<{ produce: number; consume: number; records: number }> {
+  const server = spawnActormq(
+    ["start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir, "--flush", "async", "--log-level", "warn"],
+    /name server\s+(?<ns>tcp:\/\/\S+)\n\s+broker\s+\S+ (?<broker>tcp:\/\/\S+)[^\n]*\n\s+inspector\s+(?<url>http:\/\/\S+) \(clients publish with ACTORMQ_INSPECTOR=(?<collector>\S+)\)/,
+  );
+  let inspector: Child | undefined;
+  try {
+    const s = await server.out;
+    let url: string | undefined;
+    delete process.env[INSPECTOR_ENV];
+    if (mode === "ownProcess") {
+      inspector = spawnActormq(["inspect", "--collect", `${s.ns},${s.broker}`], /inspector (?<url>http:\/\/\S+)\n[^\n]*\n\s+collector\s+(?<collector>\S+)/);
+      const i = await inspector.out;
+      url = i.url;
+      process.env[INSPECTOR_ENV] = i.collector;
+    } else if (mode === "sameProcess") {
+      url = s.url;
+      await fetch(new URL("/api/state", url)); // opening the page starts collecting
+      process.env[INSPECTOR_ENV] = s.collector;
+    }
+    const nameservers = [s.ns!];
+    const admin = await Admin.start({ nameservers });
+    await admin.createTopic({ topic: "BenchInspP", readQueueNums: QUEUES, writeQueueNums: QUEUES });
+    await admin.close();
+    const p = await Producer.start({ group: "bench-insp", nameservers });
+    try {
+      await produce(p, "BenchInspP", Math.min(n, 20_000)); // warm-up
+      const produceRate = await produce(p, "BenchInspP", n);
+      const consumeRate = await drain(nameservers, "BenchInspP", n + Math.min(n, 20_000));
+      let records = 0;
+      if (url) records = ((await (await fetch(new URL("/api/state", url))).json()) as { stats: { received: number } }).stats.received;
+      log(`${mode}: produce ${produceRate.toFixed(0)} msg/s, consume ${consumeRate.toFixed(0)} msg/s, inspector received ${records} records`);
+      return { produce: produceRate, consume: consumeRate, records };
+    } finally {
+      await p.close();
+    }
+  } finally {
+    delete process.env[INSPECTOR_ENV];
+    if (inspector) await stop(inspector);
+    await stop(server);
+  }
+}
+
+export default async function run(opts: BenchOptions): Promise<BenchResult> {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "actormq-bench-inspector-"));
+  const log = (s: string) => opts.verbose && console.log(s);
+  const n = opts.quick ? 40_000 : 150_000;
+  const rounds = opts.quick ? 1 : 2;
+  const modes: Mode[] = ["none", "ownProcess", "sameProcess"];
+  const best: Record<Mode, { produce: number; consume: number; records: number }> = {
+    none: { produce: 0, consume: 0, records: 0 },
+    ownProcess: { produce: 0, consume: 0, records: 0 },
+    sameProcess: { produce: 0, consume: 0, records: 0 },
+  };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (const m of modes) {
+        const x = await runMode(m, path.join(tmp, `${m}-${r}`), n, log);
+        // best of the rounds: the 2 shared cores make single runs noisy
+        best[m] = { produce: Math.max(best[m].produce, x.produce), consume: Math.max(best[m].consume, x.consume), records: Math.max(best[m].records, x.records) };
+      }
+    }
+    const ratio = (a: number, b: number) => Number((a / b).toFixed(3));
+    return {
+      workload: "inspector",
+      metrics: {
+        produceWithInspectorMsgsPerSec: Math.round(best.ownProcess.produce),
+        consumeWithInspectorMsgsPerSec: Math.round(best.ownProcess.consume),
+        produceInspectorSameProcessMsgsPerSec: Math.round(best.sameProcess.produce),
+        consumeInspectorSameProcessMsgsPerSec: Math.round(best.sameProcess.consume),
+        inspectorRecordsOwnProcess: best.ownProcess.records,
+        inspectorRecordsSameProcess: best.sameProcess.records,
+      },
+      baseline: { produceMsgsPerSec: Math.round(best.none.produce), consumeMsgsPerSec: Math.round(best.none.consume) },
+      ratio: {
+        produceWithInspector: ratio(best.ownProcess.produce, best.none.produce),
+        consumeWithInspector: ratio(best.ownProcess.consume, best.none.consume),
+        produceWithInspectorSameProcess: ratio(best.sameProcess.produce, best.none.produce),
+        consumeWithInspectorSameProcess: ratio(best.sameProcess.consume, best.none.consume),
+      },
+      notes: [
+        `${n} × ${BODY_BYTES} B per mode (after a warm-up), ${QUEUES} queues, sendBatch ${CONCURRENT_BATCHES}×${BATCH} in flight, one PushConsumer draining; best of ${rounds} round(s)`,
+        "withInspector = `actormq inspect` in its own process collecting name server, broker and the bench's clients; sameProcess = the inspector of `actormq start`, opened",
+      ],
+    };
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+}

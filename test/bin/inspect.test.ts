@@ -1,0 +1,105 @@
+/**
+ * The visual debugger on the command line: `actormq start` serves it (collecting once opened),
+ * `actormq inspect --cluster` collects every process of a cluster file, client processes publish
+ * with ACTORMQ_INSPECTOR, and a non-loopback address needs an explicit flag.
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { tempDir, waitFor } from "../helpers.ts";
+import { bin, cli, root } from "./cliRun.ts";
+
+interface Running {
+  child: ChildProcess;
+  out: () => string;
+  exit: Promise<number | null>;
+}
+
+function run(args: string[], cwd: string): Running {
+  const child = spawn(process.execPath, [bin, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" } });
+  let out = "";
+  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  return { child, out: () => out, exit };
+}
+
+interface StateView {
+  stats: { received: number };
+  nodes: { nodeId: string; role: string; status: string; actors: { actorName: string }[] }[];
+}
+
+async function state(url: string): Promise<StateView> {
+  return (await (await fetch(new URL("/api/state", url))).json()) as StateView;
+}
+
+test("start serves the inspector; inspect --cluster collects a cluster's processes; clients publish with ACTORMQ_INSPECTOR", async () => {
+  const { dir, cleanup } = await tempDir("actormq-inspect-cli-");
+  const s = run(["start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", path.join(dir, "data"), "--flush", "async"], dir);
+  let insp: Running | undefined;
+  try {
+    await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
+    const m = /name server\s+(\S+)\n\s+broker\s+\S+ (\S+)[^\n]*\n\s+inspector\s+(http:\/\/127\.0\.0\.1:\d+\/) \(clients publish with ACTORMQ_INSPECTOR=(\S+)\)/.exec(s.out());
+    assert.ok(m, s.out());
+    const [, ns, broker, url, collector] = m;
+    // served at once, collecting from the first view on
+    const page = await fetch(url!);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<html/i);
+    const started = await waitFor(async () => {
+      const v = await state(url!);
+      return v.nodes.some((n) => n.role === "broker") && v.nodes.some((n) => n.role === "nameserver") ? v : undefined;
+    }, 10_000, "name server and broker in the start inspector's tree");
+    assert.ok(started.stats.received > 0);
+
+    // a client process publishes its actors to the collector named in ACTORMQ_INSPECTOR
+    const sent = await cli(["send", "--namesrv", ns!, "--topic", "InspCli", "hello"], { env: { ACTORMQ_INSPECTOR: collector! } });
+    assert.equal(sent.code, 0, sent.err);
+    await waitFor(async () => (await state(url!)).nodes.some((n) => n.role === "client"), 10_000, "the send command's client process in the tree");
+
+    // a cluster file naming the same processes: actormq inspect collects each of them
+    const cf = {
+      version: 1,
+      createdAt: new Date().toISOString(),
+      nameservers: [ns],
+      processes: [
+        { name: "namesrv-0", role: "nameserver", host: "localhost", listen: ns, address: ns, pid: s.child.pid, dir, logFile: "", argv: [] },
+        { name: "broker-a", role: "master", host: "localhost", brokerName: "broker-a", brokerId: 0, listen: broker, address: broker, pid: s.child.pid, dir, logFile: "", argv: [] },
+      ],
+    };
+    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
+    insp = run(["inspect", "--cluster", path.join(dir, "cluster.json")], root);
+    await waitFor(() => /Press Ctrl-C/.test(insp!.out()), 30_000, `inspect to be ready (${insp!.out()})`);
+    const iu = /actormq inspector (http:\/\/127\.0\.0\.1:\d+\/)/.exec(insp.out())?.[1];
+    assert.ok(iu, insp.out());
+    assert.match(insp.out(), new RegExp(`collecting\\s+${ns!.replace(/[.*]/g, "\\$&")}, ${broker!.replace(/[.*]/g, "\\$&")}`));
+    const v = await waitFor(async () => {
+      const x = await state(iu);
+      return x.nodes.filter((n) => n.status === "alive" && (n.role === "broker" || n.role === "nameserver")).length >= 2 ? x : undefined;
+    }, 15_000, "both processes of the cluster file collected");
+    assert.ok(v.nodes.find((n) => n.role === "broker")!.actors.some((a) => a.actorName === "store"));
+    insp.child.kill("SIGTERM");
+    assert.equal(await insp.exit, 0);
+    insp = undefined;
+  } finally {
+    insp?.child.kill("SIGKILL");
+    s.child.kill("SIGTERM");
+    assert.equal(await s.exit, 0, s.out());
+    await cleanup();
+  }
+});
+
+test("inspect refuses a non-loopback page without --allow-remote, and an empty target list", async () => {
+  const remote = await cli(["inspect", "--collect", "tcp://127.0.0.1:1", "--listen", "0.0.0.0:0"]);
+  assert.notEqual(remote.code, 0);
+  assert.match(remote.err, /loopback only.*--allow-remote/);
+  assert.equal(remote.err.trim().split("\n").length, 1);
+  const nothing = await cli(["inspect"]);
+  assert.notEqual(nothing.code, 0);
+  assert.match(nothing.err, /Nothing to inspect/);
+  const missing = await cli(["inspect", "--cluster", path.join(root, "no-such-dir", "cluster.json")]);
+  assert.notEqual(missing.code, 0);
+  assert.match(missing.err, /No cluster file/);
+});
