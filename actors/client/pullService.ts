@@ -42,6 +42,13 @@ export const PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1000;
 export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
 /** Client timeout of a long-polling pull. */
 export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
+/**
+ * Pulls kept in flight per queue while the queue is known to hold more than they ask for. The
+ * first pull of a queue is RocketMQ's; the others are issued at the offsets the earlier ones will
+ * end at, so a backlog drains at several batches per round trip instead of one.
+ * @default 4
+ */
+export const DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE = 4;
 
 // --- replication: which broker of a broker name a pull goes to -------------------------------
 /** Highest slave id probed when the wanted broker is not in the route. */
@@ -86,6 +93,8 @@ export interface PullSettings {
   orderly: boolean;
   brokerSuspendMaxTimeMillis: number;
   pullTimeoutMillis: number;
+  /** pulls in flight per queue when a backlog is known (1: RocketMQ's one at a time). @default 4 */
+  pullsInFlightPerQueue?: number;
 }
 
 export function defaultPullSettings(): PullSettings {
@@ -97,7 +106,30 @@ export function defaultPullSettings(): PullSettings {
     orderly: false,
     brokerSuspendMaxTimeMillis: BROKER_SUSPEND_MAX_TIME_MILLIS,
     pullTimeoutMillis: CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+    pullsInFlightPerQueue: DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE,
   };
+}
+
+/** How one pull of a queue ended, kept until the pulls issued before it are handled. */
+type FlightOutcome = { ok: true; fields: PullMessageReply; body: Buffer | undefined } | { ok: false; error: unknown };
+
+/** The pulls in flight of one queue, oldest first, and what the broker said its queue holds. */
+interface QueuePipeline {
+  flights: QueueFlight[];
+  /** the queue's max offset from the latest answer (-1: unknown) */
+  knownMaxOffset: number;
+  /** messages the latest answer carried: what a speculative pull asks for (a byte limit may cut batches) */
+  stride: number;
+}
+
+/** One pull of a queue in flight, at the offset it asked for. */
+interface QueueFlight {
+  offset: number;
+  /** messages it is expected to bring (its answer ends at offset + count) */
+  count: number;
+  /** dropped: its answer is ignored (the offsets it guessed no longer follow on) */
+  dropped: boolean;
+  outcome?: FlightOutcome;
 }
 
 /** What the pull service works with. */
@@ -126,13 +158,17 @@ export interface PullServiceStats {
   flowControlSpan: number;
   errors: number;
   offsetIllegal: number;
+  /** pulls issued behind another of the same queue (pipelined) */
+  pipelined: number;
+  /** answers ignored because an earlier pull of the queue ended elsewhere than predicted */
+  pipelineDropped: number;
   /** the last pull failure, for tools and tests */
   lastError?: unknown;
 }
 
 /** The pull loop of one consumer. */
 export class PullService {
-  readonly stats: PullServiceStats = { pulls: 0, found: 0, messages: 0, flowControlCount: 0, flowControlSize: 0, flowControlSpan: 0, errors: 0, offsetIllegal: 0 };
+  readonly stats: PullServiceStats = { pulls: 0, found: 0, messages: 0, flowControlCount: 0, flowControlSize: 0, flowControlSpan: 0, errors: 0, offsetIllegal: 0, pipelined: 0, pipelineDropped: 0 };
   private suspended = false;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -140,6 +176,7 @@ export class PullService {
   private inflight = 0;
   private readonly inflightPulls = new Set<InflightPull>();
   private routeCheck: NodeJS.Timeout | null = null;
+  private readonly pipelines = new WeakMap<PullRequest, QueuePipeline>();
 
   constructor(private readonly deps: PullServiceDeps) {}
 
@@ -226,9 +263,42 @@ export class PullService {
       this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
       return;
     }
+    let pl = this.pipelines.get(request);
+    if (!pl) this.pipelines.set(request, (pl = { flights: [], knownMaxOffset: -1, stride: s.pullBatchSize }));
+    // pulls in flight that no longer start where the queue goes on are dropped
+    if (pl.flights.length > 0 && pl.flights[0]!.offset !== request.nextOffset) this.dropFlights(pl);
+    if (pl.flights.length === 0) this.issue(request, pl, sd, request.nextOffset, s.pullBatchSize, false);
+    // a backlog the broker reported: ask for the next batches too. Only without a filter can the
+    // offset each answer ends at be known before it arrives (a full batch of what was asked).
+    const depth = Math.max(1, s.pullsInFlightPerQueue ?? DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE);
+    if (depth > 1 && !s.orderly && sd.expressionType === "TAG" && sd.tagsSet.length === 0) {
+      const stride = pl.stride;
+      while (pl.flights.length < depth && pl.flights.length > 0 && !this.suspended) {
+        const last = pl.flights[pl.flights.length - 1]!;
+        const next = last.offset + last.count;
+        if (next + stride > pl.knownMaxOffset) break;
+        if (pq.msgCount + (pl.flights.length + 1) * stride > s.pullThresholdForQueue) break;
+        this.issue(request, pl, sd, next, stride, true);
+      }
+    }
+  }
+
+  private dropFlights(pl: QueuePipeline): void {
+    this.stats.pipelineDropped += pl.flights.length;
+    for (const f of pl.flights) f.dropped = true;
+    pl.flights.length = 0;
+  }
+
+  /**
+   * Sends one pull of `request`'s queue at `offset`. A speculative pull (one behind another in
+   * flight) neither waits on the broker (no SUSPEND) nor commits the consumed offset.
+   */
+  private issue(request: PullRequest, pl: QueuePipeline, sd: NonNullable<ReturnType<SubscriptionTable["get"]>>, offset: number, count: number, speculative: boolean): void {
+    const { mq } = request;
+    const s = this.deps.settings;
     let commitOffset = 0;
-    let sysFlag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION;
-    if (this.deps.model === "CLUSTERING") {
+    let sysFlag = speculative ? PullSysFlag.SUBSCRIPTION : PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION;
+    if (this.deps.model === "CLUSTERING" && !speculative) {
       const v = this.deps.offsetStore.readOffsetFromMemory(mq);
       if (v > 0) {
         commitOffset = v;
@@ -237,6 +307,7 @@ export class PullService {
     }
     const target = findBrokerAddressInSubscribe(this.deps.host, mq.brokerName, request.brokerId);
     if (!target) {
+      if (speculative) return;
       this.fail(request, new MQError("NO_ROUTE", `No address known for broker ${mq.brokerName}.`));
       return;
     }
@@ -245,8 +316,8 @@ export class PullService {
       consumerGroup: this.deps.group,
       topic: mq.topic,
       queueId: mq.queueId,
-      queueOffset: request.nextOffset,
-      maxMsgNums: s.pullBatchSize,
+      queueOffset: offset,
+      maxMsgNums: count,
       sysFlag,
       commitOffset,
       suspendTimeoutMillis: s.brokerSuspendMaxTimeMillis,
@@ -255,7 +326,11 @@ export class PullService {
       expressionType: sd.expressionType,
     };
     this.stats.pulls++;
+    if (speculative) this.stats.pipelined++;
     this.inflight++;
+    // the first pull asks for pullBatchSize; the next ones are placed where a batch like the last one would end
+    const qf: QueueFlight = { offset, count: speculative ? count : Math.min(count, pl.stride), dropped: false };
+    pl.flights.push(qf);
     const flight: InflightPull = {
       brokerName: mq.brokerName,
       brokerId: target.brokerId,
@@ -266,7 +341,7 @@ export class PullService {
         flight.settled = true;
         this.inflightPulls.delete(flight);
         this.inflight--;
-        if (!this.stopped) this.fail(request, new MQError("NO_ROUTE", `Broker ${mq.brokerName}/${target.brokerId} at ${addr} left the route while a pull was waiting; pulling from another broker of ${mq.brokerName}.`));
+        if (!this.stopped) this.settle(request, pl, qf, { ok: false, error: new MQError("NO_ROUTE", `Broker ${mq.brokerName}/${target.brokerId} at ${addr} left the route while a pull was waiting; pulling from another broker of ${mq.brokerName}.`) });
       },
     };
     this.inflightPulls.add(flight);
@@ -283,21 +358,47 @@ export class PullService {
           flight.settled = true;
           this.inflightPulls.delete(flight);
           this.inflight--;
-          if (this.stopped) return;
-          try {
-            this.onReply(request, r.fields, r.body);
-          } catch (e) {
-            this.fail(request, e);
-          }
+          if (!this.stopped) this.settle(request, pl, qf, { ok: true, fields: r.fields, body: r.body });
         },
         (e: unknown) => {
           if (flight.settled) return;
           flight.settled = true;
           this.inflightPulls.delete(flight);
           this.inflight--;
-          if (!this.stopped) this.fail(request, e);
+          if (!this.stopped) this.settle(request, pl, qf, { ok: false, error: e });
         },
       );
+  }
+
+  /** Handles the answers of a queue's pulls in the order they were issued. */
+  private settle(request: PullRequest, pl: QueuePipeline, qf: QueueFlight, outcome: FlightOutcome): void {
+    if (qf.dropped) return;
+    qf.outcome = outcome;
+    while (pl.flights.length > 0 && pl.flights[0]!.outcome && !this.stopped) {
+      const f = pl.flights.shift()!;
+      const o = f.outcome!;
+      if (!o.ok) {
+        this.dropFlights(pl);
+        this.fail(request, o.error);
+        return;
+      }
+      if (f.offset !== request.nextOffset) {
+        // cannot happen while the chain holds; start over from where the queue goes on
+        this.dropFlights(pl);
+        this.executeNow(request);
+        return;
+      }
+      if (typeof o.fields.maxOffset === "number") pl.knownMaxOffset = o.fields.maxOffset;
+      if (o.fields.status !== "SUCCESS") this.dropFlights(pl);
+      else if (o.fields.nextBeginOffset > f.offset) pl.stride = Math.min(this.deps.settings.pullBatchSize, o.fields.nextBeginOffset - f.offset);
+      try {
+        this.onReply(request, o.fields, o.body);
+      } catch (e) {
+        this.dropFlights(pl);
+        this.fail(request, e);
+        return;
+      }
+    }
   }
 
   private fail(request: PullRequest, e: unknown): void {
