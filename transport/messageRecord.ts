@@ -249,7 +249,7 @@ export function storedRecordCrc(buf: Buffer, start: number, totalSize: number): 
 
 /**
  * Checks one record at `start` in `buf` (which must hold at least `available` bytes from `start`):
- * size consistency, magic, field lengths, the body CRC and the whole-record CRC. Returns the
+ * size consistency, magic, field lengths and the whole-record CRC (which covers the body and its CRC field). Returns the
  * record's total size, or -1 when anything is off. BLANK markers are not records (-1).
  */
 export function checkRecord(buf: Buffer, start: number, available: number): number {
@@ -267,10 +267,10 @@ export function checkRecord(buf: Buffer, start: number, available: number): numb
   if (propsLenPos + 2 - start > total) return -1;
   const propsLen = buf.readUInt16BE(propsLenPos);
   if (propsLenPos + 2 + propsLen - start !== total || propsLen < CRC_RESERVED_BYTES) return -1;
+  // the record CRC covers every byte before the tail, body and BODY_CRC field included: checking
+  // the body's own CRC as well would read the body twice and catch nothing more
   const stored = storedRecordCrc(buf, start, total);
   if (stored < 0 || stored !== recordCrc(buf, start, total) >>> 0) return -1;
-  const bodyStart = start + RecordOffset.BODY;
-  if (crc32(buf.subarray(bodyStart, bodyStart + bodyLen)) >>> 0 !== buf.readUInt32BE(start + RecordOffset.BODY_CRC)) return -1;
   return total;
 }
 
