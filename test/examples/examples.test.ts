@@ -37,3 +37,36 @@ test("sql-filter delivers only the matching readings", async () => {
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /matched: reading-5, reading-7, reading-9\n/);
 });
+
+test("delay delivers the delayed messages after their levels, in order of due time", async () => {
+  const r = await runExample("delay");
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /arrival order: now, in-200ms, in-1s\n/);
+  assert.match(r.out, /in-1s waited at least 1000 ms: true/);
+  const waited = Number(/received in-200ms after (\d+) ms/.exec(r.out)?.[1]);
+  assert.ok(waited >= 200, r.out);
+});
+
+test("broadcast gives every member of the broadcasting group every message, the clustering group each message once", async () => {
+  const r = await runExample("broadcast");
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /broadcasting assignment: 4, 4, 4 queues/);
+  assert.match(r.out, /broadcasting: each member got 12, 12, 12 of 12/);
+  assert.match(r.out, /clustering: members got \d+, \d+, \d+ \(total 12\)/);
+});
+
+test("retry-dlq retries a failed message and sends a poison one to the DLQ after maxReconsumeTimes", async () => {
+  const r = await runExample("retry-dlq");
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /delivery of flaky, reconsumeTimes 1\n/);
+  assert.equal((r.out.match(/^delivery of poison/gm) ?? []).length, 3, r.out);
+  assert.match(r.out, /dead letter: poison from Payments, reconsumeTimes 3, same id: true/);
+});
+
+test("pull-consumer polls, seeks back and commits", async () => {
+  const r = await runExample("pull-consumer");
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /polled 20 invoices from 2 queues/);
+  assert.match(r.out, /after seek to 5 on queue \d: offsets 5, 6, 7, 8, 9\n/);
+  assert.equal((r.out.match(/lag 0$/gm) ?? []).length, 2, r.out);
+});
