@@ -70,3 +70,12 @@ test("pull-consumer polls, seeks back and commits", async () => {
   assert.match(r.out, /after seek to 5 on queue \d: offsets 5, 6, 7, 8, 9\n/);
   assert.equal((r.out.match(/lag 0$/gm) ?? []).length, 2, r.out);
 });
+
+test("custom-actor enriches every order through a user-written machine between two topics", async () => {
+  const r = await runExample("custom-actor");
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /enriched 20 orders: o0=Ada, o1=Grace, o2=Linus/);
+  const m = /enricher transitions: idle -> processing x(\d+), processing -> idle x(\d+)/.exec(r.out);
+  assert.ok(m, r.out);
+  assert.ok(Number(m[1]) >= 1 && m[1] === m[2], r.out);
+});
