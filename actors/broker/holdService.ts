@@ -130,9 +130,38 @@ function reexecute(s: PullServices, pulls: HeldPull[]): void {
   }
 }
 
-/** Arrival notices, periodic checks and the deadline timer, as events to the hold machine. */
-const holdTicker = fromCallback<{ type: "ARM"; at: number }, { ctx: BrokerContext; listen: boolean; checkMs: number }>(({ sendBack, receive, input }) => {
-  const off = input.listen ? input.ctx.onArrival((arrival) => sendBack({ type: "ARRIVAL", arrival })) : () => {};
+/** Re-executes the held pulls of an arrival's queue that its messages can match. */
+export function wakeOnArrival(s: PullServices, table: PullHoldTable, a: ArrivalEvent): void {
+  if (table.size === 0) return;
+  const taken = table.take(`${a.topic}@${a.queueId}`, (h) => arrivalMatches(h, a));
+  if (taken.length > 0) reexecute(s, taken);
+}
+
+/**
+ * Arrival notices, periodic checks and the deadline timer. Arrivals are handled right here, without
+ * an event per put through the hold machine (only while it is `holding`, since this callback actor
+ * lives in that state): the held pulls they wake are re-executed in a microtask, i.e. in the same
+ * tick, once every request of the frame being handled is in, so puts that arrived together are
+ * answered by one pull instead of the first one and a round trip later the rest. Checks and
+ * deadlines are events to the machine.
+ */
+const holdTicker = fromCallback<{ type: "ARM"; at: number }, { ctx: BrokerContext; listen: boolean; checkMs: number; services: PullServices; table: PullHoldTable }>(({ sendBack, receive, input }) => {
+  const { services, table } = input;
+  let pending: ArrivalEvent[] = [];
+  let stopped = false;
+  const wake = () => {
+    const arrivals = pending;
+    pending = [];
+    if (stopped) return;
+    for (const a of arrivals) wakeOnArrival(services, table, a);
+  };
+  const off = input.listen
+    ? input.ctx.onArrival((arrival) => {
+        if (table.size === 0) return;
+        if (pending.length === 0) queueMicrotask(wake);
+        pending.push(arrival);
+      })
+    : () => {};
   const check = setInterval(() => sendBack({ type: "CHECK" }), input.checkMs);
   check.unref?.();
   let timer: NodeJS.Timeout | undefined;
@@ -145,6 +174,7 @@ const holdTicker = fromCallback<{ type: "ARM"; at: number }, { ctx: BrokerContex
     }
   });
   return () => {
+    stopped = true;
     off();
     clearInterval(check);
     if (timer) clearTimeout(timer);
@@ -164,10 +194,7 @@ export const holdMachine = setup({
       if (event.type === "HOLD_PULL") context.table.add(event.held);
     },
     onArrival: ({ context, event }) => {
-      if (event.type !== "ARRIVAL") return;
-      const a = event.arrival;
-      const taken = context.table.take(`${a.topic}@${a.queueId}`, (h) => arrivalMatches(h, a));
-      if (taken.length > 0) reexecute(context.services, taken);
+      if (event.type === "ARRIVAL") wakeOnArrival(context.services, context.table, event.arrival);
     },
     check: ({ context }) => {
       const s = context.services;
@@ -222,7 +249,7 @@ export const holdMachine = setup({
         input: ({ context }) => {
           const s = context.services;
           const checkMs = (s.ctx.config as HoldTuning).holdCheckIntervalMs ?? (s.longPolling ? DEFAULT_HOLD_CHECK_INTERVAL_MS : s.shortPollingMs);
-          return { ctx: s.ctx, listen: s.longPolling, checkMs };
+          return { ctx: s.ctx, listen: s.longPolling, checkMs, services: s, table: context.table };
         },
       },
       on: {

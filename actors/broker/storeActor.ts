@@ -14,9 +14,16 @@ export type StoreEvent =
   | { type: "PUT_DONE" }
   | { type: "SHUTDOWN"; reply?: Replier };
 
+/** Puts in flight, counted outside the machine's events so a finished put costs no event. */
+export interface PutCounter {
+  inFlight: number;
+  /** set while draining: the last put to finish sends PUT_DONE so the machine can close */
+  draining: boolean;
+}
+
 export interface StoreContext {
   ctx: BrokerContext;
-  inFlight: number;
+  puts: PutCounter;
   maxInFlight: number;
   /** answered when the last put in flight completes (shutdown drains first) */
   drainWaiters: Replier[];
@@ -33,14 +40,14 @@ export const storeMachine = setup({
     input: {} as StoreInput,
   },
   guards: {
-    overBound: ({ context }) => context.inFlight >= context.maxInFlight,
-    drained: ({ context }) => context.inFlight === 0,
+    overBound: ({ context }) => context.puts.inFlight >= context.maxInFlight,
+    drained: ({ context }) => context.puts.inFlight === 0,
   },
   actions: {
     rejectBusy: ({ context, event }) => {
       if (event.type !== "PUT_MESSAGES") return;
       event.reply?.fail(
-        new MQError("SYSTEM_BUSY", `The broker's store has ${context.inFlight} puts in flight (bound ${context.maxInFlight}); retry a little later or on another broker.`),
+        new MQError("SYSTEM_BUSY", `The broker's store has ${context.puts.inFlight} puts in flight (bound ${context.maxInFlight}); retry a little later or on another broker.`),
       );
     },
     rejectClosing: ({ event }) => {
@@ -49,6 +56,8 @@ export const storeMachine = setup({
     startPut: ({ context, event, self }) => {
       if (event.type !== "PUT_MESSAGES") return;
       const reply = event.reply;
+      const puts = context.puts;
+      puts.inFlight++;
       let p: Promise<unknown>;
       try {
         p = context.ctx.store.putMessages(event.batch);
@@ -56,12 +65,21 @@ export const storeMachine = setup({
         p = Promise.reject(e);
       }
       p.then(
-        (result) => reply?.ok({ result }),
-        (e: unknown) => reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`)),
-      ).finally(() => self.send({ type: "PUT_DONE" }));
+        (result) => {
+          puts.inFlight--;
+          reply?.ok({ result });
+          if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
+        },
+        (e: unknown) => {
+          puts.inFlight--;
+          reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`));
+          if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
+        },
+      );
     },
-    countIn: assign({ inFlight: ({ context }) => context.inFlight + 1 }),
-    countOut: assign({ inFlight: ({ context }) => context.inFlight - 1 }),
+    markDraining: ({ context }) => {
+      context.puts.draining = true;
+    },
     queueDrainWaiter: assign({
       drainWaiters: ({ context, event }) => (event.type === "SHUTDOWN" && event.reply ? [...context.drainWaiters, event.reply] : context.drainWaiters),
     }),
@@ -71,21 +89,21 @@ export const storeMachine = setup({
   },
 }).createMachine({
   id: "store",
-  context: ({ input }) => ({ ctx: input.ctx, inFlight: 0, maxInFlight: input.ctx.config.storeMaxInFlight, drainWaiters: [] }),
+  context: ({ input }) => ({ ctx: input.ctx, puts: { inFlight: 0, draining: false }, maxInFlight: input.ctx.config.storeMaxInFlight, drainWaiters: [] }),
   initial: "open",
   states: {
     open: {
       on: {
-        PUT_MESSAGES: [{ guard: "overBound", actions: "rejectBusy" }, { actions: ["countIn", "startPut"] }],
-        PUT_DONE: { actions: "countOut" },
-        SHUTDOWN: { target: "draining", actions: "queueDrainWaiter" },
+        PUT_MESSAGES: [{ guard: "overBound", actions: "rejectBusy" }, { actions: "startPut" }],
+        SHUTDOWN: { target: "draining", actions: ["markDraining", "queueDrainWaiter"] },
       },
     },
     draining: {
       always: { guard: "drained", target: "closed" },
       on: {
         PUT_MESSAGES: { actions: "rejectClosing" },
-        PUT_DONE: { actions: "countOut" },
+        // re-evaluates `drained` (the count itself changes outside the machine)
+        PUT_DONE: {},
         SHUTDOWN: { actions: "queueDrainWaiter" },
       },
     },
