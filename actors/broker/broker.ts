@@ -87,9 +87,20 @@ export class Broker {
         ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
         ...(config.messageDelayLevel ? { messageDelayLevel: config.messageDelayLevel } : {}),
       });
+      const { mode, log } = store.recovery;
+      (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 ? logger.info.bind(logger) : logger.warn.bind(logger))(
+        { mode, records: log.records, endOffset: log.end, truncatedBytes: log.cutBytes, damagedRegions: log.damagedRegions },
+        "store recovered",
+      );
       const topics = await TopicConfigManager.load({ storeDir: config.storeDir, autoCreateTopic: config.autoCreateTopic, defaultQueueNums: config.defaultQueueNums });
       const groups = await SubscriptionGroupManager.load({ storeDir: config.storeDir, autoCreateSubscriptionGroup: config.autoCreateSubscriptionGroup });
       const ctx = createBrokerContext({ config, node, store, topics, groups, logger, brokerAddr, storeHost });
+      const knownTopics = new Set(Object.keys(topics.all()));
+      topics.onChange((tc) => {
+        const created = !knownTopics.has(tc.topicName);
+        knownTopics.add(tc.topicName);
+        logger.info({ topic: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm }, created ? "topic created" : "topic updated");
+      });
       const entries = brokerActors.filter((e) => e.enabled?.(ctx) ?? true);
       for (const e of entries) node.spawn(e.name, e.logic, { input: { ctx }, ...(e.supervision ? { supervision: e.supervision } : {}) });
       await ctx.registerNow();

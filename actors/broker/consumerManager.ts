@@ -219,8 +219,10 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
     if (!cd || typeof cd.groupName !== "string" || cd.groupName.length === 0) continue;
     const cfg = ctx.groups.findOrAutoCreate(cd.groupName);
     if (cfg) ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
+    const joined = !table.group(cd.groupName)?.clients.has(e.clientID);
     if (table.register(e.clientID, cd, notifyRef, now)) {
-      ctx.logger.info({ group: cd.groupName, clientId: e.clientID }, "consumer group changed");
+      const members = table.group(cd.groupName)?.clients.size;
+      ctx.logger.info({ group: cd.groupName, clientId: e.clientID, members }, joined ? "consumer joined group" : "consumer group subscriptions changed");
       notifyConsumerIdsChanged(ctx, table.group(cd.groupName)!);
     }
   }
@@ -231,7 +233,7 @@ function unregisterClient(c: ConsumersContext, e: UnregisterClientRequest): obje
   if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "UNREGISTER_CLIENT needs a clientID.");
   if (e.consumerGroup === undefined && e.producerGroup !== undefined) return {};
   for (const g of c.table.unregister(e.clientID, e.consumerGroup)) {
-    c.ctx.logger.info({ group: g.groupName, clientId: e.clientID }, "consumer unregistered");
+    c.ctx.logger.info({ group: g.groupName, clientId: e.clientID, members: g.clients.size }, "consumer left group");
     notifyConsumerIdsChanged(c.ctx, g);
   }
   return {};
@@ -285,7 +287,7 @@ export const consumersMachine = setup({
     },
     scan: ({ context }) => {
       for (const g of context.table.scanExpired(Date.now(), context.expiryMs)) {
-        context.ctx.logger.info({ group: g.groupName }, "consumer expired after its heartbeat timeout");
+        context.ctx.logger.info({ group: g.groupName, members: g.clients.size }, "consumer left group: heartbeat timed out");
         notifyConsumerIdsChanged(context.ctx, g);
       }
     },

@@ -44,12 +44,28 @@ export function registerRequest(ctx: BrokerContext): RegisterBrokerRequest {
   };
 }
 
+/** Name servers each broker's last registration reached. */
+const registeredNameservers = new WeakMap<BrokerContext, Set<string>>();
+
+function registeredWith(ctx: BrokerContext): Set<string> {
+  let s = registeredNameservers.get(ctx);
+  if (!s) registeredNameservers.set(ctx, (s = new Set()));
+  return s;
+}
+
 async function askAll(ctx: BrokerContext, event: { type: string } & object, what: string): Promise<number> {
   const results = await Promise.allSettled(
     ctx.config.nameservers.map((ns) => ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS })),
   );
   let ok = 0;
+  const registered = event.type === "REGISTER_BROKER" ? registeredWith(ctx) : undefined;
   results.forEach((r, i) => {
+    const ns = ctx.config.nameservers[i]!;
+    // logged once per name server, and again after a failure: not every 30 s
+    if (r.status === "fulfilled" && registered && !registered.has(ns)) {
+      registered.add(ns);
+      ctx.logger.info({ nameserver: ns }, "registered with name server");
+    } else if (r.status === "rejected") registered?.delete(ns);
     if (r.status === "fulfilled") ok++;
     else ctx.logger.warn({ nameserver: ctx.config.nameservers[i], err: (r.reason as Error)?.message }, `${what} failed`);
   });

@@ -8,6 +8,7 @@
  * {@link Rebalancer.doRebalance} is one round; {@link rebalancerMachine} is the actor that runs a
  * round at start, every 20 s and on demand (NOTIFY_CONSUMER_IDS_CHANGED), never two at once.
  */
+import pino from "pino";
 import { assign, fromPromise, setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
@@ -62,6 +63,9 @@ export interface RebalancerDeps {
   /** orderly: gives up a lost queue (already dropped and removed) — finish the batch in hand, commit, persist, unlock */
   releaseQueue?(h: HeldQueue): Promise<void>;
 }
+
+/** Rebalance results, one line per change (ACTORMQ_LOG_LEVEL; quiet under the test runner). */
+const rebalanceLog = pino({ name: "client:rebalance", level: process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT ? "warn" : "info") });
 
 /** One client's queue assignment logic. */
 export class Rebalancer {
@@ -147,6 +151,8 @@ export class Rebalancer {
     const { held, offsetStore } = this.deps;
     const want = new Map(target.map((q) => [mqKey(q), q]));
     let changed = false;
+    const gained: string[] = [];
+    const lostQueues: string[] = [];
     for (const [k, h] of held) {
       if (h.mq.topic !== topic) continue;
       const lost = !want.has(k);
@@ -154,6 +160,7 @@ export class Rebalancer {
       if (!lost && !expired) continue;
       h.pq.dropped = true;
       held.delete(k);
+      lostQueues.push(`${h.mq.brokerName}:${h.mq.queueId}`);
       if (this.deps.releaseQueue) {
         await this.deps.releaseQueue(h);
       } else {
@@ -178,10 +185,14 @@ export class Rebalancer {
       if (this.deps.lockQueue) pq.locked = true;
       const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
       held.set(k, { mq, pq, request });
+      gained.push(`${mq.brokerName}:${mq.queueId}`);
       changed = true;
       this.deps.startPull(request);
     }
     if (changed) this.deps.subscriptions.touch(topic);
+    if (gained.length > 0 || lostQueues.length > 0) {
+      rebalanceLog.info({ group: this.deps.group, clientId: this.deps.host.clientId, topic, gained, lost: lostQueues, held: [...held.values()].filter((h) => h.mq.topic === topic).length }, "rebalance changed the assignment");
+    }
     return changed;
   }
 
