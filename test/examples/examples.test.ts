@@ -79,3 +79,11 @@ test("custom-actor enriches every order through a user-written machine between t
   assert.ok(m, r.out);
   assert.ok(Number(m[1]) >= 1 && m[1] === m[2], r.out);
 });
+
+test("ordered keeps each order's steps in sending order through a selector and orderly consumers, across a suspend", async () => {
+  const r = await runExample("ordered");
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /order-3:paid failed once/);
+  for (let i = 1; i <= 6; i++) assert.match(r.out, new RegExp(`^order-${i}: created -> paid -> packed -> shipped$`, "m"));
+  assert.match(r.out, /every order's steps in sending order: true/);
+});
