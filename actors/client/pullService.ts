@@ -291,14 +291,17 @@ export class PullService {
 
   /**
    * Sends one pull of `request`'s queue at `offset`. A speculative pull (one behind another in
-   * flight) neither waits on the broker (no SUSPEND) nor commits the consumed offset.
+   * flight) does not wait on the broker (no SUSPEND) when the queue holds nothing at its offset.
    */
   private issue(request: PullRequest, pl: QueuePipeline, sd: NonNullable<ReturnType<SubscriptionTable["get"]>>, offset: number, count: number, speculative: boolean): void {
     const { mq } = request;
     const s = this.deps.settings;
     let commitOffset = 0;
     let sysFlag = speculative ? PullSysFlag.SUBSCRIPTION : PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION;
-    if (this.deps.model === "CLUSTERING" && !speculative) {
+    // every pull carries the consumed offset, speculative ones too: with several pulls in flight
+    // the first one is rarely the one that comes next, and a queue handed to another member
+    // starts where the broker last heard this one got to
+    if (this.deps.model === "CLUSTERING") {
       const v = this.deps.offsetStore.readOffsetFromMemory(mq);
       if (v > 0) {
         commitOffset = v;
