@@ -16,11 +16,17 @@ const admin = await Admin.start({ nameservers });
 await admin.createTopic({ topic: "Invoices", readQueueNums: 2, writeQueueNums: 2 });
 const producer = await Producer.start({ group: "invoices-producer", nameservers });
 // one request, one queue: a batch lands on one queue, so send two batches
-for (let b = 0; b < 2; b++) await producer.sendBatch(Array.from({ length: 10 }, (_, i) => ({ topic: "Invoices", body: `invoice-${b * 10 + i}` })));
+for (let b = 0; b < 2; b++)
+  await producer.sendBatch(Array.from({ length: 10 }, (_, i) => ({ topic: "Invoices", body: `invoice-${b * 10 + i}` })));
 
 // 1. Manual assignment and manual commit: take both queues of the topic, starting from the first
 //    message (a group with no committed offset starts where consumeFromWhere says).
-const pc = await PullConsumer.start({ group: "invoices-batch", nameservers, autoCommit: false, consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" });
+const pc = await PullConsumer.start({
+  group: "invoices-batch",
+  nameservers,
+  autoCommit: false,
+  consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+});
 const queues = await pc.fetchMessageQueues("Invoices");
 await pc.assign(queues);
 const seen = new Set<string>();

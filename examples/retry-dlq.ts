@@ -53,7 +53,13 @@ console.log("flaky succeeded on its first retry");
 //    message goes there, so this reader polls the route until it exists.
 const dlq = `%DLQ%${GROUP}`;
 for (let t = 0; ; t++) {
-  if (await admin.topicRoute(dlq).then(() => true, () => false)) break;
+  if (
+    await admin.topicRoute(dlq).then(
+      () => true,
+      () => false,
+    )
+  )
+    break;
   if (t > 100) throw new Error(`${dlq} was not created within 10 s`);
   await new Promise((r) => setTimeout(r, 100));
 }
@@ -71,7 +77,9 @@ const dlqReader = await PushConsumer.start({
 });
 const m = await dead;
 // the dead letter keeps the original message id and says where it came from
-console.log(`dead letter: ${m.body.toString()} from ${m.properties.RETRY_TOPIC}, reconsumeTimes ${m.reconsumeTimes}, same id: ${m.msgId === poison.msgId}`);
+console.log(
+  `dead letter: ${m.body.toString()} from ${m.properties.RETRY_TOPIC}, reconsumeTimes ${m.reconsumeTimes}, same id: ${m.msgId === poison.msgId}`,
+);
 
 await dlqReader.close();
 await consumer.close();

@@ -59,7 +59,8 @@ function topicsToSearch(ctx: BrokerContext): string[] {
  * QUERY_NOT_FOUND when nothing matches.
  */
 export function processQueryMessage(ctx: BrokerContext, ev: Fields<QueryMessageRequest>): LookupResult<QueryMessageReply> {
-  if (typeof ev.key !== "string" || ev.key.length === 0) throw invalid("QUERY_MESSAGE needs a key (a message key, or a UNIQ_KEY with uniqKey: true).");
+  if (typeof ev.key !== "string" || ev.key.length === 0)
+    throw invalid("QUERY_MESSAGE needs a key (a message key, or a UNIQ_KEY with uniqKey: true).");
   const key = ev.key;
   const uniq = ev.uniqKey === true;
   if (ev.topic !== undefined || !uniq) checkTopic(ev.topic);
@@ -82,7 +83,10 @@ export function processQueryMessage(ctx: BrokerContext, ev: Fields<QueryMessageR
   }
   if (records.length === 0) {
     const where = topic ? `topic ${topic}` : "any topic";
-    throw new MQError("QUERY_NOT_FOUND", `No message with ${uniq ? "UNIQ_KEY" : "key"} "${key}" in ${where} on broker ${ctx.config.brokerName}: check the ${uniq ? "id" : "key"} and topic, or the message expired.`);
+    throw new MQError(
+      "QUERY_NOT_FOUND",
+      `No message with ${uniq ? "UNIQ_KEY" : "key"} "${key}" in ${where} on broker ${ctx.config.brokerName}: check the ${uniq ? "id" : "key"} and topic, or the message expired.`,
+    );
   }
   return { fields: { count: records.length }, records };
 }
@@ -90,10 +94,14 @@ export function processQueryMessage(ctx: BrokerContext, ev: Fields<QueryMessageR
 /** VIEW_MESSAGE_BY_ID: the checked record at a commit-log offset; QUERY_NOT_FOUND when none starts there. */
 export function processViewMessage(ctx: BrokerContext, ev: Fields<ViewMessageRequest>): LookupResult<ViewMessageReply> {
   const offset = optionalInt(ev.offset, "offset");
-  if (offset === undefined) throw invalid("VIEW_MESSAGE_BY_ID needs the commit-log offset of the message (decode it from the offset msg id).");
+  if (offset === undefined)
+    throw invalid("VIEW_MESSAGE_BY_ID needs the commit-log offset of the message (decode it from the offset msg id).");
   const rec = ctx.store.viewMessage(offset);
   if (!rec) {
-    throw new MQError("QUERY_NOT_FOUND", `No message starts at commit-log offset ${offset} on broker ${ctx.config.brokerName}: the id belongs to another broker, or the message expired.`);
+    throw new MQError(
+      "QUERY_NOT_FOUND",
+      `No message starts at commit-log offset ${offset} on broker ${ctx.config.brokerName}: the id belongs to another broker, or the message expired.`,
+    );
   }
   return { fields: { offset }, records: [rec] };
 }
@@ -120,7 +128,9 @@ function answer<F extends object>(ctx: BrokerContext, reply: Replier | undefined
     reply?.ok(r.fields, r.records);
   } catch (e) {
     if (!(e instanceof MQError)) ctx.logger.error({ err: e }, "message lookup failed");
-    reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to look the message up: ${String(e)}. Try again.`));
+    reply?.fail(
+      e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to look the message up: ${String(e)}. Try again.`),
+    );
   }
 }
 
@@ -132,10 +142,17 @@ export const queryMessageMachine = setup({
     input: {} as QueryMessageInput,
   },
   actions: {
-    query: ({ context, event }) => answer(context.ctx, event.reply, () => processQueryMessage(context.ctx, event as Fields<QueryMessageRequest>)),
-    view: ({ context, event }) => answer(context.ctx, event.reply, () => processViewMessage(context.ctx, event as Fields<ViewMessageRequest>)),
+    query: ({ context, event }) =>
+      answer(context.ctx, event.reply, () => processQueryMessage(context.ctx, event as Fields<QueryMessageRequest>)),
+    view: ({ context, event }) =>
+      answer(context.ctx, event.reply, () => processViewMessage(context.ctx, event as Fields<ViewMessageRequest>)),
     unsupported: ({ context, event }) => {
-      event.reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "query".`));
+      event.reply?.fail(
+        new MQError(
+          "REQUEST_CODE_NOT_SUPPORTED",
+          `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "query".`,
+        ),
+      );
     },
   },
 }).createMachine({

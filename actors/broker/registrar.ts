@@ -48,8 +48,10 @@ export function registerRequest(ctx: BrokerContext): RegisterBrokerRequest {
 const registeredNameservers = new WeakMap<BrokerContext, Set<string>>();
 
 function registeredWith(ctx: BrokerContext): Set<string> {
-  let s = registeredNameservers.get(ctx);
-  if (!s) registeredNameservers.set(ctx, (s = new Set()));
+  const known = registeredNameservers.get(ctx);
+  if (known) return known;
+  const s = new Set<string>();
+  registeredNameservers.set(ctx, s);
   return s;
 }
 

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Admin, isMQError, Producer, startLocalCluster, type LocalCluster, type SendResult } from "../../../index.ts";
+import { Admin, isMQError, type LocalCluster, Producer, type SendResult, startLocalCluster } from "../../../index.ts";
 import { parseOffsetMsgId } from "../../../transport/messageRecord.ts";
 import { QUERY_MESSAGE_ACTOR } from "../../../transport/protocol.ts";
 import { tempDir } from "../../helpers.ts";
@@ -55,12 +55,18 @@ test("queryMessageByKey finds every message of the topic with the key, on both b
   for (let i = 1; i < found.length; i++) assert.ok(found[i - 1]!.storeTimestamp >= found[i]!.storeTimestamp);
 
   const second = await admin.queryMessageByKey("Lookup", "user-4");
-  assert.deepEqual(second.map((m) => m.body.toString()), ["payload 4"]);
+  assert.deepEqual(
+    second.map((m) => m.body.toString()),
+    ["payload 4"],
+  );
   assert.equal(second[0]!.msgId, sent[4]!.r.msgId);
 
   assert.equal((await admin.queryMessageByKey("Lookup", "order-7", { maxNum: 2 })).length, 2);
   assert.deepEqual(await admin.queryMessageByKey("Lookup", "no-such-key"), []);
-  assert.deepEqual((await admin.queryMessageByKey("Other", "order-7")).map((m) => m.body.toString()), ["elsewhere"]);
+  assert.deepEqual(
+    (await admin.queryMessageByKey("Other", "order-7")).map((m) => m.body.toString()),
+    ["elsewhere"],
+  );
 });
 
 test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with or without the topic", async () => {
