@@ -30,6 +30,12 @@ import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./rout
 
 /** How often routes are refreshed from the name servers (`pollNameServerInterval`). */
 export const DEFAULT_POLL_NAMESERVER_INTERVAL_MS = 30_000;
+/**
+ * How often a wanted topic that has no route yet is asked for again. RocketMQ waits for the next
+ * 30 s poll, so a consumer started before its topic exists idles that long; we ask every second
+ * until the route appears (one small request per missing topic, nothing once all are known).
+ */
+export const MISSING_ROUTE_RETRY_MS = 1_000;
 /** How often heartbeats go to every master (`heartbeatBrokerInterval`). */
 export const DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS = 30_000;
 /** Queues per broker assumed for a topic not created yet (`defaultTopicQueueNums`). */
@@ -87,12 +93,14 @@ export class ClientInstance {
   readonly clientId: string;
   private refs = 0;
   private nsIndex = Math.floor(Math.random() * 1024);
-  private readonly interest = new Set<string>();
+  /** wanted topics, counted: several consumers of one instance may want the same topic */
+  private readonly interest = new Map<string, number>();
   private readonly heartbeatSources = new Set<HeartbeatSource>();
   private readonly routeListeners = new Set<(topic: string) => void>();
   private readonly clientEventListeners = new Set<(e: ClientEvent) => void>();
   private readonly inflightRoutes = new Map<string, Promise<TopicPublishInfo | undefined>>();
   private routeTimer: NodeJS.Timeout | null = null;
+  private missingRouteTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
 
@@ -162,12 +170,16 @@ export class ClientInstance {
     });
     this.routeTimer = setInterval(() => void this.refreshAllRoutes(), this.opts.pollNameServerIntervalMs);
     this.routeTimer.unref();
+    this.missingRouteTimer = setInterval(() => void this.refreshMissingRoutes(), MISSING_ROUTE_RETRY_MS);
+    this.missingRouteTimer.unref();
     this.heartbeatTimer = setInterval(() => void this.sendHeartbeatToAllBrokers(), this.opts.heartbeatBrokerIntervalMs);
     this.heartbeatTimer.unref();
   }
 
   private async doClose(): Promise<void> {
     if (this.routeTimer) clearInterval(this.routeTimer);
+    if (this.missingRouteTimer) clearInterval(this.missingRouteTimer);
+    this.missingRouteTimer = null;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.routeTimer = this.heartbeatTimer = null;
     await this.node.close();
@@ -242,18 +254,28 @@ export class ClientInstance {
   /** Refreshes every cached or wanted topic's route (periodic; also callable). */
   async refreshAllRoutes(): Promise<void> {
     if (this.closing) return;
-    const topics = new Set([...this.routes.topicNames(), ...this.interest]);
+    const topics = new Set([...this.routes.topicNames(), ...this.interest.keys()]);
     await Promise.all([...topics].map((t) => this.updateRoute(t, this.routes.isProvisional(t)).catch(() => undefined)));
     this.routes.pruneBrokers();
   }
 
+  /** Asks again for wanted topics that have no route yet (see {@link MISSING_ROUTE_RETRY_MS}). */
+  private async refreshMissingRoutes(): Promise<void> {
+    if (this.closing || this.interest.size === 0) return;
+    const known = new Set(this.routes.topicNames());
+    const missing = [...this.interest.keys()].filter((t) => !known.has(t));
+    await Promise.all(missing.map((t) => this.updateRoute(t).catch(() => undefined)));
+  }
+
   /** Keeps `topic`'s route refreshed. */
   addTopicInterest(topic: string): void {
-    this.interest.add(topic);
+    this.interest.set(topic, (this.interest.get(topic) ?? 0) + 1);
   }
 
   removeTopicInterest(topic: string): void {
-    this.interest.delete(topic);
+    const n = (this.interest.get(topic) ?? 0) - 1;
+    if (n > 0) this.interest.set(topic, n);
+    else this.interest.delete(topic);
   }
 
   /** Hears topics whose route changed. Returns the unsubscribe function. */

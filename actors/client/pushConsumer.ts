@@ -178,12 +178,21 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       return inst.routes.subscribeQueues(topic);
     },
     registerConsumer(c: ConsumerRegistration) {
+      // wanted topics are asked for every second until they have a route (MISSING_ROUTE_RETRY_MS),
+      // so a consumer started before its topic exists begins as soon as the topic is created
+      const topics = c.consumerData().subscriptionDataSet.map((sd) => sd.topic);
+      for (const t of topics) inst.addTopicInterest(t);
       const offs = [
+        () => {
+          for (const t of topics) inst.removeTopicInterest(t);
+        },
         inst.addHeartbeatSource(() => ({ consumerData: [c.consumerData()] })),
         inst.onClientEvent((e: ClientEvent) => {
           if (e.type === "NOTIFY_CONSUMER_IDS_CHANGED" && e.consumerGroup === c.group) c.rebalanceNow();
         }),
-        inst.onRouteChange(() => c.rebalanceNow()),
+        // a route that appears or changes may name a broker that has not heard of this consumer yet:
+        // heartbeat first, so its consumer list includes us when the rebalance asks for it
+        inst.onRouteChange(() => void inst.sendHeartbeatToAllBrokers().finally(() => c.rebalanceNow())),
       ];
       unsubs.set(c.group, offs);
     },
