@@ -5,9 +5,34 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { crc32 } from "node:zlib";
 import { MQError } from "../transport/protocol.ts";
 import { BLANK_MAGIC, BLANK_MARKER_BYTES } from "../transport/messageRecord.ts";
 import { Segment, listSegmentFiles, segmentName } from "./segment.ts";
+
+/**
+ * Magic code of a replica filler: a range of a replica's log standing for master bytes that were
+ * damaged and skipped. Layout: total size 4 | FILLER_MAGIC 4 | CRC32 of those 8 bytes 4, then
+ * zeros up to the total size. Readers step over it like a record that holds no message.
+ */
+export const FILLER_MAGIC = 0xf1113a9e;
+/** Bytes of a filler header (total size, magic, header CRC). */
+export const FILLER_HEADER_BYTES = 12;
+
+/** Writes a filler header for `total` bytes at `pos`. */
+export function writeFillerHeader(buf: Buffer, pos: number, total: number): void {
+  buf.writeInt32BE(total, pos);
+  buf.writeUInt32BE(FILLER_MAGIC, pos + 4);
+  buf.writeUInt32BE(crc32(buf.subarray(pos, pos + 8)) >>> 0, pos + 8);
+}
+
+/** The size of the filler at `pos` (`avail` bytes readable from there), or -1 when there is none. */
+export function fillerBytes(buf: Buffer, pos: number, avail: number): number {
+  if (avail < FILLER_HEADER_BYTES || buf.readUInt32BE(pos + 4) !== FILLER_MAGIC) return -1;
+  const total = buf.readInt32BE(pos);
+  if (total < FILLER_HEADER_BYTES || buf.readUInt32BE(pos + 8) !== crc32(buf.subarray(pos, pos + 8)) >>> 0) return -1;
+  return total;
+}
 
 interface FlushWaiter {
   target: number;

@@ -5,11 +5,40 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { readLong } from "../transport/messageRecord.ts";
+import { MIN_RECORD_BYTES, readLong, writeLong } from "../transport/messageRecord.ts";
+import type { QueueMark } from "./checkpoint.ts";
 import { Segment, listSegmentFiles, segmentName } from "./segment.ts";
 
 /** Bytes per consume-queue entry. */
 export const CQ_ENTRY_BYTES = 20;
+/** Recovery reads consume-queue files in chunks of this many bytes. */
+const RECOVER_CHUNK_BYTES = 64 * 1024;
+/** Files before the last that a consume queue without a checkpoint mark is checked from (RocketMQ: the 3rd-last file). */
+const RECOVER_FILES_BACK = 2;
+
+/** How recovery left a consume queue. */
+export type QueueRecovery = "ok" | "behind";
+
+/** Topic and queue-id directories under a consume-queue root. */
+export function listConsumeQueues(root: string): Array<{ topic: string; queueId: number }> {
+  const out: Array<{ topic: string; queueId: number }> = [];
+  let topics: string[];
+  try {
+    topics = fs.readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const topic of topics) {
+    let ids: string[];
+    try {
+      ids = fs.readdirSync(path.join(root, topic));
+    } catch {
+      continue;
+    }
+    for (const id of ids) if (/^\d{1,9}$/.test(id)) out.push({ topic, queueId: Number(id) });
+  }
+  return out;
+}
 
 /** The consume queue of one topic/queueId. */
 export class ConsumeQueue {
@@ -22,6 +51,8 @@ export class ConsumeQueue {
   maxOffset = 0;
   /** highest commit-log end this queue references */
   maxPhyEnd = 0;
+  /** entries below this are on disk */
+  private syncedOffset = 0;
 
   constructor(
     root: string,
@@ -73,6 +104,142 @@ export class ConsumeQueue {
     const inFile = offset % this.entriesPerFile;
     const n = Math.max(0, Math.min(max, this.entriesPerFile - inFile, this.maxOffset - offset));
     return f.read(inFile * CQ_ENTRY_BYTES, n * CQ_ENTRY_BYTES);
+  }
+
+  /** An entry that can point at a record: size in range, within the log, not before `prevEnd`. */
+  private static sane(phy: number, size: number, prevEnd: number, logEnd: number, maxRecordBytes: number): boolean {
+    return size >= MIN_RECORD_BYTES && size <= maxRecordBytes && phy >= prevEnd && phy + size <= logEnd;
+  }
+
+  /**
+   * Finds the queue's extent from its files. With a checkpoint `mark` and a clean shutdown
+   * (`trustMark`), the mark's max offset is taken as is; otherwise entries are checked from the
+   * mark (or from the 3rd-last file) forward, and the last one that could point at a record below
+   * `logEnd` ends the queue. Anything written after the end is zeroed so that no later recovery
+   * mistakes it for entries. "behind" when the files do not reach the mark (missing or cut).
+   */
+  recover(mark: QueueMark | undefined, trustMark: boolean, logEnd: number, maxRecordBytes: number): QueueRecovery {
+    const starts = [...this.files.keys()].sort((a, b) => a - b);
+    if (starts.length === 0) {
+      this.minOffset = this.maxOffset = mark?.max ?? 0;
+      return mark && mark.max > mark.min ? "behind" : "ok";
+    }
+    const firstOffset = starts[0]! / CQ_ENTRY_BYTES;
+    let max = 0;
+    let prevEnd = 0;
+    if (mark && mark.max > 0) {
+      const last = this.read0(mark.max - 1);
+      if (!last || last.every((b) => b === 0)) return "behind";
+      max = mark.max;
+      const phy = readLong(last, 0);
+      const size = last.readInt32BE(8);
+      if (ConsumeQueue.sane(phy, size, 0, logEnd, maxRecordBytes)) prevEnd = phy + size;
+    }
+    if (!mark || !trustMark) {
+      let from = mark ? mark.max : starts[Math.max(0, starts.length - 1 - RECOVER_FILES_BACK)]! / CQ_ENTRY_BYTES;
+      if (!mark && from > 0) {
+        const before = this.read0(from - 1);
+        if (before) prevEnd = readLong(before, 0) + before.readInt32BE(8);
+      }
+      scan: while (true) {
+        const f = this.file(from, false);
+        if (!f) {
+          const later = starts.find((s) => s / CQ_ENTRY_BYTES > from);
+          if (later === undefined) break;
+          from = later / CQ_ENTRY_BYTES;
+          continue;
+        }
+        const inFile = from % this.entriesPerFile;
+        const n = Math.min(this.entriesPerFile - inFile, RECOVER_CHUNK_BYTES / CQ_ENTRY_BYTES);
+        const chunk = f.read(inFile * CQ_ENTRY_BYTES, n * CQ_ENTRY_BYTES);
+        let nonZero = false;
+        for (let i = 0; i < n; i++) {
+          const e = i * CQ_ENTRY_BYTES;
+          const phy = readLong(chunk, e);
+          const size = chunk.readInt32BE(e + 8);
+          if (phy !== 0 || size !== 0) nonZero = true;
+          if (ConsumeQueue.sane(phy, size, prevEnd, logEnd, maxRecordBytes)) {
+            max = from + i + 1;
+            prevEnd = phy + size;
+          }
+        }
+        // a whole chunk of zeros after the end: nothing was written further on
+        if (!nonZero && max <= from) break scan;
+        from += n;
+      }
+    }
+    this.maxOffset = max;
+    this.minOffset = Math.min(max, Math.max(mark?.min ?? 0, firstOffset));
+    this.maxPhyEnd = prevEnd;
+    this.cutAfter(max);
+    return "ok";
+  }
+
+  /** The entry at `offset` from the files, ignoring maxOffset; null when its file is gone. */
+  private read0(offset: number): Buffer | null {
+    const f = this.file(offset, false);
+    return f ? f.read((offset % this.entriesPerFile) * CQ_ENTRY_BYTES, CQ_ENTRY_BYTES) : null;
+  }
+
+  /** Zeroes every entry from `offset` on and deletes files that start after it. */
+  private cutAfter(offset: number): void {
+    for (const [start, f] of [...this.files]) {
+      const first = start / CQ_ENTRY_BYTES;
+      if (first >= offset) {
+        f.remove();
+        this.files.delete(start);
+      } else if (offset < first + this.entriesPerFile) {
+        f.zeroFrom((offset - first) * CQ_ENTRY_BYTES);
+      }
+    }
+  }
+
+  /** Drops trailing entries that point at or past `end` (the commit log was cut there). */
+  truncateAbove(end: number): void {
+    let k = this.maxOffset;
+    while (k > this.minOffset) {
+      const e = this.read0(k - 1);
+      if (!e) break;
+      const phy = readLong(e, 0);
+      const size = e.readInt32BE(8);
+      if (phy + size <= end && !(phy === 0 && size === 0)) break;
+      k--;
+    }
+    if (k === this.maxOffset) return;
+    this.maxOffset = k;
+    this.cutAfter(k);
+    const last = k > this.minOffset ? this.read0(k - 1) : null;
+    this.maxPhyEnd = last ? readLong(last, 0) + last.readInt32BE(8) : 0;
+  }
+
+  /** Rewrites the commit-log offset and size of the entry at `offset`, keeping its tag code. */
+  repairEntry(offset: number, phy: number, size: number): void {
+    const f = this.file(offset, false);
+    if (!f) return;
+    const b = Buffer.alloc(12);
+    writeLong(b, 0, phy);
+    b.writeInt32BE(size, 8);
+    f.write(b, 0, 12, (offset % this.entriesPerFile) * CQ_ENTRY_BYTES);
+  }
+
+  /** Flushes the files written since the last call. */
+  async sync(): Promise<void> {
+    const upTo = this.maxOffset;
+    const from = this.syncedOffset;
+    if (upTo <= from) return;
+    const dirty: Array<Promise<void>> = [];
+    for (const [start, f] of this.files) {
+      const first = start / CQ_ENTRY_BYTES;
+      if (first + this.entriesPerFile > from && first < upTo) dirty.push(f.sync());
+    }
+    await Promise.all(dirty);
+    this.syncedOffset = Math.max(this.syncedOffset, upTo);
+  }
+
+  /** Flushes every file now (close). */
+  syncNow(): void {
+    for (const f of this.files.values()) f.syncNow();
+    this.syncedOffset = this.maxOffset;
   }
 
   /** First queue offset of the file after the one holding `offset`. */

@@ -75,6 +75,8 @@ export function parseDelayLevels(spec: string): number[] {
 /** Builds consume queues and the index from record bytes. */
 export class Dispatcher {
   private cqBuf = Buffer.allocUnsafe(CQ_ENTRY_BYTES * 1024);
+  /** store time of the last record dispatched (the checkpoint's logics/index timestamp) */
+  lastStoreTimestamp = 0;
   private listeners: Array<(a: ArrivalNotice) => void> = [];
 
   constructor(
@@ -215,6 +217,7 @@ export class Dispatcher {
       writeLong(this.cqBuf, e + 12, tagsCode);
       runCount++;
       p += total;
+      if (storeTs > this.lastStoreTimestamp) this.lastStoreTimestamp = storeTs;
     }
     flushRun();
     this.index.writePending();

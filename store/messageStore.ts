@@ -7,15 +7,16 @@ import fs from "node:fs";
 import path from "node:path";
 import { crc32 } from "node:zlib";
 import {
-  CRC_RESERVED_BYTES, MAGIC_V1, MAX_PROPERTIES_BYTES, RECORD_FIXED_BYTES, RecordOffset, checkRecord, decodeProperties,
-  encodeMessageBatch, encodeProperties, javaHashCode, offsetMsgIdFromBytes, readLong, walkMessageBatch, writeHost, writeLong, writeRecordCrc,
+  BLANK_MAGIC, BLANK_MARKER_BYTES, CRC_RESERVED_BYTES, MAGIC_V1, MAX_PROPERTIES_BYTES, MIN_RECORD_BYTES, RECORD_FIXED_BYTES, RecordOffset, checkRecord,
+  decodeProperties, encodeMessageBatch, encodeProperties, javaHashCode, offsetMsgIdFromBytes, readLong, walkMessageBatch, writeHost, writeLong, writeRecordCrc,
 } from "../transport/messageRecord.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES, MQError, MessageConst, checkTopic } from "../transport/protocol.ts";
-import { CommitLog } from "./commitLog.ts";
-import { CQ_ENTRY_BYTES, ConsumeQueue } from "./consumeQueue.ts";
+import { type StoreCheckpoint, type QueueMark, checkpointMinTimestamp, readCheckpoint, writeCheckpoint, writeCheckpointAsync } from "./checkpoint.ts";
+import { CommitLog, FILLER_HEADER_BYTES, fillerBytes, writeFillerHeader } from "./commitLog.ts";
+import { CQ_ENTRY_BYTES, ConsumeQueue, listConsumeQueues } from "./consumeQueue.ts";
 import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
-import { scanCommitLog, type LogScanResult } from "./recovery.ts";
+import { findRecord, resync, scanCommitLog, type LogScanResult } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
 
 export const DEFAULT_COMMIT_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024;
@@ -33,6 +34,14 @@ export const DEFAULT_MAX_TRANSFER_BYTES = 256 * 1024;
 export const DEFAULT_MAX_TRANSFER_COUNT = 32;
 /** how often expired files are looked for (cleanResourceInterval) */
 export const DEFAULT_CLEAN_INTERVAL_MS = 10_000;
+/** how often consume queues and index are flushed and the checkpoint written (flushIntervalConsumeQueue) */
+export const DEFAULT_CHECKPOINT_INTERVAL_MS = 1000;
+/** commit-log files before the last that a normal recovery checks at least (RocketMQ 4.x: from the 3rd-last file) */
+const NORMAL_RECOVERY_FILES_BACK = 2;
+/** how far around a damaged consume-queue entry the log is searched for the record it stands for */
+const REFIND_SCAN_BYTES = 16 * 1024 * 1024;
+/** damaged entries remembered so that later pulls do not search for their records again */
+const MAX_REMEMBERED_DAMAGE = 4096;
 /** filter scan cap of one getMessage, in consume-queue bytes */
 const MAX_FILTER_SCAN_BYTES = 16_000;
 const MAX_PULL_BYTES = 128 * 1024 * 1024;
@@ -69,6 +78,10 @@ export interface MessageStoreOptions {
   indexSlots?: number;
   /** expiry check interval; 0 disables the timer. @default 10000 */
   cleanIntervalMs?: number;
+  /** consume-queue/index flush and checkpoint interval; 0 disables the timer (close still writes one). @default 1000 */
+  checkpointIntervalMs?: number;
+  /** told (once per store) when a damaged record is skipped on a read. @default a process warning */
+  onDamage?: (message: string) => void;
 }
 
 /** Defaults for every {@link MessageStoreOptions} but `dir`. */
@@ -88,6 +101,8 @@ export function defaultMessageStoreOptions(): Required<Omit<MessageStoreOptions,
     maxTransferCount: DEFAULT_MAX_TRANSFER_COUNT,
     indexSlots: DEFAULT_INDEX_SLOTS,
     cleanIntervalMs: DEFAULT_CLEAN_INTERVAL_MS,
+    checkpointIntervalMs: DEFAULT_CHECKPOINT_INTERVAL_MS,
+    onDamage: (message: string) => process.emitWarning(message, { code: "ACTORMQ_DAMAGED_RECORD" }),
   };
 }
 
@@ -148,6 +163,22 @@ export interface MessageFilter {
 export interface RecoveryReport {
   mode: "normal" | "abnormal";
   log: LogScanResult;
+  /** commit-log offset the check started at (a segment start) */
+  checkedFrom: number;
+  /** records at or after this offset were dispatched again */
+  redispatchedFrom: number;
+  /** why consume queues and index were rebuilt from the whole log, or null when they were kept */
+  rebuilt: string | null;
+}
+
+/** Damage met while serving reads since the store opened. */
+export interface DamageStats {
+  /** records skipped by getMessage (and other readers) because they failed their checks */
+  damagedRecordsSkipped: number;
+  /** consume-queue entries rewritten after their record was found again nearby */
+  entriesRepaired: number;
+  /** commit-log bytes replaced by a filler or BLANK marker in replication reads */
+  replicationBytesSkipped: number;
 }
 
 /** The store of one broker. */
@@ -164,8 +195,13 @@ export class MessageStore {
   private timers: NodeJS.Timeout[] = [];
   private releaseLock: () => void;
   private closed = false;
+  private checkpointing: Promise<void> | null = null;
+  private warnedDamage = false;
+  private readonly knownDamage = new Set<string>();
   /** how the last open recovered */
   recovery!: RecoveryReport;
+  /** damage met while serving reads */
+  readonly damage: DamageStats = { damagedRecordsSkipped: 0, entriesRepaired: 0, replicationBytesSkipped: 0 };
 
   private constructor(opts: Required<MessageStoreOptions>, releaseLock: () => void) {
     this.options = opts;
@@ -206,23 +242,152 @@ export class MessageStore {
     return path.join(this.options.dir, "abort");
   }
 
+  private get checkpointFile(): string {
+    return path.join(this.options.dir, "checkpoint");
+  }
+
+  private get maxRecordBytes(): number {
+    return this.options.maxMessageBytes + 64 * 1024;
+  }
+
   /**
-   * Rebuilds consume queues and the index from the commit log, which is checked record by record.
-   * The abort marker only says whether the last shutdown was clean (reported as the mode); either
-   * way nothing is trusted that the log does not back.
+   * RocketMQ's recovery (reference §10.6). Consume queues and index are loaded and checked first
+   * (against the checkpoint's marks); then only the end of the commit log is checked record by
+   * record: after a clean shutdown from the file holding the dispatched position (at least the
+   * 3rd-last file), after a crash from the newest file whose first record is older than the
+   * checkpoint's timestamps. Records past the dispatched position are dispatched again, the torn
+   * tail is cut and consume-queue and index entries pointing past the valid end are dropped.
+   * Without a checkpoint, or when a consume queue is behind its mark or the index is damaged,
+   * consume queues and index are rebuilt from the whole log. Older records are not rechecked
+   * here: every read checks the record it serves.
    */
   private recover(): void {
     const mode = fs.existsSync(this.abortFile) ? "abnormal" : "normal";
+    const cp = readCheckpoint(this.checkpointFile);
     fs.writeFileSync(this.abortFile, String(process.pid));
+    const log = this.commitLog;
+    const last = log.segments[log.segments.length - 1];
+    const extent = last ? last.start + log.segmentBytes : 0;
+    const why = !cp ? (last ? "no checkpoint" : null) : this.loadQueuesAndIndex(cp, mode === "normal", extent);
+    if (why || !cp) {
+      this.rebuildAll(mode, why);
+      return;
+    }
+    this.dispatcher.lastStoreTimestamp = Math.min(cp.logicsMsgTimestamp, cp.indexMsgTimestamp);
+    let from = 0;
+    let redispatchFrom = log.minOffset;
+    const n = log.segments.length;
+    if (mode === "normal") {
+      redispatchFrom = Math.max(log.minOffset, Math.min(cp.confirmOffset, extent));
+      const holding = log.segments.findIndex((seg) => redispatchFrom < seg.start + log.segmentBytes);
+      from = Math.max(0, Math.min(holding < 0 ? n - 1 : holding, n - 1 - NORMAL_RECOVERY_FILES_BACK));
+    } else {
+      const trusted = checkpointMinTimestamp(cp);
+      for (let i = n - 1; i >= 0; i--) {
+        const ts = this.firstStoreTime(log.segments[i]!.start);
+        if (ts >= 0 && ts <= trusted) {
+          from = i;
+          break;
+        }
+      }
+      redispatchFrom = log.segments[from]?.start ?? log.minOffset;
+    }
+    this.index.truncateFrom(redispatchFrom);
+    const scan = scanCommitLog(log, this.maxRecordBytes, (buf, s, e, phy) => {
+      let p = s;
+      while (p < e && phy + (p - s) < redispatchFrom) p += buf.readInt32BE(p);
+      if (p < e) this.dispatcher.dispatch(buf, p, e, phy + (p - s), false);
+    }, from);
+    this.commitLog.truncateTo(scan.end);
+    // after a clean shutdown entries can only point past the end when the log was cut below what
+    // was dispatched; otherwise such an entry is damaged and getMessage finds its record again
+    if (mode === "abnormal" || scan.end < redispatchFrom) {
+      for (const m of this.queues.values()) for (const q of m.values()) q.truncateAbove(scan.end);
+      this.index.truncateFrom(scan.end);
+    }
+    this.recovery = { mode, log: scan, checkedFrom: log.segments[from]?.start ?? scan.end, redispatchedFrom: redispatchFrom, rebuilt: null };
+  }
+
+  /** Loads every consume queue and the index; the reason to rebuild them, or null when they are usable. */
+  private loadQueuesAndIndex(cp: StoreCheckpoint, clean: boolean, extent: number): string | null {
+    const root = path.join(this.options.dir, "consumequeue");
+    for (const { topic, queueId } of listConsumeQueues(root)) {
+      const q = this.queue(topic, queueId, true)!;
+      if (q.recover(cp.queues[topic]?.[String(queueId)], clean, extent, this.maxRecordBytes) === "behind") return `consume queue ${topic}/${queueId} is behind the checkpoint`;
+      if (this.commitLog.minOffset > 0) q.deleteBelow(this.commitLog.minOffset);
+    }
+    for (const [topic, m] of Object.entries(cp.queues)) {
+      for (const [id, mark] of Object.entries(m)) {
+        if (mark.max > mark.min && !this.queues.get(topic)?.has(Number(id))) return `consume queue ${topic}/${id} is missing`;
+      }
+    }
+    if (this.index.load(cp.indexEntries, extent) === "damaged") return "index files missing or damaged";
+    return null;
+  }
+
+  /** Rebuilds consume queues and index from the whole commit log, checked record by record. */
+  private rebuildAll(mode: "normal" | "abnormal", why: string | null): void {
+    for (const m of this.queues.values()) for (const q of m.values()) q.close();
+    this.queues.clear();
     fs.rmSync(path.join(this.options.dir, "consumequeue"), { recursive: true, force: true });
     this.index.reset();
-    const maxRecord = this.options.maxMessageBytes + 64 * 1024;
-    const log = scanCommitLog(this.commitLog, maxRecord, (buf, s, e, phy) => this.dispatcher.dispatch(buf, s, e, phy, false));
+    const log = scanCommitLog(this.commitLog, this.maxRecordBytes, (buf, s, e, phy) => this.dispatcher.dispatch(buf, s, e, phy, false));
     this.commitLog.truncateTo(log.end);
-    this.recovery = { mode, log };
+    this.recovery = { mode, log, checkedFrom: this.commitLog.minOffset, redispatchedFrom: this.commitLog.minOffset, rebuilt: why };
+  }
+
+  /** Store time of the record at the start of the segment at `start`, or -1 when there is no valid one. */
+  private firstStoreTime(start: number): number {
+    const head = this.commitLog.read(start, Math.min(this.maxRecordBytes, this.commitLog.segmentBytes));
+    if (!head || checkRecord(head, 0, head.length) < 0) return -1;
+    return readLong(head, RecordOffset.STORE_TIMESTAMP);
+  }
+
+  /** The min and max offsets of every consume queue. */
+  private queueMarks(): Record<string, Record<string, QueueMark>> {
+    const out: Record<string, Record<string, QueueMark>> = {};
+    for (const [topic, m] of this.queues) {
+      const t: Record<string, QueueMark> = {};
+      for (const [id, q] of m) t[String(id)] = { min: q.minOffset, max: q.maxOffset };
+      out[topic] = t;
+    }
+    return out;
+  }
+
+  /**
+   * Flushes commit log, consume queues and index up to what was dispatched when it started, then
+   * writes the checkpoint saying so. One at a time; close waits for the one running.
+   */
+  checkpoint(): Promise<void> {
+    if (this.checkpointing) return this.checkpointing;
+    const run = async () => {
+      const ts = this.dispatcher.lastStoreTimestamp;
+      const target = this.commitLog.writeOffset;
+      const queues = this.queueMarks();
+      const indexEntries = this.index.entries;
+      await this.commitLog.waitFlushed(target);
+      const syncs: Array<Promise<void>> = [this.index.sync()];
+      for (const m of this.queues.values()) for (const q of m.values()) syncs.push(q.sync());
+      await Promise.all(syncs);
+      if (this.closed) return;
+      await writeCheckpointAsync(this.checkpointFile, {
+        physicMsgTimestamp: ts, logicsMsgTimestamp: ts, indexMsgTimestamp: ts, flushedOffset: target, confirmOffset: target, indexEntries, queues,
+      });
+    };
+    this.checkpointing = run().finally(() => {
+      this.checkpointing = null;
+    });
+    return this.checkpointing;
   }
 
   private startTimers(): void {
+    if (this.options.checkpointIntervalMs > 0) {
+      const t = setInterval(() => {
+        if (!this.closed) this.checkpoint().catch(() => { /* retried at the next interval; close writes one */ });
+      }, this.options.checkpointIntervalMs);
+      t.unref();
+      this.timers.push(t);
+    }
     if (this.options.flush === "async") {
       const t = setInterval(() => this.commitLog.flushSoon(), this.options.flushIntervalMs);
       t.unref();
@@ -541,11 +706,15 @@ export class MessageStore {
     for (let i = 0; i < n; i++) {
       const e = i * CQ_ENTRY_BYTES;
       const phy = readLong(entries, e);
-      const size = entries.readInt32BE(e + 8);
+      let size = entries.readInt32BE(e + 8);
       if (candPhy.length > 0 && (candPhy.length >= maxNums || bytes + size > maxBytes)) break;
       next = offset + i + 1;
-      if (size <= 0) continue; // a hole: a record recovery could not read
-      if (phy < minPhy) {
+      if (size <= 0) {
+        if (phy === 0 && size === 0) continue; // a hole: a record recovery could not read
+        size = 0; // a damaged entry: its record is looked for below
+      }
+      if (phy < 0) size = 0; // a damaged entry: its record is looked for below
+      else if (phy < minPhy) {
         removed = true;
         continue;
       }
@@ -558,8 +727,11 @@ export class MessageStore {
     const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
     const records = this.readRecords(candPhy, candSize);
     for (let i = 0; i < records.length; i++) {
-      const rec = records[i];
-      if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[i]!)) continue;
+      let rec = records[i];
+      if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[i]!)) {
+        rec = this.refindRecord(q, candOffset[i]!, topicBytes);
+        if (!rec) continue;
+      }
       if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) continue;
       res.buffers.push(rec);
       res.lastPhysicalOffset = candPhy[i]!;
@@ -604,6 +776,69 @@ export class MessageStore {
       i = j;
     }
     return out;
+  }
+
+  /**
+   * The record of queue offset `offset` whose consume-queue entry did not lead to it: either the
+   * record is damaged (counted, reported once, skipped: null) or the entry is, in which case the
+   * record is looked for between the records of the neighbouring entries and the entry rewritten.
+   */
+  private refindRecord(q: ConsumeQueue, offset: number, topicBytes: Buffer): Buffer | null {
+    const key = `${q.topic}/${q.queueId}/${offset}`;
+    if (this.knownDamage.has(key)) return null;
+    const maxRec = this.maxRecordBytes;
+    const entry = (o: number): { phy: number; size: number } | null => {
+      if (o < q.minOffset || o >= q.maxOffset) return null;
+      const e = q.read(o, 1);
+      if (!e || e.length < CQ_ENTRY_BYTES) return null;
+      const phy = readLong(e, 0);
+      const size = e.readInt32BE(8);
+      return size >= MIN_RECORD_BYTES && size <= maxRec && phy >= 0 ? { phy, size } : null;
+    };
+    const self = entry(offset);
+    const prev = entry(offset - 1);
+    const next = entry(offset + 1);
+    const logMin = this.commitLog.minOffset;
+    const logEnd = this.commitLog.writeOffset;
+    let lo = prev ? prev.phy + prev.size : -1;
+    let hi = next ? next.phy : -1;
+    let found: { phy: number; size: number } | null = null;
+    if (lo >= 0 || hi >= 0) {
+      if (lo < 0) lo = hi - REFIND_SCAN_BYTES;
+      if (hi < 0) hi = lo + REFIND_SCAN_BYTES;
+      lo = Math.max(lo, logMin);
+      hi = Math.min(hi, logEnd);
+      const ranges: Array<[number, number]> = [];
+      if (hi - lo <= REFIND_SCAN_BYTES) ranges.push([lo, hi]);
+      else {
+        if (self) ranges.push([Math.max(lo, self.phy - REFIND_SCAN_BYTES / 2), Math.min(hi, self.phy + REFIND_SCAN_BYTES / 2)]);
+        ranges.push([lo, lo + REFIND_SCAN_BYTES / 4], [hi - REFIND_SCAN_BYTES / 4, hi]);
+      }
+      const match = (buf: Buffer, rel: number) => this.recordMatches(rel === 0 ? buf : buf.subarray(rel), topicBytes, q.queueId, offset);
+      for (const [a, b] of ranges) if (!found && b > a) found = findRecord(this.commitLog, a, b, maxRec, match);
+    }
+    const rec = found ? this.readRecord(found.phy, found.size) : null;
+    if (rec && found) {
+      q.repairEntry(offset, found.phy, found.size);
+      this.damage.entriesRepaired++;
+      return rec;
+    }
+    if (this.knownDamage.size >= MAX_REMEMBERED_DAMAGE) this.knownDamage.clear();
+    this.knownDamage.add(key);
+    this.reportDamage(`The record of ${q.topic}/${q.queueId} offset ${offset}${self ? ` at commit-log offset ${self.phy}` : ""} is damaged and is skipped.`);
+    return null;
+  }
+
+  /** Counts a skipped damaged record and reports the first one. */
+  private reportDamage(message: string): void {
+    this.damage.damagedRecordsSkipped++;
+    if (this.warnedDamage) return;
+    this.warnedDamage = true;
+    try {
+      this.options.onDamage(`${message} Later damaged records are counted in store.damage without a report.`);
+    } catch {
+      /* a failing listener must not fail the read */
+    }
   }
 
   /** The record is the one the consume-queue entry claims (topic, queue, offset). */
@@ -720,9 +955,18 @@ export class MessageStore {
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
+    await this.checkpointing?.catch(() => {});
     let err: unknown;
     try {
       this.commitLog.flushNow();
+      for (const m of this.queues.values()) for (const q of m.values()) q.syncNow();
+      this.index.syncNow();
+      const ts = this.dispatcher.lastStoreTimestamp;
+      const end = this.commitLog.writeOffset;
+      writeCheckpoint(this.checkpointFile, {
+        physicMsgTimestamp: ts, logicsMsgTimestamp: ts, indexMsgTimestamp: ts, flushedOffset: end, confirmOffset: end,
+        indexEntries: this.index.entries, queues: this.queueMarks(),
+      });
     } catch (e) {
       err = e;
     }

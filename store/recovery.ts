@@ -5,7 +5,7 @@
  * follows the last valid record (a torn tail) is cut.
  */
 import { BLANK_MAGIC, MAGIC_V1, RecordOffset, checkRecord, readLong } from "../transport/messageRecord.ts";
-import type { CommitLog } from "./commitLog.ts";
+import { type CommitLog, fillerBytes } from "./commitLog.ts";
 import type { Segment } from "./segment.ts";
 
 /** What a scan of the commit log found. */
@@ -24,19 +24,20 @@ const MAGIC_BYTES = Buffer.from([0xda, 0xa3, 0x20, 0xa7]);
 const DEFAULT_WINDOW = 16 * 1024 * 1024;
 
 /**
- * Scans every commit-log segment; `onRecords(buf, start, end, basePhy)` receives runs of valid
- * records in log order.
+ * Scans the commit-log segments from index `fromSegment` on; `onRecords(buf, start, end, basePhy)`
+ * receives runs of valid records in log order. Replica fillers are stepped over like records.
  */
 export function scanCommitLog(
   log: CommitLog,
   maxRecordBytes: number,
   onRecords: (buf: Buffer, start: number, end: number, basePhy: number) => void,
+  fromSegment = 0,
 ): LogScanResult {
-  const result: LogScanResult = { end: log.minOffset, records: 0, damagedRegions: 0, cutBytes: 0 };
+  const result: LogScanResult = { end: log.segments[fromSegment]?.start ?? log.minOffset, records: 0, damagedRegions: 0, cutBytes: 0 };
   const segBytes = log.segmentBytes;
   const window = Math.min(segBytes, Math.max(DEFAULT_WINDOW, 2 * maxRecordBytes));
   let pendingDamage = false;
-  for (const seg of log.segments) {
+  for (const seg of log.segments.slice(fromSegment)) {
     let winStart = 0;
     let win = seg.read(0, window);
     let pos = 0;
@@ -63,6 +64,13 @@ export function scanCommitLog(
         pos = segBytes;
         result.end = seg.start + segBytes;
         break;
+      }
+      const filler = fillerBytes(win, rel, avail);
+      if (filler > 0 && pos + filler <= segBytes) {
+        flushRun();
+        pos += filler;
+        result.end = seg.start + pos;
+        continue;
       }
       const n = checkRecord(win, rel, avail);
       if (n > 0 && readLong(win, rel + RecordOffset.PHYSICAL_OFFSET) === seg.start + pos) {
@@ -92,11 +100,14 @@ export function scanCommitLog(
   return result;
 }
 
-/** Position of the next valid record at or after `from` in the segment, or -1. */
-function resync(seg: Segment, from: number, segBytes: number, maxRecordBytes: number, window: number): number {
+/**
+ * Position (within the segment) of the next valid record at or after `from` and before `limit`
+ * (a segment-relative end, the segment size by default), or -1.
+ */
+export function resync(seg: Segment, from: number, segBytes: number, maxRecordBytes: number, window: number, limit = segBytes): number {
   let at = from;
-  while (at + 8 <= segBytes) {
-    const len = Math.min(window, segBytes - at);
+  while (at + 8 <= limit) {
+    const len = Math.min(window, limit - at);
     const win = seg.read(at, len);
     let i = win.indexOf(MAGIC_BYTES, 4);
     while (i >= 0) {
@@ -114,8 +125,37 @@ function resync(seg: Segment, from: number, segBytes: number, maxRecordBytes: nu
       }
       i = win.indexOf(MAGIC_BYTES, i + 1);
     }
-    if (at + len >= segBytes) break;
+    if (at + len >= limit) break;
     at += len - 7;
   }
   return -1;
+}
+
+/**
+ * The first valid record in commit-log range [lo, hi) for which `match(buf, rel)` holds, found by
+ * scanning for magic codes as recovery does; null when there is none. Used to find a record
+ * again when the consume-queue entry pointing at it is damaged.
+ */
+export function findRecord(
+  log: CommitLog,
+  lo: number,
+  hi: number,
+  maxRecordBytes: number,
+  match: (buf: Buffer, rel: number) => boolean,
+): { phy: number; size: number } | null {
+  const segBytes = log.segmentBytes;
+  const window = Math.min(segBytes, Math.max(64 * 1024, 2 * maxRecordBytes));
+  for (const seg of log.segments) {
+    const segEnd = seg.start + segBytes;
+    if (segEnd <= lo || seg.start >= hi) continue;
+    const to = Math.min(hi, segEnd) - seg.start;
+    let p = resync(seg, Math.max(lo, seg.start) - seg.start, segBytes, maxRecordBytes, window, to);
+    while (p >= 0) {
+      const head = seg.read(p, Math.min(maxRecordBytes, segBytes - p));
+      const size = head.readInt32BE(0);
+      if (match(head, 0)) return { phy: seg.start + p, size };
+      p = resync(seg, p + 1, segBytes, maxRecordBytes, window, to);
+    }
+  }
+  return null;
 }

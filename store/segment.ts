@@ -11,10 +11,11 @@ const fdatasyncAsync = promisify(fs.fdatasync);
 
 /**
  * The file primitives segments use. Tests swap `writeSync` to simulate a full disk (ENOSPC)
- * without filling one.
+ * without filling one, and `readSync` to count what an open reads.
  */
 export const segmentIo = {
   writeSync: fs.writeSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
+  readSync: fs.readSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
 };
 
 /** `00000000000000000000`-style name of a segment starting at `offset`. */
@@ -85,7 +86,7 @@ export class Segment {
     const buf = into ?? Buffer.allocUnsafe(len);
     let done = 0;
     while (done < len) {
-      const n = fs.readSync(this.fd, buf, intoOff + done, len - done, pos + done);
+      const n = segmentIo.readSync(this.fd, buf, intoOff + done, len - done, pos + done);
       if (n <= 0) break;
       done += n;
     }

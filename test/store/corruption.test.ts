@@ -7,13 +7,14 @@ import { MessageStore } from "../../store/index.ts";
 import { decodeRecords, encodeMessageBatch } from "../../transport/messageRecord.ts";
 import { tempDir } from "../helpers.ts";
 
-const opts = (dir: string) => ({ dir, commitLogSegmentBytes: 4096, consumeQueueEntries: 8, cleanIntervalMs: 0, flush: "async" as const });
+const opts = (dir: string) => ({ dir, commitLogSegmentBytes: 4096, consumeQueueEntries: 8, cleanIntervalMs: 0, flush: "async" as const, onDamage: () => {} });
 
 async function fill(dir: string): Promise<Map<string, number>> {
   const s = await MessageStore.open(opts(dir));
   const where = new Map<string, number>(); // body -> commit-log offset
-  for (let i = 0; i < 30; i++) {
-    const bodies = [`q${i % 2}-${i}-a-${"z".repeat(i * 5)}`, `q${i % 2}-${i}-b`];
+  // enough batches for several segments, so that a clean reopen checks only the last ones
+  for (let i = 0; i < 60; i++) {
+    const bodies = [`q${i % 2}-${i}-a-${"z".repeat((i % 30) * 5)}`, `q${i % 2}-${i}-b`];
     const r = await s.putMessages({ topic: "P", queueId: i % 2, bornTimestamp: 1, bornHost: "1.1.1.1:1", body: encodeMessageBatch(bodies.map((b) => ({ body: Buffer.from(b) }))) });
     let off = r.commitLogOffset;
     for (const b of bodies) {
@@ -39,7 +40,7 @@ function readAll(s: MessageStore): string[] {
   return out;
 }
 
-test("single-bit flips anywhere in the log or consume queues: only the damaged record is lost", async (t) => {
+test("single-bit flips anywhere in the log or consume queues, after a clean or a crashed shutdown: only the damaged record is lost", async (t) => {
   const { dir: base, cleanup } = await tempDir();
   t.after(cleanup);
   const pristine = path.join(base, "pristine");
@@ -50,7 +51,7 @@ test("single-bit flips anywhere in the log or consume queues: only the damaged r
   ];
   let run = 0;
   await fc.assert(
-    fc.asyncProperty(fc.integer({ min: 0, max: files.length - 1 }), fc.nat(), fc.integer({ min: 0, max: 7 }), async (fi, pos, bit) => {
+    fc.asyncProperty(fc.integer({ min: 0, max: files.length - 1 }), fc.nat(), fc.integer({ min: 0, max: 7 }), fc.boolean(), async (fi, pos, bit, crashed) => {
       const dir = path.join(base, `r${run++}`);
       fs.cpSync(pristine, dir, { recursive: true });
       const file = path.join(dir, files[fi]!);
@@ -61,8 +62,10 @@ test("single-bit flips anywhere in the log or consume queues: only the damaged r
       const at = pos % used;
       data[at]! ^= 1 << bit;
       fs.writeFileSync(file, data);
+      if (crashed) fs.writeFileSync(path.join(dir, "abort"), "1");
       const s = await MessageStore.open(opts(dir));
       try {
+        assert.equal(s.recovery.mode, crashed ? "abnormal" : "normal");
         const got = readAll(s);
         const lost = [...where.keys()].filter((b) => !got.includes(b));
         assert.ok(got.every((b) => where.has(b)), "nothing served that was not written");
