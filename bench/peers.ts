@@ -112,10 +112,28 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   const driver = prepareDriver(driverDir, log);
   const out = path.join(driver, "results.json");
   const tsx = path.join(projectDir, "node_modules", "tsx", "dist", "loader.mjs");
-  const cmd = [process.execPath, "--import", tsx, path.join(driver, "run.mjs"), "--adapters", adapters.join(","), "--workloads", workloads, "--runs", String(runs), "--scale", String(scale), out];
+  const cmd = [
+    process.execPath,
+    "--import",
+    tsx,
+    path.join(driver, "run.mjs"),
+    "--adapters",
+    adapters.join(","),
+    "--workloads",
+    workloads,
+    "--runs",
+    String(runs),
+    "--scale",
+    String(scale),
+    out,
+  ];
   log(`ACTORMQ_DIR=${projectDir} ${cmd.join(" ")}`);
   const code = await new Promise<number | null>((resolve) => {
-    const child = spawn(cmd[0]!, cmd.slice(1), { cwd: driver, env: { ...process.env, ACTORMQ_DIR: projectDir }, stdio: ["ignore", opts.verbose ? "inherit" : "ignore", "inherit"] });
+    const child = spawn(cmd[0]!, cmd.slice(1), {
+      cwd: driver,
+      env: { ...process.env, ACTORMQ_DIR: projectDir },
+      stdio: ["ignore", opts.verbose ? "inherit" : "ignore", "inherit"],
+    });
     child.once("exit", (c) => resolve(c));
   });
   if (code !== 0) notes.push(`the driver exited with ${code}`);
@@ -129,7 +147,12 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   const ok = doc.results.filter((r) => !r.error);
   for (const r of doc.results.filter((r) => r.error)) notes.push(`${r.adapter} ${r.workload} run ${r.run}: ${r.error!.split("\n")[0]}`);
   const pick = (adapter: string, workload: string, f: (r: DriverResult) => number | undefined) =>
-    median(ok.filter((r) => r.adapter === adapter && r.workload === workload).map(f).filter((x): x is number => typeof x === "number"));
+    median(
+      ok
+        .filter((r) => r.adapter === adapter && r.workload === workload)
+        .map(f)
+        .filter((x): x is number => typeof x === "number"),
+    );
   const figures: Array<[string, string, (r: DriverResult) => number | undefined]> = [
     ["w1ProduceMsgsPerSec", "burst", (r) => r.produce?.msgsPerSec],
     ["w1ConsumeMsgsPerSec", "burst", (r) => r.consume?.msgsPerSec],
@@ -166,7 +189,15 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   ratio("w2GroupConsumeVsBestPeer", me.w2GroupConsumeMsgsPerSec! / best("w2GroupConsumeMsgsPerSec", false));
   ratio("w3P99VsBestPeer", me.w3E2eP99Ms! / best("w3E2eP99Ms", true));
   ratio("w3P50VsBestPeer", me.w3E2eP50Ms! / best("w3E2eP50Ms", true));
-  ratio("w4SyncProduceVsBestFsyncingPeer", me.w4SyncProduceMsgsPerSec! / best("w4SyncProduceMsgsPerSec", false, peers.filter((p) => FSYNCING_PEERS.has(p))));
+  ratio(
+    "w4SyncProduceVsBestFsyncingPeer",
+    me.w4SyncProduceMsgsPerSec! /
+      best(
+        "w4SyncProduceMsgsPerSec",
+        false,
+        peers.filter((p) => FSYNCING_PEERS.has(p)),
+      ),
+  );
   ratio("w4VsOwnW1Produce", me.w4SyncProduceMsgsPerSec! / me.w1ProduceMsgsPerSec!);
 
   if (opts.verbose) {
@@ -174,7 +205,10 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
     console.log(`\nmedians of ${runs} run(s), scale ${scale}`);
     console.log(`| figure | ${adapters.join(" | ")} |`);
     console.log(`|---|${adapters.map(() => "---").join("|")}|`);
-    for (const c of cols) console.log(`| ${c} | ${adapters.map((a) => (table[a]?.[c] === undefined ? "-" : String(round(table[a]![c]!, c.endsWith("Ms") ? 2 : 0)))).join(" | ")} |`);
+    for (const c of cols)
+      console.log(
+        `| ${c} | ${adapters.map((a) => (table[a]?.[c] === undefined ? "-" : String(round(table[a]![c]!, c.endsWith("Ms") ? 2 : 0)))).join(" | ")} |`,
+      );
     console.log("\nratios (throughput: actormq / best peer, target >= 1.5; latency: actormq / best peer, target <= 1):");
     for (const [k, v] of Object.entries(result.ratio)) console.log(`  ${k.padEnd(36)} ${v}`);
   }

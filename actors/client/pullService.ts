@@ -264,7 +264,10 @@ export class PullService {
       return;
     }
     let pl = this.pipelines.get(request);
-    if (!pl) this.pipelines.set(request, (pl = { flights: [], knownMaxOffset: -1, stride: s.pullBatchSize }));
+    if (!pl) {
+      pl = { flights: [], knownMaxOffset: -1, stride: s.pullBatchSize };
+      this.pipelines.set(request, pl);
+    }
     // pulls in flight that no longer start where the queue goes on are dropped
     if (pl.flights.length > 0 && pl.flights[0]!.offset !== request.nextOffset) this.dropFlights(pl);
     if (pl.flights.length === 0) this.issue(request, pl, sd, request.nextOffset, s.pullBatchSize, false);

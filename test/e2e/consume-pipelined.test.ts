@@ -67,7 +67,10 @@ async function drainOnce(topic: string, bodyBytes: number, total: number): Promi
 test("a backlog drains exactly once and in order with several pulls in flight", async () => {
   const total = 2_000;
   const { seen, pipelined } = await drainOnce("PipeSmall", 256, total);
-  assert.deepEqual(seen, Array.from({ length: total }, (_, i) => i));
+  assert.deepEqual(
+    seen,
+    Array.from({ length: total }, (_, i) => i),
+  );
   assert.ok(pipelined > 0, "no pull was issued behind another");
 });
 
@@ -75,5 +78,8 @@ test("batches cut short by the broker's byte limit still deliver each message on
   // 40 KiB bodies: the broker's 256 KiB transfer limit answers ~6 messages where 32 were asked
   const total = 150;
   const { seen } = await drainOnce("PipeBig", 40 * 1024, total);
-  assert.deepEqual(seen, Array.from({ length: total }, (_, i) => i));
+  assert.deepEqual(
+    seen,
+    Array.from({ length: total }, (_, i) => i),
+  );
 });
