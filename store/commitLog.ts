@@ -134,6 +134,28 @@ export class CommitLog {
     this.writeOffset = phy + len;
   }
 
+  /**
+   * Writes a filler of `total` bytes at the write offset (a replica standing in for a damaged
+   * range of its master's log): header, then zeros.
+   */
+  appendFiller(total: number): void {
+    const phy = this.writeOffset;
+    const seg = this.segmentFor(phy);
+    if (!seg || phy - seg.start + total > this.segmentBytes) {
+      throw new MQError("MALFORMED", `A replicated filler of ${total} bytes at ${phy} does not fit its segment: master and replica need the same commitLogSegmentBytes.`);
+    }
+    const chunk = Buffer.alloc(Math.min(total, 1024 * 1024));
+    writeFillerHeader(chunk, 0, total);
+    let done = 0;
+    while (done < total) {
+      const n = Math.min(chunk.length, total - done);
+      seg.write(chunk, 0, n, phy - seg.start + done);
+      if (done === 0) chunk.fill(0, 0, FILLER_HEADER_BYTES);
+      done += n;
+    }
+    this.writeOffset = phy + total;
+  }
+
   /** Reads `len` bytes at `phy` (within one segment); null when that segment is gone. */
   read(phy: number, len: number, into?: Buffer, intoOff = 0): Buffer | null {
     const seg = this.segmentFor(phy);

@@ -338,9 +338,11 @@ export class MessageStore {
 
   /** Store time of the record at the start of the segment at `start`, or -1 when there is no valid one. */
   private firstStoreTime(start: number): number {
-    const head = this.commitLog.read(start, Math.min(this.maxRecordBytes, this.commitLog.segmentBytes));
-    if (!head || checkRecord(head, 0, head.length) < 0) return -1;
-    return readLong(head, RecordOffset.STORE_TIMESTAMP);
+    const size = this.commitLog.read(start, 4)?.readInt32BE(0) ?? 0;
+    if (size < MIN_RECORD_BYTES || size > Math.min(this.maxRecordBytes, this.commitLog.segmentBytes)) return -1;
+    const rec = this.commitLog.read(start, size);
+    if (!rec || checkRecord(rec, 0, size) !== size) return -1;
+    return readLong(rec, RecordOffset.STORE_TIMESTAMP);
   }
 
   /** The min and max offsets of every consume queue. */
@@ -876,7 +878,13 @@ export class MessageStore {
   // -------------------------------------------------------------------------------------------
   // Replication
 
-  /** Whole, checked records from `from` (within one segment), at most about `maxBytes`; a BLANK marker alone when `from` is at one. */
+  /**
+   * Whole, checked records from `from` (within one segment), at most about `maxBytes`; a BLANK
+   * marker alone when `from` is at one. When the record at `from` is damaged, a filler header
+   * alone (see {@link FILLER_MAGIC}) whose total size reaches the next valid record, or a BLANK
+   * marker when no valid record follows in that (finished) segment: the replica writes it and
+   * stays at the master's byte offsets, and never receives a damaged record.
+   */
   readCommitLog(from: number, maxBytes: number): Buffer {
     this.checkOpen();
     const end = this.commitLog.writeOffset;
@@ -891,11 +899,12 @@ export class MessageStore {
     let p = 0;
     while (p + 8 <= buf.length) {
       const total = buf.readInt32BE(p);
-      if (buf.readUInt32BE(p + 4) === 0xcbd43194) return p === 0 ? buf.subarray(0, 8) : buf.subarray(0, p);
+      if (buf.readUInt32BE(p + 4) === BLANK_MAGIC) return p === 0 ? buf.subarray(0, BLANK_MARKER_BYTES) : buf.subarray(0, p);
+      if (fillerBytes(buf, p, buf.length - p) > 0) return p === 0 ? buf.subarray(0, FILLER_HEADER_BYTES) : buf.subarray(0, p);
       if (p > 0 && p + total > maxBytes) break;
       const n = checkRecord(buf, p, buf.length - p);
       if (n < 0 || readLong(buf, p + RecordOffset.PHYSICAL_OFFSET) !== from + p) {
-        if (p === 0) throw new MQError("MALFORMED", `The commit-log record at ${from} is damaged and cannot be replicated.`);
+        if (p === 0) return this.skipDamaged(from, seg.start, Math.min(end, segEnd));
         break;
       }
       p += n;
@@ -903,19 +912,48 @@ export class MessageStore {
     return buf.subarray(0, p);
   }
 
+  /** What replicates a damaged range starting at `from`: a filler header up to the next valid record, or a BLANK marker. */
+  private skipDamaged(from: number, segStart: number, limit: number): Buffer {
+    const seg = this.commitLog.segmentFor(from)!;
+    const segBytes = this.commitLog.segmentBytes;
+    const maxRec = this.maxRecordBytes;
+    const next = resync(seg, from - segStart + 1, segBytes, maxRec, Math.min(segBytes, Math.max(64 * 1024, 2 * maxRec)), limit - segStart);
+    const segEnd = segStart + segBytes;
+    let out: Buffer;
+    if (next < 0 && limit === segEnd) {
+      out = Buffer.alloc(BLANK_MARKER_BYTES);
+      out.writeInt32BE(segEnd - from, 0);
+      out.writeUInt32BE(BLANK_MAGIC, 4);
+    } else {
+      const total = (next < 0 ? limit : segStart + next) - from;
+      if (total < FILLER_HEADER_BYTES) return Buffer.alloc(0);
+      out = Buffer.alloc(FILLER_HEADER_BYTES);
+      writeFillerHeader(out, 0, total);
+    }
+    this.damage.replicationBytesSkipped += out.readInt32BE(0);
+    this.reportDamage(`The commit-log bytes at ${from} (${out.readInt32BE(0)} bytes) are damaged; replicas receive a filler for them.`);
+    return out;
+  }
+
   /** Appends bytes read from a master's {@link readCommitLog} at this store's max offset, checked, then dispatches them. */
   async appendReplica(bytes: Buffer): Promise<number> {
     this.checkOpen();
     let p = 0;
     while (p + 8 <= bytes.length) {
-      if (bytes.readUInt32BE(p + 4) === 0xcbd43194) {
+      if (bytes.readUInt32BE(p + 4) === BLANK_MAGIC) {
         this.commitLog.rollToNextSegment();
-        p += 8;
+        p += BLANK_MARKER_BYTES;
+        continue;
+      }
+      const filler = fillerBytes(bytes, p, bytes.length - p);
+      if (filler > 0) {
+        this.commitLog.appendFiller(filler);
+        p += FILLER_HEADER_BYTES;
         continue;
       }
       const start = p;
       const phy0 = this.commitLog.writeOffset;
-      while (p + 8 <= bytes.length && bytes.readUInt32BE(p + 4) !== 0xcbd43194) {
+      while (p + 8 <= bytes.length && bytes.readUInt32BE(p + 4) !== BLANK_MAGIC && fillerBytes(bytes, p, bytes.length - p) < 0) {
         const n = checkRecord(bytes, p, bytes.length - p);
         if (n < 0 || readLong(bytes, p + RecordOffset.PHYSICAL_OFFSET) !== phy0 + (p - start)) {
           throw new MQError("MALFORMED", `Replicated bytes at ${phy0 + (p - start)} do not check out (size, CRC or offset): resync the replica from its max offset.`);

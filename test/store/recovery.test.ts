@@ -1,0 +1,177 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { segmentIo } from "../../store/segment.ts";
+import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+const SEG = 64 * 1024;
+const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
+  dir, commitLogSegmentBytes: SEG, consumeQueueEntries: 256, cleanIntervalMs: 0, checkpointIntervalMs: 0, flush: "async", onDamage: () => {}, ...o,
+});
+
+/** Puts `batches` batches of 8 messages of ~1 KiB over two queues; KEYS k<batch> when `keys`. */
+async function fill(s: MessageStore, batches: number, from = 0, keys = false): Promise<number[]> {
+  const at: number[] = [];
+  for (let i = from; i < from + batches; i++) {
+    const body = encodeMessageBatch(
+      Array.from({ length: 8 }, (_, j) => ({ body: Buffer.from(`m${i}-${j}-${"x".repeat(1000)}`), properties: keys ? encodeProperties({ KEYS: `k${i}` }) : undefined })),
+    );
+    at.push((await s.putMessages({ topic: "R", queueId: i % 2, bornTimestamp: 1, bornHost: "1.1.1.1:1", body })).commitLogOffset);
+  }
+  return at;
+}
+
+function readAll(s: MessageStore, queueId: number): string[] {
+  const out: string[] = [];
+  let off = s.getMinOffset("R", queueId);
+  for (;;) {
+    const g = s.getMessage("g", "R", queueId, off, 32);
+    if (g.status !== "FOUND" && g.status !== "NO_MATCHED_MESSAGE") return out;
+    out.push(...decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.body.toString().slice(0, 12)));
+    off = g.nextBeginOffset;
+  }
+}
+
+/** Bytes read through the segment primitives while `fn` runs. */
+async function bytesRead<T>(fn: () => Promise<T>): Promise<{ value: T; bytes: number }> {
+  const real = segmentIo.readSync;
+  let bytes = 0;
+  segmentIo.readSync = (fd, buf, off, len, pos) => {
+    const n = real(fd, buf, off, len, pos);
+    bytes += n;
+    return n;
+  };
+  try {
+    return { value: await fn(), bytes };
+  } finally {
+    segmentIo.readSync = real;
+  }
+}
+
+test("a clean reopen of a many-segment log reads only its last segments; a crashed one without checkpoint reads them all", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await fill(s, 300);
+  const want = [readAll(s, 0), readAll(s, 1)];
+  await s.close();
+  const segments = fs.readdirSync(path.join(dir, "commitlog")).length;
+  assert.ok(segments >= 30, `${segments} segments`);
+
+  const clean = await bytesRead(() => MessageStore.open(opts(dir)));
+  s = clean.value;
+  assert.equal(s.recovery.mode, "normal");
+  assert.equal(s.recovery.rebuilt, null);
+  assert.ok(s.recovery.checkedFrom >= (segments - 3) * SEG, `checked from ${s.recovery.checkedFrom}`);
+  assert.ok(clean.bytes <= 3 * SEG + 64 * 1024, `a clean open read ${clean.bytes} bytes of a ${segments * SEG}-byte log`);
+  assert.deepEqual([readAll(s, 0), readAll(s, 1)], want);
+  await fill(s, 4, 300);
+  await s.close();
+
+  for (const f of ["checkpoint", "checkpoint.bak"]) fs.rmSync(path.join(dir, f), { force: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  const crashed = await bytesRead(() => MessageStore.open(opts(dir)));
+  s = crashed.value;
+  t.after(() => s.close());
+  assert.equal(s.recovery.mode, "abnormal");
+  assert.equal(s.recovery.rebuilt, "no checkpoint");
+  assert.ok(crashed.bytes >= segments * SEG * 0.9, `a rebuild read ${crashed.bytes} bytes`);
+  assert.equal(readAll(s, 0).length, want[0]!.length + 16);
+});
+
+test("after a crash, recovery starts at the newest file older than the checkpoint and re-dispatches from there, without duplicate index entries", async (t) => {
+  const { dir: base, cleanup } = await tempDir();
+  t.after(cleanup);
+  const dir = path.join(base, "live");
+  const realNow = Date.now;
+  let clock = realNow() - 3600_000;
+  Date.now = () => clock;
+  let s: MessageStore;
+  const at: number[] = [];
+  try {
+    s = await MessageStore.open(opts(dir));
+    for (let i = 0; i < 200; i++) {
+      clock += 1000; // one batch per simulated second
+      at.push(...(await fill(s, 1, i, true)));
+      if (i === 150) await s.checkpoint();
+    }
+  } finally {
+    Date.now = realNow;
+  }
+  s.commitLog.flushNow();
+  // a copy taken while the store is open is what a crash leaves: abort marker, checkpoint behind the log
+  const copy = path.join(base, "crashed");
+  fs.cpSync(dir, copy, { recursive: true });
+  const want = [readAll(s, 0), readAll(s, 1)];
+  await s.close();
+
+  const r = await bytesRead(() => MessageStore.open(opts(copy)));
+  const c = r.value;
+  t.after(() => c.close());
+  assert.equal(c.recovery.mode, "abnormal");
+  assert.equal(c.recovery.rebuilt, null);
+  const segments = fs.readdirSync(path.join(copy, "commitlog")).length;
+  // the checkpoint trusts store times up to batch 150's minus 3 s: the file holding batch 147's start
+  const trusted = at[147]!;
+  assert.equal(c.recovery.checkedFrom, trusted - (trusted % SEG), `checked from ${c.recovery.checkedFrom}`);
+  assert.equal(c.recovery.redispatchedFrom, c.recovery.checkedFrom);
+  assert.ok(r.bytes < (segments - 10) * SEG, `read ${r.bytes} bytes of ${segments * SEG}`);
+  assert.deepEqual([readAll(c, 0), readAll(c, 1)], want);
+  for (const k of [3, 120, 151, 199]) assert.equal(c.queryMessageByKey("R", `k${k}`, 64).length, 8, `key k${k}: one entry per message`);
+});
+
+test("consume queues or index missing or behind, or no checkpoint: rebuilt from the whole log", async (t) => {
+  const { dir: base, cleanup } = await tempDir();
+  t.after(cleanup);
+  const pristine = path.join(base, "p");
+  const s0 = await MessageStore.open(opts(pristine));
+  await fill(s0, 40, 0, true);
+  const want = [readAll(s0, 0), readAll(s0, 1)];
+  await s0.close();
+  const cases: Array<[string, (d: string) => void, RegExp]> = [
+    ["queue dir removed", (d) => fs.rmSync(path.join(d, "consumequeue", "R", "1"), { recursive: true }), /missing/],
+    ["last queue file removed", (d) => {
+      const q = path.join(d, "consumequeue", "R", "0");
+      const files = fs.readdirSync(q).sort();
+      fs.rmSync(path.join(q, files[files.length - 1]!));
+    }, /behind/],
+    ["queue file cut", (d) => {
+      const q = path.join(d, "consumequeue", "R", "0");
+      const files = fs.readdirSync(q).sort();
+      fs.truncateSync(path.join(q, files[files.length - 1]!), 20);
+    }, /behind/],
+    ["index removed", (d) => fs.rmSync(path.join(d, "index"), { recursive: true }), /index/],
+    ["checkpoint removed", (d) => fs.rmSync(path.join(d, "checkpoint")), /no checkpoint/],
+  ];
+  for (const [name, damage, why] of cases) {
+    const d = path.join(base, name.replace(/ /g, "-"));
+    fs.cpSync(pristine, d, { recursive: true });
+    damage(d);
+    const s = await MessageStore.open(opts(d));
+    try {
+      assert.match(s.recovery.rebuilt ?? "", why, name);
+      assert.deepEqual([readAll(s, 0), readAll(s, 1)], want, name);
+      assert.equal(s.queryMessageByKey("R", "k7", 64).length, 8, name);
+    } finally {
+      await s.close();
+    }
+  }
+});
+
+test("the periodic checkpoint follows the dispatched log", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(opts(dir, { checkpointIntervalMs: 20 }));
+  t.after(() => s.close());
+  await fill(s, 10);
+  const file = path.join(dir, "checkpoint");
+  const end = s.maxPhyOffset;
+  await waitFor(() => fs.existsSync(file) && JSON.parse(fs.readFileSync(file, "utf8")).confirmOffset === end, 5000, "a checkpoint at the log end");
+  const cp = JSON.parse(fs.readFileSync(file, "utf8"));
+  assert.equal(cp.flushedOffset, end);
+  assert.deepEqual(cp.queues.R, { 0: { min: 0, max: 40 }, 1: { min: 0, max: 40 } });
+  assert.ok(cp.logicsMsgTimestamp >= s.getStoreTime("R", 1, 39));
+});
