@@ -87,6 +87,7 @@ export class ConsumeQueue {
       f.write(buf, done * CQ_ENTRY_BYTES, n * CQ_ENTRY_BYTES, inFile * CQ_ENTRY_BYTES);
       done += n;
     }
+    if (offset < this.syncedOffset) this.syncedOffset = offset;
     if (this.maxOffset === 0 && this.minOffset === 0 && offset > 0) this.minOffset = offset;
     if (offset + count > this.maxOffset) this.maxOffset = offset + count;
     const lastPos = (count - 1) * CQ_ENTRY_BYTES;
@@ -171,6 +172,8 @@ export class ConsumeQueue {
     this.maxOffset = max;
     this.minOffset = Math.min(max, Math.max(mark?.min ?? 0, firstOffset));
     this.maxPhyEnd = prevEnd;
+    // the files before the last were flushed by an earlier checkpoint or close
+    this.syncedOffset = max - (max % this.entriesPerFile);
     this.cutAfter(max);
     return "ok";
   }

@@ -728,19 +728,36 @@ export class MessageStore {
     }
     const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
     const records = this.readRecords(candPhy, candSize);
+    let damaged = 0;
     for (let i = 0; i < records.length; i++) {
       let rec = records[i];
       if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[i]!)) {
         rec = this.refindRecord(q, candOffset[i]!, topicBytes);
-        if (!rec) continue;
+        if (!rec) {
+          damaged++;
+          continue;
+        }
       }
       if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) continue;
       res.buffers.push(rec);
-      res.lastPhysicalOffset = candPhy[i]!;
+      res.lastPhysicalOffset = rec === records[i] ? candPhy[i]! : readLong(rec, RecordOffset.PHYSICAL_OFFSET);
     }
     res.messageCount = res.buffers.length;
     res.nextBeginOffset = next;
     res.status = res.messageCount > 0 ? "FOUND" : removed && candPhy.length === 0 ? "MESSAGE_WAS_REMOVING" : "NO_MATCHED_MESSAGE";
+    // damaged records took batch places they do not fill: go on past them, as RocketMQ skips an unreadable entry
+    if (damaged > 0 && res.messageCount < maxNums && next < max) {
+      let served = 0;
+      for (const b of res.buffers) served += b.length;
+      const more = this.getMessage(group, topic, queueId, next, maxNums - res.messageCount, filter, Math.max(100, maxBytes - served));
+      if (more.status === "FOUND" || more.status === "NO_MATCHED_MESSAGE" || more.status === "MESSAGE_WAS_REMOVING") {
+        for (const b of more.buffers) res.buffers.push(b);
+        if (more.messageCount > 0) res.lastPhysicalOffset = more.lastPhysicalOffset;
+        res.messageCount = res.buffers.length;
+        res.nextBeginOffset = more.nextBeginOffset;
+        if (res.messageCount > 0) res.status = "FOUND";
+      }
+    }
     return res;
   }
 

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageStore } from "../../store/index.ts";
@@ -29,7 +30,7 @@ async function crashRun(flush: "sync" | "async") {
     }
   });
   const exited = new Promise((r) => child.on("exit", r));
-  await waitFor(() => lines > 150, 30_000, "the appender to acknowledge puts");
+  await waitFor(() => lines > 150 && fs.existsSync(path.join(dir, "checkpoint")), 30_000, "the appender to acknowledge puts and write a checkpoint");
   child.kill("SIGKILL");
   await exited;
   const s = await MessageStore.open({ dir, flush, commitLogSegmentBytes: 64 * 1024, consumeQueueEntries: 100, cleanIntervalMs: 0 });
@@ -56,6 +57,7 @@ for (const flush of ["sync", "async"] as const) {
     t.after(cleanup);
     t.after(() => s.close());
     assert.equal(s.recovery.mode, "abnormal");
+    assert.equal(s.recovery.rebuilt, null, "consume queues kept, the log re-dispatched from the checkpoint");
     assert.equal(s.recovery.log.damagedRegions, 0);
     for (const q of [0, 1, 2]) {
       const bodies = readQueue(s, q);

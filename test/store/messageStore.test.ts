@@ -184,3 +184,44 @@ test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) =
   assert.deepEqual(rs.map((r) => r.firstQueueOffset).sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i));
   assert.equal(s.commitLog.flushedOffset, s.maxPhyOffset);
 });
+
+test("getMessage: NO_MESSAGE_IN_QUEUE, OFFSET_FOUND_NULL and MESSAGE_WAS_REMOVING with their next offsets", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const o = small(dir, { flush: "async", checkpointIntervalMs: 0 });
+  let s = await MessageStore.open(o);
+  const at: number[] = [];
+  for (let i = 0; i < 40; i++) at.push((await s.putMessages(batch("S", 0, [{ body: `s${i}-${"w".repeat(500)}` }]))).commitLogOffset);
+  const lone = await s.putMessages(batch("Lone", 2, [{ body: "last in the log" }]));
+  await s.close();
+
+  // the log loses its tail (torn after a clean close): Lone/2 keeps its consume queue, with nothing in it
+  const segOf = (phy: number) => path.join(dir, "commitlog", String(phy - (phy % 8192)).padStart(20, "0"));
+  fs.truncateSync(segOf(lone.commitLogOffset), lone.commitLogOffset % 8192);
+  // the consume-queue file for offsets 16..31 of S/0 is lost
+  fs.rmSync(path.join(dir, "consumequeue", "S", "0", String(16 * 20).padStart(20, "0")));
+  s = await MessageStore.open(o);
+  t.after(() => s.close());
+  let g = s.getMessage("g", "Lone", 2, 0, 32);
+  assert.deepEqual([g.status, g.nextBeginOffset, g.maxOffset], ["NO_MESSAGE_IN_QUEUE", 0, 0]);
+  g = s.getMessage("g", "Lone", 2, 3, 32);
+  assert.deepEqual([g.status, g.nextBeginOffset], ["NO_MESSAGE_IN_QUEUE", 0]);
+  g = s.getMessage("g", "S", 0, 20, 32);
+  assert.deepEqual([g.status, g.nextBeginOffset, g.messageCount], ["OFFSET_FOUND_NULL", 32, 0]);
+  g = s.getMessage("g", "S", 0, 32, 32);
+  assert.deepEqual([g.status, g.messageCount, g.nextBeginOffset], ["FOUND", 8, 40]);
+
+  // commit-log files deleted before the consume queues caught up (RocketMQ's race with file expiry)
+  const firstOfSeg1 = at.findIndex((p) => p >= 8192);
+  assert.ok(firstOfSeg1 > 0 && firstOfSeg1 < 16);
+  assert.equal(s.commitLog.deleteSegments((seg) => seg.start === 0), 1);
+  g = s.getMessage("g", "S", 0, 0, 4);
+  const n = Math.min(4, 16 - firstOfSeg1); // one read stays within one consume-queue file
+  assert.deepEqual([g.status, g.messageCount], ["FOUND", n], "entries past the removed file are served");
+  assert.equal(decodeRecords(Buffer.concat(g.buffers), "b")[0]!.queueOffset, firstOfSeg1);
+  assert.equal(g.nextBeginOffset, firstOfSeg1 + n);
+  assert.equal(s.commitLog.deleteSegments((seg) => seg.start === 8192), 1);
+  assert.ok(at.findIndex((p) => p >= 16384) >= 16, "consume-queue file 0 points into segments 0 and 1 only");
+  g = s.getMessage("g", "S", 0, 0, 32);
+  assert.deepEqual([g.status, g.messageCount, g.nextBeginOffset], ["MESSAGE_WAS_REMOVING", 0, 16], "the whole consume-queue file points into removed files: skip it");
+});
