@@ -36,7 +36,7 @@ export const DEFAULT_MAX_TRANSFER_COUNT = 32;
 export const DEFAULT_CLEAN_INTERVAL_MS = 10_000;
 /** how often consume queues and index are flushed and the checkpoint written (flushIntervalConsumeQueue) */
 export const DEFAULT_CHECKPOINT_INTERVAL_MS = 1000;
-/** commit-log files before the last that a normal recovery checks at least (RocketMQ 4.x: from the 3rd-last file) */
+/** commit-log files before the last that a normal recovery checks when the dispatched position is past every file (RocketMQ 4.x: the 3rd-last file) */
 const NORMAL_RECOVERY_FILES_BACK = 2;
 /** how far around a damaged consume-queue entry the log is searched for the record it stands for */
 const REFIND_SCAN_BYTES = 16 * 1024 * 1024;
@@ -253,7 +253,7 @@ export class MessageStore {
   /**
    * RocketMQ's recovery (reference §10.6). Consume queues and index are loaded and checked first
    * (against the checkpoint's marks); then only the end of the commit log is checked record by
-   * record: after a clean shutdown from the file holding the dispatched position (at least the
+   * record: after a clean shutdown from the file holding the dispatched position (else the
    * 3rd-last file), after a crash from the newest file whose first record is older than the
    * checkpoint's timestamps. Records past the dispatched position are dispatched again, the torn
    * tail is cut and consume-queue and index entries pointing past the valid end are dropped.
@@ -280,7 +280,7 @@ export class MessageStore {
     if (mode === "normal") {
       redispatchFrom = Math.max(log.minOffset, Math.min(cp.confirmOffset, extent));
       const holding = log.segments.findIndex((seg) => redispatchFrom < seg.start + log.segmentBytes);
-      from = Math.max(0, Math.min(holding < 0 ? n - 1 : holding, n - 1 - NORMAL_RECOVERY_FILES_BACK));
+      from = holding >= 0 ? holding : Math.max(0, n - 1 - NORMAL_RECOVERY_FILES_BACK);
     } else {
       const trusted = checkpointMinTimestamp(cp);
       for (let i = n - 1; i >= 0; i--) {
