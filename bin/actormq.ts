@@ -41,6 +41,11 @@ export function buildProgram(): Command {
   addBenchCommand(program);
   addClusterCommands(program);
   addInspectCommand(program);
+  // --log-level reaches every logger of the process, the client-side ones included
+  program.hook("preAction", (_top, action) => {
+    const level = action.opts().logLevel;
+    if (typeof level === "string") process.env.ACTORMQ_LOG_LEVEL = level;
+  });
   oneLineErrors(program);
   return program;
 }

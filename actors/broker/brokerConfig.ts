@@ -2,6 +2,7 @@
  * Broker options (API.md `Broker.start`) and their defaults, RocketMQ's names and values where
  * RocketMQ has them.
  */
+import { defaultLogLevel } from "../logger.ts";
 import { DEFAULT_CLUSTER, DEFAULT_MAX_MESSAGE_BYTES, MASTER_ID, MQError, PERM_READ_WRITE } from "../../transport/protocol.ts";
 
 export const DEFAULT_BROKER_LISTEN = "tcp://127.0.0.1:10911";
@@ -61,11 +62,6 @@ export interface BrokerOptions {
   storeMaxInFlight?: number;
   /** pino level; @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
-}
-
-/** Log level when none is given: ACTORMQ_LOG_LEVEL, else "warn" under the test runner, else "info". */
-export function defaultLogLevel(): string {
-  return process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT ? "warn" : "info");
 }
 
 /** Options with every default filled in. */

@@ -3,11 +3,11 @@
  * managers, a logger and the hooks between actors. One object, built once by `Broker.start`,
  * passed as `input.ctx` to every machine of the broker's actor list (brokerActors.ts).
  */
-import pino, { type Logger } from "pino";
+import type { Logger } from "../logger.ts";
 import type { ActorNode, Ref } from "../runtime/index.ts";
 import type { ArrivalNotice, MessageStore, PutBatch, PutResult } from "../../store/index.ts";
 import { BrokerActor, MQError } from "../../transport/protocol.ts";
-import { type BrokerConfig, defaultLogLevel } from "./brokerConfig.ts";
+import type { BrokerConfig } from "./brokerConfig.ts";
 import type { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import type { TopicConfigManager } from "./topicConfigManager.ts";
 
@@ -80,8 +80,5 @@ export function createBrokerContext(parts: {
   };
 }
 
-/** The process's pino logger for one server component. */
-export function createLogger(name: string, level: string = defaultLogLevel()): Logger {
-  if (!(level in pino.levels.values) && level !== "silent") throw new MQError("ILLEGAL_ARGUMENT", `Unknown log level "${level}": use trace, debug, info, warn, error, fatal or silent.`);
-  return pino({ name, level });
-}
+/** The process's pino logger for one server component (see actors/logger.ts). */
+export { createLogger } from "../logger.ts";

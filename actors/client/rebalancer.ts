@@ -8,7 +8,7 @@
  * {@link Rebalancer.doRebalance} is one round; {@link rebalancerMachine} is the actor that runs a
  * round at start, every 20 s and on demand (NOTIFY_CONSUMER_IDS_CHANGED), never two at once.
  */
-import pino from "pino";
+import { lazyClientLogger } from "../logger.ts";
 import { assign, fromPromise, setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
@@ -65,7 +65,7 @@ export interface RebalancerDeps {
 }
 
 /** Rebalance results, one line per change (ACTORMQ_LOG_LEVEL; quiet under the test runner). */
-const rebalanceLog = pino({ name: "client:rebalance", level: process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT ? "warn" : "info") });
+const rebalanceLog = lazyClientLogger("client:rebalance");
 
 /** One client's queue assignment logic. */
 export class Rebalancer {
@@ -191,7 +191,7 @@ export class Rebalancer {
     }
     if (changed) this.deps.subscriptions.touch(topic);
     if (gained.length > 0 || lostQueues.length > 0) {
-      rebalanceLog.info({ group: this.deps.group, clientId: this.deps.host.clientId, topic, gained, lost: lostQueues, held: [...held.values()].filter((h) => h.mq.topic === topic).length }, "rebalance changed the assignment");
+      rebalanceLog().info({ group: this.deps.group, clientId: this.deps.host.clientId, topic, gained, lost: lostQueues, held: [...held.values()].filter((h) => h.mq.topic === topic).length }, "rebalance changed the assignment");
     }
     return changed;
   }

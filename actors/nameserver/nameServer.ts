@@ -2,7 +2,7 @@
  * `NameServer.start(...)`: an ActorNode hosting the `namesrv` actor. Stateless: brokers register
  * with every name server; any number may run.
  */
-import pino, { type Logger } from "pino";
+import { createLogger, defaultLogLevel, type Logger } from "../logger.ts";
 import { ActorNode } from "../runtime/index.ts";
 import { MQError, NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
@@ -21,9 +21,6 @@ export interface NameServerOptions {
   logLevel?: string;
 }
 
-function defaultLogLevel(): string {
-  return process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT ? "warn" : "info");
-}
 
 /** A running name server. */
 export class NameServer {
@@ -35,9 +32,7 @@ export class NameServer {
   ) {}
 
   static async start(opts: NameServerOptions = {}): Promise<NameServer> {
-    const level = opts.logLevel ?? defaultLogLevel();
-    if (!(level in pino.levels.values) && level !== "silent") throw new MQError("ILLEGAL_ARGUMENT", `Unknown log level "${level}".`);
-    const logger = pino({ name: "namesrv", level });
+    const logger = createLogger("namesrv", opts.logLevel ?? defaultLogLevel());
     const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise });
     node.spawn(NAMESRV_ACTOR, namesrvMachine, {
       input: {
