@@ -456,6 +456,8 @@ export interface PullMessageRequest {
   expressionType?: "TAG" | "SQL92";
   /** byte cap of the answer */
   maxMsgBytes?: number;
+  /** the puller's client id: the broker records who holds the queue (queue hand-over, internals §6.5) */
+  clientId?: string;
 }
 
 /** Pull answer status: a RocketMQ response-code name. Errors (TOPIC_NOT_EXIST, ...) come as MQError. */
@@ -509,6 +511,14 @@ export interface QueryConsumerOffsetRequest {
   queueId: number;
   /** RocketMQ's setZeroIfNotFound (default true) */
   setZeroIfNotFound?: boolean;
+  /** the asking client: with `waitRelease`, it takes the queue over (internals §6.5) */
+  clientId?: string;
+  /**
+   * hand-over: when another live member of the group holds the queue, the answer waits until that
+   * member released it (UPDATE_CONSUMER_OFFSET `release`), left the group, or the broker's
+   * hand-over timeout (5 s) passed; the asker then holds the queue
+   */
+  waitRelease?: boolean;
 }
 
 /** UPDATE_CONSUMER_OFFSET fields (next offset to consume). */
@@ -517,6 +527,10 @@ export interface UpdateConsumerOffsetRequest {
   topic: string;
   queueId: number;
   commitOffset: number;
+  /** the committing client (needed with `release`) */
+  clientId?: string;
+  /** hand-over: this client let the queue go; `commitOffset` (when >= 0) is its final offset (internals §6.5) */
+  release?: boolean;
 }
 
 /** GET_MAX_OFFSET / GET_MIN_OFFSET / GET_EARLIEST_MSG_STORETIME fields; reply `{ offset }` / `{ timestamp }`. */

@@ -68,6 +68,20 @@ function validSubscription(s: unknown): s is SubscriptionData {
 /** The broker's consumer table. */
 export class ConsumerTable {
   private readonly groups = new Map<string, ConsumerGroupInfo>();
+  private readonly leftListeners = new Set<(group: string, clientId: string) => void>();
+
+  /**
+   * Hears every member that leaves a group (UNREGISTER_CLIENT or heartbeat expiry); the offsets
+   * side uses it to hand the member's queues over at once. Returns the unsubscribe function.
+   */
+  onMemberLeft(listener: (group: string, clientId: string) => void): () => void {
+    this.leftListeners.add(listener);
+    return () => this.leftListeners.delete(listener);
+  }
+
+  private memberLeft(group: string, clientId: string): void {
+    for (const l of this.leftListeners) l(group, clientId);
+  }
 
   group(name: string): ConsumerGroupInfo | undefined {
     return this.groups.get(name);
@@ -137,6 +151,7 @@ export class ConsumerTable {
       if (g && g.clients.delete(clientId)) {
         left.push(g);
         if (g.clients.size === 0) this.groups.delete(name);
+        this.memberLeft(name, clientId);
       }
     }
     return left;
@@ -145,16 +160,19 @@ export class ConsumerTable {
   /** Removes clients silent for more than `expiryMs`; returns the groups that lost members. */
   scanExpired(now: number, expiryMs: number): ConsumerGroupInfo[] {
     const changed: ConsumerGroupInfo[] = [];
+    const gone: string[] = [];
     for (const [name, g] of this.groups) {
       let lost = false;
       for (const [id, ch] of g.clients) {
         if (now - ch.lastUpdateTimestamp > expiryMs) {
           g.clients.delete(id);
           lost = true;
+          gone.push(id);
         }
       }
       if (lost) changed.push(g);
       if (g.clients.size === 0) this.groups.delete(name);
+      for (const id of gone.splice(0)) this.memberLeft(name, id);
     }
     return changed;
   }

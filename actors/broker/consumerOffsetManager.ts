@@ -31,10 +31,35 @@ export const DEFAULT_FLUSH_CONSUMER_OFFSET_INTERVAL_MS = 5_000;
 /** Separator of the table key `topic@group` (`TOPIC_GROUP_SEPARATOR`). */
 export const TOPIC_GROUP_SEPARATOR = "@";
 
+/**
+ * How long a take-over (QUERY_CONSUMER_OFFSET with `waitRelease`) waits for the queue's previous
+ * holder to release it before it is answered anyway (a holder that crashed or never heard of the
+ * rebalance; internals §6.5).
+ */
+export const DEFAULT_QUEUE_HANDOVER_TIMEOUT_MS = 5_000;
+
 /** Broker options this part reads (passed through `Broker.start` options). */
 export interface OffsetTuning {
   /** @default 5000 */
   flushConsumerOffsetIntervalMs?: number;
+  /** longest wait of a take-over for the previous holder's release, ms @default 5000 */
+  queueHandOverTimeoutMs?: number;
+}
+
+/** A take-over waiting for the queue's holder to let go. */
+interface TakeOverWait {
+  clientId: string;
+  answer: () => void;
+  timer: NodeJS.Timeout;
+}
+
+/** Who holds one queue of a group (hand-over between members, internals §6.5). */
+interface QueueHolder {
+  /** the member that holds the queue now: it took the queue over, or pulled it last */
+  owner: string | undefined;
+  /** the member that last let the queue go: pulls of it still on their way are not a new hold */
+  releasedBy: string | undefined;
+  waits: TakeOverWait[] | undefined;
 }
 
 /** The stored form (RocketMQ's consumerOffset.json). */
@@ -46,6 +71,8 @@ export interface ConsumerOffsetFile {
 export class ConsumerOffsetManager {
   private readonly table = new Map<string, Map<number, number>>();
   private readonly resets = new Map<string, Map<number, number>>();
+  /** `topic@group` -> queueId -> holder; in memory only (a restarted broker knows no holder, nothing waits) */
+  private readonly holders = new Map<string, Map<number, QueueHolder>>();
   private dirty = false;
 
   constructor(readonly file: string) {}
@@ -114,6 +141,101 @@ export class ConsumerOffsetManager {
     this.commitOffset(group, topic, queueId, offset);
   }
 
+  // --- hand-over ------------------------------------------------------------------------------
+
+  private holderOf(group: string, topic: string, queueId: number): QueueHolder {
+    const key = topic + TOPIC_GROUP_SEPARATOR + group;
+    let m = this.holders.get(key);
+    if (!m) this.holders.set(key, (m = new Map()));
+    let h = m.get(queueId);
+    if (!h) m.set(queueId, (h = { owner: undefined, releasedBy: undefined, waits: undefined }));
+    return h;
+  }
+
+  /**
+   * A pull of `clientId` arrived (one map look-up on the pull path). It becomes the queue's holder
+   * unless it is the member that let the queue go: such a pull was on its way before the release,
+   * so it is not recorded and the offset it carries must not be committed (returns false).
+   */
+  notePuller(group: string, topic: string, queueId: number, clientId: string): boolean {
+    const h = this.holders.get(topic + TOPIC_GROUP_SEPARATOR + group)?.get(queueId);
+    if (h?.owner === clientId) return true;
+    if (h?.releasedBy === clientId) return false;
+    this.holderOf(group, topic, queueId).owner = clientId;
+    return true;
+  }
+
+  /**
+   * `clientId` takes the queue over: `answer` is called at once when nobody else holds it (or its
+   * holder is no longer a member), else when the holder releases it or leaves, or after
+   * `timeoutMs`. From then on `clientId` is the holder.
+   */
+  takeOver(group: string, topic: string, queueId: number, clientId: string, isMember: (clientId: string) => boolean, timeoutMs: number, answer: () => void): void {
+    const h = this.holderOf(group, topic, queueId);
+    if (h.owner === undefined || h.owner === clientId || !isMember(h.owner)) {
+      h.owner = clientId;
+      answer();
+      return;
+    }
+    const w: TakeOverWait = { clientId, answer, timer: setTimeout(() => this.endWait(h, w), timeoutMs) };
+    w.timer.unref?.();
+    (h.waits ??= []).push(w);
+  }
+
+  /**
+   * `clientId` let the queue go with `offset` as its final offset (< 0: none). Committed unless
+   * another member already holds the queue (it took over after the timeout and commits its own);
+   * take-overs waiting for it are answered. Returns true when the offset was committed.
+   */
+  release(group: string, topic: string, queueId: number, clientId: string, offset: number): boolean {
+    const h = this.holders.get(topic + TOPIC_GROUP_SEPARATOR + group)?.get(queueId);
+    if (h?.owner !== undefined && h.owner !== clientId) return false;
+    let committed = false;
+    if (offset >= 0 && !this.hasPendingReset(group, topic, queueId)) {
+      this.commitOffset(group, topic, queueId, offset);
+      committed = true;
+    }
+    if (h) this.letGo(h, clientId);
+    return committed;
+  }
+
+  /** A member left the group: the queues it held are free, their waiting take-overs answered. */
+  memberLeft(group: string, clientId: string): void {
+    const suffix = TOPIC_GROUP_SEPARATOR + group;
+    for (const [key, m] of this.holders) {
+      if (!key.endsWith(suffix)) continue;
+      for (const h of m.values()) if (h.owner === clientId) this.letGo(h, clientId);
+    }
+  }
+
+  /** Take-overs waiting now (tests, tools). */
+  get waitingTakeOvers(): number {
+    let n = 0;
+    for (const m of this.holders.values()) for (const h of m.values()) n += h.waits?.length ?? 0;
+    return n;
+  }
+
+  /** Answers every waiting take-over (broker shutdown). */
+  endAllWaits(): void {
+    for (const m of this.holders.values()) for (const h of m.values()) while (h.waits && h.waits.length > 0) this.endWait(h, h.waits[0]!);
+  }
+
+  private letGo(h: QueueHolder, clientId: string): void {
+    h.owner = undefined;
+    h.releasedBy = clientId;
+    while (h.waits && h.waits.length > 0) this.endWait(h, h.waits[0]!);
+  }
+
+  private endWait(h: QueueHolder, w: TakeOverWait): void {
+    const i = h.waits?.indexOf(w) ?? -1;
+    if (i < 0) return;
+    h.waits!.splice(i, 1);
+    if (h.waits!.length === 0) h.waits = undefined;
+    clearTimeout(w.timer);
+    h.owner = w.clientId;
+    w.answer();
+  }
+
   /** The committed offsets of one `topic@group`. */
   offsetsOf(group: string, topic: string): ReadonlyMap<number, number> | undefined {
     return this.table.get(topic + TOPIC_GROUP_SEPARATOR + group);
@@ -160,8 +282,11 @@ const managers = new WeakMap<BrokerContext, ConsumerOffsetManager>();
 export function consumerOffsetsOf(ctx: BrokerContext): ConsumerOffsetManager {
   let m = managers.get(ctx);
   if (!m) {
-    m = ConsumerOffsetManager.load(path.join(ctx.config.storeDir, CONFIG_DIR, CONSUMER_OFFSET_FILE));
-    managers.set(ctx, m);
+    const created = ConsumerOffsetManager.load(path.join(ctx.config.storeDir, CONFIG_DIR, CONSUMER_OFFSET_FILE));
+    managers.set(ctx, created);
+    // a member that leaves hands its queues over at once
+    consumerTableOf(ctx).onMemberLeft((group, clientId) => created.memberLeft(group, clientId));
+    m = created;
   }
   return m;
 }
@@ -228,9 +353,28 @@ export function updateConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffset
     throw new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}; create it first (autoCreateSubscriptionGroup is off).`);
   }
   if (!ctx.topics.get(topic)) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it before committing offsets.`);
+  if (req.release === true && typeof req.clientId === "string" && req.clientId.length > 0) {
+    offsets.release(group, topic, queueId, req.clientId, commitOffset);
+    return {};
+  }
   if (offsets.hasPendingReset(group, topic, queueId)) return {};
   offsets.commitOffset(group, topic, queueId, commitOffset);
   return {};
+}
+
+/**
+ * QUERY_CONSUMER_OFFSET with `clientId` and `waitRelease` (a member taking a queue over in a
+ * rebalance): answered by `respond` once the queue's previous holder released it, left the group,
+ * or the hand-over timeout passed; at once when nobody else holds it.
+ */
+export function takeOverConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: QueryConsumerOffsetRequest, respond: () => void): void {
+  const group = str(req.consumerGroup, "consumerGroup");
+  const topic = str(req.topic, "topic");
+  const queueId = int(req.queueId, "queueId");
+  const clientId = str(req.clientId, "clientId");
+  const timeoutMs = (ctx.config as OffsetTuning).queueHandOverTimeoutMs ?? DEFAULT_QUEUE_HANDOVER_TIMEOUT_MS;
+  const members = consumerTableOf(ctx);
+  offsets.takeOver(group, topic, queueId, clientId, (id) => members.group(group)?.clients.has(id) === true, timeoutMs, respond);
 }
 
 /** GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry topic). */
@@ -338,6 +482,17 @@ export const offsetsMachine = setup({
     answer: ({ context, event }) => {
       const reply = (event as Asked).reply;
       try {
+        if (event.type === "QUERY_CONSUMER_OFFSET" && event.waitRelease === true && event.clientId !== undefined) {
+          const { ctx, offsets } = context;
+          takeOverConsumerOffset(ctx, offsets, event, () => {
+            try {
+              reply?.ok(queryConsumerOffset(ctx, offsets, event));
+            } catch (e) {
+              reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`));
+            }
+          });
+          return;
+        }
         reply?.ok(handle(context, event));
       } catch (e) {
         reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`));
@@ -352,6 +507,7 @@ export const offsetsMachine = setup({
     },
     persistAndAnswer: ({ context, event }) => {
       const reply = (event as Asked).reply;
+      context.offsets.endAllWaits();
       try {
         context.offsets.persist(true);
         reply?.ok({});

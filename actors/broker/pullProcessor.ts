@@ -268,7 +268,10 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
       suggestWhichBrokerId = groupCfg.brokerId;
     }
   }
-  if (brokerAllowSuspend && sysFlag & PullSysFlag.COMMIT_OFFSET && !s.isSlave && typeof req.commitOffset === "number" && req.commitOffset >= 0) {
+  // the puller holds the queue (hand-over); a pull of a member that already let the queue go was
+  // on its way before the release and does not commit its offset
+  const mayCommit = brokerAllowSuspend && !s.isSlave && typeof req.clientId === "string" && req.clientId.length > 0 ? s.offsets.notePuller(req.consumerGroup, req.topic, req.queueId, req.clientId) : true;
+  if (mayCommit && brokerAllowSuspend && sysFlag & PullSysFlag.COMMIT_OFFSET && !s.isSlave && typeof req.commitOffset === "number" && req.commitOffset >= 0) {
     if (!s.offsets.hasPendingReset(req.consumerGroup, req.topic, req.queueId)) s.offsets.commitOffset(req.consumerGroup, req.topic, req.queueId, req.commitOffset);
   }
   if (status === "PULL_NOT_FOUND" && brokerAllowSuspend && sysFlag & PullSysFlag.SUSPEND) {

@@ -69,6 +69,35 @@ export interface ConsumeServiceDeps {
   onDrained?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void;
 }
 
+/** Listener batches running per process queue, and who waits for them to end (hand-over). */
+interface QueueListeners {
+  running: number;
+  idle: (() => void)[];
+}
+const listenersByQueue = new WeakMap<ProcessQueue<MessageExt>, QueueListeners>();
+
+/**
+ * Resolves once no listener batch of `pq` is running (true), or after `maxWaitMs` (false). A queue
+ * lost in a rebalance is dropped first, so no new batch of it starts; when this resolves, what the
+ * process queue still holds is what was not consumed, and its first offset is the one to commit.
+ */
+export function waitForQueueListeners(pq: ProcessQueue<MessageExt>, maxWaitMs: number): Promise<boolean> {
+  const l = listenersByQueue.get(pq);
+  if (!l || l.running === 0) return Promise.resolve(true);
+  return new Promise<boolean>((resolve) => {
+    const done = (): void => {
+      clearTimeout(t);
+      resolve(true);
+    };
+    const t = setTimeout(() => {
+      const i = l.idle.indexOf(done);
+      if (i >= 0) l.idle.splice(i, 1);
+      resolve(false);
+    }, maxWaitMs);
+    l.idle.push(done);
+  });
+}
+
 interface ConsumeRequest {
   mq: MessageQueue;
   pq: ProcessQueue<MessageExt>;
@@ -165,7 +194,10 @@ export class ConsumeService {
   }
 
   private async run(req: ConsumeRequest): Promise<void> {
-    const { mq, msgs } = req;
+    const { mq, msgs, pq } = req;
+    let l = listenersByQueue.get(pq);
+    if (!l) listenersByQueue.set(pq, (l = { running: 0, idle: [] }));
+    l.running++;
     restoreRetryTopic(msgs, this.deps.group);
     const start = String(Date.now());
     for (const m of msgs) m.properties[MessageConst.CONSUME_START_TIME] = start;
@@ -180,6 +212,7 @@ export class ConsumeService {
     try {
       this.processResult(req, status, ctx);
     } finally {
+      if (--l.running === 0 && l.idle.length > 0) for (const w of l.idle.splice(0)) w();
       this.active--;
       if (this.stopped) {
         if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w();

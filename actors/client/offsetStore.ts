@@ -26,6 +26,11 @@ import { findBrokerAddressInSubscribe } from "./pullService.ts";
 export const DEFAULT_PERSIST_OFFSET_INTERVAL_MS = 5_000;
 /** Timeout of QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET. */
 export const OFFSET_REQUEST_TIMEOUT_MS = 5_000;
+/**
+ * Timeout of a take-over query: the broker holds it until the previous holder released the queue
+ * (at most its hand-over timeout, 5 s by default), plus the usual request time.
+ */
+export const TAKE_OVER_REQUEST_TIMEOUT_MS = 15_000;
 export type { ReadOffsetType };
 /** Default directory of broadcasting offset files (RocketMQ: ~/.rocketmq_offsets). */
 export const DEFAULT_OFFSET_STORE_DIR = path.join(homedir(), ".actormq_offsets");
@@ -44,6 +49,14 @@ export interface OffsetStore {
   persistAll(held: readonly MessageQueue[]): Promise<void>;
   persist(mq: MessageQueue): Promise<void>;
   removeOffset(mq: MessageQueue): void;
+  /**
+   * Clustering hand-over: the committed offset of a queue `clientId` was just given, read once
+   * the member that held it released it (the broker waits a bounded time); like
+   * `readOffset(mq, "READ_FROM_STORE")` otherwise. Internals §6.5.
+   */
+  takeOver?(mq: MessageQueue, clientId: string): Promise<number>;
+  /** Clustering hand-over: commits the in-memory offset as `clientId`'s final one and lets the queue go. */
+  release?(mq: MessageQueue, clientId: string): Promise<void>;
 }
 
 /** Clustering: offsets kept in memory, pushed to the queue's master broker. */
@@ -83,6 +96,21 @@ export class RemoteOffsetStore implements OffsetStore {
     }
   }
 
+  async takeOver(mq: MessageQueue, clientId: string): Promise<number> {
+    try {
+      const offset = await this.queryBroker(mq, clientId);
+      this.table.updateOffset(mq, offset, false);
+      return offset;
+    } catch (e) {
+      return isMQError(e, "QUERY_NOT_FOUND") ? OFFSET_NOT_FOUND : OFFSET_QUERY_FAILED;
+    }
+  }
+
+  async release(mq: MessageQueue, clientId: string): Promise<void> {
+    const offset = this.table.readOffset(mq);
+    await this.updateBroker(mq, offset >= 0 ? offset : -1, clientId).catch(() => {});
+  }
+
   async persistAll(held: readonly MessageQueue[]): Promise<void> {
     const keep = new Set(held.map(mqKey));
     const work: Promise<void>[] = [];
@@ -111,14 +139,17 @@ export class RemoteOffsetStore implements OffsetStore {
     return this.host.node.ref(addr, actor);
   }
 
-  private async queryBroker(mq: MessageQueue): Promise<number> {
-    const req: QueryConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId };
-    const r = await this.ref(mq, ConsumptionActorFor.QUERY_CONSUMER_OFFSET).ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
+  /** QUERY_CONSUMER_OFFSET; with `takeOverBy`, a take-over that waits for the previous holder's release. */
+  private async queryBroker(mq: MessageQueue, takeOverBy?: string): Promise<number> {
+    const req: QueryConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId, ...(takeOverBy ? { clientId: takeOverBy, waitRelease: true } : {}) };
+    const timeoutMs = takeOverBy ? TAKE_OVER_REQUEST_TIMEOUT_MS : OFFSET_REQUEST_TIMEOUT_MS;
+    const r = await this.ref(mq, ConsumptionActorFor.QUERY_CONSUMER_OFFSET).ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", ...req }, { timeoutMs });
     return Number(r.fields.offset);
   }
 
-  private async updateBroker(mq: MessageQueue, offset: number): Promise<void> {
-    const req: UpdateConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId, commitOffset: offset };
+  /** UPDATE_CONSUMER_OFFSET; with `releasedBy`, that member's final offset (-1: none) and its release of the queue. */
+  private async updateBroker(mq: MessageQueue, offset: number, releasedBy?: string): Promise<void> {
+    const req: UpdateConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId, commitOffset: offset, ...(releasedBy ? { clientId: releasedBy, release: true } : {}) };
     await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask({ type: "UPDATE_CONSUMER_OFFSET", ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
   }
 }

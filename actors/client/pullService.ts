@@ -49,14 +49,6 @@ export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
  * @default 8
  */
 export const DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE = 8;
-/**
- * How long a clustering consumer waits before the first pull of a queue that already has a
- * committed offset, and then reads that offset again: when the queue comes from another member
- * of the group (a rebalance), that member drops it and commits where it got to in the meantime,
- * so the new owner starts there instead of re-delivering what the other already consumed.
- * @default 100
- */
-export const DEFAULT_QUEUE_HANDOVER_DELAY_MS = 100;
 
 // --- replication: which broker of a broker name a pull goes to -------------------------------
 /** Highest slave id probed when the wanted broker is not in the route. */
@@ -103,8 +95,6 @@ export interface PullSettings {
   pullTimeoutMillis: number;
   /** pulls in flight per queue when a backlog is known (1: RocketMQ's one at a time). @default 8 */
   pullsInFlightPerQueue?: number;
-  /** wait before the first pull of a queue with a committed offset, then re-read it (0: off). @default 100 */
-  queueHandoverDelayMs?: number;
 }
 
 export function defaultPullSettings(): PullSettings {
@@ -117,7 +107,6 @@ export function defaultPullSettings(): PullSettings {
     brokerSuspendMaxTimeMillis: BROKER_SUSPEND_MAX_TIME_MILLIS,
     pullTimeoutMillis: CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
     pullsInFlightPerQueue: DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE,
-    queueHandoverDelayMs: DEFAULT_QUEUE_HANDOVER_DELAY_MS,
   };
 }
 
@@ -145,7 +134,8 @@ interface QueueFlight {
 
 /** What the pull service works with. */
 export interface PullServiceDeps {
-  host: Pick<ConsumerHost, "node" | "brokerAddress">;
+  /** with `clientId`, pulls name their puller: the broker knows who holds each queue (hand-over) */
+  host: Pick<ConsumerHost, "node" | "brokerAddress"> & Partial<Pick<ConsumerHost, "clientId">>;
   group: string;
   model: MessageModel;
   subscriptions: SubscriptionTable;
@@ -278,11 +268,6 @@ export class PullService {
     if (!pl) {
       pl = { flights: [], knownMaxOffset: -1, stride: s.pullBatchSize };
       this.pipelines.set(request, pl);
-      const handoverMs = s.queueHandoverDelayMs ?? DEFAULT_QUEUE_HANDOVER_DELAY_MS;
-      if (handoverMs > 0 && this.deps.model === "CLUSTERING" && !s.orderly && request.nextOffset > 0) {
-        this.takeOver(request, handoverMs);
-        return;
-      }
     }
     // pulls in flight that no longer start where the queue goes on are dropped
     if (pl.flights.length > 0 && pl.flights[0]!.offset !== request.nextOffset) this.dropFlights(pl);
@@ -300,28 +285,6 @@ export class PullService {
         this.issue(request, pl, sd, next, stride, true);
       }
     }
-  }
-
-  /** The first pull of a queue that may come from another member: after `delayMs`, from the offset committed by then. */
-  private takeOver(request: PullRequest, delayMs: number): void {
-    const t = setTimeout(() => {
-      this.timers.delete(t);
-      if (this.stopped || request.pq.dropped) return;
-      const { mq } = request;
-      const from = request.nextOffset;
-      this.deps.offsetStore.readOffset(mq, "READ_FROM_STORE").then(
-        (committed) => {
-          // only forward: what the previous owner consumed, never back past where this one starts
-          if (committed > from && request.nextOffset === from) {
-            request.nextOffset = committed;
-            this.deps.offsetStore.updateOffset(mq, committed, true);
-          }
-          this.executeNow(request);
-        },
-        () => this.executeNow(request),
-      );
-    }, delayMs);
-    this.timers.add(t);
   }
 
   private dropFlights(pl: QueuePipeline): void {
@@ -369,6 +332,7 @@ export class PullService {
       subVersion: sd.subVersion,
       expressionType: sd.expressionType,
     };
+    if (this.deps.model === "CLUSTERING" && this.deps.host.clientId) req.clientId = this.deps.host.clientId;
     this.stats.pulls++;
     if (speculative) this.stats.pipelined++;
     this.inflight++;

@@ -5,6 +5,11 @@
  * process queues of queues it lost (persisting, then forgetting their offsets) and starts a
  * PullRequest for each queue it gained at the offset computePullFromWhere gives.
  *
+ * Clustering hand-over (beyond RocketMQ, internals §6.5): a lost queue is dropped, its listener
+ * batches in flight are awaited (bounded), and its final offset is committed with a release; a
+ * gained queue's committed offset is read by a take-over query the broker answers once the
+ * previous holder released it (or left, or a bounded timeout), so a graceful move re-delivers nothing.
+ *
  * {@link Rebalancer.doRebalance} is one round; {@link rebalancerMachine} is the actor that runs a
  * round at start, every 20 s and on demand (NOTIFY_CONSUMER_IDS_CHANGED), never two at once.
  */
@@ -24,6 +29,7 @@ import {
   type SearchOffsetRequest,
 } from "../../transport/protocol.ts";
 import { type AllocateOptions, type AllocateStrategy } from "./allocateStrategies.ts";
+import { waitForQueueListeners } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
@@ -34,6 +40,12 @@ import type { SubscriptionTable } from "./subscriptions.ts";
 export const DEFAULT_REBALANCE_INTERVAL_MS = 20_000;
 /** Timeout of the look-ups a rebalance makes. */
 export const REBALANCE_REQUEST_TIMEOUT_MS = 3_000;
+/**
+ * How long a lost queue's listener batches in flight are waited for before its offset is
+ * committed and the queue released (kept below the broker's hand-over timeout, 5 s).
+ * @default 3000
+ */
+export const DEFAULT_QUEUE_RELEASE_WAIT_MS = 3_000;
 
 /** One held queue. */
 export interface HeldQueue {
@@ -62,6 +74,8 @@ export interface RebalancerDeps {
   lockQueue?(mq: MessageQueue): Promise<boolean>;
   /** orderly: gives up a lost queue (already dropped and removed) — finish the batch in hand, commit, persist, unlock */
   releaseQueue?(h: HeldQueue): Promise<void>;
+  /** clustering hand-over: longest wait for a lost queue's listener batches @default 3000 */
+  releaseWaitMs?: number;
 }
 
 /** Rebalance results, one line per change (ACTORMQ_LOG_LEVEL; quiet under the test runner). */
@@ -153,6 +167,7 @@ export class Rebalancer {
     let changed = false;
     const gained: string[] = [];
     const lostQueues: string[] = [];
+    const letGo: HeldQueue[] = [];
     for (const [k, h] of held) {
       if (h.mq.topic !== topic) continue;
       const lost = !want.has(k);
@@ -161,26 +176,23 @@ export class Rebalancer {
       h.pq.dropped = true;
       held.delete(k);
       lostQueues.push(`${h.mq.brokerName}:${h.mq.queueId}`);
-      if (this.deps.releaseQueue) {
-        await this.deps.releaseQueue(h);
-      } else {
-        await offsetStore.persist(h.mq);
-        offsetStore.removeOffset(h.mq);
-      }
+      letGo.push(h);
       changed = true;
     }
-    for (const [k, mq] of want) {
-      if (held.has(k) || this.stopped) continue;
+    // all at once: the members taking these queues over wait for each release
+    await Promise.all(letGo.map((h) => this.release(h)));
+    const gain = async (k: string, mq: MessageQueue): Promise<void> => {
+      if (held.has(k) || this.stopped) return;
       // orderly: a queue that cannot be locked is not pulled; its offset is read after locking
-      if (this.deps.lockQueue && !(await this.deps.lockQueue(mq))) continue;
+      if (this.deps.lockQueue && !(await this.deps.lockQueue(mq))) return;
       offsetStore.removeOffset(mq);
       let offset: number;
       try {
-        offset = await computePullFromWhere(this.deps.consumeFromWhere, this.deps.consumeTimestamp, mq, this.lookups);
+        offset = await computePullFromWhere(this.deps.consumeFromWhere, this.deps.consumeTimestamp, mq, this.deps.lockQueue ? this.lookups : this.takeOverLookups);
       } catch {
-        continue;
+        return;
       }
-      if (held.has(k) || this.stopped) continue;
+      if (held.has(k) || this.stopped) return;
       const pq = new ProcessQueue<MessageExt>();
       if (this.deps.lockQueue) pq.locked = true;
       const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
@@ -188,6 +200,13 @@ export class Rebalancer {
       gained.push(`${mq.brokerName}:${mq.queueId}`);
       changed = true;
       this.deps.startPull(request);
+    };
+    if (this.deps.lockQueue) {
+      // orderly: one lock request at a time, as RocketMQ's rebalance does
+      for (const [k, mq] of want) await gain(k, mq);
+    } else {
+      // take-overs may each wait for another member's release: ask for all of them together
+      await Promise.all([...want].map(([k, mq]) => gain(k, mq)));
     }
     if (changed) this.deps.subscriptions.touch(topic);
     if (gained.length > 0 || lostQueues.length > 0) {
@@ -196,11 +215,42 @@ export class Rebalancer {
     return changed;
   }
 
+  /**
+   * Lets a lost queue go (already dropped and removed from `held`). Orderly: the consumer's
+   * releaseQueue. Clustering: once its listener batches in flight ended (bounded wait), the first
+   * offset the process queue still holds (else the next pull offset) is committed with a release,
+   * which answers the member taking the queue over. Broadcasting: the offset is persisted.
+   */
+  private async release(h: HeldQueue): Promise<void> {
+    const { offsetStore } = this.deps;
+    if (this.deps.releaseQueue) {
+      await this.deps.releaseQueue(h);
+      return;
+    }
+    if (this.deps.model === "CLUSTERING" && offsetStore.release) {
+      await waitForQueueListeners(h.pq, this.deps.releaseWaitMs ?? DEFAULT_QUEUE_RELEASE_WAIT_MS);
+      offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
+      await offsetStore.release(h.mq, this.deps.host.clientId);
+    } else {
+      await offsetStore.persist(h.mq);
+    }
+    offsetStore.removeOffset(h.mq);
+  }
+
   /** The broker look-ups of computePullFromWhere. */
   readonly lookups: PullFromWhereLookups = {
     readOffset: (mq) => this.deps.offsetStore.readOffset(mq, "READ_FROM_STORE"),
     maxOffset: (mq) => this.askOffset(mq, "GET_MAX_OFFSET", { topic: mq.topic, queueId: mq.queueId } satisfies QueueOffsetRequest),
     searchOffset: (mq, timestamp) => this.askOffset(mq, "SEARCH_OFFSET_BY_TIMESTAMP", { topic: mq.topic, queueId: mq.queueId, timestamp } satisfies SearchOffsetRequest),
+  };
+
+  /** The look-ups of a gained queue: the committed offset is read by a take-over (clustering). */
+  private readonly takeOverLookups: PullFromWhereLookups = {
+    ...this.lookups,
+    readOffset: (mq) => {
+      const store = this.deps.offsetStore;
+      return this.deps.model === "CLUSTERING" && store.takeOver ? store.takeOver(mq, this.deps.host.clientId) : store.readOffset(mq, "READ_FROM_STORE");
+    },
   };
 
   private async askOffset(mq: MessageQueue, type: "GET_MAX_OFFSET" | "SEARCH_OFFSET_BY_TIMESTAMP", fields: object): Promise<number> {

@@ -12,6 +12,8 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
   const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
   const producer = await Producer.start({ group: "pg", nameservers: cluster.nameservers });
   const admin = await Admin.start({ nameservers: cluster.nameservers });
+  // closed in finally: a failed assertion must not leave a consumer (and the test process) running
+  const consumers: PullConsumer[] = [];
   try {
     await admin.createTopic({ topic: "Polled", readQueueNums: 2, writeQueueNums: 2 });
     for (let i = 0; i < 100; i += 25) await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
@@ -21,6 +23,7 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
     for (let i = 100; i < 200; i += 25) await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
 
     const pc = await PullConsumer.start({ group: "cgPoll", nameservers: cluster.nameservers, autoCommit: false, consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" });
+    consumers.push(pc);
     const queues = await pc.fetchMessageQueues("Polled");
     assert.equal(queues.length, 2);
     await pc.assign(queues);
@@ -43,7 +46,8 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
       for (const m of await pc.poll(200)) again.push(m.queueOffset);
       return again.length >= progress.find((p) => p.queueId === q0.queueId)!.brokerOffset - 10;
     }, 10_000, "re-polled after seek");
-    assert.equal(Math.min(...again), 10);
+    assert.equal(Math.min(...again), 10, "the replay starts exactly at the sought offset");
+    assert.equal(again.filter((o) => o === 10).length, 1, "offset 10 comes once");
     await pc.close();
 
     // reset the group to the middle of the stream: a subscriber with auto commit starts there
@@ -51,6 +55,7 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
     assert.equal(reset.length, 2);
     assert.equal(reset.reduce((s, r) => s + r.offset, 0), 100, "reset to the first message after the timestamp");
     const sub = await PullConsumer.start({ group: "cgPoll", nameservers: cluster.nameservers, autoCommitIntervalMs: 1000 });
+    consumers.push(sub);
     await sub.subscribe("Polled", "*");
     await waitFor(() => sub.assignment().length === 2, 5_000, "both queues assigned");
     const after: string[] = [];
@@ -63,6 +68,7 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
     progress = (await admin.consumerProgress("cgPoll")).filter((p) => p.topic === "Polled");
     assert.ok(progress.every((p) => p.lag === 0), "auto commit at close committed the polled messages");
   } finally {
+    await Promise.all(consumers.map((c) => c.close().catch(() => {})));
     await admin.close();
     await producer.close();
     await cluster.close();
