@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { allocateAveragely } from "../../../actors/client/allocateStrategies.ts";
+import { ConsumeService, defaultConsumeSettings } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
 import { type HeldQueue, Rebalancer } from "../../../actors/client/rebalancer.ts";
 import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
 import type { ActorNode } from "../../../actors/runtime/index.ts";
+import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../../transport/protocol.ts";
 
 const queues = (n: number): MessageQueue[] => Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
@@ -79,4 +81,83 @@ test("a client not in the member list holds nothing; broadcasting holds everythi
   const b = setupRebalancer("BROADCASTING", "c1", { ids: [] });
   await b.r.doRebalance();
   assert.equal(b.held.size, 8);
+});
+
+test("clustering hand-over: a lost queue's listener batch ends before its final offset is released; a gained queue is taken over", async () => {
+  const members = { ids: ["c1"] };
+  const memory = new Map<string, number>();
+  const released: { key: string; offset: number; at: number }[] = [];
+  const takenOver: string[] = [];
+  const store: OffsetStore = {
+    load: async () => {},
+    updateOffset: (mq, offset, increaseOnly) => {
+      const k = mqKey(mq);
+      if (!increaseOnly || offset > (memory.get(k) ?? -1)) memory.set(k, offset);
+    },
+    updateAndFreeze: () => {},
+    readOffset: async () => assert.fail("a gained queue is read by a take-over"),
+    readOffsetFromMemory: (mq) => memory.get(mqKey(mq)) ?? -1,
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: (mq) => void memory.delete(mqKey(mq)),
+    takeOver: async (mq, clientId) => {
+      takenOver.push(`${mqKey(mq)} by ${clientId}`);
+      return 100;
+    },
+    release: async (mq) => void released.push({ key: mqKey(mq), offset: memory.get(mqKey(mq)) ?? -1, at: Date.now() }),
+  };
+  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: [...members.ids] } }) }) } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: { node, clientId: "c1", brokerAddress: () => "tcp://fake:1", fetchSubscribeQueues: async () => queues(2), sendHeartbeatToAllBrokers: async () => {} },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: store,
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  await r.doRebalance();
+  assert.deepEqual(takenOver.sort(), ["T@a@0 by c1", "T@b@0 by c1"]);
+  assert.deepEqual([...held.values()].map((h) => h.request.nextOffset), [100, 100]);
+
+  // queue b0 (sorted second, so c2's share) has 3 messages: the first in a slow listener call, the others waiting
+  const lose = held.get("T@b@0")!;
+  let finish!: () => void;
+  const slow = new Promise<void>((resolve) => (finish = resolve));
+  const consume = new ConsumeService({
+    group: "g",
+    model: "CLUSTERING",
+    listener: async () => {
+      await slow;
+      return "CONSUME_SUCCESS";
+    },
+    offsetStore: store,
+    settings: { ...defaultConsumeSettings(), consumeThreads: 1 },
+    processQueues: () => held.values(),
+  });
+  const msgs = [100, 101, 102].map((queueOffset) => ({ queueOffset, body: Buffer.from("x"), properties: {} }) as unknown as MessageExt);
+  lose.pq.putMessages(msgs);
+  lose.request.nextOffset = 103;
+  consume.submit(lose.mq, lose.pq, msgs);
+  assert.equal(consume.activeCount, 1);
+
+  members.ids = ["c1", "c2"];
+  const round = r.doRebalance();
+  await new Promise((res) => setTimeout(res, 50));
+  assert.equal(released.length, 0, "not released while its listener batch runs");
+  assert.equal(lose.pq.dropped, true, "dropped at once: no new batch of it starts");
+  const ended = Date.now();
+  finish();
+  await round;
+  // the batch in hand (100) finished; 101 and 102 never started: the new holder starts at 101
+  assert.equal(released.length, 1);
+  assert.equal(released[0]!.key, "T@b@0");
+  assert.equal(released[0]!.offset, 101);
+  assert.ok(released[0]!.at >= ended);
+  assert.deepEqual([...held.keys()], ["T@a@0"]);
+  await consume.stop(0);
 });
