@@ -8,7 +8,7 @@ import path from "node:path";
 import { crc32 } from "node:zlib";
 import {
   BLANK_MAGIC, BLANK_MARKER_BYTES, CRC_RESERVED_BYTES, MAGIC_V1, MAX_PROPERTIES_BYTES, MIN_RECORD_BYTES, RECORD_FIXED_BYTES, RecordOffset, checkRecord,
-  decodeProperties, encodeMessageBatch, encodeProperties, javaHashCode, offsetMsgIdFromBytes, readLong, walkMessageBatch, writeHost, writeLong, writeRecordCrc,
+  decodeProperties, encodeMessageBatch, encodeProperties, javaHashCode, OffsetMsgIdWriter, countMessageBatch, readLong, writeHost, writeLong, writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
 import { DEFAULT_MAX_MESSAGE_BYTES, MQError, MessageConst, checkTopic } from "../transport/protocol.ts";
 import { type StoreCheckpoint, type QueueMark, checkpointMinTimestamp, readCheckpoint, writeCheckpoint, writeCheckpointAsync } from "./checkpoint.ts";
@@ -129,6 +129,21 @@ export interface PutResult {
   wroteBytes: number;
 }
 
+/** Most bytes one group append writes at once (puts past it go in the next write). */
+export const MAX_GROUP_WRITE_BYTES = 4 * 1024 * 1024;
+
+/** One checked batch of a group put, and its result once encoded. */
+interface PutPlan {
+  batch: PutBatch;
+  /** position in the group */
+  index: number;
+  topicBytes: Buffer;
+  count: number;
+  /** record bytes */
+  total: number;
+  result: PutResult | undefined;
+}
+
 /** RocketMQ's GetMessageStatus. */
 export type GetMessageStatus =
   | "FOUND"
@@ -191,7 +206,9 @@ export class MessageStore {
   private readonly storeHostBytes = Buffer.alloc(8);
   private readonly topicBytes = new Map<string, Buffer>();
   private writeBuf = Buffer.allocUnsafe(1024 * 1024);
-  private readonly bornHostBuf = Buffer.alloc(8);
+  /** the fields shared by the records of one batch, copied into each record */
+  private readonly headBuf = Buffer.alloc(RECORD_FIXED_BYTES);
+  private readonly msgIdWriter: OffsetMsgIdWriter;
   private timers: NodeJS.Timeout[] = [];
   private releaseLock: () => void;
   private closed = false;
@@ -207,6 +224,7 @@ export class MessageStore {
     this.options = opts;
     this.releaseLock = releaseLock;
     writeHost(this.storeHostBytes, 0, opts.storeHost);
+    this.msgIdWriter = new OffsetMsgIdWriter(this.storeHostBytes);
     this.commitLog = new CommitLog(path.join(opts.dir, "commitlog"), opts.commitLogSegmentBytes);
     this.index = new IndexService(path.join(opts.dir, "index"), undefined, opts.indexSlots);
     this.dispatcher = new Dispatcher((t, q) => this.queue(t, q, true)!, this.index, parseDelayLevels(opts.messageDelayLevel));
@@ -451,76 +469,155 @@ export class MessageStore {
   // Put
 
   /** Appends one batch (one topic/queue) with one write; resolves per the flush mode. */
-  async putMessages(batch: PutBatch): Promise<PutResult> {
+  putMessages(batch: PutBatch): Promise<PutResult> {
+    return this.putMessagesGroup([batch])[0]!;
+  }
+
+  /**
+   * Appends batches that arrived together (the store actor's group commit): one commit-log write
+   * and one dispatch pass for all of them (as many as fit one segment), one flush wait in sync
+   * mode. One result per batch, in order; a batch that fails its checks fails alone.
+   */
+  putMessagesGroup(batches: readonly PutBatch[]): Array<Promise<PutResult>> {
+    const out = new Array<Promise<PutResult>>(batches.length);
+    const plans: PutPlan[] = [];
+    for (let i = 0; i < batches.length; i++) {
+      try {
+        plans.push(this.planPut(batches[i]!, i));
+      } catch (e) {
+        out[i] = Promise.reject(e);
+      }
+    }
+    const limit = this.commitLog.segmentBytes - BLANK_MARKER_BYTES;
+    let from = 0;
+    while (from < plans.length) {
+      // as many batches as fit one write and one segment
+      let to = from + 1;
+      let total = plans[from]!.total;
+      while (to < plans.length && total + plans[to]!.total <= Math.min(limit, MAX_GROUP_WRITE_BYTES)) total += plans[to++]!.total;
+      const group = plans.slice(from, to);
+      from = to;
+      let results: Promise<PutResult>;
+      try {
+        results = this.appendGroup(group, total);
+      } catch (e) {
+        results = Promise.reject(e);
+      }
+      for (const pl of group) {
+        out[pl.index] = results.then(() => pl.result!);
+      }
+    }
+    return out;
+  }
+
+  /** Checks one batch and measures its records. */
+  private planPut(batch: PutBatch, index: number): PutPlan {
     this.checkOpen();
     const { topic, queueId, body } = batch;
     checkTopic(topic);
     if (!Number.isInteger(queueId) || queueId < 0) throw new MQError("MESSAGE_ILLEGAL", `queueId ${queueId} is not a non-negative integer.`);
     if (!Buffer.isBuffer(body)) throw new MQError("MESSAGE_ILLEGAL", "The batch body must be a Buffer built with encodeMessageBatch.");
-    let tb = this.topicBytes.get(topic);
-    if (!tb) {
-      tb = Buffer.from(topic, "utf8");
-      this.topicBytes.set(topic, tb);
+    let topicBytes = this.topicBytes.get(topic);
+    if (!topicBytes) {
+      topicBytes = Buffer.from(topic, "utf8");
+      this.topicBytes.set(topic, topicBytes);
     }
-    const topicBytes = tb;
     const fixed = RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
     const maxBody = this.options.maxMessageBytes;
+    // framing is checked as walkMessageBatch does, then the per-message limits
+    const count = countMessageBatch(body);
     let total = 0;
-    const count = walkMessageBatch(body, (bs, be, _flag, ps, pe) => {
-      if (be - bs > maxBody) {
-        throw new MQError("MESSAGE_ILLEGAL", `A message body is ${be - bs} bytes; the limit is ${maxBody} (maxMessageBytes): send smaller messages.`);
+    for (let pos = 0; pos < body.length; pos += body.readUInt32BE(pos)) {
+      const bodyLen = body.readUInt32BE(pos + 8);
+      const propsLen = body.readUInt16BE(pos + 12 + bodyLen);
+      if (bodyLen > maxBody) {
+        throw new MQError("MESSAGE_ILLEGAL", `A message body is ${bodyLen} bytes; the limit is ${maxBody} (maxMessageBytes): send smaller messages.`);
       }
-      if (pe - ps + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) {
-        throw new MQError("MESSAGE_ILLEGAL", `A message's properties are ${pe - ps} bytes; at most ${MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES} are allowed.`);
+      if (propsLen + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) {
+        throw new MQError("MESSAGE_ILLEGAL", `A message's properties are ${propsLen} bytes; at most ${MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES} are allowed.`);
       }
-      total += fixed + (be - bs) + (pe - ps);
-    });
+      total += fixed + bodyLen + propsLen;
+    }
     if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
+    if (total + BLANK_MARKER_BYTES > this.commitLog.segmentBytes) {
+      throw new MQError("MESSAGE_ILLEGAL", `A put of ${total} bytes cannot fit a commit-log segment of ${this.commitLog.segmentBytes} bytes: send fewer or smaller messages per batch.`);
+    }
+    return { batch, index, topicBytes, count, total, result: undefined };
+  }
 
-    const q = this.queue(topic, queueId, false);
-    const firstQueueOffset = q ? q.maxOffset : 0;
+  /** Encodes the planned batches back to back, appends them with one write and dispatches them once. */
+  private appendGroup(group: PutPlan[], total: number): Promise<PutResult> {
     const phy0 = this.commitLog.reserve(total);
     if (this.writeBuf.length < total) this.writeBuf = Buffer.allocUnsafe(Math.max(total, this.writeBuf.length * 2));
     const w = this.writeBuf;
     const storeTs = Date.now();
-    const sysFlag = batch.sysFlag ?? 0;
-    const reconsume = batch.reconsumeTimes ?? 0;
-    const bornHost = this.bornHostBuf;
-    writeHost(bornHost, 0, batch.bornHost);
-    const msgIds: string[] = new Array(count);
     let p = 0;
-    let k = 0;
-    walkMessageBatch(body, (bs, be, flag, ps, pe) => {
-      const bodyLen = be - bs;
-      const propsLen = pe - ps;
-      const len = fixed + bodyLen + propsLen;
-      w.writeInt32BE(len, p);
-      w.writeUInt32BE(MAGIC_V1, p + RecordOffset.MAGIC);
-      w.writeUInt32BE(crc32(body.subarray(bs, be)) >>> 0, p + RecordOffset.BODY_CRC);
-      w.writeInt32BE(queueId, p + RecordOffset.QUEUE_ID);
-      w.writeInt32BE(flag, p + RecordOffset.FLAG);
-      writeLong(w, p + RecordOffset.QUEUE_OFFSET, firstQueueOffset + k);
-      writeLong(w, p + RecordOffset.PHYSICAL_OFFSET, phy0 + p);
-      w.writeInt32BE(sysFlag, p + RecordOffset.SYS_FLAG);
-      writeLong(w, p + RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
-      bornHost.copy(w, p + RecordOffset.BORN_HOST);
-      writeLong(w, p + RecordOffset.STORE_TIMESTAMP, storeTs);
-      this.storeHostBytes.copy(w, p + RecordOffset.STORE_HOST);
-      w.writeInt32BE(reconsume, p + RecordOffset.RECONSUME_TIMES);
-      writeLong(w, p + RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
-      w.writeInt32BE(bodyLen, p + RecordOffset.BODY_LENGTH);
-      body.copy(w, p + RecordOffset.BODY, bs, be);
-      let x = p + RecordOffset.BODY + bodyLen;
-      w[x++] = topicBytes.length;
-      topicBytes.copy(w, x);
-      x += topicBytes.length;
-      w.writeUInt16BE(propsLen + CRC_RESERVED_BYTES, x);
-      body.copy(w, x + 2, ps, pe);
-      writeRecordCrc(w, p, len);
-      msgIds[k] = offsetMsgIdFromBytes(this.storeHostBytes, 0, phy0 + p);
-      p += len;
-      k++;
-    });
+    for (let g = 0; g < group.length; g++) {
+      const pl = group[g]!;
+      const { batch, topicBytes, count } = pl;
+      const { topic, queueId, body } = batch;
+      // a queue met earlier in this group continues where that batch ended
+      let firstQueueOffset = -1;
+      for (let e = g - 1; e >= 0; e--) {
+        const prev = group[e]!;
+        if (prev.batch.queueId === queueId && prev.batch.topic === topic) {
+          firstQueueOffset = prev.result!.firstQueueOffset + prev.count;
+          break;
+        }
+      }
+      if (firstQueueOffset < 0) firstQueueOffset = this.queue(topic, queueId, false)?.maxOffset ?? 0;
+      const batchPhy = phy0 + p;
+      const start = p;
+      // the fields every record of the batch shares are written once, then copied per record
+      const head = this.headBuf;
+      head.writeUInt32BE(MAGIC_V1, RecordOffset.MAGIC);
+      head.writeInt32BE(queueId, RecordOffset.QUEUE_ID);
+      head.writeInt32BE(batch.sysFlag ?? 0, RecordOffset.SYS_FLAG);
+      writeLong(head, RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
+      writeHost(head, RecordOffset.BORN_HOST, batch.bornHost);
+      writeLong(head, RecordOffset.STORE_TIMESTAMP, storeTs);
+      this.storeHostBytes.copy(head, RecordOffset.STORE_HOST);
+      head.writeInt32BE(batch.reconsumeTimes ?? 0, RecordOffset.RECONSUME_TIMES);
+      writeLong(head, RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
+      const fixed = RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
+      const ids = this.msgIdWriter;
+      const msgIds: string[] = new Array(count);
+      let k = 0;
+      // one pass over the batch: the body is copied, then its CRC read from the copy (hot in cache)
+      const n = body.length;
+      let pos = 0;
+      while (pos < n) {
+        const size = body.readUInt32BE(pos);
+        const flag = body.readInt32BE(pos + 4);
+        const bodyLen = body.readUInt32BE(pos + 8);
+        const bs = pos + 12;
+        const be = bs + bodyLen;
+        const propsLen = body.readUInt16BE(be);
+        const len = fixed + bodyLen + propsLen;
+        head.copy(w, p + RecordOffset.MAGIC, RecordOffset.MAGIC, RecordOffset.BODY_LENGTH);
+        w.writeInt32BE(len, p);
+        w.writeInt32BE(flag, p + RecordOffset.FLAG);
+        writeLong(w, p + RecordOffset.QUEUE_OFFSET, firstQueueOffset + k);
+        writeLong(w, p + RecordOffset.PHYSICAL_OFFSET, phy0 + p);
+        w.writeInt32BE(bodyLen, p + RecordOffset.BODY_LENGTH);
+        const wb = p + RecordOffset.BODY;
+        body.copy(w, wb, bs, be);
+        const bodyCrc = crc32(w.subarray(wb, wb + bodyLen)) >>> 0;
+        w.writeUInt32BE(bodyCrc, p + RecordOffset.BODY_CRC);
+        let x = wb + bodyLen;
+        w[x++] = topicBytes.length;
+        topicBytes.copy(w, x);
+        x += topicBytes.length;
+        w.writeUInt16BE(propsLen + CRC_RESERVED_BYTES, x);
+        body.copy(w, x + 2, be + 2, be + 2 + propsLen);
+        writeRecordCrcWithBody(w, p, len, bodyLen, bodyCrc);
+        msgIds[k] = ids.idFor(phy0 + p);
+        p += len;
+        k++;
+        pos += size;
+      }
+      pl.result = { status: "PUT_OK", firstQueueOffset, count, msgIds, commitLogOffset: batchPhy, wroteBytes: p - start };
+    }
     this.commitLog.append(w, total, phy0);
     try {
       this.dispatcher.dispatch(w, 0, total, phy0);
@@ -528,13 +625,14 @@ export class MessageStore {
       // the records are in the log; recovery will index them. The put still fails visibly.
       throw e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Dispatch failed: ${(e as Error).message}`, { cause: e });
     }
-    const result: PutResult = { status: "PUT_OK", firstQueueOffset, count, msgIds, commitLogOffset: phy0, wroteBytes: total };
     if (this.options.flush === "sync") {
-      result.status = await this.waitFlush(phy0 + total);
-    } else if (this.commitLog.writeOffset - this.commitLog.flushedOffset >= this.options.flushLeastBytes) {
-      this.commitLog.flushSoon();
+      return this.waitFlush(phy0 + total).then((status) => {
+        for (const pl of group) pl.result!.status = status;
+        return group[0]!.result!;
+      });
     }
-    return result;
+    if (this.commitLog.writeOffset - this.commitLog.flushedOffset >= this.options.flushLeastBytes) this.commitLog.flushSoon();
+    return Promise.resolve(group[0]!.result!);
   }
 
   private waitFlush(target: number): Promise<"PUT_OK" | "FLUSH_DISK_TIMEOUT"> {

@@ -199,6 +199,23 @@ export function walkMessageBatch(buf: Buffer, fn: (bodyStart: number, bodyEnd: n
   return count;
 }
 
+/** Checks a batch body's framing like {@link walkMessageBatch} and returns its message count, without a call per message. */
+export function countMessageBatch(buf: Buffer): number {
+  let pos = 0;
+  let count = 0;
+  const n = buf.length;
+  while (pos < n) {
+    if (n - pos < BATCH_ENTRY_FIXED) throw malformedBatch(pos);
+    const size = buf.readUInt32BE(pos);
+    if (size < BATCH_ENTRY_FIXED || pos + size > n) throw malformedBatch(pos);
+    const bodyEnd = pos + 12 + buf.readUInt32BE(pos + 8);
+    if (bodyEnd + 2 > pos + size || bodyEnd + 2 + buf.readUInt16BE(bodyEnd) !== pos + size) throw malformedBatch(pos);
+    pos += size;
+    count++;
+  }
+  return count;
+}
+
 /** Broker-side iteration over a batch body without copying bodies; returns the message count. */
 export function forEachBatchMessage(buf: Buffer, fn: (bodyStart: number, bodyEnd: number, flag: number, properties: string) => void): number {
   return walkMessageBatch(buf, (bs, be, flag, ps, pe) => fn(bs, be, flag, ps === pe ? "" : buf.toString("utf8", ps, pe)));
@@ -221,7 +238,10 @@ const CRC_PROPERTY_BYTES = Buffer.from(CRC_PROPERTY + NAME_VALUE_SEPARATOR, "lat
 /** Writes the reserved `__CRC32#` tail (the last CRC_RESERVED_BYTES bytes) of a record that is otherwise complete. */
 export function writeRecordCrc(buf: Buffer, start: number, totalSize: number): void {
   const tail = start + totalSize - CRC_RESERVED_BYTES;
-  const crc = crc32(buf.subarray(start, tail));
+  writeCrcTail(buf, tail, crc32(buf.subarray(start, tail)));
+}
+
+function writeCrcTail(buf: Buffer, tail: number, crc: number): void {
   CRC_PROPERTY_BYTES.copy(buf, tail);
   let v = crc >>> 0;
   const digits = tail + CRC_PROPERTY_BYTES.length;
@@ -230,6 +250,76 @@ export function writeRecordCrc(buf: Buffer, start: number, totalSize: number): v
     v = Math.floor(v / 10);
   }
   buf[digits + 10] = 2;
+}
+
+/** CRC-32 polynomial (reflected), as zlib uses it. */
+const CRC_POLY = 0xedb88320;
+
+/** a·b modulo the CRC polynomial (zlib's multmodp). */
+function crcMultModP(a: number, b: number): number {
+  let m = 0x80000000;
+  let p = 0;
+  for (;;) {
+    if ((a & m) !== 0) {
+      p ^= b;
+      if ((a & (m - 1)) === 0) break;
+    }
+    m >>>= 1;
+    b = b & 1 ? (b >>> 1) ^ CRC_POLY : b >>> 1;
+  }
+  return p >>> 0;
+}
+
+/** x^(2^n) modulo the polynomial, n = 0..31 (zlib's x2n_table). */
+const X2N_TABLE = (() => {
+  const t = new Array<number>(32);
+  let p = 0x40000000; // x^1
+  t[0] = p;
+  for (let n = 1; n < 32; n++) t[n] = p = crcMultModP(p, p);
+  return t;
+})();
+
+/** x^(8·bytes) modulo the polynomial: the shift {@link crc32Combine} applies for `bytes` bytes. */
+function crcShiftFor(bytes: number): number {
+  let p = 0x80000000; // x^0
+  let k = 3;
+  let n = bytes;
+  while (n > 0) {
+    if (n & 1) p = crcMultModP(X2N_TABLE[k & 31]!, p);
+    n = Math.floor(n / 2);
+    k++;
+  }
+  return p;
+}
+
+// bodies of one producer mostly have one length: its shift is computed once
+let lastShiftBytes = -1;
+let lastShift = 0;
+
+/**
+ * The CRC-32 of A followed by B from crc(A), crc(B) and B's length (zlib's crc32_combine), without
+ * reading either again: O(log lenB), a few dozen word operations.
+ */
+export function crc32Combine(crcA: number, crcB: number, lenB: number): number {
+  if (lenB !== lastShiftBytes) {
+    lastShift = crcShiftFor(lenB);
+    lastShiftBytes = lenB;
+  }
+  return (crcMultModP(lastShift, crcA >>> 0) ^ (crcB >>> 0)) >>> 0;
+}
+
+/**
+ * Writes the `__CRC32#` tail of a record whose body (at RecordOffset.BODY, `bodyLen` bytes) has
+ * CRC `bodyCrc`: the record CRC is combined from the fixed part, the body CRC and the part after
+ * the body, so the body is read once per append (for its own CRC) instead of twice.
+ */
+export function writeRecordCrcWithBody(buf: Buffer, start: number, totalSize: number, bodyLen: number, bodyCrc: number): void {
+  const bodyStart = start + RecordOffset.BODY;
+  const bodyEnd = bodyStart + bodyLen;
+  const tail = start + totalSize - CRC_RESERVED_BYTES;
+  const head = crc32(buf.subarray(start, bodyStart));
+  const crc = crc32(buf.subarray(bodyEnd, tail), crc32Combine(head, bodyCrc, bodyLen));
+  writeCrcTail(buf, tail, crc);
 }
 
 /** The CRC stored in a record's tail, or -1 when the tail is not a well-formed `__CRC32#` property. */
@@ -365,6 +455,38 @@ export function offsetMsgIdFromBytes(buf: Buffer, hostPos: number, commitLogOffs
   const hi = Math.floor(commitLogOffset / 0x100000000);
   const lo = commitLogOffset >>> 0;
   return s + hi.toString(16).toUpperCase().padStart(8, "0") + lo.toString(16).toUpperCase().padStart(8, "0");
+}
+
+const HEX_CODES = Buffer.from(HEX, "latin1");
+
+/**
+ * Writes offset message ids for one store host with one string allocation each: the host's 16 hex
+ * digits are written once, only the 16 offset digits change per id.
+ */
+export class OffsetMsgIdWriter {
+  private readonly scratch = Buffer.alloc(32);
+  constructor(hostBytes: Buffer, hostPos = 0) {
+    for (let i = 0; i < 8; i++) {
+      const v = hostBytes[hostPos + i]!;
+      this.scratch[2 * i] = HEX_CODES[v >> 4]!;
+      this.scratch[2 * i + 1] = HEX_CODES[v & 15]!;
+    }
+  }
+  /** The id of the record at `commitLogOffset` (same text as {@link offsetMsgIdFromBytes}). */
+  idFor(commitLogOffset: number): string {
+    const s = this.scratch;
+    let hi = Math.floor(commitLogOffset / 0x100000000);
+    let lo = commitLogOffset >>> 0;
+    for (let i = 31; i >= 24; i--) {
+      s[i] = HEX_CODES[lo & 15]!;
+      lo >>>= 4;
+    }
+    for (let i = 23; i >= 16; i--) {
+      s[i] = HEX_CODES[hi & 15]!;
+      hi >>>= 4;
+    }
+    return s.toString("latin1", 0, 32);
+  }
 }
 
 /** Parses an offset message id; throws MQError INVALID_PARAMETER when it is not one. */

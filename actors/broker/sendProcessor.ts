@@ -4,7 +4,7 @@
  * check permissions and the queue id, choose a queue when the producer left it open, append
  * through the store actor with one put per request, and map the store's status to a send status.
  */
-import { decodeProperties, encodeMessageBatch, encodeProperties, walkMessageBatch } from "../../transport/messageRecord.ts";
+import { countMessageBatch, decodeProperties, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
@@ -78,7 +78,7 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
   if (batch) {
     let count = 0;
     try {
-      count = walkMessageBatch(body, () => {});
+      count = countMessageBatch(body);
     } catch (e) {
       throw e instanceof MQError ? e : illegal(String(e));
     }

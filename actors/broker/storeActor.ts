@@ -1,7 +1,8 @@
 /**
  * The `store` actor: the one way into the MessageStore for appends. It bounds the puts in flight
  * (past the bound a put is answered SYSTEM_BUSY instead of queueing without limit) and lets the
- * store group-commit: puts that arrive together share one append pass and one fdatasync.
+ * store group-commit: puts that arrive together (in one tick, e.g. the requests of one frame)
+ * are appended as one group, one commit-log write, one dispatch pass and one fdatasync.
  */
 import { assign, setup } from "xstate";
 import type { Replier } from "../runtime/index.ts";
@@ -19,6 +20,38 @@ export interface PutCounter {
   inFlight: number;
   /** set while draining: the last put to finish sends PUT_DONE so the machine can close */
   draining: boolean;
+  /** puts of this tick, appended together in a microtask */
+  waiting: PutBatch[];
+  waitingReplies: Array<Replier | undefined>;
+}
+
+/** Appends the puts gathered this tick as one group and answers each. */
+function appendWaiting(ctx: BrokerContext, puts: PutCounter, self: { send(e: StoreEvent): void }): void {
+  const batches = puts.waiting;
+  const replies = puts.waitingReplies;
+  puts.waiting = [];
+  puts.waitingReplies = [];
+  let results: Array<Promise<unknown>>;
+  try {
+    results = ctx.store.putMessagesGroup(batches);
+  } catch (e) {
+    results = batches.map(() => Promise.reject(e));
+  }
+  for (let i = 0; i < results.length; i++) {
+    const reply = replies[i];
+    results[i]!.then(
+      (result) => {
+        puts.inFlight--;
+        reply?.ok({ result });
+        if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
+      },
+      (e: unknown) => {
+        puts.inFlight--;
+        reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`));
+        if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
+      },
+    );
+  }
 }
 
 export interface StoreContext {
@@ -55,27 +88,12 @@ export const storeMachine = setup({
     },
     startPut: ({ context, event, self }) => {
       if (event.type !== "PUT_MESSAGES") return;
-      const reply = event.reply;
       const puts = context.puts;
       puts.inFlight++;
-      let p: Promise<unknown>;
-      try {
-        p = context.ctx.store.putMessages(event.batch);
-      } catch (e) {
-        p = Promise.reject(e);
-      }
-      p.then(
-        (result) => {
-          puts.inFlight--;
-          reply?.ok({ result });
-          if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
-        },
-        (e: unknown) => {
-          puts.inFlight--;
-          reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`));
-          if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
-        },
-      );
+      puts.waiting.push(event.batch);
+      puts.waitingReplies.push(event.reply);
+      // the first put of a tick schedules the group; a microtask, so an idle put waits for no timer
+      if (puts.waiting.length === 1) queueMicrotask(() => appendWaiting(context.ctx, puts, self));
     },
     markDraining: ({ context }) => {
       context.puts.draining = true;
@@ -89,7 +107,7 @@ export const storeMachine = setup({
   },
 }).createMachine({
   id: "store",
-  context: ({ input }) => ({ ctx: input.ctx, puts: { inFlight: 0, draining: false }, maxInFlight: input.ctx.config.storeMaxInFlight, drainWaiters: [] }),
+  context: ({ input }) => ({ ctx: input.ctx, puts: { inFlight: 0, draining: false, waiting: [], waitingReplies: [] }, maxInFlight: input.ctx.config.storeMaxInFlight, drainWaiters: [] }),
   initial: "open",
   states: {
     open: {

@@ -225,3 +225,34 @@ test("getMessage: NO_MESSAGE_IN_QUEUE, OFFSET_FOUND_NULL and MESSAGE_WAS_REMOVIN
   g = s.getMessage("g", "S", 0, 0, 32);
   assert.deepEqual([g.status, g.messageCount, g.nextBeginOffset], ["MESSAGE_WAS_REMOVING", 0, 16], "the whole consume-queue file points into removed files: skip it");
 });
+
+test("putMessagesGroup: batches that arrive together share one write; queue offsets continue across them; a bad batch fails alone", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 4096 }));
+  t.after(() => s.close());
+  const before = s.commitLog.writeOffset;
+  const results = s.putMessagesGroup([
+    batch("GroupT", 0, [{ body: "a0" }, { body: "a1" }]),
+    batch("GroupT", 1, [{ body: "b0" }]),
+    { ...batch("GroupT", 0, [{ body: "x" }]), queueId: -1 },
+    batch("GroupT", 0, [{ body: "a2", props: { KEYS: "k2" } }]),
+    // does not fit what is left of the 4 KiB segment after the others: goes to a write of its own
+    batch("GroupT", 0, [{ body: "y".repeat(3700) }]),
+  ]);
+  const settled = await Promise.allSettled(results);
+  assert.equal(settled[2]!.status, "rejected");
+  assert.ok(isCode("MESSAGE_ILLEGAL")((settled[2] as PromiseRejectedResult).reason));
+  const ok = settled.filter((r): r is PromiseFulfilledResult<Awaited<(typeof results)[number]>> => r.status === "fulfilled").map((r) => r.value);
+  assert.deepEqual(ok.map((r) => [r.firstQueueOffset, r.count]), [[0, 2], [0, 1], [2, 1], [3, 1]]);
+  assert.equal(ok[0]!.commitLogOffset, before);
+  assert.equal(ok[1]!.commitLogOffset, ok[0]!.commitLogOffset + ok[0]!.wroteBytes);
+  assert.equal(ok[2]!.commitLogOffset, ok[1]!.commitLogOffset + ok[1]!.wroteBytes);
+  assert.equal(ok[3]!.commitLogOffset % 4096, 0, "the big batch starts the next segment");
+  const q0 = decodeRecords(Buffer.concat(s.getMessage("g", "GroupT", 0, 0, 32).buffers), "b");
+  assert.deepEqual(q0.map((m) => [m.queueOffset, m.body.toString().slice(0, 2)]), [[0, "a0"], [1, "a1"], [2, "a2"], [3, "yy"]]);
+  assert.deepEqual(q0.map((m) => m.offsetMsgId), [ok[0]!.msgIds[0], ok[0]!.msgIds[1], ok[2]!.msgIds[0], ok[3]!.msgIds[0]]);
+  assert.equal(s.queryMessageByKey("GroupT", "k2", 4).length, 1);
+  const q1 = decodeRecords(Buffer.concat(s.getMessage("g", "GroupT", 1, 0, 32).buffers), "b");
+  assert.deepEqual(q1.map((m) => m.body.toString()), ["b0"]);
+});

@@ -95,3 +95,30 @@ test("createUniqId is 32 hex chars and unique", () => {
   assert.equal(ids.size, 1000);
   for (const id of ids) assert.match(id, /^[0-9A-F]{32}$/);
 });
+
+test("crc32Combine and writeRecordCrcWithBody give the CRC of the whole; OffsetMsgIdWriter gives offsetMsgId's text", async () => {
+  const { crc32 } = await import("node:zlib");
+  const { crc32Combine, writeRecordCrc, writeRecordCrcWithBody, OffsetMsgIdWriter, RecordOffset } = await import("../../transport/messageRecord.ts");
+  const rnd = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7919 + n * 31) & 0xff));
+  for (const [la, lb] of [[0, 0], [1, 0], [0, 5], [13, 1024], [88, 1], [300, 65_537], [7, 3]] as const) {
+    const a = rnd(la);
+    const b = rnd(lb).reverse();
+    assert.equal(crc32Combine(crc32(a), crc32(b), lb), crc32(Buffer.concat([a, b])), `lengths ${la}+${lb}`);
+  }
+  for (const size of [0, 1, 1000, 1024, 4097]) {
+    const rec = encodeRecord({ ...base, body: rnd(size), properties: encodeProperties({ TAGS: "T" }) });
+    const want = Buffer.from(rec);
+    const got = Buffer.from(rec);
+    got.fill(0, got.length - CRC_RESERVED_BYTES);
+    writeRecordCrc(want, 0, want.length);
+    writeRecordCrcWithBody(got, 0, got.length, size, crc32(rec.subarray(RecordOffset.BODY, RecordOffset.BODY + size)));
+    assert.deepEqual(got, want, `body of ${size} bytes`);
+    assert.equal(checkRecord(got, 0, got.length), got.length);
+  }
+  const host = Buffer.from([127, 0, 0, 1, 0, 0, 0x2a, 0x9f]);
+  const w = new OffsetMsgIdWriter(host);
+  for (const off of [0, 1, 0xffffffff, 0x100000000, 2 ** 40 + 12345, Number.MAX_SAFE_INTEGER]) {
+    assert.equal(w.idFor(off), offsetMsgId("127.0.0.1:10911", undefined, off));
+    assert.deepEqual(parseOffsetMsgId(w.idFor(off)), { storeHost: "127.0.0.1:10911", commitLogOffset: off });
+  }
+});
