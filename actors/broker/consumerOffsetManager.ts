@@ -146,9 +146,15 @@ export class ConsumerOffsetManager {
   private holderOf(group: string, topic: string, queueId: number): QueueHolder {
     const key = topic + TOPIC_GROUP_SEPARATOR + group;
     let m = this.holders.get(key);
-    if (!m) this.holders.set(key, (m = new Map()));
+    if (!m) {
+      m = new Map();
+      this.holders.set(key, m);
+    }
     let h = m.get(queueId);
-    if (!h) m.set(queueId, (h = { owner: undefined, releasedBy: undefined, waits: undefined }));
+    if (!h) {
+      h = { owner: undefined, releasedBy: undefined, waits: undefined };
+      m.set(queueId, h);
+    }
     return h;
   }
 
@@ -179,7 +185,8 @@ export class ConsumerOffsetManager {
     }
     const w: TakeOverWait = { clientId, answer, timer: setTimeout(() => this.endWait(h, w), timeoutMs) };
     w.timer.unref?.();
-    (h.waits ??= []).push(w);
+    if (h.waits) h.waits.push(w);
+    else h.waits = [w];
   }
 
   /**

@@ -196,7 +196,10 @@ export class ConsumeService {
   private async run(req: ConsumeRequest): Promise<void> {
     const { mq, msgs, pq } = req;
     let l = listenersByQueue.get(pq);
-    if (!l) listenersByQueue.set(pq, (l = { running: 0, idle: [] }));
+    if (!l) {
+      l = { running: 0, idle: [] };
+      listenersByQueue.set(pq, l);
+    }
     l.running++;
     restoreRetryTopic(msgs, this.deps.group);
     const start = String(Date.now());

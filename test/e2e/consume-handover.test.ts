@@ -25,7 +25,9 @@ test("a member joins mid-drain and another leaves mid-stream: every message exac
       for (let i = from; i < from + n; i += 500) {
         const batches: Promise<unknown>[] = [];
         for (let j = i; j < Math.min(from + n, i + 500); j += 100) {
-          batches.push(producer.sendBatch(Array.from({ length: Math.min(100, from + n - j) }, (_, k) => ({ topic: TOPIC, body: `m${j + k}` }))));
+          batches.push(
+            producer.sendBatch(Array.from({ length: Math.min(100, from + n - j) }, (_, k) => ({ topic: TOPIC, body: `m${j + k}` }))),
+          );
         }
         await Promise.all(batches);
       }
@@ -50,8 +52,8 @@ test("a member joins mid-drain and another leaves mid-stream: every message exac
           for (const m of msgs) {
             const b = m.body.toString();
             counts.set(b, (counts.get(b) ?? 0) + 1);
-            let s = byQueue.get(m.queueId);
-            if (!s) byQueue.set(m.queueId, (s = new Set()));
+            const s = byQueue.get(m.queueId) ?? new Set<string>();
+            byQueue.set(m.queueId, s);
             s.add(name);
           }
           return "CONSUME_SUCCESS";
@@ -68,7 +70,8 @@ test("a member joins mid-drain and another leaves mid-stream: every message exac
     assert.ok(counts.size < STORED, `B joined mid-drain (${counts.size} of ${STORED} consumed by then)`);
     await waitFor(() => counts.size === STORED, 60_000, `all ${STORED} stored messages`);
     // the queues B took over were consumed by both: they moved mid-drain
-    for (const q of held(b)) assert.deepEqual([...(byQueue.get(q.queueId) ?? [])].sort(), ["A", "B"], `queue ${q.queueId} moved from A to B`);
+    for (const q of held(b))
+      assert.deepEqual([...(byQueue.get(q.queueId) ?? [])].sort(), ["A", "B"], `queue ${q.queueId} moved from A to B`);
 
     // A leaves while more messages arrive
     const sending = send(STORED, MORE);

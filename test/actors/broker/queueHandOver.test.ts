@@ -14,7 +14,12 @@ let f: Fixture;
 before(async () => {
   f = await startFixture({ queueHandOverTimeoutMs: HAND_OVER_TIMEOUT_MS });
   await f.broker.createTopic({ topic: "H", readQueueNums: 4, writeQueueNums: 4 });
-  for (let q = 0; q < 4; q++) await f.send("H", q, Array.from({ length: 20 }, () => ({})));
+  for (let q = 0; q < 4; q++)
+    await f.send(
+      "H",
+      q,
+      Array.from({ length: 20 }, () => ({})),
+    );
 });
 after(async () => {
   await f?.close();
@@ -24,13 +29,29 @@ function heartbeat(clientID: string, group: string) {
   return f.ask("HEART_BEAT", {
     clientID,
     producerDataSet: [],
-    consumerDataSet: [{ groupName: group, consumeType: "CONSUME_PASSIVELY", messageModel: "CLUSTERING", consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET", subscriptionDataSet: [] }],
+    consumerDataSet: [
+      {
+        groupName: group,
+        consumeType: "CONSUME_PASSIVELY",
+        messageModel: "CLUSTERING",
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        subscriptionDataSet: [],
+      },
+    ],
   });
 }
 
 /** A pull of `clientId` that commits `commitOffset`. */
 function pullAs(clientId: string, group: string, queueId: number, commitOffset: number) {
-  return f.pull({ consumerGroup: group, topic: "H", queueId, queueOffset: commitOffset, sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET, commitOffset, clientId });
+  return f.pull({
+    consumerGroup: group,
+    topic: "H",
+    queueId,
+    queueOffset: commitOffset,
+    sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET,
+    commitOffset,
+    clientId,
+  });
 }
 
 async function committed(group: string, queueId: number): Promise<number> {
@@ -40,7 +61,11 @@ async function committed(group: string, queueId: number): Promise<number> {
 /** A take-over query; resolves to the offset and how long the broker held it. */
 async function takeOver(clientId: string, group: string, queueId: number): Promise<{ offset: number; ms: number }> {
   const t0 = Date.now();
-  const r = await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: group, topic: "H", queueId, clientId, waitRelease: true }, 10_000);
+  const r = await f.ask<{ offset: number }>(
+    "QUERY_CONSUMER_OFFSET",
+    { consumerGroup: group, topic: "H", queueId, clientId, waitRelease: true },
+    10_000,
+  );
   return { offset: r.fields.offset, ms: Date.now() - t0 };
 }
 
