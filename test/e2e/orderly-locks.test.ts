@@ -1,0 +1,179 @@
+/**
+ * Orderly hand-over under contention: a queue passes from one consumer to another only after the
+ * previous owner's batch in hand has ended (the broker lock, LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
+ *
+ * 8 queues, each with a backlog that outlasts the test; the listener holds every batch for
+ * 150–300 ms, so at any moment almost every queue is inside a batch. Consumers A and B share the
+ * queues, then C joins, then D joins, then C leaves cleanly: 3 rebalances that move queues while
+ * their owners are busy. A member that does not wait for the broker lock starts a batch on a
+ * queue whose previous owner is still inside one. Checked: no queue is ever inside batches of two
+ * clients at once (seen live in the listener and again from the recorded [start, end] tenures),
+ * queues did change hands with their previous owner busy up to the hand-over (so the test had
+ * something to catch), and each queue's offsets were consumed exactly once, in order, across all
+ * owners.
+ *
+ * This test can fail, and was seen failing on the overlap check (about 11 overlaps a run: the
+ * new owner starting a batch while the previous one was inside a batch of the same queue) with
+ * each of three breakages loaded before the test by a preload that replaces one method
+ * (`node --import tsx --import /tmp/break.mts test/e2e/orderly-locks.test.ts`; the preload must be
+ * `.mts`: a `.ts` outside the package loads as CommonJS and patches a copy nobody uses):
+ * - the broker grants every lock: `LockTable.prototype.tryLockBatch = (_g, mqs) => [...mqs]`;
+ * - the client takes every lock as granted: `QueueLocks.prototype.lock` marks `pq` locked and
+ *   resolves true without asking the broker;
+ * - the previous owner unlocks without waiting for its batch in hand:
+ *   `ConsumeOrderlyService.prototype.release = async () => true`.
+ * Unbroken, it passes (5 runs in a row, 3 at once). The larger orderly e2e test
+ * (orderly-consume.test.ts) cannot catch these: its 10 ms batches end before a newcomer starts.
+ *
+ * The broker's lock expiry is 3 s (`lockMaxLiveTimeMs`, default 60 s); the clients renew every
+ * 500 ms and consider a lock lost after 1.5 s, below the broker's expiry.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Admin, type MessageQueue, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+const QUEUES = 8;
+/** ~4 batches a second per queue for ~15 s at most: the backlog never runs out. */
+const PER_QUEUE = 80;
+const MIN_BATCH_MS = 150;
+const MAX_BATCH_MS = 300;
+
+interface Batch {
+  client: string;
+  queueId: number;
+  start: number;
+  end: number;
+  offsets: number[];
+}
+
+/** How long a batch holds its queue: spread over 150–300 ms, fixed by its offset so runs repeat. */
+function holdMs(offset: number): number {
+  return MIN_BATCH_MS + ((offset * 53) % (MAX_BATCH_MS - MIN_BATCH_MS + 1));
+}
+
+test("orderly: a queue changes hands only after its previous owner's batch ended (members join and leave under load)", async () => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-locks-");
+  const cluster = await startLocalCluster({
+    dir,
+    broker: { flush: "async", lockMaxLiveTimeMs: 3000, channelExpiredTimeoutMs: 2000, clientScanIntervalMs: 250 } as object,
+  });
+  const producer = await Producer.start({ group: "pgOrdLocks", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const consumers = new Map<string, PushConsumer>();
+  const batches: Batch[] = [];
+  /** queueId -> clients inside a batch of that queue right now */
+  const inside = new Map<number, string[]>();
+  const overlaps: string[] = [];
+
+  const startConsumer = async (name: string): Promise<void> => {
+    const c = await PushConsumer.start({
+      group: "cgOrdLocks",
+      nameservers: cluster.nameservers,
+      instanceName: `locks-${name}`,
+      subscriptions: { OrdLocks: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      orderly: true,
+      consumeMessageBatchMaxSize: 1,
+      persistConsumerOffsetIntervalMs: 200,
+      rebalanceIntervalMs: 1000,
+      heartbeatBrokerIntervalMs: 500,
+      rebalanceLockIntervalMs: 500,
+      rebalanceLockMaxLiveTimeMs: 1500,
+      listener: async (msgs, ctx) => {
+        const q = ctx.messageQueue.queueId;
+        const start = Date.now();
+        const here = inside.get(q) ?? [];
+        if (here.length > 0) overlaps.push(`queue ${q}: ${name} began a batch at ${start} while ${here.join(", ")} was inside one`);
+        here.push(name);
+        inside.set(q, here);
+        try {
+          // the batch's work: the queue stays held meanwhile
+          await new Promise((r) => setTimeout(r, holdMs(msgs[0]!.queueOffset)));
+        } finally {
+          here.splice(here.indexOf(name), 1);
+        }
+        batches.push({ client: name, queueId: q, start, end: Date.now(), offsets: msgs.map((m) => m.queueOffset) });
+        return "SUCCESS" as const;
+      },
+    });
+    consumers.set(name, c);
+  };
+  const stopConsumer = async (name: string): Promise<void> => {
+    const c = consumers.get(name)!;
+    consumers.delete(name);
+    await c.close();
+  };
+
+  /** The client of each queue's latest batch begun after `since` (undefined: none yet). */
+  const ownersSince = (since: number): (string | undefined)[] => {
+    const owner: { client: string; start: number }[] = [];
+    for (const b of batches) if (b.start >= since && (!owner[b.queueId] || b.start > owner[b.queueId]!.start)) owner[b.queueId] = b;
+    return Array.from({ length: QUEUES }, (_, q) => owner[q]?.client);
+  };
+  /** Every queue consumed since `since`, by exactly `members`, each holding an even share. */
+  const settled = (since: number, members: string[]): boolean => {
+    const owners = ownersSince(since);
+    if (owners.some((o) => o === undefined || !members.includes(o))) return false;
+    return members.every((m) => {
+      const n = owners.filter((o) => o === m).length;
+      return n >= Math.floor(QUEUES / members.length) && n <= Math.ceil(QUEUES / members.length);
+    });
+  };
+
+  try {
+    await admin.createTopic({ topic: "OrdLocks", readQueueNums: QUEUES, writeQueueNums: QUEUES });
+    for (let q = 0; q < QUEUES; q++) {
+      const msgs = Array.from({ length: PER_QUEUE }, (_, i) => ({ topic: "OrdLocks", body: `${q}:${i}` }));
+      const r = await producer.sendBatch(msgs, { selector: (mqs: MessageQueue[]) => mqs.find((m) => m.queueId === q), arg: q });
+      assert.equal(r.queue.queueId, q);
+    }
+
+    const t0 = Date.now();
+    await startConsumer("A");
+    await startConsumer("B");
+    await waitFor(() => settled(t0, ["A", "B"]), 10_000, "A and B each consuming 4 queues");
+
+    const tC = Date.now();
+    await startConsumer("C");
+    await waitFor(() => settled(tC, ["A", "B", "C"]), 10_000, "A, B and C sharing the queues after C joined");
+
+    const tD = Date.now();
+    await startConsumer("D");
+    await waitFor(() => settled(tD, ["A", "B", "C", "D"]), 10_000, "A, B, C and D sharing the queues after D joined");
+
+    const tLeave = Date.now();
+    await stopConsumer("C");
+    await waitFor(() => settled(tLeave, ["A", "B", "D"]), 10_000, "A, B and D sharing the queues after C left");
+
+    for (const name of [...consumers.keys()]) await stopConsumer(name);
+
+    assert.deepEqual(overlaps, [], "no queue inside batches of two clients at once");
+
+    let handOvers = 0;
+    for (let q = 0; q < QUEUES; q++) {
+      const mine = batches.filter((b) => b.queueId === q).sort((x, y) => x.start - y.start);
+      for (let i = 1; i < mine.length; i++) {
+        const prev = mine[i - 1]!;
+        const cur = mine[i]!;
+        assert.ok(cur.start >= prev.end, `queue ${q}: ${cur.client} began at ${cur.start} while ${prev.client} held it until ${prev.end}`);
+        if (cur.client !== prev.client) {
+          handOvers++;
+          // the previous owner was busy right up to the hand-over, so a newcomer not waiting would have overlapped
+          assert.ok(cur.start - prev.end < 2000, `queue ${q}: ${prev.client} -> ${cur.client} after ${cur.start - prev.end} ms idle; the hand-over was not under load`);
+        }
+      }
+      const offsets = mine.flatMap((b) => b.offsets);
+      assert.deepEqual(offsets, Array.from({ length: offsets.length }, (_, i) => i), `queue ${q}: offsets consumed once each, in order, across owners`);
+      assert.ok(offsets.length < PER_QUEUE, `queue ${q}: backlog left at the end (${offsets.length} of ${PER_QUEUE} consumed), so it was busy throughout`);
+    }
+    // A,B -> +C moves 3 queues, +D 5, -C 3 (average allocation); fewer would mean the scenario did not happen
+    assert.ok(handOvers >= 6, `queues changed hands ${handOvers} times`);
+  } finally {
+    for (const c of consumers.values()) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
