@@ -84,11 +84,15 @@ test("heartbeats register members; a join notifies every member; the list names 
   await waitFor(() => c1.notes.length >= 2 && c2.notes.length >= 1, 3000, "notifications");
   assert.deepEqual(new Set(c1.notes), new Set(["G1"]));
   // a heartbeat that changes nothing notifies nobody
-  const before = c1.notes.length + c2.notes.length;
+  const g1Notes = (c: FakeClient) => c.notes.filter((n) => n === "G1").length;
+  const before = [g1Notes(c1), g1Notes(c2)];
   await c1.heartbeat(f, "G1", { T: "*" });
   await c2.heartbeat(f, "G1", { T: "*" });
-  await new Promise((r) => setTimeout(r, 50));
-  assert.equal(c1.notes.length + c2.notes.length, before);
+  // then both join a marker group: its notices reach each client after any the no-op heartbeats sent
+  await c1.heartbeat(f, "G1mark", { T: "*" });
+  await c2.heartbeat(f, "G1mark", { T: "*" });
+  await waitFor(() => c1.notes.filter((n) => n === "G1mark").length >= 2 && c2.notes.includes("G1mark"), 3000, "marker notifications");
+  assert.deepEqual([g1Notes(c1), g1Notes(c2)], before);
   // the group's retry topic exists once it heartbeats
   assert.ok(f.broker.ctx.topics.get("%RETRY%G1"));
 });

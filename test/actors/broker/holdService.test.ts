@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import type { HoldContext } from "../../../actors/broker/holdService.ts";
 import { decodeRecords } from "../../../transport/messageRecord.ts";
-import { PullSysFlag } from "../../../transport/protocol.ts";
+import { BrokerActor, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
@@ -17,6 +18,12 @@ after(async () => {
   await f?.close();
 });
 
+/** Pulls the broker's `hold` actor is holding now. */
+function heldPulls(fx: Fixture): number {
+  const ref = fx.broker.ctx.node.actorOf(BrokerActor.HOLD);
+  return ref ? (ref.getSnapshot().context as HoldContext).table.size : 0;
+}
+
 /** Starts a pull and tracks when it settles. */
 function track<T>(p: Promise<T>) {
   const t = { settled: false, at: 0, value: undefined as T | undefined, error: undefined as unknown };
@@ -30,8 +37,7 @@ function track<T>(p: Promise<T>) {
 test("a held pull wakes within milliseconds of a send", async () => {
   const held = track(f.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 10_000 }, 15_000));
   // the pull is held (nothing answered) until a message arrives
-  await waitFor(() => f.broker.store.getMaxOffset("T", 0) === 0, 1000, "empty queue");
-  await new Promise((r) => setImmediate(r));
+  await waitFor(() => heldPulls(f) === 1, 2000, "the pull held by the broker");
   assert.equal(held.settled, false);
   const t0 = Date.now();
   await f.send("T", 0, [{ body: "wake" }]);
@@ -46,12 +52,11 @@ test("a held pull wakes within milliseconds of a send", async () => {
 
 test("an arrival that cannot match the subscription leaves the pull held; a matching one wakes it", async () => {
   const held = track(f.pull({ queueId: 1, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 10_000, subscription: "TagA" }, 15_000));
-  await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => heldPulls(f) === 1, 2000, "the pull held by the broker");
   await f.send("T", 1, [{ tags: "TagB", body: "b" }]);
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(held.settled, false, "a TagB arrival must not answer a TagA pull");
   await f.send("T", 1, [{ tags: "TagA", body: "a" }]);
   await held.done;
+  // arrivals are handled in order: had the TagB one answered the pull, it would not hold "a"
   assert.equal(held.value!.fields.status, "SUCCESS");
   assert.deepEqual(decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()), ["a"]);
   assert.equal(held.value!.fields.nextBeginOffset, 2);
@@ -100,7 +105,7 @@ test("pending pulls are answered empty when the broker closes", async () => {
   try {
     await s.broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
     const held = track(s.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 15_000 }, 20_000));
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => heldPulls(s) === 1, 2000, "the pull held by the broker");
     assert.equal(held.settled, false);
     const t0 = Date.now();
     await s.broker.close();
