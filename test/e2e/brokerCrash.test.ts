@@ -5,9 +5,20 @@ import { Admin, Producer } from "../../actors/client/index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 import { killServer, spawnServer, stopServer, type ServerChild } from "./fixtures/children.ts";
 
-test("kill -9 of one broker while sending: sends keep succeeding, the dead broker leaves the route, a restart brings it back", async () => {
+test("kill -9 of one broker while sending: sends keep succeeding, the dead broker leaves the route, a restart brings it back", async (t) => {
   const { dir, cleanup } = await tempDir();
-  const ns = await spawnServer("nameserver", { listen: EPHEMERAL, scanIntervalMs: 100 });
+  // children started so far are stopped whatever fails (a failed start must not leave the file hanging)
+  const children: ServerChild[] = [];
+  t.after(async () => {
+    for (const c of children.reverse()) await stopServer(c);
+    await cleanup();
+  });
+  const started = async (...args: Parameters<typeof spawnServer>) => {
+    const c = await spawnServer(...args);
+    children.push(c);
+    return c;
+  };
+  const ns = await started("nameserver", { listen: EPHEMERAL, scanIntervalMs: 100 });
   const brokerOpts = (name: string) => ({
     brokerName: name,
     listen: EPHEMERAL,
@@ -17,8 +28,8 @@ test("kill -9 of one broker while sending: sends keep succeeding, the dead broke
     registerIntervalMs: 300,
     heartbeatTimeoutMs: 1500,
   });
-  const a = await spawnServer("broker", brokerOpts("broker-a"));
-  let b: ServerChild = await spawnServer("broker", brokerOpts("broker-b"));
+  await started("broker", brokerOpts("broker-a"));
+  let b: ServerChild = await started("broker", brokerOpts("broker-b"));
   const producer = await Producer.start({ group: "crash", nameservers: [ns.address], pollNameServerIntervalMs: 200, notAvailableDuration: [0, 0, 200, 300, 300, 300, 500] });
   const admin = await Admin.start({ nameservers: [ns.address] });
   const failures: unknown[] = [];
@@ -48,7 +59,7 @@ test("kill -9 of one broker while sending: sends keep succeeding, the dead broke
     await waitFor(() => landed.length - afterExpiry > 200, 10_000, "sends after expiry");
     assert.equal(countSince(afterExpiry, "broker-b"), 0, "the dead broker is not chosen once its route expired");
 
-    b = await spawnServer("broker", brokerOpts("broker-b"));
+    b = await started("broker", brokerOpts("broker-b"));
     const afterRestart = landed.length;
     await waitFor(() => countSince(afterRestart, "broker-b") > 20, 15_000, "sends on the restarted broker-b");
     assert.deepEqual(failures, [], "every send succeeded within the retry budget");
@@ -57,9 +68,5 @@ test("kill -9 of one broker while sending: sends keep succeeding, the dead broke
     await Promise.all(senders);
     await producer.close();
     await admin.close();
-    await stopServer(b);
-    await stopServer(a);
-    await stopServer(ns);
-    await cleanup();
   }
 });

@@ -5,7 +5,9 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { consumerOffsetsOf } from "../../../actors/broker/consumerOffsetManager.ts";
 import { PullSysFlag } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
 const HAND_OVER_TIMEOUT_MS = 400;
@@ -58,6 +60,11 @@ async function committed(group: string, queueId: number): Promise<number> {
   return (await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: group, topic: "H", queueId })).fields.offset;
 }
 
+/** Take-over queries the broker is holding now. */
+function heldTakeOvers(): number {
+  return consumerOffsetsOf(f.broker.ctx).waitingTakeOvers;
+}
+
 /** A take-over query; resolves to the offset and how long the broker held it. */
 async function takeOver(clientId: string, group: string, queueId: number): Promise<{ offset: number; ms: number }> {
   const t0 = Date.now();
@@ -82,7 +89,7 @@ test("a take-over waits for the holder's release and gets its final offset; the 
   const waiting = takeOver("B", "G1", 0).finally(() => {
     settled = true;
   });
-  await new Promise((r) => setTimeout(r, 100));
+  await waitFor(() => heldTakeOvers() === 1, 5_000, "the broker holding B's take-over");
   assert.equal(settled, false, "held while A holds the queue");
   await release("A", "G1", 0, 10);
   const got = await waiting;
@@ -100,7 +107,7 @@ test("a holder that leaves the group hands over at once; nobody holding: answere
   await heartbeat("D", "G2");
   await pullAs("C", "G2", 1, 7);
   const waiting = takeOver("D", "G2", 1);
-  await new Promise((r) => setTimeout(r, 50));
+  await waitFor(() => heldTakeOvers() === 1, 5_000, "the broker holding D's take-over");
   await f.ask("UNREGISTER_CLIENT", { clientID: "C", consumerGroup: "G2" });
   const got = await waiting;
   assert.equal(got.offset, 7);
