@@ -2,7 +2,8 @@
  * `actormq consume`: a push consumer that prints every message it receives, one line each
  * (`topic broker:queue@offset msgId tags=.. keys=.. body`), until Ctrl-C or `--count` messages.
  */
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { Admin } from "../../actors/client/index.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
@@ -13,21 +14,30 @@ interface ConsumeFlags {
   namesrv: string[];
   topic: string;
   group?: string;
-  from: string;
+  from: ConsumeFrom;
   count?: number;
   tag?: string;
   sql?: string;
   broadcast?: boolean;
 }
 
-/** `--from` as RocketMQ's consumeFromWhere (only used when the group has no committed offset). */
-export function parseFrom(from: string): { consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" | "CONSUME_FROM_LAST_OFFSET" | "CONSUME_FROM_TIMESTAMP"; consumeTimestamp?: number } {
+/** Where a group without committed offsets starts, as RocketMQ's consumeFromWhere. */
+export interface ConsumeFrom {
+  consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" | "CONSUME_FROM_LAST_OFFSET" | "CONSUME_FROM_TIMESTAMP";
+  consumeTimestamp?: number;
+}
+
+/**
+ * `--from` as RocketMQ's consumeFromWhere (only used when the group has no committed offset).
+ * A malformed value is a usage error (exit code 2), like a malformed `--time`.
+ */
+export function parseFrom(from: string): ConsumeFrom {
   if (from === "first") return { consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" };
   if (from === "last") return { consumeFromWhere: "CONSUME_FROM_LAST_OFFSET" };
   try {
     return { consumeFromWhere: "CONSUME_FROM_TIMESTAMP", consumeTimestamp: timeArg(from) };
   } catch {
-    throw new MQError("ILLEGAL_ARGUMENT", `--from "${from}" is not first, last or a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds.`);
+    throw new InvalidArgumentError(`"${from}" is not first, last or a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
   }
 }
 
@@ -44,7 +54,14 @@ export function addConsumeCommand(program: Command): void {
       .description("Consume a topic and print its messages until Ctrl-C (or --count messages).")
       .requiredOption("--topic <topic>", "topic to consume")
       .option("--group <group>", "consumer group (default: a new group per run, actormq-cli-<pid>)")
-      .option("--from <where>", "where a group without committed offsets starts: first, last or a time (ISO 8601 / epoch ms)", "last")
+      .addOption(
+        new Option(
+          "--from <where>",
+          "where a group without committed offsets starts: first, last or a time (ISO 8601 / epoch ms); as in RocketMQ, last still reads a young topic (first message in memory) from its start",
+        )
+          .default(parseFrom("last"), "last")
+          .argParser(parseFrom),
+      )
       .option("--count <n>", "exit after printing this many messages", intArg)
       .option("--tag <expr>", "tag filter, e.g. 'TagA || TagB'")
       .option("--sql <expr>", "SQL92 filter on message properties, e.g. \"a > 5 AND b = 'x'\"")
@@ -53,28 +70,49 @@ export function addConsumeCommand(program: Command): void {
     runClient(async (onExit) => {
       if (f.tag && f.sql) throw new MQError("ILLEGAL_ARGUMENT", "Give either --tag or --sql, not both.");
       if (f.count === 0) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
-      const from = parseFrom(f.from);
+      // a consumer starts without a reachable name server (RocketMQ's clients keep retrying): ask for
+      // the route first so a wrong --namesrv is one error line, not a silent wait
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      try {
+        await admin.topicRoute(f.topic);
+      } catch (e) {
+        if (!(e instanceof MQError && e.code === "TOPIC_NOT_EXIST")) throw e;
+        process.stderr.write(`actormq: topic ${f.topic} does not exist yet; waiting for its first message\n`);
+      } finally {
+        await admin.close();
+      }
       const expr: SubscriptionExpression = f.sql ? { sql92: f.sql } : (f.tag ?? "*");
       let printed = 0;
       let done!: () => void;
       const finished = new Promise<void>((r) => (done = r));
+      let releaseHeld!: () => void;
+      const closing = new Promise<void>((r) => (releaseHeld = r));
       const consumer = await PushConsumer.start({
         group: f.group ?? `actormq-cli-${process.pid}`,
         nameservers: f.namesrv,
         subscriptions: { [f.topic]: expr },
         model: f.broadcast ? "BROADCASTING" : "CLUSTERING",
-        ...from,
+        ...f.from,
         consumeThreads: 1,
         listener: async (msgs) => {
-          // past --count the messages go back to the group instead of being acknowledged unseen
-          if (f.count !== undefined && printed >= f.count) return "RECONSUME_LATER";
+          // Past --count a message is held until close has stopped the consume service: a batch
+          // that fails then is neither acknowledged nor sent to %RETRY%<group>, so the group's
+          // next run starts at it.
+          if (f.count !== undefined && printed >= f.count) {
+            await closing;
+            return "RECONSUME_LATER";
+          }
           for (const m of msgs) process.stdout.write(`${formatMessage(m)}\n`);
           printed += msgs.length;
           if (f.count !== undefined && printed >= f.count) done();
           return "CONSUME_SUCCESS";
         },
       });
-      onExit(() => consumer.close());
+      onExit(() => {
+        const closed = consumer.close();
+        releaseHeld();
+        return closed;
+      });
       const stop = () => done();
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);

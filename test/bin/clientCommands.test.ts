@@ -76,14 +76,42 @@ test("bad input: malformed time, unknown flag, malformed --from, --tag with --sq
   assert.equal(u.code, 2);
   assert.match(oneLine(u.err), /unknown option '--frobnicate'/);
   const f = await cli(["consume", "--topic", "T", "--from", "someday"], { env });
-  assert.equal(f.code, 1);
-  assert.match(oneLine(f.err), /error ILLEGAL_ARGUMENT: --from "someday"/);
+  assert.equal(f.code, 2);
+  assert.match(oneLine(f.err), /--from <where>' argument 'someday' is invalid\. "someday" is not first, last or a time/);
   const both = await cli(["consume", "--topic", "T", "--tag", "A", "--sql", "a > 1"], { env });
   assert.equal(both.code, 1);
   assert.match(oneLine(both.err), /either --tag or --sql/);
   const h = await cli(["send", "--help"]);
   assert.equal(h.code, 0);
   assert.match(h.out, /--delay-level/);
+});
+
+test("consume --count leaves the messages past the count to the group: none sent to %RETRY%, the next run starts after the printed ones", async () => {
+  await cli(["topic", "create", "CliCount", "--queues", "1", "--brokers", "broker-a"], { env });
+  const s = await cli(["send", "--topic", "CliCount", "-q", "m1", "m2", "m3", "m4", "m5", "m6"], { env });
+  assert.equal(s.code, 0, s.err);
+  const bodies = (out: string) => out.trim().split("\n").map((l) => l.split(" ").at(-1));
+  const first = await cli(["consume", "--topic", "CliCount", "--group", "cli-count", "--from", "first", "--count", "2"], { env });
+  assert.equal(first.code, 0, first.err);
+  assert.deepEqual(bodies(first.out), ["m1", "m2"]);
+  const p = await cli(["progress", "--group", "cli-count"], { env });
+  assert.match(p.out, /^CliCount\s+broker-a\s+0\s+6\s+2\s+4$/m);
+  assert.match(p.out, /^%RETRY%cli-count\s+broker-a\s+0\s+0\s+0\s+0$/m);
+  const rest = await cli(["consume", "--topic", "CliCount", "--group", "cli-count", "--count", "4"], { env });
+  assert.equal(rest.code, 0, rest.err);
+  assert.deepEqual(bodies(rest.out), ["m3", "m4", "m5", "m6"]);
+  assert.match(rest.out, /reconsume=0 m3/);
+});
+
+test("client commands without a reachable name server fail with one line instead of waiting", async () => {
+  const noNamesrv = { ACTORMQ_NAMESRV: "tcp://127.0.0.1:1" };
+  const runs = [["consume", "--topic", "T", "--count", "1"], ["send", "--topic", "T", "x"], ["topic", "list"]];
+  const results = await Promise.all(runs.map((args) => cli(args, { env: noNamesrv })));
+  for (const [i, r] of results.entries()) {
+    const args = runs[i]!;
+    assert.equal(r.code, 1, `${args.join(" ")}: ${r.out}${r.err}`);
+    assert.match(oneLine(r.err), /^actormq: error TIMEOUT: No reply to \S+ from actor namesrv/);
+  }
 });
 
 test("message --key with --topic lists the key's messages; --id shows the one sent; unknown ones say so", async () => {
