@@ -10,7 +10,7 @@ import path from "node:path";
 import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../index.ts";
 
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-broadcast-"));
-const cluster = await startLocalCluster({ dir: path.join(dir, "store") });
+const cluster = await startLocalCluster({ dir: path.join(dir, "store"), broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 const admin = await Admin.start({ nameservers });
 await admin.createTopic({ topic: "PriceUpdates", readQueueNums: 4, writeQueueNums: 4 });

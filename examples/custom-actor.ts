@@ -92,7 +92,7 @@ const enricherMachine = setup({
 // 2. A cluster, the two topics, and a node for our own actors. `listen: null`: the enricher is
 //    reached from this process only; with an address, other processes could ask it too.
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-custom-actor-"));
-const cluster = await startLocalCluster({ dir });
+const cluster = await startLocalCluster({ dir, broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 const admin = await Admin.start({ nameservers });
 for (const topic of ["Orders", "EnrichedOrders"]) await admin.createTopic({ topic, readQueueNums: 2, writeQueueNums: 2 });

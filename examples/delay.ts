@@ -12,7 +12,7 @@ import { Admin, Producer, PushConsumer, startLocalCluster } from "../index.ts";
 // 1. Level n waits the n-th duration of `messageDelayLevel` (ms, s, m, h units are accepted).
 const LEVELS = "200ms 500ms 1s";
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-delay-"));
-const cluster = await startLocalCluster({ dir, broker: { messageDelayLevel: LEVELS } });
+const cluster = await startLocalCluster({ dir, broker: { messageDelayLevel: LEVELS, logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 const admin = await Admin.start({ nameservers });
 await admin.createTopic({ topic: "Reminders", readQueueNums: 1, writeQueueNums: 1 });

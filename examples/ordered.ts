@@ -12,7 +12,7 @@ import path from "node:path";
 import { Admin, type MessageExt, Producer, PushConsumer, selectByHash, startLocalCluster } from "../index.ts";
 
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-ordered-"));
-const cluster = await startLocalCluster({ dir });
+const cluster = await startLocalCluster({ dir, broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 const admin = await Admin.start({ nameservers });
 await admin.createTopic({ topic: "OrderSteps", readQueueNums: 4, writeQueueNums: 4 });

@@ -10,7 +10,7 @@ import path from "node:path";
 import { Admin, Producer, PullConsumer, startLocalCluster } from "../index.ts";
 
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-pull-"));
-const cluster = await startLocalCluster({ dir });
+const cluster = await startLocalCluster({ dir, broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 const admin = await Admin.start({ nameservers });
 await admin.createTopic({ topic: "Invoices", readQueueNums: 2, writeQueueNums: 2 });

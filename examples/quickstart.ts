@@ -7,9 +7,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Producer, PushConsumer, startLocalCluster } from "../index.ts";
 
-// 1. A cluster in this process: one name server, one broker storing under a temp dir.
+// 1. A cluster in this process: one name server, one broker storing under a temp dir. Servers
+//    log JSON lines at "info" by default; "warn" keeps this example's output to its own lines.
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-quickstart-"));
-const cluster = await startLocalCluster({ dir });
+const cluster = await startLocalCluster({ dir, broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 
 // 2. A push consumer: it joins group "quickstart-group", is given the topic's queues and

@@ -15,7 +15,7 @@ import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } fro
 // 1. 18 levels of 100 ms steps: the first retry waits at level 3 (300 ms), the second at 4 (400 ms).
 const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-retry-dlq-"));
-const cluster = await startLocalCluster({ dir, broker: { messageDelayLevel: LEVELS } });
+const cluster = await startLocalCluster({ dir, broker: { messageDelayLevel: LEVELS, logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 const admin = await Admin.start({ nameservers });
 await admin.createTopic({ topic: "Payments", readQueueNums: 1, writeQueueNums: 1 });

@@ -9,7 +9,7 @@ import path from "node:path";
 import { Producer, PushConsumer, startLocalCluster } from "../index.ts";
 
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-sql-"));
-const cluster = await startLocalCluster({ dir });
+const cluster = await startLocalCluster({ dir, broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 
 // Properties are strings on the wire; numeric comparisons convert them the way RocketMQ does.

@@ -6,9 +6,21 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** Runs `npx tsx examples/<name>.ts` (through node + tsx) and returns its exit code and output. */
-function runExample(name: string): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "examples", `${name}.ts`)], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" } });
+/**
+ * Runs `npx tsx examples/<name>.ts` (through node + tsx) and returns its exit code and output.
+ * The environment sets no log level: an example's output must read as its own lines, without the
+ * servers' info logs.
+ */
+async function runExample(name: string): Promise<{ code: number | null; out: string }> {
+  const env = { ...process.env };
+  delete env.ACTORMQ_LOG_LEVEL;
+  const r = await spawnExample(name, env);
+  assert.doesNotMatch(r.out, /^\{"level":(10|20|30)/m, `${name} printed server info logs:\n${r.out}`);
+  return r;
+}
+
+function spawnExample(name: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "examples", `${name}.ts`)], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr.on("data", (d: Buffer) => (out += d.toString()));
