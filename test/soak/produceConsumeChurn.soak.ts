@@ -206,7 +206,8 @@ test("produce/consume under group churn: every acknowledged message consumed, du
   const storedTwice = [...bodyCopies.values()].filter((n) => n > 1).length;
 
   const limit = rssLimitMiB();
-  const warmupUntil = runStart + Math.max(20_000, durationMs * 0.2);
+  // warm-up: the first 20 s or fifth of the run, but never more than half of it
+  const warmupUntil = runStart + Math.min(Math.max(20_000, durationMs * 0.2), durationMs * 0.5);
   const mem = ["soak-a", "soak-b"].map((name) => ({ name, ...memory.check(name, warmupUntil, producedUntil, limit) }));
 
   t.diagnostic(
