@@ -88,7 +88,8 @@ export class PendingRequests {
     if (!p) return undefined;
     this.byId.delete(id);
     p.bucket.delete(id);
-    if (this.byId.size === 0) this.stopTimer();
+    // the sweep timer is stopped by the sweep that finds nothing pending: one ask after another
+    // (a steady trickle of requests) then costs no timer start and stop each
     return p;
   }
 
@@ -100,6 +101,10 @@ export class PendingRequests {
   }
 
   private sweep(): void {
+    if (this.byId.size === 0) {
+      this.stopTimer();
+      return;
+    }
     const now = Date.now();
     for (const [timeoutMs, bucket] of this.buckets) {
       for (const [id, p] of bucket) {

@@ -147,9 +147,8 @@ export class ZmqNode {
   private readonly peers = new Map<string, PeerLink>();
   private readonly routerLinks = new Map<string, RouterLink>();
   private routerDirty: RouterLink[] = [];
-  private routerFlushing = false;
   private routerScheduled = false;
-  private readonly flushRouter = () => void this.pumpRouter();
+  private readonly flushRouter = () => this.pumpRouter();
   private closed = false;
   private zapDomain: string | null = null;
   private handler: RequestHandler = () => {};
@@ -316,6 +315,9 @@ export class ZmqNode {
     this.schedule(link);
   }
 
+  // Frames queued in one tick go out in a microtask as one multipart send per socket. Flushing
+  // in the check phase (setImmediate) instead coalesced more per send but measured worse at
+  // W3 (e2e p50 0.44-0.47 -> 0.50 ms): the held pull's answer then waits behind the loop turn.
   private schedule(link: Link): void {
     if (link instanceof PeerLink) {
       if (!link.flushing && !link.scheduled) {
@@ -328,7 +330,7 @@ export class ZmqNode {
         rl.dirty = true;
         this.routerDirty.push(rl);
       }
-      if (!this.routerFlushing && !this.routerScheduled) {
+      if (!this.routerScheduled) {
         this.routerScheduled = true;
         queueMicrotask(this.flushRouter);
       }
@@ -355,32 +357,32 @@ export class ZmqNode {
     }
   }
 
-  private async pumpRouter(): Promise<void> {
+  /**
+   * Sends every dirty router link's batch. The ROUTER has sendTimeout 0, so zeromq sends
+   * synchronously (the returned promise is already settled): no await per link, one pass.
+   */
+  private pumpRouter(): void {
     this.routerScheduled = false;
     const router = this.router;
-    if (this.routerFlushing || !router) return;
-    this.routerFlushing = true;
-    try {
-      while (this.routerDirty.length > 0 && !this.closed) {
-        const links = this.routerDirty;
-        this.routerDirty = [];
-        for (let i = 0; i < links.length; i++) {
-          const link = links[i]!;
-          link.dirty = false;
-          const frame = takeBatch(link);
-          try {
-            await router.send([link.rid, frame]);
-          } catch {
-            if (this.closed) return;
-            // peer gone (EHOSTUNREACH) or its pipe full (EAGAIN): its asks time out
-            this.stats.sendFailures++;
-          }
-        }
+    if (!router) return;
+    const links = this.routerDirty;
+    this.routerDirty = [];
+    for (let i = 0; i < links.length && !this.closed; i++) {
+      const link = links[i]!;
+      link.dirty = false;
+      const frame = takeBatch(link);
+      try {
+        router.send([link.rid, frame]).then(undefined, this.onRouterSendError);
+      } catch {
+        this.onRouterSendError();
       }
-    } finally {
-      this.routerFlushing = false;
     }
   }
+
+  // peer gone (EHOSTUNREACH) or its pipe full (EAGAIN): its asks time out
+  private readonly onRouterSendError = (): void => {
+    if (!this.closed) this.stats.sendFailures++;
+  };
 
   private async receiveLoop(sock: zmq.Router | zmq.Dealer, isRouter: boolean, peerLink?: PeerLink): Promise<void> {
     for (;;) {
