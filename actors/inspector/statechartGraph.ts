@@ -16,7 +16,7 @@ export interface ChartState {
   parent?: string;
   /** true when this state is its parent's initial state */
   initial: boolean;
-  /** ids of the actors invoked while in this state */
+  /** the actors invoked while in this state: their ids, or their `src` when xstate generated the id */
   invokes: string[];
 }
 
@@ -59,14 +59,28 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
-/** The short label of an event type as drawn on an edge. */
-export function eventLabel(event: string): string {
+/** xstate names an invoke without an explicit id `<index>.<state id>` (`0.rebalancer.balancing`). */
+const GENERATED_INVOKE_ID = /^\d+\.(?:.*\.)?([^.]+)$/;
+
+/**
+ * How an invoked actor is named in a drawing: its id when the machine gave one, else its `src`
+ * (the generated id only repeats the state's name), else the state's key.
+ */
+export function invokeName(id: string, src?: string): string {
+  const m = GENERATED_INVOKE_ID.exec(id);
+  if (!m) return id;
+  return src ?? m[1]!;
+}
+
+/**
+ * The short label of an event type as drawn on an edge. `invokeNames` maps invoke ids to their
+ * drawn names so `xstate.done.actor.0.m.s` reads `done: <src>`.
+ */
+export function eventLabel(event: string, invokeNames?: ReadonlyMap<string, string>): string {
   let m = /^xstate\.after\.([^.]+)\./.exec(event);
   if (m) return /^\d+$/.test(m[1]!) ? `after ${m[1]}ms` : `after ${m[1]}`;
-  m = /^xstate\.done\.actor\.(.+)$/.exec(event);
-  if (m) return `done: ${m[1]}`;
-  m = /^xstate\.error\.actor\.(.+)$/.exec(event);
-  if (m) return `error: ${m[1]}`;
+  m = /^xstate\.(done|error)\.actor\.(.+)$/.exec(event);
+  if (m) return `${m[1]}: ${invokeNames?.get(m[2]!) ?? invokeName(m[2]!)}`;
   if (event.startsWith("xstate.done.state.")) return "done";
   if (event === "") return "always";
   return event;
@@ -89,6 +103,7 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
   const machineId = def.id;
   const states: ChartState[] = [];
   const pending: { source: string; raw: unknown[] }[] = [];
+  const invokeNames = new Map<string, string>();
 
   const visit = (node: RawNode, parent: ChartState | undefined, initialTargets: Set<string>, depth: number) => {
     if (!isObject(node.states) || depth > MAX_STATE_DEPTH) return;
@@ -98,7 +113,14 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
       const child = childRaw as RawNode;
       const id = typeof child.id === "string" ? child.id : `${parent?.id ?? machineId}.${key}`;
       const type = typeof child.type === "string" && STATE_TYPES.has(child.type) ? (child.type as ChartState["type"]) : "atomic";
-      const invokes = Array.isArray(child.invoke) ? child.invoke.flatMap((i) => (isObject(i) && typeof i.id === "string" ? [i.id] : [])) : [];
+      const invokes: string[] = [];
+      if (Array.isArray(child.invoke))
+        for (const i of child.invoke) {
+          if (!isObject(i) || typeof i.id !== "string") continue;
+          const name = invokeName(i.id, typeof i.src === "string" ? i.src : undefined);
+          invokes.push(name);
+          invokeNames.set(i.id, name);
+        }
       const s: ChartState = { id, key, path: parent ? `${parent.path}.${key}` : key, type, parent: parent?.id, initial: initialTargets.has(id), invokes };
       states.push(s);
       if (Array.isArray(child.transitions)) pending.push({ source: id, raw: child.transitions });
@@ -119,7 +141,7 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
       const event = typeof t.eventType === "string" ? t.eventType : "";
       const targets = targetIds(t.target).filter((x) => known.has(x));
       if (targets.length === 0) continue;
-      transitions.push({ id: `t${transitions.length}`, source, targets, event, label: eventLabel(event) });
+      transitions.push({ id: `t${transitions.length}`, source, targets, event, label: eventLabel(event, invokeNames) });
     }
   };
   for (const p of pending) addAll(p.source, p.raw);

@@ -14,7 +14,8 @@ export interface RenderedChart {
   svg: string;
   /** state id -> dot path from the machine root (matches snapshot values) */
   states: { id: string; path: string }[];
-  transitions: { id: string; source: string; targets: string[]; event: string }[];
+  /** `label` is the edge's text, also shown by the page for the event that lit it */
+  transitions: { id: string; source: string; targets: string[]; event: string; label: string }[];
 }
 
 const CHAR_W = 7;
@@ -136,7 +137,7 @@ export async function renderStatechart(g: StatechartGraph): Promise<RenderedChar
     machineId: g.machineId,
     svg,
     states: g.states.map((s) => ({ id: s.id, path: s.path })),
-    transitions: g.transitions.map((t) => ({ id: t.id, source: t.source, targets: t.targets, event: t.event })),
+    transitions: g.transitions.map((t) => ({ id: t.id, source: t.source, targets: t.targets, event: t.event, label: t.label })),
   };
 }
 

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { after, test } from "node:test";
-import { assign, setup } from "xstate";
+import { assign, fromPromise, setup } from "xstate";
 import { ActorNode, Inspector } from "../../index.ts";
 import { EPHEMERAL, tempDir } from "../helpers.ts";
 import { foreignRequests, openBrowser, type TestBrowser } from "../actors/inspector/browser.ts";
@@ -109,4 +109,44 @@ test("the page draws a live statechart and timeline of actors on another node", 
   assert.deepEqual(foreignRequests([...requests, ...b.requests]), []);
   assert.ok(requests.some((u) => u.endsWith("/app.js")), "the request log is recorded");
   assert.deepEqual([...pageErrors, ...b.errors], []);
+});
+
+const pollerMachine = setup({ types: {} as { events: { type: "GO" } }, actors: { fetchRound: fromPromise(async () => 1) } }).createMachine({
+  id: "poller",
+  initial: "ready",
+  states: {
+    ready: { on: { GO: "waiting" } },
+    waiting: { after: { 40: "fetching" } },
+    fetching: { invoke: { src: "fetchRound", onDone: "done" } },
+    done: { type: "final" },
+  },
+});
+
+test("xstate's internal names read as words: delays, invoked actors and their done events", async () => {
+  const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "poller-node" });
+  cleanups.push(() => node.close());
+  const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 300 });
+  cleanups.push(() => insp.close());
+  const b = await openBrowser();
+  cleanups.push(() => b.close());
+  const { page } = b;
+  await page.goto(insp.url);
+  node.spawn("poller2", pollerMachine);
+  await page.click('li.actor[data-actor-name="poller2"]');
+  await page.waitForSelector('#chart svg g.state.active[data-state="poller.ready"]');
+  node.ref(null, "poller2").send({ type: "GO" });
+  await page.waitForSelector('#chart svg g.state.active[data-state="poller.done"]');
+  // the invoke xstate named `0.poller.fetching` is drawn, labelled and listed by its src and state
+  const svg = (await page.locator("#chart svg").innerHTML()) ?? "";
+  assert.match(svg, /invoke fetchRound/);
+  assert.match(svg, />done: fetchRound</);
+  assert.match(svg, />after 40ms</);
+  assert.doesNotMatch((await page.locator("#chart svg").textContent()) ?? "", /0\.poller\.fetching/);
+  assert.match((await page.locator("#chart-state").textContent()) ?? "", /after done: fetchRound$/);
+  const delay = page.locator('#timeline li.entry[data-type^="xstate.after.40."] .type');
+  await delay.first().waitFor();
+  assert.equal(await delay.first().textContent(), "after 40ms");
+  const done = page.locator('#timeline li.entry[data-type="xstate.done.actor.0.poller.fetching"] .type');
+  assert.equal(await done.first().textContent(), "done: fetching");
+  assert.deepEqual(b.errors, []);
 });

@@ -9,6 +9,30 @@ const CLUSTER_POLL_MS = 3000;
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+// xstate names an invoke without an explicit id `<index>.<state id>` (`0.rebalancer.balancing`)
+const GENERATED_INVOKE_ID = /^\d+\.(?:.*\.)?([^.]+)$/;
+
+/** An actor name with xstate's generated invoke ids cut to the invoking state's key. */
+function actorText(name) {
+  return name
+    .split("/")
+    .map((part) => GENERATED_INVOKE_ID.exec(part)?.[1] ?? part)
+    .join("/");
+}
+
+/** xstate's internal event types as short words (`xstate.after.interval.m.idle` -> `after interval`); others as they are. */
+function eventText(type) {
+  let m = /^xstate\.after\.([^.]+)\./.exec(type);
+  if (m) return /^\d+$/.test(m[1]) ? `after ${m[1]}ms` : `after ${m[1]}`;
+  m = /^xstate\.(done|error)\.actor\.(.+)$/.exec(type);
+  if (m) return `${m[1]}: ${actorText(m[2])}`;
+  if (type.startsWith("xstate.done.state.")) return "done";
+  if (type === "xstate.init") return "init";
+  if (type === "xstate.promise.resolve") return "promise resolved";
+  if (type === "xstate.promise.reject") return "promise rejected";
+  return type;
+}
+
 const app = {
   mode: "live", // live | paused | file
   entries: [], // { seq, record, topic?, queue?, after? }
@@ -158,7 +182,7 @@ function renderTree() {
     const gone = n.status === "gone";
     html.push(
       `<li class="proc ${gone ? "gone" : "alive"}" data-node-id="${esc(n.nodeId)}"><div class="proc-head">${esc(n.role)} ${esc(n.nodeId)}` +
-        `<span class="badge status">${gone ? "gone" : "alive"}</span><span class="badge">${n.actors.length} actors</span><span class="badge">${n.records} records</span></div><ul>`,
+        `<span class="badge status">${gone ? "gone" : "alive"}</span> <span class="badge">${n.actors.length} actors</span> <span class="badge">${n.records} records</span></div><ul>`,
     );
     for (const a of n.actors) {
       const depth = a.actorName.split("/").length - 1;
@@ -166,7 +190,7 @@ function renderTree() {
       const fail = a.failures ? ` <span class="count">failures ${a.failures}</span>` : "";
       html.push(
         `<li class="${cls}" data-actor-key="${esc(a.key)}" data-actor-name="${esc(a.actorName)}" style="padding-left:${4 + depth * 12}px">` +
-          `${esc(depth ? a.actorName.slice(a.actorName.lastIndexOf("/") + 1) : a.actorName)}<span class="value">${esc(valueText(a.value))}</span>` +
+          `${esc(actorLabel(a.actorName, depth))}<span class="value">${esc(valueText(a.value))}</span>` +
           `<span class="count">${a.events} ev</span>${fail}</li>`,
       );
     }
@@ -176,12 +200,20 @@ function renderTree() {
   $("tree-counts").textContent = `(${procs} processes, ${actors} actors)`;
 }
 
+/** A tree row's name: the last part of a child's name, an invoked actor as `<state> (invoked)`. */
+function actorLabel(name, depth) {
+  const last = depth ? name.slice(name.lastIndexOf("/") + 1) : name;
+  const m = GENERATED_INVOKE_ID.exec(last);
+  return m ? `${m[1]} (invoked)` : last;
+}
+
 function entryLine(e) {
   const r = e.record;
   const t = new Date(r.time).toISOString().slice(11, 23);
-  const what = r.kind === "event" ? r.type : r.kind === "failure" ? `failure (${r.action}): ${r.error}` : "created";
+  const what = r.kind === "event" ? eventText(r.type) : r.kind === "failure" ? `failure (${r.action}): ${r.error}` : "created";
+  const raw = r.kind === "event" ? r.type : what;
   const where = e.queue ? ` <span class="where">${esc(e.queue)}</span>` : e.topic ? ` <span class="where">${esc(e.topic)}</span>` : "";
-  return `<span class="time">${t}</span> <span class="actor">${esc(r.actorName)}</span> <span class="type">${esc(what)}</span>${where}`;
+  return `<span class="time">${t}</span> <span class="actor" title="${esc(r.actorName)}">${esc(actorText(r.actorName))}</span> <span class="type" title="${esc(raw)}">${esc(what)}</span>${where}`;
 }
 
 function renderTimeline() {
@@ -240,7 +272,7 @@ async function renderChart() {
   const { last, prev } = snapshotsAt(node.nodeId, actor.actorName, limit);
   const value = last ? last.record.value : actor.value;
   const status = last ? last.record.status : actor.status;
-  $("chart-state").textContent = `state: ${valueText(value) || "?"} · status: ${status}${node.status === "gone" ? " · process gone (last known state)" : ""}${last?.record.eventType ? ` · after ${last.record.eventType}` : ""}`;
+  $("chart-state").textContent = `state: ${valueText(value) || "?"} · status: ${status}${node.status === "gone" ? " · process gone (last known state)" : ""}${last?.record.eventType ? ` · after ${chart?.transitions.find((t) => t.event === last.record.eventType)?.label ?? eventText(last.record.eventType)}` : ""}`;
   if (!chart) return;
   const svg = box.querySelector("svg");
   const idByPath = new Map(chart.states.map((s) => [s.path, s.id]));
@@ -272,7 +304,7 @@ function renderCluster(v) {
   const gq = [];
   for (const g of v.groups) for (const q of g.queues) gq.push({ group: g.group, ...q });
   const groups = `<table class="groups"><tr><th>group</th><th>topic</th><th>broker</th><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>assigned to</th></tr>${rows(
-    [(q) => esc(q.group), (q) => esc(q.topic), (q) => esc(q.brokerName), (q) => q.queueId, (q) => q.brokerOffset, (q) => q.consumerOffset, (q) => `<span class="lag">${q.lag}</span>`, (q) => esc(q.assignedTo ?? "")],
+    [(q) => esc(q.group), (q) => esc(q.topic), (q) => esc(q.brokerName), (q) => q.queueId, (q) => q.brokerOffset, (q) => q.consumerOffset, (q) => `<span class="lag${q.lag > 0 ? " behind" : ""}">${q.lag}</span>`, (q) => esc(q.assignedTo ?? "")],
     gq,
   )}</table>`;
   const errors = v.errors.length ? `<div class="errors">${v.errors.slice(0, 10).map(esc).join("<br>")}</div>` : "";

@@ -53,6 +53,25 @@ describe("definition -> statechart graph", () => {
     assert.equal(eventLabel("xstate.done.actor.fetch"), "done: fetch");
     assert.equal(eventLabel("xstate.error.actor.fetch"), "error: fetch");
     assert.equal(eventLabel("PULL"), "PULL");
+    // xstate's generated invoke ids (`<index>.<state id>`) read as the invoked src, or the state's key
+    assert.equal(eventLabel("xstate.done.actor.0.m.busy", new Map([["0.m.busy", "round"]])), "done: round");
+    assert.equal(eventLabel("xstate.error.actor.0.m.running.busy"), "error: busy");
+  });
+
+  it("names an invoke without an explicit id by its src, on the state and on its done/error edges", () => {
+    const g3 = definitionToGraph({
+      id: "m",
+      states: {
+        idle: { id: "m.idle", transitions: [{ eventType: "GO", target: ["#m.busy"] }] },
+        busy: {
+          id: "m.busy",
+          invoke: [{ src: "round", type: "xstate.invoke", id: "0.m.busy" }, { src: "other", id: "named" }],
+          transitions: [{ eventType: "xstate.done.actor.0.m.busy", target: ["#m.idle"] }, { eventType: "xstate.error.actor.named", target: ["#m.idle"] }],
+        },
+      },
+    })!;
+    assert.deepEqual(g3.states.find((s) => s.key === "busy")!.invokes, ["round", "named"]);
+    assert.deepEqual(g3.transitions.map((t) => t.label), ["GO", "done: round", "error: named"]);
   });
 
   it("refuses what is not a definition and drops edges to unknown states", () => {
