@@ -63,7 +63,9 @@ export function addClusterCommands(program: Command): void {
         process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "STATE", "DIR"], members.map(memberRow)));
         const dead = members.filter((m) => m.state === "dead");
         if (dead.length > 0) {
-          process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; \`actormq cluster restart <name>\` starts one again\n`);
+          // after `cluster down` every process is dead: starting them one by one is not the way back
+          const hint = dead.length === members.length ? `\`actormq cluster up --dir ${f.dir}\` starts the cluster again` : "`actormq cluster restart <name>` starts one again";
+          process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; ${hint}\n`);
           process.exit(3);
         }
       }),

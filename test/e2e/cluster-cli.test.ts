@@ -68,6 +68,9 @@ test("cluster up / status / kill / restart / down with two masters and a slave e
     assert.equal(down.code, 0, down.err);
     assert.match(down.out, /stopped 5 process/);
     for (const p of cf.processes) assert.ok(!isAlive(p.pid), `${p.name} stopped`);
+    const stopped = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(stopped.code, 3);
+    assert.match(stopped.err, /5 process\(es\) not running: .*; `actormq cluster up --dir \S+` starts the cluster again/);
   } finally {
     for (const p of cf?.processes ?? []) if (isAlive(p.pid)) process.kill(p.pid, "SIGKILL");
     await cleanup();
