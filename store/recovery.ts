@@ -95,9 +95,27 @@ export function scanCommitLog(
     // a damaged blank marker or a damaged last record of a segment: the next segment goes on
     if (pos < segBytes) pendingDamage = true;
   }
-  const last = log.segments[log.segments.length - 1];
-  if (last) result.cutBytes = Math.max(0, last.start + segBytes - result.end);
+  result.cutBytes = tornTailBytes(log, result.end, window);
   return result;
+}
+
+/**
+ * Bytes written after the valid end that recovery cuts: the span up to the last non-zero byte
+ * within one scan window of `end` (segments are sparse files, so the rest of an unfilled segment
+ * reads as zeros and is not a cut), plus every byte of later segments.
+ */
+function tornTailBytes(log: CommitLog, end: number, window: number): number {
+  let cut = 0;
+  for (const seg of log.segments) {
+    const segEnd = seg.start + log.segmentBytes;
+    if (segEnd <= end) continue;
+    const from = Math.max(0, end - seg.start);
+    const tail = seg.read(from, Math.min(window, log.segmentBytes - from));
+    let last = tail.length - 1;
+    while (last >= 0 && tail[last] === 0) last--;
+    cut += last + 1;
+  }
+  return cut;
 }
 
 /**

@@ -175,3 +175,27 @@ test("the periodic checkpoint follows the dispatched log", async (t) => {
   assert.deepEqual(cp.queues.R, { 0: { min: 0, max: 40 }, 1: { min: 0, max: 40 } });
   assert.ok(cp.logicsMsgTimestamp >= s.getStoreTime("R", 1, 39));
 });
+
+test("recovery reports as cut exactly the torn bytes after the last record, nothing for a clean end", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    let s = await MessageStore.open(opts(dir));
+    await fill(s, 3);
+    const end = s.maxPhyOffset;
+    await s.close();
+    s = await MessageStore.open(opts(dir));
+    assert.equal(s.recovery.log.cutBytes, 0, "a clean close cuts nothing (the unfilled rest of a segment is not a cut)");
+    await s.close();
+    // a torn write: 300 bytes of a record that never finished, right after the valid end
+    const file = path.join(dir, "commitlog", String(end - (end % SEG)).padStart(20, "0"));
+    const fd = fs.openSync(file, "r+");
+    fs.writeSync(fd, Buffer.alloc(300, 0x5a), 0, 300, end % SEG);
+    fs.closeSync(fd);
+    s = await MessageStore.open(opts(dir));
+    assert.equal(s.recovery.log.end, end);
+    assert.equal(s.recovery.log.cutBytes, 300);
+    await s.close();
+  } finally {
+    await cleanup();
+  }
+});
