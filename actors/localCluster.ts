@@ -3,10 +3,10 @@
  * store under `dir`, for tests, examples and `actormq start`.
  */
 import path from "node:path";
+import { MQError } from "../transport/protocol.ts";
 import { Broker } from "./broker/broker.ts";
 import type { BrokerOptions } from "./broker/brokerConfig.ts";
 import { NameServer } from "./nameserver/index.ts";
-import { MQError } from "../transport/protocol.ts";
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
@@ -42,7 +42,8 @@ export function localBrokerName(i: number): string {
 }
 
 export async function startLocalCluster(opts: LocalClusterOptions): Promise<LocalCluster> {
-  if (typeof opts?.dir !== "string" || opts.dir.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "startLocalCluster needs dir: the directory for the brokers' stores.");
+  if (typeof opts?.dir !== "string" || opts.dir.length === 0)
+    throw new MQError("ILLEGAL_ARGUMENT", "startLocalCluster needs dir: the directory for the brokers' stores.");
   const count = opts.brokers ?? 1;
   const slaves = opts.slavesPerBroker ?? 0;
   if (!Number.isInteger(count) || count < 1) throw new MQError("ILLEGAL_ARGUMENT", "brokers must be an integer >= 1.");

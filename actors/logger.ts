@@ -3,7 +3,7 @@
  * `ACTORMQ_LOG_LEVEL` (the CLI's `--log-level` sets it), else `info` for servers and `warn` for
  * clients (a library should not chatter in its user's console); `warn` under the test runner.
  */
-import { pino, type Logger } from "pino";
+import { type Logger, pino } from "pino";
 import { MQError } from "../transport/protocol.ts";
 
 export type { Logger };

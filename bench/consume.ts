@@ -31,7 +31,20 @@ interface Server {
 async function startServer(dataDir: string): Promise<Server> {
   const child = spawn(
     process.execPath,
-    [path.join(root, "bin", "actormq.mjs"), "start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir, "--flush", "async", "--log-level", "warn"],
+    [
+      path.join(root, "bin", "actormq.mjs"),
+      "start",
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--store",
+      dataDir,
+      "--flush",
+      "async",
+      "--log-level",
+      "warn",
+    ],
     { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
   );
   const exited = new Promise((r) => child.once("exit", r));
@@ -72,7 +85,14 @@ async function drain(nameservers: string[], topic: string, group: string, consum
   const t0 = performance.now();
   const cs = await Promise.all(
     Array.from({ length: consumers }, (_, i) =>
-      PushConsumer.start({ group, nameservers, instanceName: `${group}-${i}`, subscriptions: { [topic]: "*" }, consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET", listener }),
+      PushConsumer.start({
+        group,
+        nameservers,
+        instanceName: `${group}-${i}`,
+        subscriptions: { [topic]: "*" },
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        listener,
+      }),
     ),
   );
   await finished;
@@ -81,7 +101,12 @@ async function drain(nameservers: string[], topic: string, group: string, consum
   return Math.round(total / secs);
 }
 
-async function latency(nameservers: string[], p: Producer, rate: number, seconds: number): Promise<{ p50: number; p99: number; count: number }> {
+async function latency(
+  nameservers: string[],
+  p: Producer,
+  rate: number,
+  seconds: number,
+): Promise<{ p50: number; p99: number; count: number }> {
   const topic = "BenchLatency";
   const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
   let received = 0;
@@ -161,7 +186,8 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   const nameservers = [server.nameserver];
   try {
     const admin = await Admin.start({ nameservers });
-    for (const topic of ["BenchConsume", "BenchGroup", "BenchLatency"]) await admin.createTopic({ topic, readQueueNums: 4, writeQueueNums: 4 });
+    for (const topic of ["BenchConsume", "BenchGroup", "BenchLatency"])
+      await admin.createTopic({ topic, readQueueNums: 4, writeQueueNums: 4 });
     await admin.close();
     const p = await Producer.start({ group: "bench-consume-producer", nameservers });
     await fill(p, "BenchConsume", n);

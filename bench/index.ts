@@ -52,8 +52,13 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(result));
   } else {
     console.log(`\n${result.workload}`);
-    for (const [group, rec] of [["metrics", result.metrics], ["baseline", result.baseline], ["ratio", result.ratio]] as const) {
-      for (const [k, v] of Object.entries(rec)) console.log(`  ${group.padEnd(8)} ${k.padEnd(32)} ${Number.isInteger(v) ? v : v.toFixed(3)}`);
+    for (const [group, rec] of [
+      ["metrics", result.metrics],
+      ["baseline", result.baseline],
+      ["ratio", result.ratio],
+    ] as const) {
+      for (const [k, v] of Object.entries(rec))
+        console.log(`  ${group.padEnd(8)} ${k.padEnd(32)} ${Number.isInteger(v) ? v : v.toFixed(3)}`);
     }
     for (const n of result.notes ?? []) console.log(`  note: ${n}`);
   }

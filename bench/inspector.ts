@@ -16,8 +16,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
 import { INSPECTOR_ENV } from "../actors/client/clientInstance.ts";
+import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY_BYTES = 1024;
@@ -94,9 +94,26 @@ async function drain(nameservers: string[], topic: string, total: number): Promi
   return rate;
 }
 
-async function runMode(mode: Mode, dataDir: string, n: number, log: (s: string) => void): Promise<{ produce: number; consume: number; records: number }> {
+async function runMode(
+  mode: Mode,
+  dataDir: string,
+  n: number,
+  log: (s: string) => void,
+): Promise<{ produce: number; consume: number; records: number }> {
   const server = spawnActormq(
-    ["start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir, "--flush", "async", "--log-level", "warn"],
+    [
+      "start",
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--store",
+      dataDir,
+      "--flush",
+      "async",
+      "--log-level",
+      "warn",
+    ],
     /name server\s+(?<ns>tcp:\/\/\S+)\n\s+broker\s+\S+ (?<broker>tcp:\/\/\S+)[^\n]*\n\s+inspector\s+(?<url>http:\/\/\S+) \(clients publish with ACTORMQ_INSPECTOR=(?<collector>\S+)\)/,
   );
   let inspector: Child | undefined;
@@ -105,7 +122,10 @@ async function runMode(mode: Mode, dataDir: string, n: number, log: (s: string) 
     let url: string | undefined;
     delete process.env[INSPECTOR_ENV];
     if (mode === "ownProcess") {
-      inspector = spawnActormq(["inspect", "--collect", `${s.ns},${s.broker}`], /inspector (?<url>http:\/\/\S+)\n[^\n]*\n\s+collector\s+(?<collector>\S+)/);
+      inspector = spawnActormq(
+        ["inspect", "--collect", `${s.ns},${s.broker}`],
+        /inspector (?<url>http:\/\/\S+)\n[^\n]*\n\s+collector\s+(?<collector>\S+)/,
+      );
       const i = await inspector.out;
       url = i.url;
       process.env[INSPECTOR_ENV] = i.collector;
@@ -125,7 +145,9 @@ async function runMode(mode: Mode, dataDir: string, n: number, log: (s: string) 
       const consumeRate = await drain(nameservers, "BenchInspP", n + Math.min(n, 20_000));
       let records = 0;
       if (url) records = ((await (await fetch(new URL("/api/state", url))).json()) as { stats: { received: number } }).stats.received;
-      log(`${mode}: produce ${produceRate.toFixed(0)} msg/s, consume ${consumeRate.toFixed(0)} msg/s, inspector received ${records} records`);
+      log(
+        `${mode}: produce ${produceRate.toFixed(0)} msg/s, consume ${consumeRate.toFixed(0)} msg/s, inspector received ${records} records`,
+      );
       return { produce: produceRate, consume: consumeRate, records };
     } finally {
       await p.close();
@@ -153,7 +175,11 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       for (const m of modes) {
         const x = await runMode(m, path.join(tmp, `${m}-${r}`), n, log);
         // best of the rounds: the 2 shared cores make single runs noisy
-        best[m] = { produce: Math.max(best[m].produce, x.produce), consume: Math.max(best[m].consume, x.consume), records: Math.max(best[m].records, x.records) };
+        best[m] = {
+          produce: Math.max(best[m].produce, x.produce),
+          consume: Math.max(best[m].consume, x.consume),
+          records: Math.max(best[m].records, x.records),
+        };
       }
     }
     const ratio = (a: number, b: number) => Number((a / b).toFixed(3));

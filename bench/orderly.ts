@@ -28,7 +28,20 @@ interface Server {
 async function startServer(dataDir: string): Promise<Server> {
   const child = spawn(
     process.execPath,
-    [path.join(root, "bin", "actormq.mjs"), "start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir, "--flush", "async", "--log-level", "warn"],
+    [
+      path.join(root, "bin", "actormq.mjs"),
+      "start",
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--store",
+      dataDir,
+      "--flush",
+      "async",
+      "--log-level",
+      "warn",
+    ],
     { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
   );
   const exited = new Promise((r) => child.once("exit", r));
@@ -56,7 +69,13 @@ async function fill(p: Producer, topic: string, n: number): Promise<void> {
 }
 
 /** Drains `total` stored messages with CONSUMERS consumers; returns msg/s and whether per-queue order held. */
-async function drain(nameservers: string[], topic: string, group: string, orderly: boolean, total: number): Promise<{ rate: number; inOrder: boolean }> {
+async function drain(
+  nameservers: string[],
+  topic: string,
+  group: string,
+  orderly: boolean,
+  total: number,
+): Promise<{ rate: number; inOrder: boolean }> {
   let consumed = 0;
   let inOrder = true;
   const lastOffset = new Map<number, number>();
@@ -75,7 +94,15 @@ async function drain(nameservers: string[], topic: string, group: string, orderl
   const t0 = performance.now();
   const cs = await Promise.all(
     Array.from({ length: CONSUMERS }, (_, i) =>
-      PushConsumer.start({ group, nameservers, instanceName: `${group}-${i}`, subscriptions: { [topic]: "*" }, consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET", orderly, listener }),
+      PushConsumer.start({
+        group,
+        nameservers,
+        instanceName: `${group}-${i}`,
+        subscriptions: { [topic]: "*" },
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        orderly,
+        listener,
+      }),
     ),
   );
   await finished;
@@ -92,7 +119,8 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   const nameservers = [server.nameserver];
   try {
     const admin = await Admin.start({ nameservers });
-    for (const topic of ["BenchOrderly", "BenchConcurrent"]) await admin.createTopic({ topic, readQueueNums: QUEUES, writeQueueNums: QUEUES });
+    for (const topic of ["BenchOrderly", "BenchConcurrent"])
+      await admin.createTopic({ topic, readQueueNums: QUEUES, writeQueueNums: QUEUES });
     await admin.close();
     const p = await Producer.start({ group: "bench-orderly-producer", nameservers });
     await fill(p, "BenchOrderly", n);

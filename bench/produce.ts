@@ -11,8 +11,8 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { Admin, Producer } from "../actors/client/index.ts";
-import { MessageStore } from "../store/index.ts";
 import { prepareBatch } from "../actors/client/messageBuilder.ts";
+import { MessageStore } from "../store/index.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY_BYTES = 1024;
@@ -32,7 +32,20 @@ interface Server {
 async function startServer(dataDir: string, flush: "sync" | "async"): Promise<Server> {
   const child = spawn(
     process.execPath,
-    [path.join(root, "bin", "actormq.mjs"), "start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir, "--flush", flush, "--log-level", "warn"],
+    [
+      path.join(root, "bin", "actormq.mjs"),
+      "start",
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--store",
+      dataDir,
+      "--flush",
+      flush,
+      "--log-level",
+      "warn",
+    ],
     { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
   );
   const exited = new Promise((r) => child.once("exit", r));

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { MessageStore } from "../store/index.ts";
-import { encodeMessageBatch, encodeProperties, createUniqId } from "../transport/messageRecord.ts";
+import { createUniqId, encodeMessageBatch, encodeProperties } from "../transport/messageRecord.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY = 1024;
@@ -15,7 +15,12 @@ const BATCH = 32;
 
 function makeBatch(n: number): Buffer {
   const body = Buffer.alloc(BODY, 97);
-  return encodeMessageBatch(Array.from({ length: n }, (_, i) => ({ body, properties: encodeProperties({ TAGS: `Tag${i % 4}`, KEYS: `k${i}`, UNIQ_KEY: createUniqId() }) })));
+  return encodeMessageBatch(
+    Array.from({ length: n }, (_, i) => ({
+      body,
+      properties: encodeProperties({ TAGS: `Tag${i % 4}`, KEYS: `k${i}`, UNIQ_KEY: createUniqId() }),
+    })),
+  );
 }
 
 export default async function run(opts: BenchOptions): Promise<BenchResult> {
@@ -26,7 +31,12 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   try {
     // async append
     const batch = makeBatch(BATCH);
-    const s1 = await MessageStore.open({ dir: path.join(root, "a"), flush: "async", commitLogSegmentBytes: 256 * 1024 * 1024, cleanIntervalMs: 0 });
+    const s1 = await MessageStore.open({
+      dir: path.join(root, "a"),
+      flush: "async",
+      commitLogSegmentBytes: 256 * 1024 * 1024,
+      cleanIntervalMs: 0,
+    });
     let t0 = performance.now();
     for (let i = 0; i < appendMsgs / BATCH; i++) {
       await s1.putMessages({ topic: "BenchTopic", queueId: i % 4, bornTimestamp: Date.now(), bornHost: "127.0.0.1:1", body: batch });
@@ -69,7 +79,12 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
 
     // sync flush, 64 concurrent putters of one message each
     const one = makeBatch(1);
-    const s2 = await MessageStore.open({ dir: path.join(root, "s"), flush: "sync", commitLogSegmentBytes: 256 * 1024 * 1024, cleanIntervalMs: 0 });
+    const s2 = await MessageStore.open({
+      dir: path.join(root, "s"),
+      flush: "sync",
+      commitLogSegmentBytes: 256 * 1024 * 1024,
+      cleanIntervalMs: 0,
+    });
     let synced = 0;
     const until = performance.now() + syncSeconds * 1000;
     t0 = performance.now();
@@ -106,8 +121,13 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       workload: "store",
       metrics: { appendAsyncMsgsPerSec, syncGroupCommitMsgsPerSec, getMessageBatchesPerSec },
       baseline: { rawWriteMsgsPerSec, fsyncPerRecordMsgsPerSec },
-      ratio: { appendVsRaw: appendAsyncMsgsPerSec / rawWriteMsgsPerSec, groupCommitVsFsyncEach: syncGroupCommitMsgsPerSec / fsyncPerRecordMsgsPerSec },
-      notes: [`1 KiB bodies, ${BATCH}-message batches for async append, ${appendMsgs} messages; sync: 64 putters x 1 message for ${syncSeconds} s`],
+      ratio: {
+        appendVsRaw: appendAsyncMsgsPerSec / rawWriteMsgsPerSec,
+        groupCommitVsFsyncEach: syncGroupCommitMsgsPerSec / fsyncPerRecordMsgsPerSec,
+      },
+      notes: [
+        `1 KiB bodies, ${BATCH}-message batches for async append, ${appendMsgs} messages; sync: 64 putters x 1 message for ${syncSeconds} s`,
+      ],
     };
   } finally {
     fs.rmSync(root, { recursive: true, force: true });

@@ -23,7 +23,9 @@ const KIND_COUNT = 3;
 
 async function runtimePeer(): Promise<void> {
   let count = 0;
-  const sink = setup({ types: { events: {} as { type: "MSG"; body?: Buffer } | { type: "ECHO"; reply?: Replier } | { type: "COUNT"; reply?: Replier } } }).createMachine({
+  const sink = setup({
+    types: { events: {} as { type: "MSG"; body?: Buffer } | { type: "ECHO"; reply?: Replier } | { type: "COUNT"; reply?: Replier } },
+  }).createMachine({
     on: {
       MSG: { actions: () => void count++ },
       ECHO: { actions: ({ event }) => event.reply?.ok({ ok: true }) },
@@ -61,7 +63,10 @@ async function rawPeer(): Promise<void> {
 }
 
 function startPeer(role: "runtime" | "raw"): Promise<{ address: string; stop: () => Promise<void> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url)], { env: { ...process.env, ACTORMQ_BENCH_PEER: role }, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url)], {
+    env: { ...process.env, ACTORMQ_BENCH_PEER: role },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   return new Promise((resolve, reject) => {
     createInterface({ input: child.stdout! }).once("line", (l) => {
       const address = JSON.parse(l).address as string;

@@ -3,7 +3,7 @@
  * the one-line error convention (`error CODE: message`, exit code 1), tables, and the
  * run-until-signal loop of the servers.
  */
-import { InvalidArgumentError, Option, type Command } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import { MQError } from "../transport/protocol.ts";
 
 /** Name server a client command talks to when neither `--namesrv` nor ACTORMQ_NAMESRV says otherwise. */
@@ -20,14 +20,18 @@ export function intArg(v: string): number {
 }
 
 export function listArg(v: string): string[] {
-  return v.split(",").map((s) => s.trim()).filter(Boolean);
+  return v
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** An ISO 8601 time or epoch milliseconds; anything else is a usage error naming the expected form. */
 export function timeArg(v: string): number {
   if (/^\d{10,}$/.test(v)) return Number(v);
   const t = /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : Number.NaN;
-  if (Number.isNaN(t)) throw new InvalidArgumentError(`"${v}" is not a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
+  if (Number.isNaN(t))
+    throw new InvalidArgumentError(`"${v}" is not a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
   return t;
 }
 
@@ -37,7 +41,10 @@ export function logLevelOption(): Option {
 
 /** `--namesrv` for client commands: comma-separated endpoints, default $ACTORMQ_NAMESRV or tcp://127.0.0.1:9876. */
 export function namesrvOption(): Option {
-  return new Option("--namesrv <addresses>", "comma-separated name server endpoints").env("ACTORMQ_NAMESRV").default([DEFAULT_CLIENT_NAMESRV], DEFAULT_CLIENT_NAMESRV).argParser(listArg);
+  return new Option("--namesrv <addresses>", "comma-separated name server endpoints")
+    .env("ACTORMQ_NAMESRV")
+    .default([DEFAULT_CLIENT_NAMESRV], DEFAULT_CLIENT_NAMESRV)
+    .argParser(listArg);
 }
 
 /** Adds the client flags every client command takes. */

@@ -12,7 +12,13 @@ import { Admin, Producer, PushConsumer } from "../index.ts";
 // 1. Spawn the processes. Each gets its own ports, data dir and log file under `dir`, and
 //    `dir/cluster.json` lists them (try `npx tsx bin/actormq.ts cluster status --dir <dir>`).
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-multinode-"));
-const cluster = await clusterUp({ dir, nameservers: 1, brokers: 2, logLevel: "warn", onProgress: (n, total, p) => console.log(`ready ${n}/${total}: ${p.name} ${p.address}`) });
+const cluster = await clusterUp({
+  dir,
+  nameservers: 1,
+  brokers: 2,
+  logLevel: "warn",
+  onProgress: (n, total, p) => console.log(`ready ${n}/${total}: ${p.name} ${p.address}`),
+});
 const nameservers = cluster.nameservers;
 
 try {

@@ -36,14 +36,20 @@ export function parseSubscription(topic: string, expr: SubscriptionExpression, s
   if (typeof expr === "object" && expr !== null && "sql92" in expr) {
     const sql = expr.sql92;
     if (typeof sql !== "string" || sql.trim().length === 0) {
-      throw new MQError("SUBSCRIPTION_PARSE_FAILED", `The SQL92 subscription of topic "${topic}" is empty: give a selector such as { sql92: "a > 5 AND b = 'x'" }, or subscribe with "*".`);
+      throw new MQError(
+        "SUBSCRIPTION_PARSE_FAILED",
+        `The SQL92 subscription of topic "${topic}" is empty: give a selector such as { sql92: "a > 5 AND b = 'x'" }, or subscribe with "*".`,
+      );
     }
     compileSql92(sql);
     return { topic, subString: sql, expressionType: "SQL92", tagsSet: [], codeSet: [], subVersion };
   }
   if (expr === null || expr === undefined) expr = SUB_ALL;
   if (typeof expr !== "string") {
-    throw new MQError("SUBSCRIPTION_PARSE_FAILED", `The subscription of topic "${topic}" must be a tag expression string ("*", "TagA || TagB") or { sql92: "..." }, got ${typeof expr}.`);
+    throw new MQError(
+      "SUBSCRIPTION_PARSE_FAILED",
+      `The subscription of topic "${topic}" must be a tag expression string ("*", "TagA || TagB") or { sql92: "..." }, got ${typeof expr}.`,
+    );
   }
   if (expr.trim().length === 0 || expr.trim() === SUB_ALL) {
     return { topic, subString: SUB_ALL, expressionType: "TAG", tagsSet: [], codeSet: [], subVersion };
@@ -58,7 +64,10 @@ export function parseSubscription(topic: string, expr: SubscriptionExpression, s
     if (!codeSet.includes(code)) codeSet.push(code);
   }
   if (tagsSet.length === 0) {
-    throw new MQError("SUBSCRIPTION_PARSE_FAILED", `The tag expression "${expr}" of topic "${topic}" names no tag: write tags separated by "||" (e.g. "TagA || TagB"), or "*" for all messages.`);
+    throw new MQError(
+      "SUBSCRIPTION_PARSE_FAILED",
+      `The tag expression "${expr}" of topic "${topic}" names no tag: write tags separated by "||" (e.g. "TagA || TagB"), or "*" for all messages.`,
+    );
   }
   return { topic, subString: expr, expressionType: "TAG", tagsSet, codeSet, subVersion };
 }

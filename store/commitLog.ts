@@ -6,9 +6,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { crc32 } from "node:zlib";
-import { MQError } from "../transport/protocol.ts";
 import { BLANK_MAGIC, BLANK_MARKER_BYTES } from "../transport/messageRecord.ts";
-import { Segment, listSegmentFiles, segmentName } from "./segment.ts";
+import { MQError } from "../transport/protocol.ts";
+import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /**
  * Magic code of a replica filler: a range of a replica's log standing for master bytes that were
@@ -60,7 +60,10 @@ export class CommitLog {
     fs.mkdirSync(dir, { recursive: true });
     for (const { start, file } of listSegmentFiles(dir)) {
       if (start % segmentBytes !== 0) {
-        throw new MQError("ILLEGAL_ARGUMENT", `Commit-log file ${file} does not start at a multiple of commitLogSegmentBytes=${segmentBytes}: open the store with the segment size it was written with.`);
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `Commit-log file ${file} does not start at a multiple of commitLogSegmentBytes=${segmentBytes}: open the store with the segment size it was written with.`,
+        );
       }
       this.segments.push(Segment.open(file, start, segmentBytes));
     }
@@ -88,7 +91,10 @@ export class CommitLog {
    */
   reserve(len: number): number {
     if (len + BLANK_MARKER_BYTES > this.segmentBytes) {
-      throw new MQError("MESSAGE_ILLEGAL", `A put of ${len} bytes cannot fit a commit-log segment of ${this.segmentBytes} bytes: send fewer or smaller messages per batch.`);
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        `A put of ${len} bytes cannot fit a commit-log segment of ${this.segmentBytes} bytes: send fewer or smaller messages per batch.`,
+      );
     }
     const inSeg = this.writeOffset % this.segmentBytes;
     const seg = this.segmentFor(this.writeOffset);
@@ -142,7 +148,10 @@ export class CommitLog {
     const phy = this.writeOffset;
     const seg = this.segmentFor(phy);
     if (!seg || phy - seg.start + total > this.segmentBytes) {
-      throw new MQError("MALFORMED", `A replicated filler of ${total} bytes at ${phy} does not fit its segment: master and replica need the same commitLogSegmentBytes.`);
+      throw new MQError(
+        "MALFORMED",
+        `A replicated filler of ${total} bytes at ${phy} does not fit its segment: master and replica need the same commitLogSegmentBytes.`,
+      );
     }
     const chunk = Buffer.alloc(Math.min(total, 1024 * 1024));
     writeFillerHeader(chunk, 0, total);
@@ -195,7 +204,7 @@ export class CommitLog {
         this.flushedOffset = Math.max(this.flushedOffset, target);
         if (this.waiters.length) {
           const keep: FlushWaiter[] = [];
-          for (const w of this.waiters) (w.target <= this.flushedOffset ? w.resolve() : keep.push(w));
+          for (const w of this.waiters) w.target <= this.flushedOffset ? w.resolve() : keep.push(w);
           this.waiters = keep;
         }
       }

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { MIN_RECORD_BYTES, readLong, writeLong } from "../transport/messageRecord.ts";
 import type { QueueMark } from "./checkpoint.ts";
-import { Segment, listSegmentFiles, segmentName } from "./segment.ts";
+import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /** Bytes per consume-queue entry. */
 export const CQ_ENTRY_BYTES = 20;
@@ -142,7 +142,7 @@ export class ConsumeQueue {
         const before = this.read0(from - 1);
         if (before) prevEnd = readLong(before, 0) + before.readInt32BE(8);
       }
-      scan: while (true) {
+      while (true) {
         const f = this.file(from, false);
         if (!f) {
           const later = starts.find((s) => s / CQ_ENTRY_BYTES > from);
@@ -165,7 +165,7 @@ export class ConsumeQueue {
           }
         }
         // a whole chunk of zeros after the end: nothing was written further on
-        if (!nonZero && max <= from) break scan;
+        if (!nonZero && max <= from) break;
         from += n;
       }
     }

@@ -4,9 +4,18 @@
  * only the record bytes it is given (the append buffer, a replica's bytes or recovery's window),
  * with no per-message objects on the way.
  */
-import { BLANK_MAGIC, CRC_RESERVED_BYTES, MessageSysFlag, RecordOffset, decodeProperties, javaHashCode, readLong, writeLong } from "../transport/messageRecord.ts";
+import {
+  BLANK_MAGIC,
+  CRC_RESERVED_BYTES,
+  decodeProperties,
+  javaHashCode,
+  MessageSysFlag,
+  RecordOffset,
+  readLong,
+  writeLong,
+} from "../transport/messageRecord.ts";
 import { SCHEDULE_TOPIC } from "../transport/protocol.ts";
-import { CQ_ENTRY_BYTES, type ConsumeQueue } from "./consumeQueue.ts";
+import { type ConsumeQueue, CQ_ENTRY_BYTES } from "./consumeQueue.ts";
 import type { IndexService } from "./indexFile.ts";
 
 /** What the long-poll service hears after each dispatched run of records for one queue. */
@@ -24,7 +33,7 @@ export interface ArrivalNotice {
   count: number;
 }
 
-const enum Prop {
+enum Prop {
   NONE = 0,
   TAGS = 1,
   KEYS = 2,
@@ -158,7 +167,9 @@ export class Dispatcher {
       }
 
       const sameTopic =
-        runTopicPos >= 0 && runTopicLen === topicLen && buf.compare(buf, runTopicPos, runTopicPos + topicLen, topicPos, topicPos + topicLen) === 0;
+        runTopicPos >= 0 &&
+        runTopicLen === topicLen &&
+        buf.compare(buf, runTopicPos, runTopicPos + topicLen, topicPos, topicPos + topicLen) === 0;
       if (!sameTopic || queueId !== runQueueId || queueOffset !== runFirstOffset + runCount) {
         flushRun();
         if (!sameTopic) {

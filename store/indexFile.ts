@@ -8,7 +8,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { readLong, writeLong } from "../transport/messageRecord.ts";
-import { Segment, listSegmentFiles, segmentName } from "./segment.ts";
+import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /** Bytes of one index entry on disk. */
 export const INDEX_ENTRY_BYTES = 20;
@@ -47,7 +47,7 @@ export class IndexService {
 
   /** Drops every entry, and with `removeFiles` every file (recovery rebuilds the index from the commit log). */
   reset(removeFiles = true): void {
-    for (const f of this.files) (removeFiles ? f.remove() : f.close());
+    for (const f of this.files) removeFiles ? f.remove() : f.close();
     if (removeFiles) for (const { file } of listSegmentFiles(this.dir)) fs.rmSync(file, { force: true });
     this.files = [];
     this.syncedCount = 1;

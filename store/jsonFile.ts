@@ -55,7 +55,11 @@ export const JsonFile = {
       fsyncDir(dir);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      throw new MQError(code === "ENOSPC" ? "DISK_FULL" : "SYSTEM_ERROR", `Could not write ${file}: ${(e as Error).message}. Check the disk and the directory's permissions.`, { cause: e });
+      throw new MQError(
+        code === "ENOSPC" ? "DISK_FULL" : "SYSTEM_ERROR",
+        `Could not write ${file}: ${(e as Error).message}. Check the disk and the directory's permissions.`,
+        { cause: e },
+      );
     }
   },
 

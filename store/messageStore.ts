@@ -7,16 +7,40 @@ import fs from "node:fs";
 import path from "node:path";
 import { crc32 } from "node:zlib";
 import {
-  BLANK_MAGIC, BLANK_MARKER_BYTES, CRC_RESERVED_BYTES, MAGIC_V1, MAX_PROPERTIES_BYTES, MIN_RECORD_BYTES, RECORD_FIXED_BYTES, RecordOffset, checkRecord,
-  decodeProperties, encodeMessageBatch, encodeProperties, javaHashCode, OffsetMsgIdWriter, countMessageBatch, readLong, writeHost, writeLong, writeRecordCrcWithBody,
+  BLANK_MAGIC,
+  BLANK_MARKER_BYTES,
+  CRC_RESERVED_BYTES,
+  checkRecord,
+  countMessageBatch,
+  decodeProperties,
+  encodeMessageBatch,
+  encodeProperties,
+  javaHashCode,
+  MAGIC_V1,
+  MAX_PROPERTIES_BYTES,
+  MIN_RECORD_BYTES,
+  OffsetMsgIdWriter,
+  RECORD_FIXED_BYTES,
+  RecordOffset,
+  readLong,
+  writeHost,
+  writeLong,
+  writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
-import { DEFAULT_MAX_MESSAGE_BYTES, MQError, MessageConst, checkTopic } from "../transport/protocol.ts";
-import { type StoreCheckpoint, type QueueMark, checkpointMinTimestamp, readCheckpoint, writeCheckpoint, writeCheckpointAsync } from "./checkpoint.ts";
+import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, MessageConst, MQError } from "../transport/protocol.ts";
+import {
+  checkpointMinTimestamp,
+  type QueueMark,
+  readCheckpoint,
+  type StoreCheckpoint,
+  writeCheckpoint,
+  writeCheckpointAsync,
+} from "./checkpoint.ts";
 import { CommitLog, FILLER_HEADER_BYTES, fillerBytes, writeFillerHeader } from "./commitLog.ts";
-import { CQ_ENTRY_BYTES, ConsumeQueue, listConsumeQueues } from "./consumeQueue.ts";
+import { ConsumeQueue, CQ_ENTRY_BYTES, listConsumeQueues } from "./consumeQueue.ts";
 import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
-import { findRecord, resync, scanCommitLog, type LogScanResult } from "./recovery.ts";
+import { findRecord, type LogScanResult, resync, scanCommitLog } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
 
 export const DEFAULT_COMMIT_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024;
@@ -234,12 +258,16 @@ export class MessageStore {
   static async open(options: MessageStoreOptions): Promise<MessageStore> {
     const opts = { ...defaultMessageStoreOptions(), ...options } as Required<MessageStoreOptions>;
     if (!opts.dir) throw new MQError("ILLEGAL_ARGUMENT", "MessageStore.open needs a dir.");
-    if (opts.flush !== "sync" && opts.flush !== "async") throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not ${String(opts.flush)}.`);
+    if (opts.flush !== "sync" && opts.flush !== "async")
+      throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not ${String(opts.flush)}.`);
     if (!(opts.commitLogSegmentBytes >= 4096)) throw new MQError("ILLEGAL_ARGUMENT", "commitLogSegmentBytes must be at least 4096.");
     try {
       parseDelayLevels(opts.messageDelayLevel);
     } catch (e) {
-      throw new MQError("ILLEGAL_ARGUMENT", `messageDelayLevel "${opts.messageDelayLevel}" is not a list like "1s 5s 1m 2h": ${(e as Error).message}`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `messageDelayLevel "${opts.messageDelayLevel}" is not a list like "1s 5s 1m 2h": ${(e as Error).message}`,
+      );
     }
     fs.mkdirSync(opts.dir, { recursive: true });
     const release = acquireStoreLock(opts.dir);
@@ -311,11 +339,16 @@ export class MessageStore {
       redispatchFrom = log.segments[from]?.start ?? log.minOffset;
     }
     this.index.truncateFrom(redispatchFrom);
-    const scan = scanCommitLog(log, this.maxRecordBytes, (buf, s, e, phy) => {
-      let p = s;
-      while (p < e && phy + (p - s) < redispatchFrom) p += buf.readInt32BE(p);
-      if (p < e) this.dispatcher.dispatch(buf, p, e, phy + (p - s), false);
-    }, from);
+    const scan = scanCommitLog(
+      log,
+      this.maxRecordBytes,
+      (buf, s, e, phy) => {
+        let p = s;
+        while (p < e && phy + (p - s) < redispatchFrom) p += buf.readInt32BE(p);
+        if (p < e) this.dispatcher.dispatch(buf, p, e, phy + (p - s), false);
+      },
+      from,
+    );
     this.commitLog.truncateTo(scan.end);
     // after a clean shutdown entries can only point past the end when the log was cut below what
     // was dispatched; otherwise such an entry is damaged and getMessage finds its record again
@@ -323,7 +356,13 @@ export class MessageStore {
       for (const m of this.queues.values()) for (const q of m.values()) q.truncateAbove(scan.end);
       this.index.truncateFrom(scan.end);
     }
-    this.recovery = { mode, log: scan, checkedFrom: log.segments[from]?.start ?? scan.end, redispatchedFrom: redispatchFrom, rebuilt: null };
+    this.recovery = {
+      mode,
+      log: scan,
+      checkedFrom: log.segments[from]?.start ?? scan.end,
+      redispatchedFrom: redispatchFrom,
+      rebuilt: null,
+    };
   }
 
   /** Loads every consume queue and the index; the reason to rebuild them, or null when they are usable. */
@@ -331,7 +370,8 @@ export class MessageStore {
     const root = path.join(this.options.dir, "consumequeue");
     for (const { topic, queueId } of listConsumeQueues(root)) {
       const q = this.queue(topic, queueId, true)!;
-      if (q.recover(cp.queues[topic]?.[String(queueId)], clean, extent, this.maxRecordBytes) === "behind") return `consume queue ${topic}/${queueId} is behind the checkpoint`;
+      if (q.recover(cp.queues[topic]?.[String(queueId)], clean, extent, this.maxRecordBytes) === "behind")
+        return `consume queue ${topic}/${queueId} is behind the checkpoint`;
       if (this.commitLog.minOffset > 0) q.deleteBelow(this.commitLog.minOffset);
     }
     for (const [topic, m] of Object.entries(cp.queues)) {
@@ -391,7 +431,13 @@ export class MessageStore {
       await Promise.all(syncs);
       if (this.closed) return;
       await writeCheckpointAsync(this.checkpointFile, {
-        physicMsgTimestamp: ts, logicsMsgTimestamp: ts, indexMsgTimestamp: ts, flushedOffset: target, confirmOffset: target, indexEntries, queues,
+        physicMsgTimestamp: ts,
+        logicsMsgTimestamp: ts,
+        indexMsgTimestamp: ts,
+        flushedOffset: target,
+        confirmOffset: target,
+        indexEntries,
+        queues,
       });
     };
     this.checkpointing = run().finally(() => {
@@ -403,7 +449,10 @@ export class MessageStore {
   private startTimers(): void {
     if (this.options.checkpointIntervalMs > 0) {
       const t = setInterval(() => {
-        if (!this.closed) this.checkpoint().catch(() => { /* retried at the next interval; close writes one */ });
+        if (!this.closed)
+          this.checkpoint().catch(() => {
+            /* retried at the next interval; close writes one */
+          });
       }, this.options.checkpointIntervalMs);
       t.unref();
       this.timers.push(t);
@@ -515,7 +564,8 @@ export class MessageStore {
     this.checkOpen();
     const { topic, queueId, body } = batch;
     checkTopic(topic);
-    if (!Number.isInteger(queueId) || queueId < 0) throw new MQError("MESSAGE_ILLEGAL", `queueId ${queueId} is not a non-negative integer.`);
+    if (!Number.isInteger(queueId) || queueId < 0)
+      throw new MQError("MESSAGE_ILLEGAL", `queueId ${queueId} is not a non-negative integer.`);
     if (!Buffer.isBuffer(body)) throw new MQError("MESSAGE_ILLEGAL", "The batch body must be a Buffer built with encodeMessageBatch.");
     let topicBytes = this.topicBytes.get(topic);
     if (!topicBytes) {
@@ -531,16 +581,25 @@ export class MessageStore {
       const bodyLen = body.readUInt32BE(pos + 8);
       const propsLen = body.readUInt16BE(pos + 12 + bodyLen);
       if (bodyLen > maxBody) {
-        throw new MQError("MESSAGE_ILLEGAL", `A message body is ${bodyLen} bytes; the limit is ${maxBody} (maxMessageBytes): send smaller messages.`);
+        throw new MQError(
+          "MESSAGE_ILLEGAL",
+          `A message body is ${bodyLen} bytes; the limit is ${maxBody} (maxMessageBytes): send smaller messages.`,
+        );
       }
       if (propsLen + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) {
-        throw new MQError("MESSAGE_ILLEGAL", `A message's properties are ${propsLen} bytes; at most ${MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES} are allowed.`);
+        throw new MQError(
+          "MESSAGE_ILLEGAL",
+          `A message's properties are ${propsLen} bytes; at most ${MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES} are allowed.`,
+        );
       }
       total += fixed + bodyLen + propsLen;
     }
     if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
     if (total + BLANK_MARKER_BYTES > this.commitLog.segmentBytes) {
-      throw new MQError("MESSAGE_ILLEGAL", `A put of ${total} bytes cannot fit a commit-log segment of ${this.commitLog.segmentBytes} bytes: send fewer or smaller messages per batch.`);
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        `A put of ${total} bytes cannot fit a commit-log segment of ${this.commitLog.segmentBytes} bytes: send fewer or smaller messages per batch.`,
+      );
     }
     return { batch, index, topicBytes, count, total, result: undefined };
   }
@@ -746,7 +805,15 @@ export class MessageStore {
    * Reads up to `maxMsgNums` messages from `offset` with RocketMQ's statuses and next-offset rules.
    * Records are handed out as stored (slices); a record that fails its checks is skipped, never served.
    */
-  getMessage(group: string, topic: string, queueId: number, offset: number, maxMsgNums: number, filter?: MessageFilter | null, maxMsgBytes?: number): GetMessageResult {
+  getMessage(
+    group: string,
+    topic: string,
+    queueId: number,
+    offset: number,
+    maxMsgNums: number,
+    filter?: MessageFilter | null,
+    maxMsgBytes?: number,
+  ): GetMessageResult {
     this.checkOpen();
     void group;
     const q = this.queue(topic, queueId, false);
@@ -785,7 +852,11 @@ export class MessageStore {
       return res;
     }
     const maxNums = Math.max(1, Math.min(maxMsgNums, this.options.maxTransferCount));
-    const maxBytes = Math.min(maxMsgBytes && maxMsgBytes >= 100 ? maxMsgBytes : this.options.maxTransferBytes, MAX_PULL_BYTES, this.options.maxTransferBytes);
+    const maxBytes = Math.min(
+      maxMsgBytes && maxMsgBytes >= 100 ? maxMsgBytes : this.options.maxTransferBytes,
+      MAX_PULL_BYTES,
+      this.options.maxTransferBytes,
+    );
     const scanEntries = Math.max(MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES, maxNums);
     const entries = q.read(offset, scanEntries);
     if (!entries) {
@@ -813,7 +884,8 @@ export class MessageStore {
         if (phy === 0 && size === 0) continue; // a hole: a record recovery could not read
         size = 0; // a damaged entry: its record is looked for below
       }
-      if (phy < 0) size = 0; // a damaged entry: its record is looked for below
+      if (phy < 0)
+        size = 0; // a damaged entry: its record is looked for below
       else if (phy < minPhy) {
         removed = true;
         continue;
@@ -868,7 +940,7 @@ export class MessageStore {
       // extend a span while the next record is in the same segment and the gap is small
       const seg = this.commitLog.segmentFor(phys[i]!);
       let j = i + 1;
-      let lo = phys[i]!;
+      const lo = phys[i]!;
       let hi = phys[i]! + sizes[i]!;
       let want = sizes[i]!;
       while (seg && j < phys.length) {
@@ -888,7 +960,8 @@ export class MessageStore {
           continue;
         }
         const rel = p - lo;
-        if (checkRecord(span, rel, s) === s && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p) out[k] = span.subarray(rel, rel + s);
+        if (checkRecord(span, rel, s) === s && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p)
+          out[k] = span.subarray(rel, rel + s);
       }
       i = j;
     }
@@ -942,7 +1015,9 @@ export class MessageStore {
     }
     if (this.knownDamage.size >= MAX_REMEMBERED_DAMAGE) this.knownDamage.clear();
     this.knownDamage.add(key);
-    this.reportDamage(`The record of ${q.topic}/${q.queueId} offset ${offset}${self ? ` at commit-log offset ${self.phy}` : ""} is damaged and is skipped.`);
+    this.reportDamage(
+      `The record of ${q.topic}/${q.queueId} offset ${offset}${self ? ` at commit-log offset ${self.phy}` : ""} is damaged and is skipped.`,
+    );
     return null;
   }
 
@@ -1071,13 +1146,20 @@ export class MessageStore {
       while (p + 8 <= bytes.length && bytes.readUInt32BE(p + 4) !== BLANK_MAGIC && fillerBytes(bytes, p, bytes.length - p) < 0) {
         const n = checkRecord(bytes, p, bytes.length - p);
         if (n < 0 || readLong(bytes, p + RecordOffset.PHYSICAL_OFFSET) !== phy0 + (p - start)) {
-          throw new MQError("MALFORMED", `Replicated bytes at ${phy0 + (p - start)} do not check out (size, CRC or offset): resync the replica from its max offset.`);
+          throw new MQError(
+            "MALFORMED",
+            `Replicated bytes at ${phy0 + (p - start)} do not check out (size, CRC or offset): resync the replica from its max offset.`,
+          );
         }
         p += n;
       }
       const len = p - start;
       const seg = this.commitLog.segmentFor(phy0);
-      if (!seg || phy0 - seg.start + len > this.commitLog.segmentBytes) throw new MQError("MALFORMED", "Replicated records cross a segment boundary: master and replica need the same commitLogSegmentBytes.");
+      if (!seg || phy0 - seg.start + len > this.commitLog.segmentBytes)
+        throw new MQError(
+          "MALFORMED",
+          "Replicated records cross a segment boundary: master and replica need the same commitLogSegmentBytes.",
+        );
       const chunk = start === 0 && p === bytes.length ? bytes : bytes.subarray(start, p);
       this.commitLog.append(chunk, len, phy0);
       this.dispatcher.dispatch(chunk, 0, len, phy0);
@@ -1117,8 +1199,13 @@ export class MessageStore {
       const ts = this.dispatcher.lastStoreTimestamp;
       const end = this.commitLog.writeOffset;
       writeCheckpoint(this.checkpointFile, {
-        physicMsgTimestamp: ts, logicsMsgTimestamp: ts, indexMsgTimestamp: ts, flushedOffset: end, confirmOffset: end,
-        indexEntries: this.index.entries, queues: this.queueMarks(),
+        physicMsgTimestamp: ts,
+        logicsMsgTimestamp: ts,
+        indexMsgTimestamp: ts,
+        flushedOffset: end,
+        confirmOffset: end,
+        indexEntries: this.index.entries,
+        queues: this.queueMarks(),
       });
     } catch (e) {
       err = e;

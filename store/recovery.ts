@@ -4,7 +4,7 @@
  * skipped by scanning forward to the next record whose magic code and CRC check out; whatever
  * follows the last valid record (a torn tail) is cut.
  */
-import { BLANK_MAGIC, MAGIC_V1, RecordOffset, checkRecord, readLong } from "../transport/messageRecord.ts";
+import { BLANK_MAGIC, checkRecord, MAGIC_V1, RecordOffset, readLong } from "../transport/messageRecord.ts";
 import { type CommitLog, fillerBytes } from "./commitLog.ts";
 import type { Segment } from "./segment.ts";
 

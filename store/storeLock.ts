@@ -23,7 +23,10 @@ export function acquireStoreLock(dir: string): () => void {
   const file = path.join(dir, "lock");
   const key = path.resolve(file);
   if (heldHere.has(key)) {
-    throw new MQError("STORE_LOCKED", `The store directory ${dir} is already open in this process: close the other store first or use another directory.`);
+    throw new MQError(
+      "STORE_LOCKED",
+      `The store directory ${dir} is already open in this process: close the other store first or use another directory.`,
+    );
   }
   let holder = NaN;
   try {
@@ -32,7 +35,10 @@ export function acquireStoreLock(dir: string): () => void {
     /* no lock file */
   }
   if (holder !== process.pid && alive(holder)) {
-    throw new MQError("STORE_LOCKED", `The store directory ${dir} is held by process ${holder}: stop that broker or use another directory.`);
+    throw new MQError(
+      "STORE_LOCKED",
+      `The store directory ${dir} is held by process ${holder}: stop that broker or use another directory.`,
+    );
   }
   fs.writeFileSync(file, String(process.pid));
   heldHere.add(key);

@@ -12,7 +12,12 @@ export async function tempDir(prefix = "actormq-test-"): Promise<{ dir: string; 
 export const EPHEMERAL = "tcp://127.0.0.1:*";
 
 /** Polls `cond` until it returns truthy or `timeoutMs` passes; never a fixed sleep. */
-export async function waitFor<T>(cond: () => T | Promise<T>, timeoutMs = 10_000, what = "condition", intervalMs = 10): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  cond: () => T | Promise<T>,
+  timeoutMs = 10_000,
+  what = "condition",
+  intervalMs = 10,
+): Promise<NonNullable<T>> {
   const t0 = Date.now();
   for (;;) {
     const v = await cond();

@@ -1,11 +1,14 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
-import { MQError, checkTopic, compareMessageQueue, isMQError } from "../transport/protocol.ts";
+import { test } from "node:test";
+import { checkTopic, compareMessageQueue, isMQError, MQError } from "../transport/protocol.ts";
 
 test("checkTopic accepts RocketMQ's legal names and rejects the rest with MESSAGE_ILLEGAL", () => {
   for (const ok of ["TopicTest", "%RETRY%group", "a|b", "x_y-z", "a".repeat(127)]) checkTopic(ok);
   for (const bad of ["", "has space", "dot.topic", "a".repeat(128), 42]) {
-    assert.throws(() => checkTopic(bad), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+    assert.throws(
+      () => checkTopic(bad),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+    );
   }
 });
 
@@ -23,5 +26,8 @@ test("message queues sort by topic, broker, queue id", () => {
     { topic: "a", brokerName: "b", queueId: 0 },
     { topic: "a", brokerName: "a", queueId: 3 },
   ].sort(compareMessageQueue);
-  assert.deepEqual(qs.map((q) => `${q.topic}${q.brokerName}${q.queueId}`), ["aa3", "ab0", "ab1", "ba0"]);
+  assert.deepEqual(
+    qs.map((q) => `${q.topic}${q.brokerName}${q.queueId}`),
+    ["aa3", "ab0", "ab1", "ba0"],
+  );
 });

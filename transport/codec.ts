@@ -13,7 +13,7 @@
  * `{code, message}` with `code` an {@link ErrorCodes} name.
  */
 import { Packr } from "msgpackr";
-import { RequestCode, ResponseCode, type ErrorCode } from "./protocol.ts";
+import { type ErrorCode, RequestCode, ResponseCode } from "./protocol.ts";
 
 export const KIND_REQUEST = 0;
 export const KIND_REPLY = 1;

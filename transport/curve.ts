@@ -36,13 +36,21 @@ const Z85_INDEX = new Map<string, number>([...Z85_CHARS].map((c, i) => [c, i]));
 
 /** Decodes a Z85 string (length a multiple of 5) to bytes. */
 export function z85Decode(s: string): Buffer {
-  if (s.length % 5 !== 0) throw new MQError("ILLEGAL_ARGUMENT", `"${s.slice(0, 8)}..." is not a Z85 key: its length must be a multiple of 5 (CURVE keys are 40 characters).`);
+  if (s.length % 5 !== 0)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `"${s.slice(0, 8)}..." is not a Z85 key: its length must be a multiple of 5 (CURVE keys are 40 characters).`,
+    );
   const out = Buffer.alloc((s.length / 5) * 4);
   for (let i = 0, o = 0; i < s.length; i += 5, o += 4) {
     let v = 0;
     for (let j = 0; j < 5; j++) {
       const d = Z85_INDEX.get(s[i + j]!);
-      if (d === undefined) throw new MQError("ILLEGAL_ARGUMENT", `"${s.slice(0, 8)}..." is not a Z85 key: character "${s[i + j]}" is not in the Z85 alphabet.`);
+      if (d === undefined)
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `"${s.slice(0, 8)}..." is not a Z85 key: character "${s[i + j]}" is not in the Z85 alphabet.`,
+        );
       v = v * 85 + d;
     }
     out.writeUInt32BE(v >>> 0, o);

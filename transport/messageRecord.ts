@@ -4,9 +4,10 @@
  * body a producer sends. The broker writes these bytes once; a pull hands them out as they are and
  * the client decodes them here, once.
  */
-import { crc32 } from "node:zlib";
+
 import { randomBytes } from "node:crypto";
-import { MQError, MessageConst } from "./protocol.ts";
+import { crc32 } from "node:zlib";
+import { MessageConst, MQError } from "./protocol.ts";
 
 if (typeof crc32 !== "function") {
   throw new MQError("SYSTEM_ERROR", "zlib.crc32 is missing: actormq needs Node.js 20.15 or newer.");
@@ -149,7 +150,10 @@ export function encodeMessageBatch(msgs: ReadonlyArray<BatchMessage>): Buffer {
     const m = msgs[i]!;
     const p = Buffer.from(m.properties ?? "", "utf8");
     if (p.length > MAX_PROPERTIES_BYTES) {
-      throw new MQError("MESSAGE_ILLEGAL", `The message properties are ${p.length} bytes; at most ${MAX_PROPERTIES_BYTES} are allowed: use fewer or shorter properties.`);
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        `The message properties are ${p.length} bytes; at most ${MAX_PROPERTIES_BYTES} are allowed: use fewer or shorter properties.`,
+      );
     }
     props[i] = p;
     total += BATCH_ENTRY_FIXED + m.body.length + p.length;
@@ -176,7 +180,10 @@ export function encodeMessageBatch(msgs: ReadonlyArray<BatchMessage>): Buffer {
  * Walks a batch body without copying: `fn(bodyStart, bodyEnd, flag, propsStart, propsEnd)` per
  * message. Returns the message count; throws MQError MESSAGE_ILLEGAL on a malformed body.
  */
-export function walkMessageBatch(buf: Buffer, fn: (bodyStart: number, bodyEnd: number, flag: number, propsStart: number, propsEnd: number) => void): number {
+export function walkMessageBatch(
+  buf: Buffer,
+  fn: (bodyStart: number, bodyEnd: number, flag: number, propsStart: number, propsEnd: number) => void,
+): number {
   let pos = 0;
   let count = 0;
   const n = buf.length;
@@ -217,7 +224,10 @@ export function countMessageBatch(buf: Buffer): number {
 }
 
 /** Broker-side iteration over a batch body without copying bodies; returns the message count. */
-export function forEachBatchMessage(buf: Buffer, fn: (bodyStart: number, bodyEnd: number, flag: number, properties: string) => void): number {
+export function forEachBatchMessage(
+  buf: Buffer,
+  fn: (bodyStart: number, bodyEnd: number, flag: number, properties: string) => void,
+): number {
   return walkMessageBatch(buf, (bs, be, flag, ps, pe) => fn(bs, be, flag, ps === pe ? "" : buf.toString("utf8", ps, pe)));
 }
 
@@ -387,8 +397,10 @@ export interface RecordFields {
 export function encodeRecord(f: RecordFields): Buffer {
   const topic = Buffer.from(f.topic, "utf8");
   const props = Buffer.from(f.properties ?? "", "utf8");
-  if (topic.length > MAX_TOPIC_BYTES) throw new MQError("MESSAGE_ILLEGAL", `The topic is ${topic.length} bytes; at most ${MAX_TOPIC_BYTES} are allowed.`);
-  if (props.length + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) throw new MQError("MESSAGE_ILLEGAL", `The properties are ${props.length} bytes; use fewer or shorter properties.`);
+  if (topic.length > MAX_TOPIC_BYTES)
+    throw new MQError("MESSAGE_ILLEGAL", `The topic is ${topic.length} bytes; at most ${MAX_TOPIC_BYTES} are allowed.`);
+  if (props.length + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES)
+    throw new MQError("MESSAGE_ILLEGAL", `The properties are ${props.length} bytes; use fewer or shorter properties.`);
   const total = RECORD_FIXED_BYTES + f.body.length + 1 + topic.length + 2 + props.length + CRC_RESERVED_BYTES;
   const b = Buffer.alloc(total);
   b.writeInt32BE(total, RecordOffset.TOTAL_SIZE);
@@ -507,11 +519,7 @@ export function createUniqId(): string {
   const now = Date.now();
   if (now !== uniqTimeBase) uniqTimeBase = now;
   uniqCounter = (uniqCounter + 1) >>> 0;
-  return (
-    UNIQ_PREFIX +
-    (now >>> 0).toString(16).toUpperCase().padStart(8, "0") +
-    uniqCounter.toString(16).toUpperCase().padStart(8, "0")
-  );
+  return UNIQ_PREFIX + (now >>> 0).toString(16).toUpperCase().padStart(8, "0") + uniqCounter.toString(16).toUpperCase().padStart(8, "0");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -527,7 +535,10 @@ export function decodeRecords(buf: Buffer, brokerName: string): MessageExt[] {
   while (pos < buf.length) {
     const total = checkRecord(buf, pos, buf.length - pos);
     if (total < 0) {
-      throw new MQError("MALFORMED", `A stored record at byte ${pos} of the pulled data fails its size or CRC check; it was not delivered. Pull again; if it persists the broker's store is damaged.`);
+      throw new MQError(
+        "MALFORMED",
+        `A stored record at byte ${pos} of the pulled data fails its size or CRC check; it was not delivered. Pull again; if it persists the broker's store is damaged.`,
+      );
     }
     out.push(decodeCheckedRecord(buf, pos, total, brokerName));
     pos += total;

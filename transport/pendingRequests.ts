@@ -110,7 +110,12 @@ export class PendingRequests {
       for (const [id, p] of bucket) {
         if (p.deadline > now) break;
         this.take(id);
-        p.reject(new MQError("TIMEOUT", `No reply to ${p.type} from actor ${p.target} within ${timeoutMs} ms: the peer may be down or overloaded; retry later or raise timeoutMs.`));
+        p.reject(
+          new MQError(
+            "TIMEOUT",
+            `No reply to ${p.type} from actor ${p.target} within ${timeoutMs} ms: the peer may be down or overloaded; retry later or raise timeoutMs.`,
+          ),
+        );
       }
       if (bucket.size === 0) this.buckets.delete(timeoutMs);
     }

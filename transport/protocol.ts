@@ -197,7 +197,10 @@ export function checkTopic(topic: unknown): asserts topic is string {
     throw new MQError("MESSAGE_ILLEGAL", "The topic is empty: give every message a topic name.");
   }
   if (topic.length > TOPIC_MAX_LENGTH) {
-    throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic.slice(0, 20)}..." is ${topic.length} characters long; at most ${TOPIC_MAX_LENGTH} are allowed.`);
+    throw new MQError(
+      "MESSAGE_ILLEGAL",
+      `The topic "${topic.slice(0, 20)}..." is ${topic.length} characters long; at most ${TOPIC_MAX_LENGTH} are allowed.`,
+    );
   }
   if (!TOPIC_PATTERN.test(topic)) {
     throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic}" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.`);
@@ -498,11 +501,17 @@ export interface UnregisterClientRequest {
 }
 
 /** GET_CONSUMER_LIST_BY_GROUP fields and reply. */
-export interface GetConsumerListRequest { consumerGroup: string }
-export interface GetConsumerListReply { consumerIdList: string[] }
+export interface GetConsumerListRequest {
+  consumerGroup: string;
+}
+export interface GetConsumerListReply {
+  consumerIdList: string[];
+}
 
 /** NOTIFY_CONSUMER_IDS_CHANGED fields (broker -> client actor {@link CLIENT_ACTOR}, one-way). */
-export interface NotifyConsumerIdsChanged { consumerGroup: string }
+export interface NotifyConsumerIdsChanged {
+  consumerGroup: string;
+}
 
 /** QUERY_CONSUMER_OFFSET fields; reply `{ offset }` or MQError QUERY_NOT_FOUND. */
 export interface QueryConsumerOffsetRequest {
@@ -534,21 +543,52 @@ export interface UpdateConsumerOffsetRequest {
 }
 
 /** GET_MAX_OFFSET / GET_MIN_OFFSET / GET_EARLIEST_MSG_STORETIME fields; reply `{ offset }` / `{ timestamp }`. */
-export interface QueueOffsetRequest { topic: string; queueId: number }
+export interface QueueOffsetRequest {
+  topic: string;
+  queueId: number;
+}
 /** SEARCH_OFFSET_BY_TIMESTAMP fields; reply `{ offset }`. */
-export interface SearchOffsetRequest { topic: string; queueId: number; timestamp: number }
+export interface SearchOffsetRequest {
+  topic: string;
+  queueId: number;
+  timestamp: number;
+}
 
 /** GET_CONSUME_STATS fields and reply (`ConsumeStats`). */
-export interface GetConsumeStatsRequest { consumerGroup: string; topic?: string }
-export interface QueueConsumeStats { topic: string; brokerName: string; queueId: number; brokerOffset: number; consumerOffset: number; lastTimestamp: number }
-export interface ConsumeStatsReply { offsetTable: QueueConsumeStats[]; consumeTps: number }
+export interface GetConsumeStatsRequest {
+  consumerGroup: string;
+  topic?: string;
+}
+export interface QueueConsumeStats {
+  topic: string;
+  brokerName: string;
+  queueId: number;
+  brokerOffset: number;
+  consumerOffset: number;
+  lastTimestamp: number;
+}
+export interface ConsumeStatsReply {
+  offsetTable: QueueConsumeStats[];
+  consumeTps: number;
+}
 
 /** INVOKE_BROKER_TO_RESET_OFFSET fields; reply `{ offsetTable: { queueId, offset }[] }`. */
-export interface ResetOffsetRequest { topic: string; group: string; timestamp: number; isForce?: boolean }
+export interface ResetOffsetRequest {
+  topic: string;
+  group: string;
+  timestamp: number;
+  isForce?: boolean;
+}
 
 /** LOCK_BATCH_MQ / UNLOCK_BATCH_MQ fields; lock reply `{ lockOKMQSet }`. */
-export interface LockBatchRequest { consumerGroup: string; clientId: string; mqSet: MessageQueue[] }
-export interface LockBatchReply { lockOKMQSet: MessageQueue[] }
+export interface LockBatchRequest {
+  consumerGroup: string;
+  clientId: string;
+  mqSet: MessageQueue[];
+}
+export interface LockBatchReply {
+  lockOKMQSet: MessageQueue[];
+}
 
 /** CONSUMER_SEND_MSG_BACK fields (`ConsumerSendMsgBackRequestHeader`). */
 export interface ConsumerSendMsgBackRequest {

@@ -11,16 +11,16 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import * as zmq from "zeromq";
 import {
-  KIND_REPLY,
-  KIND_REQUEST,
-  FRAME_PREFIX_BYTES,
-  MAX_HEADER_BYTES,
   type BodyParts,
   bodyLength,
   decode,
   encode,
+  FRAME_PREFIX_BYTES,
   framePrefix,
   isKnownRequestCode,
+  KIND_REPLY,
+  KIND_REQUEST,
+  MAX_HEADER_BYTES,
   pushBody,
   requestCodeOf,
   responseCodeOf,
@@ -134,7 +134,15 @@ export class RouterLink extends Link {
  * Called for each inbound request. `corrId` is 0 for one-way sends. `event` is the decoded
  * object (fresh, the handler may attach fields to it).
  */
-export type RequestHandler = (link: Link, code: number, corrId: number, target: string, sender: string, event: Record<string, unknown> & { type: string }, body: Buffer | undefined) => void;
+export type RequestHandler = (
+  link: Link,
+  code: number,
+  corrId: number,
+  target: string,
+  sender: string,
+  event: Record<string, unknown> & { type: string },
+  body: Buffer | undefined,
+) => void;
 
 export class ZmqNode {
   readonly nodeId: string;
@@ -142,7 +150,15 @@ export class ZmqNode {
   readonly address: string | null;
   readonly requestTimeoutMs: number;
   readonly sendHighWaterMark: number;
-  readonly stats: TransportStats = { requestsIn: 0, repliesIn: 0, malformedDropped: 0, malformedAnswered: 0, staleDropped: 0, lateReplies: 0, sendFailures: 0 };
+  readonly stats: TransportStats = {
+    requestsIn: 0,
+    repliesIn: 0,
+    malformedDropped: 0,
+    malformedAnswered: 0,
+    staleDropped: 0,
+    lateReplies: 0,
+    sendFailures: 0,
+  };
   readonly pending = new PendingRequests();
   private readonly peers = new Map<string, PeerLink>();
   private readonly routerLinks = new Map<string, RouterLink>();
@@ -168,8 +184,10 @@ export class ZmqNode {
   /** Binds the ROUTER (when `listen` is set) and returns the running node. */
   static async start(options: ZmqNodeOptions = {}): Promise<ZmqNode> {
     const opts = { ...defaultZmqNodeOptions(), ...stripUndefined(options) };
-    if (!(opts.requestTimeoutMs > 0)) throw new MQError("ILLEGAL_ARGUMENT", `requestTimeoutMs must be a positive number of ms, got ${opts.requestTimeoutMs}.`);
-    if (!(opts.sendHighWaterMark > 0)) throw new MQError("ILLEGAL_ARGUMENT", `sendHighWaterMark must be a positive count, got ${opts.sendHighWaterMark}.`);
+    if (!(opts.requestTimeoutMs > 0))
+      throw new MQError("ILLEGAL_ARGUMENT", `requestTimeoutMs must be a positive number of ms, got ${opts.requestTimeoutMs}.`);
+    if (!(opts.sendHighWaterMark > 0))
+      throw new MQError("ILLEGAL_ARGUMENT", `sendHighWaterMark must be a positive count, got ${opts.sendHighWaterMark}.`);
     if (opts.curveClient) {
       checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
       checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");
@@ -205,7 +223,11 @@ export class ZmqNode {
       } catch (e) {
         router.close();
         if (zapDomain) zapHandler.unregister(zapDomain);
-        throw new MQError("ILLEGAL_ARGUMENT", `Cannot listen on ${opts.listen}: ${(e as Error).message}. Choose a free port or tcp://127.0.0.1:*.`, { cause: e });
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `Cannot listen on ${opts.listen}: ${(e as Error).message}. Choose a free port or tcp://127.0.0.1:*.`,
+          { cause: e },
+        );
       }
       address = opts.advertise ?? router.lastEndpoint ?? opts.listen;
     }
@@ -255,7 +277,11 @@ export class ZmqNode {
       sock.connect(address);
     } catch (e) {
       sock.close();
-      throw new MQError("ILLEGAL_ARGUMENT", `Cannot connect to "${address}": ${(e as Error).message}. Use a ZeroMQ endpoint like tcp://127.0.0.1:10911.`, { cause: e });
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Cannot connect to "${address}": ${(e as Error).message}. Use a ZeroMQ endpoint like tcp://127.0.0.1:10911.`,
+        { cause: e },
+      );
     }
     link = new PeerLink(address, sock, this);
     this.peers.set(address, link);
@@ -264,7 +290,13 @@ export class ZmqNode {
   }
 
   /** Sends an ask; resolves with the reply or rejects with MQError (TIMEOUT, SYSTEM_BUSY, CLOSED, remote code). */
-  request<T = Record<string, unknown>>(link: Link, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): Promise<ReplyMessage<T>> {
+  request<T = Record<string, unknown>>(
+    link: Link,
+    target: string,
+    event: { type: string },
+    body: BodyParts,
+    timeoutMs: number,
+  ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
     const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target);
@@ -294,7 +326,7 @@ export class ZmqNode {
     const header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl]);
     link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
-    link.bytes += FRAME_PREFIX_BYTES + header.length + (bl > 0 ? bl : 0);
+    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bl, 0);
     link.queued++;
     this.schedule(link);
   }
@@ -310,7 +342,7 @@ export class ZmqNode {
     const header = encode([KIND_REPLY, corrId, code, payload, bl]);
     link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
-    link.bytes += FRAME_PREFIX_BYTES + header.length + (bl > 0 ? bl : 0);
+    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bl, 0);
     link.queued++;
     this.schedule(link);
   }
@@ -450,7 +482,7 @@ export class ZmqNode {
       const kind = h[0];
       const bl = kind === KIND_REQUEST ? h[7] : h[4];
       const replyable = kind === KIND_REQUEST && Number.isSafeInteger(h[2]) && h[2] > 0;
-      if (!Number.isSafeInteger(bl) || bl < -1 || off + (bl > 0 ? bl : 0) > n) {
+      if (!Number.isSafeInteger(bl) || bl < -1 || off + Math.max(bl, 0) > n) {
         this.malformed(link, replyable ? h[2] : 0, "body length is missing or exceeds the bytes received");
         return;
       }
@@ -474,14 +506,33 @@ export class ZmqNode {
       return;
     }
     const id = corrId as number;
-    if (typeof code !== "number" || typeof target !== "string" || typeof sender !== "string" || typeof deadline !== "number" || event === null || typeof event !== "object" || Array.isArray(event) || Buffer.isBuffer(event) || typeof (event as { type?: unknown }).type !== "string") {
-      this.malformed(link, id, "header fields have wrong types (want code:number, target:string, sender:string, event:{type:string}, deadline:number)");
+    if (
+      typeof code !== "number" ||
+      typeof target !== "string" ||
+      typeof sender !== "string" ||
+      typeof deadline !== "number" ||
+      event === null ||
+      typeof event !== "object" ||
+      Array.isArray(event) ||
+      Buffer.isBuffer(event) ||
+      typeof (event as { type?: unknown }).type !== "string"
+    ) {
+      this.malformed(
+        link,
+        id,
+        "header fields have wrong types (want code:number, target:string, sender:string, event:{type:string}, deadline:number)",
+      );
       return;
     }
     const type = (event as { type: string }).type;
     if (!isKnownRequestCode(code) || (code !== RequestCode.ACTOR_EVENT && requestCodeOf(type) !== code)) {
       this.stats.malformedAnswered++;
-      if (id > 0) this.replyError(link, id, new MQError("REQUEST_CODE_NOT_SUPPORTED", `Request code ${code} (${type.slice(0, 64)}) is not supported by node ${this.nodeId}.`));
+      if (id > 0)
+        this.replyError(
+          link,
+          id,
+          new MQError("REQUEST_CODE_NOT_SUPPORTED", `Request code ${code} (${type.slice(0, 64)}) is not supported by node ${this.nodeId}.`),
+        );
       return;
     }
     if (deadline !== 0 && deadline < Date.now()) {
@@ -493,7 +544,12 @@ export class ZmqNode {
     try {
       this.handler(link, code, id, target, sender, event as Record<string, unknown> & { type: string }, body);
     } catch (e) {
-      if (id > 0) this.replyError(link, id, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Delivering ${type} to ${target} failed: ${(e as Error)?.message ?? e}`));
+      if (id > 0)
+        this.replyError(
+          link,
+          id,
+          e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Delivering ${type} to ${target} failed: ${(e as Error)?.message ?? e}`),
+        );
     }
   }
 
@@ -506,7 +562,10 @@ export class ZmqNode {
       return;
     }
     this.stats.repliesIn++;
-    const done = rcode === ResponseCode.SUCCESS ? this.pending.resolve(corrId, body === undefined ? { fields: payload } : { fields: payload, body }) : this.pending.reject(corrId, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
+    const done =
+      rcode === ResponseCode.SUCCESS
+        ? this.pending.resolve(corrId, body === undefined ? { fields: payload } : { fields: payload, body })
+        : this.pending.reject(corrId, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
     if (!done) this.stats.lateReplies++;
   }
 
@@ -524,7 +583,10 @@ export class ZmqNode {
   }
 
   private busyError(link: Link): MQError {
-    return new MQError("SYSTEM_BUSY", `The send queue to ${link.description} holds ${link.queued} frames (sendHighWaterMark ${this.sendHighWaterMark}); slow down or retry later.`);
+    return new MQError(
+      "SYSTEM_BUSY",
+      `The send queue to ${link.description} holds ${link.queued} frames (sendHighWaterMark ${this.sendHighWaterMark}); slow down or retry later.`,
+    );
   }
 
   /** Closes every socket (linger 0), fails pending asks with CLOSED, stops timers. */

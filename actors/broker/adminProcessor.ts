@@ -44,8 +44,16 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
     case "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP": {
       if (typeof ev.groupName !== "string") throw new MQError("INVALID_PARAMETER", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs groupName.");
       const known: (keyof SubscriptionGroupConfig)[] = [
-        "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable", "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes",
-        "brokerId", "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "consumeTimeoutMinute",
+        "consumeEnable",
+        "consumeFromMinEnable",
+        "consumeBroadcastEnable",
+        "consumeMessageOrderly",
+        "retryQueueNums",
+        "retryMaxTimes",
+        "brokerId",
+        "whichBrokerWhenConsumeSlowly",
+        "notifyConsumerIdsChangedEnable",
+        "consumeTimeoutMinute",
       ];
       const req: Record<string, unknown> = { groupName: ev.groupName };
       for (const k of known) if (ev[k] !== undefined) req[k] = ev[k];

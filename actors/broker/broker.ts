@@ -5,15 +5,15 @@
  * servers; `close()` unregisters, drains puts, and releases every socket, timer and file.
  */
 import { mkdir } from "node:fs/promises";
-import { ActorNode } from "../runtime/index.ts";
 import { MessageStore } from "../../store/index.ts";
 import { MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
+import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
+import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
-import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
 
 /** Time a shutdown step may take before close moves on. */
 const SHUTDOWN_STEP_TIMEOUT_MS = 10_000;
@@ -92,14 +92,24 @@ export class Broker {
         { mode, records: log.records, endOffset: log.end, truncatedBytes: log.cutBytes, damagedRegions: log.damagedRegions },
         "store recovered",
       );
-      const topics = await TopicConfigManager.load({ storeDir: config.storeDir, autoCreateTopic: config.autoCreateTopic, defaultQueueNums: config.defaultQueueNums });
-      const groups = await SubscriptionGroupManager.load({ storeDir: config.storeDir, autoCreateSubscriptionGroup: config.autoCreateSubscriptionGroup });
+      const topics = await TopicConfigManager.load({
+        storeDir: config.storeDir,
+        autoCreateTopic: config.autoCreateTopic,
+        defaultQueueNums: config.defaultQueueNums,
+      });
+      const groups = await SubscriptionGroupManager.load({
+        storeDir: config.storeDir,
+        autoCreateSubscriptionGroup: config.autoCreateSubscriptionGroup,
+      });
       const ctx = createBrokerContext({ config, node, store, topics, groups, logger, brokerAddr, storeHost });
       const knownTopics = new Set(Object.keys(topics.all()));
       topics.onChange((tc) => {
         const created = !knownTopics.has(tc.topicName);
         knownTopics.add(tc.topicName);
-        logger.info({ topic: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm }, created ? "topic created" : "topic updated");
+        logger.info(
+          { topic: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm },
+          created ? "topic created" : "topic updated",
+        );
       });
       const entries = brokerActors.filter((e) => e.enabled?.(ctx) ?? true);
       for (const e of entries) node.spawn(e.name, e.logic, { input: { ctx }, ...(e.supervision ? { supervision: e.supervision } : {}) });
@@ -153,9 +163,12 @@ export class Broker {
     await this.metrics?.close();
     for (const e of [...this.entries].reverse()) {
       if (!e.shutdown) continue;
-      await node.ref(null, e.name).ask({ type: "SHUTDOWN" }, { timeoutMs: SHUTDOWN_STEP_TIMEOUT_MS }).catch((err: unknown) => {
-        logger.warn({ actor: e.name, err: (err as Error).message }, "shutdown step failed");
-      });
+      await node
+        .ref(null, e.name)
+        .ask({ type: "SHUTDOWN" }, { timeoutMs: SHUTDOWN_STEP_TIMEOUT_MS })
+        .catch((err: unknown) => {
+          logger.warn({ actor: e.name, err: (err as Error).message }, "shutdown step failed");
+        });
     }
     await node.close();
     await topics.close().catch((err: unknown) => logger.error({ err }, "writing topics.json failed"));

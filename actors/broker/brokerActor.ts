@@ -4,8 +4,8 @@
  * else is answered REQUEST_CODE_NOT_SUPPORTED, so a sender never waits for a timeout.
  */
 import { setup } from "xstate";
-import type { Replier } from "../runtime/index.ts";
 import { MQError } from "../../transport/protocol.ts";
+import type { Replier } from "../runtime/index.ts";
 import { ADMIN_REQUESTS, type AdminRequestType, processAdmin } from "./adminProcessor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { OpenQueueChooser, processSend, type SendEventFields } from "./sendProcessor.ts";
@@ -54,7 +54,12 @@ export const brokerMachine = setup({
     admin: ({ context, event }) => {
       const reply = event.reply;
       if (!adminTypes.has(event.type)) {
-        reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "broker".`));
+        reply?.fail(
+          new MQError(
+            "REQUEST_CODE_NOT_SUPPORTED",
+            `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "broker".`,
+          ),
+        );
         return;
       }
       processAdmin(context.ctx, event.type as AdminRequestType, event).then(

@@ -4,23 +4,22 @@
  * service, consumer manager, offsets, locks, scheduler, send-back, replication), add an entry here.
  */
 import type { AnyActorLogic } from "xstate";
-import { BrokerActor } from "../../transport/protocol.ts";
+import { BrokerActor, QUERY_MESSAGE_ACTOR } from "../../transport/protocol.ts";
 import type { Supervision } from "../runtime/index.ts";
 import { brokerMachine } from "./brokerActor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { registrarMachine } from "./registrar.ts";
 import { consumersMachine } from "./consumerManager.ts";
 import { offsetsMachine } from "./consumerOffsetManager.ts";
+import { haClientMachine } from "./haClient.ts";
+import { haMachine } from "./haService.ts";
 import { holdMachine } from "./holdService.ts";
 import { locksMachine } from "./lockManager.ts";
 import { pullMachine } from "./pullProcessor.ts";
+import { queryMessageMachine } from "./queryMessageProcessor.ts";
+import { registrarMachine } from "./registrar.ts";
 import { schedulerMachine } from "./scheduler.ts";
 import { sendbackMachine } from "./sendback.ts";
 import { storeMachine } from "./storeActor.ts";
-import { haClientMachine } from "./haClient.ts";
-import { haMachine } from "./haService.ts";
-import { queryMessageMachine } from "./queryMessageProcessor.ts";
-import { QUERY_MESSAGE_ACTOR } from "../../transport/protocol.ts";
 
 /** One actor of the broker node. */
 export interface BrokerActorEntry {

@@ -2,8 +2,9 @@
  * Broker options (API.md `Broker.start`) and their defaults, RocketMQ's names and values where
  * RocketMQ has them.
  */
-import { defaultLogLevel } from "../logger.ts";
+
 import { DEFAULT_CLUSTER, DEFAULT_MAX_MESSAGE_BYTES, MASTER_ID, MQError, PERM_READ_WRITE } from "../../transport/protocol.ts";
+import { defaultLogLevel } from "../logger.ts";
 
 export const DEFAULT_BROKER_LISTEN = "tcp://127.0.0.1:10911";
 /** Queues of a topic created on first send (RocketMQ's `defaultTopicQueueNums` is 8; actormq uses 4). */
@@ -103,10 +104,12 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   if (typeof cfg.storeDir !== "string" || cfg.storeDir.length === 0) {
     throw new MQError("ILLEGAL_ARGUMENT", "storeDir is required: the directory that holds the broker's commit log and config.");
   }
-  if (cfg.flush !== "sync" && cfg.flush !== "async") throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not "${String(cfg.flush)}".`);
+  if (cfg.flush !== "sync" && cfg.flush !== "async")
+    throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not "${String(cfg.flush)}".`);
   if (!Number.isInteger(cfg.defaultQueueNums) || cfg.defaultQueueNums < 1 || cfg.defaultQueueNums > 1024) {
     throw new MQError("ILLEGAL_ARGUMENT", "defaultQueueNums must be an integer between 1 and 1024.");
   }
-  if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0) throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
+  if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0)
+    throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
   return cfg;
 }

@@ -3,10 +3,11 @@
  * managers, a logger and the hooks between actors. One object, built once by `Broker.start`,
  * passed as `input.ctx` to every machine of the broker's actor list (brokerActors.ts).
  */
+
+import type { ArrivalNotice, MessageStore, PutBatch, PutResult } from "../../store/index.ts";
+import { BrokerActor } from "../../transport/protocol.ts";
 import type { Logger } from "../logger.ts";
 import type { ActorNode, Ref } from "../runtime/index.ts";
-import type { ArrivalNotice, MessageStore, PutBatch, PutResult } from "../../store/index.ts";
-import { BrokerActor, MQError } from "../../transport/protocol.ts";
 import type { BrokerConfig } from "./brokerConfig.ts";
 import type { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import type { TopicConfigManager } from "./topicConfigManager.ts";

@@ -15,7 +15,11 @@ export class ConfigFile<T extends object> {
   private writing: Promise<void> | null = null;
   private dirty = false;
 
-  constructor(storeDir: string, fileName: string, private readonly snapshot: () => T) {
+  constructor(
+    storeDir: string,
+    fileName: string,
+    private readonly snapshot: () => T,
+  ) {
     this.path = path.join(storeDir, CONFIG_DIR, fileName);
   }
 

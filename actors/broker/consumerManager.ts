@@ -14,8 +14,8 @@ import { fromCallback, setup } from "xstate";
 import {
   CLIENT_ACTOR,
   type ConsumeFromWhere,
-  type ConsumeType,
   type ConsumerData,
+  type ConsumeType,
   type GetConsumerListRequest,
   type HeartbeatRequest,
   type MessageModel,
@@ -148,7 +148,7 @@ export class ConsumerTable {
     const names = groupName !== undefined ? [groupName] : [...this.groups.keys()];
     for (const name of names) {
       const g = this.groups.get(name);
-      if (g && g.clients.delete(clientId)) {
+      if (g?.clients.delete(clientId)) {
         left.push(g);
         if (g.clients.size === 0) this.groups.delete(name);
         this.memberLeft(name, clientId);
@@ -240,7 +240,10 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
     const joined = !table.group(cd.groupName)?.clients.has(e.clientID);
     if (table.register(e.clientID, cd, notifyRef, now)) {
       const members = table.group(cd.groupName)?.clients.size;
-      ctx.logger.info({ group: cd.groupName, clientId: e.clientID, members }, joined ? "consumer joined group" : "consumer group subscriptions changed");
+      ctx.logger.info(
+        { group: cd.groupName, clientId: e.clientID, members },
+        joined ? "consumer joined group" : "consumer group subscriptions changed",
+      );
       notifyConsumerIdsChanged(ctx, table.group(cd.groupName)!);
     }
   }
@@ -248,7 +251,8 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
 }
 
 function unregisterClient(c: ConsumersContext, e: UnregisterClientRequest): object {
-  if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "UNREGISTER_CLIENT needs a clientID.");
+  if (typeof e.clientID !== "string" || e.clientID.length === 0)
+    throw new MQError("INVALID_PARAMETER", "UNREGISTER_CLIENT needs a clientID.");
   if (e.consumerGroup === undefined && e.producerGroup !== undefined) return {};
   for (const g of c.table.unregister(e.clientID, e.consumerGroup)) {
     c.ctx.logger.info({ group: g.groupName, clientId: e.clientID, members: g.clients.size }, "consumer left group");
@@ -260,7 +264,10 @@ function unregisterClient(c: ConsumersContext, e: UnregisterClientRequest): obje
 function consumerList(c: ConsumersContext, e: GetConsumerListRequest): object {
   const g = typeof e.consumerGroup === "string" ? c.table.group(e.consumerGroup) : undefined;
   if (!g || g.clients.size === 0) {
-    throw new MQError("SYSTEM_ERROR", `no consumer for this group: ${String(e.consumerGroup)} has no live member on broker ${c.ctx.config.brokerName}.`);
+    throw new MQError(
+      "SYSTEM_ERROR",
+      `no consumer for this group: ${String(e.consumerGroup)} has no live member on broker ${c.ctx.config.brokerName}.`,
+    );
   }
   return { consumerIdList: [...g.clients.keys()] };
 }
@@ -296,7 +303,10 @@ export const consumersMachine = setup({
             fields = consumerList(context, event as GetConsumerListRequest);
             break;
           default:
-            throw new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "consumers".`);
+            throw new MQError(
+              "REQUEST_CODE_NOT_SUPPORTED",
+              `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "consumers".`,
+            );
         }
         reply?.ok(fields);
       } catch (e) {
@@ -322,7 +332,9 @@ export const consumersMachine = setup({
     serving: {
       invoke: {
         src: "scanTicker",
-        input: ({ context }) => ({ intervalMs: (context.ctx.config as ConsumerTuning).clientScanIntervalMs ?? DEFAULT_CLIENT_SCAN_INTERVAL_MS }),
+        input: ({ context }) => ({
+          intervalMs: (context.ctx.config as ConsumerTuning).clientScanIntervalMs ?? DEFAULT_CLIENT_SCAN_INTERVAL_MS,
+        }),
       },
       on: {
         SCAN: { actions: "scan" },

@@ -14,8 +14,8 @@ import {
   type QueryConsumerOffsetRequest,
   type QueueConsumeStats,
   type QueueOffsetRequest,
-  type ResetOffsetRequest,
   RETRY_GROUP_TOPIC_PREFIX,
+  type ResetOffsetRequest,
   type SearchOffsetRequest,
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
@@ -176,7 +176,15 @@ export class ConsumerOffsetManager {
    * holder is no longer a member), else when the holder releases it or leaves, or after
    * `timeoutMs`. From then on `clientId` is the holder.
    */
-  takeOver(group: string, topic: string, queueId: number, clientId: string, isMember: (clientId: string) => boolean, timeoutMs: number, answer: () => void): void {
+  takeOver(
+    group: string,
+    topic: string,
+    queueId: number,
+    clientId: string,
+    isMember: (clientId: string) => boolean,
+    timeoutMs: number,
+    answer: () => void,
+  ): void {
     const h = this.holderOf(group, topic, queueId);
     if (h.owner === undefined || h.owner === clientId || !isMember(h.owner)) {
       h.owner = clientId;
@@ -330,12 +338,17 @@ function str(v: unknown, name: string): string {
 }
 
 function int(v: unknown, name: string): number {
-  if (typeof v !== "number" || !Number.isInteger(v)) throw new MQError("INVALID_PARAMETER", `The request needs an integer "${name}" field, got ${String(v)}.`);
+  if (typeof v !== "number" || !Number.isInteger(v))
+    throw new MQError("INVALID_PARAMETER", `The request needs an integer "${name}" field, got ${String(v)}.`);
   return v;
 }
 
 /** QUERY_CONSUMER_OFFSET (RocketMQ's rule, reference §14.3). */
-export function queryConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: QueryConsumerOffsetRequest): { offset: number } {
+export function queryConsumerOffset(
+  ctx: BrokerContext,
+  offsets: ConsumerOffsetManager,
+  req: QueryConsumerOffsetRequest,
+): { offset: number } {
   const group = str(req.consumerGroup, "consumerGroup");
   const topic = str(req.topic, "topic");
   const queueId = int(req.queueId, "queueId");
@@ -343,23 +356,39 @@ export function queryConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetM
   if (off >= 0) return { offset: off };
   // RocketMQ answers 0 while the queue still starts at 0 and its first message is readable (or
   // nothing was ever written), so a new group does not skip the queue's first messages
-  const startsAtZero = ctx.store.getMinOffset(topic, queueId) <= 0 && (ctx.store.getMaxOffset(topic, queueId) === 0 || ctx.store.getStoreTime(topic, queueId, 0) >= 0);
+  const startsAtZero =
+    ctx.store.getMinOffset(topic, queueId) <= 0 &&
+    (ctx.store.getMaxOffset(topic, queueId) === 0 || ctx.store.getStoreTime(topic, queueId, 0) >= 0);
   if (req.setZeroIfNotFound !== false && startsAtZero) {
     return { offset: 0 };
   }
-  throw new MQError("QUERY_NOT_FOUND", `No offset of group ${group} is stored for ${topic} queue ${queueId} (maybe this group consumer boot first); start where consumeFromWhere says.`);
+  throw new MQError(
+    "QUERY_NOT_FOUND",
+    `No offset of group ${group} is stored for ${topic} queue ${queueId} (maybe this group consumer boot first); start where consumeFromWhere says.`,
+  );
 }
 
 /** UPDATE_CONSUMER_OFFSET: ignored while a server-side reset of the queue is pending. */
-export function updateConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: UpdateConsumerOffsetRequest): Record<string, never> {
+export function updateConsumerOffset(
+  ctx: BrokerContext,
+  offsets: ConsumerOffsetManager,
+  req: UpdateConsumerOffsetRequest,
+): Record<string, never> {
   const group = str(req.consumerGroup, "consumerGroup");
   const topic = str(req.topic, "topic");
   const queueId = int(req.queueId, "queueId");
   const commitOffset = int(req.commitOffset, "commitOffset");
   if (!ctx.groups.findOrAutoCreate(group)) {
-    throw new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}; create it first (autoCreateSubscriptionGroup is off).`);
+    throw new MQError(
+      "SUBSCRIPTION_GROUP_NOT_EXIST",
+      `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}; create it first (autoCreateSubscriptionGroup is off).`,
+    );
   }
-  if (!ctx.topics.get(topic)) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it before committing offsets.`);
+  if (!ctx.topics.get(topic))
+    throw new MQError(
+      "TOPIC_NOT_EXIST",
+      `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it before committing offsets.`,
+    );
   if (req.release === true && typeof req.clientId === "string" && req.clientId.length > 0) {
     offsets.release(group, topic, queueId, req.clientId, commitOffset);
     return {};
@@ -374,7 +403,12 @@ export function updateConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffset
  * rebalance): answered by `respond` once the queue's previous holder released it, left the group,
  * or the hand-over timeout passed; at once when nobody else holds it.
  */
-export function takeOverConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: QueryConsumerOffsetRequest, respond: () => void): void {
+export function takeOverConsumerOffset(
+  ctx: BrokerContext,
+  offsets: ConsumerOffsetManager,
+  req: QueryConsumerOffsetRequest,
+  respond: () => void,
+): void {
   const group = str(req.consumerGroup, "consumerGroup");
   const topic = str(req.topic, "topic");
   const queueId = int(req.queueId, "queueId");
@@ -385,7 +419,12 @@ export function takeOverConsumerOffset(ctx: BrokerContext, offsets: ConsumerOffs
 }
 
 /** GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry topic). */
-export function consumeStats(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: GetConsumeStatsRequest, subscribedTopics: Iterable<string> = []): ConsumeStatsReply {
+export function consumeStats(
+  ctx: BrokerContext,
+  offsets: ConsumerOffsetManager,
+  req: GetConsumeStatsRequest,
+  subscribedTopics: Iterable<string> = [],
+): ConsumeStatsReply {
   const group = str(req.consumerGroup, "consumerGroup");
   const topics = new Set<string>();
   if (typeof req.topic === "string" && req.topic.length > 0) {
@@ -404,7 +443,7 @@ export function consumeStats(ctx: BrokerContext, offsets: ConsumerOffsetManager,
     for (let queueId = 0; queueId < tc.readQueueNums; queueId++) {
       const brokerOffset = ctx.store.getMaxOffset(topic, queueId);
       const committed = offsets.queryOffset(group, topic, queueId);
-      const consumerOffset = committed < 0 ? 0 : committed;
+      const consumerOffset = Math.max(committed, 0);
       const lastTimestamp = consumerOffset > 0 ? Math.max(0, ctx.store.getStoreTime(topic, queueId, consumerOffset - 1)) : 0;
       offsetTable.push({ topic, brokerName: ctx.config.brokerName, queueId, brokerOffset, consumerOffset, lastTimestamp });
     }
@@ -417,10 +456,15 @@ export function consumeStats(ctx: BrokerContext, offsets: ConsumerOffsetManager,
  * first offset stored at or after `timestamp` (the consumer's offset when it is already earlier,
  * unless `isForce`), committed and answered once to the queue's next pull as PULL_OFFSET_MOVED.
  */
-export function resetOffset(ctx: BrokerContext, offsets: ConsumerOffsetManager, req: ResetOffsetRequest): { offsetTable: { queueId: number; offset: number }[] } {
+export function resetOffset(
+  ctx: BrokerContext,
+  offsets: ConsumerOffsetManager,
+  req: ResetOffsetRequest,
+): { offsetTable: { queueId: number; offset: number }[] } {
   const group = str(req.group, "group");
   const topic = str(req.topic, "topic");
-  if (typeof req.timestamp !== "number" || !Number.isFinite(req.timestamp)) throw new MQError("INVALID_PARAMETER", "INVOKE_BROKER_TO_RESET_OFFSET needs a numeric timestamp (ms since the epoch).");
+  if (typeof req.timestamp !== "number" || !Number.isFinite(req.timestamp))
+    throw new MQError("INVALID_PARAMETER", "INVOKE_BROKER_TO_RESET_OFFSET needs a numeric timestamp (ms since the epoch).");
   const tc = ctx.topics.get(topic);
   if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; nothing to reset.`);
   const force = req.isForce !== false;
@@ -466,7 +510,10 @@ function handle(c: OffsetsContext, e: OffsetsEvent): object {
     case "INVOKE_BROKER_TO_RESET_OFFSET":
       return resetOffset(ctx, offsets, e);
     default:
-      throw new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${ctx.config.brokerName} does not handle ${(e as { type: string }).type} on actor "offsets".`);
+      throw new MQError(
+        "REQUEST_CODE_NOT_SUPPORTED",
+        `Broker ${ctx.config.brokerName} does not handle ${(e as { type: string }).type} on actor "offsets".`,
+      );
   }
 }
 
@@ -495,7 +542,9 @@ export const offsetsMachine = setup({
             try {
               reply?.ok(queryConsumerOffset(ctx, offsets, event));
             } catch (e) {
-              reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`));
+              reply?.fail(
+                e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`),
+              );
             }
           });
           return;

@@ -24,15 +24,24 @@ const LEVEL = /^(\d+)(ms|s|m|h|d)$/;
  */
 export function parseDelayLevels(spec: string = DEFAULT_MESSAGE_DELAY_LEVEL): number[] {
   if (typeof spec !== "string" || spec.trim().length === 0) {
-    throw new MQError("ILLEGAL_ARGUMENT", `messageDelayLevel is empty: give durations separated by spaces, e.g. "${DEFAULT_MESSAGE_DELAY_LEVEL}".`);
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `messageDelayLevel is empty: give durations separated by spaces, e.g. "${DEFAULT_MESSAGE_DELAY_LEVEL}".`,
+    );
   }
-  return spec.trim().split(/\s+/).map((part, i) => {
-    const m = LEVEL.exec(part);
-    if (!m) {
-      throw new MQError("ILLEGAL_ARGUMENT", `messageDelayLevel entry ${i + 1} "${part}" is not a duration: write a whole number followed by ms, s, m, h or d (e.g. "5s", "2m").`);
-    }
-    return Number(m[1]) * UNIT_MS[m[2]!]!;
-  });
+  return spec
+    .trim()
+    .split(/\s+/)
+    .map((part, i) => {
+      const m = LEVEL.exec(part);
+      if (!m) {
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `messageDelayLevel entry ${i + 1} "${part}" is not a duration: write a whole number followed by ms, s, m, h or d (e.g. "5s", "2m").`,
+        );
+      }
+      return Number(m[1]) * UNIT_MS[m[2]!]!;
+    });
 }
 
 /** Clamps a requested delay level to the highest configured one (levels <= 0 mean "no delay"). */

@@ -13,7 +13,16 @@ import { assign, fromCallback, sendTo, setup } from "xstate";
 import { tagMatches } from "../../filter/index.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { ArrivalEvent, BrokerContext } from "./brokerContext.ts";
-import { answerPull, type HeldPull, notFoundReply, type PullOutcome, type PullServices, pullError, processPull, pullServicesOf } from "./pullProcessor.ts";
+import {
+  answerPull,
+  type HeldPull,
+  notFoundReply,
+  type PullOutcome,
+  type PullServices,
+  processPull,
+  pullError,
+  pullServicesOf,
+} from "./pullProcessor.ts";
 
 /** How often held pulls are rechecked against the store under long polling. */
 export const DEFAULT_HOLD_CHECK_INTERVAL_MS = 5_000;
@@ -145,7 +154,10 @@ export function wakeOnArrival(s: PullServices, table: PullHoldTable, a: ArrivalE
  * answered by one pull instead of the first one and a round trip later the rest. Checks and
  * deadlines are events to the machine.
  */
-const holdTicker = fromCallback<{ type: "ARM"; at: number }, { ctx: BrokerContext; listen: boolean; checkMs: number; services: PullServices; table: PullHoldTable }>(({ sendBack, receive, input }) => {
+const holdTicker = fromCallback<
+  { type: "ARM"; at: number },
+  { ctx: BrokerContext; listen: boolean; checkMs: number; services: PullServices; table: PullHoldTable }
+>(({ sendBack, receive, input }) => {
   const { services, table } = input;
   let pending: ArrivalEvent[] = [];
   let stopped = false;
@@ -248,7 +260,8 @@ export const holdMachine = setup({
         src: "holdTicker",
         input: ({ context }) => {
           const s = context.services;
-          const checkMs = (s.ctx.config as HoldTuning).holdCheckIntervalMs ?? (s.longPolling ? DEFAULT_HOLD_CHECK_INTERVAL_MS : s.shortPollingMs);
+          const checkMs =
+            (s.ctx.config as HoldTuning).holdCheckIntervalMs ?? (s.longPolling ? DEFAULT_HOLD_CHECK_INTERVAL_MS : s.shortPollingMs);
           return { ctx: s.ctx, listen: s.longPolling, checkMs, services: s, table: context.table };
         },
       },

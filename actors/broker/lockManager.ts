@@ -33,10 +33,15 @@ export interface LocksInput {
 
 /** Checks the request's fields; returns the queues asked for. */
 function lockArgs(e: Partial<LockBatchRequest>): { group: string; clientId: string; mqs: MessageQueue[] } {
-  if (typeof e.consumerGroup !== "string" || e.consumerGroup.length === 0) throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a consumerGroup.");
-  if (typeof e.clientId !== "string" || e.clientId.length === 0) throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a clientId.");
-  if (!Array.isArray(e.mqSet)) throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need an mqSet array of { topic, brokerName, queueId }.");
-  const mqs = e.mqSet.filter((q): q is MessageQueue => !!q && typeof q.topic === "string" && typeof q.brokerName === "string" && Number.isInteger(q.queueId));
+  if (typeof e.consumerGroup !== "string" || e.consumerGroup.length === 0)
+    throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a consumerGroup.");
+  if (typeof e.clientId !== "string" || e.clientId.length === 0)
+    throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a clientId.");
+  if (!Array.isArray(e.mqSet))
+    throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need an mqSet array of { topic, brokerName, queueId }.");
+  const mqs = e.mqSet.filter(
+    (q): q is MessageQueue => !!q && typeof q.topic === "string" && typeof q.brokerName === "string" && Number.isInteger(q.queueId),
+  );
   return { group: e.consumerGroup, clientId: e.clientId, mqs };
 }
 
@@ -60,7 +65,10 @@ export const locksMachine = setup({
           context.table.unlockBatch(group, mqs, clientId);
           reply?.ok({});
         } else {
-          throw new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "locks".`);
+          throw new MQError(
+            "REQUEST_CODE_NOT_SUPPORTED",
+            `Broker ${context.ctx.config.brokerName} does not handle ${event.type} on actor "locks".`,
+          );
         }
       } catch (e) {
         reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to handle ${event.type}: ${String(e)}`));

@@ -7,8 +7,8 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { BrokerActor, MQError } from "../../transport/protocol.ts";
 import type { GetMessageResult, PutBatch, PutResult } from "../../store/index.ts";
+import { BrokerActor, MQError } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { consumerOffsetsOf, TOPIC_GROUP_SEPARATOR } from "./consumerOffsetManager.ts";
 
@@ -68,8 +68,13 @@ export class BrokerMetrics {
     family("actormq_pull_suspended", "gauge", "Pull requests held by long polling right now.");
     lines.push(`actormq_pull_suspended{${b}} ${this.suspendedPulls()}`);
 
-    family("actormq_put_flush_latency_seconds", "histogram", "Time from a batch reaching the store actor to its acknowledgement (includes the fdatasync with flush=sync).");
-    for (let i = 0; i < FLUSH_LATENCY_BUCKETS_S.length; i++) lines.push(`actormq_put_flush_latency_seconds_bucket{${b},le="${FLUSH_LATENCY_BUCKETS_S[i]}"} ${this.latencyBuckets[i]}`);
+    family(
+      "actormq_put_flush_latency_seconds",
+      "histogram",
+      "Time from a batch reaching the store actor to its acknowledgement (includes the fdatasync with flush=sync).",
+    );
+    for (let i = 0; i < FLUSH_LATENCY_BUCKETS_S.length; i++)
+      lines.push(`actormq_put_flush_latency_seconds_bucket{${b},le="${FLUSH_LATENCY_BUCKETS_S[i]}"} ${this.latencyBuckets[i]}`);
     lines.push(`actormq_put_flush_latency_seconds_bucket{${b},le="+Inf"} ${this.latencyCount}`);
     lines.push(`actormq_put_flush_latency_seconds_sum{${b}} ${this.latencySum}`);
     lines.push(`actormq_put_flush_latency_seconds_count{${b}} ${this.latencyCount}`);
@@ -86,7 +91,8 @@ export class BrokerMetrics {
       const topic = key.slice(0, at);
       const group = key.slice(at + 1);
       let lag = 0;
-      for (const [qid, off] of Object.entries(queues)) lag += Math.max(0, this.ctx.store.getMaxOffset(topic, Number(qid)) - Math.max(0, off));
+      for (const [qid, off] of Object.entries(queues))
+        lag += Math.max(0, this.ctx.store.getMaxOffset(topic, Number(qid)) - Math.max(0, off));
       out.set(`${topic}\u0000${group}`, lag);
     }
     return out;
@@ -142,7 +148,11 @@ export interface MetricsServer {
 /** Parses "host:port" (port 0 = any free port); throws ILLEGAL_ARGUMENT with the expected form. */
 export function parseHostPort(listen: string): { host: string; port: number } {
   const m = /^(?:tcp:\/\/|http:\/\/)?(\[[^\]]+\]|[^:/]+):(\d+)$/.exec(listen.trim());
-  if (!m || Number(m[2]) > 65535) throw new MQError("ILLEGAL_ARGUMENT", `metrics address "${listen}" is not host:port; use e.g. 127.0.0.1:9100 (port 0 picks a free port).`);
+  if (!m || Number(m[2]) > 65535)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `metrics address "${listen}" is not host:port; use e.g. 127.0.0.1:9100 (port 0 picks a free port).`,
+    );
   return { host: m[1]!.replace(/^\[|\]$/g, ""), port: Number(m[2]) };
 }
 
@@ -165,7 +175,14 @@ export async function startMetricsServer(listen: string, render: () => string): 
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", (e: NodeJS.ErrnoException) =>
-      reject(new MQError("ILLEGAL_ARGUMENT", e.code === "EADDRINUSE" ? `Cannot listen for metrics on ${listen}: address in use; choose another port.` : `Cannot listen for metrics on ${listen}: ${e.message}.`)),
+      reject(
+        new MQError(
+          "ILLEGAL_ARGUMENT",
+          e.code === "EADDRINUSE"
+            ? `Cannot listen for metrics on ${listen}: address in use; choose another port.`
+            : `Cannot listen for metrics on ${listen}: ${e.message}.`,
+        ),
+      ),
     );
     server.listen(port, host, () => resolve());
   });

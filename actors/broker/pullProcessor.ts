@@ -145,10 +145,13 @@ function compileFilter(sub: SubscriptionData): ResolvedFilter {
 }
 
 function checkRequest(req: PullMessageRequest): void {
-  if (typeof req.consumerGroup !== "string" || req.consumerGroup.length === 0) throw new MQError("INVALID_PARAMETER", "PULL_MESSAGE needs a consumerGroup.");
+  if (typeof req.consumerGroup !== "string" || req.consumerGroup.length === 0)
+    throw new MQError("INVALID_PARAMETER", "PULL_MESSAGE needs a consumerGroup.");
   if (typeof req.topic !== "string" || req.topic.length === 0) throw new MQError("INVALID_PARAMETER", "PULL_MESSAGE needs a topic.");
-  if (!Number.isInteger(req.queueId)) throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs an integer queueId, got ${String(req.queueId)}.`);
-  if (!Number.isInteger(req.queueOffset) || req.queueOffset < 0) throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs a queueOffset >= 0, got ${String(req.queueOffset)}.`);
+  if (!Number.isInteger(req.queueId))
+    throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs an integer queueId, got ${String(req.queueId)}.`);
+  if (!Number.isInteger(req.queueOffset) || req.queueOffset < 0)
+    throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs a queueOffset >= 0, got ${String(req.queueOffset)}.`);
 }
 
 /** The filter of a pull's subscription (reference §7.2 step 8), parsed and compiled once per expression. */
@@ -171,15 +174,28 @@ function registeredSubscription(s: PullServices, req: PullMessageRequest): Subsc
   const { ctx } = s;
   const g = s.consumers.group(req.consumerGroup);
   if (!g) {
-    throw new MQError("SUBSCRIPTION_NOT_EXIST", `the consumer's group info not exist: group ${req.consumerGroup} has not sent a heartbeat to broker ${ctx.config.brokerName}; send one first.`);
+    throw new MQError(
+      "SUBSCRIPTION_NOT_EXIST",
+      `the consumer's group info not exist: group ${req.consumerGroup} has not sent a heartbeat to broker ${ctx.config.brokerName}; send one first.`,
+    );
   }
   if (g.messageModel === "BROADCASTING" && ctx.groups.get(req.consumerGroup)?.consumeBroadcastEnable === false) {
-    throw new MQError("NO_PERMISSION", `Group ${req.consumerGroup} may not consume in broadcasting mode on broker ${ctx.config.brokerName}.`);
+    throw new MQError(
+      "NO_PERMISSION",
+      `Group ${req.consumerGroup} may not consume in broadcasting mode on broker ${ctx.config.brokerName}.`,
+    );
   }
   const sub = g.subscriptions.get(req.topic);
-  if (!sub) throw new MQError("SUBSCRIPTION_NOT_EXIST", `the consumer's subscription not exist: group ${req.consumerGroup} has no subscription to ${req.topic}; subscribe and heartbeat first.`);
+  if (!sub)
+    throw new MQError(
+      "SUBSCRIPTION_NOT_EXIST",
+      `the consumer's subscription not exist: group ${req.consumerGroup} has no subscription to ${req.topic}; subscribe and heartbeat first.`,
+    );
   if ((sub.subVersion ?? 0) < (req.subVersion ?? 0)) {
-    throw new MQError("SUBSCRIPTION_NOT_LATEST", `The broker's subscription of group ${req.consumerGroup} to ${req.topic} is older than the pull's; retry after the next heartbeat.`);
+    throw new MQError(
+      "SUBSCRIPTION_NOT_LATEST",
+      `The broker's subscription of group ${req.consumerGroup} to ${req.topic} is older than the pull's; retry after the next heartbeat.`,
+    );
   }
   return sub;
 }
@@ -214,27 +230,38 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   checkRequest(req);
   const sysFlag = typeof req.sysFlag === "number" ? req.sysFlag : 0;
   // 1. broker readable
-  if (!(ctx.config.brokerPermission & Perm.READ)) throw new MQError("NO_PERMISSION", `the broker[${name}] pulling message is forbidden; pull from another broker.`);
+  if (!(ctx.config.brokerPermission & Perm.READ))
+    throw new MQError("NO_PERMISSION", `the broker[${name}] pulling message is forbidden; pull from another broker.`);
   // 3. subscription group exists (or is auto-created)
   const groupCfg = ctx.groups.findOrAutoCreate(req.consumerGroup);
   if (!groupCfg) {
-    throw new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", `subscription group [${req.consumerGroup}] does not exist on broker ${name}; create it (autoCreateSubscriptionGroup is off).`);
+    throw new MQError(
+      "SUBSCRIPTION_GROUP_NOT_EXIST",
+      `subscription group [${req.consumerGroup}] does not exist on broker ${name}; create it (autoCreateSubscriptionGroup is off).`,
+    );
   }
   // 4. consume enabled
-  if (!groupCfg.consumeEnable) throw new MQError("NO_PERMISSION", `subscription group no permission, ${req.consumerGroup}: consumption is disabled for this group.`);
+  if (!groupCfg.consumeEnable)
+    throw new MQError("NO_PERMISSION", `subscription group no permission, ${req.consumerGroup}: consumption is disabled for this group.`);
   // 5. topic exists, 6. readable
   const tc = ctx.topics.get(req.topic);
   if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${req.topic}] not exist, apply first please! (broker ${name})`);
   if (!(tc.perm & Perm.READ)) throw new MQError("NO_PERMISSION", `the topic[${req.topic}] pulling message is forbidden on broker ${name}.`);
   // 7. queue id in range
   if (req.queueId < 0 || req.queueId >= tc.readQueueNums) {
-    throw new MQError("INVALID_PARAMETER", `queueId[${req.queueId}] is illegal, topic:[${req.topic}] topicConfig.readQueueNums:[${tc.readQueueNums}] on broker ${name}.`);
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `queueId[${req.queueId}] is illegal, topic:[${req.topic}] topicConfig.readQueueNums:[${tc.readQueueNums}] on broker ${name}.`,
+    );
   }
   // 8. subscription
   const filter = filterOf(s, req, sysFlag);
   // 9. SQL92 needs property filtering
   if (filter.predicate && !s.enablePropertyFilter) {
-    throw new MQError("SYSTEM_ERROR", `The broker ${name} does not support SQL92 filtering (enablePropertyFilter is false); subscribe by tag or enable it.`);
+    throw new MQError(
+      "SYSTEM_ERROR",
+      `The broker ${name} does not support SQL92 filtering (enablePropertyFilter is false); subscribe by tag or enable it.`,
+    );
   }
 
   const maxMsgNums = Number.isInteger(req.maxMsgNums) && req.maxMsgNums > 0 ? req.maxMsgNums : DEFAULT_PULL_BATCH_SIZE;
@@ -255,7 +282,15 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     };
   }
   // 11. the store
-  const r: GetMessageResult = ctx.store.getMessage(req.consumerGroup, req.topic, req.queueId, req.queueOffset, maxMsgNums, filter.filter, req.maxMsgBytes);
+  const r: GetMessageResult = ctx.store.getMessage(
+    req.consumerGroup,
+    req.topic,
+    req.queueId,
+    req.queueOffset,
+    maxMsgNums,
+    filter.filter,
+    req.maxMsgBytes,
+  );
   let status = responseStatus(r.status, req.queueOffset);
   let nextBeginOffset = r.nextBeginOffset;
   const tooSlow = r.suggestPullingFromSlave || suggestPullingFromSlave(ctx.store.maxPhyOffset, r.lastPhysicalOffset, s.memoryRule);
@@ -270,9 +305,20 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   }
   // the puller holds the queue (hand-over); a pull of a member that already let the queue go was
   // on its way before the release and does not commit its offset
-  const mayCommit = brokerAllowSuspend && !s.isSlave && typeof req.clientId === "string" && req.clientId.length > 0 ? s.offsets.notePuller(req.consumerGroup, req.topic, req.queueId, req.clientId) : true;
-  if (mayCommit && brokerAllowSuspend && sysFlag & PullSysFlag.COMMIT_OFFSET && !s.isSlave && typeof req.commitOffset === "number" && req.commitOffset >= 0) {
-    if (!s.offsets.hasPendingReset(req.consumerGroup, req.topic, req.queueId)) s.offsets.commitOffset(req.consumerGroup, req.topic, req.queueId, req.commitOffset);
+  const mayCommit =
+    brokerAllowSuspend && !s.isSlave && typeof req.clientId === "string" && req.clientId.length > 0
+      ? s.offsets.notePuller(req.consumerGroup, req.topic, req.queueId, req.clientId)
+      : true;
+  if (
+    mayCommit &&
+    brokerAllowSuspend &&
+    sysFlag & PullSysFlag.COMMIT_OFFSET &&
+    !s.isSlave &&
+    typeof req.commitOffset === "number" &&
+    req.commitOffset >= 0
+  ) {
+    if (!s.offsets.hasPendingReset(req.consumerGroup, req.topic, req.queueId))
+      s.offsets.commitOffset(req.consumerGroup, req.topic, req.queueId, req.commitOffset);
   }
   if (status === "PULL_NOT_FOUND" && brokerAllowSuspend && sysFlag & PullSysFlag.SUSPEND) {
     const holdMs = s.longPolling ? (typeof req.suspendTimeoutMillis === "number" ? req.suspendTimeoutMillis : 0) : s.shortPollingMs;
@@ -305,7 +351,14 @@ export function answerPull(s: PullServices, req: PullMessageRequest, reply: Repl
     return;
   }
   const now = Date.now();
-  const held: HeldPull = { req, reply, key: `${req.topic}@${req.queueId}`, suspendTimestamp: now, deadline: now + outcome.holdMs, filter: outcome.filter };
+  const held: HeldPull = {
+    req,
+    reply,
+    key: `${req.topic}@${req.queueId}`,
+    suspendTimestamp: now,
+    deadline: now + outcome.holdMs,
+    filter: outcome.filter,
+  };
   try {
     s.ctx.ref(BrokerActor.HOLD).send({ type: "HOLD_PULL", held });
   } catch {
@@ -356,7 +409,12 @@ export const pullMachine = setup({
       answerPull(s, req, reply, outcome);
     },
     unsupported: ({ context, event }) => {
-      event.reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `Broker ${context.services.ctx.config.brokerName} does not handle ${event.type} on actor "pull".`));
+      event.reply?.fail(
+        new MQError(
+          "REQUEST_CODE_NOT_SUPPORTED",
+          `Broker ${context.services.ctx.config.brokerName} does not handle ${event.type} on actor "pull".`,
+        ),
+      );
     },
   },
 }).createMachine({

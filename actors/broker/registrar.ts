@@ -4,17 +4,14 @@
  * `registerBrokerAll`), and unregisters on a clean shutdown so routes drop the broker at once.
  */
 import { assign, fromCallback, fromPromise, setup } from "xstate";
-import type { Replier } from "../runtime/index.ts";
 import { NAMESRV_ACTOR, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
+import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 /** Name server requests give up after this long (the next period retries). */
 export const REGISTER_TIMEOUT_MS = 3_000;
 
-export type RegistrarEvent =
-  | { type: "REGISTER_NOW"; reply?: Replier }
-  | { type: "TOPIC_CHANGED" }
-  | { type: "SHUTDOWN"; reply?: Replier };
+export type RegistrarEvent = { type: "REGISTER_NOW"; reply?: Replier } | { type: "TOPIC_CHANGED" } | { type: "SHUTDOWN"; reply?: Replier };
 
 export interface RegistrarContext {
   ctx: BrokerContext;
@@ -90,10 +87,17 @@ export const registrarMachine = setup({
     ),
     unregisterAll: fromPromise<number, { ctx: BrokerContext }>(({ input }) => {
       const c = input.ctx.config;
-      const req: UnregisterBrokerRequest = { clusterName: c.clusterName, brokerName: c.brokerName, brokerAddr: input.ctx.brokerAddr, brokerId: c.brokerId };
+      const req: UnregisterBrokerRequest = {
+        clusterName: c.clusterName,
+        brokerName: c.brokerName,
+        brokerAddr: input.ctx.brokerAddr,
+        brokerId: c.brokerId,
+      };
       return askAll(input.ctx, { type: "UNREGISTER_BROKER", ...req }, "unregister broker");
     }),
-    topicChanges: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) => input.ctx.topics.onChange(() => sendBack({ type: "TOPIC_CHANGED" }))),
+    topicChanges: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) =>
+      input.ctx.topics.onChange(() => sendBack({ type: "TOPIC_CHANGED" })),
+    ),
   },
   delays: {
     registerInterval: ({ context }) => context.ctx.config.registerIntervalMs,
@@ -102,9 +106,12 @@ export const registrarMachine = setup({
     again: ({ context }) => context.again,
   },
   actions: {
-    addWaiter: assign({ waiters: ({ context, event }) => (event.type === "REGISTER_NOW" && event.reply ? [...context.waiters, event.reply] : context.waiters) }),
+    addWaiter: assign({
+      waiters: ({ context, event }) => (event.type === "REGISTER_NOW" && event.reply ? [...context.waiters, event.reply] : context.waiters),
+    }),
     addNextWaiter: assign({
-      nextWaiters: ({ context, event }) => (event.type === "REGISTER_NOW" && event.reply ? [...context.nextWaiters, event.reply] : context.nextWaiters),
+      nextWaiters: ({ context, event }) =>
+        event.type === "REGISTER_NOW" && event.reply ? [...context.nextWaiters, event.reply] : context.nextWaiters,
       again: true,
     }),
     markAgain: assign({ again: true }),
@@ -116,7 +123,8 @@ export const registrarMachine = setup({
       },
     }),
     addShutdownWaiter: assign({
-      shutdownWaiters: ({ context, event }) => (event.type === "SHUTDOWN" && event.reply ? [...context.shutdownWaiters, event.reply] : context.shutdownWaiters),
+      shutdownWaiters: ({ context, event }) =>
+        event.type === "SHUTDOWN" && event.reply ? [...context.shutdownWaiters, event.reply] : context.shutdownWaiters,
     }),
     answerShutdown: ({ context }) => {
       answerAll(context.waiters);

@@ -124,7 +124,10 @@ export function messagesToSendBack<M>(msgs: readonly M[], status: ConsumeConcurr
  * the retry topic (and land in the DLQ); if any other remains, the batch is put back and the
  * queue suspends.
  */
-export function orderlySuspendDecision<M extends { reconsumeTimes: number }>(msgs: readonly M[], maxReconsumeTimes: number): { exhausted: M[]; suspend: boolean } {
+export function orderlySuspendDecision<M extends { reconsumeTimes: number }>(
+  msgs: readonly M[],
+  maxReconsumeTimes: number,
+): { exhausted: M[]; suspend: boolean } {
   const exhausted = msgs.filter((m) => m.reconsumeTimes >= maxReconsumeTimes);
   return { exhausted, suspend: exhausted.length < msgs.length };
 }

@@ -374,7 +374,7 @@ export const schedulerMachine = setup({
     },
     answerOffsets: ({ context, event }) => {
       const offsetTable: Record<string, number> = {};
-      context.service.progress().forEach((o, i) => (offsetTable[String(i + 1)] = o));
+      for (const [i, o] of context.service.progress().entries()) offsetTable[String(i + 1)] = o;
       (event as Asked).reply?.ok({ offsetTable });
     },
     shutdown: ({ context, event }) => {

@@ -16,8 +16,8 @@ import {
   type SendStatus,
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { haServiceOf } from "./haService.ts";
 import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting.ts";
+import { haServiceOf } from "./haService.ts";
 
 /** Topics producers may not send to directly. */
 const SYSTEM_TOPICS = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
@@ -53,19 +53,30 @@ export class OpenQueueChooser {
 }
 
 /** Handles one send request; resolves with the reply fields or rejects with a coded MQError. */
-export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch: boolean, chooser: OpenQueueChooser): Promise<SendMessageReply> {
+export async function processSend(
+  ctx: BrokerContext,
+  ev: SendEventFields,
+  batch: boolean,
+  chooser: OpenQueueChooser,
+): Promise<SendMessageReply> {
   const { config, topics } = ctx;
   if ((config.brokerPermission & Perm.WRITE) === 0) {
-    throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); send to another broker.`);
+    throw new MQError(
+      "NO_PERMISSION",
+      `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); send to another broker.`,
+    );
   }
   if (config.role === "SLAVE") throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send to its master.`);
   const topic = ev.topic;
   checkTopic(topic);
-  if (SYSTEM_TOPICS.has(topic)) throw new MQError("NO_PERMISSION", `Topic ${topic} is a system topic and cannot be sent to; choose another topic name.`);
+  if (SYSTEM_TOPICS.has(topic))
+    throw new MQError("NO_PERMISSION", `Topic ${topic} is a system topic and cannot be sent to; choose another topic name.`);
   const body = ev.body;
   if (!Buffer.isBuffer(body) || body.length === 0) throw illegal(`The send request for topic "${topic}" carries no message body.`);
   if (body.length > config.maxMessageBytes) {
-    throw illegal(`The message${batch ? " batch" : ""} is ${body.length} bytes; this broker accepts at most ${config.maxMessageBytes}: split it.`);
+    throw illegal(
+      `The message${batch ? " batch" : ""} is ${body.length} bytes; this broker accepts at most ${config.maxMessageBytes}: split it.`,
+    );
   }
   const sysFlag = intField(ev.sysFlag, "sysFlag", 0);
   const bornTimestamp = intField(ev.bornTimestamp, "bornTimestamp", Date.now());
@@ -93,13 +104,19 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
 
   const tc = topics.getOrAutoCreate(topic);
   if (!tc) {
-    throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} does not exist on broker ${config.brokerName} and autoCreateTopic is off: create it first (Admin.createTopic).`);
+    throw new MQError(
+      "TOPIC_NOT_EXIST",
+      `Topic ${topic} does not exist on broker ${config.brokerName} and autoCreateTopic is off: create it first (Admin.createTopic).`,
+    );
   }
-  if ((tc.perm & Perm.WRITE) === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on broker ${config.brokerName} (perm ${tc.perm}).`);
+  if ((tc.perm & Perm.WRITE) === 0)
+    throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on broker ${config.brokerName} (perm ${tc.perm}).`);
   if (tc.writeQueueNums === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} has no write queues on broker ${config.brokerName}.`);
   if (queueId < 0) queueId = chooser.choose(tc.writeQueueNums);
   else if (queueId >= tc.writeQueueNums) {
-    throw illegal(`Queue ${queueId} of topic ${topic} does not exist on broker ${config.brokerName}: it has ${tc.writeQueueNums} write queues; refresh the route.`);
+    throw illegal(
+      `Queue ${queueId} of topic ${topic} does not exist on broker ${config.brokerName}: it has ${tc.writeQueueNums} write queues; refresh the route.`,
+    );
   }
 
   // a delay level sends the message to SCHEDULE_TOPIC_XXXX; the scheduler moves it back when due
@@ -114,7 +131,8 @@ export async function processSend(ctx: BrokerContext, ev: SendEventFields, batch
     }
   }
   const r = await ctx.put({ topic: putTopic, queueId: putQueueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
-  let status: SendStatus = r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
+  let status: SendStatus =
+    r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
   // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA)
   if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);
   return {

@@ -136,7 +136,16 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
       `${r.status}: the copy for ${replyTopic} did not reach disk in time; the consumer retries it locally.`,
     );
   if (decision.toDLQ) {
-    ctx.logger.warn({ group, dlq: replyTopic, msgId: msg.msgId, originTopic: properties[MessageConst.RETRY_TOPIC], reconsumeTimes: decision.reconsumeTimes }, "message sent to the dead-letter queue");
+    ctx.logger.warn(
+      {
+        group,
+        dlq: replyTopic,
+        msgId: msg.msgId,
+        originTopic: properties[MessageConst.RETRY_TOPIC],
+        reconsumeTimes: decision.reconsumeTimes,
+      },
+      "message sent to the dead-letter queue",
+    );
   }
   return { topic: replyTopic, toDLQ: decision.toDLQ, delayLevel: decision.delayLevel, reconsumeTimes: decision.reconsumeTimes };
 }

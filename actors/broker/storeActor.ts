@@ -5,9 +5,9 @@
  * are appended as one group, one commit-log write, one dispatch pass and one fdatasync.
  */
 import { assign, setup } from "xstate";
-import type { Replier } from "../runtime/index.ts";
 import type { PutBatch } from "../../store/index.ts";
 import { MQError } from "../../transport/protocol.ts";
+import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 export type StoreEvent =
@@ -80,11 +80,15 @@ export const storeMachine = setup({
     rejectBusy: ({ context, event }) => {
       if (event.type !== "PUT_MESSAGES") return;
       event.reply?.fail(
-        new MQError("SYSTEM_BUSY", `The broker's store has ${context.puts.inFlight} puts in flight (bound ${context.maxInFlight}); retry a little later or on another broker.`),
+        new MQError(
+          "SYSTEM_BUSY",
+          `The broker's store has ${context.puts.inFlight} puts in flight (bound ${context.maxInFlight}); retry a little later or on another broker.`,
+        ),
       );
     },
     rejectClosing: ({ event }) => {
-      if (event.type === "PUT_MESSAGES") event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
+      if (event.type === "PUT_MESSAGES")
+        event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
     },
     startPut: ({ context, event, self }) => {
       if (event.type !== "PUT_MESSAGES") return;
@@ -99,7 +103,8 @@ export const storeMachine = setup({
       context.puts.draining = true;
     },
     queueDrainWaiter: assign({
-      drainWaiters: ({ context, event }) => (event.type === "SHUTDOWN" && event.reply ? [...context.drainWaiters, event.reply] : context.drainWaiters),
+      drainWaiters: ({ context, event }) =>
+        event.type === "SHUTDOWN" && event.reply ? [...context.drainWaiters, event.reply] : context.drainWaiters,
     }),
     answerDrainWaiters: ({ context }) => {
       for (const r of context.drainWaiters) r.ok({});
@@ -107,7 +112,12 @@ export const storeMachine = setup({
   },
 }).createMachine({
   id: "store",
-  context: ({ input }) => ({ ctx: input.ctx, puts: { inFlight: 0, draining: false, waiting: [], waitingReplies: [] }, maxInFlight: input.ctx.config.storeMaxInFlight, drainWaiters: [] }),
+  context: ({ input }) => ({
+    ctx: input.ctx,
+    puts: { inFlight: 0, draining: false, waiting: [], waitingReplies: [] },
+    maxInFlight: input.ctx.config.storeMaxInFlight,
+    drainWaiters: [],
+  }),
   initial: "open",
   states: {
     open: {

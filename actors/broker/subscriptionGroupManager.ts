@@ -43,8 +43,14 @@ export class SubscriptionGroupManager {
   private version = 0;
   private readonly file: ConfigFile<Stored>;
 
-  private constructor(private readonly autoCreate: boolean, storeDir: string) {
-    this.file = new ConfigFile(storeDir, SUBSCRIPTION_GROUP_FILE, () => ({ subscriptionGroupTable: this.all(), dataVersion: this.version }));
+  private constructor(
+    private readonly autoCreate: boolean,
+    storeDir: string,
+  ) {
+    this.file = new ConfigFile(storeDir, SUBSCRIPTION_GROUP_FILE, () => ({
+      subscriptionGroupTable: this.all(),
+      dataVersion: this.version,
+    }));
   }
 
   static async load(opts: { storeDir: string; autoCreateSubscriptionGroup: boolean }): Promise<SubscriptionGroupManager> {

@@ -6,8 +6,8 @@ import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
   MQError,
-  Perm,
   PERM_READ_WRITE,
+  Perm,
   SCHEDULE_TOPIC,
   type TopicConfig,
   type TopicConfigTable,
@@ -34,11 +34,17 @@ export function checkTopicConfig(tc: TopicConfig): void {
   for (const k of ["readQueueNums", "writeQueueNums"] as const) {
     const v = tc[k];
     if (!Number.isInteger(v) || v < 0 || v > MAX_QUEUE_NUMS) {
-      throw new MQError("INVALID_PARAMETER", `${k} of topic "${tc.topicName}" must be an integer between 0 and ${MAX_QUEUE_NUMS}, not ${String(v)}.`);
+      throw new MQError(
+        "INVALID_PARAMETER",
+        `${k} of topic "${tc.topicName}" must be an integer between 0 and ${MAX_QUEUE_NUMS}, not ${String(v)}.`,
+      );
     }
   }
   if (!Number.isInteger(tc.perm) || tc.perm < 0 || tc.perm > 15) {
-    throw new MQError("INVALID_PARAMETER", `perm of topic "${tc.topicName}" must be a PermName bit set (READ 4 | WRITE 2 | INHERIT 1), not ${String(tc.perm)}.`);
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `perm of topic "${tc.topicName}" must be a PermName bit set (READ 4 | WRITE 2 | INHERIT 1), not ${String(tc.perm)}.`,
+    );
   }
 }
 
@@ -61,7 +67,13 @@ export class TopicConfigManager {
       for (const tc of Object.values(stored.topicConfigTable)) {
         try {
           checkTopicConfig(tc);
-          m.table.set(tc.topicName, { topicName: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm, order: !!tc.order });
+          m.table.set(tc.topicName, {
+            topicName: tc.topicName,
+            readQueueNums: tc.readQueueNums,
+            writeQueueNums: tc.writeQueueNums,
+            perm: tc.perm,
+            order: !!tc.order,
+          });
         } catch {
           // an entry damaged by hand is skipped rather than stopping the broker
         }
@@ -80,7 +92,13 @@ export class TopicConfigManager {
       m.table.delete(AUTO_CREATE_TOPIC_KEY_TOPIC);
     }
     if (!m.table.has(SCHEDULE_TOPIC)) {
-      m.table.set(SCHEDULE_TOPIC, { topicName: SCHEDULE_TOPIC, readQueueNums: SCHEDULE_TOPIC_QUEUE_NUMS, writeQueueNums: SCHEDULE_TOPIC_QUEUE_NUMS, perm: PERM_READ_WRITE, order: false });
+      m.table.set(SCHEDULE_TOPIC, {
+        topicName: SCHEDULE_TOPIC,
+        readQueueNums: SCHEDULE_TOPIC_QUEUE_NUMS,
+        writeQueueNums: SCHEDULE_TOPIC_QUEUE_NUMS,
+        perm: PERM_READ_WRITE,
+        order: false,
+      });
     }
     return m;
   }
@@ -106,7 +124,13 @@ export class TopicConfigManager {
 
   /** Creates or replaces a topic's config; resolves when it is on disk. */
   async createOrUpdate(tc: TopicConfig): Promise<TopicConfig> {
-    const next: TopicConfig = { topicName: tc.topicName, readQueueNums: tc.readQueueNums, writeQueueNums: tc.writeQueueNums, perm: tc.perm, order: !!tc.order };
+    const next: TopicConfig = {
+      topicName: tc.topicName,
+      readQueueNums: tc.readQueueNums,
+      writeQueueNums: tc.writeQueueNums,
+      perm: tc.perm,
+      order: !!tc.order,
+    };
     checkTopicConfig(next);
     this.table.set(next.topicName, next);
     this.changed(next);

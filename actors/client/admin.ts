@@ -3,20 +3,30 @@
  * on chosen brokers or every master, read routes, cluster info and topic lists. Consumption
  * queries (consumerProgress, resetOffsetByTimestamp, ...) are added next to these.
  */
+
+import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
 import {
   BrokerActor,
-  checkTopic,
+  type BrokerData,
   type ClusterInfo,
+  type ConsumeStatsReply,
+  ConsumptionActorFor,
+  checkTopic,
+  compareMessageQueue,
+  DEFAULT_QUERY_MAX_NUM,
+  type GetConsumeStatsRequest,
+  isMQError,
   MASTER_ID,
   MQError,
   PERM_READ_WRITE,
+  QUERY_MESSAGE_ACTOR,
+  type QueryMessageRequest,
+  type ResetOffsetRequest,
   type TopicConfig,
   type TopicRouteData,
+  type ViewMessageRequest,
 } from "../../transport/protocol.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
-import { compareMessageQueue, type ConsumeStatsReply, ConsumptionActorFor, type GetConsumeStatsRequest, type ResetOffsetRequest } from "../../transport/protocol.ts";
-import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
-import { type BrokerData, DEFAULT_QUERY_MAX_NUM, isMQError, QUERY_MESSAGE_ACTOR, type QueryMessageRequest, type ViewMessageRequest } from "../../transport/protocol.ts";
 
 /** One queue's line of `Admin.consumerProgress`. */
 export interface ConsumerProgressEntry {
@@ -85,17 +95,26 @@ export class Admin {
     const writeQueueNums = opts.writeQueueNums ?? opts.readQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
     const targets = names.map((name) => {
       const addr = info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
-      if (!addr) throw new MQError("NO_ROUTE", `Broker ${name} has no live master registered with the name servers; known brokers: ${Object.keys(info.brokerAddrTable).join(", ") || "none"}.`);
+      if (!addr)
+        throw new MQError(
+          "NO_ROUTE",
+          `Broker ${name} has no live master registered with the name servers; known brokers: ${Object.keys(info.brokerAddrTable).join(", ") || "none"}.`,
+        );
       return addr;
     });
     const replies = await Promise.all(
       targets.map((addr) =>
-        this.instance
-          .refAt(addr, BrokerActor.BROKER)
-          .ask<{ topicConfig: TopicConfig }>(
-            { type: "UPDATE_AND_CREATE_TOPIC", topicName: opts.topic, readQueueNums, writeQueueNums, perm: opts.perm ?? PERM_READ_WRITE, order: opts.order ?? false },
-            { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
-          ),
+        this.instance.refAt(addr, BrokerActor.BROKER).ask<{ topicConfig: TopicConfig }>(
+          {
+            type: "UPDATE_AND_CREATE_TOPIC",
+            topicName: opts.topic,
+            readQueueNums,
+            writeQueueNums,
+            perm: opts.perm ?? PERM_READ_WRITE,
+            order: opts.order ?? false,
+          },
+          { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
+        ),
       ),
     );
     await this.instance.updateRoute(opts.topic).catch(() => undefined);
@@ -123,7 +142,9 @@ export class Admin {
   /** A broker's topic configs by broker address. */
   async brokerTopicConfigs(brokerAddr: string): Promise<Record<string, TopicConfig>> {
     this.checkOpen();
-    const r = await this.instance.refAt(brokerAddr).ask<{ topicConfigTable: Record<string, TopicConfig> }>({ type: "GET_ALL_TOPIC_CONFIG" });
+    const r = await this.instance
+      .refAt(brokerAddr)
+      .ask<{ topicConfigTable: Record<string, TopicConfig> }>({ type: "GET_ALL_TOPIC_CONFIG" });
     return r.fields.topicConfigTable;
   }
 
@@ -148,7 +169,14 @@ export class Admin {
     for (const r of replies) {
       for (const q of r.fields.offsetTable ?? []) {
         const consumerOffset = q.consumerOffset;
-        out.push({ topic: q.topic, brokerName: q.brokerName, queueId: q.queueId, brokerOffset: q.brokerOffset, consumerOffset, lag: Math.max(0, q.brokerOffset - Math.max(0, consumerOffset)) });
+        out.push({
+          topic: q.topic,
+          brokerName: q.brokerName,
+          queueId: q.queueId,
+          brokerOffset: q.brokerOffset,
+          consumerOffset,
+          lag: Math.max(0, q.brokerOffset - Math.max(0, consumerOffset)),
+        });
       }
     }
     return out.sort(compareMessageQueue);
@@ -159,7 +187,11 @@ export class Admin {
    * at or after `timestamp` (server side: the next pull of each queue starts there).
    * Returns the new offset per queue.
    */
-  async resetOffsetByTimestamp(group: string, topic: string, timestamp: number): Promise<{ topic: string; brokerName: string; queueId: number; offset: number }[]> {
+  async resetOffsetByTimestamp(
+    group: string,
+    topic: string,
+    timestamp: number,
+  ): Promise<{ topic: string; brokerName: string; queueId: number; offset: number }[]> {
     this.checkOpen();
     checkTopic(topic);
     const route = await this.topicRoute(topic);
@@ -170,7 +202,13 @@ export class Admin {
         if (!addr) return;
         const r = await this.instance
           .refAt(addr, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
-          .ask<{ offsetTable: { queueId: number; offset: number }[] }>({ type: "INVOKE_BROKER_TO_RESET_OFFSET", topic, group, timestamp, isForce: true } satisfies ResetOffsetRequest & { type: string });
+          .ask<{ offsetTable: { queueId: number; offset: number }[] }>({
+            type: "INVOKE_BROKER_TO_RESET_OFFSET",
+            topic,
+            group,
+            timestamp,
+            isForce: true,
+          } satisfies ResetOffsetRequest & { type: string });
         for (const e of r.fields.offsetTable ?? []) out.push({ topic, brokerName: bd.brokerName, queueId: e.queueId, offset: e.offset });
       }),
     );
@@ -190,7 +228,13 @@ export class Admin {
     if (typeof key !== "string" || key.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "queryMessageByKey needs a non-empty key.");
     const maxNum = opts.maxNum ?? DEFAULT_QUERY_MAX_NUM;
     const route = await this.topicRoute(topic);
-    const found = await this.queryBrokers(lookupTargets(route.brokerDatas), { topic, key, maxNum, beginTimestamp: opts.beginTimestamp, endTimestamp: opts.endTimestamp });
+    const found = await this.queryBrokers(lookupTargets(route.brokerDatas), {
+      topic,
+      key,
+      maxNum,
+      beginTimestamp: opts.beginTimestamp,
+      endTimestamp: opts.endTimestamp,
+    });
     return found.sort((a, b) => b.storeTimestamp - a.storeTimestamp || b.commitLogOffset - a.commitLogOffset).slice(0, maxNum);
   }
 
@@ -220,7 +264,9 @@ export class Admin {
     const found = await Promise.all(
       targets.map(async (t) => {
         try {
-          const r = await this.instance.refAt(t.addr, QUERY_MESSAGE_ACTOR).ask({ type: "VIEW_MESSAGE_BY_ID", offset: commitLogOffset } satisfies ViewMessageRequest & { type: string });
+          const r = await this.instance
+            .refAt(t.addr, QUERY_MESSAGE_ACTOR)
+            .ask({ type: "VIEW_MESSAGE_BY_ID", offset: commitLogOffset } satisfies ViewMessageRequest & { type: string });
           return r.body ? decodeRecords(r.body, t.brokerName).find((m) => m.offsetMsgId === wanted) : undefined;
         } catch (e) {
           if (isMQError(e, "QUERY_NOT_FOUND", "INVALID_PARAMETER")) return undefined;
@@ -281,7 +327,9 @@ interface LookupTarget {
 function lookupTargets(brokerDatas: BrokerData[]): LookupTarget[] {
   const out: LookupTarget[] = [];
   for (const bd of [...brokerDatas].sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0))) {
-    const ids = Object.keys(bd.brokerAddrs).map(Number).sort((a, b) => a - b);
+    const ids = Object.keys(bd.brokerAddrs)
+      .map(Number)
+      .sort((a, b) => a - b);
     const addr = bd.brokerAddrs[String(MASTER_ID)] ?? (ids.length > 0 ? bd.brokerAddrs[String(ids[0])] : undefined);
     if (addr) out.push({ brokerName: bd.brokerName, addr });
   }

@@ -5,7 +5,7 @@
  * (`compareMessageQueue`, plain string order for ids).
  */
 import { createHash } from "node:crypto";
-import { MQError, type MessageQueue } from "../../transport/protocol.ts";
+import { type MessageQueue, MQError } from "../../transport/protocol.ts";
 
 /** Names accepted by the push consumer's `allocateStrategy` option. */
 export type AllocateStrategyName = "AVERAGELY" | "AVERAGELY_BY_CIRCLE" | "CONSISTENT_HASH" | "BY_CONFIG" | "BY_MACHINE_ROOM";
@@ -37,10 +37,17 @@ export const DEFAULT_ALLOCATE_STRATEGY: AllocateStrategyName = "AVERAGELY";
 export const DEFAULT_VIRTUAL_NODES = 10;
 
 /** `AbstractAllocateMessageQueueStrategy#check`: false means "not a member, allocate nothing". */
-function check(currentCID: string, mqAll: readonly MessageQueue[] | null | undefined, cidAll: readonly string[] | null | undefined): boolean {
-  if (!currentCID) throw new MQError("ILLEGAL_ARGUMENT", "currentCID is empty: the consumer needs a client id before it can be allocated queues.");
-  if (!mqAll || mqAll.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "mqAll is null or mqAll empty: the topic has no readable queues; check its route.");
-  if (!cidAll || cidAll.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "cidAll is null or cidAll empty: no consumer of the group is known to the broker yet.");
+function check(
+  currentCID: string,
+  mqAll: readonly MessageQueue[] | null | undefined,
+  cidAll: readonly string[] | null | undefined,
+): boolean {
+  if (!currentCID)
+    throw new MQError("ILLEGAL_ARGUMENT", "currentCID is empty: the consumer needs a client id before it can be allocated queues.");
+  if (!mqAll || mqAll.length === 0)
+    throw new MQError("ILLEGAL_ARGUMENT", "mqAll is null or mqAll empty: the topic has no readable queues; check its route.");
+  if (!cidAll || cidAll.length === 0)
+    throw new MQError("ILLEGAL_ARGUMENT", "cidAll is null or cidAll empty: no consumer of the group is known to the broker yet.");
   return cidAll.includes(currentCID);
 }
 

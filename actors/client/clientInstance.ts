@@ -13,7 +13,6 @@
  */
 import { hostname } from "node:os";
 import { setup } from "xstate";
-import { ActorNode, type Ref, type Replier, type WireEvent } from "../runtime/index.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
@@ -26,6 +25,7 @@ import {
   NAMESRV_ACTOR,
   type TopicRouteData,
 } from "../../transport/protocol.ts";
+import { ActorNode, type Ref, type Replier, type WireEvent } from "../runtime/index.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
 
 /** How often routes are refreshed from the name servers (`pollNameServerInterval`). */
@@ -108,7 +108,9 @@ export class ClientInstance {
     readonly node: ActorNode,
     readonly nameservers: string[],
     readonly instanceName: string,
-    private readonly opts: Required<Pick<ClientInstanceOptions, "pollNameServerIntervalMs" | "heartbeatBrokerIntervalMs" | "requestTimeoutMs">>,
+    private readonly opts: Required<
+      Pick<ClientInstanceOptions, "pollNameServerIntervalMs" | "heartbeatBrokerIntervalMs" | "requestTimeoutMs">
+    >,
   ) {
     this.clientId = `${hostname()}@${process.pid}@${instanceName}`;
   }
@@ -236,7 +238,10 @@ export class ClientInstance {
         return undefined;
       }
       try {
-        route = routeFromDefaultTopic(await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: AUTO_CREATE_TOPIC_KEY_TOPIC }), DEFAULT_TOPIC_QUEUE_NUMS);
+        route = routeFromDefaultTopic(
+          await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: AUTO_CREATE_TOPIC_KEY_TOPIC }),
+          DEFAULT_TOPIC_QUEUE_NUMS,
+        );
         provisional = true;
       } catch (e2) {
         if (!isMQError(e2, "TOPIC_NOT_EXIST")) throw e2;
@@ -299,7 +304,8 @@ export class ClientInstance {
   /** A handle to an actor (default `broker`) on a broker name's master; NO_ROUTE when no route names it. */
   brokerRef(brokerName: string, actor: string = BrokerActor.BROKER): Ref {
     const addr = this.routes.masterAddress(brokerName);
-    if (!addr) throw new MQError("NO_ROUTE", `No address known for broker ${brokerName}: its route is gone; refresh routes or check the broker.`);
+    if (!addr)
+      throw new MQError("NO_ROUTE", `No address known for broker ${brokerName}: its route is gone; refresh routes or check the broker.`);
     return this.node.ref(addr, actor);
   }
 
@@ -328,7 +334,14 @@ export class ClientInstance {
     if (hb.consumerDataSet.length === 0) return;
     // consumers heartbeat to slaves too, so a slave serving while its master is down knows the group (RocketMQ does the same)
     const masters = [...this.routes.brokers().values()].flatMap((a) => Object.values(a)).filter((a): a is string => !!a);
-    await Promise.all(masters.map((addr) => this.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "HEART_BEAT", ...hb }).catch(() => undefined)));
+    await Promise.all(
+      masters.map((addr) =>
+        this.node
+          .ref(addr, BrokerActor.CONSUMERS)
+          .ask({ type: "HEART_BEAT", ...hb })
+          .catch(() => undefined),
+      ),
+    );
   }
 
   onClientEvent(listener: (e: ClientEvent) => void): () => void {

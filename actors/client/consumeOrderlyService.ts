@@ -159,7 +159,10 @@ export class ConsumeOrderlyService {
     run.timer = null;
     if (run.running) {
       let t: NodeJS.Timeout | undefined;
-      const timedOut = await Promise.race([run.running.then(() => false), new Promise<boolean>((r) => (t = setTimeout(() => r(true), maxWaitMs)))]);
+      const timedOut = await Promise.race([
+        run.running.then(() => false),
+        new Promise<boolean>((r) => (t = setTimeout(() => r(true), maxWaitMs))),
+      ]);
       clearTimeout(t);
       if (timedOut) return false;
     }
@@ -281,7 +284,13 @@ export class ConsumeOrderlyService {
   }
 
   /** Commits or suspends; returns true when the loop may take the next batch. */
-  private async processResult(run: QueueRun, taken: MessageExt[], msgs: MessageExt[], status: string, ctx: ConsumeOrderlyContext): Promise<boolean> {
+  private async processResult(
+    run: QueueRun,
+    taken: MessageExt[],
+    msgs: MessageExt[],
+    status: string,
+    ctx: ConsumeOrderlyContext,
+  ): Promise<boolean> {
     const { mq, pq } = run;
     const success = status === "SUCCESS" || status === "CONSUME_SUCCESS";
     if (!success) {
@@ -304,10 +313,13 @@ export class ConsumeOrderlyService {
         for (const m of msgs) if (!run.deadLettered.has(m.queueOffset)) m.reconsumeTimes++;
         pq.makeMessageToConsumeAgain(taken);
         if (!this.stopped && !pq.dropped) {
-          run.timer = setTimeout(() => {
-            run.timer = null;
-            this.start(run);
-          }, orderlySuspendTime(ctx.suspendCurrentQueueTimeMillis, this.deps.settings.suspendCurrentQueueTimeMillis));
+          run.timer = setTimeout(
+            () => {
+              run.timer = null;
+              this.start(run);
+            },
+            orderlySuspendTime(ctx.suspendCurrentQueueTimeMillis, this.deps.settings.suspendCurrentQueueTimeMillis),
+          );
         }
         return false;
       }

@@ -33,7 +33,8 @@ export class LatencyFaultTolerance {
   constructor(opts: FaultToleranceOptions = {}) {
     this.latencyMax = opts.latencyMax ?? DEFAULT_LATENCY_MAX;
     this.notAvailable = opts.notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION;
-    if (this.latencyMax.length !== this.notAvailable.length) throw new Error("latencyMax and notAvailableDuration must have the same length");
+    if (this.latencyMax.length !== this.notAvailable.length)
+      throw new Error("latencyMax and notAvailableDuration must have the same length");
     this.now = opts.now ?? Date.now;
   }
 

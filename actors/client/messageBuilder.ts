@@ -2,7 +2,7 @@
  * From a user's message to what travels: validation (RocketMQ's `Validators.checkMessage`),
  * system properties (TAGS, KEYS, DELAY, UNIQ_KEY) and the batch body of `sendBatch`.
  */
-import { createUniqId, encodeMessageBatch, encodeProperties, type BatchMessage } from "../../transport/messageRecord.ts";
+import { type BatchMessage, createUniqId, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, KEY_SEPARATOR, MessageConst, MQError } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
@@ -29,7 +29,8 @@ export interface PreparedMessage {
 }
 
 /** The property separators (\u0001, \u0002) may not appear in names, values, tags or keys. */
-const SEPARATOR_CHARS = new RegExp("[\u0001\u0002]");
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the property separators are control characters
+const SEPARATOR_CHARS = /[\u0001\u0002]/;
 
 function toBuffer(body: unknown): Buffer {
   if (typeof body === "string") return Buffer.from(body, "utf8");
@@ -39,14 +40,19 @@ function toBuffer(body: unknown): Buffer {
 }
 
 function checkPropertyText(what: string, s: string): void {
-  if (SEPARATOR_CHARS.test(s)) throw new MQError("MESSAGE_ILLEGAL", `The ${what} "${s.replace(SEPARATOR_CHARS, "?")}" contains the reserved characters \\u0001 or \\u0002: remove them.`);
+  if (SEPARATOR_CHARS.test(s))
+    throw new MQError(
+      "MESSAGE_ILLEGAL",
+      `The ${what} "${s.replace(SEPARATOR_CHARS, "?")}" contains the reserved characters \\u0001 or \\u0002: remove them.`,
+    );
 }
 
 /** Builds the properties of one message; throws MQError MESSAGE_ILLEGAL on bad fields. */
 function buildProperties(msg: Message, uniqKey: string): Record<string, string> {
   const props: Record<string, string> = {};
   if (msg.properties !== undefined) {
-    if (typeof msg.properties !== "object" || msg.properties === null) throw new MQError("MESSAGE_ILLEGAL", "properties must be an object of string values.");
+    if (typeof msg.properties !== "object" || msg.properties === null)
+      throw new MQError("MESSAGE_ILLEGAL", "properties must be an object of string values.");
     for (const [k, v] of Object.entries(msg.properties)) {
       if (typeof v !== "string") throw new MQError("MESSAGE_ILLEGAL", `Property "${k}" must be a string, not ${typeof v}.`);
       if (k.length === 0) throw new MQError("MESSAGE_ILLEGAL", "A property name is empty: give every property a name.");
@@ -70,7 +76,8 @@ function buildProperties(msg: Message, uniqKey: string): Record<string, string> 
     if (joined.length > 0) props[MessageConst.KEYS] = joined;
   }
   if (msg.delayLevel !== undefined && msg.delayLevel !== 0) {
-    if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0) throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
+    if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0)
+      throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
     props[MessageConst.DELAY] = String(msg.delayLevel);
   }
   props[MessageConst.WAIT_STORE_MSG_OK] = "true";
@@ -86,9 +93,13 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
   if (typeof msg !== "object" || msg === null) throw new MQError("MESSAGE_ILLEGAL", "The message must be an object { topic, body, ... }.");
   checkTopic(msg.topic);
   const body = toBuffer(msg.body);
-  if (body.length === 0) throw new MQError("MESSAGE_ILLEGAL", `The message body for topic "${msg.topic}" is empty: send at least one byte.`);
+  if (body.length === 0)
+    throw new MQError("MESSAGE_ILLEGAL", `The message body for topic "${msg.topic}" is empty: send at least one byte.`);
   if (body.length > maxMessageBytes) {
-    throw new MQError("MESSAGE_ILLEGAL", `The message body is ${body.length} bytes; at most ${maxMessageBytes} are allowed: split it or store it elsewhere and send a reference.`);
+    throw new MQError(
+      "MESSAGE_ILLEGAL",
+      `The message body is ${body.length} bytes; at most ${maxMessageBytes} are allowed: split it or store it elsewhere and send a reference.`,
+    );
   }
   const flag = msg.flag ?? 0;
   if (!Number.isInteger(flag)) throw new MQError("MESSAGE_ILLEGAL", "flag must be an integer.");
@@ -114,7 +125,11 @@ export function prepareBatch(msgs: ReadonlyArray<Message>, maxMessageBytes = DEF
   const uniqKeys: string[] = new Array(msgs.length);
   for (let i = 0; i < msgs.length; i++) {
     const m = msgs[i]!;
-    if (m?.topic !== topic) throw new MQError("MESSAGE_ILLEGAL", `All messages of a batch must have the same topic; message ${i} has "${String(m?.topic)}", the first "${String(topic)}".`);
+    if (m?.topic !== topic)
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        `All messages of a batch must have the same topic; message ${i} has "${String(m?.topic)}", the first "${String(topic)}".`,
+      );
     if (m.delayLevel) throw new MQError("MESSAGE_ILLEGAL", "A batch cannot carry delayed messages: send those one by one.");
     const p = prepareMessage(m, maxMessageBytes);
     entries[i] = { body: p.body, flag: p.flag, properties: p.properties };
@@ -122,7 +137,10 @@ export function prepareBatch(msgs: ReadonlyArray<Message>, maxMessageBytes = DEF
   }
   const body = encodeMessageBatch(entries);
   if (body.length > maxMessageBytes) {
-    throw new MQError("MESSAGE_ILLEGAL", `The batch is ${body.length} bytes; at most ${maxMessageBytes} are allowed: send it as several smaller batches.`);
+    throw new MQError(
+      "MESSAGE_ILLEGAL",
+      `The batch is ${body.length} bytes; at most ${maxMessageBytes} are allowed: send it as several smaller batches.`,
+    );
   }
   return { topic: topic as string, body, uniqKeys };
 }

@@ -135,22 +135,43 @@ export class RemoteOffsetStore implements OffsetStore {
   private ref(mq: MessageQueue, actor: string) {
     // the master, else a slave while the master is down; the next persist after the master is back carries the offset to it
     const addr = findBrokerAddressInSubscribe(this.host, mq.brokerName, MASTER_ID)?.addr;
-    if (!addr) throw new MQError("SERVICE_NOT_AVAILABLE", `No address is known for broker ${mq.brokerName}; the offset of ${mqKey(mq)} is sent once its route is back.`);
+    if (!addr)
+      throw new MQError(
+        "SERVICE_NOT_AVAILABLE",
+        `No address is known for broker ${mq.brokerName}; the offset of ${mqKey(mq)} is sent once its route is back.`,
+      );
     return this.host.node.ref(addr, actor);
   }
 
   /** QUERY_CONSUMER_OFFSET; with `takeOverBy`, a take-over that waits for the previous holder's release. */
   private async queryBroker(mq: MessageQueue, takeOverBy?: string): Promise<number> {
-    const req: QueryConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId, ...(takeOverBy ? { clientId: takeOverBy, waitRelease: true } : {}) };
+    const req: QueryConsumerOffsetRequest = {
+      consumerGroup: this.group,
+      topic: mq.topic,
+      queueId: mq.queueId,
+      ...(takeOverBy ? { clientId: takeOverBy, waitRelease: true } : {}),
+    };
     const timeoutMs = takeOverBy ? TAKE_OVER_REQUEST_TIMEOUT_MS : OFFSET_REQUEST_TIMEOUT_MS;
-    const r = await this.ref(mq, ConsumptionActorFor.QUERY_CONSUMER_OFFSET).ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", ...req }, { timeoutMs });
+    const r = await this.ref(mq, ConsumptionActorFor.QUERY_CONSUMER_OFFSET).ask<{ offset: number }>(
+      { type: "QUERY_CONSUMER_OFFSET", ...req },
+      { timeoutMs },
+    );
     return Number(r.fields.offset);
   }
 
   /** UPDATE_CONSUMER_OFFSET; with `releasedBy`, that member's final offset (-1: none) and its release of the queue. */
   private async updateBroker(mq: MessageQueue, offset: number, releasedBy?: string): Promise<void> {
-    const req: UpdateConsumerOffsetRequest = { consumerGroup: this.group, topic: mq.topic, queueId: mq.queueId, commitOffset: offset, ...(releasedBy ? { clientId: releasedBy, release: true } : {}) };
-    await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask({ type: "UPDATE_CONSUMER_OFFSET", ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
+    const req: UpdateConsumerOffsetRequest = {
+      consumerGroup: this.group,
+      topic: mq.topic,
+      queueId: mq.queueId,
+      commitOffset: offset,
+      ...(releasedBy ? { clientId: releasedBy, release: true } : {}),
+    };
+    await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask(
+      { type: "UPDATE_CONSUMER_OFFSET", ...req },
+      { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS },
+    );
   }
 }
 
@@ -262,7 +283,8 @@ export class LocalFileOffsetStore implements OffsetStore {
 async function readJson(file: string): Promise<OffsetsFile | null> {
   try {
     const data = JSON.parse(await readFile(file, "utf8")) as unknown;
-    if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object") return data as OffsetsFile;
+    if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object")
+      return data as OffsetsFile;
     return null;
   } catch {
     return null;

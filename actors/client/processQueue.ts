@@ -69,7 +69,8 @@ class OffsetSortedMap<M> {
       if (keys[mid]! < offset) lo = mid + 1;
       else hi = mid;
     }
-    if (keys[lo] === offset) this.stale--; // revive a stale slot
+    if (keys[lo] === offset)
+      this.stale--; // revive a stale slot
     else keys.splice(lo, 0, offset);
     if (lo < this.head) this.head = lo;
     return undefined;

@@ -107,7 +107,10 @@ export class Producer {
   /** Starts a producer; resolves when it can send. */
   static async start(opts: ProducerOptions): Promise<Producer> {
     if (typeof opts?.group !== "string" || !/^[%|a-zA-Z0-9_-]{1,255}$/.test(opts.group)) {
-      throw new MQError("ILLEGAL_ARGUMENT", `Producer group "${String(opts?.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Producer group "${String(opts?.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
+      );
     }
     for (const k of ["sendTimeoutMs", "retryTimesWhenSendFailed", "maxMessageBytes"] as const) {
       const v = opts[k];
@@ -128,7 +131,15 @@ export class Producer {
   async send(msg: Message, opts: SendOptions = {}): Promise<SendResult> {
     this.checkOpen();
     const p = prepareMessage(msg, this.maxMessageBytes);
-    const out: Outgoing = { type: "SEND_MESSAGE", topic: p.topic, body: p.body, flag: p.flag, properties: p.properties, msgId: p.uniqKey, original: msg };
+    const out: Outgoing = {
+      type: "SEND_MESSAGE",
+      topic: p.topic,
+      body: p.body,
+      flag: p.flag,
+      properties: p.properties,
+      msgId: p.uniqKey,
+      original: msg,
+    };
     return (await this.sendImpl(out, opts, false))!;
   }
 
@@ -136,14 +147,25 @@ export class Producer {
   async sendOneway(msg: Message, opts: SendOptions = {}): Promise<void> {
     this.checkOpen();
     const p = prepareMessage(msg, this.maxMessageBytes);
-    await this.sendImpl({ type: "SEND_MESSAGE", topic: p.topic, body: p.body, flag: p.flag, properties: p.properties, msgId: p.uniqKey, original: msg }, opts, true);
+    await this.sendImpl(
+      { type: "SEND_MESSAGE", topic: p.topic, body: p.body, flag: p.flag, properties: p.properties, msgId: p.uniqKey, original: msg },
+      opts,
+      true,
+    );
   }
 
   /** Sends messages of one topic as one request to one queue; one SendResult for all. */
   async sendBatch(msgs: Message[], opts: SendOptions = {}): Promise<SendResult> {
     this.checkOpen();
     const b = prepareBatch(msgs, this.maxMessageBytes);
-    const out: Outgoing = { type: "SEND_BATCH_MESSAGE", topic: b.topic, body: b.body, flag: 0, msgId: b.uniqKeys.join(","), original: msgs };
+    const out: Outgoing = {
+      type: "SEND_BATCH_MESSAGE",
+      topic: b.topic,
+      body: b.body,
+      flag: 0,
+      msgId: b.uniqKeys.join(","),
+      original: msgs,
+    };
     return (await this.sendImpl(out, opts, false))!;
   }
 
@@ -167,10 +189,17 @@ export class Producer {
     let info = refresh ? undefined : this.instance.routes.publishInfo(topic);
     if (!info || info.queues.length === 0) info = await this.instance.updateRoute(topic, true);
     if (!info) {
-      throw new MQError("NO_ROUTE", `No route info of topic ${topic}: create it (Admin.createTopic) or start a broker with autoCreateTopic, and check the name server addresses.`);
+      throw new MQError(
+        "NO_ROUTE",
+        `No route info of topic ${topic}: create it (Admin.createTopic) or start a broker with autoCreateTopic, and check the name server addresses.`,
+      );
     }
     if (info.queues.length === 0) {
-      if (info.route.queueDatas.length > 0) throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on any broker (read-only or no master); change its perm or send elsewhere.`);
+      if (info.route.queueDatas.length > 0)
+        throw new MQError(
+          "NO_PERMISSION",
+          `Topic ${topic} is not writable on any broker (read-only or no master); change its perm or send elsewhere.`,
+        );
       throw new MQError("NO_ROUTE", `Topic ${topic} has no live broker in its route; check that its brokers are running.`);
     }
     return info;
@@ -214,7 +243,13 @@ export class Producer {
         const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
         this.faults.update(mq.brokerName, Date.now() - started, false);
         const f = r.fields;
-        return { status: f.status, msgId: out.msgId, offsetMsgId: f.msgId, queue: { topic: out.topic, brokerName: mq.brokerName, queueId: f.queueId }, queueOffset: f.queueOffset };
+        return {
+          status: f.status,
+          msgId: out.msgId,
+          offsetMsgId: f.msgId,
+          queue: { topic: out.topic, brokerName: mq.brokerName, queueId: f.queueId },
+          queueOffset: f.queueOffset,
+        };
       } catch (e) {
         this.faults.update(mq.brokerName, Date.now() - started, true);
         lastError = e;
@@ -224,7 +259,11 @@ export class Producer {
       }
     }
     if (lastError instanceof MQError && isMQError(lastError, "TIMEOUT")) {
-      throw new MQError("TIMEOUT", `Sending to topic ${out.topic} did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`, { cause: lastError });
+      throw new MQError(
+        "TIMEOUT",
+        `Sending to topic ${out.topic} did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`,
+        { cause: lastError },
+      );
     }
     if (lastError) throw lastError;
     throw new MQError("TIMEOUT", `Sending to topic ${out.topic} did not complete within sendTimeoutMs ${this.sendTimeoutMs} ms.`);
@@ -234,7 +273,10 @@ export class Producer {
     const q = opts.selector!(info.queues.slice(), out.original, opts.arg);
     const found = q && info.queues.find((x) => x.brokerName === q.brokerName && x.queueId === q.queueId && x.topic === q.topic);
     if (!found) {
-      throw new MQError("ILLEGAL_ARGUMENT", `The selector returned ${q ? `${q.brokerName}/${q.queueId}` : String(q)}, which is not one of the ${info.queues.length} writable queues of topic ${out.topic}: return an element of the queues array.`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The selector returned ${q ? `${q.brokerName}/${q.queueId}` : String(q)}, which is not one of the ${info.queues.length} writable queues of topic ${out.topic}: return an element of the queues array.`,
+      );
     }
     return found;
   }

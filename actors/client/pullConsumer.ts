@@ -6,21 +6,21 @@
  */
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import {
-  type ConsumeFromWhere,
-  type ConsumerData,
-  MASTER_ID,
-  MQError,
-  type MessageQueue,
-  mqKey,
-} from "../../transport/protocol.ts";
+import { type ConsumeFromWhere, type ConsumerData, MASTER_ID, type MessageQueue, MQError, mqKey } from "../../transport/protocol.ts";
 import { type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { RemoteOffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere } from "./pullFromWhere.ts";
 import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
-import { BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, DEFAULT_PULL_THRESHOLD_FOR_QUEUE, DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE, PullService, pullServiceMachine } from "./pullService.ts";
+import {
+  BROKER_SUSPEND_MAX_TIME_MILLIS,
+  CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
+  DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
+  DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+  PullService,
+  pullServiceMachine,
+} from "./pullService.ts";
 import { checkGroup, consumerHostOf } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
@@ -163,20 +163,25 @@ export class PullConsumer {
 
   /** Subscribes to a topic; its queues are shared with the group's other members by rebalance. */
   async subscribe(topic: string, expr: SubscriptionExpression = "*"): Promise<void> {
-    if (this.mode === "assign") throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses assign(); subscribe and assign cannot be mixed.");
+    if (this.mode === "assign")
+      throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses assign(); subscribe and assign cannot be mixed.");
     this.mode = "subscribe";
     this.subscriptions.subscribe(topic, expr);
     await this.host.fetchSubscribeQueues(topic);
     await this.host.sendHeartbeatToAllBrokers();
     await this.rebalancer.doRebalance();
     if (!this.host.node.actorOf(this.names.rebalancer)) {
-      this.host.node.spawn(this.names.rebalancer, rebalancerMachine, { input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs }, supervision: { strategy: "stop" } });
+      this.host.node.spawn(this.names.rebalancer, rebalancerMachine, {
+        input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs },
+        supervision: { strategy: "stop" },
+      });
     }
   }
 
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
   async assign(queues: MessageQueue[]): Promise<void> {
-    if (this.mode === "subscribe") throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
+    if (this.mode === "subscribe")
+      throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
     this.mode = "assign";
     const want = new Map(queues.map((q) => [mqKey(q), { topic: q.topic, brokerName: q.brokerName, queueId: q.queueId }]));
     for (const [k, h] of this.held) {
@@ -240,7 +245,8 @@ export class PullConsumer {
     const k = mqKey(queue);
     const h = this.held.get(k);
     if (!h) throw new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
-    if (!Number.isInteger(offset) || offset < 0) throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${offset}.`);
+    if (!Number.isInteger(offset) || offset < 0)
+      throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${offset}.`);
     h.pq.dropped = true;
     this.dropBuffered(k);
     this.consumed.set(k, { mq: h.mq, offset });
@@ -307,4 +313,3 @@ export class PullConsumer {
     }
   }
 }
-

@@ -3,9 +3,9 @@
  * `RebalancePushImpl#computePullFromWhereWithException`, reference §6). Pure decision; the
  * broker look-ups are passed in so tests can drive every branch.
  */
-import { OFFSET_NOT_FOUND } from "./offsetTable.ts";
-import { type ConsumeFromWhere, MQError, type MessageQueue, RETRY_GROUP_TOPIC_PREFIX } from "../../transport/protocol.ts";
 
+import { type ConsumeFromWhere, type MessageQueue, MQError, RETRY_GROUP_TOPIC_PREFIX } from "../../transport/protocol.ts";
+import { OFFSET_NOT_FOUND } from "./offsetTable.ts";
 
 /** The look-ups computePullFromWhere needs. */
 export interface PullFromWhereLookups {
@@ -34,13 +34,21 @@ export function isRetryTopic(topic: string): boolean {
  * @throws MQError QUERY_NOT_FOUND when the committed offset could not be read, SYSTEM_ERROR on a
  * negative result; the rebalancer skips the queue this round and tries again next round.
  */
-export async function computePullFromWhere(mode: ConsumeFromWhere, consumeTimestamp: number, mq: MessageQueue, lookups: PullFromWhereLookups): Promise<number> {
+export async function computePullFromWhere(
+  mode: ConsumeFromWhere,
+  consumeTimestamp: number,
+  mq: MessageQueue,
+  lookups: PullFromWhereLookups,
+): Promise<number> {
   const last = await lookups.readOffset(mq);
   let result: number;
   if (last >= 0) {
     result = last;
   } else if (last !== OFFSET_NOT_FOUND) {
-    throw new MQError("QUERY_NOT_FOUND", `The committed offset of ${mq.topic}@${mq.brokerName}@${mq.queueId} could not be read; the queue is retried at the next rebalance.`);
+    throw new MQError(
+      "QUERY_NOT_FOUND",
+      `The committed offset of ${mq.topic}@${mq.brokerName}@${mq.queueId} could not be read; the queue is retried at the next rebalance.`,
+    );
   } else if (mode === "CONSUME_FROM_FIRST_OFFSET") {
     result = 0;
   } else if (mode === "CONSUME_FROM_TIMESTAMP") {
@@ -49,7 +57,10 @@ export async function computePullFromWhere(mode: ConsumeFromWhere, consumeTimest
     result = isRetryTopic(mq.topic) ? 0 : await lookups.maxOffset(mq);
   }
   if (!(result >= 0)) {
-    throw new MQError("SYSTEM_ERROR", `Found unexpected start offset ${result} for ${mq.topic}@${mq.brokerName}@${mq.queueId}; the queue is retried at the next rebalance.`);
+    throw new MQError(
+      "SYSTEM_ERROR",
+      `Found unexpected start offset ${result} for ${mq.topic}@${mq.brokerName}@${mq.queueId}; the queue is retried at the next rebalance.`,
+    );
   }
   return result;
 }

@@ -61,7 +61,11 @@ const PULL_ROUTE_CHECK_MS = 1_000;
  * slave the broker suggested), else the master, else any slave of the broker name (the master is
  * down or out of the route).
  */
-export function findBrokerAddressInSubscribe(host: Pick<ConsumerHost, "brokerAddress">, brokerName: string, brokerId: number): { addr: string; brokerId: number } | undefined {
+export function findBrokerAddressInSubscribe(
+  host: Pick<ConsumerHost, "brokerAddress">,
+  brokerName: string,
+  brokerId: number,
+): { addr: string; brokerId: number } | undefined {
   const exact = host.brokerAddress(brokerName, brokerId);
   if (exact) return { addr: exact, brokerId };
   const master = host.brokerAddress(brokerName, 0);
@@ -169,7 +173,18 @@ export interface PullServiceStats {
 
 /** The pull loop of one consumer. */
 export class PullService {
-  readonly stats: PullServiceStats = { pulls: 0, found: 0, messages: 0, flowControlCount: 0, flowControlSize: 0, flowControlSpan: 0, errors: 0, offsetIllegal: 0, pipelined: 0, pipelineDropped: 0 };
+  readonly stats: PullServiceStats = {
+    pulls: 0,
+    found: 0,
+    messages: 0,
+    flowControlCount: 0,
+    flowControlSize: 0,
+    flowControlSpan: 0,
+    errors: 0,
+    offsetIllegal: 0,
+    pipelined: 0,
+    pipelineDropped: 0,
+  };
   private suspended = false;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -297,7 +312,14 @@ export class PullService {
    * Sends one pull of `request`'s queue at `offset`. A speculative pull (one behind another in
    * flight) does not wait on the broker (no SUSPEND) when the queue holds nothing at its offset.
    */
-  private issue(request: PullRequest, pl: QueuePipeline, sd: NonNullable<ReturnType<SubscriptionTable["get"]>>, offset: number, count: number, speculative: boolean): void {
+  private issue(
+    request: PullRequest,
+    pl: QueuePipeline,
+    sd: NonNullable<ReturnType<SubscriptionTable["get"]>>,
+    offset: number,
+    count: number,
+    speculative: boolean,
+  ): void {
     const { mq } = request;
     const s = this.deps.settings;
     let commitOffset = 0;
@@ -349,7 +371,14 @@ export class PullService {
         flight.settled = true;
         this.inflightPulls.delete(flight);
         this.inflight--;
-        if (!this.stopped) this.settle(request, pl, qf, { ok: false, error: new MQError("NO_ROUTE", `Broker ${mq.brokerName}/${target.brokerId} at ${addr} left the route while a pull was waiting; pulling from another broker of ${mq.brokerName}.`) });
+        if (!this.stopped)
+          this.settle(request, pl, qf, {
+            ok: false,
+            error: new MQError(
+              "NO_ROUTE",
+              `Broker ${mq.brokerName}/${target.brokerId} at ${addr} left the route while a pull was waiting; pulling from another broker of ${mq.brokerName}.`,
+            ),
+          });
       },
     };
     this.inflightPulls.add(flight);
@@ -398,7 +427,8 @@ export class PullService {
       }
       if (typeof o.fields.maxOffset === "number") pl.knownMaxOffset = o.fields.maxOffset;
       if (o.fields.status !== "SUCCESS") this.dropFlights(pl);
-      else if (o.fields.nextBeginOffset > f.offset) pl.stride = Math.min(this.deps.settings.pullBatchSize, o.fields.nextBeginOffset - f.offset);
+      else if (o.fields.nextBeginOffset > f.offset)
+        pl.stride = Math.min(this.deps.settings.pullBatchSize, o.fields.nextBeginOffset - f.offset);
       try {
         this.onReply(request, o.fields, o.body);
       } catch (e) {
@@ -413,7 +443,10 @@ export class PullService {
     this.stats.errors++;
     this.stats.lastError = e;
     this.deps.onError?.(request, e);
-    this.executeLater(request, isMQError(e, "FLOW_CONTROL") ? PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL : PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+    this.executeLater(
+      request,
+      isMQError(e, "FLOW_CONTROL") ? PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL : PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
+    );
   }
 
   private onReply(request: PullRequest, reply: PullMessageReply, body: Buffer | undefined): void {
@@ -425,7 +458,8 @@ export class PullService {
         request.nextOffset = reply.nextBeginOffset;
         const all = body && body.length > 0 ? decodeRecords(body, mq.brokerName) : [];
         const sd = this.deps.subscriptions.get(mq.topic);
-        const msgs = sd && sd.tagsSet.length > 0 && sd.expressionType === "TAG" ? all.filter((m) => SubscriptionTable.matches(sd, m.tags)) : all;
+        const msgs =
+          sd && sd.tagsSet.length > 0 && sd.expressionType === "TAG" ? all.filter((m) => SubscriptionTable.matches(sd, m.tags)) : all;
         this.stats.found++;
         if (msgs.length === 0) {
           this.reportResult(request, reply.status, 0);
@@ -462,7 +496,10 @@ export class PullService {
         return;
       }
       default:
-        throw new MQError("SYSTEM_ERROR", `The broker answered the pull of ${mq.topic}@${mq.brokerName}@${mq.queueId} with an unknown status ${String(reply.status)}.`);
+        throw new MQError(
+          "SYSTEM_ERROR",
+          `The broker answered the pull of ${mq.topic}@${mq.brokerName}@${mq.queueId} with an unknown status ${String(reply.status)}.`,
+        );
     }
   }
 
@@ -471,7 +508,15 @@ export class PullService {
 
   private reportResult(request: PullRequest, status: string, count: number): void {
     const { mq } = request;
-    this.onPullResult?.({ type: "PULL_RESULT", topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status, count, nextOffset: request.nextOffset });
+    this.onPullResult?.({
+      type: "PULL_RESULT",
+      topic: mq.topic,
+      brokerName: mq.brokerName,
+      queueId: mq.queueId,
+      status,
+      count,
+      nextOffset: request.nextOffset,
+    });
   }
 }
 

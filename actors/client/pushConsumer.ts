@@ -11,14 +11,22 @@ import {
   BrokerActor,
   type ConsumeFromWhere,
   type ConsumerData,
-  MQError,
   type MessageModel,
   type MessageQueue,
+  MQError,
   mqKey,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
 import { type AllocateOptions, type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
 import { type ClientEvent, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import {
+  type ConsumeOrderlyContext,
+  ConsumeOrderlyService,
+  consumeOrderlyServiceMachine,
+  DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
+  ORDERLY_DEFAULT_MAX_RECONSUME_TIMES,
+  type OrderlyListener,
+} from "./consumeOrderlyService.ts";
 import {
   type ConcurrentListener,
   type ConsumeConcurrentlyContext,
@@ -30,14 +38,12 @@ import {
   RECONSUME_LATER_DELAY_MS,
 } from "./consumeService.ts";
 import {
-  ConsumeOrderlyService,
-  consumeOrderlyServiceMachine,
-  type ConsumeOrderlyContext,
-  DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
-  ORDERLY_DEFAULT_MAX_RECONSUME_TIMES,
-  type OrderlyListener,
-} from "./consumeOrderlyService.ts";
-import { DEFAULT_PERSIST_OFFSET_INTERVAL_MS, LocalFileOffsetStore, localOffsetsPath, type OffsetStore, RemoteOffsetStore } from "./offsetStore.ts";
+  DEFAULT_PERSIST_OFFSET_INTERVAL_MS,
+  LocalFileOffsetStore,
+  localOffsetsPath,
+  type OffsetStore,
+  RemoteOffsetStore,
+} from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import type { ConsumerHost, ConsumerRegistration, PullRequest } from "./pullRequest.ts";
 import {
@@ -50,7 +56,12 @@ import {
   PullService,
   pullServiceMachine,
 } from "./pullService.ts";
-import { DEFAULT_REBALANCE_LOCK_INTERVAL_MS, DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS, QueueLocks, queueLocksMachine } from "./queueLocks.ts";
+import {
+  DEFAULT_REBALANCE_LOCK_INTERVAL_MS,
+  DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS,
+  QueueLocks,
+  queueLocksMachine,
+} from "./queueLocks.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
 import { createSendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
@@ -161,7 +172,10 @@ function checkRange(name: string, v: unknown, min: number, max: number): void {
 /** Validates a consumer group name (RocketMQ's group rules match topic names). */
 export function checkGroup(group: unknown): asserts group is string {
   if (typeof group !== "string" || group.length === 0 || group.length > 255 || !/^[%|a-zA-Z0-9_-]+$/.test(group)) {
-    throw new MQError("ILLEGAL_ARGUMENT", `The consumer group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `The consumer group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
+    );
   }
 }
 
@@ -201,7 +215,14 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       unsubs.delete(group);
       const req: UnregisterClientRequest = { clientID: inst.clientId, consumerGroup: group };
       const masters = [...inst.routes.brokers().values()].map((a) => a["0"]).filter((a): a is string => !!a);
-      await Promise.all(masters.map((addr) => inst.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000 }).catch(() => undefined)));
+      await Promise.all(
+        masters.map((addr) =>
+          inst.node
+            .ref(addr, BrokerActor.CONSUMERS)
+            .ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000 })
+            .catch(() => undefined),
+        ),
+      );
     },
     sendHeartbeatToAllBrokers: () => inst.sendHeartbeatToAllBrokers(),
     release: () => inst.release(),
@@ -269,7 +290,8 @@ export class PushConsumer {
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
         pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + 15_000),
       },
-      onFound: (req, msgs, dispatch) => (this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs)),
+      onFound: (req, msgs, dispatch) =>
+        this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
     });
     this.rebalancer = new Rebalancer({
@@ -285,7 +307,12 @@ export class PushConsumer {
       held: this.held,
       startPull: (req) => this.startPull(req),
       dropPullExpired: true,
-      ...(this.queueLocks ? { lockQueue: (mq: MessageQueue) => this.queueLocks!.lock(mq, undefined, true), releaseQueue: (h: HeldQueue) => this.releaseOrderlyQueue(h) } : {}),
+      ...(this.queueLocks
+        ? {
+            lockQueue: (mq: MessageQueue) => this.queueLocks!.lock(mq, undefined, true),
+            releaseQueue: (h: HeldQueue) => this.releaseOrderlyQueue(h),
+          }
+        : {}),
     });
   }
 
@@ -350,13 +377,22 @@ export class PushConsumer {
    * never later), registers with every broker and runs the first rebalance.
    */
   static async start(options: PushConsumerOptions): Promise<PushConsumer> {
-    const o = { ...defaultPushConsumerOptions(), consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS, ...stripUndefined(options) } as Resolved & ClientInstanceOptions;
+    const o = {
+      ...defaultPushConsumerOptions(),
+      consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS,
+      ...stripUndefined(options),
+    } as Resolved & ClientInstanceOptions;
     checkGroup(o.group);
-    if (typeof o.listener !== "function") throw new MQError("ILLEGAL_ARGUMENT", "PushConsumer needs a listener: async (msgs, ctx) => \"CONSUME_SUCCESS\" | \"RECONSUME_LATER\".");
+    if (typeof o.listener !== "function")
+      throw new MQError("ILLEGAL_ARGUMENT", 'PushConsumer needs a listener: async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER".');
     if (o.orderly && options.maxReconsumeTimes === undefined) o.maxReconsumeTimes = ORDERLY_DEFAULT_MAX_RECONSUME_TIMES;
-    if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING") throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
+    if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING")
+      throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
     if (!["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"].includes(o.consumeFromWhere)) {
-      throw new MQError("ILLEGAL_ARGUMENT", `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${String(o.consumeFromWhere)}.`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${String(o.consumeFromWhere)}.`,
+      );
     }
     checkRange("pullBatchSize", o.pullBatchSize, 1, 1024);
     checkRange("pullThresholdForQueue", o.pullThresholdForQueue, 1, 65535);
@@ -371,13 +407,18 @@ export class PushConsumer {
     const key = `${inst.clientId}|${o.group}`;
     if (activeGroups.has(key)) {
       await inst.release();
-      throw new MQError("ILLEGAL_ARGUMENT", `Consumer group ${o.group} already has a consumer on client ${inst.clientId}; close it first or give this one another instanceName.`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Consumer group ${o.group} already has a consumer on client ${inst.clientId}; close it first or give this one another instanceName.`,
+      );
     }
     activeGroups.add(key);
     const host = consumerHostOf(inst);
     try {
       const offsetStore: OffsetStore =
-        o.model === "BROADCASTING" ? new LocalFileOffsetStore(localOffsetsPath(o.offsetStoreDir, inst.clientId, o.group)) : new RemoteOffsetStore(host, o.group);
+        o.model === "BROADCASTING"
+          ? new LocalFileOffsetStore(localOffsetsPath(o.offsetStoreDir, inst.clientId, o.group))
+          : new RemoteOffsetStore(host, o.group);
       await offsetStore.load();
       const c = new PushConsumer(host, o.group, o, subscriptions, offsetStore);
       await c.begin();
@@ -403,12 +444,24 @@ export class PushConsumer {
     // routes first, so the heartbeat reaches every broker serving the topics
     await Promise.all(this.subscriptions.topics().map((t) => this.host.fetchSubscribeQueues(t).catch(() => undefined)));
     await this.host.sendHeartbeatToAllBrokers();
-    if (this.orderlyService) node.spawn(this.names.consume, consumeOrderlyServiceMachine, { input: { service: this.orderlyService }, supervision: { strategy: "stop" } });
-    else node.spawn(this.names.consume, consumeServiceMachine, { input: { service: this.consumeService }, supervision: { strategy: "stop" } });
-    if (this.queueLocks) node.spawn(this.names.locks, queueLocksMachine, { input: { locks: this.queueLocks, intervalMs: this.opts.rebalanceLockIntervalMs }, supervision: { strategy: "stop" } });
+    if (this.orderlyService)
+      node.spawn(this.names.consume, consumeOrderlyServiceMachine, {
+        input: { service: this.orderlyService },
+        supervision: { strategy: "stop" },
+      });
+    else
+      node.spawn(this.names.consume, consumeServiceMachine, { input: { service: this.consumeService }, supervision: { strategy: "stop" } });
+    if (this.queueLocks)
+      node.spawn(this.names.locks, queueLocksMachine, {
+        input: { locks: this.queueLocks, intervalMs: this.opts.rebalanceLockIntervalMs },
+        supervision: { strategy: "stop" },
+      });
     node.spawn(this.names.pull, pullServiceMachine, { input: { service: this.pullService }, supervision: { strategy: "stop" } });
     await this.rebalancer.doRebalance();
-    node.spawn(this.names.rebalancer, rebalancerMachine, { input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs }, supervision: { strategy: "stop" } });
+    node.spawn(this.names.rebalancer, rebalancerMachine, {
+      input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs },
+      supervision: { strategy: "stop" },
+    });
     if (notified) this.rebalanceNow();
     this.persistTimer = setInterval(() => void this.persistOffsets(), this.opts.persistConsumerOffsetIntervalMs);
     this.persistTimer.unref();
@@ -437,7 +490,12 @@ export class PushConsumer {
 
   /** Per held queue: cached message count and bytes, the next pull offset (tests, tools). */
   processQueueStats(): { mq: MessageQueue; msgCount: number; msgSize: number; nextOffset: number }[] {
-    return [...this.held.values()].map((h) => ({ mq: { ...h.mq }, msgCount: h.pq.msgCount, msgSize: h.pq.msgSize, nextOffset: h.request.nextOffset }));
+    return [...this.held.values()].map((h) => ({
+      mq: { ...h.mq },
+      msgCount: h.pq.msgCount,
+      msgSize: h.pq.msgSize,
+      nextOffset: h.request.nextOffset,
+    }));
   }
 
   /** The process queue of a held queue (tests, tools). */

@@ -70,7 +70,9 @@ export class QueueLocks {
     this.stats.lockRequests++;
     const req: LockBatchRequest = { consumerGroup: this.deps.group, clientId: this.deps.host.clientId, mqSet: mqs };
     try {
-      const r = await this.deps.host.node.ref(addr, BrokerActor.LOCKS).ask<LockBatchReply>({ type: "LOCK_BATCH_MQ", ...req }, { timeoutMs });
+      const r = await this.deps.host.node
+        .ref(addr, BrokerActor.LOCKS)
+        .ask<LockBatchReply>({ type: "LOCK_BATCH_MQ", ...req }, { timeoutMs });
       const ok = Array.isArray(r.fields.lockOKMQSet) ? r.fields.lockOKMQSet : [];
       return new Set(ok.map(mqKey));
     } catch {
@@ -87,7 +89,7 @@ export class QueueLocks {
   async lock(mq: MessageQueue, pq?: ProcessQueue<MessageExt>, retryRebalance = false): Promise<boolean> {
     if (this.stopped) return false;
     const locked = await this.lockOnBroker(mq.brokerName, [mq], LOCK_REQUEST_TIMEOUT_MS);
-    const ok = locked !== null && locked.has(mqKey(mq));
+    const ok = locked?.has(mqKey(mq)) === true;
     if (pq && ok) {
       pq.locked = true;
       pq.lastLockTimestamp = Date.now();
@@ -109,7 +111,11 @@ export class QueueLocks {
     }
     await Promise.all(
       [...byBroker].map(async ([brokerName, qs]) => {
-        const locked = await this.lockOnBroker(brokerName, qs.map((q) => q.mq), LOCK_ALL_REQUEST_TIMEOUT_MS);
+        const locked = await this.lockOnBroker(
+          brokerName,
+          qs.map((q) => q.mq),
+          LOCK_ALL_REQUEST_TIMEOUT_MS,
+        );
         // no answer: keep what we believe; the lock's own expiry stops consumption if it lasts
         if (locked === null || this.stopped) return;
         const now = Date.now();

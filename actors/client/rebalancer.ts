@@ -13,13 +13,13 @@
  * {@link Rebalancer.doRebalance} is one round; {@link rebalancerMachine} is the actor that runs a
  * round at start, every 20 s and on demand (NOTIFY_CONSUMER_IDS_CHANGED), never two at once.
  */
-import { lazyClientLogger } from "../logger.ts";
+
 import { assign, fromPromise, setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
-  compareMessageQueue,
   type ConsumeFromWhere,
   ConsumptionActorFor,
+  compareMessageQueue,
   type GetConsumerListReply,
   MASTER_ID,
   type MessageModel,
@@ -28,7 +28,8 @@ import {
   type QueueOffsetRequest,
   type SearchOffsetRequest,
 } from "../../transport/protocol.ts";
-import { type AllocateOptions, type AllocateStrategy } from "./allocateStrategies.ts";
+import { lazyClientLogger } from "../logger.ts";
+import type { AllocateOptions, AllocateStrategy } from "./allocateStrategies.ts";
 import { waitForQueueListeners } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
@@ -152,7 +153,10 @@ export class Rebalancer {
       try {
         const r = await this.deps.host.node
           .ref(addr, ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP)
-          .ask<GetConsumerListReply>({ type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group }, { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS });
+          .ask<GetConsumerListReply>(
+            { type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group },
+            { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS },
+          );
         if (Array.isArray(r.fields.consumerIdList)) return [...r.fields.consumerIdList];
       } catch {
         // next broker
@@ -188,7 +192,12 @@ export class Rebalancer {
       offsetStore.removeOffset(mq);
       let offset: number;
       try {
-        offset = await computePullFromWhere(this.deps.consumeFromWhere, this.deps.consumeTimestamp, mq, this.deps.lockQueue ? this.lookups : this.takeOverLookups);
+        offset = await computePullFromWhere(
+          this.deps.consumeFromWhere,
+          this.deps.consumeTimestamp,
+          mq,
+          this.deps.lockQueue ? this.lookups : this.takeOverLookups,
+        );
       } catch {
         return;
       }
@@ -210,7 +219,17 @@ export class Rebalancer {
     }
     if (changed) this.deps.subscriptions.touch(topic);
     if (gained.length > 0 || lostQueues.length > 0) {
-      rebalanceLog().info({ group: this.deps.group, clientId: this.deps.host.clientId, topic, gained, lost: lostQueues, held: [...held.values()].filter((h) => h.mq.topic === topic).length }, "rebalance changed the assignment");
+      rebalanceLog().info(
+        {
+          group: this.deps.group,
+          clientId: this.deps.host.clientId,
+          topic,
+          gained,
+          lost: lostQueues,
+          held: [...held.values()].filter((h) => h.mq.topic === topic).length,
+        },
+        "rebalance changed the assignment",
+      );
     }
     return changed;
   }
@@ -241,7 +260,8 @@ export class Rebalancer {
   readonly lookups: PullFromWhereLookups = {
     readOffset: (mq) => this.deps.offsetStore.readOffset(mq, "READ_FROM_STORE"),
     maxOffset: (mq) => this.askOffset(mq, "GET_MAX_OFFSET", { topic: mq.topic, queueId: mq.queueId } satisfies QueueOffsetRequest),
-    searchOffset: (mq, timestamp) => this.askOffset(mq, "SEARCH_OFFSET_BY_TIMESTAMP", { topic: mq.topic, queueId: mq.queueId, timestamp } satisfies SearchOffsetRequest),
+    searchOffset: (mq, timestamp) =>
+      this.askOffset(mq, "SEARCH_OFFSET_BY_TIMESTAMP", { topic: mq.topic, queueId: mq.queueId, timestamp } satisfies SearchOffsetRequest),
   };
 
   /** The look-ups of a gained queue: the committed offset is read by a take-over (clustering). */
@@ -249,14 +269,18 @@ export class Rebalancer {
     ...this.lookups,
     readOffset: (mq) => {
       const store = this.deps.offsetStore;
-      return this.deps.model === "CLUSTERING" && store.takeOver ? store.takeOver(mq, this.deps.host.clientId) : store.readOffset(mq, "READ_FROM_STORE");
+      return this.deps.model === "CLUSTERING" && store.takeOver
+        ? store.takeOver(mq, this.deps.host.clientId)
+        : store.readOffset(mq, "READ_FROM_STORE");
     },
   };
 
   private async askOffset(mq: MessageQueue, type: "GET_MAX_OFFSET" | "SEARCH_OFFSET_BY_TIMESTAMP", fields: object): Promise<number> {
     const addr = this.deps.host.brokerAddress(mq.brokerName, MASTER_ID);
     if (!addr) return -1;
-    const r = await this.deps.host.node.ref(addr, ConsumptionActorFor[type]).ask<{ offset: number }>({ type, ...fields }, { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS });
+    const r = await this.deps.host.node
+      .ref(addr, ConsumptionActorFor[type])
+      .ask<{ offset: number }>({ type, ...fields }, { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS });
     return Number(r.fields.offset);
   }
 }

@@ -79,7 +79,12 @@ export class RouteCache {
     const prev = this.topics.get(topic);
     for (const bd of route.brokerDatas) this.brokerAddrs.set(bd.brokerName, { ...bd.brokerAddrs });
     if (prev && prev.key === key && prev.provisional === provisional) return false;
-    this.topics.set(topic, { route, key, provisional, publish: { topic, orderTopic: !!route.orderTopicConf, queues: publishQueuesOf(topic, route), route } });
+    this.topics.set(topic, {
+      route,
+      key,
+      provisional,
+      publish: { topic, orderTopic: !!route.orderTopicConf, queues: publishQueuesOf(topic, route), route },
+    });
     return true;
   }
 

@@ -3,7 +3,7 @@
  * send option: `(queues, msg, arg) => queue`.
  */
 import { javaStringHashCode } from "../../filter/javaHash.ts";
-import { MQError, type MessageQueue } from "../../transport/protocol.ts";
+import { type MessageQueue, MQError } from "../../transport/protocol.ts";
 
 /** Picks the queue a message goes to; `arg` is the send call's `arg` (e.g. an order id). */
 export type MessageQueueSelector = (queues: readonly MessageQueue[], msg: unknown, arg: unknown) => MessageQueue;

@@ -2,8 +2,8 @@
  * A consumer's subscription table (RocketMQ's `RebalanceImpl.subscriptionInner`): every topic the
  * user subscribed, parsed once at start, plus the group's retry topic in clustering mode.
  */
-import { parseSubscription, type SubscriptionExpression, SUB_ALL, tagStringMatches } from "../../filter/index.ts";
-import { checkTopic, MQError, type MessageModel, RETRY_GROUP_TOPIC_PREFIX, type SubscriptionData } from "../../transport/protocol.ts";
+import { parseSubscription, SUB_ALL, type SubscriptionExpression, tagStringMatches } from "../../filter/index.ts";
+import { checkTopic, type MessageModel, MQError, RETRY_GROUP_TOPIC_PREFIX, type SubscriptionData } from "../../transport/protocol.ts";
 
 /** The retry topic of a consumer group: `%RETRY%<group>`. */
 export function retryTopicOf(group: string): string {
@@ -21,7 +21,10 @@ export class SubscriptionTable {
   static build(group: string, subscriptions: Record<string, SubscriptionExpression>, model: MessageModel): SubscriptionTable {
     const t = new SubscriptionTable();
     if (!subscriptions || typeof subscriptions !== "object") {
-      throw new MQError("ILLEGAL_ARGUMENT", `Consumer group "${group}" needs subscriptions: { [topic]: "*" | "TagA || TagB" | { sql92 } }.`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Consumer group "${group}" needs subscriptions: { [topic]: "*" | "TagA || TagB" | { sql92 } }.`,
+      );
     }
     for (const [topic, expr] of Object.entries(subscriptions)) t.subscribe(topic, expr);
     if (model === "CLUSTERING") t.subscribe(retryTopicOf(group), SUB_ALL);

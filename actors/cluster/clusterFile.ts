@@ -55,7 +55,10 @@ export function readClusterFile(dir: string): ClusterFile {
   try {
     text = readFileSync(file, "utf8");
   } catch {
-    throw new MQError("ILLEGAL_ARGUMENT", `No cluster file at ${file}: start one with \`actormq cluster up --dir ${dir}\` or pass the right --dir.`);
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `No cluster file at ${file}: start one with \`actormq cluster up --dir ${dir}\` or pass the right --dir.`,
+    );
   }
   let cf: ClusterFile;
   try {
@@ -67,7 +70,8 @@ export function readClusterFile(dir: string): ClusterFile {
     throw new MQError("MALFORMED", `Cluster file ${file} is not a version ${CLUSTER_FILE_VERSION} actormq cluster file; fix or remove it.`);
   }
   for (const p of cf.processes) {
-    if (typeof p?.name !== "string" || typeof p.pid !== "number" || !Array.isArray(p.argv)) throw new MQError("MALFORMED", `Cluster file ${file} has a malformed process entry; fix or remove it.`);
+    if (typeof p?.name !== "string" || typeof p.pid !== "number" || !Array.isArray(p.argv))
+      throw new MQError("MALFORMED", `Cluster file ${file} has a malformed process entry; fix or remove it.`);
   }
   return cf;
 }

@@ -32,7 +32,9 @@ export function isRunning(p: ClusterProcess): boolean {
 /** What a process said last before it died: the last non-empty line of its log, its message when it is JSON. */
 export function lastLogLine(logFile: string): string {
   try {
-    const lines = readFileSync(logFile, "utf8").split("\n").filter((l) => l.trim().length > 0);
+    const lines = readFileSync(logFile, "utf8")
+      .split("\n")
+      .filter((l) => l.trim().length > 0);
     const last = lines.at(-1) ?? "";
     try {
       const j = JSON.parse(last) as { msg?: string; err?: { message?: string } };

@@ -1,7 +1,8 @@
 /** actors/cluster: multi-process clusters on one machine, their cluster file and process checks. */
-export { clusterUp, clusterStatus, clusterDown, clusterKill, clusterRestart, planCluster } from "./localProcessCluster.ts";
-export type { ClusterUpOptions, ClusterMemberStatus } from "./localProcessCluster.ts";
-export { readClusterFile, writeClusterFile, clusterFilePath, CLUSTER_FILE_NAME } from "./clusterFile.ts";
+
 export type { ClusterFile, ClusterProcess, ClusterRole } from "./clusterFile.ts";
-export { ACTORMQ_BIN, startProcess, stopPid, isRunning, lastLogLine } from "./clusterProcesses.ts";
-export { isOurProcess, isAlive, cmdlineOf } from "./processCheck.ts";
+export { CLUSTER_FILE_NAME, clusterFilePath, readClusterFile, writeClusterFile } from "./clusterFile.ts";
+export { ACTORMQ_BIN, isRunning, lastLogLine, startProcess, stopPid } from "./clusterProcesses.ts";
+export type { ClusterMemberStatus, ClusterUpOptions } from "./localProcessCluster.ts";
+export { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp, planCluster } from "./localProcessCluster.ts";
+export { cmdlineOf, isAlive, isOurProcess } from "./processCheck.ts";

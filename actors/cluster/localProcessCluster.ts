@@ -10,7 +10,14 @@ import os from "node:os";
 import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
 import { localBrokerName } from "../localCluster.ts";
-import { CLUSTER_FILE_VERSION, type ClusterFile, type ClusterProcess, clusterFilePath, readClusterFile, writeClusterFile } from "./clusterFile.ts";
+import {
+  CLUSTER_FILE_VERSION,
+  type ClusterFile,
+  type ClusterProcess,
+  clusterFilePath,
+  readClusterFile,
+  writeClusterFile,
+} from "./clusterFile.ts";
 import { ACTORMQ_BIN, DEFAULT_READY_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, isRunning, startProcess, stopPid } from "./clusterProcesses.ts";
 import { isAlive } from "./processCheck.ts";
 
@@ -66,8 +73,13 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
   const nsCount = opts.nameservers ?? 1;
   const masters = opts.brokers ?? 1;
   const slaves = opts.slaves ?? 0;
-  for (const [name, v, min] of [["--nameservers", nsCount, 1], ["--brokers", masters, 1], ["--slaves", slaves, 0]] as const) {
-    if (!Number.isInteger(v) || v < min || v > 64) throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer between ${min} and 64.`);
+  for (const [name, v, min] of [
+    ["--nameservers", nsCount, 1],
+    ["--brokers", masters, 1],
+    ["--slaves", slaves, 0],
+  ] as const) {
+    if (!Number.isInteger(v) || v < min || v > 64)
+      throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer between ${min} and 64.`);
   }
   if (opts.basePort !== undefined && (!Number.isInteger(opts.basePort) || opts.basePort < 1024 || opts.basePort > 65000)) {
     throw new MQError("ILLEGAL_ARGUMENT", "--base-port must be an integer between 1024 and 65000.");
@@ -78,15 +90,32 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
   let next = opts.basePort;
   const port = (): number | "*" => (next === undefined ? "*" : next++);
   const common = (p: ClusterProcess, argv: string[]): ClusterProcess => {
-    p.argv = [ACTORMQ_BIN, ...argv, "--ready-file", path.join(p.dir, "ready.json"), ...(opts.logLevel ? ["--log-level", opts.logLevel] : [])];
+    p.argv = [
+      ACTORMQ_BIN,
+      ...argv,
+      "--ready-file",
+      path.join(p.dir, "ready.json"),
+      ...(opts.logLevel ? ["--log-level", opts.logLevel] : []),
+    ];
     return p;
   };
-  if (adv && opts.basePort === undefined) throw new MQError("ILLEGAL_ARGUMENT", "--advertise-host needs --base-port: advertised addresses must name fixed ports.");
+  if (adv && opts.basePort === undefined)
+    throw new MQError("ILLEGAL_ARGUMENT", "--advertise-host needs --base-port: advertised addresses must name fixed ports.");
   const out: ClusterProcess[] = [];
   for (let i = 0; i < nsCount; i++) {
     const name = `namesrv-${i}`;
     const listen = endpoint(bind, port());
-    const p: ClusterProcess = { name, role: "nameserver", host: "localhost", listen, address: "", pid: 0, dir: path.join(dir, name), logFile: path.join(dir, name, `${name}.log`), argv: [] };
+    const p: ClusterProcess = {
+      name,
+      role: "nameserver",
+      host: "localhost",
+      listen,
+      address: "",
+      pid: 0,
+      dir: path.join(dir, name),
+      logFile: path.join(dir, name, `${name}.log`),
+      argv: [],
+    };
     out.push(common(p, ["nameserver", "--listen", listen, ...(adv ? ["--advertise", endpoint(adv, Number(portOf(listen)))] : [])]));
   }
   const flush = opts.flush ?? "sync";
@@ -100,13 +129,35 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
       const metrics = `${bind}:${mport === "*" ? 0 : mport}`;
       const pdir = path.join(dir, name);
       const p: ClusterProcess = {
-        name, role: s === 0 ? "master" : "slave", host: "localhost", brokerName, brokerId: s, listen, address: "", pid: 0, dir: pdir,
-        logFile: path.join(pdir, `${name}.log`), argv: [],
+        name,
+        role: s === 0 ? "master" : "slave",
+        host: "localhost",
+        brokerName,
+        brokerId: s,
+        listen,
+        address: "",
+        pid: 0,
+        dir: pdir,
+        logFile: path.join(pdir, `${name}.log`),
+        argv: [],
       };
       out.push(
         common(p, [
-          "broker", "--name", brokerName, "--broker-id", String(s), "--role", s === 0 ? masterRole : "SLAVE",
-          "--store", path.join(pdir, "store"), "--listen", listen, "--flush", flush, "--metrics-listen", metrics,
+          "broker",
+          "--name",
+          brokerName,
+          "--broker-id",
+          String(s),
+          "--role",
+          s === 0 ? masterRole : "SLAVE",
+          "--store",
+          path.join(pdir, "store"),
+          "--listen",
+          listen,
+          "--flush",
+          flush,
+          "--metrics-listen",
+          metrics,
           ...(adv ? ["--advertise", endpoint(adv, Number(portOf(listen)))] : []),
           // name servers and (for slaves) the master address are filled in once those are ready
         ]),
@@ -125,7 +176,10 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   if (existsSync(clusterFilePath(dir))) {
     const live = readClusterFile(dir).processes.filter((p) => isLocalHost(p.host) && isRunning(p));
     if (live.length > 0) {
-      throw new MQError("ILLEGAL_ARGUMENT", `A cluster is already running from ${clusterFilePath(dir)} (${live.map((p) => `${p.name} pid ${p.pid}`).join(", ")}): run \`actormq cluster down --dir ${opts.dir}\` first or use another --dir.`);
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `A cluster is already running from ${clusterFilePath(dir)} (${live.map((p) => `${p.name} pid ${p.pid}`).join(", ")}): run \`actormq cluster down --dir ${opts.dir}\` first or use another --dir.`,
+      );
     }
   }
   const plan = planCluster(opts);
@@ -167,7 +221,10 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
 /** Every process of the cluster file with its state (remote hosts are not checked). */
 export function clusterStatus(dir: string): { file: ClusterFile; members: ClusterMemberStatus[] } {
   const file = readClusterFile(dir);
-  const members = file.processes.map((p) => ({ ...p, state: !isLocalHost(p.host) ? ("remote" as const) : isRunning(p) ? ("running" as const) : ("dead" as const) }));
+  const members = file.processes.map((p) => ({
+    ...p,
+    state: !isLocalHost(p.host) ? ("remote" as const) : isRunning(p) ? ("running" as const) : ("dead" as const),
+  }));
   return { file, members };
 }
 
@@ -175,7 +232,10 @@ export function clusterStatus(dir: string): { file: ClusterFile; members: Cluste
  * Stops the cluster's processes (slaves, masters, then name servers) with SIGTERM, SIGKILL past
  * the timeout. Only pids that still are the processes the file names are signalled.
  */
-export async function clusterDown(dir: string, stopTimeoutMs = DEFAULT_STOP_TIMEOUT_MS): Promise<{ stopped: ClusterProcess[]; notRunning: ClusterProcess[] }> {
+export async function clusterDown(
+  dir: string,
+  stopTimeoutMs = DEFAULT_STOP_TIMEOUT_MS,
+): Promise<{ stopped: ClusterProcess[]; notRunning: ClusterProcess[] }> {
   const file = readClusterFile(dir);
   const order = { slave: 0, master: 1, nameserver: 2 } as const;
   const stopped: ClusterProcess[] = [];
@@ -198,7 +258,11 @@ export async function clusterDown(dir: string, stopTimeoutMs = DEFAULT_STOP_TIME
 
 function member(file: ClusterFile, name: string): ClusterProcess {
   const p = file.processes.find((x) => x.name === name);
-  if (!p) throw new MQError("ILLEGAL_ARGUMENT", `No process named "${name}" in the cluster; known: ${file.processes.map((x) => x.name).join(", ")}.`);
+  if (!p)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `No process named "${name}" in the cluster; known: ${file.processes.map((x) => x.name).join(", ")}.`,
+    );
   if (!isLocalHost(p.host)) throw new MQError("ILLEGAL_ARGUMENT", `${name} runs on ${p.host}, not on this machine: act on it there.`);
   return p;
 }
@@ -208,7 +272,10 @@ export async function clusterKill(dir: string, name: string): Promise<ClusterPro
   const file = readClusterFile(dir);
   const p = member(file, name);
   if (!isRunning(p)) {
-    throw new MQError("ILLEGAL_ARGUMENT", `${name} (pid ${p.pid}) is not running${isAlive(p.pid) ? " (the pid now belongs to another process)" : ""}; \`actormq cluster restart ${name}\` starts it again.`);
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `${name} (pid ${p.pid}) is not running${isAlive(p.pid) ? " (the pid now belongs to another process)" : ""}; \`actormq cluster restart ${name}\` starts it again.`,
+    );
   }
   await stopPid(p.pid, 0, "SIGKILL");
   return p;

@@ -4,8 +4,9 @@
  * admin requests RocketMQ's tools use; assignment is read from the rebalancers' inspected state.
  * Every part that cannot be read is reported in `errors`, never thrown.
  */
-import type { ActorNode } from "../runtime/index.ts";
+
 import { BrokerActor, type ClusterInfo, type ConsumeStatsReply, type TopicConfigTable } from "../../transport/protocol.ts";
+import type { ActorNode } from "../runtime/index.ts";
 
 /** Queues asked for their max offset per broker, at most. @default 256 */
 export const MAX_QUEUES_PER_BROKER = 256;
@@ -83,7 +84,13 @@ export function assignmentsFromContext(nodeId: string, context: unknown): Assign
             const key = `${q.topic}@${q.brokerName ?? ""}@${q.queueId}`;
             if (!seen.has(key)) {
               seen.add(key);
-              out.push({ nodeId, group, topic: q.topic, brokerName: typeof q.brokerName === "string" ? q.brokerName : undefined, queueId: q.queueId });
+              out.push({
+                nodeId,
+                group,
+                topic: q.topic,
+                brokerName: typeof q.brokerName === "string" ? q.brokerName : undefined,
+                queueId: q.queueId,
+              });
             }
             continue;
           }
@@ -139,12 +146,20 @@ export function wireClusterSource(deps: WireClusterSourceDeps): ClusterSource {
       const info = await ask<ClusterInfo>(ns, "namesrv", { type: "GET_BROKER_CLUSTER_INFO" });
       for (const bd of Object.values(info?.brokerAddrTable ?? {})) {
         for (const [id, address] of Object.entries(bd.brokerAddrs ?? {})) {
-          brokerTable.set(`${bd.brokerName}:${id}`, { brokerName: bd.brokerName, brokerId: Number(id), cluster: bd.cluster, address, reachable: true });
+          brokerTable.set(`${bd.brokerName}:${id}`, {
+            brokerName: bd.brokerName,
+            brokerId: Number(id),
+            cluster: bd.cluster,
+            address,
+            reachable: true,
+          });
         }
       }
       if (info) break;
     }
-    view.brokers = [...brokerTable.values()].sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : a.brokerId - b.brokerId));
+    view.brokers = [...brokerTable.values()].sort((a, b) =>
+      a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : a.brokerId - b.brokerId,
+    );
     const topics = new Map<string, ClusterTopic>();
     const groups = new Map<string, ClusterGroup>();
     for (const b of view.brokers.filter((x) => x.brokerId === 0)) {
@@ -160,27 +175,46 @@ export function wireClusterSource(deps: WireClusterSourceDeps): ClusterSource {
         for (let q = 0; q < cfg.readQueueNums; q++) {
           const queue: ClusterQueue = { brokerName: b.brokerName, queueId: q };
           if (asked++ < MAX_QUEUES_PER_BROKER) {
-            const r = await ask<{ offset: number }>(b.address, BrokerActor.OFFSETS, { type: "GET_MAX_OFFSET", topic: cfg.topicName, queueId: q });
+            const r = await ask<{ offset: number }>(b.address, BrokerActor.OFFSETS, {
+              type: "GET_MAX_OFFSET",
+              topic: cfg.topicName,
+              queueId: q,
+            });
             if (r && typeof r.offset === "number") queue.maxOffset = r.offset;
           }
           t.queues.push(queue);
         }
       }
-      const sg = await ask<{ subscriptionGroupTable: Record<string, unknown> }>(b.address, BrokerActor.BROKER, { type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG" });
+      const sg = await ask<{ subscriptionGroupTable: Record<string, unknown> }>(b.address, BrokerActor.BROKER, {
+        type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+      });
       for (const group of Object.keys(sg?.subscriptionGroupTable ?? {})) {
         const cs = await ask<ConsumeStatsReply>(b.address, BrokerActor.OFFSETS, { type: "GET_CONSUME_STATS", consumerGroup: group });
         if (!cs) continue;
         let g = groups.get(group);
         if (!g) groups.set(group, (g = { group, queues: [] }));
         for (const q of cs.offsetTable ?? []) {
-          g.queues.push({ topic: q.topic, brokerName: q.brokerName, queueId: q.queueId, brokerOffset: q.brokerOffset, consumerOffset: q.consumerOffset, lag: Math.max(0, q.brokerOffset - Math.max(0, q.consumerOffset)) });
+          g.queues.push({
+            topic: q.topic,
+            brokerName: q.brokerName,
+            queueId: q.queueId,
+            brokerOffset: q.brokerOffset,
+            consumerOffset: q.consumerOffset,
+            lag: Math.max(0, q.brokerOffset - Math.max(0, q.consumerOffset)),
+          });
         }
       }
     }
     const assigned = deps.assignments();
     for (const g of groups.values()) {
       for (const q of g.queues) {
-        const a = assigned.find((x) => (x.group === undefined || x.group === g.group) && x.topic === q.topic && x.queueId === q.queueId && (x.brokerName === undefined || x.brokerName === q.brokerName));
+        const a = assigned.find(
+          (x) =>
+            (x.group === undefined || x.group === g.group) &&
+            x.topic === q.topic &&
+            x.queueId === q.queueId &&
+            (x.brokerName === undefined || x.brokerName === q.brokerName),
+        );
         if (a) q.assignedTo = a.nodeId;
       }
     }

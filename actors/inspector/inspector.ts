@@ -7,7 +7,13 @@
 import { MQError } from "../../transport/protocol.ts";
 import { ActorNode, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
-import { DEFAULT_PROBE_FAILURES_BEFORE_GONE, DEFAULT_PUSH_INTERVAL_MS, defaultInspectorOptions, type InspectorOptions, parseListen } from "./inspectorOptions.ts";
+import {
+  DEFAULT_PROBE_FAILURES_BEFORE_GONE,
+  DEFAULT_PUSH_INTERVAL_MS,
+  defaultInspectorOptions,
+  type InspectorOptions,
+  parseListen,
+} from "./inspectorOptions.ts";
 import { type InspectorStats, PageServer } from "./pageServer.ts";
 import { ProcessTree } from "./processTree.ts";
 import { checkRecord } from "./recordCheck.ts";
@@ -65,7 +71,8 @@ export class Inspector {
   static async start(options: InspectorOptions = {}): Promise<Inspector> {
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
-    if (!Number.isInteger(opts.capacity) || opts.capacity < 1) throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
+    if (!Number.isInteger(opts.capacity) || opts.capacity < 1)
+      throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
     const collector = await InspectionCollector.start({ bind: opts.collectorBind, capacity: 0 });
     let client: ActorNode | undefined;
     let insp: Inspector | undefined;
@@ -77,7 +84,9 @@ export class Inspector {
     } catch (e) {
       await collector.close();
       await client?.close();
-      throw e instanceof MQError ? e : new MQError("ILLEGAL_ARGUMENT", `Cannot serve the inspector on ${opts.listen}: ${(e as Error).message}.`, { cause: e });
+      throw e instanceof MQError
+        ? e
+        : new MQError("ILLEGAL_ARGUMENT", `Cannot serve the inspector on ${opts.listen}: ${(e as Error).message}.`, { cause: e });
     }
     if (!opts.collectOnFirstView) await insp.activate();
     return insp;
@@ -116,7 +125,10 @@ export class Inspector {
   /** Inspects a node of this process directly. */
   attach(node: ActorNode): void {
     if (this.localNodes.has(node) || this.closing) return;
-    this.localNodes.set(node, node.inspect((r) => this.ingest(r)));
+    this.localNodes.set(
+      node,
+      node.inspect((r) => this.ingest(r)),
+    );
     if (node.address) this.tree.setAddress(node.nodeId, node.address);
   }
 
@@ -254,7 +266,15 @@ export class Inspector {
           const g = definitionToGraph(def);
           if (g) charts[machineId] = (await this.chart("", machineId)) ?? (await renderStatechart(g));
         }
-        return { format: TIMELINE_FORMAT, version: TIMELINE_FORMAT_VERSION, exportedAt: Date.now(), stats: this.stats(), nodes: this.tree.view(), charts, entries: this.buffer.since(0) };
+        return {
+          format: TIMELINE_FORMAT,
+          version: TIMELINE_FORMAT_VERSION,
+          exportedAt: Date.now(),
+          stats: this.stats(),
+          nodes: this.tree.view(),
+          charts,
+          entries: this.buffer.since(0),
+        };
       },
     };
   }

@@ -1,6 +1,7 @@
 /** Options of {@link Inspector.start} and their defaults. */
-import type { ActorNode } from "../runtime/index.ts";
+
 import { MQError } from "../../transport/protocol.ts";
+import type { ActorNode } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
 import { DEFAULT_TIMELINE_CAPACITY } from "./timelineBuffer.ts";
@@ -69,7 +70,10 @@ export function parseListen(listen: string, allowRemote: boolean): { host: strin
   const port = Number(m[2]);
   if (port > 65535) throw new MQError("ILLEGAL_ARGUMENT", `Bad port in inspector listen address "${listen}": use 0..65535.`);
   if (!allowRemote && !LOOPBACK.has(host) && !LOOPBACK.has(m[1]!)) {
-    throw new MQError("ILLEGAL_ARGUMENT", `The inspector serves on loopback only; "${host}" is not loopback. Pass allowRemote: true (CLI: actormq inspect --allow-remote, actormq start --inspector-allow-remote) to serve on it deliberately.`);
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `The inspector serves on loopback only; "${host}" is not loopback. Pass allowRemote: true (CLI: actormq inspect --allow-remote, actormq start --inspector-allow-remote) to serve on it deliberately.`,
+    );
   }
   return { host, port };
 }

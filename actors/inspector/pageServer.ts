@@ -141,7 +141,8 @@ export class PageServer {
       case "/api/chart":
       case "/api/chart.svg": {
         const chart = await this.data.chart(url.searchParams.get("node") ?? "", url.searchParams.get("machine") ?? "");
-        if (!chart) return this.send(res, 404, "text/plain", "No machine definition for this actor (not a state machine, or not announced yet).");
+        if (!chart)
+          return this.send(res, 404, "text/plain", "No machine definition for this actor (not a state machine, or not announced yet).");
         if (url.pathname === "/api/chart.svg") {
           res.setHeader("content-disposition", `attachment; filename="${chart.machineId.replace(/[^\w.-]/g, "_")}.svg"`);
           return this.send(res, 200, "image/svg+xml", chart.svg);
@@ -151,7 +152,10 @@ export class PageServer {
       case "/api/cluster":
         return this.json(res, await this.data.cluster());
       case "/api/export": {
-        res.setHeader("content-disposition", `attachment; filename="actormq-timeline-${new Date().toISOString().replace(/[:.]/g, "-")}.json"`);
+        res.setHeader(
+          "content-disposition",
+          `attachment; filename="actormq-timeline-${new Date().toISOString().replace(/[:.]/g, "-")}.json"`,
+        );
         return this.json(res, await this.data.exportTimeline());
       }
       case "/api/stream":
@@ -182,7 +186,12 @@ export class PageServer {
   }
 
   private send(res: http.ServerResponse, status: number, type: string, body: string | Buffer): void {
-    res.writeHead(status, { "content-type": type, "cache-control": "no-store", "x-content-type-options": "nosniff", "content-security-policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:" });
+    res.writeHead(status, {
+      "content-type": type,
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      "content-security-policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:",
+    });
     res.end(body);
   }
 }

@@ -131,7 +131,8 @@ export class ProcessTree {
         a.status = r.status;
         if (r.value !== undefined) a.value = r.value;
         if (r.error) a.lastError = r.error;
-        if (REBALANCER.test(r.actorName) && r.context !== undefined) this.rebalancerContexts.set(a.key, { nodeId: r.nodeId, context: r.context });
+        if (REBALANCER.test(r.actorName) && r.context !== undefined)
+          this.rebalancerContexts.set(a.key, { nodeId: r.nodeId, context: r.context });
       }
     } else if (r.kind === "failure") {
       a.failures++;
@@ -197,9 +198,21 @@ export class ProcessTree {
     const order: Record<NodeRole, number> = { nameserver: 0, broker: 1, client: 2 };
     const out: NodeView[] = [];
     for (const n of this.nodes.values()) {
-      const actors = [...n.actors.values()].map((a) => ({ ...a, hasChart: a.machineId !== undefined && this.definition(n.nodeId, a.machineId) !== undefined }));
+      const actors = [...n.actors.values()].map((a) => ({
+        ...a,
+        hasChart: a.machineId !== undefined && this.definition(n.nodeId, a.machineId) !== undefined,
+      }));
       actors.sort((x, y) => (x.actorName < y.actorName ? -1 : x.actorName > y.actorName ? 1 : 0));
-      out.push({ nodeId: n.nodeId, role: roleOf(n.actors.keys()), address: n.address, status: n.status, lastSeen: n.lastSeen, goneAt: n.goneAt, records: n.records, actors });
+      out.push({
+        nodeId: n.nodeId,
+        role: roleOf(n.actors.keys()),
+        address: n.address,
+        status: n.status,
+        lastSeen: n.lastSeen,
+        goneAt: n.goneAt,
+        records: n.records,
+        actors,
+      });
     }
     out.sort((x, y) => order[x.role] - order[y.role] || (x.nodeId < y.nodeId ? -1 : 1));
     return out;
@@ -207,7 +220,8 @@ export class ProcessTree {
 
   private node(nodeId: string): NodeState {
     let n = this.nodes.get(nodeId);
-    if (!n) this.nodes.set(nodeId, (n = { nodeId, status: "alive", lastSeen: Date.now(), records: 0, actors: new Map(), bySession: new Map() }));
+    if (!n)
+      this.nodes.set(nodeId, (n = { nodeId, status: "alive", lastSeen: Date.now(), records: 0, actors: new Map(), bySession: new Map() }));
     return n;
   }
 

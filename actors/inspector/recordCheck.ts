@@ -57,7 +57,9 @@ export function redactBodies(v: unknown, depth = 0): unknown {
 }
 
 function isSizeSummary(x: unknown): boolean {
-  return typeof x === "object" && x !== null && !Array.isArray(x) && Object.keys(x).every((k) => k === "bytes" || k === "chars" || k === "items");
+  return (
+    typeof x === "object" && x !== null && !Array.isArray(x) && Object.keys(x).every((k) => k === "bytes" || k === "chars" || k === "items")
+  );
 }
 
 function sizeSummary(x: unknown): unknown {
@@ -73,11 +75,14 @@ export function checkRecord(r: unknown, maxBytes = DEFAULT_MAX_RECORD_BYTES): Ch
   const o = r as Record<string, unknown>;
   if (typeof o.kind !== "string" || !KINDS.has(o.kind)) return { ok: false, reason: "malformed" };
   if (typeof o.nodeId !== "string" || o.nodeId.length === 0 || o.nodeId.length > 256) return { ok: false, reason: "malformed" };
-  if (typeof o.actorName !== "string" || o.actorName.length > 1024 || typeof o.sessionId !== "string" || typeof o.time !== "number") return { ok: false, reason: "malformed" };
+  if (typeof o.actorName !== "string" || o.actorName.length > 1024 || typeof o.sessionId !== "string" || typeof o.time !== "number")
+    return { ok: false, reason: "malformed" };
   if (o.kind === "event" && typeof o.type !== "string") return { ok: false, reason: "malformed" };
   if (o.kind === "snapshot" && typeof o.status !== "string") return { ok: false, reason: "malformed" };
   if (estimateSize(r, maxBytes) > maxBytes) return { ok: false, reason: "oversized" };
-  if (o.kind === "event") return { ok: true, record: { ...(o as unknown as InspectionRecord), payload: redactBodies(o.payload) } as InspectionRecord };
-  if (o.kind === "snapshot") return { ok: true, record: { ...(o as unknown as InspectionRecord), context: redactBodies(o.context) } as InspectionRecord };
+  if (o.kind === "event")
+    return { ok: true, record: { ...(o as unknown as InspectionRecord), payload: redactBodies(o.payload) } as InspectionRecord };
+  if (o.kind === "snapshot")
+    return { ok: true, record: { ...(o as unknown as InspectionRecord), context: redactBodies(o.context) } as InspectionRecord };
   return { ok: true, record: o as unknown as InspectionRecord };
 }

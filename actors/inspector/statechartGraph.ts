@@ -121,7 +121,15 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
           invokes.push(name);
           invokeNames.set(i.id, name);
         }
-      const s: ChartState = { id, key, path: parent ? `${parent.path}.${key}` : key, type, parent: parent?.id, initial: initialTargets.has(id), invokes };
+      const s: ChartState = {
+        id,
+        key,
+        path: parent ? `${parent.path}.${key}` : key,
+        type,
+        parent: parent?.id,
+        initial: initialTargets.has(id),
+        invokes,
+      };
       states.push(s);
       if (Array.isArray(child.transitions)) pending.push({ source: id, raw: child.transitions });
       const init = isObject(child.initial) ? new Set(targetIds(child.initial.target)) : new Set<string>();

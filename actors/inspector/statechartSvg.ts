@@ -58,7 +58,11 @@ export function toElkGraph(g: StatechartGraph): ElkNode {
     const n: ElkNode = { id: s.id, children: [] };
     if (children.has(s.id)) {
       const label = stateSize(s);
-      n.layoutOptions = { "elk.padding": `[top=${COMPOUND_TOP + (label.height - LINE_H - 2 * PAD)},left=${PAD},bottom=${PAD},right=${PAD}]`, "elk.nodeSize.minimum": `(${label.width}, ${label.height})`, "elk.nodeSize.constraints": "MINIMUM_SIZE" };
+      n.layoutOptions = {
+        "elk.padding": `[top=${COMPOUND_TOP + (label.height - LINE_H - 2 * PAD)},left=${PAD},bottom=${PAD},right=${PAD}]`,
+        "elk.nodeSize.minimum": `(${label.width}, ${label.height})`,
+        "elk.nodeSize.constraints": "MINIMUM_SIZE",
+      };
     } else Object.assign(n, stateSize(s));
     nodes.set(s.id, n);
   }
@@ -67,7 +71,12 @@ export function toElkGraph(g: StatechartGraph): ElkNode {
     (parent ?? root).children!.push(nodes.get(s.id)!);
   }
   for (const t of g.transitions) {
-    const e: ElkExtendedEdge = { id: t.id, sources: [t.source], targets: t.targets, labels: [{ text: t.label, width: t.label.length * CHAR_W + 6, height: LINE_H }] };
+    const e: ElkExtendedEdge = {
+      id: t.id,
+      sources: [t.source],
+      targets: t.targets,
+      labels: [{ text: t.label, width: t.label.length * CHAR_W + 6, height: LINE_H }],
+    };
     root.edges!.push(e);
   }
   return root;
@@ -98,7 +107,11 @@ export async function renderStatechart(g: StatechartGraph): Promise<RenderedChar
       const tx = compound ? b.x + PAD : b.x + b.w / 2;
       const anchor = compound ? "start" : "middle";
       const lines = [`<text class="state-name" x="${tx}" y="${b.y + PAD + 12}" text-anchor="${anchor}">${esc(s.key)}</text>`];
-      s.invokes.forEach((inv, i) => lines.push(`<text class="state-invoke" x="${tx}" y="${b.y + PAD + 12 + (i + 1) * LINE_H}" text-anchor="${anchor}">invoke ${esc(inv)}</text>`));
+      for (const [i, inv] of s.invokes.entries()) {
+        lines.push(
+          `<text class="state-invoke" x="${tx}" y="${b.y + PAD + 12 + (i + 1) * LINE_H}" text-anchor="${anchor}">invoke ${esc(inv)}</text>`,
+        );
+      }
       parts.push(
         `<g class="${cls}" data-state="${esc(s.id)}"><title>${esc(s.id)}</title><rect x="${b.x}" y="${b.y}" width="${b.w}" height="${b.h}" rx="6"/>${lines.join("")}</g>`,
       );
@@ -119,7 +132,10 @@ export async function renderStatechart(g: StatechartGraph): Promise<RenderedChar
       })
       .join(" ");
     const label = (e.labels ?? [])[0];
-    const labelSvg = label && label.x !== undefined ? `<text class="transition-label" x="${(label.x + o.x + 3).toFixed(1)}" y="${(label.y! + o.y + 12).toFixed(1)}">${esc(t.label)}</text>` : "";
+    const labelSvg =
+      label && label.x !== undefined
+        ? `<text class="transition-label" x="${(label.x + o.x + 3).toFixed(1)}" y="${(label.y! + o.y + 12).toFixed(1)}">${esc(t.label)}</text>`
+        : "";
     parts.push(
       `<g class="transition" data-transition="${t.id}" data-source="${esc(t.source)}" data-event="${esc(t.event)}"><path d="${d}" marker-end="url(#arrow)"/>${labelSvg}</g>`,
     );

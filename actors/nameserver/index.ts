@@ -1,6 +1,7 @@
 /** actors/nameserver: the route registry. */
-export { NameServer, DEFAULT_NAMESRV_LISTEN } from "./nameServer.ts";
+
 export type { NameServerOptions } from "./nameServer.ts";
-export { namesrvMachine, DEFAULT_SCAN_INTERVAL_MS } from "./namesrvMachine.ts";
-export type { NamesrvEvent, NamesrvContext, NamesrvInput } from "./namesrvMachine.ts";
-export { RouteTable, DEFAULT_BROKER_EXPIRED_MS } from "./routeTable.ts";
+export { DEFAULT_NAMESRV_LISTEN, NameServer } from "./nameServer.ts";
+export type { NamesrvContext, NamesrvEvent, NamesrvInput } from "./namesrvMachine.ts";
+export { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
+export { DEFAULT_BROKER_EXPIRED_MS, RouteTable } from "./routeTable.ts";

@@ -2,9 +2,10 @@
  * `NameServer.start(...)`: an ActorNode hosting the `namesrv` actor. Stateless: brokers register
  * with every name server; any number may run.
  */
+
+import { NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { createLogger, defaultLogLevel, type Logger } from "../logger.ts";
 import { ActorNode } from "../runtime/index.ts";
-import { MQError, NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
 
 export const DEFAULT_NAMESRV_LISTEN = "tcp://127.0.0.1:9876";
@@ -20,7 +21,6 @@ export interface NameServerOptions {
   /** pino level. @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
 }
-
 
 /** A running name server. */
 export class NameServer {

@@ -3,12 +3,8 @@
  * stopped registering (scan every 5 s, RocketMQ's `scanNotActiveBroker`).
  */
 import { setup } from "xstate";
+import { MQError, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
-import {
-  MQError,
-  type RegisterBrokerRequest,
-  type UnregisterBrokerRequest,
-} from "../../transport/protocol.ts";
 import { RouteTable } from "./routeTable.ts";
 
 /** How often expired brokers are looked for (RocketMQ's `scanNotActiveBrokerInterval`). */
@@ -52,12 +48,14 @@ function answer(reply: Replier | undefined, fn: () => object | undefined): void 
 }
 
 function requireString(v: unknown, name: string): string {
-  if (typeof v !== "string" || v.length === 0) throw new MQError("INVALID_PARAMETER", `The request has no "${name}"; send it as a non-empty string.`);
+  if (typeof v !== "string" || v.length === 0)
+    throw new MQError("INVALID_PARAMETER", `The request has no "${name}"; send it as a non-empty string.`);
   return v;
 }
 
 function requireBrokerId(v: unknown): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw new MQError("INVALID_PARAMETER", "The request's brokerId must be an integer >= 0 (0 = master).");
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0)
+    throw new MQError("INVALID_PARAMETER", "The request's brokerId must be an integer >= 0 (0 = master).");
   return v;
 }
 
@@ -112,7 +110,9 @@ export const namesrvMachine = setup({
     clusterInfo: ({ context, event }) => answer(event.reply, () => context.table.clusterInfo()),
     topicList: ({ context, event }) => answer(event.reply, () => ({ topicList: context.table.topicList() })),
     unsupported: ({ event }) => {
-      (event as Asked).reply?.fail(new MQError("REQUEST_CODE_NOT_SUPPORTED", `The name server does not handle ${(event as { type: string }).type}.`));
+      (event as Asked).reply?.fail(
+        new MQError("REQUEST_CODE_NOT_SUPPORTED", `The name server does not handle ${(event as { type: string }).type}.`),
+      );
     },
     scanNotActiveBrokers: ({ context }) => {
       const dropped = context.table.scanNotActiveBrokers(context.now());

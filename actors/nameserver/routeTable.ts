@@ -112,7 +112,10 @@ export class RouteTable {
   getRoute(topic: string): TopicRouteData {
     const byBroker = this.topicQueueTable.get(topic);
     if (!byBroker || byBroker.size === 0) {
-      throw new MQError("TOPIC_NOT_EXIST", `No route info of topic "${topic}": create it (Admin.createTopic) or enable autoCreateTopic on a broker.`);
+      throw new MQError(
+        "TOPIC_NOT_EXIST",
+        `No route info of topic "${topic}": create it (Admin.createTopic) or enable autoCreateTopic on a broker.`,
+      );
     }
     const queueDatas: QueueData[] = [];
     const brokerDatas: BrokerData[] = [];

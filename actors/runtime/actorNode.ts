@@ -6,11 +6,11 @@
 import { EventEmitter } from "node:events";
 import type { AnyActorLogic } from "xstate";
 import * as zmq from "zeromq";
-import { encode, type Link, ZmqNode, type ZmqNodeOptions, type TransportStats } from "../../transport/index.ts";
+import { encode, type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
 import { MQError, RequestCode } from "../../transport/protocol.ts";
 import { InspectionHub, type InspectionListener, type InspectionRecord } from "./inspection.ts";
-import { LinkOrigin, LocalRef, type Ref, type RefHost, type Replier, RemoteRef, type WireEvent, WireReplier } from "./refs.ts";
-import { type ActorFailure, HostedActor, type Supervision, defaultSupervision } from "./supervision.ts";
+import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
+import { type ActorFailure, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
 
 /** Options of {@link ActorNode.start}; see docs/internals.md §3. */
 export type ActorNodeOptions = ZmqNodeOptions;
@@ -53,7 +53,9 @@ export class ActorNode implements RefHost {
   private constructor(transport: ZmqNode) {
     this.transport = transport;
     this.hub = new InspectionHub(transport.nodeId, () => this.roots());
-    transport.onRequest((link, code, corrId, target, sender, event, body) => this.onRemote(link, code, corrId, target, sender, event, body));
+    transport.onRequest((link, code, corrId, target, sender, event, body) =>
+      this.onRemote(link, code, corrId, target, sender, event, body),
+    );
   }
 
   /** Starts a node: binds its ROUTER when `listen` is set. */
@@ -75,7 +77,8 @@ export class ActorNode implements RefHost {
     if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; cannot spawn ${name}.`);
     if (typeof name !== "string" || name.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "An actor needs a non-empty name.");
     const prev = this.hosted.get(name);
-    if (prev && prev.status !== "stopped") throw new MQError("ILLEGAL_ARGUMENT", `An actor named ${name} already runs on ${this.nodeId}; stop it or choose another name.`);
+    if (prev && prev.status !== "stopped")
+      throw new MQError("ILLEGAL_ARGUMENT", `An actor named ${name} already runs on ${this.nodeId}; stop it or choose another name.`);
     const h = new HostedActor(
       name,
       logic,
@@ -139,7 +142,9 @@ export class ActorNode implements RefHost {
       pub.connect(endpoint);
     } catch (e) {
       pub.close();
-      throw new MQError("ILLEGAL_ARGUMENT", `Cannot connect the inspection stream to "${endpoint}": ${(e as Error).message}.`, { cause: e });
+      throw new MQError("ILLEGAL_ARGUMENT", `Cannot connect the inspection stream to "${endpoint}": ${(e as Error).message}.`, {
+        cause: e,
+      });
     }
     let queue: Buffer[] = [];
     let sending = false;
@@ -247,13 +252,26 @@ export class ActorNode implements RefHost {
     }
     const status = h.actor.getSnapshot().status;
     if (status !== "active") {
-      replier?.fail(new MQError("SYSTEM_ERROR", `The actor ${name} on ${this.nodeId} has ${status === "done" ? "finished" : "stopped"}; no further events are processed.`));
+      replier?.fail(
+        new MQError(
+          "SYSTEM_ERROR",
+          `The actor ${name} on ${this.nodeId} has ${status === "done" ? "finished" : "stopped"}; no further events are processed.`,
+        ),
+      );
       return;
     }
     h.actor.send(ev);
   }
 
-  private onRemote(link: Link, code: number, corrId: number, target: string, sender: string, event: WireEvent, body: Buffer | undefined): void {
+  private onRemote(
+    link: Link,
+    code: number,
+    corrId: number,
+    target: string,
+    sender: string,
+    event: WireEvent,
+    body: Buffer | undefined,
+  ): void {
     const t = this.transport;
     const replier = corrId > 0 ? new WireReplier(t, link, corrId) : undefined;
     if (code === RequestCode.INSPECT_SUBSCRIBE) {

@@ -180,13 +180,25 @@ export class InspectionHub {
     this.names.set(actor.sessionId, name);
     this.emitActor(actor, undefined);
     this.emitSnapshot(actor, actor.getSnapshot(), undefined);
-    this.attached.set(actor, actor.system.inspect((ev: InspectionEvent) => this.onInspection(ev)));
+    this.attached.set(
+      actor,
+      actor.system.inspect((ev: InspectionEvent) => this.onInspection(ev)),
+    );
   }
 
   /** Reports a supervision failure. */
   failure(name: string, sessionId: string, action: "restart" | "stop", error: unknown, restarts: number): void {
     if (!this.active) return;
-    this.emit({ nodeId: this.nodeId, actorName: name, sessionId, time: Date.now(), kind: "failure", action, error: error instanceof Error ? error.message : String(error), restarts });
+    this.emit({
+      nodeId: this.nodeId,
+      actorName: name,
+      sessionId,
+      time: Date.now(),
+      kind: "failure",
+      action,
+      error: error instanceof Error ? error.message : String(error),
+      restarts,
+    });
   }
 
   /** Sends the latest definition and snapshot of every known actor to `fn` (a new subscriber). */
@@ -250,7 +262,15 @@ export class InspectionHub {
       b.pending = undefined;
       if (ref === undefined) continue;
       if (b.dropped > 0) {
-        this.emitOnly({ nodeId: this.nodeId, actorName: this.nameOf(ref), sessionId: ref.sessionId, time: now, kind: "event", type: INSPECTION_DROPPED_EVENT, payload: { events: b.dropped, sinceMs: now - b.droppedSince } });
+        this.emitOnly({
+          nodeId: this.nodeId,
+          actorName: this.nameOf(ref),
+          sessionId: ref.sessionId,
+          time: now,
+          kind: "event",
+          type: INSPECTION_DROPPED_EVENT,
+          payload: { events: b.dropped, sinceMs: now - b.droppedSince },
+        });
       }
       b.dropped = 0;
       b.droppedSince = now;
@@ -283,7 +303,16 @@ export class InspectionHub {
         this.queueFlush(b);
         return;
       }
-      this.emit({ nodeId: this.nodeId, actorName: this.nameOf(ref), sessionId: ref.sessionId, time: Date.now(), kind: "event", type: String(e.type), sourceSessionId: ev.sourceRef?.sessionId, payload: summarize(e) });
+      this.emit({
+        nodeId: this.nodeId,
+        actorName: this.nameOf(ref),
+        sessionId: ref.sessionId,
+        time: Date.now(),
+        kind: "event",
+        type: String(e.type),
+        sourceSessionId: ev.sourceRef?.sessionId,
+        payload: summarize(e),
+      });
     } else if (ev.type === "@xstate.snapshot") {
       const eventType = (ev.event as { type?: string })?.type;
       const status = (ev.snapshot as { status?: string }).status;
@@ -304,7 +333,15 @@ export class InspectionHub {
 
   private emitActor(actor: AnyActorRef, parent: AnyActorRef | undefined): void {
     const logic = (actor as unknown as { logic?: unknown }).logic;
-    const rec: ActorRecord = { nodeId: this.nodeId, actorName: this.nameOf(actor), sessionId: actor.sessionId, time: Date.now(), kind: "actor", parentSessionId: parent?.sessionId, machineId: (logic as { id?: string })?.id };
+    const rec: ActorRecord = {
+      nodeId: this.nodeId,
+      actorName: this.nameOf(actor),
+      sessionId: actor.sessionId,
+      time: Date.now(),
+      kind: "actor",
+      parentSessionId: parent?.sessionId,
+      machineId: (logic as { id?: string })?.id,
+    };
     const prev = this.latest.get(actor.sessionId);
     this.latest.set(actor.sessionId, { actor: rec, logic, snapshot: prev?.snapshot });
     const first = logic !== null && typeof logic === "object" && !this.definitionSent.has(logic as object);
@@ -317,7 +354,17 @@ export class InspectionHub {
 
   private emitSnapshot(actor: AnyActorRef, snap: unknown, eventType: string | undefined): void {
     const s = snap as { status?: string; value?: unknown; context?: unknown; error?: unknown } | undefined;
-    const rec: SnapshotRecord = { nodeId: this.nodeId, actorName: this.nameOf(actor), sessionId: actor.sessionId, time: Date.now(), kind: "snapshot", status: String(s?.status ?? "active"), value: summarize(s?.value), context: summarize(s?.context), eventType };
+    const rec: SnapshotRecord = {
+      nodeId: this.nodeId,
+      actorName: this.nameOf(actor),
+      sessionId: actor.sessionId,
+      time: Date.now(),
+      kind: "snapshot",
+      status: String(s?.status ?? "active"),
+      value: summarize(s?.value),
+      context: summarize(s?.context),
+      eventType,
+    };
     if (s?.status === "error") rec.error = s.error instanceof Error ? s.error.message : String(s.error);
     const l = this.latest.get(actor.sessionId);
     if (l) {

@@ -2,8 +2,8 @@
 import { readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { Command } from "commander";
 import cliProgress from "cli-progress";
+import type { Command } from "commander";
 import type { BenchOptions, BenchResult } from "../../bench/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fail, formatTable } from "../common.ts";
@@ -32,15 +32,23 @@ export function addBenchCommand(program: Command): void {
     .option("--json", "print the result as one JSON line")
     .action(async (name: string, args: string[], f: { quick?: boolean; json?: boolean }) => {
       const workloads = benchWorkloads();
-      if (!workloads.includes(name)) fail(new MQError("ILLEGAL_ARGUMENT", `Unknown workload "${name}": choose one of ${workloads.join(", ")}.`));
+      if (!workloads.includes(name))
+        fail(new MQError("ILLEGAL_ARGUMENT", `Unknown workload "${name}": choose one of ${workloads.join(", ")}.`));
       let result: BenchResult;
       // workloads report no progress of their own, so the bar shows elapsed time while one runs
-      const bar = f.json ? null : new cliProgress.SingleBar({ format: `bench ${name} {bar} {duration_formatted}`, stream: process.stderr }, cliProgress.Presets.shades_classic);
+      const bar = f.json
+        ? null
+        : new cliProgress.SingleBar(
+            { format: `bench ${name} {bar} {duration_formatted}`, stream: process.stderr },
+            cliProgress.Presets.shades_classic,
+          );
       bar?.start(100, 0);
       const t0 = Date.now();
       const tick = setInterval(() => bar?.update(Math.min(99, Math.round((Date.now() - t0) / 1000)) % 100), 1000);
       try {
-        const mod = (await import(pathToFileURL(path.join(BENCH_DIR, `${name}.ts`)).href)) as { default: (o: BenchOptions) => Promise<BenchResult> };
+        const mod = (await import(pathToFileURL(path.join(BENCH_DIR, `${name}.ts`)).href)) as {
+          default: (o: BenchOptions) => Promise<BenchResult>;
+        };
         result = await mod.default({ quick: !!f.quick, verbose: false, args });
       } catch (e) {
         clearInterval(tick);
@@ -54,7 +62,12 @@ export function addBenchCommand(program: Command): void {
         process.stdout.write(`${JSON.stringify(result)}\n`);
       } else {
         const keys = [...new Set([...Object.keys(result.metrics), ...Object.keys(result.baseline), ...Object.keys(result.ratio)])];
-        const rows = keys.map((k) => [k, k in result.metrics ? fmt(result.metrics[k]!) : "-", k in result.baseline ? fmt(result.baseline[k]!) : "-", k in result.ratio ? fmt(result.ratio[k]!) : "-"]);
+        const rows = keys.map((k) => [
+          k,
+          k in result.metrics ? fmt(result.metrics[k]!) : "-",
+          k in result.baseline ? fmt(result.baseline[k]!) : "-",
+          k in result.ratio ? fmt(result.ratio[k]!) : "-",
+        ]);
         process.stdout.write(`${result.workload}\n${formatTable(["METRIC", "VALUE", "BASELINE", "RATIO"], rows)}`);
         for (const n of result.notes ?? []) process.stdout.write(`note: ${n}\n`);
       }

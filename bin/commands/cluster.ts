@@ -1,8 +1,9 @@
 /** `actormq cluster up|status|down|kill|restart`: a multi-process cluster on this machine (actors/cluster). */
-import { type Command, Option } from "commander";
+
 import cliProgress from "cli-progress";
-import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
+import { type Command, Option } from "commander";
 import type { ClusterProcess } from "../../actors/cluster/index.ts";
+import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
 const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
@@ -37,20 +38,39 @@ export function addClusterCommands(program: Command): void {
     .option("--advertise-host <host>", "address others use, when it differs from --bind-host (needs --base-port)")
     .addOption(new Option("--flush <mode>", "brokers' flush mode").choices(["sync", "async"]).default("sync"))
     .addOption(logLevelOption())
-    .action((f: { nameservers: number; brokers: number; slaves: number; dir: string; basePort?: number; bindHost: string; advertiseHost?: string; flush: "sync" | "async"; logLevel?: string }) =>
-      run(async () => {
-        const total = f.nameservers + f.brokers * (1 + f.slaves);
-        const bar = new cliProgress.SingleBar({ format: "starting {bar} {value}/{total} {name}", stream: process.stderr, noTTYOutput: false }, cliProgress.Presets.shades_classic);
-        bar.start(total, 0, { name: "" });
-        let cf;
-        try {
-          cf = await clusterUp({ ...f, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
-        } finally {
-          bar.stop();
-        }
-        process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "DIR"], cf.processes.map((p) => memberRow(p))));
-        process.stdout.write(`cluster file ${f.dir}/cluster.json; clients use --namesrv ${cf.nameservers.join(",")}\n`);
-      }),
+    .action(
+      (f: {
+        nameservers: number;
+        brokers: number;
+        slaves: number;
+        dir: string;
+        basePort?: number;
+        bindHost: string;
+        advertiseHost?: string;
+        flush: "sync" | "async";
+        logLevel?: string;
+      }) =>
+        run(async () => {
+          const total = f.nameservers + f.brokers * (1 + f.slaves);
+          const bar = new cliProgress.SingleBar(
+            { format: "starting {bar} {value}/{total} {name}", stream: process.stderr, noTTYOutput: false },
+            cliProgress.Presets.shades_classic,
+          );
+          bar.start(total, 0, { name: "" });
+          let cf: Awaited<ReturnType<typeof clusterUp>>;
+          try {
+            cf = await clusterUp({ ...f, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
+          } finally {
+            bar.stop();
+          }
+          process.stdout.write(
+            formatTable(
+              ["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "DIR"],
+              cf.processes.map((p) => memberRow(p)),
+            ),
+          );
+          process.stdout.write(`cluster file ${f.dir}/cluster.json; clients use --namesrv ${cf.nameservers.join(",")}\n`);
+        }),
     );
 
   cluster
@@ -64,7 +84,10 @@ export function addClusterCommands(program: Command): void {
         const dead = members.filter((m) => m.state === "dead");
         if (dead.length > 0) {
           // after `cluster down` every process is dead: starting them one by one is not the way back
-          const hint = dead.length === members.length ? `\`actormq cluster up --dir ${f.dir}\` starts the cluster again` : "`actormq cluster restart <name>` starts one again";
+          const hint =
+            dead.length === members.length
+              ? `\`actormq cluster up --dir ${f.dir}\` starts the cluster again`
+              : "`actormq cluster restart <name>` starts one again";
           process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; ${hint}\n`);
           process.exit(3);
         }
@@ -78,7 +101,9 @@ export function addClusterCommands(program: Command): void {
     .action((f: { dir: string }) =>
       run(async () => {
         const { stopped, notRunning } = await clusterDown(f.dir);
-        process.stdout.write(`stopped ${stopped.length} process(es)${stopped.length ? `: ${stopped.map((p) => p.name).join(", ")}` : ""}\n`);
+        process.stdout.write(
+          `stopped ${stopped.length} process(es)${stopped.length ? `: ${stopped.map((p) => p.name).join(", ")}` : ""}\n`,
+        );
         if (notRunning.length > 0) process.stdout.write(`already not running: ${notRunning.map((p) => p.name).join(", ")}\n`);
       }),
     );

@@ -39,14 +39,22 @@ export function addInspectCommand(program: Command): void {
     .command("inspect")
     .description("Serve the visual debugger (statecharts, timeline, cluster view) for a running cluster until Ctrl-C.")
     .option("--cluster <file>", "cluster file written by `actormq cluster up` (<dir>/cluster.json, or the directory)")
-    .option("--collect <addresses>", "more node endpoints to collect from, comma-separated (name servers, brokers, listening clients)", listArg)
+    .option(
+      "--collect <addresses>",
+      "more node endpoints to collect from, comma-separated (name servers, brokers, listening clients)",
+      listArg,
+    )
     .option("--listen <host:port>", "address of the web page (port 0 = any free port)", DEFAULT_INSPECTOR_LISTEN)
     .option("--allow-remote", "serve the page on a non-loopback --listen address (anyone reaching it sees actor states)", false)
     .option("--collector-bind <endpoint>", "ZeroMQ endpoint processes publish their inspection to", "tcp://127.0.0.1:*")
     .action(async (f: InspectFlags) => {
       try {
         const collect = [...(f.cluster ? clusterAddresses(f.cluster) : []), ...(f.collect ?? [])];
-        if (collect.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "Nothing to inspect: pass --cluster <dir>/cluster.json (from `actormq cluster up`) or --collect <endpoints>.");
+        if (collect.length === 0)
+          throw new MQError(
+            "ILLEGAL_ARGUMENT",
+            "Nothing to inspect: pass --cluster <dir>/cluster.json (from `actormq cluster up`) or --collect <endpoints>.",
+          );
         const insp = await Inspector.start({ listen: f.listen, allowRemote: f.allowRemote, collect, collectorBind: f.collectorBind });
         process.stdout.write(
           `actormq inspector ${insp.url}\n  collecting   ${collect.join(", ")}\n  collector    ${insp.collectorEndpoint} (clients: ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\nPress Ctrl-C to stop.\n`,

@@ -28,14 +28,16 @@ export function addMessageCommand(program: Command): void {
       onExit(() => admin.close());
       let found: MessageExt[];
       if (f.key) {
-        if (!admin.queryMessageByKey) throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message query by key yet.");
+        if (!admin.queryMessageByKey)
+          throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message query by key yet.");
         found = await admin.queryMessageByKey(f.topic!, f.key);
       } else {
         if (!admin.viewMessage) throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message lookup by id yet.");
         const m = await admin.viewMessage(f.id!);
         found = m ? [m] : [];
       }
-      if (found.length === 0) throw new MQError("QUERY_NOT_FOUND", `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}`}.`);
+      if (found.length === 0)
+        throw new MQError("QUERY_NOT_FOUND", `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}`}.`);
       for (const m of found) process.stdout.write(`${formatMessage(m)}\n`);
     }),
   );

@@ -36,7 +36,12 @@ export function addProgressCommands(program: Command): void {
       const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
       const rows = await admin.resetOffsetByTimestamp(f.group, f.topic, f.time);
-      process.stdout.write(formatTable(["TOPIC", "BROKER", "QUEUE", "NEW_OFFSET"], rows.map((r) => [r.topic, r.brokerName, r.queueId, r.offset])));
+      process.stdout.write(
+        formatTable(
+          ["TOPIC", "BROKER", "QUEUE", "NEW_OFFSET"],
+          rows.map((r) => [r.topic, r.brokerName, r.queueId, r.offset]),
+        ),
+      );
     }),
   );
 }

@@ -9,9 +9,9 @@ import path from "node:path";
 import { type Command, Option } from "commander";
 import { Broker } from "../../actors/broker/broker.ts";
 import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
-import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
+import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { fail, intArg, listArg, logLevelOption, runUntilSignal } from "../common.ts";
 
 /** Default store root of `actormq start`. */
@@ -75,10 +75,20 @@ function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): 
     .option("--store <dir>", storeHelp, storeDefault)
     .option("--listen <endpoint>", "endpoint to bind (port * = any free port)", DEFAULT_BROKER_LISTEN)
     .option("--advertise <endpoint>", "endpoint name servers and clients should use, when it differs from --listen (NAT, 0.0.0.0)")
-    .addOption(new Option("--flush <mode>", "sync: acknowledge after fdatasync (group commit); async: RocketMQ's ASYNC_FLUSH").choices(["sync", "async"]).default("sync"))
+    .addOption(
+      new Option("--flush <mode>", "sync: acknowledge after fdatasync (group commit); async: RocketMQ's ASYNC_FLUSH")
+        .choices(["sync", "async"])
+        .default("sync"),
+    )
     .option("--cluster <name>", "cluster name", "DefaultCluster")
     .option("--broker-id <id>", "0 = master, > 0 = slave", intArg, 0)
-    .addOption(new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices(["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]))
+    .addOption(
+      new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices([
+        "ASYNC_MASTER",
+        "SYNC_MASTER",
+        "SLAVE",
+      ]),
+    )
     .option("--master-address <endpoint>", "a slave's master endpoint")
     .option("--no-auto-create-topic", "refuse sends to topics not created beforehand")
     .option("--default-queue-nums <n>", "queues of an auto-created topic", intArg, DEFAULT_QUEUE_NUMS)
@@ -99,37 +109,44 @@ export function addServerCommands(program: Command): void {
       .option("--no-inspector", "do not serve the visual debugger"),
     DEFAULT_DATA_DIR,
     "data directory; the broker's store is <dir>/<brokerName>",
-  ).action(async (f: BrokerFlags & { namesrvListen: string; inspector: boolean; inspectorListen: string; inspectorAllowRemote: boolean }) => {
-    let ns: NameServer | undefined;
-    let broker: Broker | undefined;
-    try {
-      ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel });
-      const storeDir = path.resolve(f.store, f.name);
-      broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
-      // collects only once the page is opened: an unwatched inspector costs the broker nothing
-      const insp = f.inspector
-        ? await Inspector.start({ listen: f.inspectorListen, allowRemote: f.inspectorAllowRemote, nodes: [ns.node, broker.ctx.node], collectOnFirstView: true })
-        : undefined;
-      process.stdout.write(
-        `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
-          (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
-          (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
-          `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
-      );
-      writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
-      const nsRef = ns;
-      const brokerRef = broker;
-      runUntilSignal(async () => {
-        await insp?.close();
-        await brokerRef.close();
-        await nsRef.close();
-      });
-    } catch (e) {
-      await broker?.close().catch(() => {});
-      await ns?.close().catch(() => {});
-      fail(e);
-    }
-  });
+  ).action(
+    async (f: BrokerFlags & { namesrvListen: string; inspector: boolean; inspectorListen: string; inspectorAllowRemote: boolean }) => {
+      let ns: NameServer | undefined;
+      let broker: Broker | undefined;
+      try {
+        ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel });
+        const storeDir = path.resolve(f.store, f.name);
+        broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
+        // collects only once the page is opened: an unwatched inspector costs the broker nothing
+        const insp = f.inspector
+          ? await Inspector.start({
+              listen: f.inspectorListen,
+              allowRemote: f.inspectorAllowRemote,
+              nodes: [ns.node, broker.ctx.node],
+              collectOnFirstView: true,
+            })
+          : undefined;
+        process.stdout.write(
+          `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
+            (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
+            (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
+            `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
+        );
+        writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
+        const nsRef = ns;
+        const brokerRef = broker;
+        runUntilSignal(async () => {
+          await insp?.close();
+          await brokerRef.close();
+          await nsRef.close();
+        });
+      } catch (e) {
+        await broker?.close().catch(() => {});
+        await ns?.close().catch(() => {});
+        fail(e);
+      }
+    },
+  );
 
   program
     .command("nameserver")

@@ -23,7 +23,14 @@ export function addTopicCommands(program: Command): void {
     runClient(async (onExit) => {
       const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
-      const configs = await admin.createTopic({ topic: name, brokers: f.brokers, readQueueNums: f.queues, writeQueueNums: f.queues, perm: Number(f.perm), order: !!f.order });
+      const configs = await admin.createTopic({
+        topic: name,
+        brokers: f.brokers,
+        readQueueNums: f.queues,
+        writeQueueNums: f.queues,
+        perm: Number(f.perm),
+        order: !!f.order,
+      });
       process.stdout.write(`topic ${name} created on ${configs.length} broker(s) with ${f.queues} queue(s) each\n`);
     }),
   );
@@ -37,7 +44,9 @@ export function addTopicCommands(program: Command): void {
     }),
   );
 
-  clientCommand(topic.command("route").description("Show which brokers and queues serve a topic.").argument("<topic>", "topic name")).action((name: string, f: ClientFlags) =>
+  clientCommand(
+    topic.command("route").description("Show which brokers and queues serve a topic.").argument("<topic>", "topic name"),
+  ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
@@ -46,7 +55,14 @@ export function addTopicCommands(program: Command): void {
       for (const bd of [...route.brokerDatas].sort((a, b) => a.brokerName.localeCompare(b.brokerName))) {
         const q = route.queueDatas.find((x) => x.brokerName === bd.brokerName);
         for (const [id, addr] of Object.entries(bd.brokerAddrs).sort()) {
-          rows.push([bd.brokerName, id === "0" ? "master" : `slave ${id}`, addr, q?.readQueueNums ?? 0, q?.writeQueueNums ?? 0, q?.perm ?? 0]);
+          rows.push([
+            bd.brokerName,
+            id === "0" ? "master" : `slave ${id}`,
+            addr,
+            q?.readQueueNums ?? 0,
+            q?.writeQueueNums ?? 0,
+            q?.perm ?? 0,
+          ]);
         }
       }
       process.stdout.write(formatTable(["BROKER", "ROLE", "ADDRESS", "READ", "WRITE", "PERM"], rows));

@@ -25,17 +25,28 @@ const GRAMMAR_HINT =
  */
 export function compileSql92(expr: string): Sql92Predicate {
   if (typeof expr !== "string" || expr.trim().length === 0) {
-    throw new MQError("SUBSCRIPTION_PARSE_FAILED", `The SQL92 selector is empty: give an expression such as "a > 5 AND b = 'x'". ${GRAMMAR_HINT}`);
+    throw new MQError(
+      "SUBSCRIPTION_PARSE_FAILED",
+      `The SQL92 selector is empty: give an expression such as "a > 5 AND b = 'x'". ${GRAMMAR_HINT}`,
+    );
   }
   let root: ReturnType<typeof parseSelector>;
   try {
     root = parseSelector(expr);
   } catch (e) {
     if (e instanceof SelectorSyntaxError) {
-      throw new MQError("SUBSCRIPTION_PARSE_FAILED", `Invalid SQL92 selector "${expr}": ${e.message} (at character ${e.pos + 1}). ${GRAMMAR_HINT}`, { cause: e });
+      throw new MQError(
+        "SUBSCRIPTION_PARSE_FAILED",
+        `Invalid SQL92 selector "${expr}": ${e.message} (at character ${e.pos + 1}). ${GRAMMAR_HINT}`,
+        { cause: e },
+      );
     }
     // e.g. a stack overflow on absurdly deep nesting
-    throw new MQError("SUBSCRIPTION_PARSE_FAILED", `Invalid SQL92 selector "${expr}": ${(e as Error)?.message ?? String(e)}. ${GRAMMAR_HINT}`, { cause: e });
+    throw new MQError(
+      "SUBSCRIPTION_PARSE_FAILED",
+      `Invalid SQL92 selector "${expr}": ${(e as Error)?.message ?? String(e)}. ${GRAMMAR_HINT}`,
+      { cause: e },
+    );
   }
   const ev = root.ev;
   return (props) => {

@@ -5,10 +5,34 @@
  */
 
 export type TokenKind =
-  | "NOT" | "AND" | "OR" | "BETWEEN" | "IN" | "TRUE" | "FALSE" | "NULL" | "IS"
-  | "CONTAINS" | "STARTSWITH" | "ENDSWITH" | "NOW"
-  | "DECIMAL" | "FLOAT" | "STRING" | "ID"
-  | "=" | "<>" | ">" | ">=" | "<" | "<=" | "(" | ")" | "," | "+" | "-"
+  | "NOT"
+  | "AND"
+  | "OR"
+  | "BETWEEN"
+  | "IN"
+  | "TRUE"
+  | "FALSE"
+  | "NULL"
+  | "IS"
+  | "CONTAINS"
+  | "STARTSWITH"
+  | "ENDSWITH"
+  | "NOW"
+  | "DECIMAL"
+  | "FLOAT"
+  | "STRING"
+  | "ID"
+  | "="
+  | "<>"
+  | ">"
+  | ">="
+  | "<"
+  | "<="
+  | "("
+  | ")"
+  | ","
+  | "+"
+  | "-"
   | "EOF";
 
 export interface Token {
@@ -20,7 +44,19 @@ export interface Token {
 }
 
 const KEYWORDS = new Set<TokenKind>([
-  "NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "CONTAINS", "STARTSWITH", "ENDSWITH", "NOW",
+  "NOT",
+  "AND",
+  "OR",
+  "BETWEEN",
+  "IN",
+  "TRUE",
+  "FALSE",
+  "NULL",
+  "IS",
+  "CONTAINS",
+  "STARTSWITH",
+  "ENDSWITH",
+  "NOW",
 ]);
 
 const WHITESPACE = /[ \t\n\r\f]+/y;
@@ -33,7 +69,10 @@ const IDENT = /[a-zA-Z_$][a-zA-Z0-9_$]*/y;
 
 /** A lexical or syntax error at a position of the selector. */
 export class SelectorSyntaxError extends Error {
-  constructor(message: string, readonly pos: number) {
+  constructor(
+    message: string,
+    readonly pos: number,
+  ) {
     super(message);
   }
 }
@@ -68,7 +107,8 @@ export function tokenize(text: string): Token[] {
     }
     if (c === "'") {
       const s = matchAt(STRING, text, pos);
-      if (s === null) throw new SelectorSyntaxError("unterminated string literal (strings are quoted with ' and a quote inside is written '')", pos);
+      if (s === null)
+        throw new SelectorSyntaxError("unterminated string literal (strings are quoted with ' and a quote inside is written '')", pos);
       tokens.push({ kind: "STRING", image: s, pos });
       pos += s.length;
       continue;

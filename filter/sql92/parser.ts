@@ -8,10 +8,8 @@
  * difference: RocketMQ's grammar stops at the first token that cannot continue the expression and
  * silently ignores the rest (`a = 1 b = 2` means `a = 1`); here trailing tokens are an error.
  */
-import { type Token, type TokenKind, SelectorSyntaxError, tokenize } from "./lexer.ts";
-import {
-  compareDouble, compareValues, JDouble, JInt, JLong, type JValue, parseJavaDouble, SelectorEvalError, toJValue,
-} from "./values.ts";
+import { SelectorSyntaxError, type Token, type TokenKind, tokenize } from "./lexer.ts";
+import { compareDouble, compareValues, JDouble, JInt, JLong, type JValue, parseJavaDouble, SelectorEvalError, toJValue } from "./values.ts";
 
 /** The property map a selector is evaluated on (values are strings on the wire). */
 export type SelectorProperties = Readonly<Record<string, unknown>>;
@@ -166,8 +164,7 @@ type Ordering = ">" | ">=" | "<" | "<=";
 function ordered(l: Node, r: Node, op: Ordering, pos: number): Node {
   checkLessThanOperand(l, pos);
   checkLessThanOperand(r, pos);
-  const holds: (c: number) => boolean =
-    op === ">" ? (c) => c > 0 : op === ">=" ? (c) => c >= 0 : op === "<" ? (c) => c < 0 : (c) => c <= 0;
+  const holds: (c: number) => boolean = op === ">" ? (c) => c > 0 : op === ">=" ? (c) => c >= 0 : op === "<" ? (c) => c < 0 : (c) => c <= 0;
   return {
     kind: "bool",
     text: `(${l.text} ${op} ${r.text})`,
@@ -273,7 +270,8 @@ function floatLiteral(image: string, pos: number): Node {
   const v = Number(image);
   if (v > Number.MAX_VALUE) fail(`floating-point literal ${image} is greater than ${Number.MAX_VALUE}`, pos);
   // RocketMQ rejects literals below Double.MIN_VALUE, which includes 0.0: write 0 instead.
-  if (v < Number.MIN_VALUE) fail(`floating-point literal ${image} is less than ${Number.MIN_VALUE} (write an integer 0 instead of 0.0)`, pos);
+  if (v < Number.MIN_VALUE)
+    fail(`floating-point literal ${image} is less than ${Number.MIN_VALUE} (write an integer 0 instead of 0.0)`, pos);
   return constNode(new JDouble(v), image);
 }
 

@@ -14,7 +14,13 @@ test("startLocalCluster runs a name server and two brokers; Admin.createTopic re
     assert.deepEqual(info.clusterAddrTable, { DefaultCluster: ["broker-a", "broker-b"] });
     await admin.createTopic({ topic: "Everywhere", readQueueNums: 2, writeQueueNums: 2 });
     const route = await admin.topicRoute("Everywhere");
-    assert.deepEqual(route.queueDatas.map((q) => [q.brokerName, q.writeQueueNums]), [["broker-a", 2], ["broker-b", 2]]);
+    assert.deepEqual(
+      route.queueDatas.map((q) => [q.brokerName, q.writeQueueNums]),
+      [
+        ["broker-a", 2],
+        ["broker-b", 2],
+      ],
+    );
     assert.ok((await admin.topicList()).includes("Everywhere"));
     const brokers = new Set<string>();
     for (let i = 0; i < 8; i++) brokers.add((await producer.send({ topic: "Everywhere", body: `m${i}` })).queue.brokerName);

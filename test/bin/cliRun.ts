@@ -13,7 +13,11 @@ export interface CliResult {
 }
 
 /** Runs the command to completion; `input` is written to stdin. */
-export function cli(args: string[], opts: { env?: Record<string, string>; input?: string; cwd?: string } = {}, command?: string): Promise<CliResult> {
+export function cli(
+  args: string[],
+  opts: { env?: Record<string, string>; input?: string; cwd?: string } = {},
+  command?: string,
+): Promise<CliResult> {
   // with `command` the args are its own (e.g. `ip netns exec ... node bin ...`)
   const child = spawn(command ?? process.execPath, command ? args : [bin, ...args], {
     cwd: opts.cwd ?? root,

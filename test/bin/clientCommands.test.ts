@@ -45,14 +45,24 @@ test("send from args and stdin, consume --from first --count, progress and reset
   await cli(["topic", "create", "CliFlow", "--queues", "1"], { env });
   const s1 = await cli(["send", "--topic", "CliFlow", "--keys", "k1", "--count", "2", "alpha"], { env });
   assert.equal(s1.code, 0, s1.err);
-  assert.equal(s1.out.trim().split("\n").filter((l) => l.startsWith("SEND_OK")).length, 2);
+  assert.equal(
+    s1.out
+      .trim()
+      .split("\n")
+      .filter((l) => l.startsWith("SEND_OK")).length,
+    2,
+  );
   const s2 = await cli(["send", "--topic", "CliFlow", "--tags", "T"], { env, input: "beta\ngamma\n" });
   assert.equal(s2.code, 0, s2.err);
   assert.equal(s2.out.trim().split("\n").length, 2);
 
   const c = await cli(["consume", "--topic", "CliFlow", "--group", "cli-g", "--from", "first", "--count", "4"], { env });
   assert.equal(c.code, 0, c.err);
-  const bodies = c.out.trim().split("\n").map((l) => l.split(" ").at(-1)).sort();
+  const bodies = c.out
+    .trim()
+    .split("\n")
+    .map((l) => l.split(" ").at(-1))
+    .sort();
   assert.deepEqual(bodies, ["alpha", "alpha", "beta", "gamma"]);
 
   const p = await cli(["progress", "--group", "cli-g"], { env });
@@ -65,7 +75,13 @@ test("send from args and stdin, consume --from first --count, progress and reset
 
   const r = await cli(["reset-offset", "--group", "cli-g", "--topic", "CliFlow", "--time", "2000-01-01T00:00:00Z"], { env });
   assert.equal(r.code, 0, r.err);
-  assert.deepEqual(r.out.split("\n").filter((l) => l.startsWith("CliFlow")).map((l) => l.trim().split(/\s+/)[3]), ["0", "0"]);
+  assert.deepEqual(
+    r.out
+      .split("\n")
+      .filter((l) => l.startsWith("CliFlow"))
+      .map((l) => l.trim().split(/\s+/)[3]),
+    ["0", "0"],
+  );
 });
 
 test("bad input: malformed time, unknown flag, malformed --from, --tag with --sql: one line, non-zero", async () => {
@@ -90,7 +106,11 @@ test("consume --count leaves the messages past the count to the group: none sent
   await cli(["topic", "create", "CliCount", "--queues", "1", "--brokers", "broker-a"], { env });
   const s = await cli(["send", "--topic", "CliCount", "-q", "m1", "m2", "m3", "m4", "m5", "m6"], { env });
   assert.equal(s.code, 0, s.err);
-  const bodies = (out: string) => out.trim().split("\n").map((l) => l.split(" ").at(-1));
+  const bodies = (out: string) =>
+    out
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" ").at(-1));
   const first = await cli(["consume", "--topic", "CliCount", "--group", "cli-count", "--from", "first", "--count", "2"], { env });
   assert.equal(first.code, 0, first.err);
   assert.deepEqual(bodies(first.out), ["m1", "m2"]);
@@ -105,7 +125,11 @@ test("consume --count leaves the messages past the count to the group: none sent
 
 test("client commands without a reachable name server fail with one line instead of waiting", async () => {
   const noNamesrv = { ACTORMQ_NAMESRV: "tcp://127.0.0.1:1" };
-  const runs = [["consume", "--topic", "T", "--count", "1"], ["send", "--topic", "T", "x"], ["topic", "list"]];
+  const runs = [
+    ["consume", "--topic", "T", "--count", "1"],
+    ["send", "--topic", "T", "x"],
+    ["topic", "list"],
+  ];
   const results = await Promise.all(runs.map((args) => cli(args, { env: noNamesrv })));
   for (const [i, r] of results.entries()) {
     const args = runs[i]!;

@@ -18,7 +18,11 @@ interface Running {
 }
 
 function run(args: string[], cwd: string): Running {
-  const child = spawn(process.execPath, [bin, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" } });
+  const child = spawn(process.execPath, [bin, ...args], {
+    cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+  });
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
@@ -37,27 +41,51 @@ async function state(url: string): Promise<StateView> {
 
 test("start serves the inspector; inspect --cluster collects a cluster's processes; clients publish with ACTORMQ_INSPECTOR", async () => {
   const { dir, cleanup } = await tempDir("actormq-inspect-cli-");
-  const s = run(["start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", path.join(dir, "data"), "--flush", "async"], dir);
+  const s = run(
+    [
+      "start",
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--store",
+      path.join(dir, "data"),
+      "--flush",
+      "async",
+    ],
+    dir,
+  );
   let insp: Running | undefined;
   try {
     await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
-    const m = /name server\s+(\S+)\n\s+broker\s+\S+ (\S+)[^\n]*\n\s+inspector\s+(http:\/\/127\.0\.0\.1:\d+\/) \(clients publish with ACTORMQ_INSPECTOR=(\S+)\)/.exec(s.out());
+    const m =
+      /name server\s+(\S+)\n\s+broker\s+\S+ (\S+)[^\n]*\n\s+inspector\s+(http:\/\/127\.0\.0\.1:\d+\/) \(clients publish with ACTORMQ_INSPECTOR=(\S+)\)/.exec(
+        s.out(),
+      );
     assert.ok(m, s.out());
     const [, ns, broker, url, collector] = m;
     // served at once, collecting from the first view on
     const page = await fetch(url!);
     assert.equal(page.status, 200);
     assert.match(await page.text(), /<html/i);
-    const started = await waitFor(async () => {
-      const v = await state(url!);
-      return v.nodes.some((n) => n.role === "broker") && v.nodes.some((n) => n.role === "nameserver") ? v : undefined;
-    }, 10_000, "name server and broker in the start inspector's tree");
+    const started = await waitFor(
+      async () => {
+        const v = await state(url!);
+        return v.nodes.some((n) => n.role === "broker") && v.nodes.some((n) => n.role === "nameserver") ? v : undefined;
+      },
+      10_000,
+      "name server and broker in the start inspector's tree",
+    );
     assert.ok(started.stats.received > 0);
 
     // a client process publishes its actors to the collector named in ACTORMQ_INSPECTOR
     const sent = await cli(["send", "--namesrv", ns!, "--topic", "InspCli", "hello"], { env: { ACTORMQ_INSPECTOR: collector! } });
     assert.equal(sent.code, 0, sent.err);
-    await waitFor(async () => (await state(url!)).nodes.some((n) => n.role === "client"), 10_000, "the send command's client process in the tree");
+    await waitFor(
+      async () => (await state(url!)).nodes.some((n) => n.role === "client"),
+      10_000,
+      "the send command's client process in the tree",
+    );
 
     // a cluster file naming the same processes: actormq inspect collects each of them
     const cf = {
@@ -66,7 +94,19 @@ test("start serves the inspector; inspect --cluster collects a cluster's process
       nameservers: [ns],
       processes: [
         { name: "namesrv-0", role: "nameserver", host: "localhost", listen: ns, address: ns, pid: s.child.pid, dir, logFile: "", argv: [] },
-        { name: "broker-a", role: "master", host: "localhost", brokerName: "broker-a", brokerId: 0, listen: broker, address: broker, pid: s.child.pid, dir, logFile: "", argv: [] },
+        {
+          name: "broker-a",
+          role: "master",
+          host: "localhost",
+          brokerName: "broker-a",
+          brokerId: 0,
+          listen: broker,
+          address: broker,
+          pid: s.child.pid,
+          dir,
+          logFile: "",
+          argv: [],
+        },
       ],
     };
     writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
@@ -75,10 +115,14 @@ test("start serves the inspector; inspect --cluster collects a cluster's process
     const iu = /actormq inspector (http:\/\/127\.0\.0\.1:\d+\/)/.exec(insp.out())?.[1];
     assert.ok(iu, insp.out());
     assert.match(insp.out(), new RegExp(`collecting\\s+${ns!.replace(/[.*]/g, "\\$&")}, ${broker!.replace(/[.*]/g, "\\$&")}`));
-    const v = await waitFor(async () => {
-      const x = await state(iu);
-      return x.nodes.filter((n) => n.status === "alive" && (n.role === "broker" || n.role === "nameserver")).length >= 2 ? x : undefined;
-    }, 15_000, "both processes of the cluster file collected");
+    const v = await waitFor(
+      async () => {
+        const x = await state(iu);
+        return x.nodes.filter((n) => n.status === "alive" && (n.role === "broker" || n.role === "nameserver")).length >= 2 ? x : undefined;
+      },
+      15_000,
+      "both processes of the cluster file collected",
+    );
     assert.ok(v.nodes.find((n) => n.role === "broker")!.actors.some((a) => a.actorName === "store"));
     insp.child.kill("SIGTERM");
     assert.equal(await insp.exit, 0);

@@ -3,7 +3,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { Admin, Producer } from "../../actors/client/index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
-import { killServer, spawnServer, stopServer, type ServerChild } from "./fixtures/children.ts";
+import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
 
 test("kill -9 of one broker while sending: sends keep succeeding, the dead broker leaves the route, a restart brings it back", async (t) => {
   const { dir, cleanup } = await tempDir();
@@ -30,7 +30,12 @@ test("kill -9 of one broker while sending: sends keep succeeding, the dead broke
   });
   await started("broker", brokerOpts("broker-a"));
   let b: ServerChild = await started("broker", brokerOpts("broker-b"));
-  const producer = await Producer.start({ group: "crash", nameservers: [ns.address], pollNameServerIntervalMs: 200, notAvailableDuration: [0, 0, 200, 300, 300, 300, 500] });
+  const producer = await Producer.start({
+    group: "crash",
+    nameservers: [ns.address],
+    pollNameServerIntervalMs: 200,
+    notAvailableDuration: [0, 0, 200, 300, 300, 300, 500],
+  });
   const admin = await Admin.start({ nameservers: [ns.address] });
   const failures: unknown[] = [];
   const landed: string[] = [];
@@ -53,8 +58,16 @@ test("kill -9 of one broker while sending: sends keep succeeding, the dead broke
     await killServer(b);
     const afterKill = landed.length;
     await waitFor(() => countSince(afterKill, "broker-a") > 100, 15_000, "sends continuing on broker-a");
-    await waitFor(async () => !(await admin.topicRoute("Crash")).queueDatas.some((q) => q.brokerName === "broker-b"), 10_000, "broker-b dropped from the route");
-    await waitFor(async () => !(await producer.fetchPublishQueues("Crash")).some((q) => q.brokerName === "broker-b"), 5_000, "producer route without broker-b");
+    await waitFor(
+      async () => !(await admin.topicRoute("Crash")).queueDatas.some((q) => q.brokerName === "broker-b"),
+      10_000,
+      "broker-b dropped from the route",
+    );
+    await waitFor(
+      async () => !(await producer.fetchPublishQueues("Crash")).some((q) => q.brokerName === "broker-b"),
+      5_000,
+      "producer route without broker-b",
+    );
     const afterExpiry = landed.length;
     await waitFor(() => landed.length - afterExpiry > 200, 10_000, "sends after expiry");
     assert.equal(countSince(afterExpiry, "broker-b"), 0, "the dead broker is not chosen once its route expired");

@@ -4,8 +4,8 @@ import { readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
-import { isAlive } from "../../actors/cluster/index.ts";
 import type { ClusterFile } from "../../actors/cluster/index.ts";
+import { isAlive } from "../../actors/cluster/index.ts";
 import { cli } from "../bin/cliRun.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -21,7 +21,8 @@ test("cluster up / status / kill / restart / down with two masters and a slave e
     assert.equal(up.code, 0, up.err);
     cf = readCf(dir);
     assert.equal(cf.processes.length, 5);
-    for (const name of ["namesrv-0", "broker-a", "broker-a-s1", "broker-b", "broker-b-s1"]) assert.match(up.out, new RegExp(`^${name}\\s`, "m"));
+    for (const name of ["namesrv-0", "broker-a", "broker-a-s1", "broker-b", "broker-b-s1"])
+      assert.match(up.out, new RegExp(`^${name}\\s`, "m"));
     for (const p of cf.processes) assert.ok(isAlive(p.pid), `${p.name} runs`);
     const slave = cf.processes.find((p) => p.name === "broker-a-s1")!;
     assert.equal(slave.argv[slave.argv.indexOf("--role") + 1], "SLAVE");
@@ -86,8 +87,22 @@ test("cluster down never signals a pid that is no longer ours; a port in use fai
     writeFileSync(
       path.join(dir, "cluster.json"),
       JSON.stringify({
-        version: 1, createdAt: new Date().toISOString(), nameservers: ["tcp://127.0.0.1:1"],
-        processes: [{ name: "namesrv-0", role: "nameserver", host: "localhost", listen: "tcp://127.0.0.1:1", address: "tcp://127.0.0.1:1", pid: stranger.pid, dir: path.join(dir, "namesrv-0"), logFile: path.join(dir, "x.log"), argv: [] }],
+        version: 1,
+        createdAt: new Date().toISOString(),
+        nameservers: ["tcp://127.0.0.1:1"],
+        processes: [
+          {
+            name: "namesrv-0",
+            role: "nameserver",
+            host: "localhost",
+            listen: "tcp://127.0.0.1:1",
+            address: "tcp://127.0.0.1:1",
+            pid: stranger.pid,
+            dir: path.join(dir, "namesrv-0"),
+            logFile: path.join(dir, "x.log"),
+            argv: [],
+          },
+        ],
       }),
     );
     const down = await cli(["cluster", "down", "--dir", dir]);

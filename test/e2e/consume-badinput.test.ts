@@ -28,13 +28,23 @@ after(async () => {
 test("an unparsable subscription fails start with SUBSCRIPTION_PARSE_FAILED", async () => {
   for (const expr of ["||", " || ", { sql92: "a >" }, { sql92: "" }]) {
     await assert.rejects(
-      PushConsumer.start({ group: "cgBadSub", nameservers: cluster.nameservers, subscriptions: { Bad: expr }, listener: async () => "CONSUME_SUCCESS" }),
+      PushConsumer.start({
+        group: "cgBadSub",
+        nameservers: cluster.nameservers,
+        subscriptions: { Bad: expr },
+        listener: async () => "CONSUME_SUCCESS",
+      }),
       (e: unknown) => e instanceof MQError && e.code === "SUBSCRIPTION_PARSE_FAILED",
       `expression ${JSON.stringify(expr)}`,
     );
   }
   // the failed starts left nothing behind: a good one starts under the same group
-  const c = await PushConsumer.start({ group: "cgBadSub", nameservers: cluster.nameservers, subscriptions: { Bad: "*" }, listener: async () => "CONSUME_SUCCESS" });
+  const c = await PushConsumer.start({
+    group: "cgBadSub",
+    nameservers: cluster.nameservers,
+    subscriptions: { Bad: "*" },
+    listener: async () => "CONSUME_SUCCESS",
+  });
   await c.close();
 });
 
@@ -76,7 +86,18 @@ test("a pull for a queue id out of range is answered INVALID_PARAMETER", async (
     await node.ref(cluster.brokers[0]!.address, "broker").ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "cgRange" });
     const pull = node.ref(cluster.brokers[0]!.address, "pull");
     await assert.rejects(
-      pull.ask({ type: "PULL_MESSAGE", consumerGroup: "cgRange", topic: "Bad", queueId: 99, queueOffset: 0, maxMsgNums: 32, sysFlag: 0, commitOffset: 0, suspendTimeoutMillis: 0, subVersion: 0 }),
+      pull.ask({
+        type: "PULL_MESSAGE",
+        consumerGroup: "cgRange",
+        topic: "Bad",
+        queueId: 99,
+        queueOffset: 0,
+        maxMsgNums: 32,
+        sysFlag: 0,
+        commitOffset: 0,
+        suspendTimeoutMillis: 0,
+        subVersion: 0,
+      }),
       (e: unknown) => e instanceof MQError && e.code === "INVALID_PARAMETER",
     );
   } finally {

@@ -43,9 +43,14 @@ test("broadcasting: 3 consumers each get all messages; a restarted one resumes f
     await cs[0]!.close();
     const file = path.join(offsetStoreDir, cs[0]!.clientId, "cgB", "offsets.json");
     const saved = JSON.parse(await readFile(file, "utf8")) as { offsetTable: Record<string, number> };
-    assert.equal(Object.values(saved.offsetTable).reduce((a, b) => a + b, 0), N, "the file records all consumed");
+    assert.equal(
+      Object.values(saved.offsetTable).reduce((a, b) => a + b, 0),
+      N,
+      "the file records all consumed",
+    );
 
-    for (let i = N; i < N + 100; i += 50) await producer.sendBatch(Array.from({ length: 50 }, (_, j) => ({ topic: "Bcast", body: `a${i + j}` })));
+    for (let i = N; i < N + 100; i += 50)
+      await producer.sendBatch(Array.from({ length: 50 }, (_, j) => ({ topic: "Bcast", body: `a${i + j}` })));
     const before = seen[0]!.size;
     cs[0] = await start(0);
     await waitFor(() => seen.every((s) => s.size === N + 100), 20_000, "every member got the later messages");

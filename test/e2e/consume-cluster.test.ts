@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster, type LocalCluster } from "../../index.ts";
+import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 let cluster: LocalCluster;
@@ -66,18 +66,33 @@ function startMember(topic: string, group: string, name: string, listener: (msgs
 }
 
 function assignedOf(cs: PushConsumer[], topic: string): string[] {
-  return cs.flatMap((c) => c.assignment().filter((q) => q.topic === topic).map((q) => `${q.brokerName}:${q.queueId}`)).sort();
+  return cs
+    .flatMap((c) =>
+      c
+        .assignment()
+        .filter((q) => q.topic === topic)
+        .map((q) => `${q.brokerName}:${q.queueId}`),
+    )
+    .sort();
 }
 
 test("3 consumers, 8 queues, 20 000 messages: each consumed exactly once while membership is stable", async () => {
   const { counts, listener } = counter();
-  const cs = [await startMember("Stable", "cgStable", "s1", listener), await startMember("Stable", "cgStable", "s2", listener), await startMember("Stable", "cgStable", "s3", listener)];
+  const cs = [
+    await startMember("Stable", "cgStable", "s1", listener),
+    await startMember("Stable", "cgStable", "s2", listener),
+    await startMember("Stable", "cgStable", "s3", listener),
+  ];
   try {
     // wait until the group has settled: 8 queues, each held by exactly one member
-    await waitFor(() => {
-      const all = assignedOf(cs, "Stable");
-      return all.length === 8 && new Set(all).size === 8;
-    }, 15_000, "a stable assignment of 8 queues over 3 members");
+    await waitFor(
+      () => {
+        const all = assignedOf(cs, "Stable");
+        return all.length === 8 && new Set(all).size === 8;
+      },
+      15_000,
+      "a stable assignment of 8 queues over 3 members",
+    );
     const sizes = cs.map((c) => c.assignment().filter((q) => q.topic === "Stable").length).sort();
     assert.deepEqual(sizes, [2, 3, 3]);
     const N = 20_000;

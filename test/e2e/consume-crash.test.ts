@@ -10,7 +10,10 @@ import { startConsumerChild } from "./fixtures/consumerChild.ts";
 
 test("kill -9 and restart: resumes from the last committed offset, nothing lost", async () => {
   const { dir, cleanup } = await tempDir("actormq-consume-crash-");
-  const cluster = await startLocalCluster({ dir, broker: { flush: "async", channelExpiredTimeoutMs: 2000, clientScanIntervalMs: 250 } as object });
+  const cluster = await startLocalCluster({
+    dir,
+    broker: { flush: "async", channelExpiredTimeoutMs: 2000, clientScanIntervalMs: 250 } as object,
+  });
   const producer = await Producer.start({ group: "pg", nameservers: cluster.nameservers });
   const admin = await Admin.start({ nameservers: cluster.nameservers });
   try {
@@ -40,10 +43,14 @@ test("kill -9 and restart: resumes from the last committed offset, nothing lost"
     const second = startConsumerChild({ ...env, INSTANCE: "second" });
     await second.ready;
     const all = new Set(first.consumed.map((m) => m.body));
-    await waitFor(() => {
-      for (const m of second.consumed) all.add(m.body);
-      return all.size === N;
-    }, 30_000, `all ${N} messages across both runs`);
+    await waitFor(
+      () => {
+        for (const m of second.consumed) all.add(m.body);
+        return all.size === N;
+      },
+      30_000,
+      `all ${N} messages across both runs`,
+    );
     for (const [q, off] of committed) {
       const offs = second.consumed.filter((m) => m.queueId === q).map((m) => m.queueOffset);
       if (off < brokerMax.get(q)!) assert.equal(Math.min(...offs), off, `queue ${q} restarted at its committed offset ${off}`);

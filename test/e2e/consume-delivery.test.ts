@@ -121,7 +121,11 @@ test("tag filter: `TagA || TagB` gets only those tags, `*` gets everything", asy
     // the filtered-out tail still moves the committed offset (correctTagsOffset)
     await c1.persistOffsets();
     const progress = (await admin.consumerProgress("cgTagAB")).filter((p) => p.topic === "Tagged");
-    assert.equal(progress.reduce((s, p) => s + p.lag, 0), 0, "no lag left for the filtered group");
+    assert.equal(
+      progress.reduce((s, p) => s + p.lag, 0),
+      0,
+      "no lag left for the filtered group",
+    );
   } finally {
     await c1.close();
     await c2.close();
@@ -131,7 +135,8 @@ test("tag filter: `TagA || TagB` gets only those tags, `*` gets everything", asy
 test("flow control: with a slow listener the cached count stays near pullThresholdForQueue", async () => {
   await admin.createTopic({ topic: "Flow", readQueueNums: 1, writeQueueNums: 1 });
   const N = 3000;
-  for (let i = 0; i < N; i += 100) await producer.sendBatch(Array.from({ length: 100 }, (_, j) => ({ topic: "Flow", body: Buffer.alloc(256, i + j) })));
+  for (let i = 0; i < N; i += 100)
+    await producer.sendBatch(Array.from({ length: 100 }, (_, j) => ({ topic: "Flow", body: Buffer.alloc(256, i + j) })));
   let consumed = 0;
   let maxCached = 0;
   let release!: () => void;

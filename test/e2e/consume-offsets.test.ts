@@ -19,7 +19,8 @@ test("consumeFromWhere LAST / FIRST / TIMESTAMP, and OFFSET_ILLEGAL after old se
   try {
     await admin.createTopic({ topic: "Aged", readQueueNums: 1, writeQueueNums: 1 });
     const body = (s: string) => Buffer.concat([Buffer.from(`${s}|`), Buffer.alloc(1024, 120)]);
-    for (let i = 0; i < 400; i += 20) await producer.sendBatch(Array.from({ length: 20 }, (_, j) => ({ topic: "Aged", body: body(`old${i + j}`) })));
+    for (let i = 0; i < 400; i += 20)
+      await producer.sendBatch(Array.from({ length: 20 }, (_, j) => ({ topic: "Aged", body: body(`old${i + j}`) })));
     const store = cluster.brokers[0]!.store;
     assert.ok(store.deleteExpiredFiles(Date.now() + 1000 * 3600_000) > 0, "old segments deleted");
     const minOffset = store.getMinOffset("Aged", 0);
@@ -27,7 +28,8 @@ test("consumeFromWhere LAST / FIRST / TIMESTAMP, and OFFSET_ILLEGAL after old se
     await sleep(30);
     const ts = Date.now();
     await sleep(30);
-    for (let i = 0; i < 100; i += 20) await producer.sendBatch(Array.from({ length: 20 }, (_, j) => ({ topic: "Aged", body: body(`mid${i + j}`) })));
+    for (let i = 0; i < 100; i += 20)
+      await producer.sendBatch(Array.from({ length: 20 }, (_, j) => ({ topic: "Aged", body: body(`mid${i + j}`) })));
 
     const got = new Map<string, MessageExt[]>();
     const start = async (group: string, consumeFromWhere: ConsumeFromWhere) => {
@@ -58,7 +60,10 @@ test("consumeFromWhere LAST / FIRST / TIMESTAMP, and OFFSET_ILLEGAL after old se
     // FIRST: asked for 0, told OFFSET_MOVED, continued from the broker's min offset
     await waitFor(() => got.get("cgFirst")!.length >= maxOffset - minOffset, 15_000, "cgFirst caught up");
     assert.ok(first.pullService.stats.offsetIllegal >= 1, "the broker answered PULL_OFFSET_MOVED");
-    const firstOffsets = got.get("cgFirst")!.map((m) => m.queueOffset).sort((a, b) => a - b);
+    const firstOffsets = got
+      .get("cgFirst")!
+      .map((m) => m.queueOffset)
+      .sort((a, b) => a - b);
     assert.equal(firstOffsets[0], minOffset);
     assert.equal(new Set(firstOffsets).size, maxOffset - minOffset);
     // LAST: only what arrived after it started
@@ -69,7 +74,10 @@ test("consumeFromWhere LAST / FIRST / TIMESTAMP, and OFFSET_ILLEGAL after old se
     // TIMESTAMP: everything stored at or after ts
     await waitFor(() => names("cgTs").length >= 105, 10_000, "cgTs got mid and new");
     const tsNames = names("cgTs");
-    assert.ok(tsNames.every((n) => !n.startsWith("old")), "nothing stored before the timestamp");
+    assert.ok(
+      tsNames.every((n) => !n.startsWith("old")),
+      "nothing stored before the timestamp",
+    );
     assert.equal(tsNames.length, 105);
   } finally {
     for (const c of consumers) await c.close();

@@ -16,36 +16,54 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
   const consumers: PullConsumer[] = [];
   try {
     await admin.createTopic({ topic: "Polled", readQueueNums: 2, writeQueueNums: 2 });
-    for (let i = 0; i < 100; i += 25) await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
+    for (let i = 0; i < 100; i += 25)
+      await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
     await new Promise((r) => setTimeout(r, 20));
     const midTs = Date.now();
     await new Promise((r) => setTimeout(r, 20));
-    for (let i = 100; i < 200; i += 25) await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
+    for (let i = 100; i < 200; i += 25)
+      await producer.sendBatch(Array.from({ length: 25 }, (_, j) => ({ topic: "Polled", body: `p${i + j}` })));
 
-    const pc = await PullConsumer.start({ group: "cgPoll", nameservers: cluster.nameservers, autoCommit: false, consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET" });
+    const pc = await PullConsumer.start({
+      group: "cgPoll",
+      nameservers: cluster.nameservers,
+      autoCommit: false,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    });
     consumers.push(pc);
     const queues = await pc.fetchMessageQueues("Polled");
     assert.equal(queues.length, 2);
     await pc.assign(queues);
     const seen = new Set<string>();
-    await waitFor(async () => {
-      for (const m of await pc.poll(200)) seen.add(m.body.toString());
-      return seen.size === 200;
-    }, 10_000, "200 polled");
+    await waitFor(
+      async () => {
+        for (const m of await pc.poll(200)) seen.add(m.body.toString());
+        return seen.size === 200;
+      },
+      10_000,
+      "200 polled",
+    );
     assert.deepEqual(await pc.poll(50), [], "nothing more to poll");
     await pc.commit();
     let progress = (await admin.consumerProgress("cgPoll")).filter((p) => p.topic === "Polled");
     assert.equal(progress.length, 2);
-    assert.ok(progress.every((p) => p.lag === 0 && p.consumerOffset === p.brokerOffset), "committed everything");
+    assert.ok(
+      progress.every((p) => p.lag === 0 && p.consumerOffset === p.brokerOffset),
+      "committed everything",
+    );
 
     // seek back on one queue: its messages come again from there
     const q0 = queues[0]!;
     await pc.seek(q0, 10);
     const again: number[] = [];
-    await waitFor(async () => {
-      for (const m of await pc.poll(200)) again.push(m.queueOffset);
-      return again.length >= progress.find((p) => p.queueId === q0.queueId)!.brokerOffset - 10;
-    }, 10_000, "re-polled after seek");
+    await waitFor(
+      async () => {
+        for (const m of await pc.poll(200)) again.push(m.queueOffset);
+        return again.length >= progress.find((p) => p.queueId === q0.queueId)!.brokerOffset - 10;
+      },
+      10_000,
+      "re-polled after seek",
+    );
     assert.equal(Math.min(...again), 10, "the replay starts exactly at the sought offset");
     assert.equal(again.filter((o) => o === 10).length, 1, "offset 10 comes once");
     await pc.close();
@@ -53,20 +71,31 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
     // reset the group to the middle of the stream: a subscriber with auto commit starts there
     const reset = await admin.resetOffsetByTimestamp("cgPoll", "Polled", midTs);
     assert.equal(reset.length, 2);
-    assert.equal(reset.reduce((s, r) => s + r.offset, 0), 100, "reset to the first message after the timestamp");
+    assert.equal(
+      reset.reduce((s, r) => s + r.offset, 0),
+      100,
+      "reset to the first message after the timestamp",
+    );
     const sub = await PullConsumer.start({ group: "cgPoll", nameservers: cluster.nameservers, autoCommitIntervalMs: 1000 });
     consumers.push(sub);
     await sub.subscribe("Polled", "*");
     await waitFor(() => sub.assignment().length === 2, 5_000, "both queues assigned");
     const after: string[] = [];
-    await waitFor(async () => {
-      for (const m of await sub.poll(200)) after.push(m.body.toString());
-      return after.length >= 100;
-    }, 10_000, "100 after the reset");
+    await waitFor(
+      async () => {
+        for (const m of await sub.poll(200)) after.push(m.body.toString());
+        return after.length >= 100;
+      },
+      10_000,
+      "100 after the reset",
+    );
     assert.deepEqual(new Set(after), new Set(Array.from({ length: 100 }, (_, i) => `p${100 + i}`)));
     await sub.close();
     progress = (await admin.consumerProgress("cgPoll")).filter((p) => p.topic === "Polled");
-    assert.ok(progress.every((p) => p.lag === 0), "auto commit at close committed the polled messages");
+    assert.ok(
+      progress.every((p) => p.lag === 0),
+      "auto commit at close committed the polled messages",
+    );
   } finally {
     await Promise.all(consumers.map((c) => c.close().catch(() => {})));
     await admin.close();

@@ -8,10 +8,10 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, test } from "node:test";
-import { Admin, Inspector, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { ClientInstance } from "../../actors/client/clientInstance.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { Admin, Inspector, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { foreignRequests, openBrowser } from "../actors/inspector/browser.ts";
+import { tempDir, waitFor } from "../helpers.ts";
 
 const cleanups: (() => Promise<unknown>)[] = [];
 after(async () => {
@@ -63,8 +63,15 @@ test("pull service and rebalancer of a consumer, live, on a local cluster", asyn
   const sent = await producer.send({ topic: "InspectT", body: "hello inspector" });
   await page.waitForSelector('#chart svg g.state.active[data-state="pullService.running.found"]', { timeout: 15_000 });
   assert.equal(await page.locator('#chart svg g.state.active[data-state="pullService.running.waiting"]').count(), 0);
-  assert.ok((await page.locator('#chart svg g.transition.last[data-event="PULL_RESULT"]').count()) >= 1, "the PULL_RESULT transition is marked last");
-  await waitFor(async () => (await page.locator('#timeline li.entry[data-type="PULL_RESULT"]').count()) > pullResultsBefore, 10_000, "a PULL_RESULT entry in the pull service's timeline");
+  assert.ok(
+    (await page.locator('#chart svg g.transition.last[data-event="PULL_RESULT"]').count()) >= 1,
+    "the PULL_RESULT transition is marked last",
+  );
+  await waitFor(
+    async () => (await page.locator('#timeline li.entry[data-type="PULL_RESULT"]').count()) > pullResultsBefore,
+    10_000,
+    "a PULL_RESULT entry in the pull service's timeline",
+  );
   await waitFor(() => received.includes("hello inspector"), 15_000, "message consumed");
   await page.uncheck("#filter-selected");
 
@@ -76,7 +83,7 @@ test("pull service and rebalancer of a consumer, live, on a local cluster", asyn
   const where = await page.locator("#timeline li.entry .where").allTextContents();
   assert.ok(where.length > 0 && where.every((w) => w === `InspectT@${sent.queue.queueId}`), where.join(" "));
   await page.locator('#timeline li.entry[data-type="SEND_MESSAGE"]').first().click();
-  assert.doesNotMatch(await page.locator("#timeline").innerText(), /hello inspector/, "bodies never shown");
+  assert.doesNotMatch((await page.locator("#timeline").textContent()) ?? "", /hello inspector/, "bodies never shown");
   await page.fill("#filter-topic", "");
   await page.fill("#filter-queue", "");
 
@@ -104,7 +111,10 @@ test("pull service and rebalancer of a consumer, live, on a local cluster", asyn
   assert.ok((await page.locator("#cluster table.topics td:text-is('InspectT')").count()) >= 2);
   // queues are assigned to the consumer's process (seen pulling them), never to the broker
   await page.waitForSelector(`#cluster table.groups td:text-is('${client.node.nodeId}')`, { timeout: 10_000 });
-  assert.ok((await page.locator("#cluster table.brokers td:text-is('broker-a')").count()) >= 1 || (await page.locator("#cluster table.brokers tr").count()) >= 2);
+  assert.ok(
+    (await page.locator("#cluster table.brokers td:text-is('broker-a')").count()) >= 1 ||
+      (await page.locator("#cluster table.brokers tr").count()) >= 2,
+  );
 
   await page.screenshot({ path: path.join(tmp.dir, "inspector-cluster.png"), fullPage: true });
   if (process.env.INSPECTOR_SHOT) await page.screenshot({ path: process.env.INSPECTOR_SHOT, fullPage: true });

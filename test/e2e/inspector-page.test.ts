@@ -9,10 +9,12 @@ import path from "node:path";
 import { after, test } from "node:test";
 import { assign, fromPromise, setup } from "xstate";
 import { ActorNode, Inspector } from "../../index.ts";
-import { EPHEMERAL, tempDir } from "../helpers.ts";
 import { foreignRequests, openBrowser, type TestBrowser } from "../actors/inspector/browser.ts";
+import { EPHEMERAL, tempDir } from "../helpers.ts";
 
-const workerMachine = setup({ types: {} as { context: { jobs: number }; events: { type: "WORK"; job: string } | { type: "FINISH" } } }).createMachine({
+const workerMachine = setup({
+  types: {} as { context: { jobs: number }; events: { type: "WORK"; job: string } | { type: "FINISH" } },
+}).createMachine({
   id: "worker",
   initial: "idle",
   context: { jobs: 0 },
@@ -61,7 +63,9 @@ test("the page draws a live statechart and timeline of actors on another node", 
 
   // filter: only FINISH events are listed
   await page.fill("#filter-type", "finish");
-  await page.waitForFunction(() => [...document.querySelectorAll("#timeline li.entry")].every((li) => li.getAttribute("data-type") === "FINISH"));
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll("#timeline li.entry")].every((li) => li.getAttribute("data-type") === "FINISH"),
+  );
   await page.fill("#filter-type", "");
 
   // pause and step back: the chart shows the state after WORK again
@@ -107,7 +111,10 @@ test("the page draws a live statechart and timeline of actors on another node", 
   await b.page.waitForSelector('#chart svg g.state.active[data-state="worker.busy.working"]');
 
   assert.deepEqual(foreignRequests([...requests, ...b.requests]), []);
-  assert.ok(requests.some((u) => u.endsWith("/app.js")), "the request log is recorded");
+  assert.ok(
+    requests.some((u) => u.endsWith("/app.js")),
+    "the request log is recorded",
+  );
   assert.deepEqual([...pageErrors, ...b.errors], []);
 });
 

@@ -56,7 +56,10 @@ function setup(): void {
 }
 
 function server(ns: string, args: string[]): { child: ChildProcess; out: () => string; exited: Promise<unknown> } {
-  const child = spawn("ip", ["netns", "exec", ns, process.execPath, bin, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" } });
+  const child = spawn("ip", ["netns", "exec", ns, process.execPath, bin, ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+  });
   let out = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
@@ -65,7 +68,9 @@ function server(ns: string, args: string[]): { child: ChildProcess; out: () => s
 
 const reason = whyNotRunnable();
 
-test("produce and consume across network namespaces: name server, broker and client on different addresses", { skip: reason ?? false }, async () => {
+test("produce and consume across network namespaces: name server, broker and client on different addresses", {
+  skip: reason ?? false,
+}, async () => {
   const { dir, cleanup } = await tempDir();
   teardown();
   const servers: ReturnType<typeof server>[] = [];
@@ -76,20 +81,42 @@ test("produce and consume across network namespaces: name server, broker and cli
     const ns = server(nsHost.ns, ["nameserver", "--listen", namesrv]);
     servers.push(ns);
     await waitFor(() => /listening/.test(ns.out()), 20_000, `name server (${ns.out()})`);
-    const broker = server(brokerHost.ns, ["broker", "--namesrv", namesrv, "--listen", "tcp://0.0.0.0:10911", "--advertise", `tcp://${brokerHost.ip}:10911`, "--store", `${dir}/store`]);
+    const broker = server(brokerHost.ns, [
+      "broker",
+      "--namesrv",
+      namesrv,
+      "--listen",
+      "tcp://0.0.0.0:10911",
+      "--advertise",
+      `tcp://${brokerHost.ip}:10911`,
+      "--store",
+      `${dir}/store`,
+    ]);
     servers.push(broker);
     await waitFor(() => /Press Ctrl-C/.test(broker.out()), 20_000, `broker (${broker.out()})`);
 
-    const inClient = (args: string[], input?: string) => cli(["netns", "exec", clientHost.ns, process.execPath, bin, ...args], { input, env: {} }, "ip");
+    const inClient = (args: string[], input?: string) =>
+      cli(["netns", "exec", clientHost.ns, process.execPath, bin, ...args], { input, env: {} }, "ip");
     const route = await inClient(["topic", "create", "NetT", "--queues", "2", "--namesrv", namesrv]);
     assert.equal(route.code, 0, route.err);
     const r = await inClient(["topic", "route", "NetT", "--namesrv", namesrv]);
-    assert.match(r.out, new RegExp(`tcp://${brokerHost.ip.replace(/\./g, "\\.")}:10911`), "the route names the advertised address, not 0.0.0.0");
+    assert.match(
+      r.out,
+      new RegExp(`tcp://${brokerHost.ip.replace(/\./g, "\\.")}:10911`),
+      "the route names the advertised address, not 0.0.0.0",
+    );
     const s = await inClient(["send", "--topic", "NetT", "--namesrv", namesrv], "one\ntwo\nthree\n");
     assert.equal(s.code, 0, s.err);
     const c = await inClient(["consume", "--topic", "NetT", "--from", "first", "--count", "3", "--group", "net-g", "--namesrv", namesrv]);
     assert.equal(c.code, 0, c.err);
-    assert.deepEqual(c.out.trim().split("\n").map((l) => l.split(" ").at(-1)).sort(), ["one", "three", "two"]);
+    assert.deepEqual(
+      c.out
+        .trim()
+        .split("\n")
+        .map((l) => l.split(" ").at(-1))
+        .sort(),
+      ["one", "three", "two"],
+    );
   } finally {
     for (const s of servers) s.child.kill("SIGTERM");
     await Promise.all(servers.map((s) => s.exited));
@@ -97,4 +124,3 @@ test("produce and consume across network namespaces: name server, broker and cli
     await cleanup();
   }
 });
-

@@ -108,7 +108,9 @@ test("orderly: 100 orders x 10 steps, 8 queues, 3 consumers, one killed and one 
       for (let step = from; step < to; step++) {
         // steps of one order go one after the other; different orders in parallel
         const results = await Promise.all(
-          Array.from({ length: ORDERS }, (_, order) => producer.send({ topic: "Orders", body: `${order}:${step}` }, { selector: selectByHash, arg: String(order) })),
+          Array.from({ length: ORDERS }, (_, order) =>
+            producer.send({ topic: "Orders", body: `${order}:${step}` }, { selector: selectByHash, arg: String(order) }),
+          ),
         );
         results.forEach((r, order) => {
           const q = queueOfOrder.get(order);
@@ -174,17 +176,24 @@ test("orderly: 100 orders x 10 steps, 8 queues, 3 consumers, one killed and one 
       let prevClient = "";
       for (const run of runs) {
         const items = run.flatMap((x) => x.items);
-        for (let i = 1; i < items.length; i++) assert.equal(items[i]!.offset, items[i - 1]!.offset + 1, `queue ${q}: offsets consecutive within ${run[0]!.client}'s run`);
+        for (let i = 1; i < items.length; i++)
+          assert.equal(items[i]!.offset, items[i - 1]!.offset + 1, `queue ${q}: offsets consecutive within ${run[0]!.client}'s run`);
         const lastStep = new Map<number, number>();
         for (const it of items) {
           assert.equal(queueOfOrder.get(it.order), q, `order ${it.order} consumed from its own queue`);
           const prev = lastStep.get(it.order);
-          if (prev !== undefined) assert.equal(it.step, prev + 1, `queue ${q}: order ${it.order} steps in order within ${run[0]!.client}'s run`);
+          if (prev !== undefined)
+            assert.equal(it.step, prev + 1, `queue ${q}: order ${it.order} steps in order within ${run[0]!.client}'s run`);
           lastStep.set(it.order, it.step);
         }
         const first = items[0]!.offset;
         assert.ok(first <= highest + 1, `queue ${q}: ${run[0]!.client}'s run starts at ${first}, after a gap (highest so far ${highest})`);
-        if (first < highest + 1) assert.equal(prevClient, "B", `queue ${q}: only the killed client's work is redelivered (run of ${run[0]!.client} repeats from ${first})`);
+        if (first < highest + 1)
+          assert.equal(
+            prevClient,
+            "B",
+            `queue ${q}: only the killed client's work is redelivered (run of ${run[0]!.client} repeats from ${first})`,
+          );
         highest = Math.max(highest, items[items.length - 1]!.offset);
         prevClient = run[0]!.client;
       }
@@ -196,7 +205,8 @@ test("orderly: 100 orders x 10 steps, 8 queues, 3 consumers, one killed and one 
       for (const x of [...ch.batches].sort((p, r) => p.start - r.start)) {
         for (const it of x.items) {
           const prev = lastStep.get(it.order);
-          if (prev !== undefined && it.step <= prev) assert.ok(x.start > killTime, `${ch.name}: order ${it.order} step ${it.step} after ${prev} before the kill`);
+          if (prev !== undefined && it.step <= prev)
+            assert.ok(x.start > killTime, `${ch.name}: order ${it.order} step ${it.step} after ${prev} before the kill`);
           lastStep.set(it.order, it.step);
         }
       }

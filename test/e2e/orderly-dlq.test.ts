@@ -35,8 +35,14 @@ test("orderly: SUSPEND redelivers in place, then the message goes to the DLQ and
       }),
     );
     await waitFor(() => seen.some((s) => s.body === "after"), 20_000, "the message after the dead-lettered one");
-    assert.deepEqual(seen.map((s) => s.body), ["first", "bad", "bad", "bad", "after"]);
-    assert.deepEqual(seen.filter((s) => s.body === "bad").map((s) => s.reconsumeTimes), [0, 1, 2]);
+    assert.deepEqual(
+      seen.map((s) => s.body),
+      ["first", "bad", "bad", "bad", "after"],
+    );
+    assert.deepEqual(
+      seen.filter((s) => s.body === "bad").map((s) => s.reconsumeTimes),
+      [0, 1, 2],
+    );
     const bad = seen.filter((s) => s.body === "bad");
     for (let i = 1; i < bad.length; i++) assert.ok(bad[i]!.at - bad[i - 1]!.at >= 90, "the queue paused after each SUSPEND");
 
@@ -54,8 +60,15 @@ test("orderly: SUSPEND redelivers in place, then the message goes to the DLQ and
       }),
     );
     await waitFor(() => dead.length > 0, 20_000, "the dead letter");
-    assert.deepEqual(dead.map((m) => m.body.toString()), ["bad"]);
-    await waitFor(async () => (await admin.consumerProgress("cgOrdDlq")).some((p) => p.topic === "OrdDlq" && p.consumerOffset === 3), 10_000, "offset committed past all three");
+    assert.deepEqual(
+      dead.map((m) => m.body.toString()),
+      ["bad"],
+    );
+    await waitFor(
+      async () => (await admin.consumerProgress("cgOrdDlq")).some((p) => p.topic === "OrdDlq" && p.consumerOffset === 3),
+      10_000,
+      "offset committed past all three",
+    );
   } finally {
     for (const c of consumers) await c.close();
     await admin.close();

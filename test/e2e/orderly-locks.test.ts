@@ -160,12 +160,22 @@ test("orderly: a queue changes hands only after its previous owner's batch ended
         if (cur.client !== prev.client) {
           handOvers++;
           // the previous owner was busy right up to the hand-over, so a newcomer not waiting would have overlapped
-          assert.ok(cur.start - prev.end < 2000, `queue ${q}: ${prev.client} -> ${cur.client} after ${cur.start - prev.end} ms idle; the hand-over was not under load`);
+          assert.ok(
+            cur.start - prev.end < 2000,
+            `queue ${q}: ${prev.client} -> ${cur.client} after ${cur.start - prev.end} ms idle; the hand-over was not under load`,
+          );
         }
       }
       const offsets = mine.flatMap((b) => b.offsets);
-      assert.deepEqual(offsets, Array.from({ length: offsets.length }, (_, i) => i), `queue ${q}: offsets consumed once each, in order, across owners`);
-      assert.ok(offsets.length < PER_QUEUE, `queue ${q}: backlog left at the end (${offsets.length} of ${PER_QUEUE} consumed), so it was busy throughout`);
+      assert.deepEqual(
+        offsets,
+        Array.from({ length: offsets.length }, (_, i) => i),
+        `queue ${q}: offsets consumed once each, in order, across owners`,
+      );
+      assert.ok(
+        offsets.length < PER_QUEUE,
+        `queue ${q}: backlog left at the end (${offsets.length} of ${PER_QUEUE} consumed), so it was busy throughout`,
+      );
     }
     // A,B -> +C moves 3 queues, +D 5, -C 3 (average allocation); fewer would mean the scenario did not happen
     assert.ok(handOvers >= 6, `queues changed hands ${handOvers} times`);

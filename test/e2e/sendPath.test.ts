@@ -11,7 +11,15 @@ test("10 000 messages over 8 queues of two broker processes are stored as sent",
   const { dir, cleanup } = await tempDir();
   const ns = await spawnServer("nameserver", { listen: EPHEMERAL });
   const brokers = await Promise.all(
-    ["a", "b"].map((name) => spawnServer("broker", { brokerName: `broker-${name}`, listen: EPHEMERAL, nameservers: [ns.address], storeDir: path.join(dir, name), flush: "async" })),
+    ["a", "b"].map((name) =>
+      spawnServer("broker", {
+        brokerName: `broker-${name}`,
+        listen: EPHEMERAL,
+        nameservers: [ns.address],
+        storeDir: path.join(dir, name),
+        flush: "async",
+      }),
+    ),
   );
   const producer = await Producer.start({ group: "e2e", nameservers: [ns.address] });
   const admin = await Admin.start({ nameservers: [ns.address] });
@@ -32,7 +40,8 @@ test("10 000 messages over 8 queues of two broker processes are stored as sent",
     );
     assert.equal(results.length, total);
     const perQueue = new Map<string, number>();
-    for (const { r } of results) perQueue.set(`${r.queue.brokerName}/${r.queue.queueId}`, (perQueue.get(`${r.queue.brokerName}/${r.queue.queueId}`) ?? 0) + 1);
+    for (const { r } of results)
+      perQueue.set(`${r.queue.brokerName}/${r.queue.queueId}`, (perQueue.get(`${r.queue.brokerName}/${r.queue.queueId}`) ?? 0) + 1);
     assert.equal(perQueue.size, 8, `queues used: ${[...perQueue.keys()]}`);
     for (const [q, n] of perQueue) assert.ok(n > total / 8 / 2, `queue ${q} got only ${n}`);
     const ids = new Set(results.map(({ r }) => r.msgId));

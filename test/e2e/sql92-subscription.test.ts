@@ -53,7 +53,10 @@ test("sql92 subscription receives exactly the matching messages", async () => {
     assert.ok(expected.size > 10 && expected.size < N - 10, "both matching and non-matching messages were sent");
     // a matching sentinel last on every queue: once all are in, every earlier message was pulled
     for (let q = 0; q < 4; q++) {
-      await producer.send({ topic: "Sql92Topic", body: `end${q}`, properties: { name: "sentinel" } }, { selector: (queues) => queues.find((x) => x.queueId === q)!, arg: q });
+      await producer.send(
+        { topic: "Sql92Topic", body: `end${q}`, properties: { name: "sentinel" } },
+        { selector: (queues) => queues.find((x) => x.queueId === q)!, arg: q },
+      );
     }
     await waitFor(() => [0, 1, 2, 3].every((q) => got.some((m) => m.body.toString() === `end${q}`)), 20_000, "the sentinel of every queue");
     await waitFor(() => consumer!.processQueueStats().every((s) => s.msgCount === 0), 10_000, "every pulled message consumed");
@@ -101,4 +104,3 @@ test("an unparsable sql92 expression fails PushConsumer.start with SUBSCRIPTION_
     await cleanup();
   }
 });
-

@@ -20,12 +20,21 @@ async function runExample(name: string): Promise<{ code: number | null; out: str
 }
 
 function spawnExample(name: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "examples", `${name}.ts`)], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env });
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "examples", `${name}.ts`)], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    env,
+  });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr.on("data", (d: Buffer) => (out += d.toString()));
   const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-  return new Promise((r) => child.once("close", (code) => (clearTimeout(timer), r({ code, out }))));
+  return new Promise((r) =>
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      r({ code, out });
+    }),
+  );
 }
 
 test("quickstart sends three messages and consumes them", async () => {

@@ -11,7 +11,11 @@ function matches(expr: string, props: Props): boolean {
 }
 
 function assertParseError(expr: string): void {
-  assert.throws(() => compileSql92(expr), (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED"), `expected a parse error for ${JSON.stringify(expr)}`);
+  assert.throws(
+    () => compileSql92(expr),
+    (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED"),
+    `expected a parse error for ${JSON.stringify(expr)}`,
+  );
 }
 
 describe("SQL92 selectors: reference vectors (RocketMQ ExpressionTest / ParserTest)", () => {
@@ -149,7 +153,11 @@ describe("SQL92 selectors: reference vectors (RocketMQ ExpressionTest / ParserTe
     const spaced = compileSql92("a=3  and    b<>4 And c>5 AND d<=4");
     const tight = compileSql92(and4);
     const orForm = compileSql92(or4);
-    const samples: Props[] = [{ a: "3", b: "5", c: "6", d: "1" }, { a: "3", b: "4", c: "6", d: "1" }, { a: "4", b: "4", c: "3", d: "2" }];
+    const samples: Props[] = [
+      { a: "3", b: "5", c: "6", d: "1" },
+      { a: "3", b: "4", c: "6", d: "1" },
+      { a: "4", b: "4", c: "3", d: "2" },
+    ];
     for (const s of samples) assert.equal(spaced(s), tight(s));
     assert.notDeepEqual(samples.map(spaced), samples.map(orForm));
   });
@@ -256,8 +264,26 @@ describe("SQL92 selectors: type and null rules", () => {
   });
 
   it("syntax errors name what was expected", () => {
-    for (const bad of ["", "   ", "a =", "a = 1 b = 2", "(a = 1", "a = 1)", "a in ()", "a in (1)", "5", "'x'", "a ! 1",
-      "NOT a BETWEEN 1 AND 2", "a not 1", "a is 1", "'a' in ('a')", "a = 'unterminated", "a = 1 /* open", "a > (b = 1)"]) {
+    for (const bad of [
+      "",
+      "   ",
+      "a =",
+      "a = 1 b = 2",
+      "(a = 1",
+      "a = 1)",
+      "a in ()",
+      "a in (1)",
+      "5",
+      "'x'",
+      "a ! 1",
+      "NOT a BETWEEN 1 AND 2",
+      "a not 1",
+      "a is 1",
+      "'a' in ('a')",
+      "a = 'unterminated",
+      "a = 1 /* open",
+      "a > (b = 1)",
+    ]) {
       assertParseError(bad);
     }
     try {
@@ -280,7 +306,9 @@ describe("SQL92 selectors: properties", () => {
   const names = fc.constantFrom("a", "b", "c");
   const value = fc.oneof(fc.integer({ min: -20, max: 20 }).map(String), fc.constantFrom("x", "y", "true", "1.5"));
   const atom = fc.oneof(
-    fc.tuple(names, fc.constantFrom("=", "<>", ">", ">=", "<", "<="), fc.integer({ min: -20, max: 20 })).map(([n, op, v]) => `${n} ${op} ${v}`),
+    fc
+      .tuple(names, fc.constantFrom("=", "<>", ">", ">=", "<", "<="), fc.integer({ min: -20, max: 20 }))
+      .map(([n, op, v]) => `${n} ${op} ${v}`),
     fc.tuple(names, fc.constantFrom("x", "y", "5")).map(([n, v]) => `${n} = '${v}'`),
     fc.tuple(names, fc.integer({ min: -5, max: 0 }), fc.integer({ min: 0, max: 5 })).map(([n, lo, hi]) => `${n} between ${lo} and ${hi}`),
     fc.tuple(names, fc.constantFrom("x", "y")).map(([n, v]) => `${n} in ('${v}', '3')`),
@@ -296,34 +324,86 @@ describe("SQL92 selectors: properties", () => {
   })).e;
 
   it("NOT (e) is the negation of e when every property is a number string", () => {
-    const numeric = fc.record({ a: fc.integer({ min: -20, max: 20 }).map(String), b: fc.integer({ min: -20, max: 20 }).map(String), c: fc.integer({ min: -20, max: 20 }).map(String) });
+    const numeric = fc.record({
+      a: fc.integer({ min: -20, max: 20 }).map(String),
+      b: fc.integer({ min: -20, max: 20 }).map(String),
+      c: fc.integer({ min: -20, max: 20 }).map(String),
+    });
     const numericAtom = fc.oneof(
-      fc.tuple(names, fc.constantFrom("=", "<>", ">", ">=", "<", "<="), fc.integer({ min: -20, max: 20 })).map(([n, op, v]) => `${n} ${op} ${v}`),
-      fc.tuple(names, fc.integer({ min: -5, max: 0 }), fc.integer({ min: 0, max: 5 })).map(([n, lo, hi]) => `${n} not between ${lo} and ${hi}`),
+      fc
+        .tuple(names, fc.constantFrom("=", "<>", ">", ">=", "<", "<="), fc.integer({ min: -20, max: 20 }))
+        .map(([n, op, v]) => `${n} ${op} ${v}`),
+      fc
+        .tuple(names, fc.integer({ min: -5, max: 0 }), fc.integer({ min: 0, max: 5 }))
+        .map(([n, lo, hi]) => `${n} not between ${lo} and ${hi}`),
     );
     const numericExpr = fc.letrec<{ e: string }>((tie) => ({
-      e: fc.oneof({ depthSize: "small", withCrossShrink: true }, numericAtom,
-        fc.tuple(tie("e"), fc.constantFrom("AND", "OR"), tie("e")).map(([l, op, r]) => `(${l}) ${op} (${r})`)),
+      e: fc.oneof(
+        { depthSize: "small", withCrossShrink: true },
+        numericAtom,
+        fc.tuple(tie("e"), fc.constantFrom("AND", "OR"), tie("e")).map(([l, op, r]) => `(${l}) ${op} (${r})`),
+      ),
     })).e;
-    fc.assert(fc.property(numericExpr, numeric, (e, props) => compileSql92(`NOT (${e})`)(props) === !compileSql92(e)(props)), { numRuns: 300 });
+    fc.assert(
+      fc.property(numericExpr, numeric, (e, props) => compileSql92(`NOT (${e})`)(props) === !compileSql92(e)(props)),
+      { numRuns: 300 },
+    );
   });
 
   it("e and NOT (e) never both match, whatever the properties", () => {
     const props = fc.record({ a: value, b: value, c: value }, { requiredKeys: [] });
-    fc.assert(fc.property(expr, props, (e, p) => !(compileSql92(e)(p) && compileSql92(`NOT (${e})`)(p))), { numRuns: 300 });
+    fc.assert(
+      fc.property(expr, props, (e, p) => !(compileSql92(e)(p) && compileSql92(`NOT (${e})`)(p))),
+      { numRuns: 300 },
+    );
   });
 
   it("the compiler throws nothing but MQError SUBSCRIPTION_PARSE_FAILED on arbitrary input", () => {
-    const alphabet = fc.constantFrom("a", "b", " ", "'", "(", ")", "=", "<", ">", "-", "+", ".", "1", "0", "e", ",", "*", "/", "\n",
-      "AND ", "OR ", "NOT ", "IN ", "IS ", "NULL ", "BETWEEN ", "TRUE ", "CONTAINS ", "now ");
-    const input = fc.oneof(fc.string(), fc.array(alphabet, { maxLength: 30 }).map((xs) => xs.join("")));
-    fc.assert(fc.property(input, (s) => {
-      try {
-        const f = compileSql92(s);
-        return typeof f({ a: "1", b: "x" }) === "boolean";
-      } catch (e) {
-        return isMQError(e, "SUBSCRIPTION_PARSE_FAILED");
-      }
-    }), { numRuns: 1000 });
+    const alphabet = fc.constantFrom(
+      "a",
+      "b",
+      " ",
+      "'",
+      "(",
+      ")",
+      "=",
+      "<",
+      ">",
+      "-",
+      "+",
+      ".",
+      "1",
+      "0",
+      "e",
+      ",",
+      "*",
+      "/",
+      "\n",
+      "AND ",
+      "OR ",
+      "NOT ",
+      "IN ",
+      "IS ",
+      "NULL ",
+      "BETWEEN ",
+      "TRUE ",
+      "CONTAINS ",
+      "now ",
+    );
+    const input = fc.oneof(
+      fc.string(),
+      fc.array(alphabet, { maxLength: 30 }).map((xs) => xs.join("")),
+    );
+    fc.assert(
+      fc.property(input, (s) => {
+        try {
+          const f = compileSql92(s);
+          return typeof f({ a: "1", b: "x" }) === "boolean";
+        } catch (e) {
+          return isMQError(e, "SUBSCRIPTION_PARSE_FAILED");
+        }
+      }),
+      { numRuns: 1000 },
+    );
   });
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { parseSubscription, tagMatches, tagsCodeOf, tagsHashCode, tagStringMatches } from "../../filter/index.ts";
+import { parseSubscription, tagMatches, tagStringMatches, tagsCodeOf, tagsHashCode } from "../../filter/index.ts";
 import { isMQError } from "../../transport/protocol.ts";
 
 describe("tagsHashCode = Java String.hashCode", () => {
@@ -44,7 +44,10 @@ describe("parseSubscription (FilterAPI.buildSubscriptionData)", () => {
   });
   it("bad expressions fail with SUBSCRIPTION_PARSE_FAILED", () => {
     for (const bad of ["||", " || ", { sql92: "" }, { sql92: "a >" }, 5 as unknown as string]) {
-      assert.throws(() => parseSubscription("T", bad), (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED") && /TagA|sql92|selector/i.test((e as Error).message));
+      assert.throws(
+        () => parseSubscription("T", bad),
+        (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED") && /TagA|sql92|selector/i.test((e as Error).message),
+      );
     }
   });
 });

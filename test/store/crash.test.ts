@@ -1,8 +1,8 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
+import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MessageStore } from "../../store/index.ts";
 import { decodeRecords } from "../../transport/messageRecord.ts";
@@ -30,7 +30,11 @@ async function crashRun(flush: "sync" | "async") {
     }
   });
   const exited = new Promise((r) => child.on("exit", r));
-  await waitFor(() => lines > 150 && fs.existsSync(path.join(dir, "checkpoint")), 30_000, "the appender to acknowledge puts and write a checkpoint");
+  await waitFor(
+    () => lines > 150 && fs.existsSync(path.join(dir, "checkpoint")),
+    30_000,
+    "the appender to acknowledge puts and write a checkpoint",
+  );
   child.kill("SIGKILL");
   await exited;
   const s = await MessageStore.open({ dir, flush, commitLogSegmentBytes: 64 * 1024, consumeQueueEntries: 100, cleanIntervalMs: 0 });
@@ -62,7 +66,8 @@ for (const flush of ["sync", "async"] as const) {
     for (const q of [0, 1, 2]) {
       const bodies = readQueue(s, q);
       assert.equal(bodies.length, s.getMaxOffset("Crash", q), "every queue entry readable, no holes");
-      if (flush === "sync") assert.ok(bodies.length >= (acked.get(q) ?? 0), `queue ${q}: ${bodies.length} readable < ${acked.get(q)} acknowledged`);
+      if (flush === "sync")
+        assert.ok(bodies.length >= (acked.get(q) ?? 0), `queue ${q}: ${bodies.length} readable < ${acked.get(q)} acknowledged`);
       // clean prefix: batch n's messages appear complete and in order
       let expectN = 0;
       for (let i = 0; i < bodies.length; ) {
@@ -76,7 +81,9 @@ for (const flush of ["sync", "async"] as const) {
         expectN++;
       }
     }
-    const r = await s.putMessages({ topic: "Crash", queueId: 0, bornTimestamp: 1, bornHost: "1.1.1.1:1", body: Buffer.alloc(0) }).catch((e) => e);
+    const r = await s
+      .putMessages({ topic: "Crash", queueId: 0, bornTimestamp: 1, bornHost: "1.1.1.1:1", body: Buffer.alloc(0) })
+      .catch((e) => e);
     assert.ok(r instanceof Error, "an empty batch is refused");
   });
 }

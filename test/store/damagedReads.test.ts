@@ -1,15 +1,21 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { test } from "node:test";
 import { FILLER_HEADER_BYTES, FILLER_MAGIC } from "../../store/commitLog.ts";
+import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { BLANK_MAGIC, decodeRecords, encodeMessageBatch } from "../../transport/messageRecord.ts";
 import { tempDir } from "../helpers.ts";
 
 const SEG = 8192;
 const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
-  dir, commitLogSegmentBytes: SEG, consumeQueueEntries: 16, cleanIntervalMs: 0, checkpointIntervalMs: 0, flush: "async", ...o,
+  dir,
+  commitLogSegmentBytes: SEG,
+  consumeQueueEntries: 16,
+  cleanIntervalMs: 0,
+  checkpointIntervalMs: 0,
+  flush: "async",
+  ...o,
 });
 
 /** 120 single-message puts of ~300 bytes on queue 0: about 15 segments. */
@@ -17,7 +23,13 @@ async function fill(dir: string): Promise<number[]> {
   const s = await MessageStore.open(opts(dir, { onDamage: () => {} }));
   const at: number[] = [];
   for (let i = 0; i < 120; i++) {
-    const r = await s.putMessages({ topic: "D", queueId: 0, bornTimestamp: 1, bornHost: "1.1.1.1:1", body: encodeMessageBatch([{ body: Buffer.from(`d${i}-${"y".repeat(180)}`) }]) });
+    const r = await s.putMessages({
+      topic: "D",
+      queueId: 0,
+      bornTimestamp: 1,
+      bornHost: "1.1.1.1:1",
+      body: encodeMessageBatch([{ body: Buffer.from(`d${i}-${"y".repeat(180)}`) }]),
+    });
     at.push(r.commitLogOffset);
   }
   await s.close();

@@ -1,7 +1,7 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { test } from "node:test";
 import { JsonFile } from "../../store/index.ts";
 import { tempDir } from "../helpers.ts";
 

@@ -1,16 +1,25 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { test } from "node:test";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
 import { MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
 import { tempDir } from "../helpers.ts";
 
-const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({ dir, commitLogSegmentBytes: 8192, consumeQueueEntries: 16, cleanIntervalMs: 0, ...o });
+const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
+  dir,
+  commitLogSegmentBytes: 8192,
+  consumeQueueEntries: 16,
+  cleanIntervalMs: 0,
+  ...o,
+});
 const batch = (topic: string, queueId: number, msgs: Array<{ body: string; props?: Record<string, string> }>) => ({
-  topic, queueId, bornTimestamp: Date.now(), bornHost: "10.1.2.3:4000",
+  topic,
+  queueId,
+  bornTimestamp: Date.now(),
+  bornHost: "10.1.2.3:4000",
   body: encodeMessageBatch(msgs.map((m) => ({ body: Buffer.from(m.body), properties: encodeProperties(m.props) }))),
 });
 const isCode = (code: string) => (e: unknown) => e instanceof MQError && e.code === code;
@@ -36,7 +45,7 @@ test("round trip across commit-log and consume-queue roll-over, before and after
       const g = st.getMessage("g", "RollTopic", 1, off, 32);
       if (g.status !== "FOUND") break;
       const ms = decodeRecords(Buffer.concat(g.buffers), "b");
-      ms.forEach((m, i) => assert.equal(m.queueOffset, off + i));
+      for (const [i, m] of ms.entries()) assert.equal(m.queueOffset, off + i);
       got.push(...ms.map((m) => m.body.toString()));
       off = g.nextBeginOffset;
     }
@@ -77,7 +86,10 @@ test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCH
   assert.deepEqual([g.status, g.nextBeginOffset], ["OFFSET_OVERFLOW_BADLY", 10]);
   g = s.getMessage("g", "T", 0, 0, 32, { tagsCodes: new Set([javaHashCode("B")]) });
   assert.equal(g.status, "FOUND");
-  assert.deepEqual(decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.tags), ["B", "B", "B", "B", "B"]);
+  assert.deepEqual(
+    decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.tags),
+    ["B", "B", "B", "B", "B"],
+  );
   assert.equal(g.nextBeginOffset, 10);
   g = s.getMessage("g", "T", 0, 0, 32, { tagsCodes: new Set([javaHashCode("C")]) });
   assert.deepEqual([g.status, g.nextBeginOffset], ["NO_MATCHED_MESSAGE", 10]);
@@ -158,7 +170,10 @@ test("a full disk fails the put with DISK_FULL and the store stays readable", as
     segmentIo.writeSync = real;
   }
   const g = s.getMessage("g", "D", 0, 0, 32);
-  assert.deepEqual(decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.body.toString()), ["before"]);
+  assert.deepEqual(
+    decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.body.toString()),
+    ["before"],
+  );
   const r = await s.putMessages(batch("D", 0, [{ body: "after" }]));
   assert.equal(r.firstQueueOffset, 1);
   assert.equal(s.getMessage("g", "D", 0, 1, 32).messageCount, 1);
@@ -181,7 +196,10 @@ test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) =
   t.after(() => s.close());
   const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => s.putMessages(batch("G", 0, [{ body: `g${i}` }]))));
   assert.ok(rs.every((r) => r.status === "PUT_OK"));
-  assert.deepEqual(rs.map((r) => r.firstQueueOffset).sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i));
+  assert.deepEqual(
+    rs.map((r) => r.firstQueueOffset).sort((a, b) => a - b),
+    Array.from({ length: 50 }, (_, i) => i),
+  );
   assert.equal(s.commitLog.flushedOffset, s.maxPhyOffset);
 });
 
@@ -214,16 +232,26 @@ test("getMessage: NO_MESSAGE_IN_QUEUE, OFFSET_FOUND_NULL and MESSAGE_WAS_REMOVIN
   // commit-log files deleted before the consume queues caught up (RocketMQ's race with file expiry)
   const firstOfSeg1 = at.findIndex((p) => p >= 8192);
   assert.ok(firstOfSeg1 > 0 && firstOfSeg1 < 16);
-  assert.equal(s.commitLog.deleteSegments((seg) => seg.start === 0), 1);
+  assert.equal(
+    s.commitLog.deleteSegments((seg) => seg.start === 0),
+    1,
+  );
   g = s.getMessage("g", "S", 0, 0, 4);
   const n = Math.min(4, 16 - firstOfSeg1); // one read stays within one consume-queue file
   assert.deepEqual([g.status, g.messageCount], ["FOUND", n], "entries past the removed file are served");
   assert.equal(decodeRecords(Buffer.concat(g.buffers), "b")[0]!.queueOffset, firstOfSeg1);
   assert.equal(g.nextBeginOffset, firstOfSeg1 + n);
-  assert.equal(s.commitLog.deleteSegments((seg) => seg.start === 8192), 1);
+  assert.equal(
+    s.commitLog.deleteSegments((seg) => seg.start === 8192),
+    1,
+  );
   assert.ok(at.findIndex((p) => p >= 16384) >= 16, "consume-queue file 0 points into segments 0 and 1 only");
   g = s.getMessage("g", "S", 0, 0, 32);
-  assert.deepEqual([g.status, g.messageCount, g.nextBeginOffset], ["MESSAGE_WAS_REMOVING", 0, 16], "the whole consume-queue file points into removed files: skip it");
+  assert.deepEqual(
+    [g.status, g.messageCount, g.nextBeginOffset],
+    ["MESSAGE_WAS_REMOVING", 0, 16],
+    "the whole consume-queue file points into removed files: skip it",
+  );
 });
 
 test("putMessagesGroup: batches that arrive together share one write; queue offsets continue across them; a bad batch fails alone", async (t) => {
@@ -243,16 +271,40 @@ test("putMessagesGroup: batches that arrive together share one write; queue offs
   const settled = await Promise.allSettled(results);
   assert.equal(settled[2]!.status, "rejected");
   assert.ok(isCode("MESSAGE_ILLEGAL")((settled[2] as PromiseRejectedResult).reason));
-  const ok = settled.filter((r): r is PromiseFulfilledResult<Awaited<(typeof results)[number]>> => r.status === "fulfilled").map((r) => r.value);
-  assert.deepEqual(ok.map((r) => [r.firstQueueOffset, r.count]), [[0, 2], [0, 1], [2, 1], [3, 1]]);
+  const ok = settled
+    .filter((r): r is PromiseFulfilledResult<Awaited<(typeof results)[number]>> => r.status === "fulfilled")
+    .map((r) => r.value);
+  assert.deepEqual(
+    ok.map((r) => [r.firstQueueOffset, r.count]),
+    [
+      [0, 2],
+      [0, 1],
+      [2, 1],
+      [3, 1],
+    ],
+  );
   assert.equal(ok[0]!.commitLogOffset, before);
   assert.equal(ok[1]!.commitLogOffset, ok[0]!.commitLogOffset + ok[0]!.wroteBytes);
   assert.equal(ok[2]!.commitLogOffset, ok[1]!.commitLogOffset + ok[1]!.wroteBytes);
   assert.equal(ok[3]!.commitLogOffset % 4096, 0, "the big batch starts the next segment");
   const q0 = decodeRecords(Buffer.concat(s.getMessage("g", "GroupT", 0, 0, 32).buffers), "b");
-  assert.deepEqual(q0.map((m) => [m.queueOffset, m.body.toString().slice(0, 2)]), [[0, "a0"], [1, "a1"], [2, "a2"], [3, "yy"]]);
-  assert.deepEqual(q0.map((m) => m.offsetMsgId), [ok[0]!.msgIds[0], ok[0]!.msgIds[1], ok[2]!.msgIds[0], ok[3]!.msgIds[0]]);
+  assert.deepEqual(
+    q0.map((m) => [m.queueOffset, m.body.toString().slice(0, 2)]),
+    [
+      [0, "a0"],
+      [1, "a1"],
+      [2, "a2"],
+      [3, "yy"],
+    ],
+  );
+  assert.deepEqual(
+    q0.map((m) => m.offsetMsgId),
+    [ok[0]!.msgIds[0], ok[0]!.msgIds[1], ok[2]!.msgIds[0], ok[3]!.msgIds[0]],
+  );
   assert.equal(s.queryMessageByKey("GroupT", "k2", 4).length, 1);
   const q1 = decodeRecords(Buffer.concat(s.getMessage("g", "GroupT", 1, 0, 32).buffers), "b");
-  assert.deepEqual(q1.map((m) => m.body.toString()), ["b0"]);
+  assert.deepEqual(
+    q1.map((m) => m.body.toString()),
+    ["b0"],
+  );
 });

@@ -1,7 +1,7 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { test } from "node:test";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
@@ -9,7 +9,14 @@ import { tempDir, waitFor } from "../helpers.ts";
 
 const SEG = 64 * 1024;
 const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
-  dir, commitLogSegmentBytes: SEG, consumeQueueEntries: 256, cleanIntervalMs: 0, checkpointIntervalMs: 0, flush: "async", onDamage: () => {}, ...o,
+  dir,
+  commitLogSegmentBytes: SEG,
+  consumeQueueEntries: 256,
+  cleanIntervalMs: 0,
+  checkpointIntervalMs: 0,
+  flush: "async",
+  onDamage: () => {},
+  ...o,
 });
 
 /** Puts `batches` batches of 8 messages of ~1 KiB over two queues; KEYS k<batch> when `keys`. */
@@ -17,7 +24,10 @@ async function fill(s: MessageStore, batches: number, from = 0, keys = false): P
   const at: number[] = [];
   for (let i = from; i < from + batches; i++) {
     const body = encodeMessageBatch(
-      Array.from({ length: 8 }, (_, j) => ({ body: Buffer.from(`m${i}-${j}-${"x".repeat(1000)}`), properties: keys ? encodeProperties({ KEYS: `k${i}` }) : undefined })),
+      Array.from({ length: 8 }, (_, j) => ({
+        body: Buffer.from(`m${i}-${j}-${"x".repeat(1000)}`),
+        properties: keys ? encodeProperties({ KEYS: `k${i}` }) : undefined,
+      })),
     );
     at.push((await s.putMessages({ topic: "R", queueId: i % 2, bornTimestamp: 1, bornHost: "1.1.1.1:1", body })).commitLogOffset);
   }
@@ -133,16 +143,24 @@ test("consume queues or index missing or behind, or no checkpoint: rebuilt from 
   await s0.close();
   const cases: Array<[string, (d: string) => void, RegExp]> = [
     ["queue dir removed", (d) => fs.rmSync(path.join(d, "consumequeue", "R", "1"), { recursive: true }), /missing/],
-    ["last queue file removed", (d) => {
-      const q = path.join(d, "consumequeue", "R", "0");
-      const files = fs.readdirSync(q).sort();
-      fs.rmSync(path.join(q, files[files.length - 1]!));
-    }, /behind/],
-    ["queue file cut", (d) => {
-      const q = path.join(d, "consumequeue", "R", "0");
-      const files = fs.readdirSync(q).sort();
-      fs.truncateSync(path.join(q, files[files.length - 1]!), 20);
-    }, /behind/],
+    [
+      "last queue file removed",
+      (d) => {
+        const q = path.join(d, "consumequeue", "R", "0");
+        const files = fs.readdirSync(q).sort();
+        fs.rmSync(path.join(q, files[files.length - 1]!));
+      },
+      /behind/,
+    ],
+    [
+      "queue file cut",
+      (d) => {
+        const q = path.join(d, "consumequeue", "R", "0");
+        const files = fs.readdirSync(q).sort();
+        fs.truncateSync(path.join(q, files[files.length - 1]!), 20);
+      },
+      /behind/,
+    ],
     ["index removed", (d) => fs.rmSync(path.join(d, "index"), { recursive: true }), /index/],
     ["checkpoint removed", (d) => fs.rmSync(path.join(d, "checkpoint")), /no checkpoint/],
   ];
@@ -169,7 +187,11 @@ test("the periodic checkpoint follows the dispatched log", async (t) => {
   await fill(s, 10);
   const file = path.join(dir, "checkpoint");
   const end = s.maxPhyOffset;
-  await waitFor(() => fs.existsSync(file) && JSON.parse(fs.readFileSync(file, "utf8")).confirmOffset === end, 5000, "a checkpoint at the log end");
+  await waitFor(
+    () => fs.existsSync(file) && JSON.parse(fs.readFileSync(file, "utf8")).confirmOffset === end,
+    5000,
+    "a checkpoint at the log end",
+  );
   const cp = JSON.parse(fs.readFileSync(file, "utf8"));
   assert.equal(cp.flushedOffset, end);
   assert.deepEqual(cp.queues.R, { 0: { min: 0, max: 40 }, 1: { min: 0, max: 40 } });

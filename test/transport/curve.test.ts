@@ -22,7 +22,10 @@ describe("CURVE", () => {
 
   it("decodes Z85 keys to 32 bytes", () => {
     assert.equal(z85Decode(server.publicKey).length, 32);
-    assert.throws(() => z85Decode("abc"), (e) => isMQError(e, "ILLEGAL_ARGUMENT"));
+    assert.throws(
+      () => z85Decode("abc"),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT"),
+    );
   });
 
   it("accepts an allowed client key and rejects wrong or missing keys without exchanging a message", async () => {
@@ -64,6 +67,9 @@ describe("CURVE", () => {
   it("refuses a client with no server key for the address", async () => {
     const c = await ActorNode.start({ listen: null, curveClient: { ...allowed, serverKeys: {} } });
     nodes.push(c);
-    assert.throws(() => c.ref("tcp://127.0.0.1:5", "echo"), (e) => isMQError(e, "AUTH_FAILED"));
+    assert.throws(
+      () => c.ref("tcp://127.0.0.1:5", "echo"),
+      (e) => isMQError(e, "AUTH_FAILED"),
+    );
   });
 });

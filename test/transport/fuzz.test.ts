@@ -59,8 +59,12 @@ describe("bad input at the ROUTER", () => {
       fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a)),
       fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.concat([framePrefix(a.length), Buffer.from(a)])),
       fc.nat({ max: good.length - 1 }).map((n) => good.subarray(0, n)),
-      fc.tuple(fc.anything(), fc.anything(), fc.anything(), fc.anything()).map((t) => frame([KIND_REQUEST, ...t, "x", { type: 1 }, "soon", "many"])),
-      fc.tuple(fc.integer(), fc.integer({ min: -5, max: 2 ** 31 })).map(([code, len]) => frame([KIND_REQUEST, code, 0, "echo", "x", { type: "ECHO" }, 0, len])),
+      fc
+        .tuple(fc.anything(), fc.anything(), fc.anything(), fc.anything())
+        .map((t) => frame([KIND_REQUEST, ...t, "x", { type: 1 }, "soon", "many"])),
+      fc
+        .tuple(fc.integer(), fc.integer({ min: -5, max: 2 ** 31 }))
+        .map(([code, len]) => frame([KIND_REQUEST, code, 0, "echo", "x", { type: "ECHO" }, 0, len])),
       fc.tuple(fc.nat(), fc.anything()).map(([id, p]) => frame([1, id, 5, p, -1])),
       fc.nat().map((l) => Buffer.concat([framePrefix(l), Buffer.from([0x93, 0x01])])),
     );

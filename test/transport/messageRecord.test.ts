@@ -1,14 +1,31 @@
-import { test } from "node:test";
 import assert from "node:assert/strict";
+import { test } from "node:test";
 import {
-  checkRecord, createUniqId, decodeProperties, decodeRecords, encodeMessageBatch, encodeProperties, encodeRecord,
-  forEachBatchMessage, javaHashCode, offsetMsgId, parseOffsetMsgId, CRC_RESERVED_BYTES, MIN_RECORD_BYTES,
+  CRC_RESERVED_BYTES,
+  checkRecord,
+  createUniqId,
+  decodeProperties,
+  decodeRecords,
+  encodeMessageBatch,
+  encodeProperties,
+  encodeRecord,
+  forEachBatchMessage,
+  javaHashCode,
+  MIN_RECORD_BYTES,
+  offsetMsgId,
+  parseOffsetMsgId,
 } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
 
 const base = {
-  topic: "TopicA", queueId: 3, queueOffset: 7, physicalOffset: 4096, bornTimestamp: 1_700_000_000_123,
-  bornHost: "10.0.0.2:5555", storeTimestamp: 1_700_000_000_456, storeHost: "127.0.0.1:10911",
+  topic: "TopicA",
+  queueId: 3,
+  queueOffset: 7,
+  physicalOffset: 4096,
+  bornTimestamp: 1_700_000_000_123,
+  bornHost: "10.0.0.2:5555",
+  storeTimestamp: 1_700_000_000_456,
+  storeHost: "127.0.0.1:10911",
 };
 
 test("javaHashCode matches Java's String.hashCode", () => {
@@ -30,7 +47,13 @@ test("properties round-trip with RocketMQ separators", () => {
 
 test("a record encodes to RocketMQ's layout and decodes back", () => {
   const body = Buffer.from("hello");
-  const rec = encodeRecord({ ...base, body, properties: encodeProperties({ TAGS: "t1", KEYS: "k", UNIQ_KEY: "U1" }), reconsumeTimes: 2, flag: 9 });
+  const rec = encodeRecord({
+    ...base,
+    body,
+    properties: encodeProperties({ TAGS: "t1", KEYS: "k", UNIQ_KEY: "U1" }),
+    reconsumeTimes: 2,
+    flag: 9,
+  });
   assert.equal(rec.readInt32BE(0), rec.length);
   assert.equal(rec.readUInt32BE(4), 0xdaa320a7);
   assert.equal(84 + 4, 88);
@@ -63,14 +86,20 @@ test("every single-bit flip in a record is detected", () => {
     const b = Buffer.from(rec);
     b[bit >> 3]! ^= 1 << (bit & 7);
     assert.equal(checkRecord(b, 0, b.length), -1, `bit ${bit} not detected`);
-    assert.throws(() => decodeRecords(b, "b"), (e: unknown) => e instanceof MQError && e.code === "MALFORMED");
+    assert.throws(
+      () => decodeRecords(b, "b"),
+      (e: unknown) => e instanceof MQError && e.code === "MALFORMED",
+    );
   }
 });
 
 test("several records decode in one pass; a truncated one is refused", () => {
   const recs = [0, 1, 2].map((i) => encodeRecord({ ...base, queueOffset: i, body: Buffer.from(`m${i}`) }));
   const all = Buffer.concat(recs);
-  assert.deepEqual(decodeRecords(all, "b").map((m) => m.body.toString()), ["m0", "m1", "m2"]);
+  assert.deepEqual(
+    decodeRecords(all, "b").map((m) => m.body.toString()),
+    ["m0", "m1", "m2"],
+  );
   assert.throws(() => decodeRecords(all.subarray(0, all.length - 1), "b"), /fails its size or CRC check/);
   assert.ok(MIN_RECORD_BYTES <= recs[0]!.length);
 });
@@ -84,10 +113,17 @@ test("a batch body walks back into its messages", () => {
   const seen: Array<[string, number, string]> = [];
   const n = forEachBatchMessage(batch, (bs, be, flag, props) => seen.push([batch.toString("utf8", bs, be), flag, props]));
   assert.equal(n, 3);
-  assert.deepEqual(seen, [["a", 1, "TAGS\u0001A\u0002"], ["", 0, ""], ["ccc", 0, ""]]);
+  assert.deepEqual(seen, [
+    ["a", 1, "TAGS\u0001A\u0002"],
+    ["", 0, ""],
+    ["ccc", 0, ""],
+  ]);
   const bad = Buffer.from(batch);
   bad.writeUInt32BE(3, 0);
-  assert.throws(() => forEachBatchMessage(bad, () => {}), (e: unknown) => e instanceof MQError && e.code === "MESSAGE_ILLEGAL");
+  assert.throws(
+    () => forEachBatchMessage(bad, () => {}),
+    (e: unknown) => e instanceof MQError && e.code === "MESSAGE_ILLEGAL",
+  );
 });
 
 test("createUniqId is 32 hex chars and unique", () => {
@@ -98,9 +134,19 @@ test("createUniqId is 32 hex chars and unique", () => {
 
 test("crc32Combine and writeRecordCrcWithBody give the CRC of the whole; OffsetMsgIdWriter gives offsetMsgId's text", async () => {
   const { crc32 } = await import("node:zlib");
-  const { crc32Combine, writeRecordCrc, writeRecordCrcWithBody, OffsetMsgIdWriter, RecordOffset } = await import("../../transport/messageRecord.ts");
+  const { crc32Combine, writeRecordCrc, writeRecordCrcWithBody, OffsetMsgIdWriter, RecordOffset } = await import(
+    "../../transport/messageRecord.ts"
+  );
   const rnd = (n: number) => Buffer.from(Array.from({ length: n }, (_, i) => (i * 7919 + n * 31) & 0xff));
-  for (const [la, lb] of [[0, 0], [1, 0], [0, 5], [13, 1024], [88, 1], [300, 65_537], [7, 3]] as const) {
+  for (const [la, lb] of [
+    [0, 0],
+    [1, 0],
+    [0, 5],
+    [13, 1024],
+    [88, 1],
+    [300, 65_537],
+    [7, 3],
+  ] as const) {
     const a = rnd(la);
     const b = rnd(lb).reverse();
     assert.equal(crc32Combine(crc32(a), crc32(b), lb), crc32(Buffer.concat([a, b])), `lengths ${la}+${lb}`);

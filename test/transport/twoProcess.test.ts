@@ -43,7 +43,11 @@ describe("two processes", () => {
     assert.equal(r.fields.pid, s1.child.pid);
     assert.equal(r.body?.length, 1024);
     for (let i = 0; i < 500; i++) echo.send({ type: "COUNT" }, { body: Buffer.alloc(1024) });
-    await waitFor(async () => (await echo.ask<{ count: number }>({ type: "GET", }, { timeoutMs: 2000 })).fields.count === 500, 5000, "500 one-way sends");
+    await waitFor(
+      async () => (await echo.ask<{ count: number }>({ type: "GET" }, { timeoutMs: 2000 })).fields.count === 500,
+      5000,
+      "500 one-way sends",
+    );
     assert.equal((await echo.ask<{ bytes: number }>({ type: "GET" })).fields.bytes, 500 * 1024);
 
     s1.child.kill("SIGKILL");
@@ -57,14 +61,18 @@ describe("two processes", () => {
 
     const s2 = await startServer(address);
     children.push(s2.child);
-    const back = await waitFor(async () => {
-      try {
-        return await echo.ask<{ pid: number }>({ type: "ECHO", text: "again" }, { timeoutMs: 300 });
-      } catch (e) {
-        if (isMQError(e, "TIMEOUT")) return null;
-        throw e;
-      }
-    }, 10_000, "traffic to resume");
+    const back = await waitFor(
+      async () => {
+        try {
+          return await echo.ask<{ pid: number }>({ type: "ECHO", text: "again" }, { timeoutMs: 300 });
+        } catch (e) {
+          if (isMQError(e, "TIMEOUT")) return null;
+          throw e;
+        }
+      },
+      10_000,
+      "traffic to resume",
+    );
     assert.equal(back.fields.pid, s2.child.pid);
     assert.equal((await echo.ask<{ count: number }>({ type: "GET" })).fields.count, 0, "no stale one-way delivered after restart");
     s2.child.kill("SIGTERM");

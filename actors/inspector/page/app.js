@@ -1,5 +1,4 @@
 // actormq inspector page: plain browser JavaScript, no build step, no network beyond this server.
-"use strict";
 
 const MAX_ENTRIES = 20000;
 const MAX_ROWS = 300;
@@ -225,8 +224,11 @@ function renderTimeline() {
     const cls = ["entry", r.kind, app.cursor !== null && e.seq === app.cursor ? "cursor" : ""].filter(Boolean).join(" ");
     let detail = "";
     if (app.expanded.has(e.seq)) {
-      const payload = r.kind === "event" ? r.payload : r.kind === "failure" ? { error: r.error, restarts: r.restarts } : { machineId: r.machineId };
-      const after = e.after ? { status: e.after.record.status, value: e.after.record.value, context: e.after.record.context } : "(no snapshot recorded)";
+      const payload =
+        r.kind === "event" ? r.payload : r.kind === "failure" ? { error: r.error, restarts: r.restarts } : { machineId: r.machineId };
+      const after = e.after
+        ? { status: e.after.record.status, value: e.after.record.value, context: e.after.record.context }
+        : "(no snapshot recorded)";
       detail = `<pre class="payload">payload ${esc(JSON.stringify(payload, null, 1))}</pre><pre class="snapshot">snapshot after ${esc(JSON.stringify(after, null, 1))}</pre>`;
     }
     return `<li class="${cls}" data-seq="${e.seq}" data-type="${esc(r.kind === "event" ? r.type : r.kind)}">${entryLine(e)}${detail}</li>`;
@@ -239,7 +241,7 @@ async function loadChart(nodeId, machineId) {
   const key = app.mode === "file" ? machineId : `${nodeId}|${machineId}`;
   if (app.charts.has(key)) return app.charts.get(key);
   let chart = null;
-  if (app.mode === "file") chart = (app.fileCharts && app.fileCharts[machineId]) || null;
+  if (app.mode === "file") chart = app.fileCharts?.[machineId] || null;
   else {
     const res = await fetch(`/api/chart?node=${encodeURIComponent(nodeId)}&machine=${encodeURIComponent(machineId)}`);
     chart = res.ok ? await res.json() : null;
@@ -272,16 +274,27 @@ async function renderChart() {
   const { last, prev } = snapshotsAt(node.nodeId, actor.actorName, limit);
   const value = last ? last.record.value : actor.value;
   const status = last ? last.record.status : actor.status;
-  $("chart-state").textContent = `state: ${valueText(value) || "?"} · status: ${status}${node.status === "gone" ? " · process gone (last known state)" : ""}${last?.record.eventType ? ` · after ${chart?.transitions.find((t) => t.event === last.record.eventType)?.label ?? eventText(last.record.eventType)}` : ""}`;
+  $("chart-state").textContent =
+    `state: ${valueText(value) || "?"} · status: ${status}${node.status === "gone" ? " · process gone (last known state)" : ""}${last?.record.eventType ? ` · after ${chart?.transitions.find((t) => t.event === last.record.eventType)?.label ?? eventText(last.record.eventType)}` : ""}`;
   if (!chart) return;
   const svg = box.querySelector("svg");
   const idByPath = new Map(chart.states.map((s) => [s.path, s.id]));
-  const active = new Set(valuePaths(value).map((p) => idByPath.get(p)).filter(Boolean));
+  const active = new Set(
+    valuePaths(value)
+      .map((p) => idByPath.get(p))
+      .filter(Boolean),
+  );
   for (const g of svg.querySelectorAll("[data-state]")) g.classList.toggle("active", active.has(g.getAttribute("data-state")));
   const lastIds = new Set();
   const ev = last?.record.eventType;
   if (ev) {
-    const prevActive = new Set(prev ? valuePaths(prev.record.value).map((p) => idByPath.get(p)).filter(Boolean) : []);
+    const prevActive = new Set(
+      prev
+        ? valuePaths(prev.record.value)
+            .map((p) => idByPath.get(p))
+            .filter(Boolean)
+        : [],
+    );
     let cands = chart.transitions.filter((t) => t.event === ev && prevActive.has(t.source));
     if (cands.length === 0) cands = chart.transitions.filter((t) => t.event === ev && t.targets.some((x) => active.has(x)));
     for (const t of cands) lastIds.add(t.id);
@@ -298,13 +311,22 @@ function renderCluster(v) {
   const qs = [];
   for (const t of v.topics) for (const q of t.queues) qs.push({ topic: t.topic, ...q });
   const topics = `<table class="topics"><tr><th>topic</th><th>broker</th><th>queue</th><th>max offset</th></tr>${rows(
-    [(q) => esc(q.topic), (q) => esc(q.brokerName), (q) => q.queueId, (q) => (q.maxOffset ?? "?")],
+    [(q) => esc(q.topic), (q) => esc(q.brokerName), (q) => q.queueId, (q) => q.maxOffset ?? "?"],
     qs,
   )}</table>`;
   const gq = [];
   for (const g of v.groups) for (const q of g.queues) gq.push({ group: g.group, ...q });
   const groups = `<table class="groups"><tr><th>group</th><th>topic</th><th>broker</th><th>queue</th><th>broker offset</th><th>consumer offset</th><th>lag</th><th>assigned to</th></tr>${rows(
-    [(q) => esc(q.group), (q) => esc(q.topic), (q) => esc(q.brokerName), (q) => q.queueId, (q) => q.brokerOffset, (q) => q.consumerOffset, (q) => `<span class="lag${q.lag > 0 ? " behind" : ""}">${q.lag}</span>`, (q) => esc(q.assignedTo ?? "")],
+    [
+      (q) => esc(q.group),
+      (q) => esc(q.topic),
+      (q) => esc(q.brokerName),
+      (q) => q.queueId,
+      (q) => q.brokerOffset,
+      (q) => q.consumerOffset,
+      (q) => `<span class="lag${q.lag > 0 ? " behind" : ""}">${q.lag}</span>`,
+      (q) => esc(q.assignedTo ?? ""),
+    ],
     gq,
   )}</table>`;
   const errors = v.errors.length ? `<div class="errors">${v.errors.slice(0, 10).map(esc).join("<br>")}</div>` : "";
@@ -422,7 +444,7 @@ function exportSvg() {
 
 function loadTimeline(text, name) {
   const data = JSON.parse(text);
-  if (!data || data.format !== "actormq-timeline" || !Array.isArray(data.entries)) throw new Error("not an actormq timeline export");
+  if (data?.format !== "actormq-timeline" || !Array.isArray(data.entries)) throw new Error("not an actormq timeline export");
   disconnect();
   app.mode = "file";
   app.fileName = name;

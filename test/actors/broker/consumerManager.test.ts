@@ -51,7 +51,9 @@ async function fakeClient(id: string): Promise<FakeClient> {
       await node.ref(f.broker.address, ConsumptionActorFor.HEART_BEAT).ask({ type: "HEART_BEAT", ...hb });
     },
     async unregister(f, group) {
-      await node.ref(f.broker.address, ConsumptionActorFor.UNREGISTER_CLIENT).ask({ type: "UNREGISTER_CLIENT", clientID: id, consumerGroup: group });
+      await node
+        .ref(f.broker.address, ConsumptionActorFor.UNREGISTER_CLIENT)
+        .ask({ type: "UNREGISTER_CLIENT", clientID: id, consumerGroup: group });
     },
   };
   clients.push(c);
@@ -100,11 +102,19 @@ test("heartbeats register members; a join notifies every member; the list names 
 test("a pull without a subscription uses the registered one; an older broker copy is SUBSCRIPTION_NOT_LATEST", async () => {
   const c = await fakeClient("10.0.0.3@1");
   await c.heartbeat(f, "Tagged", { T: "TagA" }, "CLUSTERING", 5);
-  await f.send("T", 1, [{ tags: "TagA", body: "a" }, { tags: "TagB", body: "b" }]);
+  await f.send("T", 1, [
+    { tags: "TagA", body: "a" },
+    { tags: "TagB", body: "b" },
+  ]);
   const r = await f.pull({ consumerGroup: "Tagged", queueId: 1, sysFlag: 0, subVersion: 5 });
   assert.equal(r.fields.status, "SUCCESS");
-  assert.deepEqual(decodeRecords(r.body!, "a").map((m) => m.body.toString()), ["a"]);
-  await assert.rejects(f.pull({ consumerGroup: "Tagged", queueId: 1, sysFlag: 0, subVersion: 6 }), (e: unknown) => isMQError(e, "SUBSCRIPTION_NOT_LATEST"));
+  assert.deepEqual(
+    decodeRecords(r.body!, "a").map((m) => m.body.toString()),
+    ["a"],
+  );
+  await assert.rejects(f.pull({ consumerGroup: "Tagged", queueId: 1, sysFlag: 0, subVersion: 6 }), (e: unknown) =>
+    isMQError(e, "SUBSCRIPTION_NOT_LATEST"),
+  );
 });
 
 test("UNREGISTER_CLIENT removes the member and notifies the rest; an empty group has no consumer list", async () => {

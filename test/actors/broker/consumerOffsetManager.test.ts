@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { isMQError, PullSysFlag, type ConsumeStatsReply } from "../../../transport/protocol.ts";
+import { type ConsumeStatsReply, isMQError, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
@@ -34,7 +34,10 @@ test("no stored offset: 0 while the queue starts at 0 with its first message the
   await f.send("T", 0, [{}, {}]);
   assert.equal(await query("Fresh", 0), 0);
   // the client may ask for "not found" instead of 0
-  await assert.rejects(f.ask("QUERY_CONSUMER_OFFSET", { consumerGroup: "Fresh", topic: "T", queueId: 0, setZeroIfNotFound: false }), (e: unknown) => isMQError(e, "QUERY_NOT_FOUND"));
+  await assert.rejects(
+    f.ask("QUERY_CONSUMER_OFFSET", { consumerGroup: "Fresh", topic: "T", queueId: 0, setZeroIfNotFound: false }),
+    (e: unknown) => isMQError(e, "QUERY_NOT_FOUND"),
+  );
   // a topic the store has never seen starts at 0 too
   assert.equal(await query("Fresh", 0, "NoSuchTopic"), 0);
 });
@@ -47,7 +50,9 @@ test("once the queue's first messages are deleted: QUERY_NOT_FOUND, and a pull b
     assert.ok(s.broker.store.deleteExpiredFiles(Date.now() + 1000 * 3600_000) > 0, "old segments deleted");
     const min = s.broker.store.getMinOffset("Old", 0);
     assert.ok(min > 0, `min offset ${min}`);
-    await assert.rejects(s.ask("QUERY_CONSUMER_OFFSET", { consumerGroup: "Late", topic: "Old", queueId: 0 }), (e: unknown) => isMQError(e, "QUERY_NOT_FOUND"));
+    await assert.rejects(s.ask("QUERY_CONSUMER_OFFSET", { consumerGroup: "Late", topic: "Old", queueId: 0 }), (e: unknown) =>
+      isMQError(e, "QUERY_NOT_FOUND"),
+    );
     const r = await s.pull({ consumerGroup: "Late", topic: "Old", queueId: 0, queueOffset: 0 });
     assert.deepEqual([r.fields.status, r.fields.nextBeginOffset, r.fields.minOffset], ["PULL_OFFSET_MOVED", min, min]);
   } finally {
@@ -62,21 +67,30 @@ test("UPDATE_CONSUMER_OFFSET is kept in memory, written every interval and at cl
   // a smaller commit overwrites (monotonicity is the client's job)
   await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 2, commitOffset: 2 });
   assert.equal(await query("G", 2), 2);
-  const stored = await waitFor(() => {
-    try {
-      const j = JSON.parse(readFileSync(offsetFile(), "utf8")) as { offsetTable: Record<string, Record<string, number>> };
-      return j.offsetTable["T@G"]?.["2"] === 2 ? j : undefined;
-    } catch {
-      return undefined;
-    }
-  }, 3000, "periodic persist");
+  const stored = await waitFor(
+    () => {
+      try {
+        const j = JSON.parse(readFileSync(offsetFile(), "utf8")) as { offsetTable: Record<string, Record<string, number>> };
+        return j.offsetTable["T@G"]?.["2"] === 2 ? j : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    3000,
+    "periodic persist",
+  );
   assert.deepEqual(stored.offsetTable["T@G"], { "1": 7, "2": 2 });
   await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 3, commitOffset: 11 });
   await f.restart();
   assert.equal(await query("G", 1), 7);
   assert.equal(await query("G", 3), 11, "the last commit before close survives the restart");
-  await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "NoSuchTopic", queueId: 0, commitOffset: 1 }), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
-  await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 0 }), (e: unknown) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(
+    f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "NoSuchTopic", queueId: 0, commitOffset: 1 }),
+    (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
+  await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 0 }), (e: unknown) =>
+    isMQError(e, "INVALID_PARAMETER"),
+  );
 });
 
 test("max, min, earliest store time and search by timestamp", async () => {
@@ -121,16 +135,29 @@ test("reset by timestamp: committed at once, answered once to the next pull as P
   await new Promise((r) => setTimeout(r, 5));
   await f.send("R", 0, [{}, {}, {}]);
   await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "RG", topic: "R", queueId: 0, commitOffset: 7 });
-  const reset = await f.ask<{ offsetTable: { queueId: number; offset: number }[] }>("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "R", group: "RG", timestamp: ts });
+  const reset = await f.ask<{ offsetTable: { queueId: number; offset: number }[] }>("INVOKE_BROKER_TO_RESET_OFFSET", {
+    topic: "R",
+    group: "RG",
+    timestamp: ts,
+  });
   assert.deepEqual(reset.fields.offsetTable, [{ queueId: 0, offset: 4 }]);
   assert.equal(await query("RG", 0, "R"), 4);
   // commits are ignored while the reset waits for its pull, including the one the pull carries
   await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "RG", topic: "R", queueId: 0, commitOffset: 7 });
-  const moved = await f.pull({ consumerGroup: "RG", topic: "R", queueId: 0, queueOffset: 7, sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET, commitOffset: 7 });
+  const moved = await f.pull({
+    consumerGroup: "RG",
+    topic: "R",
+    queueId: 0,
+    queueOffset: 7,
+    sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET,
+    commitOffset: 7,
+  });
   assert.deepEqual([moved.fields.status, moved.fields.nextBeginOffset], ["PULL_OFFSET_MOVED", 4]);
   assert.equal(await query("RG", 0, "R"), 4);
   // answered once: the next pull reads from the reset offset
   const next = await f.pull({ consumerGroup: "RG", topic: "R", queueId: 0, queueOffset: 4 });
   assert.deepEqual([next.fields.status, next.fields.messageCount, next.fields.nextBeginOffset], ["SUCCESS", 3, 7]);
-  await assert.rejects(f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "Nope", group: "RG", timestamp: ts }), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+  await assert.rejects(f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "Nope", group: "RG", timestamp: ts }), (e: unknown) =>
+    isMQError(e, "TOPIC_NOT_EXIST"),
+  );
 });

@@ -21,9 +21,17 @@ export interface Fixture {
   client: ActorNode;
   dir: string;
   /** stores messages in one queue (one batch); returns the first queue offset */
-  send(topic: string, queueId: number, msgs: Array<{ body?: string; tags?: string; properties?: Record<string, string> }>): Promise<SendMessageReply>;
+  send(
+    topic: string,
+    queueId: number,
+    msgs: Array<{ body?: string; tags?: string; properties?: Record<string, string> }>,
+  ): Promise<SendMessageReply>;
   /** asks the broker actor that serves `type` */
-  ask<T = Record<string, unknown>>(type: keyof typeof ConsumptionActorFor, fields: Record<string, unknown>, timeoutMs?: number): Promise<{ fields: T; body?: Buffer }>;
+  ask<T = Record<string, unknown>>(
+    type: keyof typeof ConsumptionActorFor,
+    fields: Record<string, unknown>,
+    timeoutMs?: number,
+  ): Promise<{ fields: T; body?: Buffer }>;
   /** a pull with a subscription, no suspend unless sysFlag says so */
   pull(fields: Partial<PullMessageRequest>, timeoutMs?: number): Promise<{ fields: PullMessageReply; body?: Buffer }>;
   /** stops the broker (keeps the store dir) and starts it again on the same dir */
@@ -36,7 +44,15 @@ export type TestBrokerOptions = Partial<BrokerOptions> & Record<string, unknown>
 
 export async function startFixture(opts: TestBrokerOptions = {}): Promise<Fixture> {
   const { dir, cleanup } = await tempDir("actormq-consume-");
-  const brokerOpts = { brokerName: "a", listen: EPHEMERAL, nameservers: [], storeDir: dir, flush: "async", logLevel: "silent", ...opts } as BrokerOptions;
+  const brokerOpts = {
+    brokerName: "a",
+    listen: EPHEMERAL,
+    nameservers: [],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+    ...opts,
+  } as BrokerOptions;
   const client = await ActorNode.start({ listen: null });
   const f: Fixture = {
     broker: await Broker.start(brokerOpts),
@@ -51,7 +67,10 @@ export async function startFixture(opts: TestBrokerOptions = {}): Promise<Fixtur
       );
       const r = await client
         .ref(f.broker.address, BrokerActor.BROKER)
-        .ask<SendMessageReply>({ type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic, queueId, sysFlag: 0, bornTimestamp: Date.now() }, { body, timeoutMs: 5000 });
+        .ask<SendMessageReply>(
+          { type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic, queueId, sysFlag: 0, bornTimestamp: Date.now() },
+          { body, timeoutMs: 5000 },
+        );
       return r.fields;
     },
     ask(type, fields, timeoutMs = 5000) {

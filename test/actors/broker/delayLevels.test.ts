@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
-  clampDelayLevel, computeDeliverTimestamp, correctDeliverTimestamp, DEFAULT_MESSAGE_DELAY_LEVEL, delayLevelToQueueId, delayOfLevel, parseDelayLevels,
+  clampDelayLevel,
+  computeDeliverTimestamp,
+  correctDeliverTimestamp,
+  DEFAULT_MESSAGE_DELAY_LEVEL,
+  delayLevelToQueueId,
+  delayOfLevel,
+  parseDelayLevels,
 } from "../../../actors/broker/delayLevels.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 
@@ -21,7 +27,11 @@ describe("delay levels", () => {
   });
   it("rejects bad strings with ILLEGAL_ARGUMENT", () => {
     for (const bad of ["", "   ", "1x", "s", "1.5s", "-1s", "1s 2", "1 s"]) {
-      assert.throws(() => parseDelayLevels(bad), (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT"), bad);
+      assert.throws(
+        () => parseDelayLevels(bad),
+        (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT"),
+        bad,
+      );
     }
   });
   it("deliver time, unknown level, clock-jump guard, clamping, queue ids", () => {

@@ -47,7 +47,10 @@ test("a held pull wakes within milliseconds of a send", async () => {
   assert.ok(waited < 500, `woken ${waited} ms after the send`);
   assert.equal(held.value!.fields.status, "SUCCESS");
   assert.equal(held.value!.fields.nextBeginOffset, 1);
-  assert.deepEqual(decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()), ["wake"]);
+  assert.deepEqual(
+    decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()),
+    ["wake"],
+  );
 });
 
 test("an arrival that cannot match the subscription leaves the pull held; a matching one wakes it", async () => {
@@ -58,7 +61,10 @@ test("an arrival that cannot match the subscription leaves the pull held; a matc
   await held.done;
   // arrivals are handled in order: had the TagB one answered the pull, it would not hold "a"
   assert.equal(held.value!.fields.status, "SUCCESS");
-  assert.deepEqual(decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()), ["a"]);
+  assert.deepEqual(
+    decodeRecords(held.value!.body!, "a").map((m) => m.body.toString()),
+    ["a"],
+  );
   assert.equal(held.value!.fields.nextBeginOffset, 2);
 });
 

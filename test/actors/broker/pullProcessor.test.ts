@@ -37,10 +37,19 @@ test("every pull status with its next offset, min and max", async () => {
   await f.send("T", 1, [{ body: "a" }, { body: "b" }, { body: "c" }, { body: "d" }, { body: "e" }]);
   r = await f.pull({ queueId: 1, queueOffset: 0 });
   assert.equal(r.fields.status, "SUCCESS");
-  assert.deepEqual([r.fields.nextBeginOffset, r.fields.minOffset, r.fields.maxOffset, r.fields.messageCount, r.fields.suggestWhichBrokerId], [5, 0, 5, 5, 0]);
+  assert.deepEqual(
+    [r.fields.nextBeginOffset, r.fields.minOffset, r.fields.maxOffset, r.fields.messageCount, r.fields.suggestWhichBrokerId],
+    [5, 0, 5, 5, 0],
+  );
   const msgs = decodeRecords(r.body!, "a");
-  assert.deepEqual(msgs.map((m) => m.body.toString()), ["a", "b", "c", "d", "e"]);
-  assert.deepEqual(msgs.map((m) => m.queueOffset), [0, 1, 2, 3, 4]);
+  assert.deepEqual(
+    msgs.map((m) => m.body.toString()),
+    ["a", "b", "c", "d", "e"],
+  );
+  assert.deepEqual(
+    msgs.map((m) => m.queueOffset),
+    [0, 1, 2, 3, 4],
+  );
 
   r = await f.pull({ queueId: 1, queueOffset: 2, maxMsgNums: 2 });
   assert.deepEqual([r.fields.status, r.fields.nextBeginOffset, r.fields.messageCount], ["SUCCESS", 4, 2]);
@@ -53,10 +62,19 @@ test("every pull status with its next offset, min and max", async () => {
 });
 
 test("tag filter by tag hash: only matching messages, a batch of none asks to retry at once past them", async () => {
-  await f.send("T", 2, [{ tags: "TagA", body: "1" }, { tags: "TagB", body: "2" }, { body: "3" }, { tags: "TagC", body: "4" }, { tags: "TagA", body: "5" }]);
+  await f.send("T", 2, [
+    { tags: "TagA", body: "1" },
+    { tags: "TagB", body: "2" },
+    { body: "3" },
+    { tags: "TagC", body: "4" },
+    { tags: "TagA", body: "5" },
+  ]);
   let r = await f.pull({ queueId: 2, subscription: "TagA || TagC" });
   assert.equal(r.fields.status, "SUCCESS");
-  assert.deepEqual(decodeRecords(r.body!, "a").map((m) => `${m.tags}:${m.body}`), ["TagA:1", "TagC:4", "TagA:5"]);
+  assert.deepEqual(
+    decodeRecords(r.body!, "a").map((m) => `${m.tags}:${m.body}`),
+    ["TagA:1", "TagC:4", "TagA:5"],
+  );
   assert.equal(r.fields.nextBeginOffset, 5);
   r = await f.pull({ queueId: 2, subscription: "TagZ" });
   assert.deepEqual([r.fields.status, r.fields.nextBeginOffset, r.body], ["PULL_RETRY_IMMEDIATELY", 5, undefined]);
@@ -68,7 +86,10 @@ test("SQL92 subscriptions are evaluated on the properties; a bad one is SUBSCRIP
   await f.send("T", 3, [{ properties: { a: "1" } }, { properties: { a: "7", b: "x" } }, { properties: { a: "9", b: "y" } }]);
   const r = await f.pull({ queueId: 3, subscription: "a > 5 AND b = 'x'", expressionType: "SQL92" });
   assert.equal(r.fields.status, "SUCCESS");
-  assert.deepEqual(decodeRecords(r.body!, "a").map((m) => m.queueOffset), [1]);
+  assert.deepEqual(
+    decodeRecords(r.body!, "a").map((m) => m.queueOffset),
+    [1],
+  );
   await rejects(f.pull({ queueId: 3, subscription: "a > AND", expressionType: "SQL92" }), "SUBSCRIPTION_PARSE_FAILED");
   await rejects(f.pull({ queueId: 3, subscription: " || " }), "SUBSCRIPTION_PARSE_FAILED");
 });
@@ -100,7 +121,13 @@ test("checks come in RocketMQ's order", async () => {
 
 test("a pull carrying a commit offset updates the group's offset", async () => {
   await f.send("T", 0, [{}, {}, {}]);
-  const r = await f.pull({ consumerGroup: "Committer", queueId: 0, queueOffset: 3, sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET, commitOffset: 2 });
+  const r = await f.pull({
+    consumerGroup: "Committer",
+    queueId: 0,
+    queueOffset: 3,
+    sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET,
+    commitOffset: 2,
+  });
   assert.equal(r.fields.status, "PULL_NOT_FOUND");
   const q = await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: "Committer", topic: "T", queueId: 0 });
   assert.equal(q.fields.offset, 2);

@@ -2,8 +2,18 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { parseDelayLevels } from "../../../actors/broker/delayLevels.ts";
 import {
-  clientRetryDelayLevel, decideSendBack, dlqTopic, effectiveMaxReconsumeTimes, groupOfRetryOrDlqTopic, isRetryTopic, messagesToSendBack,
-  normalizeAckIndex, orderlySuspendDecision, retryTopic, shouldDivertRetrySendToDLQ, suspendTimeMillis,
+  clientRetryDelayLevel,
+  decideSendBack,
+  dlqTopic,
+  effectiveMaxReconsumeTimes,
+  groupOfRetryOrDlqTopic,
+  isRetryTopic,
+  messagesToSendBack,
+  normalizeAckIndex,
+  orderlySuspendDecision,
+  retryTopic,
+  shouldDivertRetrySendToDLQ,
+  suspendTimeMillis,
 } from "../../../actors/broker/retryPolicy.ts";
 
 describe("retry policy", () => {
@@ -28,7 +38,10 @@ describe("retry policy", () => {
     }
     assert.equal(reconsumeTimes, 16);
     assert.equal(delays.length, 16);
-    assert.deepEqual(delays.map((ms) => ms / 1000), [10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200]);
+    assert.deepEqual(
+      delays.map((ms) => ms / 1000),
+      [10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200],
+    );
     const total = delays.reduce((a, b) => a + b, 0);
     assert.equal(Math.round(total / 60_000), 4 * 60 + 46);
     assert.deepEqual(decideSendBack({ reconsumeTimes: 16, delayLevel: 0 }), { toDLQ: true, delayLevel: 0, reconsumeTimes: 17 });

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
+import { Admin, Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
-import { Admin, Producer } from "../../../actors/client/index.ts";
 import { decodeRecords, encodeMessageBatch } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, type MessageQueue, type SendMessageReply } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
@@ -19,7 +19,14 @@ let dir: string;
 before(async () => {
   ({ dir, cleanup } = await tempDir());
   ns = await NameServer.start({ listen: EPHEMERAL });
-  broker = await Broker.start({ brokerName: "a", listen: EPHEMERAL, nameservers: [ns.address], storeDir: dir, flush: "async", maxMessageBytes: 64 * 1024 });
+  broker = await Broker.start({
+    brokerName: "a",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: dir,
+    flush: "async",
+    maxMessageBytes: 64 * 1024,
+  });
   producer = await Producer.start({ group: "pg", nameservers: [ns.address], maxMessageBytes: 1024 * 1024 });
   admin = await Admin.start({ nameservers: [ns.address] });
   raw = await ActorNode.start({ listen: null });
@@ -79,7 +86,11 @@ test("round robin spreads sends over every queue; oneway sends arrive", async ()
   for (const c of seen.values()) assert.equal(c, 10);
   await producer.sendOneway({ topic: "RR", body: "one-way" });
   // each queue holds 10 after the round robin: the oneway message is the 11th of one of them
-  const [q] = await waitFor(() => [0, 1, 2, 3].filter((q) => broker.store.getMaxOffset("RR", q) === 11).map((q) => [q] as const)[0], 5000, "the oneway message stored");
+  const [q] = await waitFor(
+    () => [0, 1, 2, 3].filter((q) => broker.store.getMaxOffset("RR", q) === 11).map((q) => [q] as const)[0],
+    5000,
+    "the oneway message stored",
+  );
   assert.equal(stored("RR", q, 10).body.toString(), "one-way");
 });
 
@@ -108,29 +119,62 @@ test("bad input gets its code and the broker keeps serving", async () => {
   const ref = raw.ref(broker.address, BrokerActor.BROKER);
   const base = { producerGroup: "pg", topic: "RR", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() };
   await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base }), (e) => isMQError(e, "MESSAGE_ILLEGAL"), "no body");
-  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: "zero" }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
-  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 99 }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"), "queue range");
-  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: 7 }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
-  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, properties: 5 }, { body: Buffer.from("x") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
-  await assert.rejects(ref.ask({ type: "SEND_BATCH_MESSAGE", ...base }, { body: Buffer.from("garbage batch body") }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
-  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "ReadOnly" }, { body: Buffer.from("x") }), (e) => isMQError(e, "NO_PERMISSION"));
-  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "TBW102" }, { body: Buffer.from("x") }), (e) => isMQError(e, "NO_PERMISSION"));
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: "zero" }, { body: Buffer.from("x") }), (e) =>
+    isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+  await assert.rejects(
+    ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 99 }, { body: Buffer.from("x") }),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+    "queue range",
+  );
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: 7 }, { body: Buffer.from("x") }), (e) =>
+    isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, properties: 5 }, { body: Buffer.from("x") }), (e) =>
+    isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+  await assert.rejects(ref.ask({ type: "SEND_BATCH_MESSAGE", ...base }, { body: Buffer.from("garbage batch body") }), (e) =>
+    isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "ReadOnly" }, { body: Buffer.from("x") }), (e) =>
+    isMQError(e, "NO_PERMISSION"),
+  );
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "TBW102" }, { body: Buffer.from("x") }), (e) =>
+    isMQError(e, "NO_PERMISSION"),
+  );
   await assert.rejects(ref.ask({ type: "NO_SUCH_REQUEST" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
-  await assert.rejects(ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName: "Q", readQueueNums: -1 }), (e) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName: "Q", readQueueNums: -1 }), (e) =>
+    isMQError(e, "INVALID_PARAMETER"),
+  );
 
-  const ok = await ref.ask<SendMessageReply>({ type: "SEND_BATCH_MESSAGE", ...base, queueId: -1 }, { body: encodeMessageBatch([{ body: Buffer.from("still serving") }]) });
+  const ok = await ref.ask<SendMessageReply>(
+    { type: "SEND_BATCH_MESSAGE", ...base, queueId: -1 },
+    { body: encodeMessageBatch([{ body: Buffer.from("still serving") }]) },
+  );
   assert.equal(ok.fields.status, "SEND_OK");
   assert.equal((await producer.send({ topic: "RR", body: "after bad input" })).status, "SEND_OK");
 });
 
 test("the store actor answers SYSTEM_BUSY past its in-flight bound", async () => {
   const { dir: d2, cleanup: c2 } = await tempDir();
-  const b2 = await Broker.start({ brokerName: "busy", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d2, flush: "sync", storeMaxInFlight: 1 });
+  const b2 = await Broker.start({
+    brokerName: "busy",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: d2,
+    flush: "sync",
+    storeMaxInFlight: 1,
+  });
   try {
     const ref = raw.ref(b2.address, BrokerActor.BROKER);
     const body = encodeMessageBatch([{ body: Buffer.alloc(1024) }]);
     const results = await Promise.allSettled(
-      Array.from({ length: 50 }, () => ref.ask({ type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic: "Busy", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() }, { body })),
+      Array.from({ length: 50 }, () =>
+        ref.ask(
+          { type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic: "Busy", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() },
+          { body },
+        ),
+      ),
     );
     const busy = results.filter((r) => r.status === "rejected" && isMQError(r.reason, "SYSTEM_BUSY")).length;
     const okCount = results.filter((r) => r.status === "fulfilled").length;
@@ -152,7 +196,10 @@ test("topic configs survive a broker restart", async () => {
     b = await Broker.start({ brokerName: "persist", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d3, flush: "async" });
     try {
       const route = await admin.topicRoute("Kept");
-      assert.deepEqual(route.queueDatas.find((q) => q.brokerName === "persist"), { brokerName: "persist", readQueueNums: 5, writeQueueNums: 5, perm: 6 });
+      assert.deepEqual(
+        route.queueDatas.find((q) => q.brokerName === "persist"),
+        { brokerName: "persist", readQueueNums: 5, writeQueueNums: 5, perm: 6 },
+      );
     } finally {
       await b.close();
     }

@@ -5,7 +5,12 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ConsumeOrderlyService, type ConsumeOrderlyDeps, DLQ_DELAY_LEVEL, orderlySuspendTime } from "../../../actors/client/consumeOrderlyService.ts";
+import {
+  type ConsumeOrderlyDeps,
+  ConsumeOrderlyService,
+  DLQ_DELAY_LEVEL,
+  orderlySuspendTime,
+} from "../../../actors/client/consumeOrderlyService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
@@ -15,7 +20,21 @@ import { waitFor } from "../../helpers.ts";
 const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
 
 function msg(offset: number): MessageExt {
-  return { topic: "T", brokerName: "b", queueId: 0, queueOffset: offset, commitLogOffset: offset * 100, msgId: `id${offset}`, tags: "", keys: "", properties: {}, body: Buffer.from(`m${offset}`), bornTimestamp: 0, storeTimestamp: 0, reconsumeTimes: 0 } as unknown as MessageExt;
+  return {
+    topic: "T",
+    brokerName: "b",
+    queueId: 0,
+    queueOffset: offset,
+    commitLogOffset: offset * 100,
+    msgId: `id${offset}`,
+    tags: "",
+    keys: "",
+    properties: {},
+    body: Buffer.from(`m${offset}`),
+    bornTimestamp: 0,
+    storeTimestamp: 0,
+    reconsumeTimes: 0,
+  } as unknown as MessageExt;
 }
 
 function fakeOffsets(): OffsetStore & { updates: [number, boolean][] } {
@@ -33,14 +52,24 @@ function fakeOffsets(): OffsetStore & { updates: [number, boolean][] } {
   };
 }
 
-function setup(listener: ConsumeOrderlyDeps["listener"], over: Partial<ConsumeOrderlyDeps> = {}, settings: Partial<ConsumeOrderlyDeps["settings"]> = {}) {
+function setup(
+  listener: ConsumeOrderlyDeps["listener"],
+  over: Partial<ConsumeOrderlyDeps> = {},
+  settings: Partial<ConsumeOrderlyDeps["settings"]> = {},
+) {
   const offsets = fakeOffsets();
   const service = new ConsumeOrderlyService({
     group: "g",
     model: "CLUSTERING",
     listener,
     offsetStore: offsets,
-    settings: { consumeMessageBatchMaxSize: 1, suspendCurrentQueueTimeMillis: 30, maxReconsumeTimes: 2_147_483_647, lockMaxLiveTimeMs: 30_000, ...settings },
+    settings: {
+      consumeMessageBatchMaxSize: 1,
+      suspendCurrentQueueTimeMillis: 30,
+      maxReconsumeTimes: 2_147_483_647,
+      lockMaxLiveTimeMs: 30_000,
+      ...settings,
+    },
     ...over,
   });
   const pq = new ProcessQueue<MessageExt>();
@@ -75,27 +104,44 @@ test("one batch at a time per queue, in offset order; SUCCESS commits last + 1",
   assert.deepEqual(seen.flat(), [0, 1, 2, 3, 4, 5, 6]);
   assert.ok(seen.every((b) => b.length <= 3));
   assert.deepEqual(offsets.updates.at(-1), [7, false]);
-  assert.ok(offsets.updates.every(([, inc]) => inc === false), "orderly commits are not increase-only");
+  assert.ok(
+    offsets.updates.every(([, inc]) => inc === false),
+    "orderly commits are not increase-only",
+  );
   await service.stop();
 });
 
 test("SUSPEND (or a throw) redelivers the same batch after the suspend time, nothing later meanwhile", async () => {
   const calls: { offsets: number[]; reconsume: number[]; at: number }[] = [];
   let n = 0;
-  const { service, pq, offsets } = setup(async (msgs) => {
-    calls.push({ offsets: msgs.map((m) => m.queueOffset), reconsume: msgs.map((m) => m.reconsumeTimes), at: Date.now() });
-    n++;
-    if (n === 1) return "SUSPEND_CURRENT_QUEUE_A_MOMENT";
-    if (n === 2) throw new Error("listener failed");
-    return "SUCCESS";
-  }, {}, { suspendCurrentQueueTimeMillis: 40 });
+  const { service, pq, offsets } = setup(
+    async (msgs) => {
+      calls.push({ offsets: msgs.map((m) => m.queueOffset), reconsume: msgs.map((m) => m.reconsumeTimes), at: Date.now() });
+      n++;
+      if (n === 1) return "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+      if (n === 2) throw new Error("listener failed");
+      return "SUCCESS";
+    },
+    {},
+    { suspendCurrentQueueTimeMillis: 40 },
+  );
   feed(service, pq, [10, 11]);
   await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
-  assert.deepEqual(calls.map((c) => c.offsets), [[10], [10], [10], [11]]);
-  assert.deepEqual(calls.map((c) => c.reconsume[0]), [0, 1, 2, 0]);
+  assert.deepEqual(
+    calls.map((c) => c.offsets),
+    [[10], [10], [10], [11]],
+  );
+  assert.deepEqual(
+    calls.map((c) => c.reconsume[0]),
+    [0, 1, 2, 0],
+  );
   assert.ok(calls[1]!.at - calls[0]!.at >= 35, "paused after SUSPEND");
   assert.ok(calls[2]!.at - calls[1]!.at >= 35, "paused after a throw");
-  assert.deepEqual(offsets.updates.map(([o]) => o), [11, 12], "nothing committed while suspended");
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [11, 12],
+    "nothing committed while suspended",
+  );
   await service.stop();
 });
 
@@ -107,7 +153,12 @@ test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and t
       delivered.push(...msgs.map((m) => m.queueOffset));
       return msgs[0]!.queueOffset === 20 ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
     },
-    { sendBack: async (msgs, level) => (sentBack.push({ offsets: msgs.map((m) => m.queueOffset), level }), []) },
+    {
+      sendBack: async (msgs, level) => {
+        sentBack.push({ offsets: msgs.map((m) => m.queueOffset), level });
+        return [];
+      },
+    },
     { maxReconsumeTimes: 2, suspendCurrentQueueTimeMillis: 10 },
   );
   feed(service, pq, [20, 21]);
@@ -115,7 +166,10 @@ test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and t
   assert.deepEqual(delivered, [20, 20, 20, 21], "first delivery plus maxReconsumeTimes retries, then the next message");
   assert.deepEqual(sentBack, [{ offsets: [20], level: DLQ_DELAY_LEVEL }]);
   assert.equal(service.stats.deadLettered, 1);
-  assert.deepEqual(offsets.updates.map(([o]) => o), [21, 22]);
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [21, 22],
+  );
   await service.stop();
 });
 

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { ConsumeService, type ConcurrentListener } from "../../../actors/client/consumeService.ts";
-import { OffsetTable } from "../../../actors/client/offsetTable.ts";
+import { type ConcurrentListener, ConsumeService } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
+import { OffsetTable } from "../../../actors/client/offsetTable.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageModel, MessageQueue } from "../../../transport/protocol.ts";
@@ -11,7 +11,10 @@ import { waitFor } from "../../helpers.ts";
 const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
 
 function msgs(from: number, n: number): MessageExt[] {
-  return Array.from({ length: n }, (_, i) => ({ queueOffset: from + i, body: Buffer.from("x"), properties: {}, reconsumeTimes: 0 }) as unknown as MessageExt);
+  return Array.from(
+    { length: n },
+    (_, i) => ({ queueOffset: from + i, body: Buffer.from("x"), properties: {}, reconsumeTimes: 0 }) as unknown as MessageExt,
+  );
 }
 
 function memoryStore(): OffsetStore & { table: OffsetTable } {
@@ -37,7 +40,12 @@ function service(listener: ConcurrentListener, opts: { threads?: number; batch?:
     model: opts.model ?? "CLUSTERING",
     listener,
     offsetStore: store,
-    settings: { consumeThreads: opts.threads ?? 20, consumeMessageBatchMaxSize: opts.batch ?? 1, consumeTimeoutMinutes: 15, reconsumeLaterDelayMs: opts.delay ?? 20 },
+    settings: {
+      consumeThreads: opts.threads ?? 20,
+      consumeMessageBatchMaxSize: opts.batch ?? 1,
+      consumeTimeoutMinutes: 15,
+      reconsumeLaterDelayMs: opts.delay ?? 20,
+    },
     processQueues: () => [{ mq, pq }],
   });
   return { s, store, pq };

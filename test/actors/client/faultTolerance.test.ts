@@ -3,9 +3,9 @@ import { test } from "node:test";
 import { LatencyFaultTolerance, QueueSelector } from "../../../actors/client/faultTolerance.ts";
 import type { MessageQueue } from "../../../transport/protocol.ts";
 
-const queues: MessageQueue[] = [0, 1, 2, 3].flatMap((i) => [
-  { topic: "T", brokerName: "a", queueId: i },
-]).concat([0, 1, 2, 3].map((i) => ({ topic: "T", brokerName: "b", queueId: i })));
+const queues: MessageQueue[] = [0, 1, 2, 3]
+  .flatMap((i) => [{ topic: "T", brokerName: "a", queueId: i }])
+  .concat([0, 1, 2, 3].map((i) => ({ topic: "T", brokerName: "b", queueId: i })));
 
 test("latency maps to RocketMQ's not-available durations", () => {
   const f = new LatencyFaultTolerance();

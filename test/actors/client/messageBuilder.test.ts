@@ -27,16 +27,47 @@ test("bad messages are MESSAGE_ILLEGAL", () => {
     { topic: "T", body: 5 },
     { topic: "T", body: "x", properties: { a: "\u0001" } },
   ];
-  for (const m of bad) assert.throws(() => prepareMessage(m as never), (e) => isMQError(e, "MESSAGE_ILLEGAL"), JSON.stringify(m).slice(0, 60));
+  for (const m of bad)
+    assert.throws(
+      () => prepareMessage(m as never),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+      JSON.stringify(m).slice(0, 60),
+    );
 });
 
 test("a batch is one body of one topic", () => {
-  const b = prepareBatch([{ topic: "T", body: "a" }, { topic: "T", body: "bb", tags: "x" }]);
+  const b = prepareBatch([
+    { topic: "T", body: "a" },
+    { topic: "T", body: "bb", tags: "x" },
+  ]);
   const seen: string[] = [];
-  assert.equal(forEachBatchMessage(b.body, (s, e) => seen.push(b.body.toString("utf8", s, e))), 2);
+  assert.equal(
+    forEachBatchMessage(b.body, (s, e) => seen.push(b.body.toString("utf8", s, e))),
+    2,
+  );
   assert.deepEqual(seen, ["a", "bb"]);
   assert.equal(b.uniqKeys.length, 2);
-  assert.throws(() => prepareBatch([{ topic: "T", body: "a" }, { topic: "U", body: "a" }]), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
-  assert.throws(() => prepareBatch([]), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
-  assert.throws(() => prepareBatch([{ topic: "T", body: Buffer.alloc(3000) }, { topic: "T", body: Buffer.alloc(3000) }], 4000), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  assert.throws(
+    () =>
+      prepareBatch([
+        { topic: "T", body: "a" },
+        { topic: "U", body: "a" },
+      ]),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+  assert.throws(
+    () => prepareBatch([]),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+  assert.throws(
+    () =>
+      prepareBatch(
+        [
+          { topic: "T", body: Buffer.alloc(3000) },
+          { topic: "T", body: Buffer.alloc(3000) },
+        ],
+        4000,
+      ),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+  );
 });

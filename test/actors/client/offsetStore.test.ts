@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import { test } from "node:test";
+import { setup } from "xstate";
 import { LocalFileOffsetStore, localOffsetsPath, RemoteOffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
-import { MQError, type MessageQueue } from "../../../transport/protocol.ts";
+import { type MessageQueue, MQError } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir } from "../../helpers.ts";
-import { setup } from "xstate";
 
 const q0: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 0 };
 const q1: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 1 };
@@ -58,7 +58,11 @@ test("freeze after OFFSET_ILLEGAL: later updates are ignored until the offset is
 
 test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; persistAll sends held queues only", async () => {
   const stored = new Map<number, number>();
-  const offsets = setup({ types: { events: {} as { type: string; queueId?: number; commitOffset?: number; reply?: { ok(f?: object): void; fail(e: MQError): void } } } }).createMachine({
+  const offsets = setup({
+    types: {
+      events: {} as { type: string; queueId?: number; commitOffset?: number; reply?: { ok(f?: object): void; fail(e: MQError): void } },
+    },
+  }).createMachine({
     on: {
       "*": {
         actions: ({ event }) => {

@@ -46,7 +46,10 @@ describe("ProcessQueue: concurrent commit offset rule", () => {
   it("out-of-order inserts stay sorted and removal from the middle keeps the minimum", () => {
     const q = new ProcessQueue();
     q.putMessages([msg(10), msg(5), msg(7), msg(20), msg(1)]);
-    assert.deepEqual(q.messages().map((m) => m.queueOffset), [1, 5, 7, 10, 20]);
+    assert.deepEqual(
+      q.messages().map((m) => m.queueOffset),
+      [1, 5, 7, 10, 20],
+    );
     assert.equal(q.removeMessages([msg(5), msg(10)]), 1);
     assert.equal(q.removeMessages([msg(1)]), 7);
     assert.equal(q.maxSpan, 13);
@@ -59,21 +62,24 @@ describe("ProcessQueue: concurrent commit offset rule", () => {
   });
 
   it("property: the commit offset is the smallest unfinished offset or highest + 1", () => {
-    fc.assert(fc.property(fc.integer({ min: 1, max: 200 }), fc.array(fc.nat(), { maxLength: 400 }), (n, picks) => {
-      const q = new ProcessQueue();
-      const all = batch(1000, 1000 + n - 1, 1);
-      q.putMessages(all);
-      const left = new Set(all.map((m) => m.queueOffset));
-      for (const p of picks) {
-        if (left.size === 0) break;
-        const offset = [...left][p % left.size]!;
-        left.delete(offset);
-        const expected = left.size === 0 ? 1000 + n : Math.min(...left);
-        if (q.removeMessages([msg(offset)]) !== expected) return false;
-        if (q.msgCount !== left.size || q.msgSize !== left.size) return false;
-      }
-      return true;
-    }), { numRuns: 100 });
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 200 }), fc.array(fc.nat(), { maxLength: 400 }), (n, picks) => {
+        const q = new ProcessQueue();
+        const all = batch(1000, 1000 + n - 1, 1);
+        q.putMessages(all);
+        const left = new Set(all.map((m) => m.queueOffset));
+        for (const p of picks) {
+          if (left.size === 0) break;
+          const offset = [...left][p % left.size]!;
+          left.delete(offset);
+          const expected = left.size === 0 ? 1000 + n : Math.min(...left);
+          if (q.removeMessages([msg(offset)]) !== expected) return false;
+          if (q.msgCount !== left.size || q.msgSize !== left.size) return false;
+        }
+        return true;
+      }),
+      { numRuns: 100 },
+    );
   });
 });
 
@@ -122,7 +128,11 @@ describe("ProcessQueue: RocketMQ ProcessQueueTest vectors", () => {
       msg(3, 10, { CONSUME_START_TIME: String(now - 30 * 60_000) }),
     ]);
     const expired = q.cleanExpiredMessages(15);
-    assert.deepEqual(expired.map((m) => m.queueOffset), [0, 1], "only the leading expired run");
+    assert.deepEqual(
+      expired.map((m) => m.queueOffset),
+      [0, 1],
+      "only the leading expired run",
+    );
     assert.equal(q.msgCount, 4, "not removed until sent back");
     assert.equal(q.removeMessages(expired), 2);
     assert.deepEqual(q.cleanExpiredMessages(15), []);
@@ -136,7 +146,10 @@ describe("ProcessQueue: RocketMQ ProcessQueueTest vectors", () => {
     assert.equal(q.inFlightCount, 4);
     q.rollback();
     assert.equal(q.inFlightCount, 0);
-    assert.deepEqual(q.takeMessages(2).map((m) => m.queueOffset), [0, 1]);
+    assert.deepEqual(
+      q.takeMessages(2).map((m) => m.queueOffset),
+      [0, 1],
+    );
   });
 });
 
@@ -145,13 +158,22 @@ describe("ProcessQueue: orderly helpers", () => {
     const q = new ProcessQueue();
     assert.equal(q.putMessages(batch(0, 5)), true);
     const first = q.takeMessages(3);
-    assert.deepEqual(first.map((m) => m.queueOffset), [0, 1, 2]);
+    assert.deepEqual(
+      first.map((m) => m.queueOffset),
+      [0, 1, 2],
+    );
     q.makeMessageToConsumeAgain(first);
     assert.equal(q.inFlightCount, 0);
-    assert.deepEqual(q.takeMessages(3).map((m) => m.queueOffset), [0, 1, 2]);
+    assert.deepEqual(
+      q.takeMessages(3).map((m) => m.queueOffset),
+      [0, 1, 2],
+    );
     assert.equal(q.commit(), 3);
     assert.equal(q.commit(), -1);
-    assert.deepEqual(q.takeMessages(10).map((m) => m.queueOffset), [3, 4, 5]);
+    assert.deepEqual(
+      q.takeMessages(10).map((m) => m.queueOffset),
+      [3, 4, 5],
+    );
     assert.equal(q.commit(), 6);
     assert.equal(q.msgCount, 0);
     assert.equal(q.msgSize, 0);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { computePullFromWhere, isRetryTopic } from "../../../actors/client/pullFromWhere.ts";
-import { type ConsumeFromWhere, MQError, type MessageQueue } from "../../../transport/protocol.ts";
+import { type ConsumeFromWhere, type MessageQueue, MQError } from "../../../transport/protocol.ts";
 
 const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
 const retry: MessageQueue = { topic: "%RETRY%g", brokerName: "b", queueId: 0 };
@@ -11,9 +11,18 @@ function lookups(read: number, max = 500, search = 123) {
   return {
     calls,
     l: {
-      readOffset: async () => (calls.push("read"), read),
-      maxOffset: async () => (calls.push("max"), max),
-      searchOffset: async (_: MessageQueue, ts: number) => (calls.push(`search:${ts}`), search),
+      readOffset: async () => {
+        calls.push("read");
+        return read;
+      },
+      maxOffset: async () => {
+        calls.push("max");
+        return max;
+      },
+      searchOffset: async (_: MessageQueue, ts: number) => {
+        calls.push(`search:${ts}`);
+        return search;
+      },
     },
   };
 }

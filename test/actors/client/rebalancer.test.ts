@@ -10,7 +10,8 @@ import type { ActorNode } from "../../../actors/runtime/index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../../transport/protocol.ts";
 
-const queues = (n: number): MessageQueue[] => Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
+const queues = (n: number): MessageQueue[] =>
+  Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
 
 function setupRebalancer(model: MessageModel, me: string, members: { ids: string[] }) {
   const persisted: string[] = [];
@@ -56,7 +57,10 @@ test("clustering: sorted queues and ids, AVERAGELY share, pulls start at compute
   const x = setupRebalancer("CLUSTERING", "c1", members);
   assert.equal(await x.r.doRebalance(), true);
   // sorted: a0..a3, b0..b3; c1 is first of 3 => 3 queues a0, a1, a2
-  assert.deepEqual(x.started.map((p) => `${p.mq.brokerName}${p.mq.queueId}@${p.nextOffset}`), ["a0@0", "a1@40", "a2@0"]);
+  assert.deepEqual(
+    x.started.map((p) => `${p.mq.brokerName}${p.mq.queueId}@${p.nextOffset}`),
+    ["a0@0", "a1@40", "a2@0"],
+  );
   assert.equal(x.heartbeats(), 1, "a changed assignment is announced");
   assert.equal(await x.r.doRebalance(), false, "nothing changes while membership is stable");
 
@@ -109,7 +113,13 @@ test("clustering hand-over: a lost queue's listener batch ends before its final 
   const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: [...members.ids] } }) }) } as unknown as ActorNode;
   const held = new Map<string, HeldQueue>();
   const r = new Rebalancer({
-    host: { node, clientId: "c1", brokerAddress: () => "tcp://fake:1", fetchSubscribeQueues: async () => queues(2), sendHeartbeatToAllBrokers: async () => {} },
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async () => queues(2),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
     group: "g",
     model: "CLUSTERING",
     strategy: allocateAveragely,
@@ -122,7 +132,10 @@ test("clustering hand-over: a lost queue's listener batch ends before its final 
   });
   await r.doRebalance();
   assert.deepEqual(takenOver.sort(), ["T@a@0 by c1", "T@b@0 by c1"]);
-  assert.deepEqual([...held.values()].map((h) => h.request.nextOffset), [100, 100]);
+  assert.deepEqual(
+    [...held.values()].map((h) => h.request.nextOffset),
+    [100, 100],
+  );
 
   // queue b0 (sorted second, so c2's share) has 3 messages: the first in a slow listener call, the others waiting
   const lose = held.get("T@b@0")!;

@@ -26,6 +26,9 @@ describe("selectors", () => {
   });
   it("selectRandom stays in range and empty lists are NO_ROUTE", () => {
     for (let i = 0; i < 50; i++) assert.ok(queues.includes(selectRandom(queues, {}, undefined)));
-    assert.throws(() => selectByHash([], {}, "x"), (e: unknown) => isMQError(e, "NO_ROUTE"));
+    assert.throws(
+      () => selectByHash([], {}, "x"),
+      (e: unknown) => isMQError(e, "NO_ROUTE"),
+    );
   });
 });

@@ -13,9 +13,18 @@ test("clustering subscribes the group's retry topic, broadcasting does not", () 
 });
 
 test("bad expressions and topic names fail at build time", () => {
-  assert.throws(() => SubscriptionTable.build("g", { T: "||" }, "CLUSTERING"), (e) => e instanceof MQError && e.code === "SUBSCRIPTION_PARSE_FAILED");
-  assert.throws(() => SubscriptionTable.build("g", { T: { sql92: "a >" } }, "CLUSTERING"), (e) => e instanceof MQError && e.code === "SUBSCRIPTION_PARSE_FAILED");
-  assert.throws(() => SubscriptionTable.build("g", { "bad topic": "*" }, "CLUSTERING"), (e) => e instanceof MQError && e.code === "MESSAGE_ILLEGAL");
+  assert.throws(
+    () => SubscriptionTable.build("g", { T: "||" }, "CLUSTERING"),
+    (e) => e instanceof MQError && e.code === "SUBSCRIPTION_PARSE_FAILED",
+  );
+  assert.throws(
+    () => SubscriptionTable.build("g", { T: { sql92: "a >" } }, "CLUSTERING"),
+    (e) => e instanceof MQError && e.code === "SUBSCRIPTION_PARSE_FAILED",
+  );
+  assert.throws(
+    () => SubscriptionTable.build("g", { "bad topic": "*" }, "CLUSTERING"),
+    (e) => e instanceof MQError && e.code === "MESSAGE_ILLEGAL",
+  );
 });
 
 test("the client re-check keeps only subscribed tags; touch bumps subVersion", () => {

@@ -29,7 +29,13 @@ export interface TestBrowser {
 /** Opens a fresh Chromium profile (temp user-data-dir) with one page. */
 export async function openBrowser(): Promise<TestBrowser> {
   const profile = await mkdtemp(path.join(tmpdir(), "actormq-chromium-"));
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, acceptDownloads: true, viewport: { width: 1400, height: 900 } });
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    acceptDownloads: true,
+    viewport: { width: 1400, height: 900 },
+  });
   const requests: string[] = [];
   const errors: string[] = [];
   context.on("request", (r) => requests.push(r.url()));

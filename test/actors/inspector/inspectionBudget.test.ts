@@ -34,8 +34,16 @@ test("a busy actor is bounded by its budget; dropped events are counted and the 
     for (let i = 0; i < N; i++) busy.send({ type: "INC" });
     for (let i = 0; i < 3; i++) quiet.send({ type: "INC" });
     const mine = (name: string) => records.filter((r) => r.actorName === name);
-    const dropped = await waitFor(() => mine("busy").find((r) => r.kind === "event" && r.type === INSPECTION_DROPPED_EVENT), 3000, "a dropped count");
-    const last = await waitFor(() => mine("busy").find((r) => r.kind === "snapshot" && (r.context as { n?: number })?.n === N + 10), 3000, "the latest snapshot");
+    const dropped = await waitFor(
+      () => mine("busy").find((r) => r.kind === "event" && r.type === INSPECTION_DROPPED_EVENT),
+      3000,
+      "a dropped count",
+    );
+    const last = await waitFor(
+      () => mine("busy").find((r) => r.kind === "snapshot" && (r.context as { n?: number })?.n === N + 10),
+      3000,
+      "the latest snapshot",
+    );
     assert.equal(last.kind === "snapshot" && last.value, (N + 10) % 2 === 0 ? "odd" : "even");
     const detailed = mine("busy").filter((r) => r.kind === "event" && r.type === "INC").length;
     // the attach snapshot is outside the per-second budget, so events + snapshots within one window

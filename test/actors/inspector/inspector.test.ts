@@ -3,9 +3,9 @@ import http from "node:http";
 import { after, describe, it } from "node:test";
 import { setup } from "xstate";
 import * as zmq from "zeromq";
-import { encode } from "../../../transport/codec.ts";
-import { ActorNode } from "../../../actors/runtime/index.ts";
 import { Inspector, TIMELINE_FORMAT } from "../../../actors/inspector/index.ts";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { encode } from "../../../transport/codec.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
 const toggle = setup({ types: {} as { events: { type: "FLIP" } } }).createMachine({
@@ -39,12 +39,24 @@ describe("Inspector", () => {
     const pub = new zmq.Publisher({ linger: 0 });
     cleanups.push(async () => pub.close());
     pub.connect(insp.collectorEndpoint);
-    const good = { kind: "event", nodeId: "raw", actorName: "a", sessionId: "x:0", time: Date.now(), type: "HELLO", payload: { body: "secret-body" } };
+    const good = {
+      kind: "event",
+      nodeId: "raw",
+      actorName: "a",
+      sessionId: "x:0",
+      time: Date.now(),
+      type: "HELLO",
+      payload: { body: "secret-body" },
+    };
     // PUB drops until the connection is up: resend the good record until it shows
-    await waitFor(async () => {
-      await pub.send(encode(good));
-      return insp.stats().kept > 0;
-    }, 5000, "first record");
+    await waitFor(
+      async () => {
+        await pub.send(encode(good));
+        return insp.stats().kept > 0;
+      },
+      5000,
+      "first record",
+    );
     const before = insp.stats();
     await pub.send(Buffer.from([0xc1, 0xc1, 0xc1]));
     await pub.send(encode({ hello: "not a record" }));
@@ -52,10 +64,14 @@ describe("Inspector", () => {
     await pub.send(encode({ ...good, payload: { s: "x".repeat(10_000) } }));
     await pub.send(encode({ ...good, type: "LAST" }));
     type Timeline = { entries: { record: { type: string } }[] };
-    const tl = await waitFor(async () => {
-      const t = JSON.parse((await get(`${insp.url}api/timeline`)).body) as Timeline;
-      return t.entries.at(-1)?.record.type === "LAST" ? t : null;
-    }, 5000, "last good record");
+    const tl = await waitFor(
+      async () => {
+        const t = JSON.parse((await get(`${insp.url}api/timeline`)).body) as Timeline;
+        return t.entries.at(-1)?.record.type === "LAST" ? t : null;
+      },
+      5000,
+      "last good record",
+    );
     const s = insp.stats();
     assert.equal(s.malformedDropped - before.malformedDropped, 3);
     assert.equal(s.oversizedDropped - before.oversizedDropped, 1);
@@ -68,7 +84,10 @@ describe("Inspector", () => {
     node.spawn("toggle", toggle);
     const insp = await Inspector.start({ collect: [address], probeIntervalMs: 200 });
     cleanups.push(() => insp.close());
-    const state = async () => JSON.parse((await get(`${insp.url}api/state`)).body) as { nodes: { nodeId: string; status: string; actors: { actorName: string; value: unknown }[] }[] };
+    const state = async () =>
+      JSON.parse((await get(`${insp.url}api/state`)).body) as {
+        nodes: { nodeId: string; status: string; actors: { actorName: string; value: unknown }[] }[];
+      };
     const proc = async () => (await state()).nodes.find((n) => n.nodeId === "proc-1");
     await waitFor(async () => (await proc())?.actors.some((a) => a.actorName === "toggle" && a.value === "off"), 5000, "toggle seen");
     node.ref(null, "toggle").send({ type: "FLIP" });
@@ -79,10 +98,14 @@ describe("Inspector", () => {
     node = await ActorNode.start({ listen: address, nodeId: "proc-1" });
     cleanups.push(() => node.close());
     node.spawn("toggle", toggle);
-    const back = await waitFor(async () => {
-      const p = await proc();
-      return p?.status === "alive" && p.actors[0]?.value === "off" ? p : null;
-    }, 8000, "process back");
+    const back = await waitFor(
+      async () => {
+        const p = await proc();
+        return p?.status === "alive" && p.actors[0]?.value === "off" ? p : null;
+      },
+      8000,
+      "process back",
+    );
     assert.equal(back.actors.length, 1);
   });
 
@@ -95,17 +118,27 @@ describe("Inspector", () => {
     assert.match(insp.url, /^http:\/\/127\.0\.0\.1:\d+\/$/);
     node.ref(null, "toggle").send({ type: "FLIP" });
     await waitFor(() => insp.stats().kept >= 4, 5000, "records");
-    const chart = JSON.parse((await get(`${insp.url}api/chart?node=local-1&machine=toggle`)).body) as { svg: string; states: { id: string }[] };
+    const chart = JSON.parse((await get(`${insp.url}api/chart?node=local-1&machine=toggle`)).body) as {
+      svg: string;
+      states: { id: string }[];
+    };
     assert.deepEqual(chart.states.map((s) => s.id).sort(), ["toggle.off", "toggle.on"]);
     assert.match(chart.svg, /data-state="toggle\.on"/);
     assert.equal((await get(`${insp.url}api/chart?node=local-1&machine=nope`)).status, 404);
-    const exp = JSON.parse((await get(`${insp.url}api/export`)).body) as { format: string; entries: { record: { kind: string; type?: string } }[]; charts: Record<string, unknown> };
+    const exp = JSON.parse((await get(`${insp.url}api/export`)).body) as {
+      format: string;
+      entries: { record: { kind: string; type?: string } }[];
+      charts: Record<string, unknown>;
+    };
     assert.equal(exp.format, TIMELINE_FORMAT);
     assert.ok(exp.entries.some((e) => e.record.kind === "event" && e.record.type === "FLIP"));
     assert.ok(exp.charts.toggle);
     assert.equal((await get(`${insp.url}`, "evil.example:80")).status, 403);
     assert.equal((await get(`${insp.url}index.html`)).status, 200);
-    await assert.rejects(Inspector.start({ listen: "0.0.0.0:0" }), (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /allowRemote/.test(e.message));
+    await assert.rejects(
+      Inspector.start({ listen: "0.0.0.0:0" }),
+      (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /allowRemote/.test(e.message),
+    );
     const remote = await Inspector.start({ listen: "0.0.0.0:0", allowRemote: true });
     await remote.close();
   });

@@ -11,11 +11,24 @@ describe("inspection record checks", () => {
       { ...base, kind: "event", type: "E", payload: {} },
       { ...base, kind: "snapshot", status: "active", value: "idle" },
       { ...base, kind: "failure", action: "restart", error: "boom", restarts: 1 },
-    ]) assert.equal(checkRecord(r).ok, true, r.kind);
+    ])
+      assert.equal(checkRecord(r).ok, true, r.kind);
   });
 
   it("refuses malformed records", () => {
-    for (const r of [null, 5, "x", [], { ...base }, { ...base, kind: "nope" }, { ...base, kind: "event" }, { ...base, kind: "snapshot" }, { ...base, kind: "actor", nodeId: "" }, { ...base, kind: "actor", time: "now" }, { ...base, kind: "actor", sessionId: 3 }]) {
+    for (const r of [
+      null,
+      5,
+      "x",
+      [],
+      { ...base },
+      { ...base, kind: "nope" },
+      { ...base, kind: "event" },
+      { ...base, kind: "snapshot" },
+      { ...base, kind: "actor", nodeId: "" },
+      { ...base, kind: "actor", time: "now" },
+      { ...base, kind: "actor", sessionId: 3 },
+    ]) {
       assert.deepEqual(checkRecord(r), { ok: false, reason: "malformed" }, JSON.stringify(r));
     }
   });
@@ -30,7 +43,12 @@ describe("inspection record checks", () => {
   });
 
   it("reduces message bodies to their size", () => {
-    const r = checkRecord({ ...base, kind: "event", type: "SEND", payload: { body: "secret text", msgs: [{ body: new Uint8Array(7) }], other: "kept" } });
+    const r = checkRecord({
+      ...base,
+      kind: "event",
+      type: "SEND",
+      payload: { body: "secret text", msgs: [{ body: new Uint8Array(7) }], other: "kept" },
+    });
     assert.ok(r.ok);
     const p = (r.record as { payload: unknown }).payload;
     assert.deepEqual(p, { body: { chars: 11 }, msgs: [{ body: { bytes: 7 } }], other: "kept" });

@@ -1,11 +1,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fromPromise, setup } from "xstate";
-import { machineDefinition } from "../../../actors/runtime/index.ts";
 import { activeStateIds, definitionToGraph, eventLabel } from "../../../actors/inspector/statechartGraph.ts";
 import { renderStatechart } from "../../../actors/inspector/statechartSvg.ts";
+import { machineDefinition } from "../../../actors/runtime/index.ts";
 
-const demo = setup({ types: {} as { events: { type: "GO" } | { type: "STOP" } | { type: "TICK" } }, actors: { fetcher: fromPromise(async () => 1) } }).createMachine({
+const demo = setup({
+  types: {} as { events: { type: "GO" } | { type: "STOP" } | { type: "TICK" } },
+  actors: { fetcher: fromPromise(async () => 1) },
+}).createMachine({
   id: "demo",
   initial: "idle",
   on: { TICK: ".idle" },
@@ -27,7 +30,15 @@ describe("definition -> statechart graph", () => {
   it("lists every state with its id, dot path, type, parent and initial flag", () => {
     const byId = new Map(g.states.map((s) => [s.id, s]));
     assert.equal(g.machineId, "demo");
-    assert.deepEqual([...byId.keys()].sort(), ["demo.done", "demo.idle", "demo.running", "demo.running.a", "demo.running.b", "demo.running.b.x", "demo.running.b.y"]);
+    assert.deepEqual([...byId.keys()].sort(), [
+      "demo.done",
+      "demo.idle",
+      "demo.running",
+      "demo.running.a",
+      "demo.running.b",
+      "demo.running.b.x",
+      "demo.running.b.y",
+    ]);
     assert.equal(byId.get("demo.running.b.x")!.path, "running.b.x");
     assert.equal(byId.get("demo.running.b.x")!.parent, "demo.running.b");
     assert.equal(byId.get("demo.running.b")!.type, "parallel");
@@ -65,28 +76,54 @@ describe("definition -> statechart graph", () => {
         idle: { id: "m.idle", transitions: [{ eventType: "GO", target: ["#m.busy"] }] },
         busy: {
           id: "m.busy",
-          invoke: [{ src: "round", type: "xstate.invoke", id: "0.m.busy" }, { src: "other", id: "named" }],
-          transitions: [{ eventType: "xstate.done.actor.0.m.busy", target: ["#m.idle"] }, { eventType: "xstate.error.actor.named", target: ["#m.idle"] }],
+          invoke: [
+            { src: "round", type: "xstate.invoke", id: "0.m.busy" },
+            { src: "other", id: "named" },
+          ],
+          transitions: [
+            { eventType: "xstate.done.actor.0.m.busy", target: ["#m.idle"] },
+            { eventType: "xstate.error.actor.named", target: ["#m.idle"] },
+          ],
         },
       },
     })!;
     assert.deepEqual(g3.states.find((s) => s.key === "busy")!.invokes, ["round", "named"]);
-    assert.deepEqual(g3.transitions.map((t) => t.label), ["GO", "done: round", "error: named"]);
+    assert.deepEqual(
+      g3.transitions.map((t) => t.label),
+      ["GO", "done: round", "error: named"],
+    );
   });
 
   it("refuses what is not a definition and drops edges to unknown states", () => {
     assert.equal(definitionToGraph(null), null);
     assert.equal(definitionToGraph({ id: 3 }), null);
     assert.equal(definitionToGraph({ id: "m" }), null);
-    const g2 = definitionToGraph({ id: "m", states: { s: { id: "m.s", transitions: [{ eventType: "E", target: ["#m.nowhere"] }, { eventType: "F", target: ["#m.s"] }, "junk"] }, t: 5 } })!;
-    assert.deepEqual(g2.states.map((s) => s.id), ["m.s"]);
-    assert.deepEqual(g2.transitions.map((t) => t.event), ["F"]);
+    const g2 = definitionToGraph({
+      id: "m",
+      states: {
+        s: { id: "m.s", transitions: [{ eventType: "E", target: ["#m.nowhere"] }, { eventType: "F", target: ["#m.s"] }, "junk"] },
+        t: 5,
+      },
+    })!;
+    assert.deepEqual(
+      g2.states.map((s) => s.id),
+      ["m.s"],
+    );
+    assert.deepEqual(
+      g2.transitions.map((t) => t.event),
+      ["F"],
+    );
   });
 
   it("maps snapshot values to active state ids at every level", () => {
     assert.deepEqual(activeStateIds(g, "idle"), ["demo.idle"]);
     assert.deepEqual(activeStateIds(g, { running: "a" }), ["demo.running", "demo.running.a"]);
-    assert.deepEqual(activeStateIds(g, { running: { b: { x: {}, y: {} } } }).sort(), ["demo.running", "demo.running.b", "demo.running.b.x", "demo.running.b.y"]);
+    assert.deepEqual(activeStateIds(g, { running: { b: { x: {}, y: {} } } }).sort(), [
+      "demo.running",
+      "demo.running.b",
+      "demo.running.b.x",
+      "demo.running.b.y",
+    ]);
   });
 
   it("lays the chart out with elkjs into an SVG with a box per state and a path per transition", async () => {
@@ -96,12 +133,17 @@ describe("definition -> statechart graph", () => {
     for (const t of g.transitions) assert.match(c.svg, new RegExp(`data-transition="${t.id}"[^>]*><path d="M[-\\d.]+,[-\\d.]+ L`));
     // nested boxes sit inside their parent's box
     const box = (id: string) => {
-      const m = new RegExp(`data-state="${id.replace(/\./g, "\\.")}"><title>[^<]*</title><rect x="([\\d.]+)" y="([\\d.]+)" width="([\\d.]+)" height="([\\d.]+)"`).exec(c.svg)!;
+      const m = new RegExp(
+        `data-state="${id.replace(/\./g, "\\.")}"><title>[^<]*</title><rect x="([\\d.]+)" y="([\\d.]+)" width="([\\d.]+)" height="([\\d.]+)"`,
+      ).exec(c.svg)!;
       return m.slice(1).map(Number) as [number, number, number, number];
     };
     const [px, py, pw, ph] = box("demo.running");
     const [cx, cy, cw, ch] = box("demo.running.b.x");
     assert.ok(cx >= px && cy >= py && cx + cw <= px + pw && cy + ch <= py + ph, "child inside parent");
-    assert.deepEqual(c.states.find((s) => s.id === "demo.running.b.y"), { id: "demo.running.b.y", path: "running.b.y" });
+    assert.deepEqual(
+      c.states.find((s) => s.id === "demo.running.b.y"),
+      { id: "demo.running.b.y", path: "running.b.y" },
+    );
   });
 });

@@ -1,9 +1,17 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { InspectionRecord } from "../../../actors/runtime/index.ts";
 import { TimelineBuffer, topicAndQueue } from "../../../actors/inspector/timelineBuffer.ts";
+import type { InspectionRecord } from "../../../actors/runtime/index.ts";
 
-const ev = (i: number, payload: unknown = {}): InspectionRecord => ({ kind: "event", nodeId: "n", actorName: "a", sessionId: "x:0", time: i, type: `E${i}`, payload });
+const ev = (i: number, payload: unknown = {}): InspectionRecord => ({
+  kind: "event",
+  nodeId: "n",
+  actorName: "a",
+  sessionId: "x:0",
+  time: i,
+  type: `E${i}`,
+  payload,
+});
 
 describe("timeline buffer", () => {
   it("keeps the newest records up to its capacity and counts evictions", () => {
@@ -12,16 +20,28 @@ describe("timeline buffer", () => {
     assert.equal(b.size, 3);
     assert.equal(b.evicted, 2);
     assert.equal(b.lastSeq, 5);
-    assert.deepEqual(b.since(0).map((e) => e.seq), [3, 4, 5]);
-    assert.deepEqual(b.since(0).map((e) => (e.record as { type: string }).type), ["E3", "E4", "E5"]);
+    assert.deepEqual(
+      b.since(0).map((e) => e.seq),
+      [3, 4, 5],
+    );
+    assert.deepEqual(
+      b.since(0).map((e) => (e.record as { type: string }).type),
+      ["E3", "E4", "E5"],
+    );
   });
 
   it("answers what came after a seq, cut to the newest `limit`", () => {
     const b = new TimelineBuffer(10);
     for (let i = 1; i <= 6; i++) b.push(ev(i));
-    assert.deepEqual(b.since(4).map((e) => e.seq), [5, 6]);
+    assert.deepEqual(
+      b.since(4).map((e) => e.seq),
+      [5, 6],
+    );
     assert.deepEqual(b.since(6), []);
-    assert.deepEqual(b.since(0, 2).map((e) => e.seq), [5, 6]);
+    assert.deepEqual(
+      b.since(0, 2).map((e) => e.seq),
+      [5, 6],
+    );
     assert.deepEqual(new TimelineBuffer(2).since(0), []);
   });
 
@@ -31,7 +51,10 @@ describe("timeline buffer", () => {
   });
 
   it("finds the topic and queue an event payload names", () => {
-    assert.deepEqual(topicAndQueue({ type: "PULL", request: { mq: { topic: "T", brokerName: "b", queueId: 2 } } }), { topic: "T", queue: "T@2" });
+    assert.deepEqual(topicAndQueue({ type: "PULL", request: { mq: { topic: "T", brokerName: "b", queueId: 2 } } }), {
+      topic: "T",
+      queue: "T@2",
+    });
     assert.deepEqual(topicAndQueue({ topic: "T" }), { topic: "T" });
     assert.deepEqual(topicAndQueue({ queueId: 1 }), { queue: "@1" });
     assert.deepEqual(topicAndQueue({ a: { b: { c: { d: { topic: "deep" } } } } }), {});

@@ -21,7 +21,16 @@ const topicConfigTable = { T: { topicName: "T", readQueueNums: 4, writeQueueNums
 
 test("a registered broker's topic route is served over the wire, and dropped after its timeout", async () => {
   const ref = client.ref(ns.address, NAMESRV_ACTOR);
-  await ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "a", brokerAddr: "tcp://127.0.0.1:1", brokerId: 0, heartbeatTimeoutMillis: 300, topicConfigTable, dataVersion: 1 });
+  await ref.ask({
+    type: "REGISTER_BROKER",
+    clusterName: "C",
+    brokerName: "a",
+    brokerAddr: "tcp://127.0.0.1:1",
+    brokerId: 0,
+    heartbeatTimeoutMillis: 300,
+    topicConfigTable,
+    dataVersion: 1,
+  });
   const r = await ref.ask<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" });
   assert.deepEqual(r.fields.queueDatas, [{ brokerName: "a", readQueueNums: 4, writeQueueNums: 4, perm: 6 }]);
   assert.deepEqual(r.fields.brokerDatas[0]!.brokerAddrs, { "0": "tcp://127.0.0.1:1" });
@@ -30,7 +39,11 @@ test("a registered broker's topic route is served over the wire, and dropped aft
   const ci = await ref.ask<{ clusterAddrTable: Record<string, string[]> }>({ type: "GET_BROKER_CLUSTER_INFO" });
   assert.deepEqual(ci.fields.clusterAddrTable, { C: ["a"] });
   await waitFor(
-    async () => ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }).then(() => false, (e) => isMQError(e, "TOPIC_NOT_EXIST")),
+    async () =>
+      ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }).then(
+        () => false,
+        (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+      ),
     5000,
     "route expiry",
   );
@@ -41,9 +54,20 @@ test("unknown topics, malformed and unknown requests get coded errors and the se
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "nope" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: 42 }), (e) => isMQError(e, "INVALID_PARAMETER"));
   await assert.rejects(ref.ask({ type: "REGISTER_BROKER", brokerName: "x" }), (e) => isMQError(e, "INVALID_PARAMETER"));
-  await assert.rejects(ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "x", brokerAddr: "tcp://h:1", brokerId: 0, topicConfigTable: 5 }), (e) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(
+    ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "x", brokerAddr: "tcp://h:1", brokerId: 0, topicConfigTable: 5 }),
+    (e) => isMQError(e, "INVALID_PARAMETER"),
+  );
   await assert.rejects(ref.ask({ type: "PULL_MESSAGE" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
-  await ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "b", brokerAddr: "tcp://127.0.0.1:2", brokerId: 0, topicConfigTable, dataVersion: 1 });
+  await ref.ask({
+    type: "REGISTER_BROKER",
+    clusterName: "C",
+    brokerName: "b",
+    brokerAddr: "tcp://127.0.0.1:2",
+    brokerId: 0,
+    topicConfigTable,
+    dataVersion: 1,
+  });
   await ref.ask({ type: "UNREGISTER_BROKER", clusterName: "C", brokerName: "b", brokerAddr: "tcp://127.0.0.1:2", brokerId: 0 });
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
 });

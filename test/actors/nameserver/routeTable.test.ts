@@ -1,14 +1,28 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { RouteTable, DEFAULT_BROKER_EXPIRED_MS } from "../../../actors/nameserver/routeTable.ts";
+import { DEFAULT_BROKER_EXPIRED_MS, RouteTable } from "../../../actors/nameserver/routeTable.ts";
 import { isMQError, type RegisterBrokerRequest, type TopicConfig } from "../../../transport/protocol.ts";
 
 function tc(topicName: string, q = 4, perm = 6): TopicConfig {
   return { topicName, readQueueNums: q, writeQueueNums: q, perm, order: false };
 }
 
-function reg(brokerName: string, brokerAddr: string, topics: TopicConfig[], brokerId = 0, extra: Partial<RegisterBrokerRequest> = {}): RegisterBrokerRequest {
-  return { clusterName: "C", brokerName, brokerAddr, brokerId, topicConfigTable: Object.fromEntries(topics.map((t) => [t.topicName, t])), dataVersion: 1, ...extra };
+function reg(
+  brokerName: string,
+  brokerAddr: string,
+  topics: TopicConfig[],
+  brokerId = 0,
+  extra: Partial<RegisterBrokerRequest> = {},
+): RegisterBrokerRequest {
+  return {
+    clusterName: "C",
+    brokerName,
+    brokerAddr,
+    brokerId,
+    topicConfigTable: Object.fromEntries(topics.map((t) => [t.topicName, t])),
+    dataVersion: 1,
+    ...extra,
+  };
 }
 
 test("a registered master's topics have routes with queue and broker data", () => {
@@ -20,7 +34,10 @@ test("a registered master's topics have routes with queue and broker data", () =
     { brokerName: "a", readQueueNums: 4, writeQueueNums: 4, perm: 6 },
     { brokerName: "b", readQueueNums: 8, writeQueueNums: 8, perm: 6 },
   ]);
-  assert.deepEqual(r.brokerDatas.map((b) => [b.brokerName, b.brokerAddrs["0"]]).sort(), [["a", "tcp://h:1"], ["b", "tcp://h:2"]]);
+  assert.deepEqual(r.brokerDatas.map((b) => [b.brokerName, b.brokerAddrs["0"]]).sort(), [
+    ["a", "tcp://h:1"],
+    ["b", "tcp://h:2"],
+  ]);
   assert.deepEqual(t.getRoute("U").queueDatas, [{ brokerName: "a", readQueueNums: 2, writeQueueNums: 2, perm: 4 }]);
   assert.deepEqual(t.topicList(), ["T", "U"]);
   assert.deepEqual(t.clusterInfo().clusterAddrTable, { C: ["a", "b"] });
@@ -28,7 +45,10 @@ test("a registered master's topics have routes with queue and broker data", () =
 
 test("an unknown topic is TOPIC_NOT_EXIST", () => {
   const t = new RouteTable();
-  assert.throws(() => t.getRoute("nope"), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  assert.throws(
+    () => t.getRoute("nope"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
 });
 
 test("a re-registration replaces the master's topic list", () => {
@@ -36,7 +56,10 @@ test("a re-registration replaces the master's topic list", () => {
   t.register(reg("a", "tcp://h:1", [tc("T"), tc("U")]), 0);
   t.register(reg("a", "tcp://h:1", [tc("T", 2)]), 10);
   assert.equal(t.getRoute("T").queueDatas[0]!.writeQueueNums, 2);
-  assert.throws(() => t.getRoute("U"), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  assert.throws(
+    () => t.getRoute("U"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
 });
 
 test("a broker silent past its timeout is dropped from every route; others stay", () => {
@@ -45,9 +68,15 @@ test("a broker silent past its timeout is dropped from every route; others stay"
   t.register(reg("b", "tcp://h:2", [tc("T")], 0, { heartbeatTimeoutMillis: 1000 }), 0);
   assert.deepEqual(t.scanNotActiveBrokers(1000), []);
   assert.deepEqual(t.scanNotActiveBrokers(1001), ["tcp://h:2"]);
-  assert.deepEqual(t.getRoute("T").queueDatas.map((q) => q.brokerName), ["a"]);
+  assert.deepEqual(
+    t.getRoute("T").queueDatas.map((q) => q.brokerName),
+    ["a"],
+  );
   assert.deepEqual(t.scanNotActiveBrokers(DEFAULT_BROKER_EXPIRED_MS + 1), ["tcp://h:1"]);
-  assert.throws(() => t.getRoute("T"), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  assert.throws(
+    () => t.getRoute("T"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
   assert.deepEqual(t.clusterInfo(), { brokerAddrTable: {}, clusterAddrTable: {} });
 });
 
@@ -68,5 +97,8 @@ test("unregister removes the broker; a slave gets its master's address; queues s
   const route = t.getRoute("T");
   assert.deepEqual(route.brokerDatas[0]!.brokerAddrs, { "1": "tcp://h:3" });
   t.unregister({ clusterName: "C", brokerName: "a", brokerAddr: "tcp://h:3", brokerId: 1 });
-  assert.throws(() => t.getRoute("T"), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  assert.throws(
+    () => t.getRoute("T"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
 });

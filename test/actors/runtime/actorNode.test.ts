@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { assign, setup } from "xstate";
-import { ActorNode, type Replier, type Origin } from "../../../actors/runtime/index.ts";
-import { MQError, isMQError } from "../../../transport/protocol.ts";
+import { ActorNode, type Origin, type Replier } from "../../../actors/runtime/index.ts";
+import { isMQError, MQError } from "../../../transport/protocol.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
 type EchoEvent =
@@ -18,7 +18,12 @@ const echoMachine = setup({
   context: { total: 0, bytes: 0 },
   on: {
     ECHO: { actions: ({ event }) => event.reply?.ok({ text: event.text, from: event.origin?.nodeId ?? "local" }, event.body) },
-    COUNT: { actions: assign({ total: ({ context, event }) => context.total + event.n, bytes: ({ context, event }) => context.bytes + (event.body?.length ?? 0) }) },
+    COUNT: {
+      actions: assign({
+        total: ({ context, event }) => context.total + event.n,
+        bytes: ({ context, event }) => context.bytes + (event.body?.length ?? 0),
+      }),
+    },
     GET: { actions: ({ context, event }) => event.reply?.ok({ total: context.total, bytes: context.bytes }) },
     FAIL: {
       actions: ({ event }) => {
@@ -29,10 +34,13 @@ const echoMachine = setup({
     CALL_BACK: {
       actions: ({ event }) => {
         const r = event.reply;
-        event.origin!.ref("client").ask({ type: "PING" }, { timeoutMs: 2000 }).then(
-          (rep) => r?.ok({ clientSaid: rep.fields.pong }),
-          (e) => r?.fail(e),
-        );
+        event
+          .origin!.ref("client")
+          .ask({ type: "PING" }, { timeoutMs: 2000 })
+          .then(
+            (rep) => r?.ok({ clientSaid: rep.fields.pong }),
+            (e) => r?.fail(e),
+          );
       },
     },
   },
@@ -63,7 +71,9 @@ describe("ActorNode ask/send", () => {
   });
 
   it("asks a remote actor and gets fields and body back", async () => {
-    const r = await client.ref(server.address, "echo").ask<{ text: string; from: string }>({ type: "ECHO", text: "hi" }, { body: [Buffer.from("ab"), Buffer.from("cd")] });
+    const r = await client
+      .ref(server.address, "echo")
+      .ask<{ text: string; from: string }>({ type: "ECHO", text: "hi" }, { body: [Buffer.from("ab"), Buffer.from("cd")] });
     assert.equal(r.fields.text, "hi");
     assert.equal(r.fields.from, client.nodeId);
     assert.equal(r.body?.toString(), "abcd");
@@ -77,7 +87,9 @@ describe("ActorNode ask/send", () => {
     await waitFor(async () => (await local.ask<{ total: number }>({ type: "GET" })).fields.total === 5050 + 1000, 5000, "all COUNTs");
     const r = await remote.ask<{ total: number; bytes: number }>({ type: "GET" });
     assert.deepEqual(r.fields, { total: 6050, bytes: 1005 });
-    const l = await server.ref(server.address, "echo").ask<{ text: string; from: string }>({ type: "ECHO", text: "self" }, { body: Buffer.from("x") });
+    const l = await server
+      .ref(server.address, "echo")
+      .ask<{ text: string; from: string }>({ type: "ECHO", text: "self" }, { body: Buffer.from("x") });
     assert.deepEqual(l.fields, { text: "self", from: "local" });
     assert.equal(l.body?.toString(), "x");
   });
@@ -113,6 +125,9 @@ describe("ActorNode ask/send", () => {
     const pending = ref.ask({ type: "COUNT", n: 0 }, { timeoutMs: 5000 });
     await n.close();
     await assert.rejects(pending, (e) => isMQError(e, "CLOSED"));
-    assert.throws(() => ref.send({ type: "COUNT", n: 1 }), (e) => isMQError(e, "CLOSED"));
+    assert.throws(
+      () => ref.send({ type: "COUNT", n: 1 }),
+      (e) => isMQError(e, "CLOSED"),
+    );
   });
 });

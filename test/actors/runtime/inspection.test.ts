@@ -10,7 +10,10 @@ const counter = setup({
   id: "counter",
   context: { n: 0 },
   initial: "idle",
-  states: { idle: { on: { ADD: { target: "busy", actions: [assign({ n: ({ context }) => context.n + 1 }), ({ event }) => event.reply?.ok({})] } } }, busy: { on: { ADD: { target: "idle", actions: ({ event }) => event.reply?.ok({}) } } } },
+  states: {
+    idle: { on: { ADD: { target: "busy", actions: [assign({ n: ({ context }) => context.n + 1 }), ({ event }) => event.reply?.ok({})] } } },
+    busy: { on: { ADD: { target: "idle", actions: ({ event }) => event.reply?.ok({}) } } },
+  },
 });
 
 describe("inspection", () => {
@@ -56,7 +59,11 @@ describe("inspection", () => {
     closers.push(() => asker.close());
     const nodeId = await collector.requestFrom(asker.ref(node.address, "counter"));
     assert.equal(nodeId, node.nodeId);
-    const replayed = await waitFor(() => collector.records.find((r) => r.kind === "snapshot" && r.actorName === "counter"), 5000, "replayed snapshot");
+    const replayed = await waitFor(
+      () => collector.records.find((r) => r.kind === "snapshot" && r.actorName === "counter"),
+      5000,
+      "replayed snapshot",
+    );
     assert.ok(replayed.kind === "snapshot" && replayed.value === "busy");
     assert.ok(collector.records.some((r) => r.kind === "actor" && (r.definition as { id?: string } | undefined)?.id === "counter"));
     await node.ref(null, "counter").ask({ type: "ADD" });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { assign, setup } from "xstate";
-import { ActorNode, type ActorFailure, type InspectionRecord, type Replier } from "../../../actors/runtime/index.ts";
+import { type ActorFailure, ActorNode, type InspectionRecord, type Replier } from "../../../actors/runtime/index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 
@@ -67,7 +67,10 @@ describe("supervision", () => {
     node.on("actorFailure", (f) => failures.push(f));
     node.spawn("once", fragile, { supervision: { strategy: "stop" } });
     node.ref(null, "once").send({ type: "BOOM" });
-    assert.deepEqual(failures.map((f) => f.action), ["stop"]);
+    assert.deepEqual(
+      failures.map((f) => f.action),
+      ["stop"],
+    );
     assert.equal((failures[0]!.error as Error).message, "boom");
     await assert.rejects(node.ref(null, "once").ask({ type: "GET" }), (e) => isMQError(e, "SYSTEM_ERROR"));
   });
