@@ -596,7 +596,12 @@ export class ZmqNode {
     this.pending.rejectAll(new MQError("CLOSED", `The node ${this.nodeId} was closed while the request was waiting for its reply.`));
     for (const link of this.peers.values()) link.socket.close();
     this.peers.clear();
-    if (this.router) this.router.close();
+    if (this.router) {
+      // unbind first: it resolves once the port is free, so a restart on the same address can bind at once
+      const endpoint = this.router.lastEndpoint;
+      if (endpoint) await this.router.unbind(endpoint).catch(() => undefined);
+      this.router.close();
+    }
     this.routerLinks.clear();
     if (this.zapDomain) zapHandler.unregister(this.zapDomain);
   }

@@ -8,7 +8,13 @@ import type { AnyActorLogic } from "xstate";
 import * as zmq from "zeromq";
 import { encode, type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
 import { MQError, RequestCode } from "../../transport/protocol.ts";
-import { InspectionHub, type InspectionListener, type InspectionRecord } from "./inspection.ts";
+import {
+  INSPECTION_NODE_CLOSED_EVENT,
+  InspectionHub,
+  type InspectionListener,
+  type InspectionRecord,
+  NODE_ACTOR_NAME,
+} from "./inspection.ts";
 import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
 import { type ActorFailure, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
 
@@ -35,6 +41,9 @@ export interface ActorNodeEvents {
   actorFailure: [ActorFailure];
 }
 
+/** How long a closing node waits for its last inspection records to leave. */
+export const FINAL_INSPECTION_FLUSH_MS = 200;
+
 /** Frames an inspection publisher may queue before it drops records (never back-pressures). */
 export const INSPECTION_QUEUE_LIMIT = 10_000;
 
@@ -45,7 +54,7 @@ export class ActorNode implements RefHost {
   private readonly events = new EventEmitter();
   private readonly localRefs = new Map<string, LocalRef>();
   private readonly remoteRefs = new Map<string, RemoteRef>();
-  private readonly publishers = new Map<string, () => Promise<void>>();
+  private readonly publishers = new Map<string, (final?: boolean) => Promise<void>>();
   private noActor = 0;
   private actorFailures = 0;
   private closing: Promise<void> | null = null;
@@ -187,9 +196,24 @@ export class ActorNode implements RefHost {
         if (msg[0]?.[0] === 1) this.hub.replay(push);
       }
     })();
-    const stop = async () => {
+    const stop = async (final = false) => {
       unsubscribe();
       this.publishers.delete(endpoint);
+      if (final && !pub.closed) {
+        // the node is closing: say so, and give the last records a moment to leave (bounded)
+        push({
+          kind: "event",
+          nodeId: this.nodeId,
+          actorName: NODE_ACTOR_NAME,
+          sessionId: "",
+          time: Date.now(),
+          type: INSPECTION_NODE_CLOSED_EVENT,
+          payload: {},
+        });
+        const deadline = Date.now() + FINAL_INSPECTION_FLUSH_MS;
+        while ((sending || queue.length > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+        pub.linger = FINAL_INSPECTION_FLUSH_MS;
+      }
       pub.close();
     };
     this.publishers.set(endpoint, stop);
@@ -208,9 +232,10 @@ export class ActorNode implements RefHost {
   }
 
   private async doClose(): Promise<void> {
-    for (const stop of [...this.publishers.values()]) await stop();
+    // actors stop first, so an attached inspector sees their last snapshots, then the node's farewell
     for (const h of this.hosted.values()) h.stop();
     this.hosted.clear();
+    await Promise.all([...this.publishers.values()].map((stop) => stop(true)));
     await this.transport.close();
     this.events.removeAllListeners();
   }

@@ -55,6 +55,13 @@ export type InspectionListener = (r: InspectionRecord) => void;
 export const DEFAULT_INSPECTION_RECORDS_PER_SECOND = 100;
 /** How often counted-but-dropped events and coalesced snapshots are flushed. @default 250 */
 export const INSPECTION_FLUSH_INTERVAL_MS = 250;
+/**
+ * Event type of the last record a node publishes when it closes (actor name {@link NODE_ACTOR_NAME}):
+ * an inspector shows the process as gone at once instead of waiting for probes it may not be able to make.
+ */
+export const INSPECTION_NODE_CLOSED_EVENT = "@node.closed";
+/** Actor name of records about the node itself. */
+export const NODE_ACTOR_NAME = "(node)";
 /** Event type of the record that reports events dropped by the per-actor budget (payload `{ events, sinceMs }`). */
 export const INSPECTION_DROPPED_EVENT = "@inspect.dropped";
 

@@ -109,6 +109,33 @@ describe("Inspector", () => {
     assert.equal(back.actors.length, 1);
   });
 
+  it("shows a publishing-only client process as gone as soon as it closes, with its actors' last states", async () => {
+    const insp = await Inspector.start({});
+    cleanups.push(() => insp.close());
+    const node = await ActorNode.start({ listen: null, nodeId: "client-1" });
+    node.spawn("toggle", toggle);
+    await node.publishInspection(insp.collectorEndpoint);
+    const proc = async () =>
+      (
+        JSON.parse((await get(`${insp.url}api/state`)).body) as {
+          nodes: { nodeId: string; status: string; actors: { actorName: string; value: unknown }[] }[];
+        }
+      ).nodes.find((n) => n.nodeId === "client-1");
+    // the publisher's SUB connection comes up asynchronously: flip until the inspector has seen "on"
+    await waitFor(
+      async () => {
+        node.ref(null, "toggle").send({ type: "FLIP" });
+        return (await proc())?.actors.some((a) => a.actorName === "toggle" && a.value === "on");
+      },
+      5000,
+      "toggle on seen",
+    );
+    assert.equal((await proc())?.status, "alive");
+    await node.close();
+    const gone = await waitFor(async () => ((await proc())?.status === "gone" ? proc() : null), 3000, "client gone after close");
+    assert.equal(gone!.actors.length, 1, "its actor is still listed");
+  });
+
   it("serves charts, an export that loads back, and refuses foreign hosts and addresses", async () => {
     const node = await ActorNode.start({ listen: null, nodeId: "local-1" });
     cleanups.push(() => node.close());
