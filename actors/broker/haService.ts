@@ -39,6 +39,11 @@ export class HAService {
   readonly tuning: Required<HaTuning>;
   private readonly slaves = new Map<string, SlaveConnection>();
   private held: HeldTransfer[] = [];
+
+  /** No slave connected and no transfer held: wakes and ticks have nothing to do. */
+  get idle(): boolean {
+    return this.slaves.size === 0 && this.held.length === 0 && this.waiters.length === 0;
+  }
   /** SYNC_MASTER sends waiting for a slave, in commit-log order */
   private waiters: SyncWaiter[] = [];
   private closed = false;
@@ -251,17 +256,21 @@ export const haMachine = setup({
   },
   actors: {
     // one wake per tick of arrivals, not one per dispatched batch
+    // a master without slaves sends itself nothing: no event per put, no tick in the timeline
     arrivals: fromCallback<HaEvent, { ctx: BrokerContext }>(({ sendBack, input }) => {
+      const service = haServiceOf(input.ctx);
       let pending = false;
       const off = input.ctx.onArrival(() => {
-        if (pending) return;
+        if (pending || service.idle) return;
         pending = true;
         setImmediate(() => {
           pending = false;
           sendBack({ type: "HA_WAKE" });
         });
       });
-      const t = setInterval(() => sendBack({ type: "HA_TICK" }), HA_TICK_MS);
+      const t = setInterval(() => {
+        if (!service.idle) sendBack({ type: "HA_TICK" });
+      }, HA_TICK_MS);
       t.unref();
       return () => {
         off();
