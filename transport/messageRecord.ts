@@ -546,18 +546,77 @@ export function decodeRecords(buf: Buffer, brokerName: string): MessageExt[] {
   return out;
 }
 
+/**
+ * The last host seen at one record position and its `ip:port` text: the records of one pull share
+ * their store host and mostly their born host, so each is formatted once, not once per message.
+ */
+class HostTextCache {
+  private ip = -1;
+  private port = -1;
+  private text = "";
+  read(buf: Buffer, pos: number): string {
+    const ip = buf.readUInt32BE(pos);
+    const port = buf.readInt32BE(pos + 4);
+    if (ip !== this.ip || port !== this.port) {
+      this.text = readHost(buf, pos);
+      this.ip = ip;
+      this.port = port;
+    }
+    return this.text;
+  }
+}
+
+/** Offset message ids for the last store host seen (its 16 hex digits written once). */
+class OffsetIdCache {
+  private ip = -1;
+  private port = -1;
+  private writer: OffsetMsgIdWriter | null = null;
+  idFor(buf: Buffer, hostPos: number, commitLogOffset: number): string {
+    const ip = buf.readUInt32BE(hostPos);
+    const port = buf.readInt32BE(hostPos + 4);
+    if (this.writer === null || ip !== this.ip || port !== this.port) {
+      this.writer = new OffsetMsgIdWriter(buf, hostPos);
+      this.ip = ip;
+      this.port = port;
+    }
+    return this.writer.idFor(commitLogOffset);
+  }
+}
+
+/** The last topic decoded: the records of one pull share it, so its text is made once. */
+class TopicTextCache {
+  private readonly bytes = Buffer.alloc(MAX_TOPIC_BYTES);
+  private len = -1;
+  private text = "";
+  read(buf: Buffer, pos: number, len: number): string {
+    let same = len === this.len;
+    for (let i = 0; same && i < len; i++) same = buf[pos + i] === this.bytes[i];
+    if (!same) {
+      this.text = buf.toString("utf8", pos, pos + len);
+      buf.copy(this.bytes, 0, pos, pos + len);
+      this.len = len;
+    }
+    return this.text;
+  }
+}
+
+const topicText = new TopicTextCache();
+const bornHostText = new HostTextCache();
+const storeHostText = new HostTextCache();
+const offsetIds = new OffsetIdCache();
+
 /** Decodes one record already checked with {@link checkRecord}. */
 export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string): MessageExt {
   const bodyLen = buf.readInt32BE(pos + RecordOffset.BODY_LENGTH);
   const bodyStart = pos + RecordOffset.BODY;
   const topicLenPos = bodyStart + bodyLen;
   const topicLen = buf[topicLenPos]!;
-  const topic = buf.toString("utf8", topicLenPos + 1, topicLenPos + 1 + topicLen);
+  const topic = topicText.read(buf, topicLenPos + 1, topicLen);
   const propsStart = topicLenPos + 1 + topicLen + 2;
   const propsEnd = pos + total - CRC_RESERVED_BYTES;
   const properties = propsEnd > propsStart ? decodeProperties(buf.toString("utf8", propsStart, propsEnd)) : {};
   const commitLogOffset = readLong(buf, pos + RecordOffset.PHYSICAL_OFFSET);
-  const offsetId = offsetMsgIdFromBytes(buf, pos + RecordOffset.STORE_HOST, commitLogOffset);
+  const offsetId = offsetIds.idFor(buf, pos + RecordOffset.STORE_HOST, commitLogOffset);
   return {
     topic,
     brokerName,
@@ -571,9 +630,9 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
     properties,
     body: buf.subarray(bodyStart, bodyStart + bodyLen),
     bornTimestamp: readLong(buf, pos + RecordOffset.BORN_TIMESTAMP),
-    bornHost: readHost(buf, pos + RecordOffset.BORN_HOST),
+    bornHost: bornHostText.read(buf, pos + RecordOffset.BORN_HOST),
     storeTimestamp: readLong(buf, pos + RecordOffset.STORE_TIMESTAMP),
-    storeHost: readHost(buf, pos + RecordOffset.STORE_HOST),
+    storeHost: storeHostText.read(buf, pos + RecordOffset.STORE_HOST),
     reconsumeTimes: buf.readInt32BE(pos + RecordOffset.RECONSUME_TIMES),
     sysFlag: buf.readInt32BE(pos + RecordOffset.SYS_FLAG),
     flag: buf.readInt32BE(pos + RecordOffset.FLAG),

@@ -104,6 +104,25 @@ test("several records decode in one pass; a truncated one is refused", () => {
   assert.ok(MIN_RECORD_BYTES <= recs[0]!.length);
 });
 
+test("records of different topics and hosts in one body each decode to their own topic, hosts and offset id", () => {
+  const variants = [
+    { topic: "TopicA", bornHost: "10.0.0.2:5555", storeHost: "127.0.0.1:10911" },
+    { topic: "TopicA", bornHost: "10.0.0.3:5555", storeHost: "127.0.0.1:10911" },
+    { topic: "TopicB", bornHost: "10.0.0.3:5555", storeHost: "127.0.0.1:10912" },
+    { topic: "TopicAB", bornHost: "10.0.0.3:5556", storeHost: "127.0.0.2:10912" },
+    { topic: "TopicA", bornHost: "10.0.0.2:5555", storeHost: "127.0.0.1:10911" },
+  ];
+  const recs = variants.map((v, i) => encodeRecord({ ...base, ...v, physicalOffset: 4096 + i * 300, body: Buffer.from(`m${i}`) }));
+  // decoded twice: the second pass starts with the last record's topic and hosts remembered
+  for (let pass = 0; pass < 2; pass++) {
+    const msgs = decodeRecords(Buffer.concat(recs), "b");
+    assert.deepEqual(
+      msgs.map((m) => [m.topic, m.bornHost, m.storeHost, m.offsetMsgId]),
+      variants.map((v, i) => [v.topic, v.bornHost, v.storeHost, offsetMsgId(v.storeHost, undefined, 4096 + i * 300)]),
+    );
+  }
+});
+
 test("a batch body walks back into its messages", () => {
   const batch = encodeMessageBatch([
     { body: Buffer.from("a"), flag: 1, properties: encodeProperties({ TAGS: "A" }) },
