@@ -9,6 +9,7 @@ import { BrokerActor } from "../../transport/protocol.ts";
 import type { Logger } from "../logger.ts";
 import type { ActorNode, Ref } from "../runtime/index.ts";
 import type { BrokerConfig } from "./brokerConfig.ts";
+import type { PutOutcome } from "./storeActor.ts";
 import type { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import type { TopicConfigManager } from "./topicConfigManager.ts";
 
@@ -32,7 +33,7 @@ export interface BrokerContext {
   readonly storeHost: string;
   /** a handle to another actor of this broker */
   ref(name: string): Ref;
-  /** appends one batch through the `store` actor (serialised, bounded, group-committed) */
+  /** appends one batch through the `store` actor (the puts of one tick as one PUT_GROUP: bounded, group-committed) */
   put(batch: PutBatch): Promise<PutResult>;
   /** listens to message arrivals (after the consume queues have them); returns the unsubscribe function */
   onArrival(listener: (a: ArrivalEvent) => void): () => void;
@@ -55,6 +56,28 @@ export function createBrokerContext(parts: {
   const storeRef = node.ref(null, BrokerActor.STORE);
   const registrarRef = node.ref(null, BrokerActor.REGISTRAR);
   const arrivalListeners = new Set<(a: ArrivalEvent) => void>();
+  // the puts of one tick (the requests of one frame) go to the store actor as one PUT_GROUP
+  let groupBatches: PutBatch[] = [];
+  let groupWaiters: Array<{ resolve: (r: PutResult) => void; reject: (e: unknown) => void }> = [];
+  const sendGroup = (): void => {
+    const batches = groupBatches;
+    const waiters = groupWaiters;
+    groupBatches = [];
+    groupWaiters = [];
+    storeRef.ask<{ results: PutOutcome[] }>({ type: "PUT_GROUP", batches }, { timeoutMs: STORE_ASK_TIMEOUT_MS }).then(
+      (r) => {
+        const results = r.fields.results;
+        for (let i = 0; i < waiters.length; i++) {
+          const o = results[i]!;
+          if (o.ok) waiters[i]!.resolve(o.result);
+          else waiters[i]!.reject(o.error);
+        }
+      },
+      (e: unknown) => {
+        for (const w of waiters) w.reject(e);
+      },
+    );
+  };
   parts.store.onArrival((a) => {
     for (const l of arrivalListeners) {
       try {
@@ -67,9 +90,12 @@ export function createBrokerContext(parts: {
   return {
     ...parts,
     ref: (name) => node.ref(null, name),
-    async put(batch) {
-      const r = await storeRef.ask<{ result: PutResult }>({ type: "PUT_MESSAGES", batch }, { timeoutMs: STORE_ASK_TIMEOUT_MS });
-      return r.fields.result;
+    put(batch) {
+      return new Promise<PutResult>((resolve, reject) => {
+        if (groupBatches.length === 0) queueMicrotask(sendGroup);
+        groupBatches.push(batch);
+        groupWaiters.push({ resolve, reject });
+      });
     },
     onArrival(listener) {
       arrivalListeners.add(listener);

@@ -5,13 +5,14 @@
  * are appended as one group, one commit-log write, one dispatch pass and one fdatasync.
  */
 import { assign, setup } from "xstate";
-import type { PutBatch } from "../../store/index.ts";
+import type { PutBatch, PutResult } from "../../store/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 export type StoreEvent =
   | { type: "PUT_MESSAGES"; batch: PutBatch; reply?: Replier }
+  | { type: "PUT_GROUP"; batches: PutBatch[]; reply?: Replier }
   | { type: "PUT_DONE" }
   | { type: "SHUTDOWN"; reply?: Replier };
 
@@ -47,8 +48,71 @@ function appendWaiting(ctx: BrokerContext, puts: PutCounter, self: { send(e: Sto
       },
       (e: unknown) => {
         puts.inFlight--;
-        reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`));
+        reply?.fail(storeFailure(e));
         if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
+      },
+    );
+  }
+}
+
+/** One batch's outcome in a PUT_GROUP answer (`{ results: PutOutcome[] }`, in the batches' order). */
+export type PutOutcome = { ok: true; result: PutResult } | { ok: false; error: MQError };
+
+function storeFailure(e: unknown): MQError {
+  return e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The store failed to append: ${String(e)}`);
+}
+
+/**
+ * Appends a group gathered by the sender (BrokerContext.put: the puts of one tick) at once and
+ * answers it with one reply when every batch has its outcome. Batches past the in-flight bound are
+ * answered SYSTEM_BUSY, as single puts are.
+ */
+function appendGroupNow(
+  ctx: BrokerContext,
+  puts: PutCounter,
+  maxInFlight: number,
+  batches: PutBatch[],
+  reply: Replier | undefined,
+  self: { send(e: StoreEvent): void },
+): void {
+  const n = batches.length;
+  const outcomes = new Array<PutOutcome>(n);
+  const accepted = Math.max(0, Math.min(n, maxInFlight - puts.inFlight));
+  for (let i = accepted; i < n; i++) {
+    outcomes[i] = {
+      ok: false,
+      error: new MQError(
+        "SYSTEM_BUSY",
+        `The broker's store has ${puts.inFlight} puts in flight (bound ${maxInFlight}); retry a little later or on another broker.`,
+      ),
+    };
+  }
+  let open = accepted;
+  if (open === 0) {
+    reply?.ok({ results: outcomes });
+    return;
+  }
+  puts.inFlight += accepted;
+  let results: Array<Promise<PutResult>>;
+  try {
+    results = ctx.store.putMessagesGroup(accepted === n ? batches : batches.slice(0, accepted));
+  } catch (e) {
+    results = batches.slice(0, accepted).map(() => Promise.reject(e));
+  }
+  const settled = (): void => {
+    puts.inFlight--;
+    if (--open === 0) reply?.ok({ results: outcomes });
+    if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
+  };
+  for (let i = 0; i < accepted; i++) {
+    results[i]!.then(
+      (result) => {
+        outcomes[i] = { ok: true, result };
+        settled();
+      },
+      (e: unknown) => {
+        outcomes[i] = { ok: false, error: storeFailure(e) };
+        settled();
       },
     );
   }
@@ -87,7 +151,7 @@ export const storeMachine = setup({
       );
     },
     rejectClosing: ({ event }) => {
-      if (event.type === "PUT_MESSAGES")
+      if (event.type === "PUT_MESSAGES" || event.type === "PUT_GROUP")
         event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
     },
     startPut: ({ context, event, self }) => {
@@ -98,6 +162,10 @@ export const storeMachine = setup({
       puts.waitingReplies.push(event.reply);
       // the first put of a tick schedules the group; a microtask, so an idle put waits for no timer
       if (puts.waiting.length === 1) queueMicrotask(() => appendWaiting(context.ctx, puts, self));
+    },
+    startGroup: ({ context, event, self }) => {
+      if (event.type !== "PUT_GROUP") return;
+      appendGroupNow(context.ctx, context.puts, context.maxInFlight, event.batches, event.reply, self);
     },
     markDraining: ({ context }) => {
       context.puts.draining = true;
@@ -123,6 +191,7 @@ export const storeMachine = setup({
     open: {
       on: {
         PUT_MESSAGES: [{ guard: "overBound", actions: "rejectBusy" }, { actions: "startPut" }],
+        PUT_GROUP: { actions: "startGroup" },
         SHUTDOWN: { target: "draining", actions: ["markDraining", "queueDrainWaiter"] },
       },
     },
@@ -130,6 +199,7 @@ export const storeMachine = setup({
       always: { guard: "drained", target: "closed" },
       on: {
         PUT_MESSAGES: { actions: "rejectClosing" },
+        PUT_GROUP: { actions: "rejectClosing" },
         // re-evaluates `drained` (the count itself changes outside the machine)
         PUT_DONE: {},
         SHUTDOWN: { actions: "queueDrainWaiter" },
@@ -139,6 +209,7 @@ export const storeMachine = setup({
       entry: "answerDrainWaiters",
       on: {
         PUT_MESSAGES: { actions: "rejectClosing" },
+        PUT_GROUP: { actions: "rejectClosing" },
         SHUTDOWN: { actions: ({ event }) => event.type === "SHUTDOWN" && event.reply?.ok({}) },
       },
     },

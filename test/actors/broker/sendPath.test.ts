@@ -187,6 +187,29 @@ test("the store actor answers SYSTEM_BUSY past its in-flight bound", async () =>
   }
 });
 
+test("puts that reach the store together each get their own answer: a batch the store refuses fails alone", async () => {
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  const req = { type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic: "Grouped", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() };
+  const good = (i: number) => encodeMessageBatch([{ body: Buffer.from(`grouped ${i}`) }]);
+  // properties past the store's limit (framed by hand: encodeMessageBatch refuses them) pass the
+  // request checks and are refused by the store's own batch check
+  const props = Buffer.from(`big\u0001${"x".repeat(33_000)}\u0002`);
+  const refused = Buffer.alloc(14 + props.length);
+  refused.writeUInt32BE(refused.length, 0);
+  refused.writeUInt16BE(props.length, 12);
+  props.copy(refused, 14);
+  // asked in one tick: the requests travel in one frame and reach the store as one group
+  const results = await Promise.allSettled([good(0), refused, good(1), good(2)].map((body) => ref.ask<SendMessageReply>(req, { body })));
+  assert.deepEqual(
+    results.map((r) =>
+      r.status === "fulfilled" ? r.value.fields.status : isMQError(r.reason, "MESSAGE_ILLEGAL") ? "MESSAGE_ILLEGAL" : String(r.reason),
+    ),
+    ["SEND_OK", "MESSAGE_ILLEGAL", "SEND_OK", "SEND_OK"],
+  );
+  const offsets = results.map((r) => (r.status === "fulfilled" ? r.value.fields.queueOffset : -1));
+  assert.deepEqual(offsets, [offsets[0], -1, offsets[0]! + 1, offsets[0]! + 2]);
+});
+
 test("topic configs survive a broker restart", async () => {
   const { dir: d3, cleanup: c3 } = await tempDir();
   try {
