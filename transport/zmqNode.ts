@@ -596,12 +596,9 @@ export class ZmqNode {
     this.pending.rejectAll(new MQError("CLOSED", `The node ${this.nodeId} was closed while the request was waiting for its reply.`));
     for (const link of this.peers.values()) link.socket.close();
     this.peers.clear();
-    if (this.router) {
-      // unbind first: it resolves once the port is free, so a restart on the same address can bind at once
-      const endpoint = this.router.lastEndpoint;
-      if (endpoint) await this.router.unbind(endpoint).catch(() => undefined);
-      this.router.close();
-    }
+    // no unbind before close: libzmq 4.3.5 can abort (pipe.cpp:355) when a peer's pipe is torn down
+    // by an unbind racing its disconnect; the port is free shortly after close
+    if (this.router) this.router.close();
     this.routerLinks.clear();
     if (this.zapDomain) zapHandler.unregister(this.zapDomain);
   }

@@ -95,7 +95,12 @@ describe("Inspector", () => {
     await node.close();
     const gone = await waitFor(async () => ((await proc())?.status === "gone" ? proc() : null), 5000, "process gone");
     assert.equal(gone!.actors[0]!.value, "on", "last state kept");
-    node = await ActorNode.start({ listen: address, nodeId: "proc-1" });
+    // the closed node's port is released by ZeroMQ's I/O thread shortly after close: retry the bind
+    node = await waitFor(
+      () => ActorNode.start({ listen: address, nodeId: "proc-1" }).catch(() => null),
+      5000,
+      "the same address bound again",
+    );
     cleanups.push(() => node.close());
     node.spawn("toggle", toggle);
     const back = await waitFor(
