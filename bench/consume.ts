@@ -1,64 +1,14 @@
-/**
- * Consume workload: `actormq start` (name server + broker) in a child process, consumers in this
- * process. 1 KiB messages.
- * - consumeMsgsPerSec: 100 000 messages already stored on 4 queues, one PushConsumer, a listener
- *   that does nothing (default consumeMessageBatchMaxSize 1: one listener call per message).
- * - groupConsumeMsgsPerSec: the same with 2 consumers of one group sharing 4 queues.
- * - e2eLatencyP50Ms / P99Ms: a live consumer (long polling) while a producer sends a steady
- *   2 000 msg/s for 10 s; latency = listener call time − send call time (same clock).
- * - longPollWakeP50Ms: a consumer held on an empty queue; one message sent; send call → listener.
- */
-import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import * as hdr from "hdr-histogram-js";
 import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
+import { startServer, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY_BYTES = 1024;
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** the throughput goal set for consumption (Redis Streams' class on this machine) */
 const TARGET_CONSUME_MSGS_PER_SEC = 300_000;
-
-interface Server {
-  child: ChildProcess;
-  nameserver: string;
-  exited: Promise<unknown>;
-}
-
-async function startServer(dataDir: string): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    [
-      path.join(root, "bin", "actormq.mjs"),
-      "start",
-      "--namesrv-listen",
-      "tcp://127.0.0.1:*",
-      "--listen",
-      "tcp://127.0.0.1:*",
-      "--store",
-      dataDir,
-      "--flush",
-      "async",
-      "--log-level",
-      "warn",
-    ],
-    { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const exited = new Promise((r) => child.once("exit", r));
-  const nameserver = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /name server\s+(tcp:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    exited.then(() => reject(new Error(`actormq start exited: ${out}`)));
-  });
-  return { child, nameserver, exited };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -219,8 +169,7 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       ],
     };
   } finally {
-    server.child.kill("SIGTERM");
-    await server.exited;
+    await stopServer(server);
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }

@@ -1,61 +1,13 @@
-/**
- * Orderly workload: `actormq start` (name server + broker, async flush) in a child process, two
- * orderly consumers of one group in this process sharing an 8-queue topic.
- * - orderlyConsumeMsgsPerSec: 50 000 stored 1 KiB messages drained by the two orderly consumers
- *   (one listener call per message, one call at a time per queue, under the broker's queue locks),
- *   from consumer start to the last message.
- * - baseline concurrentConsumeMsgsPerSec: the same drain by two concurrent consumers.
- */
-import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
+import { startServer, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY_BYTES = 1024;
 const QUEUES = 8;
 const CONSUMERS = 2;
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-
-interface Server {
-  child: ChildProcess;
-  nameserver: string;
-  exited: Promise<unknown>;
-}
-
-async function startServer(dataDir: string): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    [
-      path.join(root, "bin", "actormq.mjs"),
-      "start",
-      "--namesrv-listen",
-      "tcp://127.0.0.1:*",
-      "--listen",
-      "tcp://127.0.0.1:*",
-      "--store",
-      dataDir,
-      "--flush",
-      "async",
-      "--log-level",
-      "warn",
-    ],
-    { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const exited = new Promise((r) => child.once("exit", r));
-  const nameserver = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /name server\s+(tcp:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    exited.then(() => reject(new Error(`actormq start exited: ${out}`)));
-  });
-  return { child, nameserver, exited };
-}
 
 async function fill(p: Producer, topic: string, n: number): Promise<void> {
   const body = Buffer.alloc(BODY_BYTES, 97);
@@ -142,8 +94,7 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       ],
     };
   } finally {
-    server.child.kill("SIGTERM");
-    await server.exited;
+    await stopServer(server);
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 }

@@ -1,18 +1,10 @@
-/**
- * Produce workload: one Producer in this process, `actormq start` (name server + broker) in a
- * child process. 1 KiB messages, 256 in flight: 8 concurrent sendBatch calls of 32 messages,
- * once against an async-flush broker (`metrics.produceMsgsPerSec`) and once against a sync-flush
- * broker (`metrics.produceSyncFlushMsgsPerSec`); also single-message sends with 256 in flight.
- * Baseline: the store's own append rate of the same batches in this process (no network, no actors).
- */
-import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { Admin, Producer } from "../actors/client/index.ts";
 import { prepareBatch } from "../actors/client/messageBuilder.ts";
 import { MessageStore } from "../store/index.ts";
+import { startServer, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY_BYTES = 1024;
@@ -20,51 +12,6 @@ const BATCH = 32;
 const CONCURRENT_BATCHES = 8;
 const SINGLE_IN_FLIGHT = 256;
 const QUEUES = 8;
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-
-interface Server {
-  child: ChildProcess;
-  nameserver: string;
-  exited: Promise<unknown>;
-}
-
-async function startServer(dataDir: string, flush: "sync" | "async"): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    [
-      path.join(root, "bin", "actormq.mjs"),
-      "start",
-      "--namesrv-listen",
-      "tcp://127.0.0.1:*",
-      "--listen",
-      "tcp://127.0.0.1:*",
-      "--store",
-      dataDir,
-      "--flush",
-      flush,
-      "--log-level",
-      "warn",
-    ],
-    { cwd: root, stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const exited = new Promise((r) => child.once("exit", r));
-  const nameserver = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /name server\s+(tcp:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    exited.then(() => reject(new Error(`actormq start exited: ${out}`)));
-  });
-  return { child, nameserver, exited };
-}
-
-async function stopServer(s: Server): Promise<void> {
-  s.child.kill("SIGTERM");
-  await s.exited;
-}
 
 function messages(topic: string, n: number) {
   const body = Buffer.alloc(BODY_BYTES, 97);
