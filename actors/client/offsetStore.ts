@@ -59,16 +59,15 @@ export interface OffsetStore {
   release?(mq: MessageQueue, clientId: string): Promise<void>;
 }
 
-/** Clustering: offsets kept in memory, pushed to the queue's master broker. */
-export class RemoteOffsetStore implements OffsetStore {
+/**
+ * What both stores share: the in-memory table (RocketMQ's rules, offsetTable.ts) and
+ * `readOffset`'s memory-first order; each store says how it reads from its own storage.
+ */
+abstract class TableOffsetStore {
   readonly table = new OffsetTable();
 
-  constructor(
-    private readonly host: Pick<ConsumerHost, "node" | "brokerAddress">,
-    private readonly group: string,
-  ) {}
-
-  async load(): Promise<void> {}
+  /** The offset kept in the store proper (broker or file), cached in the table when found. */
+  protected abstract readFromStore(mq: MessageQueue): Promise<number>;
 
   updateOffset(mq: MessageQueue, offset: number, increaseOnly: boolean): void {
     this.table.updateOffset(mq, offset, increaseOnly);
@@ -87,6 +86,22 @@ export class RemoteOffsetStore implements OffsetStore {
       const v = this.table.readOffset(mq);
       if (v >= 0 || type === "READ_FROM_MEMORY") return v;
     }
+    return this.readFromStore(mq);
+  }
+}
+
+/** Clustering: offsets kept in memory, pushed to the queue's master broker. */
+export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
+  constructor(
+    private readonly host: Pick<ConsumerHost, "node" | "brokerAddress">,
+    private readonly group: string,
+  ) {
+    super();
+  }
+
+  async load(): Promise<void> {}
+
+  protected async readFromStore(mq: MessageQueue): Promise<number> {
     try {
       const offset = await this.queryBroker(mq);
       this.table.updateOffset(mq, offset, false);
@@ -195,13 +210,14 @@ function parseKey(k: string): MessageQueue | null {
 }
 
 /** Broadcasting: offsets of this client alone, in a local file written atomically. */
-export class LocalFileOffsetStore implements OffsetStore {
-  readonly table = new OffsetTable();
+export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStore {
   /** what the file held at load (the store's view of READ_FROM_STORE) */
   private readonly fileOffsets = new Map<string, number>();
   private writing: Promise<void> = Promise.resolve();
 
-  constructor(readonly file: string) {}
+  constructor(readonly file: string) {
+    super();
+  }
 
   async load(): Promise<void> {
     const data = (await readJson(this.file)) ?? (await readJson(`${this.file}.bak`));
@@ -215,23 +231,7 @@ export class LocalFileOffsetStore implements OffsetStore {
     }
   }
 
-  updateOffset(mq: MessageQueue, offset: number, increaseOnly: boolean): void {
-    this.table.updateOffset(mq, offset, increaseOnly);
-  }
-
-  updateAndFreeze(mq: MessageQueue, offset: number): void {
-    this.table.updateAndFreeze(mq, offset);
-  }
-
-  readOffsetFromMemory(mq: MessageQueue): number {
-    return this.table.readOffset(mq);
-  }
-
-  async readOffset(mq: MessageQueue, type: ReadOffsetType): Promise<number> {
-    if (type !== "READ_FROM_STORE") {
-      const v = this.table.readOffset(mq);
-      if (v >= 0 || type === "READ_FROM_MEMORY") return v;
-    }
+  protected async readFromStore(mq: MessageQueue): Promise<number> {
     const v = this.fileOffsets.get(mqKey(mq));
     if (v === undefined) return OFFSET_NOT_FOUND;
     this.table.updateOffset(mq, v, false);
