@@ -6,7 +6,7 @@ import cliProgress from "cli-progress";
 import type { Command } from "commander";
 import type { BenchOptions, BenchResult } from "../../bench/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { fail, formatTable } from "../common.ts";
+import { ExitCode, fail, formatTable } from "../common.ts";
 
 const BENCH_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bench");
 
@@ -33,7 +33,7 @@ export function addBenchCommand(program: Command): void {
     .action(async (name: string, args: string[], f: { quick?: boolean; json?: boolean }) => {
       const workloads = benchWorkloads();
       if (!workloads.includes(name))
-        fail(new MQError("ILLEGAL_ARGUMENT", `Unknown workload "${name}": choose one of ${workloads.join(", ")}.`));
+        fail(new MQError("ILLEGAL_ARGUMENT", `Unknown workload "${name}": choose one of ${workloads.join(", ")}.`), ExitCode.USAGE);
       let result: BenchResult;
       // workloads report no progress of their own, so the bar shows elapsed time while one runs
       const bar = f.json
