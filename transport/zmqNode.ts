@@ -41,6 +41,12 @@ export const RECONNECT_INTERVAL_MS = 100;
 export const RECONNECT_INTERVAL_MAX_MS = 1000;
 /** Router links remembered (clients that sent us something); oldest forgotten first. */
 export const MAX_ROUTER_LINKS = 65_536;
+/**
+ * A link whose queued frames reach this many bytes is sent at once instead of at the end of the
+ * tick: one pass that answers 8 pulls (or sends 8 produce batches) would otherwise leave as one
+ * send, and the two sides take turns instead of working at the same time.
+ */
+export const EAGER_FLUSH_BYTES = 128 * 1024;
 
 /** Options of {@link ZmqNode.start}. */
 export interface ZmqNodeOptions {
@@ -328,7 +334,8 @@ export class ZmqNode {
     pushBody(link.parts, body);
     link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bl, 0);
     link.queued++;
-    this.schedule(link);
+    if (link.bytes >= EAGER_FLUSH_BYTES) this.flushNow(link);
+    else this.schedule(link);
   }
 
   private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {
@@ -344,7 +351,24 @@ export class ZmqNode {
     pushBody(link.parts, body);
     link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bl, 0);
     link.queued++;
-    this.schedule(link);
+    if (link.bytes >= EAGER_FLUSH_BYTES) this.flushNow(link);
+    else this.schedule(link);
+  }
+
+  /** Sends a link's queued frames now (a DEALER already sending picks them up in its loop). */
+  private flushNow(link: Link): void {
+    if (link instanceof PeerLink) {
+      if (!link.flushing) void this.pumpPeer(link);
+      return;
+    }
+    const router = this.router;
+    if (!router || this.closed) return;
+    const frame = takeBatch(link);
+    try {
+      router.send([(link as RouterLink).rid, frame]).then(undefined, this.onRouterSendError);
+    } catch {
+      this.onRouterSendError();
+    }
   }
 
   // Frames queued in one tick go out in a microtask as one multipart send per socket. Flushing
@@ -402,6 +426,7 @@ export class ZmqNode {
     for (let i = 0; i < links.length && !this.closed; i++) {
       const link = links[i]!;
       link.dirty = false;
+      if (link.queued === 0) continue; // sent early by flushNow
       const frame = takeBatch(link);
       try {
         router.send([link.rid, frame]).then(undefined, this.onRouterSendError);
