@@ -4,7 +4,6 @@
  * transitions `data-transition`, `data-source` and `data-event`, so the page lights the active
  * state and marks the last transition by toggling classes.
  */
-import ELK from "elkjs/lib/elk.bundled.js";
 import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api.js";
 import type { ChartState, StatechartGraph } from "./statechartGraph.ts";
 
@@ -24,7 +23,13 @@ const PAD = 10;
 const COMPOUND_TOP = 26;
 const MARGIN = 8;
 
-const elk = new (ELK as unknown as { new (): { layout(g: ElkNode): Promise<ElkNode> } })();
+type Elk = { layout(g: ElkNode): Promise<ElkNode> };
+// elkjs is 1.5 MB of script: loaded on the first chart, not by every process that imports actormq
+let elk: Promise<Elk> | null = null;
+function loadElk(): Promise<Elk> {
+  elk ??= import("elkjs/lib/elk.bundled.js").then((m) => new (m.default as unknown as { new (): Elk })());
+  return elk;
+}
 
 function esc(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -84,7 +89,7 @@ export function toElkGraph(g: StatechartGraph): ElkNode {
 
 /** Lays out and draws a statechart as a standalone SVG document. */
 export async function renderStatechart(g: StatechartGraph): Promise<RenderedChart> {
-  const laid = await elk.layout(toElkGraph(g));
+  const laid = await (await loadElk()).layout(toElkGraph(g));
   const abs = new Map<string, { x: number; y: number; w: number; h: number }>();
   abs.set("__root", { x: 0, y: 0, w: laid.width ?? 0, h: laid.height ?? 0 });
   const place = (n: ElkNode, ox: number, oy: number) => {
