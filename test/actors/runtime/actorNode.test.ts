@@ -94,6 +94,23 @@ describe("ActorNode ask/send", () => {
     assert.equal(l.body?.toString(), "x");
   });
 
+  it("frames past the early-send size go out mid-tick: big asks and their replies all arrive intact, sends in order", async () => {
+    const remote = client.ref(server.address, "echo");
+    const body = (i: number) => Buffer.alloc(48 * 1024 + i, i & 0xff);
+    // 12 x ~48 KiB asked in one tick: the DEALER sends early at 128 KiB, the ROUTER's replies too
+    const replies = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => remote.ask<{ text: string }>({ type: "ECHO", text: `big-${i}` }, { body: body(i) })),
+    );
+    replies.forEach((r, i) => {
+      assert.equal(r.fields.text, `big-${i}`);
+      assert.ok(r.body?.equals(body(i)), `reply ${i} carries its own body`);
+    });
+    const before = (await remote.ask<{ total: number; bytes: number }>({ type: "GET" })).fields;
+    for (let i = 1; i <= 6; i++) remote.send({ type: "COUNT", n: i }, { body: Buffer.alloc(40 * 1024) });
+    const after = (await remote.ask<{ total: number; bytes: number }>({ type: "GET" })).fields;
+    assert.deepEqual(after, { total: before.total + 21, bytes: before.bytes + 6 * 40 * 1024 }, "the GET sent after them sees every COUNT");
+  });
+
   it("carries typed errors; the first reply wins", async () => {
     for (const ref of [client.ref(server.address, "echo"), server.ref(null, "echo")]) {
       await assert.rejects(ref.ask({ type: "FAIL" }), (e) => isMQError(e, "TOPIC_NOT_EXIST") && e.message === "no such topic");
