@@ -864,15 +864,17 @@ export class MessageStore {
       MAX_PULL_BYTES,
       this.options.maxTransferBytes,
     );
+    const tags = filter?.tagsCodes && filter.tagsCodes.size > 0 ? filter.tagsCodes : null;
+    // up to 16 000 bytes of entries are scanned (RocketMQ's maxFilterMessageSize), as a filter or
+    // entries into removed files may skip many; without a filter the first read takes only as many
+    // entries as the batch needs and the rest are read only when some were skipped
     const scanEntries = Math.max(MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES, maxNums);
-    const entries = q.read(offset, scanEntries);
+    let entries = q.read(offset, tags || filter?.matchProperties ? scanEntries : maxNums);
     if (!entries) {
       res.status = "OFFSET_FOUND_NULL";
       res.nextBeginOffset = q.nextFileOffset(offset);
       return res;
     }
-    const n = entries.length / CQ_ENTRY_BYTES;
-    const tags = filter?.tagsCodes && filter.tagsCodes.size > 0 ? filter.tagsCodes : null;
     // pick candidates from the consume queue first, then read their records in as few reads as possible
     const candPhy: number[] = [];
     const candSize: number[] = [];
@@ -881,27 +883,40 @@ export class MessageStore {
     let next = offset;
     const minPhy = this.commitLog.minOffset;
     let removed = false;
-    for (let i = 0; i < n; i++) {
-      const e = i * CQ_ENTRY_BYTES;
-      const phy = readLong(entries, e);
-      let size = entries.readInt32BE(e + 8);
-      if (candPhy.length > 0 && (candPhy.length >= maxNums || bytes + size > maxBytes)) break;
-      next = offset + i + 1;
-      if (size <= 0) {
-        if (phy === 0 && size === 0) continue; // a hole: a record recovery could not read
-        size = 0; // a damaged entry: its record is looked for below
+    let base = offset;
+    for (;;) {
+      const n = entries.length / CQ_ENTRY_BYTES;
+      let full = false;
+      for (let i = 0; i < n; i++) {
+        const e = i * CQ_ENTRY_BYTES;
+        const phy = readLong(entries, e);
+        let size = entries.readInt32BE(e + 8);
+        if (candPhy.length > 0 && (candPhy.length >= maxNums || bytes + size > maxBytes)) {
+          full = true;
+          break;
+        }
+        next = base + i + 1;
+        if (size <= 0) {
+          if (phy === 0 && size === 0) continue; // a hole: a record recovery could not read
+          size = 0; // a damaged entry: its record is looked for below
+        }
+        if (phy < 0)
+          size = 0; // a damaged entry: its record is looked for below
+        else if (phy < minPhy) {
+          removed = true;
+          continue;
+        }
+        if (tags && !tags.has(readLong(entries, e + 12))) continue;
+        candPhy.push(phy);
+        candSize.push(size);
+        candOffset.push(base + i);
+        bytes += size;
       }
-      if (phy < 0)
-        size = 0; // a damaged entry: its record is looked for below
-      else if (phy < minPhy) {
-        removed = true;
-        continue;
-      }
-      if (tags && !tags.has(readLong(entries, e + 12))) continue;
-      candPhy.push(phy);
-      candSize.push(size);
-      candOffset.push(offset + i);
-      bytes += size;
+      base += n;
+      if (full || candPhy.length >= maxNums || n === 0 || base - offset >= scanEntries || base >= max) break;
+      const more = q.read(base, scanEntries - (base - offset));
+      if (!more) break;
+      entries = more;
     }
     const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
     const records = this.readRecords(candPhy, candSize);
