@@ -131,7 +131,15 @@ export class Rebalancer {
     mqAll = [...mqAll].sort(compareMessageQueue);
     if (this.deps.model === "BROADCASTING") return mqAll;
     if (mqAll.length === 0) return [];
-    const cidAll = await this.findConsumerIdList(mqAll);
+    let cidAll = await this.findConsumerIdList(mqAll);
+    if (!cidAll?.includes(this.deps.host.clientId) && !this.stopped) {
+      // the broker does not list this client, or answers that the group has no member (an unregister
+      // that reached it late, say of an earlier consumer of the group with the same client id, or a
+      // restarted broker): RocketMQ would hold nothing until the next heartbeat (30 s); register
+      // again now and ask once more
+      await this.deps.host.sendHeartbeatToAllBrokers().catch(() => {});
+      cidAll = await this.findConsumerIdList(mqAll);
+    }
     if (!cidAll || cidAll.length === 0) return null;
     cidAll.sort();
     return this.deps.strategy(this.deps.group, this.deps.host.clientId, mqAll, cidAll, this.deps.allocateOptions);

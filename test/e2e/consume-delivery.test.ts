@@ -5,7 +5,9 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { ActorNode } from "../../actors/runtime/index.ts";
 import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { BrokerActor } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 let dir: string;
@@ -55,6 +57,45 @@ test("long polling: a consumer held on an empty queue gets a new message within 
     // a poll interval would be 1 s (short polling) or 5 s (hold recheck): far above this
     assert.ok(Math.max(...lat) < 500, `long-poll latencies ${lat.join(", ")} ms`);
   } finally {
+    await c.close();
+  }
+});
+
+test("a consumer the broker does not list (a late unregister of its client id) registers again at its next rebalance, not at the next heartbeat", async () => {
+  await admin.createTopic({ topic: "Forgotten", readQueueNums: 2, writeQueueNums: 2 });
+  const got: string[] = [];
+  const c = await PushConsumer.start({
+    group: "cgForgotten",
+    nameservers: cluster.nameservers,
+    subscriptions: { Forgotten: "*" },
+    rebalanceIntervalMs: 300,
+    listener: async (msgs) => {
+      for (const m of msgs) got.push(m.body.toString());
+      return "CONSUME_SUCCESS";
+    },
+  });
+  const raw = await ActorNode.start({ listen: null });
+  const consumers = raw.ref(cluster.brokers[0]!.address, BrokerActor.CONSUMERS);
+  // the broker answers "no consumer for this group" when it lists nobody
+  const members = () =>
+    consumers.ask<{ consumerIdList: string[] }>({ type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: "cgForgotten" }).then(
+      (r) => r.fields.consumerIdList,
+      () => [] as string[],
+    );
+  try {
+    const held = () => c.assignment().filter((q) => q.topic === "Forgotten").length;
+    await waitFor(() => held() === 2, 5_000, "both queues held");
+    assert.deepEqual(await members(), [c.clientId]);
+    // what a consumer of the same client id that closed earlier sends, arriving late
+    await consumers.ask({ type: "UNREGISTER_CLIENT", clientID: c.clientId, consumerGroup: "cgForgotten" });
+    assert.deepEqual(await members(), [], "the broker forgot the consumer");
+    // the periodic heartbeat is 30 s away: the rebalance (every 300 ms here) notices and registers again
+    await waitFor(async () => (await members()).includes(c.clientId), 5_000, "the consumer listed again");
+    for (let i = 0; i < 10; i++) await producer.send({ topic: "Forgotten", body: `after-${i}` });
+    await waitFor(() => got.filter((b) => b.startsWith("after-")).length === 10, 5_000, "delivery after");
+    assert.equal(held(), 2);
+  } finally {
+    await raw.close();
     await c.close();
   }
 });

@@ -13,7 +13,7 @@ import { type MessageModel, type MessageQueue, mqKey } from "../../../transport/
 const queues = (n: number): MessageQueue[] =>
   Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
 
-function setupRebalancer(model: MessageModel, me: string, members: { ids: string[] }) {
+function setupRebalancer(model: MessageModel, me: string, members: { ids: string[]; registerOnHeartbeat?: boolean }) {
   const persisted: string[] = [];
   const removed: string[] = [];
   const started: PullRequest[] = [];
@@ -37,7 +37,10 @@ function setupRebalancer(model: MessageModel, me: string, members: { ids: string
       clientId: me,
       brokerAddress: () => "tcp://fake:1",
       fetchSubscribeQueues: async () => queues(8),
-      sendHeartbeatToAllBrokers: async () => void heartbeats++,
+      sendHeartbeatToAllBrokers: async () => {
+        heartbeats++;
+        if (members.registerOnHeartbeat && !members.ids.includes(me)) members.ids.push(me);
+      },
     },
     group: "g",
     model,
@@ -78,10 +81,16 @@ test("clustering: sorted queues and ids, AVERAGELY share, pulls start at compute
   }
 });
 
-test("a client not in the member list holds nothing; broadcasting holds everything", async () => {
+test("a client the broker does not list registers again at once; one still not listed holds nothing; broadcasting holds everything", async () => {
+  // the broker lost this client (a late unregister, a broker restart): it heartbeats and takes its share
+  const lost = setupRebalancer("CLUSTERING", "c2", { ids: ["c1"], registerOnHeartbeat: true });
+  assert.equal(await lost.r.doRebalance(), true);
+  assert.deepEqual([...lost.held.values()].map((h) => `${h.mq.brokerName}${h.mq.queueId}`).sort(), ["b0", "b1", "b2", "b3"]);
+  assert.equal(lost.heartbeats(), 2, "one heartbeat to register again, one announcing the new assignment");
   const outsider = setupRebalancer("CLUSTERING", "zz", { ids: ["c1", "c2"] });
   await outsider.r.doRebalance();
   assert.equal(outsider.held.size, 0);
+  assert.equal(outsider.heartbeats(), 1, "it tried to register again");
   const b = setupRebalancer("BROADCASTING", "c1", { ids: [] });
   await b.r.doRebalance();
   assert.equal(b.held.size, 8);
