@@ -4,6 +4,7 @@
  * `offsets` actor that answers the offset requests and persists the table every 5 s and at close
  * to `<storeDir>/config/consumerOffset.json`, atomically.
  */
+
 import path from "node:path";
 import { fromCallback, setup } from "xstate";
 import { JsonFile } from "../../store/index.ts";
@@ -23,6 +24,7 @@ import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR } from "./configFile.ts";
 import { consumerTableOf } from "./consumerManager.ts";
+import { RateCounter } from "./rateCounter.ts";
 
 /** File under `<storeDir>/config/` that holds the committed offsets. */
 export const CONSUMER_OFFSET_FILE = "consumerOffset.json";
@@ -74,6 +76,8 @@ export class ConsumerOffsetManager {
   /** `topic@group` -> queueId -> holder; in memory only (a restarted broker knows no holder, nothing waits) */
   private readonly holders = new Map<string, Map<number, QueueHolder>>();
   private dirty = false;
+  /** messages served to pulls per `topic@group` over the last minute (consumeTps, RocketMQ's GROUP_GET_NUMS) */
+  readonly pulled = new RateCounter();
 
   constructor(readonly file: string) {}
 
@@ -434,7 +438,9 @@ export function consumeStats(
     for (const t of subscribedTopics) topics.add(t);
   }
   const offsetTable: QueueConsumeStats[] = [];
+  let consumeTps = 0;
   for (const topic of [...topics].sort()) {
+    consumeTps += offsets.pulled.perSecond(`${topic}${TOPIC_GROUP_SEPARATOR}${group}`);
     const tc = ctx.topics.get(topic);
     if (!tc) {
       if (req.topic) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}.`);
@@ -448,7 +454,7 @@ export function consumeStats(
       offsetTable.push({ topic, brokerName: ctx.config.brokerName, queueId, brokerOffset, consumerOffset, lastTimestamp });
     }
   }
-  return { offsetTable, consumeTps: 0 };
+  return { offsetTable, consumeTps };
 }
 
 /**

@@ -156,6 +156,15 @@ export class Admin {
    * broker's max offset, the group's committed offset and the lag between them.
    */
   async consumerProgress(group: string): Promise<ConsumerProgressEntry[]> {
+    return (await this.examineConsumeStats(group)).offsetTable;
+  }
+
+  /**
+   * RocketMQ's examineConsumeStats: the per-queue progress of {@link consumerProgress} and the
+   * group's consume TPS, the messages per second its pulls took over the last minute (summed
+   * over the masters).
+   */
+  async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
     const masters = await this.masterAddresses();
     const replies = await Promise.all(
@@ -166,7 +175,9 @@ export class Admin {
       ),
     );
     const out: ConsumerProgressEntry[] = [];
+    let consumeTps = 0;
     for (const r of replies) {
+      if (typeof r.fields.consumeTps === "number" && Number.isFinite(r.fields.consumeTps)) consumeTps += r.fields.consumeTps;
       for (const q of r.fields.offsetTable ?? []) {
         const consumerOffset = q.consumerOffset;
         out.push({
@@ -179,7 +190,7 @@ export class Admin {
         });
       }
     }
-    return out.sort(compareMessageQueue);
+    return { offsetTable: out.sort(compareMessageQueue), consumeTps };
   }
 
   /**

@@ -13,14 +13,14 @@ export function addProgressCommands(program: Command): void {
     runClient(async (onExit) => {
       const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
-      const rows = await admin.consumerProgress(f.group);
+      const { offsetTable: rows, consumeTps } = await admin.examineConsumeStats(f.group);
       let total = 0;
       const table = rows.map((r) => {
         total += r.lag;
         return [r.topic, r.brokerName, r.queueId, r.brokerOffset, r.consumerOffset, r.lag];
       });
       process.stdout.write(formatTable(["TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"], table));
-      process.stdout.write(`total lag ${total}\n`);
+      process.stdout.write(`total lag ${total}, consume TPS ${consumeTps.toFixed(1)} (messages pulled per second over the last minute)\n`);
     }),
   );
 

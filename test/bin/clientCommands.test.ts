@@ -71,7 +71,8 @@ test("send from args and stdin, consume --from first --count, progress and reset
   assert.equal(rows.length, 2);
   const brokerOffsets = rows.map((r) => Number(r.trim().split(/\s+/)[3])).reduce((a, b) => a + b, 0);
   assert.equal(brokerOffsets, 4);
-  assert.match(p.out, /total lag 0/);
+  assert.match(p.out, /total lag 0, consume TPS \d+\.\d/);
+  assert.ok(Number(/consume TPS (\d+\.\d)/.exec(p.out)?.[1]) > 0, "the 4 messages consumed count in the group's TPS");
 
   const r = await cli(["reset-offset", "--group", "cli-g", "--topic", "CliFlow", "--time", "2000-01-01T00:00:00Z"], { env });
   assert.equal(r.code, 0, r.err);

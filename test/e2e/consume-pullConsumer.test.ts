@@ -51,6 +51,9 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
       progress.every((p) => p.lag === 0 && p.consumerOffset === p.brokerOffset),
       "committed everything",
     );
+    // 200 messages pulled within the last minute: at least 200/60 per second, at most all of them in one second
+    const { consumeTps } = await admin.examineConsumeStats("cgPoll");
+    assert.ok(consumeTps >= 200 / 60 && consumeTps <= 200, `consume TPS ${consumeTps}`);
 
     // seek back on one queue: its messages come again from there
     const q0 = queues[0]!;

@@ -1,0 +1,31 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { RateCounter } from "../../../actors/broker/rateCounter.ts";
+
+test("rate over the last minute: a young key over its own age, an old one over 60 s; buckets roll; an idle key is forgotten", () => {
+  let now = 1_000_000;
+  const r = new RateCounter(() => now);
+  assert.equal(r.perSecond("T@g"), 0, "unknown key");
+  r.add("T@g", 30);
+  assert.equal(r.perSecond("T@g"), 30, "30 in the first second");
+  now += 1000;
+  r.add("T@g", 10);
+  assert.equal(r.perSecond("T@g"), 20, "40 over 2 seconds");
+  r.add("T@other", 5);
+  assert.equal(r.perSecond("T@g"), 20, "keys are separate");
+  // 2 minutes later: a full minute of 6 per second
+  now += 120_000;
+  for (let i = 0; i < 60; i++) {
+    r.add("T@g", 6);
+    now += 1000;
+  }
+  now -= 1000;
+  assert.equal(r.perSecond("T@g"), 6, "the old counts rolled out of the window");
+  r.add("T@g", 0);
+  r.add("T@g", -3);
+  assert.equal(r.perSecond("T@g"), 6, "nothing counted for n <= 0");
+  now += 61_000;
+  assert.equal(r.perSecond("T@g"), 0, "idle for a minute");
+  r.add("T@g", 60);
+  assert.equal(r.perSecond("T@g"), 60, "a forgotten key starts young again");
+});
