@@ -43,7 +43,7 @@ export const RECONNECT_INTERVAL_MAX_MS = 1000;
 export const MAX_ROUTER_LINKS = 65_536;
 /**
  * A link whose queued frames reach this many bytes is sent at once instead of at the end of the
- * tick: one pass that answers 8 pulls (or sends 8 produce batches) would otherwise leave as one
+ * tick: one pass that answers many pulls (or sends 8 produce batches) would otherwise leave as one
  * send, and the two sides take turns instead of working at the same time.
  */
 export const EAGER_FLUSH_BYTES = 128 * 1024;
