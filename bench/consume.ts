@@ -2,54 +2,15 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import * as hdr from "hdr-histogram-js";
-import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
+import { Admin, Producer, PushConsumer } from "../index.ts";
+import { BODY_BYTES, drain, sendBatches } from "./_load.ts";
 import { startServer, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
-const BODY_BYTES = 1024;
 /** the throughput goal set for consumption (Redis Streams' class on this machine) */
 const TARGET_CONSUME_MSGS_PER_SEC = 300_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function fill(p: Producer, topic: string, n: number): Promise<void> {
-  const body = Buffer.alloc(BODY_BYTES, 97);
-  const batch = Array.from({ length: 32 }, () => ({ topic, body }));
-  const inflight: Promise<unknown>[] = [];
-  for (let i = 0; i < n; i += 32) {
-    inflight.push(p.sendBatch(i + 32 <= n ? batch : batch.slice(0, n - i)));
-    if (inflight.length >= 8) await Promise.all(inflight.splice(0));
-  }
-  await Promise.all(inflight);
-}
-
-async function drain(nameservers: string[], topic: string, group: string, consumers: number, total: number): Promise<number> {
-  let consumed = 0;
-  let done!: () => void;
-  const finished = new Promise<void>((r) => (done = r));
-  const listener = async (msgs: MessageExt[]) => {
-    consumed += msgs.length;
-    if (consumed >= total) done();
-    return "CONSUME_SUCCESS" as const;
-  };
-  const t0 = performance.now();
-  const cs = await Promise.all(
-    Array.from({ length: consumers }, (_, i) =>
-      PushConsumer.start({
-        group,
-        nameservers,
-        instanceName: `${group}-${i}`,
-        subscriptions: { [topic]: "*" },
-        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
-        listener,
-      }),
-    ),
-  );
-  await finished;
-  const secs = (performance.now() - t0) / 1000;
-  await Promise.all(cs.map((c) => c.close()));
-  return Math.round(total / secs);
-}
 
 async function latency(
   nameservers: string[],
@@ -140,12 +101,12 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       await admin.createTopic({ topic, readQueueNums: 4, writeQueueNums: 4 });
     await admin.close();
     const p = await Producer.start({ group: "bench-consume-producer", nameservers });
-    await fill(p, "BenchConsume", n);
-    await fill(p, "BenchGroup", n);
+    await sendBatches(p, "BenchConsume", n);
+    await sendBatches(p, "BenchGroup", n);
     log(`stored ${n} messages in each of BenchConsume and BenchGroup`);
-    const consumeMsgsPerSec = await drain(nameservers, "BenchConsume", "bench-one", 1, n);
+    const consumeMsgsPerSec = Math.round(await drain(nameservers, "BenchConsume", "bench-one", n));
     log(`one consumer: ${consumeMsgsPerSec} msg/s`);
-    const groupConsumeMsgsPerSec = await drain(nameservers, "BenchGroup", "bench-group", 2, n);
+    const groupConsumeMsgsPerSec = Math.round(await drain(nameservers, "BenchGroup", "bench-group", n, { consumers: 2 }));
     log(`two consumers: ${groupConsumeMsgsPerSec} msg/s`);
     const lat = await latency(nameservers, p, 2000, opts.quick ? 3 : 10);
     log(`latency p50 ${lat.p50} ms, p99 ${lat.p99} ms over ${lat.count} messages`);

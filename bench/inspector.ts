@@ -17,12 +17,10 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { INSPECTOR_ENV } from "../actors/client/clientInstance.ts";
-import { Admin, type MessageExt, Producer, PushConsumer } from "../index.ts";
+import { Admin, Producer } from "../index.ts";
+import { BATCH, BODY_BYTES, CONCURRENT_BATCHES, drain, sendBatches } from "./_load.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
-const BODY_BYTES = 1024;
-const BATCH = 32;
-const CONCURRENT_BATCHES = 8;
 const QUEUES = 4;
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const bin = path.join(root, "bin", "actormq.mjs");
@@ -54,44 +52,6 @@ function spawnActormq(args: string[], pattern: RegExp): Child {
 async function stop(c: Child): Promise<void> {
   c.child.kill("SIGTERM");
   await c.exited;
-}
-
-async function produce(p: Producer, topic: string, total: number): Promise<number> {
-  const batch = Array.from({ length: BATCH }, () => ({ topic, body: Buffer.alloc(BODY_BYTES, 97) }));
-  let sent = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENT_BATCHES }, async () => {
-      while (sent < total) {
-        sent += BATCH;
-        const r = await p.sendBatch(batch);
-        if (r.status !== "SEND_OK") throw new Error(`sendBatch: ${r.status}`);
-      }
-    }),
-  );
-  return sent / ((performance.now() - t0) / 1000);
-}
-
-async function drain(nameservers: string[], topic: string, total: number): Promise<number> {
-  let consumed = 0;
-  let done!: () => void;
-  const finished = new Promise<void>((r) => (done = r));
-  const t0 = performance.now();
-  const c = await PushConsumer.start({
-    group: `bench-insp-${topic}`,
-    nameservers,
-    subscriptions: { [topic]: "*" },
-    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
-    listener: async (msgs: MessageExt[]) => {
-      consumed += msgs.length;
-      if (consumed >= total) done();
-      return "CONSUME_SUCCESS";
-    },
-  });
-  await finished;
-  const rate = total / ((performance.now() - t0) / 1000);
-  await c.close();
-  return rate;
 }
 
 async function runMode(
@@ -140,9 +100,9 @@ async function runMode(
     await admin.close();
     const p = await Producer.start({ group: "bench-insp", nameservers });
     try {
-      await produce(p, "BenchInspP", Math.min(n, 20_000)); // warm-up
-      const produceRate = await produce(p, "BenchInspP", n);
-      const consumeRate = await drain(nameservers, "BenchInspP", n + Math.min(n, 20_000));
+      await sendBatches(p, "BenchInspP", Math.min(n, 20_000)); // warm-up
+      const produceRate = await sendBatches(p, "BenchInspP", n);
+      const consumeRate = await drain(nameservers, "BenchInspP", "bench-insp-BenchInspP", n + Math.min(n, 20_000));
       let records = 0;
       if (url) records = ((await (await fetch(new URL("/api/state", url))).json()) as { stats: { received: number } }).stats.received;
       log(

@@ -4,35 +4,12 @@ import path from "node:path";
 import { Admin, Producer } from "../actors/client/index.ts";
 import { prepareBatch } from "../actors/client/messageBuilder.ts";
 import { MessageStore } from "../store/index.ts";
+import { BATCH, CONCURRENT_BATCHES, messages, sendBatches } from "./_load.ts";
 import { startServer, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
-const BODY_BYTES = 1024;
-const BATCH = 32;
-const CONCURRENT_BATCHES = 8;
 const SINGLE_IN_FLIGHT = 256;
 const QUEUES = 8;
-
-function messages(topic: string, n: number) {
-  const body = Buffer.alloc(BODY_BYTES, 97);
-  return Array.from({ length: n }, () => ({ topic, body }));
-}
-
-async function measureBatches(p: Producer, topic: string, total: number): Promise<number> {
-  const batch = messages(topic, BATCH);
-  let sent = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: CONCURRENT_BATCHES }, async () => {
-      while (sent < total) {
-        sent += BATCH;
-        const r = await p.sendBatch(batch);
-        if (r.status !== "SEND_OK") throw new Error(`sendBatch: ${r.status}`);
-      }
-    }),
-  );
-  return sent / ((performance.now() - t0) / 1000);
-}
 
 async function measureSingles(p: Producer, topic: string, total: number): Promise<number> {
   const msg = messages(topic, 1)[0]!;
@@ -56,8 +33,8 @@ async function runAgainst(flush: "sync" | "async", dataDir: string, counts: { ba
   const admin = await Admin.start({ nameservers: [server.nameserver] });
   try {
     await admin.createTopic({ topic: "BenchProduce", readQueueNums: QUEUES, writeQueueNums: QUEUES });
-    await measureBatches(producer, "BenchProduce", Math.min(counts.batch, 20_000)); // warm-up
-    const batchRate = await measureBatches(producer, "BenchProduce", counts.batch);
+    await sendBatches(producer, "BenchProduce", Math.min(counts.batch, 20_000)); // warm-up
+    const batchRate = await sendBatches(producer, "BenchProduce", counts.batch);
     log(`${flush} flush: sendBatch ${CONCURRENT_BATCHES}x${BATCH} in flight: ${batchRate.toFixed(0)} msg/s`);
     const singleRate = await measureSingles(producer, "BenchProduce", counts.single);
     log(`${flush} flush: send, ${SINGLE_IN_FLIGHT} in flight: ${singleRate.toFixed(0)} msg/s`);
