@@ -329,13 +329,12 @@ export class ZmqNode {
 
   private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
     const bl = bodyLength(body);
-    const header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl]);
-    link.parts.push(framePrefix(header.length), header);
-    pushBody(link.parts, body);
-    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bl, 0);
-    link.queued++;
-    if (link.bytes >= EAGER_FLUSH_BYTES) this.flushNow(link);
-    else this.schedule(link);
+    this.enqueue(
+      link,
+      encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl]),
+      body,
+      bl,
+    );
   }
 
   private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {
@@ -346,29 +345,19 @@ export class ZmqNode {
       return;
     }
     const bl = bodyLength(body);
-    const header = encode([KIND_REPLY, corrId, code, payload, bl]);
-    link.parts.push(framePrefix(header.length), header);
-    pushBody(link.parts, body);
-    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bl, 0);
-    link.queued++;
-    if (link.bytes >= EAGER_FLUSH_BYTES) this.flushNow(link);
-    else this.schedule(link);
+    this.enqueue(link, encode([KIND_REPLY, corrId, code, payload, bl]), body, bl);
   }
 
-  /** Sends a link's queued frames now (a DEALER already sending picks them up in its loop). */
-  private flushNow(link: Link): void {
-    if (link instanceof PeerLink) {
-      if (!link.flushing) void this.pumpPeer(link);
-      return;
-    }
-    const router = this.router;
-    if (!router || this.closed) return;
-    const frame = takeBatch(link);
-    try {
-      router.send([(link as RouterLink).rid, frame]).then(undefined, this.onRouterSendError);
-    } catch {
-      this.onRouterSendError();
-    }
+  /** Queues one frame on `link`; sends the link's batch at once past EAGER_FLUSH_BYTES, else at the end of the tick. */
+  private enqueue(link: Link, header: Buffer, body: BodyParts, bodyBytes: number): void {
+    link.parts.push(framePrefix(header.length), header);
+    pushBody(link.parts, body);
+    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
+    link.queued++;
+    if (link.bytes < EAGER_FLUSH_BYTES) this.schedule(link);
+    else if (link instanceof PeerLink) {
+      if (!link.flushing) void this.pumpPeer(link); // a DEALER already sending picks them up in its loop
+    } else if (this.router && !this.closed) this.sendRouterBatch(this.router, link as RouterLink);
   }
 
   // Frames queued in one tick go out in a microtask as one multipart send per socket. Flushing
@@ -426,13 +415,16 @@ export class ZmqNode {
     for (let i = 0; i < links.length && !this.closed; i++) {
       const link = links[i]!;
       link.dirty = false;
-      if (link.queued === 0) continue; // sent early by flushNow
-      const frame = takeBatch(link);
-      try {
-        router.send([link.rid, frame]).then(undefined, this.onRouterSendError);
-      } catch {
-        this.onRouterSendError();
-      }
+      if (link.queued > 0) this.sendRouterBatch(router, link); // 0: sent early by enqueue
+    }
+  }
+
+  /** Sends everything queued on a router link as one frame (sendTimeout 0: synchronous). */
+  private sendRouterBatch(router: zmq.Router, link: RouterLink): void {
+    try {
+      router.send([link.rid, takeBatch(link)]).then(undefined, this.onRouterSendError);
+    } catch {
+      this.onRouterSendError();
     }
   }
 
