@@ -76,8 +76,8 @@ export class ConsumerOffsetManager {
   /** `topic@group` -> queueId -> holder; in memory only (a restarted broker knows no holder, nothing waits) */
   private readonly holders = new Map<string, Map<number, QueueHolder>>();
   private dirty = false;
-  /** messages served to pulls per `topic@group` over the last minute (consumeTps, RocketMQ's GROUP_GET_NUMS) */
-  readonly pulled = new RateCounter();
+  /** messages served to pulls per `topic@group` over the last minute (RocketMQ's GROUP_GET_NUMS) */
+  private readonly pulled = new RateCounter();
 
   constructor(readonly file: string) {}
 
@@ -98,6 +98,16 @@ export class ConsumerOffsetManager {
       }
     }
     return m;
+  }
+
+  /** Counts messages a pull of the group took from the topic (for {@link consumeTps}). */
+  notePulled(group: string, topic: string, count: number): void {
+    this.pulled.add(topic + TOPIC_GROUP_SEPARATOR + group, count);
+  }
+
+  /** Messages per second the group's pulls took from the topic over the last minute. */
+  consumeTps(group: string, topic: string): number {
+    return this.pulled.perSecond(topic + TOPIC_GROUP_SEPARATOR + group);
   }
 
   /** Stores `offset` as the group's next offset for the queue; a smaller value overwrites too (RocketMQ). */
@@ -440,7 +450,7 @@ export function consumeStats(
   const offsetTable: QueueConsumeStats[] = [];
   let consumeTps = 0;
   for (const topic of [...topics].sort()) {
-    consumeTps += offsets.pulled.perSecond(`${topic}${TOPIC_GROUP_SEPARATOR}${group}`);
+    consumeTps += offsets.consumeTps(group, topic);
     const tc = ctx.topics.get(topic);
     if (!tc) {
       if (req.topic) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}.`);

@@ -293,7 +293,7 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   );
   let status = responseStatus(r.status, req.queueOffset);
   let nextBeginOffset = r.nextBeginOffset;
-  if (r.messageCount > 0) s.offsets.pulled.add(`${req.topic}@${req.consumerGroup}`, r.messageCount);
+  if (r.messageCount > 0) s.offsets.notePulled(req.consumerGroup, req.topic, r.messageCount);
   const tooSlow = r.suggestPullingFromSlave || suggestPullingFromSlave(ctx.store.maxPhyOffset, r.lastPhysicalOffset, s.memoryRule);
   let suggestWhichBrokerId = s.slaveReadEnable ? (tooSlow ? groupCfg.whichBrokerWhenConsumeSlowly : groupCfg.brokerId) : MASTER_ID;
   if (s.isSlave) {
