@@ -13,6 +13,7 @@ import {
   ConsumptionActorFor,
   checkTopic,
   compareMessageQueue,
+  consumeLag,
   DEFAULT_QUERY_MAX_NUM,
   type GetConsumeStatsRequest,
   isMQError,
@@ -179,15 +180,8 @@ export class Admin {
     for (const r of replies) {
       if (typeof r.fields.consumeTps === "number" && Number.isFinite(r.fields.consumeTps)) consumeTps += r.fields.consumeTps;
       for (const q of r.fields.offsetTable ?? []) {
-        const consumerOffset = q.consumerOffset;
-        out.push({
-          topic: q.topic,
-          brokerName: q.brokerName,
-          queueId: q.queueId,
-          brokerOffset: q.brokerOffset,
-          consumerOffset,
-          lag: Math.max(0, q.brokerOffset - Math.max(0, consumerOffset)),
-        });
+        const { topic, brokerName, queueId, brokerOffset, consumerOffset } = q;
+        out.push({ topic, brokerName, queueId, brokerOffset, consumerOffset, lag: consumeLag(q) });
       }
     }
     return { offsetTable: out.sort(compareMessageQueue), consumeTps };

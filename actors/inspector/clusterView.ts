@@ -5,7 +5,8 @@
  * Every part that cannot be read is reported in `errors`, never thrown.
  */
 
-import { BrokerActor, type ClusterInfo, type ConsumeStatsReply, type TopicConfigTable } from "../../transport/protocol.ts";
+import { BrokerActor, type ClusterInfo, type ConsumeStatsReply, consumeLag, type TopicConfigTable } from "../../transport/protocol.ts";
+import type { ConsumerProgressEntry } from "../client/admin.ts";
 import type { ActorNode } from "../runtime/index.ts";
 
 /** Queues asked for their max offset per broker, at most. @default 256 */
@@ -30,13 +31,8 @@ export interface ClusterTopic {
   topic: string;
   queues: ClusterQueue[];
 }
-export interface GroupQueue {
-  topic: string;
-  brokerName: string;
-  queueId: number;
-  brokerOffset: number;
-  consumerOffset: number;
-  lag: number;
+/** A queue of a group as `Admin.consumerProgress` reports it, and who holds it. */
+export interface GroupQueue extends ConsumerProgressEntry {
   /** the process holding the queue, from its rebalancer's state */
   assignedTo?: string;
 }
@@ -194,14 +190,8 @@ export function wireClusterSource(deps: WireClusterSourceDeps): ClusterSource {
         let g = groups.get(group);
         if (!g) groups.set(group, (g = { group, queues: [] }));
         for (const q of cs.offsetTable ?? []) {
-          g.queues.push({
-            topic: q.topic,
-            brokerName: q.brokerName,
-            queueId: q.queueId,
-            brokerOffset: q.brokerOffset,
-            consumerOffset: q.consumerOffset,
-            lag: Math.max(0, q.brokerOffset - Math.max(0, q.consumerOffset)),
-          });
+          const { topic, brokerName, queueId, brokerOffset, consumerOffset } = q;
+          g.queues.push({ topic, brokerName, queueId, brokerOffset, consumerOffset, lag: consumeLag(q) });
         }
       }
     }
