@@ -1,10 +1,20 @@
+import { rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
+const madeDirs: string[] = [];
+// `t.after` hooks run in the order they were added, so a store closed by a hook added after the
+// cleanup writes its checkpoint into a removed directory (and recreates it): remove them all again
+// when the test file's process ends.
+process.on("exit", () => {
+  for (const d of madeDirs) rmSync(d, { recursive: true, force: true });
+});
+
 /** A fresh temp directory; call the returned cleanup (or let the test's `after` do it). */
 export async function tempDir(prefix = "actormq-test-"): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(tmpdir(), prefix));
+  madeDirs.push(dir);
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
 
