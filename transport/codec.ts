@@ -8,8 +8,9 @@
  * Request header: `[KIND_REQUEST, code, corrId, target, senderNodeId, event, deadline, bodyLength]`
  * Reply header:   `[KIND_REPLY, corrId, responseCode, fieldsOrError, bodyLength]`
  *
- * `corrId` is 0 for one-way sends. `deadline` is the sender's wall-clock ms after which the
- * request is stale and must be dropped rather than delivered (0 = none). A failed reply carries
+ * `corrId` is 0 for one-way sends. `deadline` is the sender's wall-clock ms after which it no longer
+ * waits for the request: the sender drops the frame unsent past it (a peer that was unreachable);
+ * receivers do not compare it with their own clock, which may differ. A failed reply carries
  * `{code, message}` with `code` an {@link ErrorCodes} name.
  */
 import { Packr } from "msgpackr";

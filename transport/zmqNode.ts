@@ -81,7 +81,7 @@ export interface TransportStats {
   malformedDropped: number;
   /** malformed requests answered with MALFORMED / REQUEST_CODE_NOT_SUPPORTED */
   malformedAnswered: number;
-  /** requests that arrived after their deadline */
+  /** frames dropped unsent because their deadline passed while the peer could not take them */
   staleDropped: number;
   /** replies to asks that had already timed out */
   lateReplies: number;
@@ -97,6 +97,8 @@ export abstract class Link {
   bytes = 0;
   /** logical frames queued */
   queued = 0;
+  /** per queued frame: its deadline (sender's clock), its number of parts, its bytes */
+  frameMeta: number[] = [];
   /** set by the runtime: the Origin object for requests that came in on this link */
   origin: unknown = undefined;
   /** node id of the peer, learnt from the requests it sent */
@@ -108,6 +110,8 @@ export abstract class Link {
 export class PeerLink extends Link {
   flushing = false;
   scheduled = false;
+  /** the socket's sendTimeout as last set (set only when it changes) */
+  sendTimeout = -1;
   readonly flush: () => void;
   constructor(
     readonly address: string,
@@ -329,11 +333,13 @@ export class ZmqNode {
 
   private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
     const bl = bodyLength(body);
+    const deadline = Date.now() + timeoutMs;
     this.enqueue(
       link,
-      encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl]),
+      encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl]),
       body,
       bl,
+      deadline,
     );
   }
 
@@ -345,14 +351,18 @@ export class ZmqNode {
       return;
     }
     const bl = bodyLength(body);
-    this.enqueue(link, encode([KIND_REPLY, corrId, code, payload, bl]), body, bl);
+    // a reply the asker's side cannot take within the request timeout is useless to it: the ask has timed out
+    this.enqueue(link, encode([KIND_REPLY, corrId, code, payload, bl]), body, bl, Date.now() + this.requestTimeoutMs);
   }
 
   /** Queues one frame on `link`; sends the link's batch at once past EAGER_FLUSH_BYTES, else at the end of the tick. */
-  private enqueue(link: Link, header: Buffer, body: BodyParts, bodyBytes: number): void {
+  private enqueue(link: Link, header: Buffer, body: BodyParts, bodyBytes: number, deadline: number): void {
+    const before = link.parts.length;
     link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
-    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
+    const bytes = FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
+    link.frameMeta.push(deadline, link.parts.length - before, bytes);
+    link.bytes += bytes;
     link.queued++;
     if (link.bytes < EAGER_FLUSH_BYTES) this.schedule(link);
     else if (link instanceof PeerLink) {
@@ -382,24 +392,71 @@ export class ZmqNode {
     }
   }
 
-  /** @internal sends everything queued on a DEALER link, batch after batch. */
+  /**
+   * @internal sends everything queued on a DEALER link, batch after batch. A DEALER holds a batch
+   * while its peer is unreachable (`immediate`): the send waits at most until the batch's earliest
+   * deadline; then the frames whose deadline passed are dropped (their asks time out on this side)
+   * and the rest wait again. Staleness is judged here, on the sender's clock, and never by the
+   * receiver: hosts whose clocks differ by more than a timeout must not drop each other's requests.
+   */
   async pumpPeer(link: PeerLink): Promise<void> {
     link.scheduled = false;
     if (link.flushing) return;
     link.flushing = true;
     try {
       while (link.queued > 0 && !this.closed) {
+        const meta = link.frameMeta;
+        let earliest = Infinity;
+        for (let i = 0; i < meta.length; i += 3) if (meta[i]! < earliest) earliest = meta[i]!;
+        const now = Date.now();
+        if (earliest <= now) {
+          // frames that expired while an earlier batch waited for the peer
+          const parts = link.parts;
+          takeQueue(link);
+          this.requeueUnexpired(link, parts, meta, now);
+          continue;
+        }
+        const wait = Math.ceil(earliest - now);
+        if (link.sendTimeout !== wait) {
+          link.socket.sendTimeout = wait;
+          link.sendTimeout = wait;
+        }
+        const parts = link.parts;
         const frame = takeBatch(link);
         try {
           await link.socket.send(frame);
-        } catch {
+        } catch (e) {
           if (this.closed) return;
-          this.stats.sendFailures++;
+          if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, Date.now());
+          else this.stats.sendFailures++;
         }
       }
     } finally {
       link.flushing = false;
     }
+  }
+
+  /** Puts the frames of an unsent batch whose deadline has not passed back in front of the link's queue. */
+  private requeueUnexpired(link: Link, parts: Uint8Array[], meta: number[], now: number): void {
+    const keptParts: Uint8Array[] = [];
+    const keptMeta: number[] = [];
+    let bytes = 0;
+    let p = 0;
+    for (let i = 0; i < meta.length; i += 3) {
+      const n = meta[i + 1]!;
+      if (meta[i]! > now) {
+        for (let k = 0; k < n; k++) keptParts.push(parts[p + k]!);
+        keptMeta.push(meta[i]!, n, meta[i + 2]!);
+        bytes += meta[i + 2]!;
+      } else {
+        this.stats.staleDropped++;
+      }
+      p += n;
+    }
+    link.parts = keptParts.concat(link.parts);
+    link.frameMeta = keptMeta.concat(link.frameMeta);
+    link.bytes += bytes;
+    link.queued += keptMeta.length / 3;
   }
 
   /**
@@ -552,10 +609,6 @@ export class ZmqNode {
         );
       return;
     }
-    if (deadline !== 0 && deadline < Date.now()) {
-      this.stats.staleDropped++;
-      return;
-    }
     this.stats.requestsIn++;
     if (link.peerNodeId !== sender) link.peerNodeId = sender;
     try {
@@ -624,10 +677,16 @@ export class ZmqNode {
 /** Takes everything queued on a link as one batch frame. */
 function takeBatch(link: Link): Buffer {
   const frame = Buffer.concat(link.parts, link.bytes);
+  takeQueue(link);
+  return frame;
+}
+
+/** Empties a link's queue (the caller holds on to what it needs of it). */
+function takeQueue(link: Link): void {
   link.parts = [];
+  link.frameMeta = [];
   link.bytes = 0;
   link.queued = 0;
-  return frame;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -10,8 +10,15 @@ import { waitFor } from "../helpers.ts";
 
 const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "echoServer.ts");
 
-function startServer(listen = "tcp://127.0.0.1:*", mode = "serve"): Promise<{ child: ChildProcess; line: Record<string, unknown> }> {
-  const child = spawn(process.execPath, ["--import", "tsx", fixture, listen, mode], { stdio: ["ignore", "pipe", "inherit"] });
+function startServer(
+  listen = "tcp://127.0.0.1:*",
+  mode = "serve",
+  clockSkewMs = 0,
+): Promise<{ child: ChildProcess; line: Record<string, unknown> }> {
+  const child = spawn(process.execPath, ["--import", "tsx", fixture, listen, mode], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, ECHO_CLOCK_SKEW_MS: String(clockSkewMs) },
+  });
   return new Promise((resolve, reject) => {
     const rl = createInterface({ input: child.stdout! });
     rl.once("line", (l) => resolve({ child, line: JSON.parse(l) }));
@@ -55,12 +62,23 @@ describe("two processes", () => {
     const t0 = Date.now();
     await assert.rejects(echo.ask({ type: "ECHO", text: "dead" }, { timeoutMs: 300 }), (e) => isMQError(e, "TIMEOUT"));
     assert.ok(Date.now() - t0 < 1500, "the ask fails near its timeout, it does not hang");
-    // sent while the peer is down (deadline 300 ms): must not reach the next incarnation later
+    // sent while the peer is down (deadline 300 ms): dropped unsent by this side, so it never
+    // reaches the next incarnation; the ask with a long timeout waits for it and is answered
+    const droppedBefore = client.stats().staleDropped;
+    const sentAt = Date.now();
     echo.send({ type: "COUNT" });
-    await new Promise((r) => setTimeout(r, 400));
+    const queued = echo.ask<{ text: string; pid: number }>({ type: "ECHO", text: "queued" }, { timeoutMs: 15_000 });
+    await waitFor(
+      () => Date.now() - sentAt > 300 && client.stats().staleDropped > droppedBefore,
+      5000,
+      "the expired one-way to be dropped by the sender",
+    );
 
     const s2 = await startServer(address);
     children.push(s2.child);
+    const q = await queued;
+    assert.equal(q.fields.text, "queued");
+    assert.equal(q.fields.pid, s2.child.pid, "the frame still within its deadline reached the new incarnation");
     const back = await waitFor(
       async () => {
         try {
@@ -77,6 +95,58 @@ describe("two processes", () => {
     assert.equal((await echo.ask<{ count: number }>({ type: "GET" })).fields.count, 0, "no stale one-way delivered after restart");
     s2.child.kill("SIGTERM");
     assert.equal(await exited(s2.child), 0, "closed node exits by itself");
+  });
+
+  it("a frame that expires queued behind a batch waiting for the peer is dropped, not sent late", async () => {
+    const s1 = await startServer();
+    children.push(s1.child);
+    const address = s1.line.address as string;
+    const node = await ActorNode.start({ listen: null, requestTimeoutMs: 300 });
+    try {
+      const echo = node.ref(address, "echo");
+      await echo.ask({ type: "ECHO", text: "up" });
+      s1.child.kill("SIGKILL");
+      await exited(s1.child);
+      // the first batch waits for the peer with a 15 s deadline; the one-way queued behind it
+      // (deadline 300 ms) must be dropped when that batch finally leaves
+      const first = echo.ask<{ pid: number }>({ type: "ECHO", text: "first" }, { timeoutMs: 15_000 });
+      await new Promise((r) => setImmediate(r)); // the link's pump takes that batch in a microtask
+      const sentAt = Date.now();
+      echo.send({ type: "COUNT" });
+      await waitFor(() => Date.now() - sentAt > 300, 2000, "the one-way's deadline to pass");
+      const s2 = await startServer(address);
+      children.push(s2.child);
+      assert.equal((await first).fields.pid, s2.child.pid);
+      assert.equal(
+        (await echo.ask<{ count: number }>({ type: "GET" }, { timeoutMs: 2000 })).fields.count,
+        0,
+        "the expired one-way was not sent",
+      );
+      assert.ok(node.stats().staleDropped >= 1, "the drop is counted");
+      s2.child.kill("SIGTERM");
+      await exited(s2.child);
+    } finally {
+      await node.close();
+    }
+  });
+
+  it("hosts whose clocks differ by more than a timeout still serve each other", async () => {
+    for (const skew of [60_000, -60_000]) {
+      const s = await startServer("tcp://127.0.0.1:*", "serve", skew);
+      children.push(s.child);
+      const node = await ActorNode.start({ listen: null, requestTimeoutMs: 2000 });
+      try {
+        const echo = node.ref(s.line.address as string, "echo");
+        const r = await echo.ask<{ text: string }>({ type: "ECHO", text: `skew ${skew}` });
+        assert.equal(r.fields.text, `skew ${skew}`);
+        for (let i = 0; i < 3; i++) echo.send({ type: "COUNT" });
+        assert.equal((await echo.ask<{ count: number }>({ type: "GET" })).fields.count, 3, `one-way sends delivered (skew ${skew} ms)`);
+      } finally {
+        await node.close();
+        s.child.kill("SIGTERM");
+        await exited(s.child);
+      }
+    }
   });
 
   it("a process whose node is closed exits by itself", async () => {
