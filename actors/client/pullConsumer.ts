@@ -75,6 +75,8 @@ export class PullConsumer {
   /** queue key -> offset to commit, from messages poll returned */
   private readonly consumed = new Map<string, { mq: MessageQueue; offset: number }>();
   private mode: "none" | "subscribe" | "assign" = "none";
+  /** a rebalance was asked for before the rebalancer actor ran */
+  private rebalancePending = false;
   private commitTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
 
@@ -158,7 +160,11 @@ export class PullConsumer {
   }
 
   private rebalanceNow(): void {
-    this.host.node.actorOf(this.names.rebalancer)?.send({ type: "REBALANCE" });
+    const rebalancer = this.host.node.actorOf(this.names.rebalancer);
+    // asked during subscribe's first round (a pull answered OFFSET_MOVED, a member joined): run once
+    // the rebalancer is spawned, not at its first interval
+    if (rebalancer) rebalancer.send({ type: "REBALANCE" });
+    else this.rebalancePending = true;
   }
 
   /** Subscribes to a topic; its queues are shared with the group's other members by rebalance. */
@@ -175,6 +181,10 @@ export class PullConsumer {
         input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs },
         supervision: { strategy: "stop" },
       });
+      if (this.rebalancePending) {
+        this.rebalancePending = false;
+        this.rebalanceNow();
+      }
     }
   }
 

@@ -238,6 +238,8 @@ export class PushConsumer {
   private persistTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
   private suspended = false;
+  /** a rebalance was asked for before the rebalancer actor ran */
+  private rebalancePending = false;
   private readonly rebalancer: Rebalancer;
   readonly pullService: PullService;
   readonly consumeService: ConsumeService;
@@ -432,14 +434,10 @@ export class PushConsumer {
 
   private async begin(): Promise<void> {
     const { node } = this.host;
-    let notified = false;
     this.host.registerConsumer({
       group: this.group,
       consumerData: () => this.consumerData(),
-      rebalanceNow: () => {
-        if (node.actorOf(this.names.rebalancer)) this.rebalanceNow();
-        else notified = true;
-      },
+      rebalanceNow: () => this.rebalanceNow(),
     });
     // routes first, so the heartbeat reaches every broker serving the topics
     await Promise.all(this.subscriptions.topics().map((t) => this.host.fetchSubscribeQueues(t).catch(() => undefined)));
@@ -462,7 +460,10 @@ export class PushConsumer {
       input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs },
       supervision: { strategy: "stop" },
     });
-    if (notified) this.rebalanceNow();
+    if (this.rebalancePending) {
+      this.rebalancePending = false;
+      this.rebalanceNow();
+    }
     this.persistTimer = setInterval(() => void this.persistOffsets(), this.opts.persistConsumerOffsetIntervalMs);
     this.persistTimer.unref();
   }
@@ -505,7 +506,11 @@ export class PushConsumer {
 
   /** Runs a rebalance round now. */
   rebalanceNow(): void {
-    this.host.node.actorOf(this.names.rebalancer)?.send({ type: "REBALANCE" });
+    const rebalancer = this.host.node.actorOf(this.names.rebalancer);
+    // asked during the first round (a member joined, a pull answered OFFSET_MOVED): run once the
+    // rebalancer is spawned, not at its first interval
+    if (rebalancer) rebalancer.send({ type: "REBALANCE" });
+    else this.rebalancePending = true;
   }
 
   /** Stops pulling (messages already cached are still consumed). */
