@@ -47,6 +47,8 @@ export const MAX_ROUTER_LINKS = 65_536;
  * send, and the two sides take turns instead of working at the same time.
  */
 export const EAGER_FLUSH_BYTES = 128 * 1024;
+/** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
+const MAX_SEND_WAIT_MS = 2_147_483_647;
 
 /** Options of {@link ZmqNode.start}. */
 export interface ZmqNodeOptions {
@@ -416,7 +418,7 @@ export class ZmqNode {
           this.requeueUnexpired(link, parts, meta, now);
           continue;
         }
-        const wait = Math.ceil(earliest - now);
+        const wait = Math.min(MAX_SEND_WAIT_MS, Math.ceil(earliest - now));
         if (link.sendTimeout !== wait) {
           link.socket.sendTimeout = wait;
           link.sendTimeout = wait;
