@@ -4,18 +4,26 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 
 const madeDirs: string[] = [];
-// `t.after` hooks run in the order they were added, so a store closed by a hook added after the
-// cleanup writes its checkpoint into a removed directory (and recreates it): remove them all again
-// when the test file's process ends.
+// `t.after` hooks run in the order they were added, so the cleanup added first runs while a store
+// closed by a later hook is still open: its checkpoint timer may write into the directory during
+// the removal (ENOTEMPTY), and its close rewrites the checkpoint (recreating the directory). The
+// cleanup therefore never fails a test, and every directory is removed again when the test file's
+// process ends.
 process.on("exit", () => {
-  for (const d of madeDirs) rmSync(d, { recursive: true, force: true });
+  for (const d of madeDirs) {
+    try {
+      rmSync(d, { recursive: true, force: true, maxRetries: 3 });
+    } catch {
+      // nothing else runs at exit; a directory that still cannot be removed is left to the OS
+    }
+  }
 });
 
 /** A fresh temp directory; call the returned cleanup (or let the test's `after` do it). */
 export async function tempDir(prefix = "actormq-test-"): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(path.join(tmpdir(), prefix));
   madeDirs.push(dir);
-  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true, maxRetries: 3, retryDelay: 10 }).catch(() => {}) };
 }
 
 /** An ephemeral loopback endpoint: ZeroMQ binds a free port and reports the real one. */
