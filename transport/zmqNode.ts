@@ -99,8 +99,6 @@ export abstract class Link {
   bytes = 0;
   /** logical frames queued */
   queued = 0;
-  /** per queued frame: its deadline (sender's clock), its number of parts, its bytes */
-  frameMeta: number[] = [];
   /** set by the runtime: the Origin object for requests that came in on this link */
   origin: unknown = undefined;
   /** node id of the peer, learnt from the requests it sent */
@@ -112,6 +110,8 @@ export abstract class Link {
 export class PeerLink extends Link {
   flushing = false;
   scheduled = false;
+  /** per queued frame: its deadline (sender's clock) and its number of parts; a DEALER's send can wait */
+  frameMeta: number[] = [];
   /** the socket's sendTimeout as last set (set only when it changes) */
   sendTimeout = -1;
   readonly flush: () => void;
@@ -353,8 +353,15 @@ export class ZmqNode {
       return;
     }
     const bl = bodyLength(body);
-    // a reply the asker's side cannot take within the request timeout is useless to it: the ask has timed out
-    this.enqueue(link, encode([KIND_REPLY, corrId, code, payload, bl]), body, bl, Date.now() + this.requestTimeoutMs);
+    // a reply the asker's side cannot take within the request timeout is useless to it: the ask has
+    // timed out (only a DEALER's send waits; a ROUTER's never does)
+    this.enqueue(
+      link,
+      encode([KIND_REPLY, corrId, code, payload, bl]),
+      body,
+      bl,
+      link instanceof PeerLink ? Date.now() + this.requestTimeoutMs : 0,
+    );
   }
 
   /** Queues one frame on `link`; sends the link's batch at once past EAGER_FLUSH_BYTES, else at the end of the tick. */
@@ -362,9 +369,8 @@ export class ZmqNode {
     const before = link.parts.length;
     link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
-    const bytes = FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
-    link.frameMeta.push(deadline, link.parts.length - before, bytes);
-    link.bytes += bytes;
+    if (link instanceof PeerLink) link.frameMeta.push(deadline, link.parts.length - before);
+    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
     link.queued++;
     if (link.bytes < EAGER_FLUSH_BYTES) this.schedule(link);
     else if (link instanceof PeerLink) {
@@ -409,7 +415,7 @@ export class ZmqNode {
       while (link.queued > 0 && !this.closed) {
         const meta = link.frameMeta;
         let earliest = Infinity;
-        for (let i = 0; i < meta.length; i += 3) if (meta[i]! < earliest) earliest = meta[i]!;
+        for (let i = 0; i < meta.length; i += 2) if (meta[i]! < earliest) earliest = meta[i]!;
         const now = Date.now();
         if (earliest <= now) {
           // frames that expired while an earlier batch waited for the peer
@@ -439,17 +445,18 @@ export class ZmqNode {
   }
 
   /** Puts the frames of an unsent batch whose deadline has not passed back in front of the link's queue. */
-  private requeueUnexpired(link: Link, parts: Uint8Array[], meta: number[], now: number): void {
+  private requeueUnexpired(link: PeerLink, parts: Uint8Array[], meta: number[], now: number): void {
     const keptParts: Uint8Array[] = [];
     const keptMeta: number[] = [];
-    let bytes = 0;
     let p = 0;
-    for (let i = 0; i < meta.length; i += 3) {
+    for (let i = 0; i < meta.length; i += 2) {
       const n = meta[i + 1]!;
       if (meta[i]! > now) {
-        for (let k = 0; k < n; k++) keptParts.push(parts[p + k]!);
-        keptMeta.push(meta[i]!, n, meta[i + 2]!);
-        bytes += meta[i + 2]!;
+        for (let k = 0; k < n; k++) {
+          keptParts.push(parts[p + k]!);
+          link.bytes += parts[p + k]!.byteLength;
+        }
+        keptMeta.push(meta[i]!, n);
       } else {
         this.stats.staleDropped++;
       }
@@ -457,8 +464,7 @@ export class ZmqNode {
     }
     link.parts = keptParts.concat(link.parts);
     link.frameMeta = keptMeta.concat(link.frameMeta);
-    link.bytes += bytes;
-    link.queued += keptMeta.length / 3;
+    link.queued += keptMeta.length / 2;
   }
 
   /**
@@ -686,7 +692,7 @@ function takeBatch(link: Link): Buffer {
 /** Empties a link's queue (the caller holds on to what it needs of it). */
 function takeQueue(link: Link): void {
   link.parts = [];
-  link.frameMeta = [];
+  if (link instanceof PeerLink) link.frameMeta = [];
   link.bytes = 0;
   link.queued = 0;
 }
