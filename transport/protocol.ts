@@ -571,11 +571,6 @@ export interface ConsumeStatsReply {
   offsetTable: QueueConsumeStats[];
   consumeTps: number;
 }
-/** A queue's lag in a consume-stats answer: its max offset minus the group's committed offset (none: 0). */
-export function consumeLag(q: Pick<QueueConsumeStats, "brokerOffset" | "consumerOffset">): number {
-  return Math.max(0, q.brokerOffset - Math.max(0, q.consumerOffset));
-}
-
 /** INVOKE_BROKER_TO_RESET_OFFSET fields; reply `{ offsetTable: { queueId, offset }[] }`. */
 export interface ResetOffsetRequest {
   topic: string;

@@ -13,7 +13,6 @@ import {
   ConsumptionActorFor,
   checkTopic,
   compareMessageQueue,
-  consumeLag,
   DEFAULT_QUERY_MAX_NUM,
   type GetConsumeStatsRequest,
   isMQError,
@@ -22,6 +21,7 @@ import {
   PERM_READ_WRITE,
   QUERY_MESSAGE_ACTOR,
   type QueryMessageRequest,
+  type QueueConsumeStats,
   type ResetOffsetRequest,
   type TopicConfig,
   type TopicRouteData,
@@ -40,6 +40,12 @@ export interface ConsumerProgressEntry {
   consumerOffset: number;
   /** brokerOffset − consumerOffset */
   lag: number;
+}
+
+/** A queue of a consume-stats answer as a progress entry; lag = max offset − committed offset (none committed: all of it). */
+export function progressEntry(q: QueueConsumeStats): ConsumerProgressEntry {
+  const { topic, brokerName, queueId, brokerOffset, consumerOffset } = q;
+  return { topic, brokerName, queueId, brokerOffset, consumerOffset, lag: Math.max(0, brokerOffset - Math.max(0, consumerOffset)) };
 }
 
 /** Queues per broker when `Admin.createTopic` is given none (RocketMQ's `defaultTopicQueueNums` for admin creation). */
@@ -178,11 +184,8 @@ export class Admin {
     const out: ConsumerProgressEntry[] = [];
     let consumeTps = 0;
     for (const r of replies) {
-      if (typeof r.fields.consumeTps === "number" && Number.isFinite(r.fields.consumeTps)) consumeTps += r.fields.consumeTps;
-      for (const q of r.fields.offsetTable ?? []) {
-        const { topic, brokerName, queueId, brokerOffset, consumerOffset } = q;
-        out.push({ topic, brokerName, queueId, brokerOffset, consumerOffset, lag: consumeLag(q) });
-      }
+      if (Number.isFinite(r.fields.consumeTps)) consumeTps += r.fields.consumeTps;
+      for (const q of r.fields.offsetTable ?? []) out.push(progressEntry(q));
     }
     return { offsetTable: out.sort(compareMessageQueue), consumeTps };
   }

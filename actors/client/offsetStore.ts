@@ -81,6 +81,10 @@ abstract class TableOffsetStore {
     return this.table.readOffset(mq);
   }
 
+  removeOffset(mq: MessageQueue): void {
+    this.table.removeOffset(mq);
+  }
+
   async readOffset(mq: MessageQueue, type: ReadOffsetType): Promise<number> {
     if (type !== "READ_FROM_STORE") {
       const v = this.table.readOffset(mq);
@@ -101,19 +105,18 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
 
   async load(): Promise<void> {}
 
-  protected async readFromStore(mq: MessageQueue): Promise<number> {
-    try {
-      const offset = await this.queryBroker(mq);
-      this.table.updateOffset(mq, offset, false);
-      return offset;
-    } catch (e) {
-      return isMQError(e, "QUERY_NOT_FOUND") ? OFFSET_NOT_FOUND : OFFSET_QUERY_FAILED;
-    }
+  protected readFromStore(mq: MessageQueue): Promise<number> {
+    return this.queryIntoTable(mq);
   }
 
-  async takeOver(mq: MessageQueue, clientId: string): Promise<number> {
+  takeOver(mq: MessageQueue, clientId: string): Promise<number> {
+    return this.queryIntoTable(mq, clientId);
+  }
+
+  /** The broker's offset (asked as the queue's new holder `takeOverBy`, if given), cached in the table. */
+  private async queryIntoTable(mq: MessageQueue, takeOverBy?: string): Promise<number> {
     try {
-      const offset = await this.queryBroker(mq, clientId);
+      const offset = await this.queryBroker(mq, takeOverBy);
       this.table.updateOffset(mq, offset, false);
       return offset;
     } catch (e) {
@@ -141,10 +144,6 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
   async persist(mq: MessageQueue): Promise<void> {
     const offset = this.table.readOffset(mq);
     if (offset >= 0) await this.updateBroker(mq, offset).catch(() => {});
-  }
-
-  removeOffset(mq: MessageQueue): void {
-    this.table.removeOffset(mq);
   }
 
   private ref(mq: MessageQueue, actor: string) {
@@ -253,10 +252,6 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
 
   async persist(mq: MessageQueue): Promise<void> {
     await this.persistAll([mq]);
-  }
-
-  removeOffset(mq: MessageQueue): void {
-    this.table.removeOffset(mq);
   }
 
   /** Serialised writes: temp file, fsync, keep the previous file as `.bak`, rename. */

@@ -22,7 +22,7 @@ import {
   pullServiceMachine,
 } from "./pullService.ts";
 import { checkGroup, consumerHostOf } from "./pushConsumer.ts";
-import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
+import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
 /** @default 10 — messages per pull of the lite pull consumer. */
@@ -69,14 +69,13 @@ export class PullConsumer {
   private readonly offsetStore: RemoteOffsetStore;
   private readonly pullService: PullService;
   private readonly rebalancer: Rebalancer;
+  private readonly rebalanceTrigger: RebalanceTrigger;
   private readonly names: { rebalancer: string; pull: string };
   private buffer: Buffered[] = [];
   private waiters: (() => void)[] = [];
   /** queue key -> offset to commit, from messages poll returned */
   private readonly consumed = new Map<string, { mq: MessageQueue; offset: number }>();
   private mode: "none" | "subscribe" | "assign" = "none";
-  /** a rebalance was asked for before the rebalancer actor ran */
-  private rebalancePending = false;
   private commitTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
 
@@ -86,6 +85,7 @@ export class PullConsumer {
     private readonly opts: Required<Omit<PullConsumerOptions, keyof ClientInstanceOptions>>,
   ) {
     this.names = { rebalancer: `${group}/pull-rebalancer`, pull: `${group}/pull-loop` };
+    this.rebalanceTrigger = new RebalanceTrigger(host.node, this.names.rebalancer);
     this.offsetStore = new RemoteOffsetStore(host, group);
     this.pullService = new PullService({
       host,
@@ -160,11 +160,7 @@ export class PullConsumer {
   }
 
   private rebalanceNow(): void {
-    const rebalancer = this.host.node.actorOf(this.names.rebalancer);
-    // asked during subscribe's first round (a pull answered OFFSET_MOVED, a member joined): run once
-    // the rebalancer is spawned, not at its first interval
-    if (rebalancer) rebalancer.send({ type: "REBALANCE" });
-    else this.rebalancePending = true;
+    this.rebalanceTrigger.request();
   }
 
   /** Subscribes to a topic; its queues are shared with the group's other members by rebalance. */
@@ -176,16 +172,7 @@ export class PullConsumer {
     await this.host.fetchSubscribeQueues(topic);
     await this.host.sendHeartbeatToAllBrokers();
     await this.rebalancer.doRebalance();
-    if (!this.host.node.actorOf(this.names.rebalancer)) {
-      this.host.node.spawn(this.names.rebalancer, rebalancerMachine, {
-        input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs },
-        supervision: { strategy: "stop" },
-      });
-      if (this.rebalancePending) {
-        this.rebalancePending = false;
-        this.rebalanceNow();
-      }
-    }
+    this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);
   }
 
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */

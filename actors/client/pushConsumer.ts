@@ -62,7 +62,7 @@ import {
   QueueLocks,
   queueLocksMachine,
 } from "./queueLocks.ts";
-import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, rebalancerMachine } from "./rebalancer.ts";
+import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { createSendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -238,9 +238,8 @@ export class PushConsumer {
   private persistTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
   private suspended = false;
-  /** a rebalance was asked for before the rebalancer actor ran */
-  private rebalancePending = false;
   private readonly rebalancer: Rebalancer;
+  private readonly rebalanceTrigger: RebalanceTrigger;
   readonly pullService: PullService;
   readonly consumeService: ConsumeService;
   /** orderly consumers: the per-queue consume loops (null when concurrent) */
@@ -257,6 +256,7 @@ export class PushConsumer {
   ) {
     const prefix = `${group}/`;
     this.names = { rebalancer: `${prefix}rebalancer`, pull: `${prefix}pull`, consume: `${prefix}consume`, locks: `${prefix}locks` };
+    this.rebalanceTrigger = new RebalanceTrigger(host.node, this.names.rebalancer);
     if (opts.orderly) this.createOrderly(host, offsetStore);
     this.consumeService = new ConsumeService({
       group,
@@ -456,14 +456,7 @@ export class PushConsumer {
       });
     node.spawn(this.names.pull, pullServiceMachine, { input: { service: this.pullService }, supervision: { strategy: "stop" } });
     await this.rebalancer.doRebalance();
-    node.spawn(this.names.rebalancer, rebalancerMachine, {
-      input: { rebalancer: this.rebalancer, intervalMs: this.opts.rebalanceIntervalMs },
-      supervision: { strategy: "stop" },
-    });
-    if (this.rebalancePending) {
-      this.rebalancePending = false;
-      this.rebalanceNow();
-    }
+    this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);
     this.persistTimer = setInterval(() => void this.persistOffsets(), this.opts.persistConsumerOffsetIntervalMs);
     this.persistTimer.unref();
   }
@@ -506,11 +499,7 @@ export class PushConsumer {
 
   /** Runs a rebalance round now. */
   rebalanceNow(): void {
-    const rebalancer = this.host.node.actorOf(this.names.rebalancer);
-    // asked during the first round (a member joined, a pull answered OFFSET_MOVED): run once the
-    // rebalancer is spawned, not at its first interval
-    if (rebalancer) rebalancer.send({ type: "REBALANCE" });
-    else this.rebalancePending = true;
+    this.rebalanceTrigger.request();
   }
 
   /** Stops pulling (messages already cached are still consumed). */

@@ -29,6 +29,7 @@ import {
   type SearchOffsetRequest,
 } from "../../transport/protocol.ts";
 import { lazyClientLogger } from "../logger.ts";
+import type { ActorNode } from "../runtime/index.ts";
 import type { AllocateOptions, AllocateStrategy } from "./allocateStrategies.ts";
 import { waitForQueueListeners } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
@@ -86,6 +87,8 @@ const rebalanceLog = lazyClientLogger("client:rebalance");
 export class Rebalancer {
   private stopped = false;
   rounds = 0;
+  /** this round already heartbeated because the broker did not list this client */
+  private reregistered = false;
 
   constructor(private readonly deps: RebalancerDeps) {}
 
@@ -98,6 +101,7 @@ export class Rebalancer {
   async doRebalance(): Promise<boolean> {
     if (this.stopped) return false;
     this.rounds++;
+    this.reregistered = false;
     let changed = false;
     const topics = this.deps.subscriptions.topics();
     for (const topic of topics) {
@@ -132,11 +136,12 @@ export class Rebalancer {
     if (this.deps.model === "BROADCASTING") return mqAll;
     if (mqAll.length === 0) return [];
     let cidAll = await this.findConsumerIdList(mqAll);
-    if (!cidAll?.includes(this.deps.host.clientId) && !this.stopped) {
+    if (!cidAll?.includes(this.deps.host.clientId) && !this.stopped && !this.reregistered) {
       // the broker does not list this client, or answers that the group has no member (an unregister
       // that reached it late, say of an earlier consumer of the group with the same client id, or a
       // restarted broker): RocketMQ would hold nothing until the next heartbeat (30 s); register
-      // again now and ask once more
+      // again now (once a round: the heartbeat covers every topic) and ask once more
+      this.reregistered = true;
       await this.deps.host.sendHeartbeatToAllBrokers().catch(() => {});
       cidAll = await this.findConsumerIdList(mqAll);
     }
@@ -348,3 +353,33 @@ export const rebalancerMachine = setup({
     stopped: { type: "final", entry: ({ context }) => context.rebalancer.stop() },
   },
 });
+
+/**
+ * Asks a consumer's rebalancer actor for a round. A request made before the actor is spawned
+ * (during the consumer's own first round: a member joined, a pull answered PULL_OFFSET_MOVED) runs
+ * once it is, not at its first interval.
+ */
+export class RebalanceTrigger {
+  private pending = false;
+
+  constructor(
+    private readonly node: ActorNode,
+    readonly actorName: string,
+  ) {}
+
+  request(): void {
+    const actor = this.node.actorOf(this.actorName);
+    if (actor) actor.send({ type: "REBALANCE" });
+    else this.pending = true;
+  }
+
+  /** Spawns the rebalancer actor (unless running) and runs a request that came before it. */
+  spawn(rebalancer: Rebalancer, intervalMs: number): void {
+    if (this.node.actorOf(this.actorName)) return;
+    this.node.spawn(this.actorName, rebalancerMachine, { input: { rebalancer, intervalMs }, supervision: { strategy: "stop" } });
+    if (this.pending) {
+      this.pending = false;
+      this.request();
+    }
+  }
+}

@@ -5,8 +5,8 @@
  * Every part that cannot be read is reported in `errors`, never thrown.
  */
 
-import { BrokerActor, type ClusterInfo, type ConsumeStatsReply, consumeLag, type TopicConfigTable } from "../../transport/protocol.ts";
-import type { ConsumerProgressEntry } from "../client/admin.ts";
+import { BrokerActor, type ClusterInfo, type ConsumeStatsReply, type TopicConfigTable } from "../../transport/protocol.ts";
+import { type ConsumerProgressEntry, progressEntry } from "../client/admin.ts";
 import type { ActorNode } from "../runtime/index.ts";
 
 /** Queues asked for their max offset per broker, at most. @default 256 */
@@ -189,10 +189,7 @@ export function wireClusterSource(deps: WireClusterSourceDeps): ClusterSource {
         if (!cs) continue;
         let g = groups.get(group);
         if (!g) groups.set(group, (g = { group, queues: [] }));
-        for (const q of cs.offsetTable ?? []) {
-          const { topic, brokerName, queueId, brokerOffset, consumerOffset } = q;
-          g.queues.push({ topic, brokerName, queueId, brokerOffset, consumerOffset, lag: consumeLag(q) });
-        }
+        for (const q of cs.offsetTable ?? []) g.queues.push(progressEntry(q));
       }
     }
     const assigned = deps.assignments();
