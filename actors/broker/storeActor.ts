@@ -11,7 +11,6 @@ import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 export type StoreEvent =
-  | { type: "PUT_MESSAGES"; batch: PutBatch; reply?: Replier }
   | { type: "PUT_GROUP"; batches: PutBatch[]; reply?: Replier }
   | { type: "PUT_DONE" }
   | { type: "SHUTDOWN"; reply?: Replier };
@@ -21,38 +20,6 @@ export interface PutCounter {
   inFlight: number;
   /** set while draining: the last put to finish sends PUT_DONE so the machine can close */
   draining: boolean;
-  /** puts of this tick, appended together in a microtask */
-  waiting: PutBatch[];
-  waitingReplies: Array<Replier | undefined>;
-}
-
-/** Appends the puts gathered this tick as one group and answers each. */
-function appendWaiting(ctx: BrokerContext, puts: PutCounter, self: { send(e: StoreEvent): void }): void {
-  const batches = puts.waiting;
-  const replies = puts.waitingReplies;
-  puts.waiting = [];
-  puts.waitingReplies = [];
-  let results: Array<Promise<unknown>>;
-  try {
-    results = ctx.store.putMessagesGroup(batches);
-  } catch (e) {
-    results = batches.map(() => Promise.reject(e));
-  }
-  for (let i = 0; i < results.length; i++) {
-    const reply = replies[i];
-    results[i]!.then(
-      (result) => {
-        puts.inFlight--;
-        reply?.ok({ result });
-        if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
-      },
-      (e: unknown) => {
-        puts.inFlight--;
-        reply?.fail(storeFailure(e));
-        if (puts.draining && puts.inFlight === 0) self.send({ type: "PUT_DONE" });
-      },
-    );
-  }
 }
 
 /** One batch's outcome in a PUT_GROUP answer (`{ results: PutOutcome[] }`, in the batches' order). */
@@ -65,7 +32,7 @@ function storeFailure(e: unknown): MQError {
 /**
  * Appends a group gathered by the sender (BrokerContext.put: the puts of one tick) at once and
  * answers it with one reply when every batch has its outcome. Batches past the in-flight bound are
- * answered SYSTEM_BUSY, as single puts are.
+ * answered SYSTEM_BUSY.
  */
 function appendGroupNow(
   ctx: BrokerContext,
@@ -93,12 +60,8 @@ function appendGroupNow(
     return;
   }
   puts.inFlight += accepted;
-  let results: Array<Promise<PutResult>>;
-  try {
-    results = ctx.store.putMessagesGroup(accepted === n ? batches : batches.slice(0, accepted));
-  } catch (e) {
-    results = batches.slice(0, accepted).map(() => Promise.reject(e));
-  }
+  // putMessagesGroup reports every failure as a rejected result, it does not throw
+  const results = ctx.store.putMessagesGroup(accepted === n ? batches : batches.slice(0, accepted));
   const settled = (): void => {
     puts.inFlight--;
     if (--open === 0) reply?.ok({ results: outcomes });
@@ -137,31 +100,12 @@ export const storeMachine = setup({
     input: {} as StoreInput,
   },
   guards: {
-    overBound: ({ context }) => context.puts.inFlight >= context.maxInFlight,
     drained: ({ context }) => context.puts.inFlight === 0,
   },
   actions: {
-    rejectBusy: ({ context, event }) => {
-      if (event.type !== "PUT_MESSAGES") return;
-      event.reply?.fail(
-        new MQError(
-          "SYSTEM_BUSY",
-          `The broker's store has ${context.puts.inFlight} puts in flight (bound ${context.maxInFlight}); retry a little later or on another broker.`,
-        ),
-      );
-    },
     rejectClosing: ({ event }) => {
-      if (event.type === "PUT_MESSAGES" || event.type === "PUT_GROUP")
+      if (event.type === "PUT_GROUP")
         event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
-    },
-    startPut: ({ context, event, self }) => {
-      if (event.type !== "PUT_MESSAGES") return;
-      const puts = context.puts;
-      puts.inFlight++;
-      puts.waiting.push(event.batch);
-      puts.waitingReplies.push(event.reply);
-      // the first put of a tick schedules the group; a microtask, so an idle put waits for no timer
-      if (puts.waiting.length === 1) queueMicrotask(() => appendWaiting(context.ctx, puts, self));
     },
     startGroup: ({ context, event, self }) => {
       if (event.type !== "PUT_GROUP") return;
@@ -182,7 +126,7 @@ export const storeMachine = setup({
   id: "store",
   context: ({ input }) => ({
     ctx: input.ctx,
-    puts: { inFlight: 0, draining: false, waiting: [], waitingReplies: [] },
+    puts: { inFlight: 0, draining: false },
     maxInFlight: input.ctx.config.storeMaxInFlight,
     drainWaiters: [],
   }),
@@ -190,7 +134,6 @@ export const storeMachine = setup({
   states: {
     open: {
       on: {
-        PUT_MESSAGES: [{ guard: "overBound", actions: "rejectBusy" }, { actions: "startPut" }],
         PUT_GROUP: { actions: "startGroup" },
         SHUTDOWN: { target: "draining", actions: ["markDraining", "queueDrainWaiter"] },
       },
@@ -198,7 +141,6 @@ export const storeMachine = setup({
     draining: {
       always: { guard: "drained", target: "closed" },
       on: {
-        PUT_MESSAGES: { actions: "rejectClosing" },
         PUT_GROUP: { actions: "rejectClosing" },
         // re-evaluates `drained` (the count itself changes outside the machine)
         PUT_DONE: {},
@@ -208,7 +150,6 @@ export const storeMachine = setup({
     closed: {
       entry: "answerDrainWaiters",
       on: {
-        PUT_MESSAGES: { actions: "rejectClosing" },
         PUT_GROUP: { actions: "rejectClosing" },
         SHUTDOWN: { actions: ({ event }) => event.type === "SHUTDOWN" && event.reply?.ok({}) },
       },
