@@ -11,7 +11,6 @@ import {
   BLANK_MARKER_BYTES,
   CRC_RESERVED_BYTES,
   checkRecord,
-  countMessageBatch,
   decodeProperties,
   encodeMessageBatch,
   encodeProperties,
@@ -23,6 +22,7 @@ import {
   RECORD_FIXED_BYTES,
   RecordOffset,
   readLong,
+  walkMessageBatch,
   writeHost,
   writeLong,
   writeRecordCrcWithBody,
@@ -154,9 +154,14 @@ export interface PutResult {
 }
 
 /** Most bytes one group append writes at once (puts past it go in the next write). */
-export const MAX_GROUP_WRITE_BYTES = 4 * 1024 * 1024;
+const MAX_GROUP_WRITE_BYTES = 4 * 1024 * 1024;
 
 /** One checked batch of a group put, and its result once encoded. */
+/** A record's bytes besides its body and properties, for a topic. */
+function recordFixedBytes(topicBytes: Buffer): number {
+  return RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
+}
+
 interface PutPlan {
   batch: PutBatch;
   /** position in the group */
@@ -544,16 +549,16 @@ export class MessageStore {
         out[i] = Promise.reject(e);
       }
     }
-    const limit = this.commitLog.segmentBytes - BLANK_MARKER_BYTES;
+    // as many batches as fit one segment and one write
+    const limit = Math.min(this.commitLog.segmentBytes - BLANK_MARKER_BYTES, MAX_GROUP_WRITE_BYTES);
     let from = 0;
     while (from < plans.length) {
-      // as many batches as fit one write and one segment
       let to = from + 1;
       let total = plans[from]!.total;
-      while (to < plans.length && total + plans[to]!.total <= Math.min(limit, MAX_GROUP_WRITE_BYTES)) total += plans[to++]!.total;
+      while (to < plans.length && total + plans[to]!.total <= limit) total += plans[to++]!.total;
       const group = plans.slice(from, to);
       from = to;
-      let results: Promise<PutResult>;
+      let results: Promise<void>;
       try {
         results = this.appendGroup(group, total);
       } catch (e) {
@@ -579,14 +584,13 @@ export class MessageStore {
       topicBytes = Buffer.from(topic, "utf8");
       this.topicBytes.set(topic, topicBytes);
     }
-    const fixed = RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
+    const fixed = recordFixedBytes(topicBytes);
     const maxBody = this.options.maxMessageBytes;
-    // framing is checked as walkMessageBatch does, then the per-message limits
-    const count = countMessageBatch(body);
     let total = 0;
-    for (let pos = 0; pos < body.length; pos += body.readUInt32BE(pos)) {
-      const bodyLen = body.readUInt32BE(pos + 8);
-      const propsLen = body.readUInt16BE(pos + 12 + bodyLen);
+    // one walk: the framing, then each message's limits
+    const count = walkMessageBatch(body, (bodyStart, bodyEnd, _flag, propsStart, propsEnd) => {
+      const bodyLen = bodyEnd - bodyStart;
+      const propsLen = propsEnd - propsStart;
       if (bodyLen > maxBody) {
         throw new MQError(
           "MESSAGE_ILLEGAL",
@@ -600,19 +604,14 @@ export class MessageStore {
         );
       }
       total += fixed + bodyLen + propsLen;
-    }
+    });
     if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
-    if (total + BLANK_MARKER_BYTES > this.commitLog.segmentBytes) {
-      throw new MQError(
-        "MESSAGE_ILLEGAL",
-        `A put of ${total} bytes cannot fit a commit-log segment of ${this.commitLog.segmentBytes} bytes: send fewer or smaller messages per batch.`,
-      );
-    }
+    // a put too big for a segment goes alone to appendGroup, where CommitLog.reserve refuses it
     return { batch, index, topicBytes, count, total, result: undefined };
   }
 
   /** Encodes the planned batches back to back, appends them with one write and dispatches them once. */
-  private appendGroup(group: PutPlan[], total: number): Promise<PutResult> {
+  private appendGroup(group: PutPlan[], total: number): Promise<void> {
     const phy0 = this.commitLog.reserve(total);
     if (this.writeBuf.length < total) this.writeBuf = Buffer.allocUnsafe(Math.max(total, this.writeBuf.length * 2));
     const w = this.writeBuf;
@@ -645,7 +644,7 @@ export class MessageStore {
       this.storeHostBytes.copy(head, RecordOffset.STORE_HOST);
       head.writeInt32BE(batch.reconsumeTimes ?? 0, RecordOffset.RECONSUME_TIMES);
       writeLong(head, RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
-      const fixed = RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
+      const fixed = recordFixedBytes(topicBytes);
       const ids = this.msgIdWriter;
       const msgIds: string[] = new Array(count);
       let k = 0;
@@ -694,11 +693,10 @@ export class MessageStore {
     if (this.options.flush === "sync") {
       return this.waitFlush(phy0 + total).then((status) => {
         for (const pl of group) pl.result!.status = status;
-        return group[0]!.result!;
       });
     }
     if (this.commitLog.writeOffset - this.commitLog.flushedOffset >= this.options.flushLeastBytes) this.commitLog.flushSoon();
-    return Promise.resolve(group[0]!.result!);
+    return Promise.resolve();
   }
 
   private waitFlush(target: number): Promise<"PUT_OK" | "FLUSH_DISK_TIMEOUT"> {

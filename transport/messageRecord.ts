@@ -178,11 +178,12 @@ export function encodeMessageBatch(msgs: ReadonlyArray<BatchMessage>): Buffer {
 
 /**
  * Walks a batch body without copying: `fn(bodyStart, bodyEnd, flag, propsStart, propsEnd)` per
- * message. Returns the message count; throws MQError MESSAGE_ILLEGAL on a malformed body.
+ * message (none: only the framing is checked). Returns the message count; throws MQError
+ * MESSAGE_ILLEGAL on a malformed body.
  */
 export function walkMessageBatch(
   buf: Buffer,
-  fn: (bodyStart: number, bodyEnd: number, flag: number, propsStart: number, propsEnd: number) => void,
+  fn?: (bodyStart: number, bodyEnd: number, flag: number, propsStart: number, propsEnd: number) => void,
 ): number {
   let pos = 0;
   let count = 0;
@@ -191,36 +192,21 @@ export function walkMessageBatch(
     if (n - pos < BATCH_ENTRY_FIXED) throw malformedBatch(pos);
     const size = buf.readUInt32BE(pos);
     if (size < BATCH_ENTRY_FIXED || pos + size > n) throw malformedBatch(pos);
-    const flag = buf.readInt32BE(pos + 4);
-    const bodyLen = buf.readUInt32BE(pos + 8);
     const bodyStart = pos + 12;
-    const bodyEnd = bodyStart + bodyLen;
+    const bodyEnd = bodyStart + buf.readUInt32BE(pos + 8);
     if (bodyEnd + 2 > pos + size) throw malformedBatch(pos);
-    const propsLen = buf.readUInt16BE(bodyEnd);
     const propsStart = bodyEnd + 2;
-    if (propsStart + propsLen !== pos + size) throw malformedBatch(pos);
-    fn(bodyStart, bodyEnd, flag, propsStart, propsStart + propsLen);
+    if (propsStart + buf.readUInt16BE(bodyEnd) !== pos + size) throw malformedBatch(pos);
+    fn?.(bodyStart, bodyEnd, buf.readInt32BE(pos + 4), propsStart, pos + size);
     pos += size;
     count++;
   }
   return count;
 }
 
-/** Checks a batch body's framing like {@link walkMessageBatch} and returns its message count, without a call per message. */
+/** Checks a batch body's framing and returns its message count. */
 export function countMessageBatch(buf: Buffer): number {
-  let pos = 0;
-  let count = 0;
-  const n = buf.length;
-  while (pos < n) {
-    if (n - pos < BATCH_ENTRY_FIXED) throw malformedBatch(pos);
-    const size = buf.readUInt32BE(pos);
-    if (size < BATCH_ENTRY_FIXED || pos + size > n) throw malformedBatch(pos);
-    const bodyEnd = pos + 12 + buf.readUInt32BE(pos + 8);
-    if (bodyEnd + 2 > pos + size || bodyEnd + 2 + buf.readUInt16BE(bodyEnd) !== pos + size) throw malformedBatch(pos);
-    pos += size;
-    count++;
-  }
-  return count;
+  return walkMessageBatch(buf);
 }
 
 /** Broker-side iteration over a batch body without copying bodies; returns the message count. */
@@ -457,18 +443,6 @@ export function offsetMsgId(storeHost: string, port: number | undefined, commitL
   return b.toString("hex").toUpperCase();
 }
 
-/** Offset message id from 8 host bytes at `hostPos` and a commit-log offset, without intermediate strings. */
-export function offsetMsgIdFromBytes(buf: Buffer, hostPos: number, commitLogOffset: number): string {
-  let s = "";
-  for (let i = 0; i < 8; i++) {
-    const v = buf[hostPos + i]!;
-    s += HEX[v >> 4]! + HEX[v & 15]!;
-  }
-  const hi = Math.floor(commitLogOffset / 0x100000000);
-  const lo = commitLogOffset >>> 0;
-  return s + hi.toString(16).toUpperCase().padStart(8, "0") + lo.toString(16).toUpperCase().padStart(8, "0");
-}
-
 const HEX_CODES = Buffer.from(HEX, "latin1");
 
 /**
@@ -484,7 +458,7 @@ export class OffsetMsgIdWriter {
       this.scratch[2 * i + 1] = HEX_CODES[v & 15]!;
     }
   }
-  /** The id of the record at `commitLogOffset` (same text as {@link offsetMsgIdFromBytes}). */
+  /** The id of the record at `commitLogOffset` (same text as {@link offsetMsgId}). */
   idFor(commitLogOffset: number): string {
     const s = this.scratch;
     let hi = Math.floor(commitLogOffset / 0x100000000);
@@ -558,28 +532,27 @@ class HostTextCache {
     const ip = buf.readUInt32BE(pos);
     const port = buf.readInt32BE(pos + 4);
     if (ip !== this.ip || port !== this.port) {
-      this.text = readHost(buf, pos);
       this.ip = ip;
       this.port = port;
+      this.changed(buf, pos);
     }
     return this.text;
   }
+  protected changed(buf: Buffer, pos: number): void {
+    this.text = readHost(buf, pos);
+  }
 }
 
-/** Offset message ids for the last store host seen (its 16 hex digits written once). */
-class OffsetIdCache {
-  private ip = -1;
-  private port = -1;
+/** The last store host seen: its `ip:port` text and its offset-message-id writer (16 hex digits written once). */
+class StoreHostCache extends HostTextCache {
   private writer: OffsetMsgIdWriter | null = null;
-  idFor(buf: Buffer, hostPos: number, commitLogOffset: number): string {
-    const ip = buf.readUInt32BE(hostPos);
-    const port = buf.readInt32BE(hostPos + 4);
-    if (this.writer === null || ip !== this.ip || port !== this.port) {
-      this.writer = new OffsetMsgIdWriter(buf, hostPos);
-      this.ip = ip;
-      this.port = port;
-    }
-    return this.writer.idFor(commitLogOffset);
+  protected override changed(buf: Buffer, pos: number): void {
+    super.changed(buf, pos);
+    this.writer = new OffsetMsgIdWriter(buf, pos);
+  }
+  /** Call after {@link read} of the same record. */
+  idFor(commitLogOffset: number): string {
+    return this.writer!.idFor(commitLogOffset);
   }
 }
 
@@ -602,8 +575,7 @@ class TopicTextCache {
 
 const topicText = new TopicTextCache();
 const bornHostText = new HostTextCache();
-const storeHostText = new HostTextCache();
-const offsetIds = new OffsetIdCache();
+const storeHosts = new StoreHostCache();
 
 /** Decodes one record already checked with {@link checkRecord}. */
 export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string): MessageExt {
@@ -616,7 +588,8 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
   const propsEnd = pos + total - CRC_RESERVED_BYTES;
   const properties = propsEnd > propsStart ? decodeProperties(buf.toString("utf8", propsStart, propsEnd)) : {};
   const commitLogOffset = readLong(buf, pos + RecordOffset.PHYSICAL_OFFSET);
-  const offsetId = offsetIds.idFor(buf, pos + RecordOffset.STORE_HOST, commitLogOffset);
+  const storeHost = storeHosts.read(buf, pos + RecordOffset.STORE_HOST);
+  const offsetId = storeHosts.idFor(commitLogOffset);
   return {
     topic,
     brokerName,
@@ -632,7 +605,7 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
     bornTimestamp: readLong(buf, pos + RecordOffset.BORN_TIMESTAMP),
     bornHost: bornHostText.read(buf, pos + RecordOffset.BORN_HOST),
     storeTimestamp: readLong(buf, pos + RecordOffset.STORE_TIMESTAMP),
-    storeHost: storeHostText.read(buf, pos + RecordOffset.STORE_HOST),
+    storeHost,
     reconsumeTimes: buf.readInt32BE(pos + RecordOffset.RECONSUME_TIMES),
     sysFlag: buf.readInt32BE(pos + RecordOffset.SYS_FLAG),
     flag: buf.readInt32BE(pos + RecordOffset.FLAG),
