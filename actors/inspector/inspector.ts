@@ -5,7 +5,7 @@
  * draws every actor's statechart and an event timeline.
  */
 import { MQError } from "../../transport/protocol.ts";
-import { ActorNode, INSPECTION_NODE_CLOSED_EVENT, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
+import { ActorNode, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
   DEFAULT_PROBE_FAILURES_BEFORE_GONE,
@@ -188,12 +188,6 @@ export class Inspector {
     if (r.kind === "actor" && r.definition !== undefined) {
       const { definition: _definition, ...rest } = r;
       kept = rest;
-    }
-    // a closing node's farewell: gone now, its actors' last states kept (no probe needed)
-    if (r.kind === "event" && r.type === INSPECTION_NODE_CLOSED_EVENT) {
-      this.tree.markGone(r.nodeId);
-      this.server?.publish(this.buffer.push(kept));
-      return;
     }
     try {
       this.tree.apply(r);

@@ -3,7 +3,7 @@
  * from inspection records. Keeps the last state of every actor, also after its process is gone,
  * and the machine definitions needed to draw statecharts.
  */
-import type { InspectionRecord } from "../runtime/index.ts";
+import { INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../runtime/index.ts";
 import { type Assignment, assignmentsFromContext, queueIn } from "./clusterView.ts";
 
 /** Actors remembered per process; stopped ones are forgotten first. @default 2000 */
@@ -83,6 +83,11 @@ export class ProcessTree {
 
   /** Updates the tree with one (checked) record. */
   apply(r: InspectionRecord): void {
+    // a closing node's farewell: gone now, its actors' last states kept (no probe needed)
+    if (r.kind === "event" && r.type === INSPECTION_NODE_CLOSED_EVENT) {
+      this.markGone(r.nodeId);
+      return;
+    }
     const n = this.node(r.nodeId);
     n.records++;
     n.lastSeen = Date.now();

@@ -157,6 +157,8 @@ export class ActorNode implements RefHost {
     }
     let queue: Buffer[] = [];
     let sending = false;
+    /** settles when the queue is empty */
+    let pumping: Promise<void> = Promise.resolve();
     const pump = async () => {
       if (sending) return;
       sending = true;
@@ -182,7 +184,7 @@ export class ActorNode implements RefHost {
         return;
       }
       queue.push(buf);
-      if (!sending) void pump();
+      if (!sending) pumping = pump();
     };
     const unsubscribe = this.hub.add(push);
     void (async () => {
@@ -210,8 +212,9 @@ export class ActorNode implements RefHost {
           type: INSPECTION_NODE_CLOSED_EVENT,
           payload: {},
         });
-        const deadline = Date.now() + FINAL_INSPECTION_FLUSH_MS;
-        while ((sending || queue.length > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([pumping, new Promise((r) => (timer = setTimeout(r, FINAL_INSPECTION_FLUSH_MS)))]);
+        clearTimeout(timer);
         pub.linger = FINAL_INSPECTION_FLUSH_MS;
       }
       pub.close();
