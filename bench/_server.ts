@@ -7,36 +7,62 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const bin = path.join(root, "bin", "actormq.mjs");
 
-export interface BenchServer {
+/** An `actormq` command in a child process. */
+export interface ActormqChild {
   child: ChildProcess;
+  /** the named captures of the pattern its stdout matched */
+  out: Promise<Record<string, string>>;
+  exited: Promise<unknown>;
+}
+
+/** Spawns `actormq <args>`; `out` resolves the named captures of `pattern` in its stdout. */
+export function spawnActormq(args: string[], pattern: RegExp): ActormqChild {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise((r) => child.once("exit", r));
+  const out = new Promise<Record<string, string>>((resolve, reject) => {
+    let text = "";
+    child.stdout!.on("data", (d: Buffer) => {
+      text += d.toString();
+      const m = pattern.exec(text);
+      if (m?.groups) resolve({ ...m.groups });
+    });
+    exited.then(() => reject(new Error(`actormq ${args[0]} exited: ${text}`)));
+  });
+  return { child, out, exited };
+}
+
+/** The `actormq start` arguments of a bench server: ephemeral ports, store in `dataDir`, quiet logs. */
+export function startArgs(dataDir: string, flush: "sync" | "async" = "async"): string[] {
+  return [
+    "start",
+    "--namesrv-listen",
+    "tcp://127.0.0.1:*",
+    "--listen",
+    "tcp://127.0.0.1:*",
+    "--store",
+    dataDir,
+    "--flush",
+    flush,
+    "--log-level",
+    "warn",
+  ];
+}
+
+export interface BenchServer extends ActormqChild {
   /** the name server's bound endpoint */
   nameserver: string;
-  exited: Promise<unknown>;
 }
 
 /** Starts `actormq start` with its store in `dataDir`; resolves once it prints its name server. */
 export async function startServer(dataDir: string, flush: "sync" | "async" = "async"): Promise<BenchServer> {
-  const args = ["start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", dataDir];
-  const child = spawn(process.execPath, [path.join(root, "bin", "actormq.mjs"), ...args, "--flush", flush, "--log-level", "warn"], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const exited = new Promise((r) => child.once("exit", r));
-  const nameserver = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /name server\s+(tcp:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    exited.then(() => reject(new Error(`actormq start exited: ${out}`)));
-  });
-  return { child, nameserver, exited };
+  const c = spawnActormq(startArgs(dataDir, flush), /name server\s+(?<nameserver>tcp:\/\/\S+)/);
+  return { ...c, nameserver: (await c.out).nameserver! };
 }
 
 /** SIGTERM (a clean shutdown) and wait for the exit. */
-export async function stopServer(s: BenchServer): Promise<void> {
+export async function stopServer(s: ActormqChild): Promise<void> {
   s.child.kill("SIGTERM");
   await s.exited;
 }

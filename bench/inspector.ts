@@ -11,48 +11,17 @@
  * PushConsumer. `ratio.produceWithInspector` / `ratio.consumeWithInspector` are the own-process
  * figures over none (`actormq inspect` is how a cluster is watched); the same-process ones are reported beside them.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { INSPECTOR_ENV } from "../actors/client/clientInstance.ts";
 import { Admin, Producer } from "../index.ts";
 import { BATCH, BODY_BYTES, CONCURRENT_BATCHES, drain, sendBatches } from "./_load.ts";
+import { type ActormqChild, spawnActormq, startArgs, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
 const QUEUES = 4;
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const bin = path.join(root, "bin", "actormq.mjs");
-
 type Mode = "none" | "ownProcess" | "sameProcess";
-
-interface Child {
-  child: ChildProcess;
-  out: Promise<Record<string, string>>;
-  exited: Promise<unknown>;
-}
-
-/** Spawns `actormq <args>` and resolves the named captures of `pattern` in its stdout. */
-function spawnActormq(args: string[], pattern: RegExp): Child {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
-  const exited = new Promise((r) => child.once("exit", r));
-  const out = new Promise<Record<string, string>>((resolve, reject) => {
-    let text = "";
-    child.stdout!.on("data", (d: Buffer) => {
-      text += d.toString();
-      const m = pattern.exec(text);
-      if (m?.groups) resolve({ ...m.groups });
-    });
-    exited.then(() => reject(new Error(`actormq ${args[0]} exited: ${text}`)));
-  });
-  return { child, out, exited };
-}
-
-async function stop(c: Child): Promise<void> {
-  c.child.kill("SIGTERM");
-  await c.exited;
-}
 
 async function runMode(
   mode: Mode,
@@ -61,22 +30,10 @@ async function runMode(
   log: (s: string) => void,
 ): Promise<{ produce: number; consume: number; records: number }> {
   const server = spawnActormq(
-    [
-      "start",
-      "--namesrv-listen",
-      "tcp://127.0.0.1:*",
-      "--listen",
-      "tcp://127.0.0.1:*",
-      "--store",
-      dataDir,
-      "--flush",
-      "async",
-      "--log-level",
-      "warn",
-    ],
+    startArgs(dataDir),
     /name server\s+(?<ns>tcp:\/\/\S+)\n\s+broker\s+\S+ (?<broker>tcp:\/\/\S+)[^\n]*\n\s+inspector\s+(?<url>http:\/\/\S+) \(clients publish with ACTORMQ_INSPECTOR=(?<collector>\S+)\)/,
   );
-  let inspector: Child | undefined;
+  let inspector: ActormqChild | undefined;
   try {
     const s = await server.out;
     let url: string | undefined;
@@ -114,8 +71,8 @@ async function runMode(
     }
   } finally {
     delete process.env[INSPECTOR_ENV];
-    if (inspector) await stop(inspector);
-    await stop(server);
+    if (inspector) await stopServer(inspector);
+    await stopServer(server);
   }
 }
 
