@@ -66,7 +66,7 @@ const GENERATED_INVOKE_ID = /^\d+\.(?:.*\.)?([^.]+)$/;
  * How an invoked actor is named in a drawing: its id when the machine gave one, else its `src`
  * (the generated id only repeats the state's name), else the state's key.
  */
-export function invokeName(id: string, src?: string): string {
+function invokeName(id: string, src?: string): string {
   const m = GENERATED_INVOKE_ID.exec(id);
   if (!m) return id;
   return src ?? m[1]!;

@@ -42,7 +42,7 @@ export interface ActorNodeEvents {
 }
 
 /** How long a closing node waits for its last inspection records to leave. */
-export const FINAL_INSPECTION_FLUSH_MS = 200;
+const FINAL_INSPECTION_FLUSH_MS = 200;
 
 /** Frames an inspection publisher may queue before it drops records (never back-pressures). */
 export const INSPECTION_QUEUE_LIMIT = 10_000;

@@ -4,7 +4,7 @@ export { curveKeyPair } from "../../transport/curve.ts";
 export type { ActorNodeEvents, ActorNodeOptions, ActorNodeStats, SpawnOptions } from "./actorNode.ts";
 export { ActorNode, INSPECTION_QUEUE_LIMIT } from "./actorNode.ts";
 export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, InspectionRecord, SnapshotRecord } from "./inspection.ts";
-export { INSPECTION_NODE_CLOSED_EVENT, machineDefinition, NODE_ACTOR_NAME, summarize } from "./inspection.ts";
+export { INSPECTION_NODE_CLOSED_EVENT, machineDefinition, summarize } from "./inspection.ts";
 export { InspectionCollector } from "./inspectionCollector.ts";
 export type { AskOptions, Origin, Ref, Replier, Reply, SendOptions, WireEvent } from "./refs.ts";
 export type { ActorFailure, Supervision } from "./supervision.ts";

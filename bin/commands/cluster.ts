@@ -2,7 +2,7 @@
 
 import cliProgress from "cli-progress";
 import { type Command, Option } from "commander";
-import type { ClusterProcess } from "../../actors/cluster/index.ts";
+import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
 import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
@@ -57,7 +57,7 @@ export function addClusterCommands(program: Command): void {
             cliProgress.Presets.shades_classic,
           );
           bar.start(total, 0, { name: "" });
-          let cf: Awaited<ReturnType<typeof clusterUp>>;
+          let cf: ClusterFile;
           try {
             cf = await clusterUp({ ...f, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
           } finally {
