@@ -4,6 +4,9 @@
  * before anything is signalled.
  */
 import { readFileSync } from "node:fs";
+import { isAlive } from "../../store/storeLock.ts";
+
+export { isAlive };
 
 /** The command line of a pid as its arguments, or null when no such process (or no /proc). */
 export function cmdlineOf(pid: number): string[] | null {
@@ -12,20 +15,6 @@ export function cmdlineOf(pid: number): string[] | null {
     return raw.split("\0").filter((s) => s.length > 0);
   } catch {
     return null;
-  }
-}
-
-/** True when `pid` is alive (an exited process nobody reaped yet, a zombie, counts as dead). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-  try {
-    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
-  } catch {
-    return process.platform !== "linux";
   }
 }
 

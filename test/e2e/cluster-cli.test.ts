@@ -9,6 +9,29 @@ import { isAlive } from "../../actors/cluster/index.ts";
 import { cli } from "../bin/cliRun.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
+const listenOn = (server: net.Server, port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const fail = (): void => resolve(false);
+    server.once("error", fail);
+    server.listen(port, "127.0.0.1", () => {
+      server.off("error", fail);
+      resolve(true);
+    });
+  });
+
+/** A base port below the kernel's ephemeral range (which `tcp://…:*` binds by tests running alongside
+ * draw from) that is free, with `blocker` listening on base + 1. */
+async function blockNextPort(blocker: net.Server): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 12_000);
+    const probe = net.createServer();
+    const free = await listenOn(probe, base);
+    if (free) await new Promise((r) => probe.close(r));
+    if (free && (await listenOn(blocker, base + 1))) return base;
+  }
+  throw new Error("no free port pair below the ephemeral range");
+}
+
 function readCf(dir: string): ClusterFile {
   return JSON.parse(readFileSync(path.join(dir, "cluster.json"), "utf8")) as ClusterFile;
 }
@@ -114,17 +137,16 @@ test("cluster down never signals a pid that is no longer ours; a port in use fai
     assert.equal(k.code, 1);
     assert.match(k.err, /not running \(the pid now belongs to another process\)/);
 
-    await new Promise<void>((r) => blocker.listen(0, "127.0.0.1", () => r()));
-    const taken = (blocker.address() as net.AddressInfo).port;
-    // name server on base+0 is free... the first broker's port (base+1) is taken
+    // the name server's port (base) is free, the first broker's (base + 1) is taken
+    const base = await blockNextPort(blocker);
     const dir2 = path.join(dir, "c2");
-    const up = await cli(["cluster", "up", "--dir", dir2, "--base-port", String(taken - 1)]);
+    const up = await cli(["cluster", "up", "--dir", dir2, "--base-port", String(base)]);
     assert.equal(up.code, 1);
     assert.equal(up.err.trim().split("\n").length, 1, up.err);
     assert.match(up.err, /broker-a failed to start: .*(in use|Cannot listen)/i);
     const ready = path.join(dir2, "namesrv-0", "ready.json");
     const nsPid = (JSON.parse(readFileSync(ready, "utf8")) as { pid: number }).pid;
-    await waitFor(() => !isAlive(nsPid), 5000, "the started name server to be stopped");
+    await waitFor(() => !isAlive(nsPid), 15_000, "the started name server to be stopped");
     assert.throws(() => readFileSync(path.join(dir2, "cluster.json")), "no cluster file for a failed start");
   } finally {
     stranger.kill("SIGKILL");

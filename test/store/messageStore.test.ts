@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
@@ -6,7 +7,7 @@ import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
 import { MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
-import { tempDir } from "../helpers.ts";
+import { tempDir, waitFor } from "../helpers.ts";
 
 const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
   dir,
@@ -187,6 +188,32 @@ test("a second store on the same directory is refused with STORE_LOCKED", async 
   await s.close();
   const again = await MessageStore.open(small(dir));
   await again.close();
+});
+
+test("the store lock: a live holder refuses; a dead, zombie or reused-pid holder is taken over", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  fs.mkdirSync(dir, { recursive: true });
+  const lock = path.join(dir, "lock");
+  // `sleep` never reaps the inner shell, which stays a zombie whose pid it printed
+  const holder = spawn("sh", ["-c", "sh -c 'echo $$' & exec sleep 30"], { stdio: ["ignore", "pipe", "ignore"] });
+  t.after(() => holder.kill("SIGKILL"));
+  const zombie = Number(await new Promise<string>((r) => holder.stdout!.once("data", (d: Buffer) => r(d.toString()))));
+  await waitFor(() => /\) Z /.test(fs.readFileSync(`/proc/${zombie}/stat`, "utf8")), 5000, "the inner shell to be a zombie");
+  const stat = fs.readFileSync(`/proc/${holder.pid}/stat`, "utf8");
+  const started = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+
+  for (const content of [String(holder.pid), `${holder.pid} ${started}`]) {
+    fs.writeFileSync(lock, content);
+    await assert.rejects(MessageStore.open(small(dir)), (e) => isCode("STORE_LOCKED")(e) && String(e).includes(String(holder.pid)));
+  }
+  for (const content of [String(zombie), `${holder.pid} 1`, "999999999", "not a pid"]) {
+    fs.writeFileSync(lock, content);
+    const s = await MessageStore.open(small(dir));
+    assert.equal(fs.readFileSync(lock, "utf8").split(" ")[0], String(process.pid), `taken over from ${content}`);
+    await s.close();
+    assert.ok(!fs.existsSync(lock), "released on close");
+  }
 });
 
 test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) => {
