@@ -236,6 +236,15 @@ export class CommitLog {
     if (!this.segmentFor(end)) this.addSegment(end - (end % this.segmentBytes));
   }
 
+  /** Replaces the (empty) segments of a log that holds no bytes with one beginning at `start`. */
+  beginEmptyAt(start: number): void {
+    for (const s of this.segments) s.remove();
+    this.segments = [];
+    this.writeOffset = start;
+    this.flushedOffset = start;
+    this.addSegment(start);
+  }
+
   /** Deletes whole segments (oldest first) for which `expired(segment)` holds, never the one being written. */
   deleteSegments(expired: (s: Segment) => boolean): number {
     let n = 0;

@@ -1148,6 +1148,23 @@ export class MessageStore {
     return out;
   }
 
+  /**
+   * Makes an empty store's commit log begin at `phy`, a segment boundary: a replica joining a
+   * master whose oldest segments were deleted. Consume queues then begin at the queue offsets of
+   * the first records replicated.
+   */
+  startReplicaAt(phy: number): void {
+    this.checkOpen();
+    if (this.maxPhyOffset !== this.minPhyOffset)
+      throw new MQError("ILLEGAL_ARGUMENT", "Only an empty store can begin at another commit-log offset; this one holds records.");
+    if (!Number.isSafeInteger(phy) || phy < 0 || phy % this.commitLog.segmentBytes !== 0)
+      throw new MQError(
+        "MALFORMED",
+        `The master's commit log begins at ${phy}, not a multiple of this store's commitLogSegmentBytes (${this.commitLog.segmentBytes}): master and replica need the same commitLogSegmentBytes.`,
+      );
+    this.commitLog.beginEmptyAt(phy);
+  }
+
   /** Appends bytes read from a master's {@link readCommitLog} at this store's max offset, checked, then dispatches them. */
   async appendReplica(bytes: Buffer): Promise<number> {
     this.checkOpen();

@@ -616,6 +616,8 @@ export interface HaTransferRequest {
   slaveAddr: string;
   /** the slave's commit-log max offset (everything below is stored on the slave) */
   offset: number;
+  /** the slave's commit log holds no bytes: it may begin at the master's oldest offset */
+  empty?: boolean;
 }
 /** HA_TRANSFER reply fields; the body holds the stored commit-log bytes from `offset` (none when nothing new). */
 export interface HaTransferReply {
@@ -623,6 +625,11 @@ export interface HaTransferReply {
   offset: number;
   /** the master's commit-log max offset when it answered */
   masterMaxOffset: number;
+  /**
+   * Set (with no body) when an empty slave asks for an offset older than the master's oldest
+   * segment: the slave's commit log is to begin here, and it asks again from this offset.
+   */
+  startAt?: number;
   /** the master's topic and subscription-group config versions: a change makes the slave copy them */
   configVersion?: string;
 }

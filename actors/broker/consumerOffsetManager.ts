@@ -278,6 +278,29 @@ export class ConsumerOffsetManager {
     return out;
   }
 
+  /**
+   * Takes every offset of `table` (a master's, on a slave: RocketMQ's `syncConsumerOffset`, a
+   * put-all); entries that are not queue ids with offsets >= 0 are skipped. Returns how many changed.
+   */
+  mergeFrom(table: unknown): number {
+    if (!table || typeof table !== "object") return 0;
+    let changed = 0;
+    for (const [key, queues] of Object.entries(table as Record<string, unknown>)) {
+      const at = key.indexOf(TOPIC_GROUP_SEPARATOR);
+      if (at <= 0 || !queues || typeof queues !== "object") continue;
+      const topic = key.slice(0, at);
+      const group = key.slice(at + TOPIC_GROUP_SEPARATOR.length);
+      for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
+        const q = Number(qid);
+        if (!Number.isInteger(q) || q < 0 || typeof off !== "number" || !Number.isSafeInteger(off) || off < 0) continue;
+        if (this.table.get(key)?.get(q) === off) continue;
+        this.commitOffset(group, topic, q, off);
+        changed++;
+      }
+    }
+    return changed;
+  }
+
   /** The table in its stored form. */
   toJSON(): ConsumerOffsetFile {
     const offsetTable: Record<string, Record<string, number>> = {};
@@ -334,6 +357,7 @@ export type OffsetsEvent =
   | ({ type: "SEARCH_OFFSET_BY_TIMESTAMP" } & SearchOffsetRequest & Asked)
   | ({ type: "GET_CONSUME_STATS" } & GetConsumeStatsRequest & Asked)
   | ({ type: "INVOKE_BROKER_TO_RESET_OFFSET" } & ResetOffsetRequest & Asked)
+  | ({ type: "GET_ALL_CONSUMER_OFFSET" } & Asked)
   | { type: "PERSIST" }
   | ({ type: "SHUTDOWN" } & Asked);
 
@@ -525,6 +549,8 @@ function handle(c: OffsetsContext, e: OffsetsEvent): object {
     }
     case "INVOKE_BROKER_TO_RESET_OFFSET":
       return resetOffset(ctx, offsets, e);
+    case "GET_ALL_CONSUMER_OFFSET":
+      return offsets.toJSON();
     default:
       throw new MQError(
         "REQUEST_CODE_NOT_SUPPORTED",

@@ -113,7 +113,8 @@ export class HAClient {
   private async transferOnce(master: string): Promise<void> {
     const { ctx } = this;
     const offset = ctx.store.maxPhyOffset;
-    const req: HaTransferRequest = { slaveId: ctx.config.brokerId, slaveAddr: ctx.brokerAddr, offset };
+    const empty = offset === ctx.store.minPhyOffset;
+    const req: HaTransferRequest = { slaveId: ctx.config.brokerId, slaveAddr: ctx.brokerAddr, offset, empty };
     const r = await ctx.node
       .ref(master, BrokerActor.HA)
       .ask<HaTransferReply>(
@@ -125,6 +126,15 @@ export class HAClient {
     this.status.connected = true;
     this.status.masterMaxOffset = Number(r.fields.masterMaxOffset);
     if (r.fields.configVersion !== undefined && r.fields.configVersion !== this.syncedVersion) this.wantSync = true;
+    const startAt = r.fields.startAt;
+    if (startAt !== undefined) {
+      // the master no longer holds our offset; an empty store begins where the master's log does
+      if (ctx.store.maxPhyOffset !== ctx.store.minPhyOffset) return;
+      ctx.store.startReplicaAt(Number(startAt));
+      ctx.logger.info({ master, startAt }, "empty store begins at the master's oldest offset");
+      this.status.offset = ctx.store.maxPhyOffset;
+      return;
+    }
     const body = r.body;
     if (body && body.length > 0) {
       if (Number(r.fields.offset) !== ctx.store.maxPhyOffset) return; // an answer to an older request: ask again

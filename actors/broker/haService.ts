@@ -124,10 +124,16 @@ export class HAService {
       return;
     }
     if (offset < store.minPhyOffset && offset < store.maxPhyOffset) {
+      if (req.empty === true) {
+        // RocketMQ starts a new slave at the master's last segment; we copy all the master still holds
+        this.ctx.logger.info({ slaveId, slaveAddr, startAt: store.minPhyOffset }, "empty slave begins at the master's oldest segment");
+        reply.ok({ offset, masterMaxOffset: store.maxPhyOffset, startAt: store.minPhyOffset } satisfies HaTransferReply);
+        return;
+      }
       reply.fail(
         new MQError(
           "ILLEGAL_ARGUMENT",
-          `The slave asks for commit-log offset ${offset}, older than the master's oldest (${store.minPhyOffset}): start the slave from an empty store copied at a segment boundary.`,
+          `The slave holds the commit log up to ${offset}, older than the master's oldest offset (${store.minPhyOffset}); the bytes between are gone: empty the slave's store directory and it replicates from the master's oldest segment.`,
         ),
       );
       return;

@@ -1,12 +1,21 @@
 /**
  * What a slave copies from its master besides the commit log (RocketMQ's `SlaveSynchronize`):
- * topic configs (so pulls on the slave find their topics) and subscription-group configs.
- * Called by the slave's replication loop when it connects and every `slaveSyncIntervalMs`.
- * Consumer offsets are not copied: consumers commit to the master, and offsets committed to a
- * slave while its master is down reach the master again from the consumers themselves.
+ * topic configs (so pulls on the slave find their topics), subscription-group configs, consumer
+ * offsets (so a consumer that starts while the master is down resumes where its group was) and
+ * the delay levels' progress (so a slave restarted as master does not deliver them again).
+ * Called by the slave's replication loop when it connects, when the master's config version
+ * changes and every `slaveSyncIntervalMs`. Offsets are a put-all, as in RocketMQ: offsets committed
+ * to the slave while its master was down are overwritten by the master's at the next copy after it
+ * returns, by when the consumers commit to the master again.
  */
+import path from "node:path";
+import { JsonFile } from "../../store/index.ts";
 import { BrokerActor, type SubscriptionGroupConfig, type TopicConfig, type TopicConfigTable } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { CONFIG_DIR } from "./configFile.ts";
+import { type ConsumerOffsetFile, consumerOffsetsOf } from "./consumerOffsetManager.ts";
+import { brokerDelayLevels } from "./delayRouting.ts";
+import { DELAY_OFFSET_FILE, type DelayOffsetFile, readDelayOffsets } from "./scheduler.ts";
 
 const SYNC_TIMEOUT_MS = 3_000;
 
@@ -36,6 +45,26 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
     changed++;
   }
   if (changed > 0) ctx.logger.info({ changed }, "configs copied from master");
+  await syncOffsetsFromMaster(ctx, masterAddress);
   // the same form the master's `ha` actor reports in each transfer reply
   return { changed, configVersion: `${topics.fields.dataVersion}/${(groups.fields as { dataVersion?: number }).dataVersion}` };
+}
+
+/** Copies the master's consumer offsets and delay-level progress; returns how many entries changed. */
+export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: string): Promise<number> {
+  const consumer = await ctx.node
+    .ref(masterAddress, BrokerActor.OFFSETS)
+    .ask<ConsumerOffsetFile>({ type: "GET_ALL_CONSUMER_OFFSET" }, { timeoutMs: SYNC_TIMEOUT_MS });
+  let changed = consumerOffsetsOf(ctx).mergeFrom(consumer.fields.offsetTable);
+  const delay = await ctx.node
+    .ref(masterAddress, BrokerActor.SCHEDULER)
+    .ask<DelayOffsetFile>({ type: "GET_ALL_DELAY_OFFSET" }, { timeoutMs: SYNC_TIMEOUT_MS });
+  const file = path.join(ctx.config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE);
+  const mine = readDelayOffsets(file, brokerDelayLevels(ctx.config.messageDelayLevel).length);
+  const theirs = delay.fields.offsetTable ?? {};
+  const differs = mine.filter((o, i) => typeof theirs[String(i + 1)] === "number" && theirs[String(i + 1)] !== o).length;
+  if (differs > 0) JsonFile.write(file, { offsetTable: theirs } satisfies DelayOffsetFile);
+  changed += differs;
+  if (changed > 0) ctx.logger.debug({ changed }, "offsets copied from master");
+  return changed;
 }

@@ -216,6 +216,25 @@ test("the store lock: a live holder refuses; a dead, zombie or reused-pid holder
   }
 });
 
+test("startReplicaAt: an empty store begins at a segment boundary and reopens there; refused when unaligned or not empty", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir));
+  assert.throws(() => s.startReplicaAt(8192 + 1), isCode("MALFORMED"));
+  s.startReplicaAt(3 * 8192);
+  assert.equal(s.minPhyOffset, 3 * 8192);
+  assert.equal(s.maxPhyOffset, 3 * 8192);
+  await s.close();
+  s = await MessageStore.open(small(dir));
+  assert.equal(s.minPhyOffset, 3 * 8192, "reopened where it began");
+  assert.equal(s.maxPhyOffset, 3 * 8192);
+  const r = await s.putMessages(batch("Late", 0, [{ body: "first" }]));
+  assert.equal(r.status, "PUT_OK");
+  assert.equal(s.maxPhyOffset > 3 * 8192, true);
+  assert.throws(() => s.startReplicaAt(5 * 8192), isCode("ILLEGAL_ARGUMENT"));
+  await s.close();
+});
+
 test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
@@ -6,7 +7,7 @@ import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { haServiceOf } from "../../../actors/broker/haService.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
-import { decodeRecords } from "../../../transport/messageRecord.ts";
+import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
@@ -76,7 +77,7 @@ function commitLogBytes(b: Broker): Buffer {
 
 function bodies(b: Broker, topic: string, queueId: number): string[] {
   const out: string[] = [];
-  let offset = 0;
+  let offset = b.store.getMinOffset(topic, queueId);
   for (;;) {
     const r = b.store.getMessage("check", topic, queueId, offset, 32);
     if (r.status !== "FOUND") return out;
@@ -115,6 +116,115 @@ test("a slave catches up from zero across segment ends, with identical commit lo
   assert.equal(route.brokerAddrs["1"], slave.address);
   // topic configs came from the master, so pulls on the slave find the topic
   await waitFor(() => slave.ctx.topics.get("HaTopic"), 5000, "topic config copied to the slave");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("an empty slave of a master whose oldest segments are deleted begins at the master's oldest offset; a slave left behind them is refused", async () => {
+  const master = await startBroker({ brokerName: "ha4", storeDir: path.join(dir, "ha4-m") });
+  const behindOpts = {
+    brokerName: "ha4",
+    brokerId: 2,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha4-s2"),
+    haReconnectMs: 100,
+  };
+  let behind = await startBroker(behindOpts);
+  await sendMany(master, "Gone", 100, "a");
+  await waitFor(() => behind.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "the second slave caught up once");
+  const behindAt = behind.store.maxPhyOffset;
+  await closeBroker(behind);
+
+  await sendMany(master, "Gone", 800, "b");
+  assert.ok(master.store.deleteExpiredFiles(Date.now() + 365 * 24 * 3600_000) >= 2, "oldest segments deleted");
+  const oldest = master.store.minPhyOffset;
+  assert.ok(oldest > behindAt && oldest % SEGMENT === 0);
+
+  const slaveOpts = { brokerName: "ha4", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha4-s1") };
+  let slave = await startBroker(slaveOpts);
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 15_000, "the empty slave caught up");
+  assert.equal(slave.store.minPhyOffset, oldest);
+  assert.ok(commitLogBytes(slave).equals(commitLogBytes(master)), "the slave holds what the master holds, byte for byte");
+  for (let q = 0; q < 4; q++) {
+    assert.equal(slave.store.getMinOffset("Gone", q), master.store.getMinOffset("Gone", q), `queue ${q} begins where the master's does`);
+    assert.deepEqual(bodies(slave, "Gone", q), bodies(master, "Gone", q), `queue ${q}`);
+  }
+  assert.ok(bodies(slave, "Gone", 0).length > 0);
+
+  // restarted, it recovers a log that begins past zero and follows new data from its own offset
+  await closeBroker(slave);
+  await sendMany(master, "Gone", 50, "c");
+  slave = await startBroker(slaveOpts);
+  assert.equal(slave.store.minPhyOffset, oldest);
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 15_000, "the restarted slave caught up");
+  for (let q = 0; q < 4; q++) assert.deepEqual(bodies(slave, "Gone", q), bodies(master, "Gone", q), `queue ${q} after restart`);
+
+  // a slave holding bytes older than the master's oldest cannot be continued: refused, its store untouched
+  behind = await startBroker(behindOpts);
+  await waitFor(() => haClientOf(behind.ctx).status.failures >= 2, 10_000, "the master refuses the stale slave");
+  assert.equal(behind.store.maxPhyOffset, behindAt);
+  assert.equal(behind.store.minPhyOffset, 0);
+  assert.equal(haClientOf(behind.ctx).status.connected, false);
+  await closeBroker(behind);
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("a slave copies its master's consumer offsets and delay-level progress", async () => {
+  const master = await startBroker({ brokerName: "ha5", storeDir: path.join(dir, "ha5-m") });
+  const slaveDir = path.join(dir, "ha5-s");
+  const slave = await startBroker({
+    brokerName: "ha5",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: slaveDir,
+    slaveSyncIntervalMs: 200,
+  });
+  await sendMany(master, "Offs", 40, "a");
+  const commit = (queueId: number, commitOffset: number) =>
+    raw
+      .ref(master.address, BrokerActor.OFFSETS)
+      .ask({ type: "UPDATE_CONSUMER_OFFSET", consumerGroup: "cg5", topic: "Offs", queueId, commitOffset });
+  await commit(0, 7);
+  await commit(3, 9);
+  const slaveOffset = (queueId: number) =>
+    raw
+      .ref(slave.address, BrokerActor.OFFSETS)
+      .ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", consumerGroup: "cg5", topic: "Offs", queueId })
+      .then(
+        (r) => r.fields.offset,
+        () => -1,
+      );
+  await waitFor(async () => (await slaveOffset(0)) === 7 && (await slaveOffset(3)) === 9, 10_000, "offsets copied to the slave");
+  await commit(0, 5); // a smaller offset is copied too (a reset on the master)
+  await waitFor(async () => (await slaveOffset(0)) === 5, 10_000, "the lower offset copied");
+
+  // a message on delay level 1 (1 s) is delivered by the master; its progress reaches the slave's delayOffset.json
+  const r = await raw.ref(master.address, BrokerActor.BROKER).ask<SendMessageReply>(
+    {
+      type: "SEND_MESSAGE",
+      producerGroup: "pg",
+      topic: "Offs",
+      queueId: 0,
+      sysFlag: 0,
+      bornTimestamp: Date.now(),
+      properties: encodeProperties({ DELAY: "1" }),
+    },
+    { body: Buffer.from("later") },
+  );
+  assert.equal(r.fields.status, "SEND_OK");
+  const delayFile = path.join(slaveDir, "config", "delayOffset.json");
+  await waitFor(
+    () => {
+      try {
+        return (JSON.parse(readFileSync(delayFile, "utf8")) as { offsetTable: Record<string, number> }).offsetTable["1"] === 1;
+      } catch {
+        return false;
+      }
+    },
+    15_000,
+    "level 1's progress copied to the slave",
+  );
   await closeBroker(slave);
   await closeBroker(master);
 });
