@@ -1149,13 +1149,23 @@ export class MessageStore {
   }
 
   /**
+   * True when the store holds no commit-log bytes and no consume queue ever had an entry (a store
+   * whose every record expired is not empty: its queues would go on from their old offsets).
+   */
+  isEmpty(): boolean {
+    if (this.maxPhyOffset !== this.minPhyOffset) return false;
+    for (const m of this.queues.values()) for (const q of m.values()) if (q.maxOffset > 0) return false;
+    return true;
+  }
+
+  /**
    * Makes an empty store's commit log begin at `phy`, a segment boundary: a replica joining a
    * master whose oldest segments were deleted. Consume queues then begin at the queue offsets of
    * the first records replicated.
    */
   startReplicaAt(phy: number): void {
     this.checkOpen();
-    if (this.maxPhyOffset !== this.minPhyOffset)
+    if (!this.isEmpty())
       throw new MQError("ILLEGAL_ARGUMENT", "Only an empty store can begin at another commit-log offset; this one holds records.");
     if (!Number.isSafeInteger(phy) || phy < 0 || phy % this.commitLog.segmentBytes !== 0)
       throw new MQError(

@@ -113,7 +113,7 @@ export class HAClient {
   private async transferOnce(master: string): Promise<void> {
     const { ctx } = this;
     const offset = ctx.store.maxPhyOffset;
-    const empty = offset === ctx.store.minPhyOffset;
+    const empty = ctx.store.isEmpty();
     const req: HaTransferRequest = { slaveId: ctx.config.brokerId, slaveAddr: ctx.brokerAddr, offset, empty };
     const r = await ctx.node
       .ref(master, BrokerActor.HA)
@@ -129,7 +129,7 @@ export class HAClient {
     const startAt = r.fields.startAt;
     if (startAt !== undefined) {
       // the master no longer holds our offset; an empty store begins where the master's log does
-      if (ctx.store.maxPhyOffset !== ctx.store.minPhyOffset) return;
+      if (!ctx.store.isEmpty()) return;
       ctx.store.startReplicaAt(Number(startAt));
       ctx.logger.info({ master, startAt }, "empty store begins at the master's oldest offset");
       this.status.offset = ctx.store.maxPhyOffset;

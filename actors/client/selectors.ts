@@ -15,12 +15,27 @@ function requireQueues(queues: readonly MessageQueue[]): void {
 }
 
 /**
- * `SelectMessageQueueByHash`: `queues[|hash(String(arg)) mod n|]` with Java's String.hashCode,
- * so one sharding key always lands on the same queue (ordered messages per key).
+ * Java's `arg.hashCode()` for the values a JS caller passes as a sharding key: an integer in int
+ * range is an `Integer` (its value), a larger safe integer or a bigint a `Long`
+ * (`(int)(v ^ (v >>> 32))`), anything else the `String.hashCode` of its string form.
+ */
+export function javaArgHashCode(arg: unknown): number {
+  if (typeof arg === "number" && Number.isInteger(arg) && arg >= -0x80000000 && arg <= 0x7fffffff) return arg;
+  if ((typeof arg === "number" && Number.isSafeInteger(arg)) || typeof arg === "bigint") {
+    const v = BigInt.asUintN(64, BigInt(arg));
+    return Number(BigInt.asIntN(32, v ^ (v >> 32n)));
+  }
+  return javaStringHashCode(String(arg));
+}
+
+/**
+ * `SelectMessageQueueByHash`: `queues[|arg.hashCode() mod n|]` with Java's hash codes (see
+ * {@link javaArgHashCode}), so one sharding key always lands on the same queue (ordered messages
+ * per key) and an integer order id lands on `|id mod n|`, as it does in RocketMQ.
  */
 export const selectByHash: MessageQueueSelector = (queues, _msg, arg) => {
   requireQueues(queues);
-  const value = javaStringHashCode(String(arg)) % queues.length;
+  const value = javaArgHashCode(arg) % queues.length;
   return queues[Math.abs(value)]!;
 };
 

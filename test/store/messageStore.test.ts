@@ -220,6 +220,7 @@ test("startReplicaAt: an empty store begins at a segment boundary and reopens th
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
   let s = await MessageStore.open(small(dir));
+  assert.equal(s.isEmpty(), true);
   assert.throws(() => s.startReplicaAt(8192 + 1), isCode("MALFORMED"));
   s.startReplicaAt(3 * 8192);
   assert.equal(s.minPhyOffset, 3 * 8192);
@@ -231,6 +232,7 @@ test("startReplicaAt: an empty store begins at a segment boundary and reopens th
   const r = await s.putMessages(batch("Late", 0, [{ body: "first" }]));
   assert.equal(r.status, "PUT_OK");
   assert.equal(s.maxPhyOffset > 3 * 8192, true);
+  assert.equal(s.isEmpty(), false);
   assert.throws(() => s.startReplicaAt(5 * 8192), isCode("ILLEGAL_ARGUMENT"));
   await s.close();
 });
