@@ -26,8 +26,15 @@ test("kill -9 and restart: resumes from the last committed offset, nothing lost"
     const first = startConsumerChild({ ...env, INSTANCE: "first" });
     await first.ready;
     await waitFor(() => first.consumed.length >= 600, 20_000, "600 messages before the kill");
-    // let a persist round pass so something is committed, then kill without warning
-    await new Promise((r) => setTimeout(r, 300));
+    // once both queues have something committed, kill without warning
+    await waitFor(
+      async () => {
+        const p = (await admin.consumerProgress("cgCrash")).filter((x) => x.topic === "Crash");
+        return p.length === 2 && p.every((x) => x.consumerOffset > 0);
+      },
+      20_000,
+      "offsets committed for both queues",
+    );
     first.proc.kill("SIGKILL");
     await first.exited;
     const progress = (await admin.consumerProgress("cgCrash")).filter((p) => p.topic === "Crash");
