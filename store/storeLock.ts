@@ -45,7 +45,8 @@ function holderAlive(lock: string): number | undefined {
   const [pidText, started] = lock.trim().split(" ");
   const pid = Number(pidText);
   if (!isAlive(pid)) return undefined;
-  if (started !== undefined && startTimeOf(pid) !== undefined && startTimeOf(pid) !== started) return undefined;
+  const now = started === undefined ? undefined : startTimeOf(pid);
+  if (now !== undefined && now !== started) return undefined;
   return pid;
 }
 

@@ -45,7 +45,10 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
     changed++;
   }
   if (changed > 0) ctx.logger.info({ changed }, "configs copied from master");
-  await syncOffsetsFromMaster(ctx, masterAddress);
+  // offsets are copied again every interval: a failure here does not make the configs copy again
+  await syncOffsetsFromMaster(ctx, masterAddress).catch((e: unknown) =>
+    ctx.logger.warn({ err: (e as Error).message }, "offset copy from master failed"),
+  );
   // the same form the master's `ha` actor reports in each transfer reply
   return { changed, configVersion: `${topics.fields.dataVersion}/${(groups.fields as { dataVersion?: number }).dataVersion}` };
 }
@@ -62,8 +65,15 @@ export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: s
   const file = path.join(ctx.config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE);
   const mine = readDelayOffsets(file, brokerDelayLevels(ctx.config.messageDelayLevel).length);
   const theirs = delay.fields.offsetTable ?? {};
-  const differs = mine.filter((o, i) => typeof theirs[String(i + 1)] === "number" && theirs[String(i + 1)] !== o).length;
-  if (differs > 0) JsonFile.write(file, { offsetTable: theirs } satisfies DelayOffsetFile);
+  const offsetTable: Record<string, number> = {};
+  let differs = 0;
+  mine.forEach((o, i) => {
+    const t = theirs[String(i + 1)];
+    const v = typeof t === "number" && Number.isSafeInteger(t) && t >= 0 ? t : o;
+    if (v !== o) differs++;
+    offsetTable[String(i + 1)] = v;
+  });
+  if (differs > 0) JsonFile.write(file, { offsetTable } satisfies DelayOffsetFile);
   changed += differs;
   if (changed > 0) ctx.logger.debug({ changed }, "offsets copied from master");
   return changed;
