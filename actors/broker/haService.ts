@@ -38,6 +38,8 @@ interface SyncWaiter {
 export class HAService {
   readonly tuning: Required<HaTuning>;
   private readonly slaves = new Map<string, SlaveConnection>();
+  /** slaves refused since they were last served: each refusal is logged once, not at every retry */
+  private readonly refused = new Set<string>();
   private held: HeldTransfer[] = [];
 
   /** No slave connected and no transfer held: wakes and ticks have nothing to do. */
@@ -110,16 +112,13 @@ export class HAService {
       return;
     }
     const store = this.ctx.store;
+    const key = `${slaveId}@${slaveAddr}`;
     if (offset > store.maxPhyOffset) {
-      this.ctx.logger.warn(
-        { slaveAddr, slaveOffset: offset, masterMaxOffset: store.maxPhyOffset },
+      this.refuse(
+        key,
+        reply,
         "slave is ahead of the master's commit log",
-      );
-      reply.fail(
-        new MQError(
-          "ILLEGAL_ARGUMENT",
-          `The slave holds the commit log up to ${offset} but the master only up to ${store.maxPhyOffset}: the master lost data; rebuild one of them from the other.`,
-        ),
+        `The slave holds the commit log up to ${offset} but the master only up to ${store.maxPhyOffset}: the master lost data; rebuild one of them from the other.`,
       );
       return;
     }
@@ -130,15 +129,15 @@ export class HAService {
         reply.ok({ offset, masterMaxOffset: store.maxPhyOffset, startAt: store.minPhyOffset } satisfies HaTransferReply);
         return;
       }
-      reply.fail(
-        new MQError(
-          "ILLEGAL_ARGUMENT",
-          `The slave holds the commit log up to ${offset}, older than the master's oldest offset (${store.minPhyOffset}); the bytes between are gone: empty the slave's store directory and it replicates from the master's oldest segment.`,
-        ),
+      this.refuse(
+        key,
+        reply,
+        "slave is behind the master's oldest segment",
+        `The slave holds the commit log up to ${offset}, older than the master's oldest offset (${store.minPhyOffset}); the bytes between are gone: empty the slave's store directory and it replicates from the master's oldest segment.`,
       );
       return;
     }
-    const key = `${slaveId}@${slaveAddr}`;
+    this.refused.delete(key);
     const prev = this.slaves.get(key);
     if (!prev) this.ctx.logger.info({ slaveId, slaveAddr, offset }, "slave connected");
     this.slaves.set(key, { slaveId, slaveAddr, ackedOffset: offset, lastSeenMs: now });
@@ -147,6 +146,18 @@ export class HAService {
     this.releaseWaiters(offset);
     const h: HeldTransfer = { key, offset, reply, deadline: now + this.tuning.haHoldMs };
     if (!this.serve(h)) this.held.push(h);
+  }
+
+  /** Fails a slave's transfer with ILLEGAL_ARGUMENT; logs it the first time since the slave was last served. */
+  private refuse(key: string, reply: Replier, what: string, message: string): void {
+    if (!this.refused.has(key)) {
+      this.refused.add(key);
+      this.ctx.logger.warn(
+        { slave: key, masterMinOffset: this.ctx.store.minPhyOffset, masterMaxOffset: this.ctx.store.maxPhyOffset },
+        what,
+      );
+    }
+    reply.fail(new MQError("ILLEGAL_ARGUMENT", message));
   }
 
   /** New data (or a tick): answers held transfers that now have bytes, and those whose hold ran out. */

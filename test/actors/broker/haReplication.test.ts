@@ -159,9 +159,20 @@ test("an empty slave of a master whose oldest segments are deleted begins at the
   await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 15_000, "the restarted slave caught up");
   for (let q = 0; q < 4; q++) assert.deepEqual(bodies(slave, "Gone", q), bodies(master, "Gone", q), `queue ${q} after restart`);
 
-  // a slave holding bytes older than the master's oldest cannot be continued: refused, its store untouched
+  // a slave holding bytes older than the master's oldest cannot be continued: refused, its store untouched;
+  // the master logs the refusal once, not at every retry
+  const warnings: unknown[] = [];
+  const warn = master.ctx.logger.warn.bind(master.ctx.logger);
+  master.ctx.logger.warn = ((obj: unknown, msg?: string) => {
+    warnings.push(msg);
+    warn(obj as object, msg);
+  }) as typeof master.ctx.logger.warn;
   behind = await startBroker(behindOpts);
-  await waitFor(() => haClientOf(behind.ctx).status.failures >= 2, 10_000, "the master refuses the stale slave");
+  await waitFor(() => haClientOf(behind.ctx).status.failures >= 3, 10_000, "the master refuses the stale slave");
+  assert.deepEqual(
+    warnings.filter((m) => m === "slave is behind the master's oldest segment"),
+    ["slave is behind the master's oldest segment"],
+  );
   assert.equal(behind.store.maxPhyOffset, behindAt);
   assert.equal(behind.store.minPhyOffset, 0);
   assert.equal(haClientOf(behind.ctx).status.connected, false);
