@@ -461,16 +461,8 @@ export class OffsetMsgIdWriter {
   /** The id of the record at `commitLogOffset` (same text as {@link offsetMsgId}). */
   idFor(commitLogOffset: number): string {
     const s = this.scratch;
-    let hi = Math.floor(commitLogOffset / 0x100000000);
-    let lo = commitLogOffset >>> 0;
-    for (let i = 31; i >= 24; i--) {
-      s[i] = HEX_CODES[lo & 15]!;
-      lo >>>= 4;
-    }
-    for (let i = 23; i >= 16; i--) {
-      s[i] = HEX_CODES[hi & 15]!;
-      hi >>>= 4;
-    }
+    writeHex32(s, 16, Math.floor(commitLogOffset / 0x100000000));
+    writeHex32(s, 24, commitLogOffset >>> 0);
     return s.toString("latin1", 0, 32);
   }
 }
@@ -485,15 +477,29 @@ export function parseOffsetMsgId(id: string): { storeHost: string; commitLogOffs
 }
 
 const UNIQ_PREFIX = randomBytes(6).toString("hex").toUpperCase() + (process.pid & 0xffff).toString(16).toUpperCase().padStart(4, "0");
+/** The id's 32 characters: the prefix once, the time hex once per millisecond, the counter per id. */
+const uniqText = Buffer.from(`${UNIQ_PREFIX}${"0".repeat(16)}`, "latin1");
 let uniqCounter = 0;
-let uniqTimeBase = 0;
+let uniqTime = -1;
+
+/** Writes `v` (uint32) as 8 upper-case hex digits at `pos`. */
+function writeHex32(buf: Buffer, pos: number, v: number): void {
+  for (let i = pos + 7; i >= pos; i--) {
+    buf[i] = HEX_CODES[v & 15]!;
+    v >>>= 4;
+  }
+}
 
 /** A message's UNIQ_KEY: 32 upper-case hex chars = process prefix (16) + time (8) + counter (8). */
 export function createUniqId(): string {
   const now = Date.now();
-  if (now !== uniqTimeBase) uniqTimeBase = now;
+  if (now !== uniqTime) {
+    uniqTime = now;
+    writeHex32(uniqText, 16, now >>> 0);
+  }
   uniqCounter = (uniqCounter + 1) >>> 0;
-  return UNIQ_PREFIX + (now >>> 0).toString(16).toUpperCase().padStart(8, "0") + uniqCounter.toString(16).toUpperCase().padStart(8, "0");
+  writeHex32(uniqText, 24, uniqCounter);
+  return uniqText.toString("latin1", 0, 32);
 }
 
 // ---------------------------------------------------------------------------------------------
