@@ -85,6 +85,9 @@ export function scanCommitLog(
         continue;
       }
       flushRun();
+      // the written part of the segment ends here: do not scan the unwritten rest (up to a whole
+      // segment of zeros, ~2 s per GiB) for records that cannot be there
+      if (zeroWindow(seg, pos, segBytes, window)) break;
       const next = resync(seg, pos + 1, segBytes, maxRecordBytes, window);
       if (next < 0) break;
       pendingDamage = true;
@@ -97,6 +100,23 @@ export function scanCommitLog(
   }
   result.cutBytes = tornTailBytes(log, result.end, window);
   return result;
+}
+
+const ZERO_CHUNK = Buffer.alloc(1024 * 1024);
+const chunk = Buffer.alloc(ZERO_CHUNK.length);
+
+/**
+ * True when the `window` bytes from `pos` (or the rest of the segment) are all zeros: where a record
+ * should start, that is the end of what was ever written (segments are sparse files). A damaged
+ * region followed by more records is not this long (the same assumption as {@link tornTailBytes}).
+ */
+function zeroWindow(seg: Segment, pos: number, segBytes: number, window: number): boolean {
+  const end = Math.min(segBytes, pos + window);
+  for (let at = pos; at < end; at += ZERO_CHUNK.length) {
+    const len = Math.min(ZERO_CHUNK.length, end - at);
+    if (!seg.read(at, len, chunk, 0).equals(ZERO_CHUNK.subarray(0, len))) return false;
+  }
+  return true;
 }
 
 /**

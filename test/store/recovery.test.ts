@@ -221,3 +221,39 @@ test("recovery reports as cut exactly the torn bytes after the last record, noth
     await cleanup();
   }
 });
+
+test("a crash recovery reads about one window past the written end of a large, mostly unwritten segment; a zeroed record inside the log is still stepped over", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const big = 256 * 1024 * 1024; // sparse: the file takes only what was written
+  let s = await MessageStore.open(opts(dir, { commitLogSegmentBytes: big }));
+  const at = await fill(s, 6);
+  const want = [readAll(s, 0), readAll(s, 1)];
+  await s.close();
+  for (const f of ["checkpoint", "checkpoint.bak"]) fs.rmSync(path.join(dir, f), { force: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  const crashed = await bytesRead(() => MessageStore.open(opts(dir, { commitLogSegmentBytes: big })));
+  s = crashed.value;
+  assert.equal(s.recovery.mode, "abnormal");
+  assert.deepEqual([readAll(s, 0), readAll(s, 1)], want);
+  assert.equal(s.recovery.log.damagedRegions, 0);
+  // the record walk plus one window of zeros to see the end, plus one for the torn-tail check
+  assert.ok(crashed.bytes <= 3 * 16 * 1024 * 1024 + 1024 * 1024, `recovery read ${crashed.bytes} bytes of a ${big}-byte segment`);
+  await s.close();
+
+  // zero the third batch (8 records): the records after it are found again, only those are lost
+  const file = path.join(dir, "commitlog", "0".padStart(20, "0"));
+  const fd = fs.openSync(file, "r+");
+  fs.writeSync(fd, Buffer.alloc(at[3]! - at[2]!), 0, at[3]! - at[2]!, at[2]!);
+  fs.closeSync(fd);
+  for (const f of ["checkpoint", "checkpoint.bak"]) fs.rmSync(path.join(dir, f), { force: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  s = await MessageStore.open(opts(dir, { commitLogSegmentBytes: big }));
+  t.after(() => s.close());
+  assert.equal(s.recovery.log.damagedRegions, 1);
+  const lost = new Set(Array.from({ length: 8 }, (_, j) => `m2-${j}-xxxxxxx`.slice(0, 12)));
+  assert.deepEqual(
+    [readAll(s, 0), readAll(s, 1)],
+    want.map((q) => q.filter((b) => !lost.has(b))),
+  );
+});
