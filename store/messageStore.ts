@@ -360,6 +360,7 @@ export class MessageStore {
         if (p < e) this.dispatcher.dispatch(buf, p, e, phy + (p - s), false);
       },
       from,
+      this.zerosEndFrom(cp),
     );
     this.commitLog.truncateTo(scan.end);
     // after a clean shutdown entries can only point past the end when the log was cut below what
@@ -395,13 +396,30 @@ export class MessageStore {
     return null;
   }
 
+  /**
+   * Where recovery may take a window of zeros for the unwritten end of the log: the last segment,
+   * and not below what the checkpoint saw flushed (below that, records were on disk: a region of
+   * zeros there is damage, scanned through for the records after it).
+   */
+  private zerosEndFrom(cp: StoreCheckpoint | null): number {
+    const log = this.commitLog;
+    const lastStart = log.segments[log.segments.length - 1]?.start ?? 0;
+    return Math.max(lastStart, cp?.flushedOffset ?? 0);
+  }
+
   /** Rebuilds consume queues and index from the whole commit log, checked record by record. */
   private rebuildAll(mode: "normal" | "abnormal", why: string | null): void {
     for (const m of this.queues.values()) for (const q of m.values()) q.close();
     this.queues.clear();
     fs.rmSync(path.join(this.options.dir, "consumequeue"), { recursive: true, force: true });
     this.index.reset();
-    const log = scanCommitLog(this.commitLog, this.maxRecordBytes, (buf, s, e, phy) => this.dispatcher.dispatch(buf, s, e, phy, false));
+    const log = scanCommitLog(
+      this.commitLog,
+      this.maxRecordBytes,
+      (buf, s, e, phy) => this.dispatcher.dispatch(buf, s, e, phy, false),
+      0,
+      this.zerosEndFrom(readCheckpoint(this.checkpointFile)),
+    );
     this.commitLog.truncateTo(log.end);
     this.recovery = { mode, log, checkedFrom: this.commitLog.minOffset, redispatchedFrom: this.commitLog.minOffset, rebuilt: why };
   }

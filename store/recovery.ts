@@ -26,12 +26,16 @@ const DEFAULT_WINDOW = 16 * 1024 * 1024;
 /**
  * Scans the commit-log segments from index `fromSegment` on; `onRecords(buf, start, end, basePhy)`
  * receives runs of valid records in log order. Replica fillers are stepped over like records.
+ * From physical offset `zerosEndFrom` on (the last segment, and not below what a checkpoint saw
+ * flushed), a window of zeros where a record should start ends the scan: that is the unwritten
+ * rest of the segment. Below it a damaged region is always scanned through for the next record.
  */
 export function scanCommitLog(
   log: CommitLog,
   maxRecordBytes: number,
   onRecords: (buf: Buffer, start: number, end: number, basePhy: number) => void,
   fromSegment = 0,
+  zerosEndFrom = log.segments[log.segments.length - 1]?.start ?? 0,
 ): LogScanResult {
   const result: LogScanResult = { end: log.segments[fromSegment]?.start ?? log.minOffset, records: 0, damagedRegions: 0, cutBytes: 0 };
   const segBytes = log.segmentBytes;
@@ -87,7 +91,7 @@ export function scanCommitLog(
       flushRun();
       // the written part of the segment ends here: do not scan the unwritten rest (up to a whole
       // segment of zeros, ~2 s per GiB) for records that cannot be there
-      if (zeroWindow(seg, pos, segBytes, window)) break;
+      if (seg.start + pos >= zerosEndFrom && zeroWindow(seg, pos, segBytes, window)) break;
       const next = resync(seg, pos + 1, segBytes, maxRecordBytes, window);
       if (next < 0) break;
       pendingDamage = true;

@@ -257,3 +257,28 @@ test("a crash recovery reads about one window past the written end of a large, m
     want.map((q) => q.filter((b) => !lost.has(b))),
   );
 });
+
+test("below what the checkpoint saw flushed, a long run of zeros is damage: recovery scans through it and keeps the records after it", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const big = 64 * 1024 * 1024;
+  let s = await MessageStore.open(opts(dir, { commitLogSegmentBytes: big }));
+  const at = await fill(s, 2400); // ~20 MiB in one segment
+  const end = s.maxPhyOffset;
+  await s.close(); // checkpoint: flushed up to `end`
+  // 17 MiB of zeros from the 100th batch on (more than the 16 MiB window), records after it
+  const from = at[100]!;
+  const to = at.find((o) => o >= from + 17 * 1024 * 1024)!;
+  assert.ok(to < end, "records follow the zeroed run");
+  const fd = fs.openSync(path.join(dir, "commitlog", "0".padStart(20, "0")), "r+");
+  fs.writeSync(fd, Buffer.alloc(to - from), 0, to - from, from);
+  fs.closeSync(fd);
+  fs.writeFileSync(path.join(dir, "abort"), "1"); // as after a crash, with the checkpoint kept
+  s = await MessageStore.open(opts(dir, { commitLogSegmentBytes: big }));
+  t.after(() => s.close());
+  assert.equal(s.recovery.mode, "abnormal");
+  assert.equal(s.recovery.log.end, end, "nothing after the zeroed run was cut");
+  assert.equal(s.recovery.log.damagedRegions, 1);
+  const last = at.length - 1;
+  assert.ok(readAll(s, last % 2).includes(`m${last}-7-xxxxxxx`.slice(0, 12)), "the last batch is still served");
+});
