@@ -1,9 +1,20 @@
 /**
- * The message index: lookups by `topic#key` (each KEYS entry) and `topic#UNIQ_KEY`. Entries
- * (key hash 4, commit-log offset 8, store timestamp 8) are appended to files of fixed size; the
- * hash slots and per-slot chains (RocketMQ's IndexFile structure) live in memory and are rebuilt
- * from the files on start. Every hit is checked against the commit-log record before it is served,
- * so a damaged or stale entry can only make a lookup miss, never return a wrong message.
+ * The message index, in RocketMQ's IndexFile layout (reference §10.3): lookups by `topic#key`
+ * (each KEYS entry) and `topic#UNIQ_KEY`. Files of one fixed size, named by their number:
+ *
+ *   header 40 B: beginTimestamp 8 | endTimestamp 8 | beginPhyOffset 8 | endPhyOffset 8 |
+ *                hashSlotCount 4 (slots in use) | indexCount 4 (next entry; entry 0 is the null entry)
+ *   hash slots:  slotCount x 4 B, the newest entry of each slot (0 = none)
+ *   entries:     entriesPerFile x 20 B: keyHash 4 (|Java hashCode|, MIN_VALUE -> 0) | phyOffset 8 |
+ *                timeDiff 4 (seconds since beginTimestamp) | previous entry of the same slot 4
+ *
+ * Only the file being written lives in memory (its slot table and the entries not yet written);
+ * full files are read on lookup (one slot, then its chain), so memory stays the same however many
+ * messages the store holds, and an open reads only the last file's entries (its slot table is
+ * rebuilt from them, so a crash that tore it costs nothing). A full file's slot table and header
+ * are written and synced before the next file starts. Files are numbered in order; deleting the
+ * oldest leaves the rest with their numbers. Every hit is checked against the commit-log
+ * record before it is served, so a damaged or stale entry can only make a lookup miss.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -12,28 +23,49 @@ import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /** Bytes of one index entry on disk. */
 export const INDEX_ENTRY_BYTES = 20;
-/** Default hash-slot count (RocketMQ uses 5 000 000 per 420 MB file). */
+/** Bytes of an index file's header. */
+export const INDEX_HEADER_BYTES = 40;
+/** Default hash-slot count per file (RocketMQ uses 5 000 000 per 20 000 000 entries). */
 export const DEFAULT_INDEX_SLOTS = 1 << 20;
-/** Default entries per index file. */
+/** Default entries per index file (entry 0 of each file is the null entry). */
 export const DEFAULT_INDEX_ENTRIES_PER_FILE = 1_000_000;
-/** Loading reads index files in chunks of this many bytes (a multiple of the entry size). */
-const LOAD_CHUNK_BYTES = INDEX_ENTRY_BYTES * 16 * 1024;
+/** An open reads the last file's entries this many at a time. */
+const LOAD_CHUNK_ENTRIES = 16 * 1024;
+const INT_MAX = 0x7fffffff;
+
+/** One index file and its header fields. */
+interface IndexFile {
+  seg: Segment;
+  beginTs: number;
+  endTs: number;
+  beginPhy: number;
+  endPhy: number;
+  slotsUsed: number;
+  /** next entry (1 when empty) */
+  count: number;
+}
+
+/** RocketMQ's key hash: |hashCode|, with Integer.MIN_VALUE as 0. */
+function keyHashOf(hash: number): number {
+  return hash === -0x80000000 ? 0 : Math.abs(hash);
+}
 
 /** The key index of a store. */
 export class IndexService {
+  private files: IndexFile[] = [];
+  /** the slot table of the last file (the one written); `slotsOf` says which file it is */
   private readonly slots: Int32Array;
-  private hashes = new Int32Array(1024);
-  private phys = new Float64Array(1024);
-  private times = new Float64Array(1024);
-  private prev = new Int32Array(1024);
-  /** entries held (entry 0 is the "null" entry, as in RocketMQ) */
-  private count = 1;
-  private files: Segment[] = [];
+  private slotsOf: IndexFile | null = null;
+  /** entries of the last file not yet written, from entry `pendingFirst` on */
   private pending: Buffer;
   private pendingLen = 0;
   private pendingFirst = 1;
-  /** entries below this count are on disk */
-  private syncedCount = 1;
+  /** the last file's header is written with the next entries (its begin fields are new) */
+  private headerDirty = false;
+  /** files written since the last sync */
+  private readonly unsynced = new Set<IndexFile>();
+  private readonly header = Buffer.alloc(INDEX_HEADER_BYTES);
+  private readonly fileBytes: number;
 
   constructor(
     private readonly dir: string,
@@ -42,67 +74,122 @@ export class IndexService {
   ) {
     this.slots = new Int32Array(slotCount);
     this.pending = Buffer.allocUnsafe(64 * 1024);
+    this.fileBytes = INDEX_HEADER_BYTES + slotCount * 4 + entriesPerFile * INDEX_ENTRY_BYTES;
     fs.mkdirSync(dir, { recursive: true });
+  }
+
+  private entryPos(i: number): number {
+    return INDEX_HEADER_BYTES + this.slots.length * 4 + i * INDEX_ENTRY_BYTES;
+  }
+
+  private get last(): IndexFile | undefined {
+    return this.files[this.files.length - 1];
   }
 
   /** Drops every entry, and with `removeFiles` every file (recovery rebuilds the index from the commit log). */
   reset(removeFiles = true): void {
-    for (const f of this.files) removeFiles ? f.remove() : f.close();
+    for (const f of this.files) removeFiles ? f.seg.remove() : f.seg.close();
     if (removeFiles) for (const { file } of listSegmentFiles(this.dir)) fs.rmSync(file, { force: true });
     this.files = [];
-    this.syncedCount = 1;
+    this.slotsOf = null;
+    this.unsynced.clear();
     this.slots.fill(0);
-    this.count = 1;
     this.pendingLen = 0;
     this.pendingFirst = 1;
+    this.headerDirty = false;
   }
 
-  /** Entries held (the null entry excluded). */
+  /** Entries held (the null entries excluded). */
   get entries(): number {
-    return this.count - 1;
-  }
-
-  /** Commit-log offset of the newest entry, or -1. */
-  get lastPhy(): number {
-    return this.count > 1 ? this.phys[this.count - 1]! : -1;
+    let n = 0;
+    for (const f of this.files) n += f.count - 1;
+    return n;
   }
 
   /**
-   * Loads the entries of the index files into memory. Entries are in commit-log order, so one
-   * whose offset goes backwards, lies at or past `logEnd` or has no store time is damage;
-   * "damaged" also when the files hold fewer than `expected` entries (missing or cut files).
+   * Opens the index files. Full files are taken from their headers (their offset ranges must rise
+   * file by file and stay below `logEnd`); the last file's entries are read and its slot table
+   * rebuilt: entries are in commit-log order, so one whose offset goes backwards or lies at or past
+   * `logEnd` ends it. "damaged" when a file is missing, has another size or a bad header, or when
+   * the files hold fewer than `expected` entries.
    */
   load(expected: number, logEnd: number): "ok" | "damaged" {
     this.reset(false);
-    const files = listSegmentFiles(this.dir);
-    const fileBytes = this.entriesPerFile * INDEX_ENTRY_BYTES;
+    const found = listSegmentFiles(this.dir);
+    const first = found[0]?.start ?? 0;
     let prevPhy = 0;
-    let ended = false;
-    for (let k = 0; k < files.length; k++) {
-      const { start, file } = files[k]!;
-      if (ended || start !== k * this.entriesPerFile) return this.damaged();
-      const f = Segment.open(file, start, fileBytes);
+    for (let k = 0; k < found.length; k++) {
+      const { start, file } = found[k]!;
+      let size = -1;
+      try {
+        size = fs.statSync(file).size;
+      } catch {
+        /* gone */
+      }
+      if (start !== first + k || size !== this.fileBytes) return this.damaged();
+      const seg = Segment.open(file, start, this.fileBytes);
+      const h = seg.read(0, INDEX_HEADER_BYTES);
+      const f: IndexFile = {
+        seg,
+        beginTs: readLong(h, 0),
+        endTs: readLong(h, 8),
+        beginPhy: readLong(h, 16),
+        endPhy: readLong(h, 24),
+        slotsUsed: h.readInt32BE(32),
+        count: h.readInt32BE(36),
+      };
       this.files.push(f);
-      for (let pos = 0; pos < fileBytes && !ended; pos += LOAD_CHUNK_BYTES) {
-        const chunk = f.read(pos, Math.min(LOAD_CHUNK_BYTES, fileBytes - pos));
-        for (let e = 0; e + INDEX_ENTRY_BYTES <= chunk.length; e += INDEX_ENTRY_BYTES) {
-          const hash = chunk.readInt32BE(e);
-          const phy = readLong(chunk, e + 4);
-          const ts = readLong(chunk, e + 12);
-          if (hash === 0 && phy === 0 && ts === 0) {
-            ended = true;
-            break;
-          }
-          if (ended || phy < prevPhy || phy >= logEnd || !(ts > 0)) return this.damaged();
-          prevPhy = phy;
-          this.link(hash, phy, ts);
-        }
+      if (k < found.length - 1) {
+        const sane = f.count === this.entriesPerFile && f.beginPhy >= prevPhy && f.endPhy >= f.beginPhy && f.endPhy < logEnd;
+        if (!sane || !(f.beginTs > 0) || f.endTs < f.beginTs) return this.damaged();
+        prevPhy = f.endPhy;
+      } else if (!this.loadLast(f, prevPhy, logEnd)) {
+        return this.damaged();
       }
     }
-    if (this.count - 1 < expected) return this.damaged();
-    this.pendingFirst = this.count;
-    this.syncedCount = this.count;
+    if (this.entries < expected) return this.damaged();
     return "ok";
+  }
+
+  /** Reads the last file's entries and rebuilds its slot table and header fields; false when its header does not fit them. */
+  private loadLast(f: IndexFile, prevPhy: number, logEnd: number): boolean {
+    this.slots.fill(0);
+    // the header is written with the first entries: it tells a first entry of all zeros (Integer.MIN_VALUE's
+    // key hash at offset 0) from no entry
+    const headerCount = f.count;
+    f.count = 1;
+    f.slotsUsed = 0;
+    let ended = false;
+    for (let at = 1; at < this.entriesPerFile && !ended; at += LOAD_CHUNK_ENTRIES) {
+      const n = Math.min(LOAD_CHUNK_ENTRIES, this.entriesPerFile - at);
+      const chunk = f.seg.read(this.entryPos(at), n * INDEX_ENTRY_BYTES);
+      for (let j = 0; j < n; j++) {
+        const e = j * INDEX_ENTRY_BYTES;
+        const keyHash = chunk.readInt32BE(e);
+        const phy = readLong(chunk, e + 4);
+        const prev = chunk.readInt32BE(e + 16);
+        const empty = keyHash === 0 && phy === 0 && !(f.count === 1 && headerCount > 1);
+        if (empty || keyHash < 0 || phy < prevPhy || phy >= logEnd || prev < 0 || prev >= f.count) {
+          ended = true;
+          break;
+        }
+        if (f.count === 1 && (phy !== f.beginPhy || !(f.beginTs > 0))) return false;
+        const slot = keyHash % this.slots.length;
+        if (this.slots[slot] === 0) f.slotsUsed++;
+        this.slots[slot] = f.count;
+        prevPhy = phy;
+        f.endPhy = phy;
+        f.endTs = f.beginTs + chunk.readInt32BE(e + 12) * 1000;
+        f.count++;
+      }
+    }
+    if (f.count === 1) f.beginTs = f.endTs = f.beginPhy = f.endPhy = 0;
+    // whatever lies past the last entry is zeroed, so a later open stops there too
+    f.seg.zeroFrom(this.entryPos(f.count));
+    this.pendingFirst = f.count;
+    this.slotsOf = f;
+    this.headerDirty = true;
+    return true;
   }
 
   private damaged(): "damaged" {
@@ -110,138 +197,197 @@ export class IndexService {
     return "damaged";
   }
 
-  /** Drops the entries that point at or past `phy` (they are dispatched again or were cut). */
-  truncateFrom(phy: number): void {
-    this.writePending();
-    let i = this.count;
-    while (i > 1 && this.phys[i - 1]! >= phy) i--;
-    if (i === this.count) return;
-    for (let j = this.count - 1; j >= i; j--) {
-      const slot = (this.hashes[j]! & 0x7fffffff) % this.slots.length;
-      if (this.slots[slot] === j) this.slots[slot] = this.prev[j]!;
-    }
-    const seq = i - 1;
-    const keep: Segment[] = [];
-    for (const f of this.files) {
-      if (f.start > seq || (f.start === seq && seq > 0)) {
-        f.remove();
-        continue;
-      }
-      if (seq < f.start + this.entriesPerFile) f.zeroFrom((seq - f.start) * INDEX_ENTRY_BYTES);
-      keep.push(f);
-    }
-    this.files = keep;
-    this.count = i;
-    this.pendingFirst = i;
-    this.syncedCount = Math.min(this.syncedCount, i);
+  /** Starts the next file (the last one is full, or there is none). */
+  private startFile(): IndexFile {
+    const full = this.last;
+    if (full) this.finish(full);
+    const no = full ? full.seg.start + 1 : 0;
+    const seg = Segment.open(path.join(this.dir, segmentName(no)), no, this.fileBytes);
+    const f: IndexFile = { seg, beginTs: 0, endTs: 0, beginPhy: 0, endPhy: 0, slotsUsed: 0, count: 1 };
+    this.files.push(f);
+    this.slots.fill(0);
+    this.slotsOf = f;
+    this.pendingFirst = 1;
+    this.pendingLen = 0;
+    return f;
   }
 
-  /** Flushes the files written since the last call. */
-  async sync(): Promise<void> {
+  /** Writes a full file's entries, slot table and header and syncs it: from now on it is read from disk only. */
+  private finish(f: IndexFile): void {
     this.writePending();
-    const from = this.syncedCount - 1;
-    const upTo = this.count - 1;
-    if (upTo <= from) return;
-    await Promise.all(this.files.filter((f) => f.start + this.entriesPerFile > from && f.start < upTo).map((f) => f.sync()));
-    this.syncedCount = Math.max(this.syncedCount, upTo + 1);
+    // the slot table is stored big-endian, as every other field
+    const out = Buffer.allocUnsafe(this.slots.length * 4);
+    for (let i = 0; i < this.slots.length; i++) out.writeInt32BE(this.slots[i]!, i * 4);
+    f.seg.write(out, 0, out.length, INDEX_HEADER_BYTES);
+    this.writeHeader(f);
+    f.seg.syncNow();
+    this.unsynced.delete(f);
   }
 
-  /** Flushes every file now (close). */
-  syncNow(): void {
-    this.writePending();
-    for (const f of this.files) f.syncNow();
-    this.syncedCount = this.count;
-  }
-
-  private link(hash: number, phy: number, storeTimestamp: number): number {
-    if (this.count === this.hashes.length) this.grow();
-    const i = this.count++;
-    const slot = (hash & 0x7fffffff) % this.slots.length;
-    this.hashes[i] = hash;
-    this.phys[i] = phy;
-    this.times[i] = storeTimestamp;
-    this.prev[i] = this.slots[slot]!;
-    this.slots[slot] = i;
-    return i;
+  private writeHeader(f: IndexFile): void {
+    const h = this.header;
+    writeLong(h, 0, f.beginTs);
+    writeLong(h, 8, f.endTs);
+    writeLong(h, 16, f.beginPhy);
+    writeLong(h, 24, f.endPhy);
+    h.writeInt32BE(f.slotsUsed, 32);
+    h.writeInt32BE(f.count, 36);
+    f.seg.write(h, 0, INDEX_HEADER_BYTES, 0);
+    this.unsynced.add(f);
   }
 
   /** Adds one entry for a key whose Java hash code is `hash`. */
   add(hash: number, phy: number, storeTimestamp: number): void {
-    this.link(hash, phy, storeTimestamp);
+    let f = this.last;
+    if (!f || f.count >= this.entriesPerFile) f = this.startFile();
+    const keyHash = keyHashOf(hash);
+    const slot = keyHash % this.slots.length;
+    const i = f.count++;
+    if (i === 1) {
+      f.beginTs = storeTimestamp;
+      f.beginPhy = phy;
+      this.headerDirty = true;
+    }
+    f.endTs = storeTimestamp;
+    f.endPhy = phy;
+    const prev = this.slots[slot]!;
+    if (prev === 0) f.slotsUsed++;
+    this.slots[slot] = i;
     if (this.pendingLen + INDEX_ENTRY_BYTES > this.pending.length) {
       const bigger = Buffer.allocUnsafe(this.pending.length * 2);
       this.pending.copy(bigger, 0, 0, this.pendingLen);
       this.pending = bigger;
     }
     const p = this.pendingLen;
-    this.pending.writeInt32BE(hash, p);
+    this.pending.writeInt32BE(keyHash, p);
     writeLong(this.pending, p + 4, phy);
-    writeLong(this.pending, p + 12, storeTimestamp);
+    this.pending.writeInt32BE(Math.min(INT_MAX, Math.max(0, Math.floor((storeTimestamp - f.beginTs) / 1000))), p + 12);
+    this.pending.writeInt32BE(prev, p + 16);
     this.pendingLen += INDEX_ENTRY_BYTES;
   }
 
-  private grow(): void {
-    const n = this.hashes.length * 2;
-    const h = new Int32Array(n);
-    h.set(this.hashes);
-    this.hashes = h;
-    const p = new Float64Array(n);
-    p.set(this.phys);
-    this.phys = p;
-    const t = new Float64Array(n);
-    t.set(this.times);
-    this.times = t;
-    const v = new Int32Array(n);
-    v.set(this.prev);
-    this.prev = v;
-  }
-
-  /** Writes the entries added since the last call (one write per file touched). */
+  /** Writes the entries added since the last call in one write (and the header when the file just began). */
   writePending(): void {
-    let done = 0;
-    const total = this.pendingLen / INDEX_ENTRY_BYTES;
-    while (done < total) {
-      const seq = this.pendingFirst + done - 1;
-      const fileStart = Math.floor(seq / this.entriesPerFile) * this.entriesPerFile;
-      let f = this.files[this.files.length - 1];
-      if (!f || f.start !== fileStart) {
-        f = Segment.open(path.join(this.dir, segmentName(fileStart)), fileStart, this.entriesPerFile * INDEX_ENTRY_BYTES);
-        this.files.push(f);
-      }
-      const n = Math.min(total - done, fileStart + this.entriesPerFile - seq);
-      f.write(this.pending, done * INDEX_ENTRY_BYTES, n * INDEX_ENTRY_BYTES, (seq - fileStart) * INDEX_ENTRY_BYTES);
-      done += n;
+    const f = this.last;
+    if (!f || this.pendingLen === 0) return;
+    // the header first: entries on disk always come with the begin fields they are relative to
+    if (this.headerDirty) {
+      this.writeHeader(f);
+      this.headerDirty = false;
     }
-    this.pendingFirst += total;
+    f.seg.write(this.pending, 0, this.pendingLen, this.entryPos(this.pendingFirst));
+    this.pendingFirst += this.pendingLen / INDEX_ENTRY_BYTES;
     this.pendingLen = 0;
+    this.unsynced.add(f);
   }
 
-  /** Commit-log offsets of entries with this key hash and store time in [begin, end], newest first. */
+  /** The entry `i` of file `f`: from the unwritten entries or the file. */
+  private entry(f: IndexFile, i: number): { buf: Buffer; at: number } {
+    if (f === this.last && i >= this.pendingFirst) return { buf: this.pending, at: (i - this.pendingFirst) * INDEX_ENTRY_BYTES };
+    return { buf: f.seg.read(this.entryPos(i), INDEX_ENTRY_BYTES), at: 0 };
+  }
+
+  /** Drops the entries that point at or past `phy` (they are dispatched again or were cut). */
+  truncateFrom(phy: number): void {
+    this.writePending();
+    while (this.files.length > 0 && (this.last!.count === 1 || this.last!.beginPhy >= phy)) this.remove(this.files.pop()!);
+    const f = this.last;
+    if (!f) {
+      this.slotsOf = null;
+      return;
+    }
+    if (f === this.slotsOf && f.endPhy < phy) return;
+    // the file that holds the cut becomes the one written: its kept entries rebuild the slot table
+    let keep = 1;
+    this.slots.fill(0);
+    f.slotsUsed = 0;
+    for (let at = 1; at < f.count; at += LOAD_CHUNK_ENTRIES) {
+      const n = Math.min(LOAD_CHUNK_ENTRIES, f.count - at);
+      const chunk = f.seg.read(this.entryPos(at), n * INDEX_ENTRY_BYTES);
+      let j = 0;
+      for (; j < n; j++) {
+        const e = j * INDEX_ENTRY_BYTES;
+        const entryPhy = readLong(chunk, e + 4);
+        if (entryPhy >= phy) break;
+        const slot = chunk.readInt32BE(e) % this.slots.length;
+        if (this.slots[slot] === 0) f.slotsUsed++;
+        this.slots[slot] = at + j;
+        f.endPhy = entryPhy;
+        f.endTs = f.beginTs + chunk.readInt32BE(e + 12) * 1000;
+        keep = at + j + 1;
+      }
+      if (j < n) break;
+    }
+    this.slotsOf = f;
+    this.pendingFirst = keep;
+    if (keep === f.count) return;
+    f.count = keep;
+    if (keep === 1) f.beginTs = f.endTs = f.beginPhy = f.endPhy = 0;
+    f.seg.zeroFrom(this.entryPos(keep));
+    this.writeHeader(f);
+  }
+
+  /** Flushes the files written since the last call (the last file's header with them). */
+  async sync(): Promise<void> {
+    this.writePending();
+    const f = this.last;
+    if (f && this.unsynced.has(f)) this.writeHeader(f);
+    const files = [...this.unsynced];
+    this.unsynced.clear();
+    await Promise.all(files.map((x) => x.seg.sync()));
+  }
+
+  /** Flushes every file now (close). */
+  syncNow(): void {
+    this.writePending();
+    const f = this.last;
+    if (f) this.writeHeader(f);
+    for (const x of this.unsynced) x.seg.syncNow();
+    this.unsynced.clear();
+  }
+
+  /** The newest entry of `slot` in file `f`. */
+  private slotOf(f: IndexFile, slot: number): number {
+    if (f === this.slotsOf) return this.slots[slot]!;
+    return f.seg.read(INDEX_HEADER_BYTES + slot * 4, 4).readInt32BE(0);
+  }
+
+  /** Commit-log offsets of entries with this key hash and store time in [begin, end] (to the second), newest first. */
   lookup(hash: number, begin: number, end: number, max: number): number[] {
     const out: number[] = [];
-    let i = this.slots[(hash & 0x7fffffff) % this.slots.length]!;
-    let guard = 0;
-    while (i > 0 && out.length < max && guard++ < 1_000_000) {
-      if (this.hashes[i] === hash && this.times[i]! >= begin && this.times[i]! <= end) out.push(this.phys[i]!);
-      i = this.prev[i]!;
+    const keyHash = keyHashOf(hash);
+    const slot = keyHash % this.slots.length;
+    for (let k = this.files.length - 1; k >= 0 && out.length < max; k--) {
+      const f = this.files[k]!;
+      // times are kept to the second: a file or entry within a second of the range may hold a match
+      if (f.count <= 1 || f.endTs + 1000 < begin || f.beginTs > end) continue;
+      let i = this.slotOf(f, slot);
+      while (i > 0 && i < f.count && out.length < max) {
+        const { buf, at } = this.entry(f, i);
+        const t = f.beginTs + buf.readInt32BE(at + 12) * 1000;
+        if (buf.readInt32BE(at) === keyHash && t + 1000 > begin && t <= end) out.push(readLong(buf, at + 4));
+        const prev = buf.readInt32BE(at + 16);
+        if (prev >= i) break; // chains only go back: a damaged link ends the walk
+        i = prev;
+      }
     }
     return out;
   }
 
-  /** Deletes index files whose entries all point below `minPhy`. */
+  /** Deletes index files whose entries all point below `minPhy` (never the one written). */
   deleteBelow(minPhy: number): void {
-    while (this.files.length > 1) {
-      const f = this.files[0]!;
-      const last = f.read((this.entriesPerFile - 1) * INDEX_ENTRY_BYTES, INDEX_ENTRY_BYTES);
-      if (readLong(last, 4) >= minPhy) break;
-      f.remove();
-      this.files.shift();
-    }
+    while (this.files.length > 1 && this.files[0]!.endPhy < minPhy) this.remove(this.files.shift()!);
+  }
+
+  private remove(f: IndexFile): void {
+    this.unsynced.delete(f);
+    if (this.slotsOf === f) this.slotsOf = null;
+    f.seg.remove();
   }
 
   close(): void {
     this.writePending();
-    for (const f of this.files) f.close();
+    for (const f of this.files) f.seg.close();
     this.files = [];
   }
 }

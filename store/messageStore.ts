@@ -1090,6 +1090,9 @@ export class MessageStore {
       if (out.length >= maxNum) break;
       const rec = this.readRecord(phy);
       if (!rec || recordTopic(rec) !== topic) continue;
+      // the index keeps times to the second; the record has them to the millisecond
+      const storeTs = readLong(rec, RecordOffset.STORE_TIMESTAMP);
+      if (storeTs < beginTs || storeTs > endTs) continue;
       const keys = recordProperties(rec)[MessageConst.KEYS];
       if (keys?.split(" ").includes(key) && !out.some((b) => b === rec)) out.push(rec);
     }
