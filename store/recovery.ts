@@ -106,8 +106,10 @@ export function scanCommitLog(
   return result;
 }
 
-const ZERO_CHUNK = Buffer.alloc(1024 * 1024);
-const chunk = Buffer.alloc(ZERO_CHUNK.length);
+const ZERO_CHUNK_BYTES = 1024 * 1024;
+/** zeros to compare with and a read buffer, made on first use (only recovery needs them) */
+let zeros: Buffer | null = null;
+let chunk: Buffer | null = null;
 
 /**
  * True when the `window` bytes from `pos` (or the rest of the segment) are all zeros: where a record
@@ -115,10 +117,12 @@ const chunk = Buffer.alloc(ZERO_CHUNK.length);
  * region followed by more records is not this long (the same assumption as {@link tornTailBytes}).
  */
 function zeroWindow(seg: Segment, pos: number, segBytes: number, window: number): boolean {
+  zeros ??= Buffer.alloc(ZERO_CHUNK_BYTES);
+  chunk ??= Buffer.alloc(ZERO_CHUNK_BYTES);
   const end = Math.min(segBytes, pos + window);
-  for (let at = pos; at < end; at += ZERO_CHUNK.length) {
-    const len = Math.min(ZERO_CHUNK.length, end - at);
-    if (!seg.read(at, len, chunk, 0).equals(ZERO_CHUNK.subarray(0, len))) return false;
+  for (let at = pos; at < end; at += ZERO_CHUNK_BYTES) {
+    const len = Math.min(ZERO_CHUNK_BYTES, end - at);
+    if (!seg.read(at, len, chunk, 0).equals(zeros.subarray(0, len))) return false;
   }
   return true;
 }
