@@ -19,6 +19,13 @@ export function intArg(v: string): number {
   return n;
 }
 
+/** A positive number of hours (fractions allowed). */
+export function hoursArg(v: string): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number of hours > 0");
+  return n;
+}
+
 export function listArg(v: string): string[] {
   return v
     .split(",")

@@ -83,6 +83,7 @@ export class Broker {
         dir: config.storeDir,
         flush: config.flush,
         maxMessageBytes: config.maxMessageBytes,
+        fileReservedTimeHours: config.fileReservedTimeHours,
         storeHost,
         ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
         ...(config.messageDelayLevel ? { messageDelayLevel: config.messageDelayLevel } : {}),

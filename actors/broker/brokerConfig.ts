@@ -3,6 +3,7 @@
  * RocketMQ has them.
  */
 
+import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import { DEFAULT_CLUSTER, DEFAULT_MAX_MESSAGE_BYTES, MASTER_ID, MQError, PERM_READ_WRITE } from "../../transport/protocol.ts";
 import { defaultLogLevel } from "../logger.ts";
 
@@ -53,6 +54,8 @@ export interface BrokerOptions {
   messageDelayLevel?: string;
   /** @default 4 MiB */
   maxMessageBytes?: number;
+  /** hours a commit-log segment is kept after its last write (RocketMQ's fileReservedTime). @default 72 */
+  fileReservedTimeHours?: number;
   /** broker-wide permission (`brokerPermission`): 6 = read and write. @default 6 */
   brokerPermission?: number;
   /** @default 30000 */
@@ -82,6 +85,7 @@ export function defaultBrokerOptions(): Omit<BrokerConfig, "brokerName" | "names
     defaultQueueNums: DEFAULT_QUEUE_NUMS,
     longPolling: true,
     maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
+    fileReservedTimeHours: DEFAULT_FILE_RESERVED_TIME_HOURS,
     brokerPermission: PERM_READ_WRITE,
     registerIntervalMs: DEFAULT_REGISTER_INTERVAL_MS,
     heartbeatTimeoutMs: DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS,
@@ -111,5 +115,7 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   }
   if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0)
     throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
+  if (typeof cfg.fileReservedTimeHours !== "number" || !(cfg.fileReservedTimeHours > 0))
+    throw new MQError("ILLEGAL_ARGUMENT", `fileReservedTimeHours must be a number of hours > 0, not ${String(cfg.fileReservedTimeHours)}.`);
   return cfg;
 }

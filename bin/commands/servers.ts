@@ -12,7 +12,8 @@ import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../.
 import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
-import { fail, intArg, listArg, logLevelOption, runUntilSignal } from "../common.ts";
+import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
+import { fail, hoursArg, intArg, listArg, logLevelOption, runUntilSignal } from "../common.ts";
 
 /** Default store root of `actormq start`. */
 export const DEFAULT_DATA_DIR = "./actormq-data";
@@ -45,6 +46,7 @@ interface BrokerFlags {
   masterAddress?: string;
   autoCreateTopic: boolean;
   defaultQueueNums: number;
+  fileReservedTime: number;
   metricsListen?: string;
   readyFile?: string;
   logLevel?: string;
@@ -64,6 +66,7 @@ function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) 
     masterAddress: f.masterAddress,
     autoCreateTopic: f.autoCreateTopic,
     defaultQueueNums: f.defaultQueueNums,
+    fileReservedTimeHours: f.fileReservedTime,
     metricsListen: f.metricsListen,
     logLevel: f.logLevel,
   };
@@ -92,6 +95,12 @@ function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): 
     .option("--master-address <endpoint>", "a slave's master endpoint")
     .option("--no-auto-create-topic", "refuse sends to topics not created beforehand")
     .option("--default-queue-nums <n>", "queues of an auto-created topic", intArg, DEFAULT_QUEUE_NUMS)
+    .option(
+      "--file-reserved-time <hours>",
+      "hours a commit-log segment is kept after its last write (RocketMQ's fileReservedTime)",
+      hoursArg,
+      DEFAULT_FILE_RESERVED_TIME_HOURS,
+    )
     .option("--metrics-listen <host:port>", "serve Prometheus text at http://<host:port>/metrics (port 0 = any free port)")
     .addOption(new Option("--ready-file <file>", "write {pid,address,metrics} as JSON once serving").hideHelp())
     .addOption(logLevelOption());

@@ -231,3 +231,39 @@ test("topic configs survive a broker restart", async () => {
     await c3();
   }
 });
+
+test("fileReservedTimeHours sets how long commit-log segments are kept; a bad value is ILLEGAL_ARGUMENT", async () => {
+  const { dir: d4, cleanup: c4 } = await tempDir();
+  const start = (hours?: number) =>
+    Broker.start({
+      brokerName: "reserved",
+      listen: EPHEMERAL,
+      nameservers: [ns.address],
+      storeDir: d4,
+      flush: "async",
+      segmentBytes: 64 * 1024,
+      fileReservedTimeHours: hours,
+    });
+  const twoHoursOn = Date.now() + 2 * 3600_000;
+  try {
+    for (const bad of [0, -1, Number.NaN]) await assert.rejects(start(bad), (e) => isMQError(e, "ILLEGAL_ARGUMENT"), String(bad));
+    let b = await start();
+    try {
+      const body = Buffer.alloc(1000, 120);
+      for (let i = 0; i < 200; i++)
+        await b.store.putMessage({ topic: "Reserved", queueId: 0, body, bornTimestamp: Date.now(), bornHost: "127.0.0.1:1" });
+      assert.ok(b.store.maxPhyOffset > 2 * 64 * 1024, "several segments");
+      assert.equal(b.store.deleteExpiredFiles(twoHoursOn), 0, "kept 72 h by default");
+    } finally {
+      await b.close();
+    }
+    b = await start(1);
+    try {
+      assert.ok(b.store.deleteExpiredFiles(twoHoursOn) >= 2, "kept 1 h");
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await c4();
+  }
+});
