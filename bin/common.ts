@@ -26,6 +26,13 @@ export function hoursArg(v: string): number {
   return n;
 }
 
+/** A percentage in (0, 100]. */
+export function percentArg(v: string): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0 || n > 100) throw new InvalidArgumentError("expected a percentage in (0, 100]");
+  return n;
+}
+
 export function listArg(v: string): string[] {
   return v
     .split(",")

@@ -245,10 +245,10 @@ export class CommitLog {
     this.addSegment(start);
   }
 
-  /** Deletes whole segments (oldest first) for which `expired(segment)` holds, never the one being written. */
-  deleteSegments(expired: (s: Segment) => boolean): number {
+  /** Deletes whole segments (oldest first, at most `max`) for which `expired(segment)` holds, never the one being written. */
+  deleteSegments(expired: (s: Segment) => boolean, max = Number.POSITIVE_INFINITY): number {
     let n = 0;
-    while (this.segments.length > 1) {
+    while (this.segments.length > 1 && n < max) {
       const s = this.segments[0]!;
       if (s.start + this.segmentBytes > this.writeOffset || !expired(s)) break;
       s.remove();

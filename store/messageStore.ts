@@ -58,6 +58,18 @@ export const DEFAULT_MAX_TRANSFER_BYTES = 256 * 1024;
 export const DEFAULT_MAX_TRANSFER_COUNT = 32;
 /** how often expired files are looked for (cleanResourceInterval) */
 export const DEFAULT_CLEAN_INTERVAL_MS = 10_000;
+/** Segments deleted before they expire per check at most (RocketMQ's deleteFileBatchMax). */
+const FORCIBLE_DELETES_PER_CHECK = 10;
+
+/** Percent of the file system holding `dir` in use, or NaN when it cannot be read. */
+export function statfsUsedPercent(dir: string): number {
+  try {
+    const st = fs.statfsSync(dir);
+    return st.blocks > 0 ? (100 * (st.blocks - st.bavail)) / st.blocks : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
 /** how often consume queues and index are flushed and the checkpoint written (flushIntervalConsumeQueue) */
 export const DEFAULT_CHECKPOINT_INTERVAL_MS = 1000;
 /** commit-log files before the last that a normal recovery checks when the dispatched position is past every file (RocketMQ 4.x: the 3rd-last file) */
@@ -102,6 +114,15 @@ export interface MessageStoreOptions {
   indexSlots?: number;
   /** expiry check interval; 0 disables the timer. @default 10000 */
   cleanIntervalMs?: number;
+  /**
+   * Disk use (percent of the store's file system) from which the oldest segments are deleted before
+   * they expire, up to 10 per check (RocketMQ's diskSpaceCleanForciblyRatio, 85 there). @default off
+   */
+  diskCleanForciblyPercent?: number;
+  /** Disk use from which puts are refused with DISK_FULL until a check finds it lower (RocketMQ's diskSpaceWarningLevelRatio, 90 there). @default off */
+  diskFullPercent?: number;
+  /** The store file system's use in percent (NaN when unknown). @default from `fs.statfsSync` */
+  diskUsedPercent?: (dir: string) => number;
   /** consume-queue/index flush and checkpoint interval; 0 disables the timer (close still writes one). @default 1000 */
   checkpointIntervalMs?: number;
   /** told (once per store) when a damaged record is skipped on a read. @default a process warning */
@@ -125,6 +146,9 @@ export function defaultMessageStoreOptions(): Required<Omit<MessageStoreOptions,
     maxTransferCount: DEFAULT_MAX_TRANSFER_COUNT,
     indexSlots: DEFAULT_INDEX_SLOTS,
     cleanIntervalMs: DEFAULT_CLEAN_INTERVAL_MS,
+    diskCleanForciblyPercent: Number.POSITIVE_INFINITY,
+    diskFullPercent: Number.POSITIVE_INFINITY,
+    diskUsedPercent: statfsUsedPercent,
     checkpointIntervalMs: DEFAULT_CHECKPOINT_INTERVAL_MS,
     onDamage: (message: string) => process.emitWarning(message, { code: "ACTORMQ_DAMAGED_RECORD" }),
   };
@@ -241,6 +265,8 @@ export class MessageStore {
   private timers: NodeJS.Timeout[] = [];
   private releaseLock: () => void;
   private closed = false;
+  /** disk use at the last check, when at or above diskFullPercent: puts are refused */
+  private diskFullAt: number | null = null;
   private checkpointing: Promise<void> | null = null;
   private warnedDamage = false;
   private readonly knownDamage = new Set<string>();
@@ -592,6 +618,11 @@ export class MessageStore {
   /** Checks one batch and measures its records. */
   private planPut(batch: PutBatch, index: number): PutPlan {
     this.checkOpen();
+    if (this.diskFullAt !== null)
+      throw new MQError(
+        "DISK_FULL",
+        `The disk holding ${this.options.dir} is ${this.diskFullAt.toFixed(0)} % full (puts stop at ${this.options.diskFullPercent} %): free space, or let older segments expire or be deleted.`,
+      );
     const { topic, queueId, body } = batch;
     checkTopic(topic);
     if (!Number.isInteger(queueId) || queueId < 0)
@@ -1242,11 +1273,36 @@ export class MessageStore {
   // -------------------------------------------------------------------------------------------
   // Expiry and close
 
-  /** Deletes commit-log segments older than fileReservedTime (never the active one) and what points only into them. */
+  /**
+   * Deletes commit-log segments older than fileReservedTime and what points only into them; with the
+   * disk at or above diskCleanForciblyPercent also the oldest unexpired ones (up to 10 per call, while
+   * it stays there); at or above diskFullPercent puts are refused until a later call finds it lower.
+   * Never the segment being written.
+   */
   deleteExpiredFiles(nowMs = Date.now()): number {
     this.checkOpen();
     const limit = nowMs - this.options.fileReservedTimeHours * 3600_000;
-    const n = this.commitLog.deleteSegments((s) => s.mtimeMs() < limit);
+    let n = this.commitLog.deleteSegments((s) => s.mtimeMs() < limit);
+    const watch = Number.isFinite(this.options.diskCleanForciblyPercent) || Number.isFinite(this.options.diskFullPercent);
+    let used = watch ? this.options.diskUsedPercent(this.options.dir) : Number.NaN;
+    let forced = 0;
+    while (used >= this.options.diskCleanForciblyPercent && forced < FORCIBLE_DELETES_PER_CHECK) {
+      if (this.commitLog.deleteSegments(() => true, 1) === 0) break;
+      forced++;
+      used = this.options.diskUsedPercent(this.options.dir);
+    }
+    if (forced > 0)
+      process.emitWarning(
+        `The disk holding ${this.options.dir} was over ${this.options.diskCleanForciblyPercent} % full: deleted the ${forced} oldest commit-log segment(s) before they expired.`,
+        { code: "ACTORMQ_DISK_CLEAN_FORCIBLY" },
+      );
+    const full = used >= this.options.diskFullPercent;
+    if (full && this.diskFullAt === null)
+      process.emitWarning(`The disk holding ${this.options.dir} is ${used.toFixed(0)} % full: puts are refused with DISK_FULL.`, {
+        code: "ACTORMQ_DISK_FULL",
+      });
+    this.diskFullAt = full ? used : null;
+    n += forced;
     if (n > 0) {
       const minPhy = this.commitLog.minOffset;
       for (const m of this.queues.values()) for (const q of m.values()) q.deleteBelow(minPhy);

@@ -84,6 +84,8 @@ export class Broker {
         flush: config.flush,
         maxMessageBytes: config.maxMessageBytes,
         fileReservedTimeHours: config.fileReservedTimeHours,
+        ...(config.diskCleanForciblyPercent !== undefined ? { diskCleanForciblyPercent: config.diskCleanForciblyPercent } : {}),
+        ...(config.diskFullPercent !== undefined ? { diskFullPercent: config.diskFullPercent } : {}),
         storeHost,
         ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
         ...(config.messageDelayLevel ? { messageDelayLevel: config.messageDelayLevel } : {}),

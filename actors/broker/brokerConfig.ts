@@ -56,6 +56,14 @@ export interface BrokerOptions {
   maxMessageBytes?: number;
   /** hours a commit-log segment is kept after its last write (RocketMQ's fileReservedTime). @default 72 */
   fileReservedTimeHours?: number;
+  /**
+   * disk use in percent from which the oldest segments are deleted before they expire (RocketMQ's
+   * diskSpaceCleanForciblyRatio, 85 there). @default off: a broker on a shared disk does not delete data
+   * because other files fill it
+   */
+  diskCleanForciblyPercent?: number;
+  /** disk use in percent from which sends are refused with DISK_FULL (RocketMQ's diskSpaceWarningLevelRatio, 90 there). @default off */
+  diskFullPercent?: number;
   /** broker-wide permission (`brokerPermission`): 6 = read and write. @default 6 */
   brokerPermission?: number;
   /** @default 30000 */
@@ -68,9 +76,16 @@ export interface BrokerOptions {
   logLevel?: string;
 }
 
+type OptionalBrokerOptions =
+  | "masterAddress"
+  | "advertise"
+  | "messageDelayLevel"
+  | "segmentBytes"
+  | "diskCleanForciblyPercent"
+  | "diskFullPercent";
+
 /** Options with every default filled in. */
-export type BrokerConfig = Required<Omit<BrokerOptions, "masterAddress" | "advertise" | "messageDelayLevel" | "segmentBytes">> &
-  Pick<BrokerOptions, "masterAddress" | "advertise" | "messageDelayLevel" | "segmentBytes">;
+export type BrokerConfig = Required<Omit<BrokerOptions, OptionalBrokerOptions>> & Pick<BrokerOptions, OptionalBrokerOptions>;
 
 /** The defaults, spread under the user's options. */
 export function defaultBrokerOptions(): Omit<BrokerConfig, "brokerName" | "nameservers" | "storeDir"> {
@@ -115,6 +130,11 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   }
   if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0)
     throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
+  for (const k of ["diskCleanForciblyPercent", "diskFullPercent"] as const) {
+    const v = cfg[k];
+    if (v !== undefined && (typeof v !== "number" || !(v > 0 && v <= 100)))
+      throw new MQError("ILLEGAL_ARGUMENT", `${k} must be a percentage in (0, 100], not ${String(v)}.`);
+  }
   if (typeof cfg.fileReservedTimeHours !== "number" || !(cfg.fileReservedTimeHours > 0))
     throw new MQError("ILLEGAL_ARGUMENT", `fileReservedTimeHours must be a number of hours > 0, not ${String(cfg.fileReservedTimeHours)}.`);
   return cfg;

@@ -13,7 +13,7 @@ import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
-import { fail, hoursArg, intArg, listArg, logLevelOption, runUntilSignal } from "../common.ts";
+import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, runUntilSignal } from "../common.ts";
 
 /** Default store root of `actormq start`. */
 export const DEFAULT_DATA_DIR = "./actormq-data";
@@ -47,6 +47,8 @@ interface BrokerFlags {
   autoCreateTopic: boolean;
   defaultQueueNums: number;
   fileReservedTime: number;
+  diskCleanForcibly?: number;
+  diskFull?: number;
   metricsListen?: string;
   readyFile?: string;
   logLevel?: string;
@@ -67,6 +69,8 @@ function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) 
     autoCreateTopic: f.autoCreateTopic,
     defaultQueueNums: f.defaultQueueNums,
     fileReservedTimeHours: f.fileReservedTime,
+    diskCleanForciblyPercent: f.diskCleanForcibly,
+    diskFullPercent: f.diskFull,
     metricsListen: f.metricsListen,
     logLevel: f.logLevel,
   };
@@ -101,6 +105,12 @@ function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): 
       hoursArg,
       DEFAULT_FILE_RESERVED_TIME_HOURS,
     )
+    .option(
+      "--disk-clean-forcibly <percent>",
+      "disk use from which the oldest segments are deleted before they expire (RocketMQ: 85; default off)",
+      percentArg,
+    )
+    .option("--disk-full <percent>", "disk use from which sends are refused with DISK_FULL (RocketMQ: 90; default off)", percentArg)
     .option("--metrics-listen <host:port>", "serve Prometheus text at http://<host:port>/metrics (port 0 = any free port)")
     .addOption(new Option("--ready-file <file>", "write {pid,address,metrics} as JSON once serving").hideHelp())
     .addOption(logLevelOption());

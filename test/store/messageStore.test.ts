@@ -127,6 +127,48 @@ test("expired segments are deleted and min offsets move: OFFSET_TOO_SMALL", asyn
   assert.equal(s.getMessage("g", "E", 0, min, 32).status, "FOUND");
 });
 
+test("disk pressure (opt-in): above diskCleanForciblyPercent the oldest segments go before they expire; above diskFullPercent puts are DISK_FULL", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let used = 99;
+  const off = await MessageStore.open(small(path.join(dir, "off"), { diskUsedPercent: () => used }));
+  t.after(() => off.close());
+  for (let i = 0; i < 60; i++) await off.putMessages(batch("P", 0, [{ body: "y".repeat(400) }]));
+  assert.equal(off.deleteExpiredFiles(), 0, "off by default: nothing is deleted at 99 %");
+  assert.equal((await off.putMessages(batch("P", 0, [{ body: "still" }]))).status, "PUT_OK");
+
+  // every deletion frees 3 points of disk in this fake
+  const s = await MessageStore.open(
+    small(path.join(dir, "on"), { diskUsedPercent: () => used, diskCleanForciblyPercent: 85, diskFullPercent: 90 }),
+  );
+  t.after(() => s.close());
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("P", 0, [{ body: "y".repeat(400) }]));
+  const segments = () => fs.readdirSync(path.join(dir, "on", "commitlog")).length;
+  const before = segments();
+  assert.ok(before >= 4, `${before} segments`);
+  const oldest = s.minPhyOffset;
+  used = 88;
+  const realDelete = s.commitLog.deleteSegments.bind(s.commitLog);
+  s.commitLog.deleteSegments = (expired, max) => {
+    const n = realDelete(expired, max);
+    used -= 3 * n;
+    return n;
+  };
+  assert.equal(s.deleteExpiredFiles(), 2, "88 -> 85 -> 82: two segments, oldest first");
+  assert.equal(segments(), before - 2);
+  assert.ok(s.minPhyOffset > oldest);
+  assert.equal((await s.putMessages(batch("P", 0, [{ body: "ok" }]))).status, "PUT_OK");
+
+  // at 95 % with one segment left to write into: nothing more to delete, puts refused until it drops
+  used = 95;
+  s.commitLog.deleteSegments = () => 0;
+  s.deleteExpiredFiles();
+  await assert.rejects(s.putMessages(batch("P", 0, [{ body: "no" }])), isCode("DISK_FULL"));
+  used = 70;
+  s.deleteExpiredFiles();
+  assert.equal((await s.putMessages(batch("P", 0, [{ body: "again" }]))).status, "PUT_OK");
+});
+
 test("delay messages carry their delivery time in the consume-queue tag slot", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);

@@ -267,3 +267,26 @@ test("fileReservedTimeHours sets how long commit-log segments are kept; a bad va
     await c4();
   }
 });
+
+test("disk-pressure percentages out of (0, 100] are ILLEGAL_ARGUMENT; set ones reach the store", async () => {
+  const { dir: d5, cleanup: c5 } = await tempDir();
+  try {
+    const opts = { brokerName: "disk", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d5, flush: "async" as const };
+    for (const bad of [0, 101, Number.NaN])
+      for (const key of ["diskCleanForciblyPercent", "diskFullPercent"])
+        await assert.rejects(Broker.start({ ...opts, [key]: bad }), (e) => isMQError(e, "ILLEGAL_ARGUMENT"), `${key} ${bad}`);
+    // a disk-full threshold below any real use: the next check refuses sends
+    const b = await Broker.start({ ...opts, diskFullPercent: 0.001 });
+    try {
+      b.store.deleteExpiredFiles();
+      await assert.rejects(
+        b.store.putMessage({ topic: "Disk", queueId: 0, body: Buffer.from("x"), bornTimestamp: Date.now(), bornHost: "127.0.0.1:1" }),
+        (e) => isMQError(e, "DISK_FULL"),
+      );
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await c5();
+  }
+});
