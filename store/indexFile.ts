@@ -153,34 +153,43 @@ export class IndexService {
 
   /** Reads the last file's entries and rebuilds its slot table and header fields; false when its header does not fit them. */
   private loadLast(f: IndexFile, prevPhy: number, logEnd: number): boolean {
-    this.slots.fill(0);
     // the header is written with the first entries: it tells a first entry of all zeros (Integer.MIN_VALUE's
     // key hash at offset 0) from no entry
     const headerCount = f.count;
-    f.count = 1;
+    let headerFits = true;
+    this.adopt(f, this.entriesPerFile, (keyHash, phy, prev, i) => {
+      const empty = keyHash === 0 && phy === 0 && !(i === 1 && headerCount > 1);
+      if (empty || keyHash < 0 || phy < prevPhy || phy >= logEnd || prev < 0 || prev >= i) return false;
+      if (i === 1 && (phy !== f.beginPhy || !(f.beginTs > 0))) return (headerFits = false);
+      prevPhy = phy;
+      return true;
+    });
+    this.headerDirty = true;
+    return headerFits;
+  }
+
+  /**
+   * Makes `f` the file written: keeps its entries from 1 while `keep(keyHash, phy, prev, i)` holds
+   * (below `upTo`), rebuilds the slot table and end fields from them and zeroes what follows.
+   * Returns whether entries were dropped.
+   */
+  private adopt(f: IndexFile, upTo: number, keep: (keyHash: number, phy: number, prev: number, i: number) => boolean): boolean {
+    const before = f.count;
+    this.slots.fill(0);
     f.slotsUsed = 0;
-    let ended = false;
-    for (let at = 1; at < this.entriesPerFile && !ended; at += LOAD_CHUNK_ENTRIES) {
-      const n = Math.min(LOAD_CHUNK_ENTRIES, this.entriesPerFile - at);
+    f.count = 1;
+    scan: for (let at = 1; at < upTo; at += LOAD_CHUNK_ENTRIES) {
+      const n = Math.min(LOAD_CHUNK_ENTRIES, upTo - at);
       const chunk = f.seg.read(this.entryPos(at), n * INDEX_ENTRY_BYTES);
-      for (let j = 0; j < n; j++) {
-        const e = j * INDEX_ENTRY_BYTES;
+      for (let e = 0; e < n * INDEX_ENTRY_BYTES; e += INDEX_ENTRY_BYTES) {
         const keyHash = chunk.readInt32BE(e);
         const phy = readLong(chunk, e + 4);
-        const prev = chunk.readInt32BE(e + 16);
-        const empty = keyHash === 0 && phy === 0 && !(f.count === 1 && headerCount > 1);
-        if (empty || keyHash < 0 || phy < prevPhy || phy >= logEnd || prev < 0 || prev >= f.count) {
-          ended = true;
-          break;
-        }
-        if (f.count === 1 && (phy !== f.beginPhy || !(f.beginTs > 0))) return false;
+        if (!keep(keyHash, phy, chunk.readInt32BE(e + 16), f.count)) break scan;
         const slot = keyHash % this.slots.length;
         if (this.slots[slot] === 0) f.slotsUsed++;
-        this.slots[slot] = f.count;
-        prevPhy = phy;
+        this.slots[slot] = f.count++;
         f.endPhy = phy;
         f.endTs = f.beginTs + chunk.readInt32BE(e + 12) * 1000;
-        f.count++;
       }
     }
     if (f.count === 1) f.beginTs = f.endTs = f.beginPhy = f.endPhy = 0;
@@ -188,8 +197,7 @@ export class IndexService {
     f.seg.zeroFrom(this.entryPos(f.count));
     this.pendingFirst = f.count;
     this.slotsOf = f;
-    this.headerDirty = true;
-    return true;
+    return f.count !== before;
   }
 
   private damaged(): "damaged" {
@@ -297,34 +305,8 @@ export class IndexService {
       return;
     }
     if (f === this.slotsOf && f.endPhy < phy) return;
-    // the file that holds the cut becomes the one written: its kept entries rebuild the slot table
-    let keep = 1;
-    this.slots.fill(0);
-    f.slotsUsed = 0;
-    for (let at = 1; at < f.count; at += LOAD_CHUNK_ENTRIES) {
-      const n = Math.min(LOAD_CHUNK_ENTRIES, f.count - at);
-      const chunk = f.seg.read(this.entryPos(at), n * INDEX_ENTRY_BYTES);
-      let j = 0;
-      for (; j < n; j++) {
-        const e = j * INDEX_ENTRY_BYTES;
-        const entryPhy = readLong(chunk, e + 4);
-        if (entryPhy >= phy) break;
-        const slot = chunk.readInt32BE(e) % this.slots.length;
-        if (this.slots[slot] === 0) f.slotsUsed++;
-        this.slots[slot] = at + j;
-        f.endPhy = entryPhy;
-        f.endTs = f.beginTs + chunk.readInt32BE(e + 12) * 1000;
-        keep = at + j + 1;
-      }
-      if (j < n) break;
-    }
-    this.slotsOf = f;
-    this.pendingFirst = keep;
-    if (keep === f.count) return;
-    f.count = keep;
-    if (keep === 1) f.beginTs = f.endTs = f.beginPhy = f.endPhy = 0;
-    f.seg.zeroFrom(this.entryPos(keep));
-    this.writeHeader(f);
+    // the file that holds the cut becomes the one written
+    if (this.adopt(f, f.count, (_keyHash, entryPhy) => entryPhy < phy)) this.writeHeader(f);
   }
 
   /** Flushes the files written since the last call (the last file's header with them). */

@@ -354,7 +354,7 @@ export class MessageStore {
     const extent = last ? last.start + log.segmentBytes : 0;
     const why = !cp ? (last ? "no checkpoint" : null) : this.loadQueuesAndIndex(cp, mode === "normal", extent);
     if (why || !cp) {
-      this.rebuildAll(mode, why);
+      this.rebuildAll(mode, why, cp);
       return;
     }
     this.dispatcher.lastStoreTimestamp = Math.min(cp.logicsMsgTimestamp, cp.indexMsgTimestamp);
@@ -434,7 +434,7 @@ export class MessageStore {
   }
 
   /** Rebuilds consume queues and index from the whole commit log, checked record by record. */
-  private rebuildAll(mode: "normal" | "abnormal", why: string | null): void {
+  private rebuildAll(mode: "normal" | "abnormal", why: string | null, cp: StoreCheckpoint | null): void {
     for (const m of this.queues.values()) for (const q of m.values()) q.close();
     this.queues.clear();
     fs.rmSync(path.join(this.options.dir, "consumequeue"), { recursive: true, force: true });
@@ -444,7 +444,7 @@ export class MessageStore {
       this.maxRecordBytes,
       (buf, s, e, phy) => this.dispatcher.dispatch(buf, s, e, phy, false),
       0,
-      this.zerosEndFrom(readCheckpoint(this.checkpointFile)),
+      this.zerosEndFrom(cp),
     );
     this.commitLog.truncateTo(log.end);
     this.recovery = { mode, log, checkedFrom: this.commitLog.minOffset, redispatchedFrom: this.commitLog.minOffset, rebuilt: why };

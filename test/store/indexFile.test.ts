@@ -4,9 +4,9 @@ import path from "node:path";
 import { test } from "node:test";
 import fc from "fast-check";
 import { INDEX_ENTRY_BYTES, INDEX_HEADER_BYTES, IndexService } from "../../store/indexFile.ts";
-import { segmentIo } from "../../store/segment.ts";
 import { readLong } from "../../transport/messageRecord.ts";
 import { tempDir } from "../helpers.ts";
+import { bytesRead } from "./segmentReads.ts";
 
 const PER_FILE = 100; // entry 0 of each file is the null entry: 99 per file
 const SLOTS = 16;
@@ -75,19 +75,10 @@ test("index: lookups across files, newest first; reload reads only the last file
   assert.equal(first.readInt32BE(e9), Math.abs(all[8]!.hash));
   assert.equal(first.readInt32BE(e9 + 12), 8);
 
-  const real = segmentIo.readSync;
-  let bytes = 0;
-  segmentIo.readSync = (fd, buf, off, len, pos) => {
-    const n = real(fd, buf, off, len, pos);
-    bytes += n;
-    return n;
-  };
-  try {
-    idx = new IndexService(dir, PER_FILE, SLOTS);
-    assert.equal(idx.load(450, 1e9), "ok");
-  } finally {
-    segmentIo.readSync = real;
-  }
+  idx = new IndexService(dir, PER_FILE, SLOTS);
+  const reopened = idx;
+  const { value: loaded, bytes } = await bytesRead(() => reopened.load(450, 1e9));
+  assert.equal(loaded, "ok");
   assert.ok(bytes <= 5 * INDEX_HEADER_BYTES + PER_FILE * INDEX_ENTRY_BYTES, `an open read ${bytes} bytes`);
   assert.equal(idx.entries, 450);
   for (const x of hashes) assert.deepEqual(idx.lookup(x, 0, Number.MAX_SAFE_INTEGER, 1000), expected(all, x), `reloaded, hash ${x}`);

@@ -3,9 +3,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
-import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import { tempDir, waitFor } from "../helpers.ts";
+import { bytesRead } from "./segmentReads.ts";
 
 const SEG = 64 * 1024;
 const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
@@ -42,22 +42,6 @@ function readAll(s: MessageStore, queueId: number): string[] {
     if (g.status !== "FOUND" && g.status !== "NO_MATCHED_MESSAGE") return out;
     out.push(...decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.body.toString().slice(0, 12)));
     off = g.nextBeginOffset;
-  }
-}
-
-/** Bytes read through the segment primitives while `fn` runs. */
-async function bytesRead<T>(fn: () => Promise<T>): Promise<{ value: T; bytes: number }> {
-  const real = segmentIo.readSync;
-  let bytes = 0;
-  segmentIo.readSync = (fd, buf, off, len, pos) => {
-    const n = real(fd, buf, off, len, pos);
-    bytes += n;
-    return n;
-  };
-  try {
-    return { value: await fn(), bytes };
-  } finally {
-    segmentIo.readSync = real;
   }
 }
 
