@@ -69,6 +69,18 @@ export interface ConsumerOffsetFile {
   offsetTable: Record<string, Record<string, number>>;
 }
 
+/** Calls `fn` for each well-formed entry of an offsetTable in its stored form (`topic@group` -> queue id -> offset). */
+function forEachStoredOffset(table: unknown, fn: (key: string, queueId: number, offset: number) => void): void {
+  if (!table || typeof table !== "object") return;
+  for (const [key, queues] of Object.entries(table)) {
+    if (!key.includes(TOPIC_GROUP_SEPARATOR) || !queues || typeof queues !== "object") continue;
+    for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
+      const q = Number(qid);
+      if (Number.isInteger(q) && q >= 0 && typeof off === "number" && Number.isFinite(off) && off >= 0) fn(key, q, off);
+    }
+  }
+}
+
 /** The table of committed offsets and pending resets of one broker. */
 export class ConsumerOffsetManager {
   private readonly table = new Map<string, Map<number, number>>();
@@ -85,18 +97,11 @@ export class ConsumerOffsetManager {
   static load(file: string): ConsumerOffsetManager {
     const m = new ConsumerOffsetManager(file);
     const stored = JsonFile.read<Partial<ConsumerOffsetFile>>(file);
-    const t = stored && typeof stored === "object" ? stored.offsetTable : undefined;
-    if (t && typeof t === "object") {
-      for (const [key, queues] of Object.entries(t)) {
-        if (!key.includes(TOPIC_GROUP_SEPARATOR) || !queues || typeof queues !== "object") continue;
-        const map = new Map<number, number>();
-        for (const [qid, off] of Object.entries(queues)) {
-          const q = Number(qid);
-          if (Number.isInteger(q) && q >= 0 && typeof off === "number" && Number.isFinite(off) && off >= 0) map.set(q, off);
-        }
-        m.table.set(key, map);
-      }
-    }
+    forEachStoredOffset(stored && typeof stored === "object" ? stored.offsetTable : undefined, (key, queueId, offset) => {
+      let q = m.table.get(key);
+      if (!q) m.table.set(key, (q = new Map()));
+      q.set(queueId, offset);
+    });
     return m;
   }
 
@@ -112,13 +117,17 @@ export class ConsumerOffsetManager {
 
   /** Stores `offset` as the group's next offset for the queue; a smaller value overwrites too (RocketMQ). */
   commitOffset(group: string, topic: string, queueId: number, offset: number): void {
-    const key = topic + TOPIC_GROUP_SEPARATOR + group;
+    this.setOffset(topic + TOPIC_GROUP_SEPARATOR + group, queueId, offset);
+  }
+
+  /** Sets an offset of `topic@group`; true when it changed. */
+  private setOffset(key: string, queueId: number, offset: number): boolean {
     let m = this.table.get(key);
     if (!m) this.table.set(key, (m = new Map()));
-    if (m.get(queueId) !== offset) {
-      m.set(queueId, offset);
-      this.dirty = true;
-    }
+    if (m.get(queueId) === offset) return false;
+    m.set(queueId, offset);
+    this.dirty = true;
+    return true;
   }
 
   /** A pending reset first, else the committed offset, else -1. */
@@ -283,21 +292,10 @@ export class ConsumerOffsetManager {
    * put-all); entries that are not queue ids with offsets >= 0 are skipped. Returns how many changed.
    */
   mergeFrom(table: unknown): number {
-    if (!table || typeof table !== "object") return 0;
     let changed = 0;
-    for (const [key, queues] of Object.entries(table as Record<string, unknown>)) {
-      const at = key.indexOf(TOPIC_GROUP_SEPARATOR);
-      if (at <= 0 || !queues || typeof queues !== "object") continue;
-      const topic = key.slice(0, at);
-      const group = key.slice(at + TOPIC_GROUP_SEPARATOR.length);
-      for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
-        const q = Number(qid);
-        if (!Number.isInteger(q) || q < 0 || typeof off !== "number" || !Number.isSafeInteger(off) || off < 0) continue;
-        if (this.table.get(key)?.get(q) === off) continue;
-        this.commitOffset(group, topic, q, off);
-        changed++;
-      }
-    }
+    forEachStoredOffset(table, (key, queueId, offset) => {
+      if (this.setOffset(key, queueId, offset)) changed++;
+    });
     return changed;
   }
 

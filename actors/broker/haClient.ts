@@ -129,7 +129,7 @@ export class HAClient {
     const startAt = r.fields.startAt;
     if (startAt !== undefined) {
       // the master no longer holds our offset; an empty store begins where the master's log does
-      if (!ctx.store.isEmpty()) return;
+      // (only an empty store asks this way; startReplicaAt refuses any other)
       ctx.store.startReplicaAt(Number(startAt));
       ctx.logger.info({ master, startAt }, "empty store begins at the master's oldest offset");
       this.status.offset = ctx.store.maxPhyOffset;

@@ -112,13 +112,23 @@ export function timeUpBatch(m: MessageExt): PutBatch | null {
 /** Reads delayOffset.json; levels missing or damaged start at 0. */
 export function readDelayOffsets(file: string, levelCount: number): number[] {
   const stored = JsonFile.read<Partial<DelayOffsetFile>>(file);
-  const out = new Array<number>(levelCount).fill(0);
-  const table = stored && typeof stored.offsetTable === "object" && stored.offsetTable ? stored.offsetTable : {};
-  for (let level = 1; level <= levelCount; level++) {
-    const v = (table as Record<string, unknown>)[String(level)];
-    if (typeof v === "number" && Number.isInteger(v) && v >= 0) out[level - 1] = v;
-  }
-  return out;
+  return delayOffsetsOf(stored?.offsetTable, new Array<number>(levelCount).fill(0));
+}
+
+/** Each level's offset from an offsetTable in its stored form (level as a string); `fallback[level - 1]` where it has none or a bad one. */
+export function delayOffsetsOf(table: unknown, fallback: readonly number[]): number[] {
+  const t = table && typeof table === "object" ? (table as Record<string, unknown>) : {};
+  return fallback.map((dflt, i) => {
+    const v = t[String(i + 1)];
+    return typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : dflt;
+  });
+}
+
+/** The stored form of each level's offset (index level - 1). */
+export function delayOffsetTable(offsets: readonly number[]): Record<string, number> {
+  const offsetTable: Record<string, number> = {};
+  for (let level = 1; level <= offsets.length; level++) offsetTable[String(level)] = offsets[level - 1]!;
+  return offsetTable;
 }
 
 /** The timers, reads and re-stores of the delay levels. Plain TypeScript; the actor drives it. */
@@ -312,11 +322,9 @@ export class DelayDeliveryService {
 
   /** Writes delayOffset.json now. */
   persist(): void {
-    const offsetTable: Record<string, number> = {};
-    for (let level = 1; level <= this.offsets.length; level++) offsetTable[String(level)] = this.offsets[level - 1]!;
     this.dirty = false;
     try {
-      JsonFile.write(this.deps.offsetFile, { offsetTable } satisfies DelayOffsetFile);
+      JsonFile.write(this.deps.offsetFile, { offsetTable: delayOffsetTable(this.offsets) } satisfies DelayOffsetFile);
       this.stats.persists++;
     } catch (e) {
       this.dirty = true;
@@ -373,9 +381,7 @@ export const schedulerMachine = setup({
       if (event.type === "TICK") context.service.tick((event as { level: number }).level);
     },
     answerOffsets: ({ context, event }) => {
-      const offsetTable: Record<string, number> = {};
-      for (const [i, o] of context.service.progress().entries()) offsetTable[String(i + 1)] = o;
-      (event as Asked).reply?.ok({ offsetTable });
+      (event as Asked).reply?.ok({ offsetTable: delayOffsetTable(context.service.progress()) });
     },
     shutdown: ({ context, event }) => {
       const reply = (event as Asked).reply;

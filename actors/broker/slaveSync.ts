@@ -15,7 +15,7 @@ import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR } from "./configFile.ts";
 import { type ConsumerOffsetFile, consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { brokerDelayLevels } from "./delayRouting.ts";
-import { DELAY_OFFSET_FILE, type DelayOffsetFile, readDelayOffsets } from "./scheduler.ts";
+import { DELAY_OFFSET_FILE, type DelayOffsetFile, delayOffsetsOf, delayOffsetTable, readDelayOffsets } from "./scheduler.ts";
 
 const SYNC_TIMEOUT_MS = 3_000;
 
@@ -64,16 +64,9 @@ export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: s
     .ask<DelayOffsetFile>({ type: "GET_ALL_DELAY_OFFSET" }, { timeoutMs: SYNC_TIMEOUT_MS });
   const file = path.join(ctx.config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE);
   const mine = readDelayOffsets(file, brokerDelayLevels(ctx.config.messageDelayLevel).length);
-  const theirs = delay.fields.offsetTable ?? {};
-  const offsetTable: Record<string, number> = {};
-  let differs = 0;
-  mine.forEach((o, i) => {
-    const t = theirs[String(i + 1)];
-    const v = typeof t === "number" && Number.isSafeInteger(t) && t >= 0 ? t : o;
-    if (v !== o) differs++;
-    offsetTable[String(i + 1)] = v;
-  });
-  if (differs > 0) JsonFile.write(file, { offsetTable } satisfies DelayOffsetFile);
+  const theirs = delayOffsetsOf(delay.fields.offsetTable, mine);
+  const differs = theirs.filter((o, i) => o !== mine[i]).length;
+  if (differs > 0) JsonFile.write(file, { offsetTable: delayOffsetTable(theirs) } satisfies DelayOffsetFile);
   changed += differs;
   if (changed > 0) ctx.logger.debug({ changed }, "offsets copied from master");
   return changed;
