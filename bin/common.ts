@@ -13,25 +13,20 @@ export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "
 /** Exit codes of the command line. */
 export const ExitCode = { OK: 0, ERROR: 1, USAGE: 2 } as const;
 
-export function intArg(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
+/** A commander parser for numbers that `ok` accepts; anything else is a usage error naming `expected`. */
+function numberArg(ok: (n: number) => boolean, expected: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!ok(n)) throw new InvalidArgumentError(`expected ${expected}`);
+    return n;
+  };
 }
 
+export const intArg = numberArg((n) => Number.isInteger(n) && n >= 0, "a non-negative integer");
 /** A positive number of hours (fractions allowed). */
-export function hoursArg(v: string): number {
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a number of hours > 0");
-  return n;
-}
-
+export const hoursArg = numberArg((n) => Number.isFinite(n) && n > 0, "a number of hours > 0");
 /** A percentage in (0, 100]. */
-export function percentArg(v: string): number {
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0 || n > 100) throw new InvalidArgumentError("expected a percentage in (0, 100]");
-  return n;
-}
+export const percentArg = numberArg((n) => Number.isFinite(n) && n > 0 && n <= 100, "a percentage in (0, 100]");
 
 export function listArg(v: string): string[] {
   return v
