@@ -115,7 +115,12 @@ export class Broker {
         );
       });
       const entries = brokerActors.filter((e) => e.enabled?.(ctx) ?? true);
-      for (const e of entries) node.spawn(e.name, e.logic, { input: { ctx }, ...(e.supervision ? { supervision: e.supervision } : {}) });
+      for (const e of entries)
+        node.spawn(e.name, e.logic, {
+          input: { ctx },
+          ...(e.supervision ? { supervision: e.supervision } : {}),
+          ...(e.direct ? { direct: e.direct } : {}),
+        });
       await ctx.registerNow();
       logger.info({ brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers }, "broker started");
       return new Broker(ctx, entries);

@@ -5,7 +5,7 @@
  */
 import { setup } from "xstate";
 import { MQError } from "../../transport/protocol.ts";
-import type { Replier } from "../runtime/index.ts";
+import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import { ADMIN_REQUESTS, type AdminRequestType, processAdmin } from "./adminProcessor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { OpenQueueChooser, processSend, type SendEventFields } from "./sendProcessor.ts";
@@ -33,6 +33,19 @@ function toMQError(e: unknown): MQError {
 
 const adminTypes = new Set<string>(ADMIN_REQUESTS);
 
+/** SEND_MESSAGE / SEND_BATCH_MESSAGE: one put through the send processor, answered when it settles. */
+function handleSend(context: BrokerActorContext, event: BrokerEvent): void {
+  const reply = event.reply;
+  processSend(context.ctx, event as SendEventFields, event.type === "SEND_BATCH_MESSAGE", context.chooser).then(
+    (fields) => reply?.ok(fields),
+    (e: unknown) => {
+      const err = toMQError(e);
+      if (err.code === "SYSTEM_ERROR") context.ctx.logger.error({ err: e }, "send failed");
+      reply?.fail(err);
+    },
+  );
+}
+
 export const brokerMachine = setup({
   types: {
     context: {} as BrokerActorContext,
@@ -40,17 +53,7 @@ export const brokerMachine = setup({
     input: {} as BrokerActorInput,
   },
   actions: {
-    send: ({ context, event }) => {
-      const reply = event.reply;
-      processSend(context.ctx, event as SendEventFields, event.type === "SEND_BATCH_MESSAGE", context.chooser).then(
-        (fields) => reply?.ok(fields),
-        (e: unknown) => {
-          const err = toMQError(e);
-          if (err.code === "SYSTEM_ERROR") context.ctx.logger.error({ err: e }, "send failed");
-          reply?.fail(err);
-        },
-      );
-    },
+    send: ({ context, event }) => handleSend(context, event),
     admin: ({ context, event }) => {
       const reply = event.reply;
       if (!adminTypes.has(event.type)) {
@@ -82,3 +85,9 @@ export const brokerMachine = setup({
     },
   },
 });
+
+/** The sends the node may hand to {@link handleSend} without a macrostep (state `serving` only runs it). */
+export const brokerDirect: DirectHandlers = {
+  state: "serving",
+  handlers: { SEND_MESSAGE: handleSend, SEND_BATCH_MESSAGE: handleSend },
+};

@@ -5,21 +5,21 @@
  */
 import type { AnyActorLogic } from "xstate";
 import { BrokerActor, QUERY_MESSAGE_ACTOR } from "../../transport/protocol.ts";
-import type { Supervision } from "../runtime/index.ts";
-import { brokerMachine } from "./brokerActor.ts";
+import type { DirectHandlers, Supervision } from "../runtime/index.ts";
+import { brokerDirect, brokerMachine } from "./brokerActor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { consumersMachine } from "./consumerManager.ts";
 import { offsetsMachine } from "./consumerOffsetManager.ts";
 import { haClientMachine } from "./haClient.ts";
 import { haMachine } from "./haService.ts";
-import { holdMachine } from "./holdService.ts";
+import { holdDirect, holdMachine } from "./holdService.ts";
 import { locksMachine } from "./lockManager.ts";
-import { pullMachine } from "./pullProcessor.ts";
+import { pullDirect, pullMachine } from "./pullProcessor.ts";
 import { queryMessageMachine } from "./queryMessageProcessor.ts";
 import { registrarMachine } from "./registrar.ts";
 import { schedulerMachine } from "./scheduler.ts";
 import { sendbackMachine } from "./sendback.ts";
-import { storeMachine } from "./storeActor.ts";
+import { storeDirect, storeMachine } from "./storeActor.ts";
 
 /** One actor of the broker node. */
 export interface BrokerActorEntry {
@@ -35,17 +35,19 @@ export interface BrokerActorEntry {
    */
   shutdown?: boolean;
   supervision?: Supervision;
+  /** hot events handled without a macrostep while no inspector listens */
+  direct?: DirectHandlers;
 }
 
 /** The broker's actors in start order; the registrar comes last so a broker registers only when ready. */
 export const brokerActors: BrokerActorEntry[] = [
-  { name: BrokerActor.STORE, logic: storeMachine, shutdown: true },
-  { name: BrokerActor.BROKER, logic: brokerMachine },
+  { name: BrokerActor.STORE, logic: storeMachine, shutdown: true, direct: storeDirect },
+  { name: BrokerActor.BROKER, logic: brokerMachine, direct: brokerDirect },
   // consumption: offsets first so it persists last at close, after held pulls were answered
   { name: BrokerActor.OFFSETS, logic: offsetsMachine, shutdown: true },
   { name: BrokerActor.CONSUMERS, logic: consumersMachine },
-  { name: BrokerActor.PULL, logic: pullMachine },
-  { name: BrokerActor.HOLD, logic: holdMachine, shutdown: true },
+  { name: BrokerActor.PULL, logic: pullMachine, direct: pullDirect },
+  { name: BrokerActor.HOLD, logic: holdMachine, shutdown: true, direct: holdDirect },
   { name: BrokerActor.LOCKS, logic: locksMachine },
   // delay levels and retries: the scheduler stops (and persists its progress) before the store drains
   { name: BrokerActor.SCHEDULER, logic: schedulerMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },

@@ -11,7 +11,7 @@
  */
 import { assign, fromCallback, sendTo, setup } from "xstate";
 import { tagMatches } from "../../filter/index.ts";
-import type { Replier } from "../runtime/index.ts";
+import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { ArrivalEvent, BrokerContext } from "./brokerContext.ts";
 import {
   answerPull,
@@ -194,6 +194,26 @@ const holdTicker = fromCallback<
 });
 
 /** The `hold` actor. */
+/** A held pull due before the expiry timer fires: the timer must be re-armed (machine path). */
+function earlierThanArmed(context: HoldContext, event: HoldEvent): boolean {
+  return event.type === "HOLD_PULL" && event.held.deadline < context.armedAt;
+}
+
+/**
+ * HOLD_PULL the node may hand over without a macrostep: the pull goes into the table, as the
+ * machine's second transition does; one due before the armed timer goes to the machine.
+ */
+export const holdDirect: DirectHandlers = {
+  state: "holding",
+  handlers: {
+    HOLD_PULL: (context: HoldContext, event: HoldEvent) => {
+      if (event.type !== "HOLD_PULL" || earlierThanArmed(context, event)) return false;
+      context.table.add(event.held);
+      return true;
+    },
+  },
+};
+
 export const holdMachine = setup({
   types: {
     context: {} as HoldContext,
@@ -247,7 +267,7 @@ export const holdMachine = setup({
     },
   },
   guards: {
-    earlierThanArmed: ({ context, event }) => event.type === "HOLD_PULL" && event.held.deadline < context.armedAt,
+    earlierThanArmed: ({ context, event }) => earlierThanArmed(context, event),
   },
 }).createMachine({
   id: "hold",

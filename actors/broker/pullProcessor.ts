@@ -30,7 +30,7 @@ import {
   PullSysFlag,
   type SubscriptionData,
 } from "../../transport/protocol.ts";
-import type { Replier } from "../runtime/index.ts";
+import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type ConsumerTable, consumerTableOf } from "./consumerManager.ts";
 import { type ConsumerOffsetManager, consumerOffsetsOf } from "./consumerOffsetManager.ts";
@@ -387,6 +387,25 @@ export interface PullInput {
   ctx: BrokerContext;
 }
 
+/** PULL_MESSAGE: one store read, then the answer or a hand-over to `hold`. */
+function handlePull(context: PullContext, event: PullEvent): void {
+  const reply = event.reply;
+  const s = context.services;
+  if (!reply) return; // a pull sent one-way has nobody to answer
+  const req = event as unknown as PullMessageRequest;
+  let outcome: PullOutcome;
+  try {
+    outcome = processPull(s, req, true);
+  } catch (e) {
+    reply.fail(pullError(s, e));
+    return;
+  }
+  answerPull(s, req, reply, outcome);
+}
+
+/** The pulls the node may hand to {@link handlePull} without a macrostep (state `serving` only runs it). */
+export const pullDirect: DirectHandlers = { state: "serving", handlers: { PULL_MESSAGE: handlePull } };
+
 /** The `pull` actor: one event per pull request, one store read, the answer or a hand-over to `hold`. */
 export const pullMachine = setup({
   types: {
@@ -395,20 +414,7 @@ export const pullMachine = setup({
     input: {} as PullInput,
   },
   actions: {
-    pull: ({ context, event }) => {
-      const reply = event.reply;
-      const s = context.services;
-      if (!reply) return; // a pull sent one-way has nobody to answer
-      const req = event as unknown as PullMessageRequest;
-      let outcome: PullOutcome;
-      try {
-        outcome = processPull(s, req, true);
-      } catch (e) {
-        reply.fail(pullError(s, e));
-        return;
-      }
-      answerPull(s, req, reply, outcome);
-    },
+    pull: ({ context, event }) => handlePull(context, event),
     unsupported: ({ context, event }) => {
       event.reply?.fail(
         new MQError(

@@ -7,7 +7,7 @@
 import { assign, setup } from "xstate";
 import type { PutBatch, PutResult } from "../../store/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import type { Replier } from "../runtime/index.ts";
+import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 export type StoreEvent =
@@ -81,6 +81,15 @@ function appendGroupNow(
   }
 }
 
+/** PUT_GROUP while open: the group is appended at once. */
+function startGroup(context: StoreContext, event: StoreEvent, self: { send(e: StoreEvent): void }): void {
+  if (event.type !== "PUT_GROUP") return;
+  appendGroupNow(context.ctx, context.puts, context.maxInFlight, event.batches, event.reply, self);
+}
+
+/** The puts the node may hand to {@link startGroup} without a macrostep (state `open` only runs it). */
+export const storeDirect: DirectHandlers = { state: "open", handlers: { PUT_GROUP: startGroup } };
+
 export interface StoreContext {
   ctx: BrokerContext;
   puts: PutCounter;
@@ -107,10 +116,7 @@ export const storeMachine = setup({
       if (event.type === "PUT_GROUP")
         event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
     },
-    startGroup: ({ context, event, self }) => {
-      if (event.type !== "PUT_GROUP") return;
-      appendGroupNow(context.ctx, context.puts, context.maxInFlight, event.batches, event.reply, self);
-    },
+    startGroup: ({ context, event, self }) => startGroup(context, event, self),
     markDraining: ({ context }) => {
       context.puts.draining = true;
     },

@@ -16,7 +16,7 @@ import {
   NODE_ACTOR_NAME,
 } from "./inspection.ts";
 import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
-import { type ActorFailure, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
+import { type ActorFailure, type DirectHandlers, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
 
 /** Options of {@link ActorNode.start}; see docs/internals.md §3. */
 export type ActorNodeOptions = ZmqNodeOptions;
@@ -26,6 +26,8 @@ export interface SpawnOptions {
   input?: unknown;
   /** @default restart, 5 restarts, 100 ms backoff doubling */
   supervision?: Supervision;
+  /** hot events the node may hand to their handler without a macrostep (see {@link DirectHandlers}) */
+  direct?: DirectHandlers;
 }
 
 /** Counters of a node. */
@@ -93,6 +95,7 @@ export class ActorNode implements RefHost {
       logic,
       opts.input,
       opts.supervision ?? defaultSupervision(),
+      opts.direct,
       (ha) => this.hub.attach(ha.name, ha.actor),
       (ha, error, action, backoffMs) => this.onFailure(ha, error, action, backoffMs),
     );
@@ -123,6 +126,11 @@ export class ActorNode implements RefHost {
     let r = this.remoteRefs.get(key);
     if (!r) this.remoteRefs.set(key, (r = new RemoteRef(this, this.transport.peer(address), name, address)));
     return r;
+  }
+
+  /** Whether anything listens to this node's inspection stream (a listener or an inspector). */
+  get inspecting(): boolean {
+    return this.hub.active;
   }
 
   /** Listens to the inspection stream; returns the unsubscribe function. */
@@ -278,7 +286,23 @@ export class ActorNode implements RefHost {
       replier?.fail(new MQError("SYSTEM_BUSY", `The actor ${name} on ${this.nodeId} is restarting after a failure; retry shortly.`));
       return;
     }
-    const status = h.actor.getSnapshot().status;
+    const snapshot = h.actor.getSnapshot();
+    const status = snapshot.status;
+    if (status === "active" && h.direct !== undefined && !this.hub.active) {
+      // a hot event in the state whose transition for it only runs this handler: run it without
+      // the macrostep (per-message cost on the send and pull paths); an inspector sees the machine
+      const fn = h.direct.handlers[ev.type];
+      if (fn !== undefined && snapshot.value === h.direct.state) {
+        let handled: unknown;
+        try {
+          handled = fn(snapshot.context, ev, h.actor);
+        } catch (e) {
+          h.failDirect(e);
+          return;
+        }
+        if (handled !== false) return;
+      }
+    }
     if (status !== "active") {
       replier?.fail(
         new MQError(

@@ -5,6 +5,22 @@
  */
 import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
 
+/**
+ * Handlers a machine's flat state runs for some events as targetless transitions whose only
+ * effect is one action (no assign, no raise, no state change). The node may call them directly,
+ * skipping xstate's macrostep, when that state is the actor's state and no inspector listens;
+ * the machine itself must run the same handler for those events (so attached, it is the same work).
+ * The handler gets the context, the event and the actor ref (what the action's `self` would be);
+ * it returns false, before doing anything, when the event needs the machine (a guard chose a
+ * transition with more than the plain action): the node then sends it to the machine.
+ */
+export interface DirectHandlers {
+  /** the (top-level, atomic) state whose transitions the handlers stand for */
+  state: string;
+  // biome-ignore lint/suspicious/noExplicitAny: context and event types belong to each machine
+  handlers: Record<string, (context: any, event: any, self: AnyActorRef) => unknown>;
+}
+
 /** How a hosted actor's failures are handled. */
 export type Supervision =
   | {
@@ -50,6 +66,7 @@ export class HostedActor {
     readonly logic: AnyActorLogic,
     readonly input: unknown,
     readonly supervision: Supervision,
+    readonly direct: DirectHandlers | undefined,
     private readonly onStarted: (h: HostedActor) => void,
     private readonly onFailure: (h: HostedActor, error: unknown, action: "restart" | "stop", backoffMs: number) => void,
   ) {
@@ -88,6 +105,16 @@ export class HostedActor {
       this.actor = this.create();
       this.start();
     }, backoff);
+  }
+
+  /**
+   * A direct handler threw: the instance fails as if its action had thrown in the machine
+   * (stopped, then restarted or stopped for good by the supervision strategy).
+   */
+  failDirect(error: unknown): void {
+    const actor = this.actor;
+    actor.stop();
+    this.failed(actor, error);
   }
 
   /** Stops the actor and any pending restart. */
