@@ -141,7 +141,10 @@ export class PullConsumer {
     const host = consumerHostOf(inst);
     const c = new PullConsumer(host, opts.group, opts);
     host.registerConsumer({ group: opts.group, consumerData: () => c.consumerData(), rebalanceNow: () => c.rebalanceNow() });
-    host.node.spawn(c.names.pull, pullServiceMachine, { input: { service: c.pullService }, supervision: { strategy: "stop" } });
+    host.node.spawn(c.names.pull, pullServiceMachine, {
+      input: { service: c.pullService, inspecting: () => host.node.inspecting },
+      supervision: { strategy: "stop" },
+    });
     if (opts.autoCommit) {
       c.commitTimer = setInterval(() => void c.commit().catch(() => {}), opts.autoCommitIntervalMs);
       c.commitTimer.unref();

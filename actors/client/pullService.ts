@@ -542,6 +542,12 @@ export type PullServiceEvent =
   | { type: "STOP" }
   | PullResultEvent;
 
+export interface PullServiceInput {
+  service: PullService;
+  /** whether an inspector listens (then every PULL_RESULT is sent, for its timeline); default: always */
+  inspecting?: () => boolean;
+}
+
 export interface PullServiceContext {
   service: PullService;
 }
@@ -551,7 +557,7 @@ export const pullServiceMachine = setup({
   types: {
     context: {} as PullServiceContext,
     events: {} as PullServiceEvent,
-    input: {} as { service: PullService },
+    input: {} as PullServiceInput,
   },
   actions: {
     execute: ({ context, event }) => {
@@ -570,7 +576,13 @@ export const pullServiceMachine = setup({
 }).createMachine({
   id: "pullService",
   context: ({ input, self }) => {
-    input.service.onPullResult = (e) => self.send(e);
+    const inspecting = input.inspecting ?? (() => true);
+    input.service.onPullResult = (e) => {
+      // a result no transition takes (another found batch, another empty answer) changes nothing
+      // but the inspector's timeline: without one it costs no macrostep
+      if (!inspecting() && !self.getSnapshot().can(e)) return;
+      self.send(e);
+    };
     return { service: input.service };
   },
   initial: "running",

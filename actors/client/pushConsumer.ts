@@ -454,7 +454,10 @@ export class PushConsumer {
         input: { locks: this.queueLocks, intervalMs: this.opts.rebalanceLockIntervalMs },
         supervision: { strategy: "stop" },
       });
-    node.spawn(this.names.pull, pullServiceMachine, { input: { service: this.pullService }, supervision: { strategy: "stop" } });
+    node.spawn(this.names.pull, pullServiceMachine, {
+      input: { service: this.pullService, inspecting: () => node.inspecting },
+      supervision: { strategy: "stop" },
+    });
     await this.rebalancer.doRebalance();
     this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);
     this.persistTimer = setInterval(() => void this.persistOffsets(), this.opts.persistConsumerOffsetIntervalMs);
