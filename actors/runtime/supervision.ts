@@ -17,7 +17,7 @@ import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
 export interface DirectHandlers {
   /** the (top-level, atomic) state whose transitions the handlers stand for */
   state: string;
-  // biome-ignore lint/suspicious/noExplicitAny: context and event types belong to each machine
+  // context and event types belong to each machine
   handlers: Record<string, (context: any, event: any, self: AnyActorRef) => unknown>;
 }
 
