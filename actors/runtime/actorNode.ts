@@ -288,9 +288,10 @@ export class ActorNode implements RefHost {
     }
     const snapshot = h.actor.getSnapshot();
     const status = snapshot.status;
-    if (status === "active" && h.direct !== undefined && !this.hub.active) {
+    if (status === "active" && h.direct !== undefined) {
       // a hot event in the state whose transition for it only runs this handler: run it without
-      // the macrostep (per-message cost on the send and pull paths); an inspector sees the machine
+      // the macrostep (per-message cost on the send and pull paths); an inspector gets the records
+      // the machine would have given
       const fn = h.direct.handlers[ev.type];
       if (fn !== undefined && snapshot.value === h.direct.state) {
         let handled: unknown;
@@ -300,7 +301,10 @@ export class ActorNode implements RefHost {
           h.failDirect(e);
           return;
         }
-        if (handled !== false) return;
+        if (handled !== false) {
+          if (this.hub.active) this.hub.directEvent(h.actor, ev);
+          return;
+        }
       }
     }
     if (status !== "active") {

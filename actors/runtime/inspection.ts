@@ -296,6 +296,16 @@ export class InspectionHub {
     return n;
   }
 
+  /**
+   * A direct handler (no macrostep) took `event` on an attached actor: the records its machine's
+   * inspection would have given, the event and the snapshot after it (unchanged by such events).
+   */
+  directEvent(actor: AnyActorRef, event: { type: string }): void {
+    if (!this.attached.has(actor)) return;
+    this.onInspection({ type: "@xstate.event", actorRef: actor, rootId: actor.sessionId, event, sourceRef: undefined });
+    this.onInspection({ type: "@xstate.snapshot", actorRef: actor, rootId: actor.sessionId, event, snapshot: actor.getSnapshot() });
+  }
+
   private onInspection(ev: InspectionEvent): void {
     const ref = ev.actorRef as AnyActorRef;
     if (ev.type === "@xstate.actor") {

@@ -7,9 +7,10 @@ import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
 
 /**
  * Handlers a machine's flat state runs for some events as targetless transitions whose only
- * effect is one action (no assign, no raise, no state change). The node may call them directly,
- * skipping xstate's macrostep, when that state is the actor's state and no inspector listens;
- * the machine itself must run the same handler for those events (so attached, it is the same work).
+ * effect is one action (no assign, no raise, no state change). The node calls them directly,
+ * skipping xstate's macrostep, when that state is the actor's state (an inspector still gets the
+ * event and snapshot records the machine would have given); the machine itself must run the same
+ * handler for those events, so sending to the actor without the node does the same work.
  * The handler gets the context, the event and the actor ref (what the action's `self` would be);
  * it returns false, before doing anything, when the event needs the machine (a guard chose a
  * transition with more than the plain action): the node then sends it to the machine.
