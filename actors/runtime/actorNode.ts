@@ -292,7 +292,7 @@ export class ActorNode implements RefHost {
       // a hot event in the state whose transition for it only runs this handler: run it without
       // the macrostep (per-message cost on the send and pull paths); an inspector gets the records
       // the machine would have given
-      const fn = h.direct.handlers[ev.type];
+      const fn = h.direct.handlers.get(ev.type);
       if (fn !== undefined && snapshot.value === h.direct.state) {
         let handled: unknown;
         try {

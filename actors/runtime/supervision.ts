@@ -18,9 +18,11 @@ import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
 export interface DirectHandlers {
   /** the (top-level, atomic) state whose transitions the handlers stand for */
   state: string;
-  // context and event types belong to each machine
-  handlers: Record<string, (context: any, event: any, self: AnyActorRef) => unknown>;
+  handlers: Record<string, DirectHandler>;
 }
+
+/** One direct handler; context and event types belong to each machine. */
+export type DirectHandler = (context: any, event: any, self: AnyActorRef) => unknown;
 
 /** How a hosted actor's failures are handled. */
 export type Supervision =
@@ -60,6 +62,8 @@ export class HostedActor {
   status: HostedStatus = "running";
   restarts = 0;
   failures = 0;
+  /** the direct handlers by event type, and the state they apply in */
+  readonly direct: { state: string; handlers: Map<string, DirectHandler> } | undefined;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -67,10 +71,12 @@ export class HostedActor {
     readonly logic: AnyActorLogic,
     readonly input: unknown,
     readonly supervision: Supervision,
-    readonly direct: DirectHandlers | undefined,
+    direct: DirectHandlers | undefined,
     private readonly onStarted: (h: HostedActor) => void,
     private readonly onFailure: (h: HostedActor, error: unknown, action: "restart" | "stop", backoffMs: number) => void,
   ) {
+    // a Map: event types come off the wire ("toString" must not find Object.prototype's)
+    this.direct = direct && { state: direct.state, handlers: new Map(Object.entries(direct.handlers)) };
     this.actor = this.create();
   }
 

@@ -27,7 +27,10 @@ const counter = setup({
     },
     closed: { on: { HIT: { actions: ({ event }) => event.reply?.ok({ closed: true }) } } },
   },
-  on: { GET: { actions: ({ context, event }) => event.reply?.ok({ machine: context.viaMachine, direct: context.viaDirect }) } },
+  on: {
+    GET: { actions: ({ context, event }) => event.reply?.ok({ machine: context.viaMachine, direct: context.viaDirect }) },
+    "*": { actions: ({ event }) => (event as { reply?: Replier }).reply?.ok({ unknown: event.type }) },
+  },
 });
 
 const direct: DirectHandlers = {
@@ -96,6 +99,9 @@ describe("direct handlers", () => {
     node.spawn("c", counter, { direct });
     const ref = node.ref(null, "c");
     ref.send({ type: "HIT", n: 2 });
+    // a type that names an Object.prototype member is no handler's
+    for (const type of ["toString", "constructor", "__proto__", "hasOwnProperty"])
+      assert.deepEqual((await ref.ask({ type })).fields, { unknown: type });
     ref.send({ type: "CLOSE" });
     assert.deepEqual((await ref.ask({ type: "HIT", n: 3 })).fields, { closed: true }, "closed: the machine's transition answers");
     assert.deepEqual(await get(node, "c"), { machine: [], direct: [2] });
