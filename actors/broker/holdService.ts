@@ -193,7 +193,6 @@ const holdTicker = fromCallback<
   };
 });
 
-/** The `hold` actor. */
 /** A held pull due before the expiry timer fires: the timer must be re-armed (machine path). */
 function earlierThanArmed(context: HoldContext, event: HoldEvent): boolean {
   return event.type === "HOLD_PULL" && event.held.deadline < context.armedAt;
@@ -214,6 +213,7 @@ export const holdDirect: DirectHandlers = {
   },
 };
 
+/** The `hold` actor. */
 export const holdMachine = setup({
   types: {
     context: {} as HoldContext,
