@@ -17,6 +17,8 @@ test("MQError round-trips over the wire shape and keeps retriable from the code 
   assert.equal(e.code, "SYSTEM_BUSY");
   assert.equal(e.retriable, true);
   assert.equal(MQError.fromWire({ code: "nonsense", message: 1 }).code, "SYSTEM_ERROR");
+  for (const code of ["toString", "constructor", "__proto__", "hasOwnProperty"])
+    assert.equal(MQError.fromWire({ code, message: "x" }).code, "SYSTEM_ERROR", code);
 });
 
 test("message queues sort by topic, broker, queue id", () => {

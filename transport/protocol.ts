@@ -142,7 +142,8 @@ export class MQError extends Error {
   }
   /** Rebuilds an error received over the wire; unknown codes become SYSTEM_ERROR. */
   static fromWire(w: { code?: unknown; message?: unknown }): MQError {
-    const code = typeof w.code === "string" && w.code in ErrorCodes ? (w.code as ErrorCode) : "SYSTEM_ERROR";
+    // own keys only: "toString" or "constructor" off the wire are no codes
+    const code = typeof w.code === "string" && Object.hasOwn(ErrorCodes, w.code) ? (w.code as ErrorCode) : "SYSTEM_ERROR";
     return new MQError(code, typeof w.message === "string" ? w.message : "remote error");
   }
 }
