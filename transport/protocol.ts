@@ -206,6 +206,21 @@ export function checkTopic(topic: unknown): asserts topic is string {
   if (!TOPIC_PATTERN.test(topic)) {
     throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic}" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.`);
   }
+  if (topic === RESERVED_NAME) throw reservedName("topic");
+}
+
+/**
+ * A name RocketMQ's pattern allows that actormq refuses for topics and brokers: tables keyed by
+ * them travel as msgpack maps decoded to objects, where this key is the prototype, not an entry.
+ */
+export const RESERVED_NAME = "__proto__";
+
+/** The error for a topic or broker named {@link RESERVED_NAME}. */
+export function reservedName(what: "topic" | "broker"): MQError {
+  return new MQError(
+    what === "topic" ? "MESSAGE_ILLEGAL" : "ILLEGAL_ARGUMENT",
+    `The ${what} name "${RESERVED_NAME}" is reserved (tables keyed by ${what} name could not hold it): choose another name.`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
