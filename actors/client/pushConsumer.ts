@@ -15,6 +15,7 @@ import {
   type MessageQueue,
   MQError,
   mqKey,
+  RESERVED_NAME,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
 import { type AllocateOptions, type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
@@ -177,6 +178,9 @@ export function checkGroup(group: unknown): asserts group is string {
       `The consumer group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
     );
   }
+  // tables keyed by group name travel as msgpack maps decoded to objects (see RESERVED_NAME)
+  if (group === RESERVED_NAME)
+    throw new MQError("ILLEGAL_ARGUMENT", `The consumer group name "${RESERVED_NAME}" is reserved: choose another name.`);
 }
 
 /** The consumer's view of a ClientInstance. */

@@ -1,7 +1,8 @@
 /**
  * Names that are also members of Object.prototype: tables keyed by topic travel as msgpack maps
  * decoded to objects, so "constructor" and "toString" must work as topics end to end, and
- * "__proto__" (which such an object cannot hold as a key) is refused with a clear error.
+ * "__proto__" (which such an object cannot hold as a key) is refused with a clear error, as a
+ * topic, a broker or a consumer group name.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -37,12 +38,22 @@ test("topics named after Object.prototype members are routed, stored and consume
   );
   await assert.rejects(producer.send({ topic: "__proto__", body: "x" }), (e) => e instanceof MQError && e.code === "MESSAGE_ILLEGAL");
 
+  await assert.rejects(
+    PushConsumer.start({
+      group: "__proto__",
+      nameservers: [ns.address],
+      subscriptions: { constructor: "*" },
+      listener: async () => "CONSUME_SUCCESS",
+    }),
+    (e) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /reserved/.test(e.message),
+  );
+
   const topics = ["constructor", "toString", "hasOwnProperty"];
   for (const topic of topics) await admin.createTopic({ topic, brokers: ["b1"], readQueueNums: 2, writeQueueNums: 2 });
   for (const topic of topics) assert.equal((await producer.send({ topic, body: `to ${topic}` })).status, "SEND_OK");
   const got: MessageExt[] = [];
   const consumer = await PushConsumer.start({
-    group: "cg",
+    group: "valueOf",
     nameservers: [ns.address],
     subscriptions: Object.fromEntries(topics.map((topic) => [topic, "*"])),
     consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
