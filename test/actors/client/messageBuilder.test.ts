@@ -26,6 +26,9 @@ test("bad messages are MESSAGE_ILLEGAL", () => {
     { topic: "T", body: Buffer.alloc(4 * 1024 * 1024 + 1) },
     { topic: "T", body: 5 },
     { topic: "T", body: "x", properties: { a: "\u0001" } },
+    // an own "__proto__" key (as JSON.parse makes): decoded into an object it would be the prototype
+    { topic: "T", body: "x", properties: JSON.parse('{"__proto__": "x"}') },
+    { topic: "__proto__", body: "x" },
   ];
   for (const m of bad)
     assert.throws(
