@@ -35,7 +35,7 @@ export interface BrokerActorEntry {
    */
   shutdown?: boolean;
   supervision?: Supervision;
-  /** hot events handled without a macrostep while no inspector listens */
+  /** hot events the node hands to their handler without a macrostep (see DirectHandlers) */
   direct?: DirectHandlers;
 }
 
