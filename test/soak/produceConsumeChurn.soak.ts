@@ -149,14 +149,19 @@ test("produce/consume under group churn: every acknowledged message consumed, du
   while (Date.now() < deadline) {
     await pause(Math.min(rnd.between(...CHURN_GAP_MS), Math.max(0, deadline - Date.now())));
     if (Date.now() >= deadline) break;
-    let kind = firstKinds.shift();
-    if (!kind) {
+    const first = firstKinds.shift();
+    let kind: ChurnKind;
+    if (first) kind = first;
+    else {
       const r = rnd.next();
       kind = r < 0.4 ? "join" : r < 0.7 ? "leave" : "kill";
     }
-    // at least one member stays; at most MAX_MEMBERS
+    // at least one member stays; at most MAX_MEMBERS. A first kind that cannot happen now comes next
+    // (a kill drawn while one member was live became a join and the run had no kill at all)
+    const wanted = kind;
     if (kind !== "join" && live.size < 2) kind = "join";
     if (kind === "join" && live.size >= MAX_MEMBERS) kind = rnd.next() < 0.5 ? "leave" : "kill";
+    if (first && kind !== wanted) firstKinds.unshift(wanted);
     let member: string;
     if (kind === "join") member = await join();
     else {
