@@ -206,20 +206,22 @@ export function checkTopic(topic: unknown): asserts topic is string {
   if (!TOPIC_PATTERN.test(topic)) {
     throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic}" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.`);
   }
-  if (topic === RESERVED_NAME) throw reservedName("topic");
+  checkNotReserved(topic, "topic");
 }
 
 /**
- * A name RocketMQ's pattern allows that actormq refuses for topics and brokers: tables keyed by
- * them travel as msgpack maps decoded to objects, where this key is the prototype, not an entry.
+ * A name RocketMQ's pattern allows that actormq refuses for topics, consumer groups, brokers and
+ * message properties: tables keyed by such names travel as msgpack maps decoded to objects (and
+ * properties are decoded to one), where this key is the prototype, not an entry.
  */
-export const RESERVED_NAME = "__proto__";
+const RESERVED_NAME = "__proto__";
 
-/** The error for a topic or broker named {@link RESERVED_NAME}. */
-export function reservedName(what: "topic" | "broker"): MQError {
-  return new MQError(
-    what === "topic" ? "MESSAGE_ILLEGAL" : "ILLEGAL_ARGUMENT",
-    `The ${what} name "${RESERVED_NAME}" is reserved (tables keyed by ${what} name could not hold it): choose another name.`,
+/** Throws the MQError for a name that is {@link RESERVED_NAME} (MESSAGE_ILLEGAL for what a message carries). */
+export function checkNotReserved(name: string, what: "topic" | "property" | "consumer group" | "broker"): void {
+  if (name !== RESERVED_NAME) return;
+  throw new MQError(
+    what === "topic" || what === "property" ? "MESSAGE_ILLEGAL" : "ILLEGAL_ARGUMENT",
+    `The ${what} name "${RESERVED_NAME}" is reserved (objects keyed by ${what} name cannot hold it): choose another name.`,
   );
 }
 

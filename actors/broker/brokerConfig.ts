@@ -5,13 +5,12 @@
 
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import {
+  checkNotReserved,
   DEFAULT_CLUSTER,
   DEFAULT_MAX_MESSAGE_BYTES,
   MASTER_ID,
   MQError,
   PERM_READ_WRITE,
-  RESERVED_NAME,
-  reservedName,
 } from "../../transport/protocol.ts";
 import { defaultLogLevel } from "../logger.ts";
 
@@ -125,7 +124,7 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   if (typeof cfg.brokerName !== "string" || !/^[a-zA-Z0-9_.-]+$/.test(cfg.brokerName)) {
     throw new MQError("ILLEGAL_ARGUMENT", `brokerName "${String(cfg.brokerName)}" is not valid: use letters, digits, '.', '_' and '-'.`);
   }
-  if (cfg.brokerName === RESERVED_NAME) throw reservedName("broker");
+  checkNotReserved(cfg.brokerName, "broker");
   if (!Array.isArray(cfg.nameservers) || cfg.nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
     throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be an array of name server addresses such as tcp://127.0.0.1:9876.");
   }

@@ -3,7 +3,7 @@
  * system properties (TAGS, KEYS, DELAY, UNIQ_KEY) and the batch body of `sendBatch`.
  */
 import { type BatchMessage, createUniqId, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
-import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, KEY_SEPARATOR, MessageConst, MQError, RESERVED_NAME } from "../../transport/protocol.ts";
+import { checkNotReserved, checkTopic, DEFAULT_MAX_MESSAGE_BYTES, KEY_SEPARATOR, MessageConst, MQError } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
 export interface Message {
@@ -56,9 +56,7 @@ function buildProperties(msg: Message, uniqKey: string): Record<string, string> 
     for (const [k, v] of Object.entries(msg.properties)) {
       if (typeof v !== "string") throw new MQError("MESSAGE_ILLEGAL", `Property "${k}" must be a string, not ${typeof v}.`);
       if (k.length === 0) throw new MQError("MESSAGE_ILLEGAL", "A property name is empty: give every property a name.");
-      // a message's properties are decoded into an object, where this key would be its prototype
-      if (k === RESERVED_NAME)
-        throw new MQError("MESSAGE_ILLEGAL", `The property name "${RESERVED_NAME}" is reserved: choose another name.`);
+      checkNotReserved(k, "property");
       checkPropertyText("property name", k);
       checkPropertyText("property value", v);
       props[k] = v;

@@ -11,11 +11,11 @@ import {
   BrokerActor,
   type ConsumeFromWhere,
   type ConsumerData,
+  checkNotReserved,
   type MessageModel,
   type MessageQueue,
   MQError,
   mqKey,
-  RESERVED_NAME,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
 import { type AllocateOptions, type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
@@ -178,9 +178,7 @@ export function checkGroup(group: unknown): asserts group is string {
       `The consumer group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
     );
   }
-  // tables keyed by group name travel as msgpack maps decoded to objects (see RESERVED_NAME)
-  if (group === RESERVED_NAME)
-    throw new MQError("ILLEGAL_ARGUMENT", `The consumer group name "${RESERVED_NAME}" is reserved: choose another name.`);
+  checkNotReserved(group, "consumer group");
 }
 
 /** The consumer's view of a ClientInstance. */
