@@ -1321,7 +1321,13 @@ export class MessageStore {
     let err: unknown;
     try {
       this.commitLog.flushNow();
-      for (const m of this.queues.values()) for (const q of m.values()) q.syncNow();
+      // each consume queue is closed once synced: a store that ran out of descriptors gets them back
+      // for the checkpoint, so it still shuts down cleanly
+      for (const m of this.queues.values())
+        for (const q of m.values()) {
+          q.syncNow();
+          q.close();
+        }
       this.index.syncNow();
       const ts = this.dispatcher.lastStoreTimestamp;
       const end = this.commitLog.writeOffset;

@@ -43,6 +43,14 @@ export function ioError(e: unknown, what: string): MQError {
   if (code === "ENOSPC" || code === "EDQUOT") {
     return new MQError("DISK_FULL", `The disk is full while ${what}: free space or delete old segment files, then retry.`, { cause: e });
   }
+  if (code === "EMFILE" || code === "ENFILE") {
+    // the store keeps one descriptor open per commit-log, consume-queue and index file it uses
+    return new MQError(
+      "SYSTEM_ERROR",
+      `Too many open files while ${what} (${code}): the broker keeps one file open per commit-log segment, consume-queue file and index file. Raise the open-file limit (\`ulimit -n\`, systemd LimitNOFILE, e.g. 65536), then retry.`,
+      { cause: e },
+    );
+  }
   return new MQError("SYSTEM_ERROR", `I/O error while ${what}: ${(e as Error)?.message ?? e}`, { cause: e });
 }
 
