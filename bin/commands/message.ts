@@ -6,12 +6,6 @@ import { MQError } from "../../transport/protocol.ts";
 import { clientCommand, runClient } from "../common.ts";
 import { formatMessage } from "./consume.ts";
 
-/** The lookups of API.md's Admin, present once the brokers serve QUERY_MESSAGE / VIEW_MESSAGE_BY_ID. */
-interface MessageLookups {
-  queryMessageByKey?: (topic: string, key: string) => Promise<MessageExt[]>;
-  viewMessage?: (msgId: string) => Promise<MessageExt | null>;
-}
-
 export function addMessageCommand(program: Command): void {
   clientCommand(
     program
@@ -24,15 +18,12 @@ export function addMessageCommand(program: Command): void {
     runClient(async (onExit) => {
       if (!!f.key === !!f.id) throw new MQError("ILLEGAL_ARGUMENT", "Give either --key (with --topic) or --id.");
       if (f.key && !f.topic) throw new MQError("ILLEGAL_ARGUMENT", "--key needs --topic.");
-      const admin = (await Admin.start({ nameservers: f.namesrv })) as Admin & MessageLookups;
+      const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
       let found: MessageExt[];
       if (f.key) {
-        if (!admin.queryMessageByKey)
-          throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message query by key yet.");
         found = await admin.queryMessageByKey(f.topic!, f.key);
       } else {
-        if (!admin.viewMessage) throw new MQError("REQUEST_CODE_NOT_SUPPORTED", "This actormq build has no message lookup by id yet.");
         const m = await admin.viewMessage(f.id!);
         found = m ? [m] : [];
       }
