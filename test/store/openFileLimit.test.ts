@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import path from "node:path";
 import { test } from "node:test";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { MessageStore } from "../../store/index.ts";
 import { decodeRecords } from "../../transport/messageRecord.ts";
 import { tempDir } from "../helpers.ts";
@@ -13,8 +12,8 @@ const STORE = { commitLogSegmentBytes: 1 << 20, consumeQueueEntries: 16, cleanIn
 // One put per queue in a process whose open-file limit is far below one file per queue: every
 // consume-queue file the store opens keeps a descriptor, so the later puts run out of them.
 const CHILD = `
-import { MessageStore } from ${JSON.stringify(pathToFileURL(path.resolve("store/index.ts")).href)};
-import { encodeMessageBatch, encodeProperties } from ${JSON.stringify(pathToFileURL(path.resolve("transport/messageRecord.ts")).href)};
+import { MessageStore } from ${JSON.stringify(new URL("../../store/index.ts", import.meta.url).href)};
+import { encodeMessageBatch, encodeProperties } from ${JSON.stringify(new URL("../../transport/messageRecord.ts", import.meta.url).href)};
 const s = await MessageStore.open({ dir: process.argv[1], ...${JSON.stringify(STORE)} });
 const out = [];
 for (let q = 0; q < ${QUEUES}; q++) {
@@ -37,9 +36,8 @@ test("running out of file descriptors fails puts with advice to raise the limit;
   const child = spawn(
     "bash",
     ["-c", 'ulimit -n 64 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, CHILD, dir],
-    {
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+    // from the repository root, where `--import tsx` resolves
+    { cwd: fileURLToPath(new URL("../..", import.meta.url)), stdio: ["ignore", "pipe", "pipe"] },
   );
   let stdout = "";
   let stderr = "";
