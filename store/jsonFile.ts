@@ -6,7 +6,6 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { MQError } from "../transport/protocol.ts";
 import { ioError } from "./segment.ts";
 
 function fsyncDir(dir: string): void {
@@ -55,13 +54,7 @@ export const JsonFile = {
       fs.renameSync(tmp, file);
       fsyncDir(dir);
     } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code === "EMFILE" || code === "ENFILE") throw ioError(e, `writing ${file}`);
-      throw new MQError(
-        code === "ENOSPC" ? "DISK_FULL" : "SYSTEM_ERROR",
-        `Could not write ${file}: ${(e as Error).message}. Check the disk and the directory's permissions.`,
-        { cause: e },
-      );
+      throw ioError(e, `writing ${file}`);
     }
   },
 

@@ -1319,19 +1319,14 @@ export class MessageStore {
     this.timers = [];
     await this.checkpointing?.catch(() => {});
     let err: unknown;
+    let cp: StoreCheckpoint | null = null;
     try {
       this.commitLog.flushNow();
-      // each consume queue is closed once synced: a store that ran out of descriptors gets them back
-      // for the checkpoint, so it still shuts down cleanly
-      for (const m of this.queues.values())
-        for (const q of m.values()) {
-          q.syncNow();
-          q.close();
-        }
+      for (const m of this.queues.values()) for (const q of m.values()) q.syncNow();
       this.index.syncNow();
       const ts = this.dispatcher.lastStoreTimestamp;
       const end = this.commitLog.writeOffset;
-      writeCheckpoint(this.checkpointFile, {
+      cp = {
         physicMsgTimestamp: ts,
         logicsMsgTimestamp: ts,
         indexMsgTimestamp: ts,
@@ -1339,11 +1334,20 @@ export class MessageStore {
         confirmOffset: end,
         indexEntries: this.index.entries,
         queues: this.queueMarks(),
-      });
+      };
     } catch (e) {
       err = e;
     }
+    // the files are closed before the checkpoint is written: a store that ran out of descriptors
+    // gets them back for it, so it still shuts down cleanly
     this.closeFiles();
+    if (cp) {
+      try {
+        writeCheckpoint(this.checkpointFile, cp);
+      } catch (e) {
+        err = e;
+      }
+    }
     if (!err) fs.rmSync(this.abortFile, { force: true });
     this.releaseLock();
     if (err) throw err;

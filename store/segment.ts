@@ -51,7 +51,13 @@ export function ioError(e: unknown, what: string): MQError {
       { cause: e },
     );
   }
-  return new MQError("SYSTEM_ERROR", `I/O error while ${what}: ${(e as Error)?.message ?? e}`, { cause: e });
+  return new MQError(
+    "SYSTEM_ERROR",
+    `I/O error while ${what}: ${(e as Error)?.message ?? e}. Check the disk and the directory's permissions.`,
+    {
+      cause: e,
+    },
+  );
 }
 
 /** One fixed-size file. */
