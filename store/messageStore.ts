@@ -665,21 +665,18 @@ export class MessageStore {
     if (this.writeBuf.length < total) this.writeBuf = Buffer.allocUnsafe(Math.max(total, this.writeBuf.length * 2));
     const w = this.writeBuf;
     const storeTs = Date.now();
+    // next queue offset per topic and queue id among the group's batches (a group can hold thousands)
+    const groupNext = new Map<string, Map<number, number>>();
     let p = 0;
     for (let g = 0; g < group.length; g++) {
       const pl = group[g]!;
       const { batch, topicBytes, count } = pl;
       const { topic, queueId, body } = batch;
       // a queue met earlier in this group continues where that batch ended
-      let firstQueueOffset = -1;
-      for (let e = g - 1; e >= 0; e--) {
-        const prev = group[e]!;
-        if (prev.batch.queueId === queueId && prev.batch.topic === topic) {
-          firstQueueOffset = prev.result!.firstQueueOffset + prev.count;
-          break;
-        }
-      }
-      if (firstQueueOffset < 0) firstQueueOffset = this.queue(topic, queueId, false)?.maxOffset ?? 0;
+      let nextOffsets = groupNext.get(topic);
+      if (!nextOffsets) groupNext.set(topic, (nextOffsets = new Map()));
+      const firstQueueOffset = nextOffsets.get(queueId) ?? this.queue(topic, queueId, false)?.maxOffset ?? 0;
+      nextOffsets.set(queueId, firstQueueOffset + count);
       const batchPhy = phy0 + p;
       const start = p;
       // the fields every record of the batch shares are written once, then copied per record

@@ -107,19 +107,18 @@ export function scanCommitLog(
 }
 
 const ZERO_CHUNK_BYTES = 1024 * 1024;
-/** zeros to compare with and a read buffer, made on first use (only recovery needs them) */
-let zeros: Buffer | null = null;
-let chunk: Buffer | null = null;
 
 /**
  * True when the `window` bytes from `pos` (or the rest of the segment) are all zeros: where a record
  * should start, that is the end of what was ever written (segments are sparse files). A damaged
  * region followed by more records is not this long (the same assumption as {@link tornTailBytes}).
+ * Its buffers live for the call only: it runs at damaged spots, rarely.
  */
 function zeroWindow(seg: Segment, pos: number, segBytes: number, window: number): boolean {
-  zeros ??= Buffer.alloc(ZERO_CHUNK_BYTES);
-  chunk ??= Buffer.alloc(ZERO_CHUNK_BYTES);
   const end = Math.min(segBytes, pos + window);
+  const size = Math.min(ZERO_CHUNK_BYTES, Math.max(0, end - pos));
+  const zeros = Buffer.alloc(size);
+  const chunk = Buffer.allocUnsafe(size);
   for (let at = pos; at < end; at += ZERO_CHUNK_BYTES) {
     const len = Math.min(ZERO_CHUNK_BYTES, end - at);
     if (!seg.read(at, len, chunk, 0).equals(zeros.subarray(0, len))) return false;

@@ -398,3 +398,36 @@ test("putMessagesGroup: batches that arrive together share one write; queue offs
     ["b0"],
   );
 });
+
+test("putMessagesGroup: queues of different topics with the same queue id count their offsets apart, across groups too", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  const offsets = async (batches: ReturnType<typeof batch>[]) =>
+    (await Promise.all(s.putMessagesGroup(batches))).map((r) => [r.firstQueueOffset, r.count]);
+  assert.deepEqual(
+    await offsets([
+      batch("TopicA", 0, [{ body: "a0" }, { body: "a1" }]),
+      batch("TopicB", 0, [{ body: "b0" }]),
+      batch("TopicA", 0, [{ body: "a2" }]),
+      batch("TopicB", 0, [{ body: "b1" }, { body: "b2" }]),
+      batch("TopicA", 1, [{ body: "c0" }]),
+    ]),
+    [
+      [0, 2],
+      [0, 1],
+      [2, 1],
+      [1, 2],
+      [0, 1],
+    ],
+  );
+  assert.deepEqual(await offsets([batch("TopicB", 0, [{ body: "b3" }]), batch("TopicA", 0, [{ body: "a3" }])]), [
+    [3, 1],
+    [3, 1],
+  ]);
+  const bodies = (topic: string) =>
+    decodeRecords(Buffer.concat(s.getMessage("g", topic, 0, 0, 32).buffers), "b").map((m) => m.body.toString());
+  assert.deepEqual(bodies("TopicA"), ["a0", "a1", "a2", "a3"]);
+  assert.deepEqual(bodies("TopicB"), ["b0", "b1", "b2", "b3"]);
+});
