@@ -12,6 +12,9 @@ import type { BenchOptions, BenchResult } from "./index.ts";
 
 const BODY = 1024;
 const BATCH = 32;
+/** one-message batches per group, and the queues they go to, for the wide group-commit figure */
+const WIDE_GROUP = 4096;
+const WIDE_QUEUES = 1024;
 
 function makeBatch(n: number): Buffer {
   const body = Buffer.alloc(BODY, 97);
@@ -64,6 +67,23 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
     }
     const getMessageBatchesPerSec = batches / ((performance.now() - t0) / 1000);
     log(`getMessage: ${getMessageBatchesPerSec.toFixed(0)} batches/s`);
+
+    // group commit across many queues: what a broker appends in one tick when many producers each
+    // sent one message to a different queue (one untimed round opens the consume-queue files)
+    const wideBatch = makeBatch(1);
+    const wide = Array.from({ length: WIDE_GROUP }, (_, i) => ({
+      topic: "BenchWide",
+      queueId: i % WIDE_QUEUES,
+      bornTimestamp: Date.now(),
+      bornHost: "127.0.0.1:1",
+      body: wideBatch,
+    }));
+    await Promise.all(s1.putMessagesGroup(wide));
+    const wideRounds = opts.quick ? 5 : 20;
+    t0 = performance.now();
+    for (let r = 0; r < wideRounds; r++) await Promise.all(s1.putMessagesGroup(wide));
+    const wideGroupMsgsPerSec = (wideRounds * WIDE_GROUP) / ((performance.now() - t0) / 1000);
+    log(`group of ${WIDE_GROUP} over ${WIDE_QUEUES} queues: ${wideGroupMsgsPerSec.toFixed(0)} msg/s`);
     await s1.close();
 
     // raw baseline: the same bytes in 4 MiB writeSync calls
@@ -119,7 +139,7 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
 
     return {
       workload: "store",
-      metrics: { appendAsyncMsgsPerSec, syncGroupCommitMsgsPerSec, getMessageBatchesPerSec },
+      metrics: { appendAsyncMsgsPerSec, syncGroupCommitMsgsPerSec, getMessageBatchesPerSec, wideGroupMsgsPerSec },
       baseline: { rawWriteMsgsPerSec, fsyncPerRecordMsgsPerSec },
       ratio: {
         appendVsRaw: appendAsyncMsgsPerSec / rawWriteMsgsPerSec,
@@ -127,6 +147,7 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       },
       notes: [
         `1 KiB bodies, ${BATCH}-message batches for async append, ${appendMsgs} messages; sync: 64 putters x 1 message for ${syncSeconds} s`,
+        `wide group: ${WIDE_GROUP} one-message batches over ${WIDE_QUEUES} queues per putMessagesGroup, ${wideRounds} groups`,
       ],
     };
   } finally {

@@ -18,7 +18,15 @@ import {
   readClusterFile,
   writeClusterFile,
 } from "./clusterFile.ts";
-import { ACTORMQ_BIN, DEFAULT_READY_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, isRunning, startProcess, stopPid } from "./clusterProcesses.ts";
+import {
+  ACTORMQ_BIN,
+  BROKER_NODE_FLAGS,
+  DEFAULT_READY_TIMEOUT_MS,
+  DEFAULT_STOP_TIMEOUT_MS,
+  isRunning,
+  startProcess,
+  stopPid,
+} from "./clusterProcesses.ts";
 import { isAlive } from "./processCheck.ts";
 
 /** Options of {@link clusterUp}. */
@@ -91,6 +99,7 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
   const port = (): number | "*" => (next === undefined ? "*" : next++);
   const common = (p: ClusterProcess, argv: string[]): ClusterProcess => {
     p.argv = [
+      ...(p.role === "nameserver" ? [] : BROKER_NODE_FLAGS),
       ACTORMQ_BIN,
       ...argv,
       "--ready-file",

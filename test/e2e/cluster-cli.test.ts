@@ -47,6 +47,11 @@ test("cluster up / status / kill / restart / down with two masters and a slave e
     for (const name of ["namesrv-0", "broker-a", "broker-a-s1", "broker-b", "broker-b-s1"])
       assert.match(up.out, new RegExp(`^${name}\\s`, "m"));
     for (const p of cf.processes) assert.ok(isAlive(p.pid), `${p.name} runs`);
+    // brokers run with the young-generation size of BROKER_NODE_FLAGS, the name server as node starts
+    for (const p of cf.processes) {
+      const cmdline = readFileSync(`/proc/${p.pid}/cmdline`, "utf8").split("\0");
+      assert.equal(cmdline.includes("--max-semi-space-size=8"), p.role !== "nameserver", `${p.name}: ${cmdline.join(" ")}`);
+    }
     const slave = cf.processes.find((p) => p.name === "broker-a-s1")!;
     assert.equal(slave.argv[slave.argv.indexOf("--role") + 1], "SLAVE");
     assert.equal(slave.argv[slave.argv.indexOf("--master-address") + 1], cf.processes.find((p) => p.name === "broker-a")!.address);
@@ -82,6 +87,10 @@ test("cluster up / status / kill / restart / down with two masters and a slave e
     const afterB = readCf(dir).processes.find((p) => p.name === "broker-b")!;
     assert.notEqual(afterB.pid, before.pid);
     assert.equal(afterB.address, before.address, "restart keeps the port");
+    assert.ok(
+      readFileSync(`/proc/${afterB.pid}/cmdline`, "utf8").split("\0").includes("--max-semi-space-size=8"),
+      "restart keeps the node flags",
+    );
     cf = readCf(dir);
 
     const busy = await cli(["cluster", "up", "--dir", dir]);
