@@ -665,18 +665,19 @@ export class MessageStore {
     if (this.writeBuf.length < total) this.writeBuf = Buffer.allocUnsafe(Math.max(total, this.writeBuf.length * 2));
     const w = this.writeBuf;
     const storeTs = Date.now();
-    // next queue offset per topic and queue id among the group's batches (a group can hold thousands)
-    const groupNext = new Map<string, Map<number, number>>();
+    // next queue offset per topic and queue id among the group's batches (a group can hold
+    // thousands); a group of one batch, the usual case at low load, needs none
+    const groupNext = group.length > 1 ? new Map<string, Map<number, number>>() : undefined;
     let p = 0;
     for (let g = 0; g < group.length; g++) {
       const pl = group[g]!;
       const { batch, topicBytes, count } = pl;
       const { topic, queueId, body } = batch;
       // a queue met earlier in this group continues where that batch ended
-      let nextOffsets = groupNext.get(topic);
-      if (!nextOffsets) groupNext.set(topic, (nextOffsets = new Map()));
-      const firstQueueOffset = nextOffsets.get(queueId) ?? this.queue(topic, queueId, false)?.maxOffset ?? 0;
-      nextOffsets.set(queueId, firstQueueOffset + count);
+      let nextOffsets = groupNext?.get(topic);
+      if (groupNext && !nextOffsets) groupNext.set(topic, (nextOffsets = new Map()));
+      const firstQueueOffset = nextOffsets?.get(queueId) ?? this.queue(topic, queueId, false)?.maxOffset ?? 0;
+      nextOffsets?.set(queueId, firstQueueOffset + count);
       const batchPhy = phy0 + p;
       const start = p;
       // the fields every record of the batch shares are written once, then copied per record
