@@ -6,7 +6,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { ioError } from "./segment.ts";
+import { ioError } from "./ioError.ts";
 
 function fsyncDir(dir: string): void {
   let fd = -1;

@@ -112,7 +112,8 @@ const ZERO_CHUNK_BYTES = 1024 * 1024;
  * True when the `window` bytes from `pos` (or the rest of the segment) are all zeros: where a record
  * should start, that is the end of what was ever written (segments are sparse files). A damaged
  * region followed by more records is not this long (the same assumption as {@link tornTailBytes}).
- * Its buffers live for the call only: it runs where records stop (the log's end, a damaged spot), not per record.
+ * Its buffers live for the call only: it runs where records stop (the log's end, a damaged spot),
+ * not per record.
  */
 function zeroWindow(seg: Segment, pos: number, segBytes: number, window: number): boolean {
   const end = Math.min(segBytes, pos + window);

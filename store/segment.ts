@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
-import { MQError } from "../transport/protocol.ts";
+import { ioError } from "./ioError.ts";
 
 const fdatasyncAsync = promisify(fs.fdatasync);
 
@@ -35,29 +35,6 @@ export function listSegmentFiles(dir: string): Array<{ start: number; file: stri
     .filter((n) => /^\d{20}$/.test(n))
     .map((n) => ({ start: Number(n), file: path.join(dir, n) }))
     .sort((a, b) => a.start - b.start);
-}
-
-/** Turns an fs error into an MQError that says what to do. */
-export function ioError(e: unknown, what: string): MQError {
-  const code = (e as NodeJS.ErrnoException)?.code;
-  if (code === "ENOSPC" || code === "EDQUOT") {
-    return new MQError("DISK_FULL", `The disk is full while ${what}: free space or delete old segment files, then retry.`, { cause: e });
-  }
-  if (code === "EMFILE" || code === "ENFILE") {
-    // the store keeps one descriptor open per commit-log, consume-queue and index file it uses
-    return new MQError(
-      "SYSTEM_ERROR",
-      `Too many open files while ${what} (${code}): the broker keeps one file open per commit-log segment, consume-queue file and index file. Raise the open-file limit (\`ulimit -n\`, systemd LimitNOFILE, e.g. 65536), then retry.`,
-      { cause: e },
-    );
-  }
-  return new MQError(
-    "SYSTEM_ERROR",
-    `I/O error while ${what}: ${(e as Error)?.message ?? e}. Check the disk and the directory's permissions.`,
-    {
-      cause: e,
-    },
-  );
 }
 
 /** One fixed-size file. */
