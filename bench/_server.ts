@@ -1,10 +1,12 @@
 /**
  * The broker the benches measure: `actormq start` (name server + broker) in a child process on
- * ephemeral ports, so the client side runs in the bench process and the server in its own.
+ * ephemeral ports, with the node flags `npm start` and `actormq cluster up` give brokers, so the
+ * client side runs in the bench process and the server in its own, as users run it.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { BROKER_NODE_FLAGS } from "../actors/cluster/clusterProcesses.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const bin = path.join(root, "bin", "actormq.mjs");
@@ -17,9 +19,13 @@ export interface ActormqChild {
   exited: Promise<unknown>;
 }
 
-/** Spawns `actormq <args>`; `out` resolves the named captures of `pattern` in its stdout. */
+/**
+ * Spawns `actormq <args>`; `out` resolves the named captures of `pattern` in its stdout. A
+ * `start` or `broker` runs with the brokers' node flags.
+ */
 export function spawnActormq(args: string[], pattern: RegExp): ActormqChild {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const nodeFlags = args[0] === "start" || args[0] === "broker" ? BROKER_NODE_FLAGS : [];
+  const child = spawn(process.execPath, [...nodeFlags, bin, ...args], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   const exited = new Promise((r) => child.once("exit", r));
   const out = new Promise<Record<string, string>>((resolve, reject) => {
     let text = "";

@@ -14,14 +14,15 @@ import { isAlive, isOurProcess } from "./processCheck.ts";
 /** The package's command, run by every cluster process. */
 export const ACTORMQ_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/actormq.mjs");
 /**
- * V8 flags of broker processes (as RocketMQ's runbroker.sh sizes the JVM's young generation). A
- * broker's old generation is small (metadata; messages live in files), while bursts grow the young
- * generation to Node's 16 MiB semi-space maximum; V8 then starts a full mark-compact whenever the
- * old generation's headroom is below the young generation's size, i.e. every second or two at
- * 2 000 msg/s. 8 MiB semi-spaces: 2 mark-compacts instead of 5-6 in a 10 s latency run, p99 3.2-4.5
- * ms instead of 4.4-10.2 (bench/RESULTS.md, round 9); throughput unchanged.
+ * V8 flags of broker processes, as RocketMQ's runbroker.sh sizes the JVM (-Xms, -Xmn). A broker's
+ * JS heap is small (~12 MB: metadata; messages live in files), and V8 sizes the old generation's
+ * limit from it: under load it then runs a full mark-compact about every 50 ms (41-52 per
+ * peer-bench run). With `--initial-old-space-size=64` (the generation starts at 64 MiB) 4-5 per run;
+ * W2 consume +39 %, W1 consume +18 %. 8 MiB semi-spaces keep the young generation below the old
+ * one's headroom at steady load (W3 p99 3.2-4.5 ms instead of 4.4-10.2). bench/RESULTS.md, rounds
+ * 9 and 10.
  */
-export const BROKER_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8"];
+export const BROKER_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--initial-old-space-size=64"];
 /** How long a process may take to serve. */
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** How long a stopped process may take to exit after SIGTERM before it gets SIGKILL. */
