@@ -23,6 +23,24 @@ export const ACTORMQ_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.u
  * 9 and 10.
  */
 export const BROKER_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--initial-old-space-size=64"];
+
+/** A node flag's name, as V8 spells it either way (`--max_semi_space_size=8` is `--max-semi-space-size`). */
+function flagName(arg: string): string {
+  const eq = arg.indexOf("=");
+  return (eq < 0 ? arg : arg.slice(0, eq)).replaceAll("_", "-");
+}
+
+/**
+ * The flags of {@link BROKER_NODE_FLAGS} this process was started without (by name: another
+ * value chosen on purpose counts as set), looking at node's arguments and `NODE_OPTIONS`.
+ */
+export function missingBrokerNodeFlags(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions = process.env.NODE_OPTIONS ?? "",
+): string[] {
+  const given = new Set([...execArgv, ...nodeOptions.split(/\s+/)].map(flagName));
+  return BROKER_NODE_FLAGS.filter((f) => !given.has(flagName(f)));
+}
 /** How long a process may take to serve. */
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** How long a stopped process may take to exit after SIGTERM before it gets SIGKILL. */

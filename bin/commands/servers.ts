@@ -9,11 +9,23 @@ import path from "node:path";
 import { type Command, Option } from "commander";
 import { Broker } from "../../actors/broker/broker.ts";
 import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
+import { BROKER_NODE_FLAGS, missingBrokerNodeFlags } from "../../actors/cluster/clusterProcesses.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, runUntilSignal } from "../common.ts";
+
+/** Run a broker with these node flags (README, Operate: node flags); said in `--help`. */
+const NODE_FLAGS_HELP = `Run node with ${BROKER_NODE_FLAGS.join(" ")} (npm start and \`cluster up\` do; README, Operate: node flags).`;
+
+/** A banner line when this broker process lacks the brokers' node flags, or "". */
+function nodeFlagsNote(): string {
+  const missing = missingBrokerNodeFlags();
+  return missing.length === 0
+    ? ""
+    : `  node flags   without ${missing.join(" ")}: expect frequent full GCs under load (README, Operate: node flags)\n`;
+}
 
 /** Default store root of `actormq start`. */
 export const DEFAULT_DATA_DIR = "./actormq-data";
@@ -121,7 +133,7 @@ export function addServerCommands(program: Command): void {
   addBrokerFlags(
     program
       .command("start")
-      .description("Run a name server and a broker in one process (store in ./actormq-data) until Ctrl-C.")
+      .description(`Run a name server and a broker in one process (store in ./actormq-data) until Ctrl-C. ${NODE_FLAGS_HELP}`)
       .option("--namesrv-listen <endpoint>", "name server endpoint", DEFAULT_NAMESRV_LISTEN)
       .option("--inspector-listen <host:port>", "address of the visual debugger's page (port 0 = any free port)", DEFAULT_INSPECTOR_LISTEN)
       .option("--inspector-allow-remote", "serve the visual debugger on a non-loopback --inspector-listen address", false)
@@ -149,6 +161,7 @@ export function addServerCommands(program: Command): void {
           `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
             (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
             (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
+            nodeFlagsNote() +
             `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
         );
         writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
@@ -188,7 +201,7 @@ export function addServerCommands(program: Command): void {
   addBrokerFlags(
     program
       .command("broker")
-      .description("Run a broker until Ctrl-C.")
+      .description(`Run a broker until Ctrl-C. ${NODE_FLAGS_HELP}`)
       .requiredOption("--namesrv <addresses>", "comma-separated name server endpoints, e.g. tcp://127.0.0.1:9876", listArg),
     path.join(DEFAULT_DATA_DIR, DEFAULT_BROKER_NAME),
     "store directory of this broker",
@@ -198,7 +211,8 @@ export function addServerCommands(program: Command): void {
       process.stdout.write(
         `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${path.resolve(f.store)}, flush ${f.flush})` +
           (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
-          ". Press Ctrl-C to stop.\n",
+          ". Press Ctrl-C to stop.\n" +
+          nodeFlagsNote(),
       );
       writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
       runUntilSignal(() => broker.close());

@@ -9,8 +9,12 @@ import { tempDir, waitFor } from "../helpers.ts";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = path.join(root, "bin", "actormq.mjs");
 
-function run(args: string[], cwd: string): { child: ChildProcess; out: () => string; err: () => string; exit: Promise<number | null> } {
-  const child = spawn(process.execPath, [bin, ...args], {
+function run(
+  args: string[],
+  cwd: string,
+  nodeFlags: string[] = [],
+): { child: ChildProcess; out: () => string; err: () => string; exit: Promise<number | null> } {
+  const child = spawn(process.execPath, [...nodeFlags, bin, ...args], {
     cwd,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
@@ -34,6 +38,7 @@ test("--help describes the commands", async () => {
   assert.equal(await s.exit, 0);
   assert.match(s.out(), /--store/);
   assert.match(s.out(), /--flush/);
+  assert.match(s.out(), /--max-semi-space-size=8 --initial-old-space-size=64/, "start --help gives the brokers' node flags");
 });
 
 test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in use or a locked store is one line and a non-zero exit", async () => {
@@ -45,6 +50,22 @@ test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in us
     const brokerAddr = /broker\s+broker-a (tcp:\/\/127\.0\.0\.1:\d+)/.exec(s.out())?.[1];
     assert.ok(nsAddr && brokerAddr, `bound addresses printed: ${s.out()}`);
     assert.match(s.out(), /actormq-data/);
+    // started without the brokers' node flags: the banner says which are missing
+    assert.match(s.out(), /node flags\s+without --max-semi-space-size=8 --initial-old-space-size=64:/);
+
+    // a broker started with them (another value for one counts) says nothing about them
+    const b = run(
+      ["broker", "--namesrv", nsAddr, "--listen", "tcp://127.0.0.1:*", "--name", "broker-b", "--store", path.join(dir, "b")],
+      dir,
+      ["--max_semi_space_size=4", "--initial-old-space-size=64"],
+    );
+    try {
+      await waitFor(() => /Press Ctrl-C/.test(b.out()), 30_000, `broker to be ready (${b.err()})`);
+      assert.doesNotMatch(b.out(), /node flags/);
+    } finally {
+      b.child.kill("SIGTERM");
+      assert.equal(await b.exit, 0);
+    }
 
     const p = await Producer.start({ group: "cli", nameservers: [nsAddr] });
     try {
