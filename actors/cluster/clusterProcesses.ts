@@ -15,9 +15,10 @@ import { isAlive, isOurProcess } from "./processCheck.ts";
 export const ACTORMQ_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/actormq.mjs");
 /**
  * V8 flags of broker processes, as RocketMQ's runbroker.sh sizes the JVM (-Xms, -Xmn). A broker's
- * JS heap is small (~12 MB: metadata; messages live in files), and V8 sizes the old generation's
- * limit from it: under load it then runs a full mark-compact about every 50 ms (41-52 per
- * peer-bench run). With `--initial-old-space-size=64` (the generation starts at 64 MiB) 4-5 per run;
+ * JS heap is small (~12 MB: metadata; messages live in files), V8 sizes the old generation's limit
+ * from it and counts the external memory registered since the last mark-compact (every received
+ * ZeroMQ frame) against it: under load it then runs a full mark-compact about every 50 ms (41-52
+ * per peer-bench run). With `--initial-old-space-size=64` (the generation starts at 64 MiB) 4-5 per run;
  * W2 consume +39 %, W1 consume +18 %. 8 MiB semi-spaces keep the young generation below the old
  * one's headroom at steady load (W3 p99 3.2-4.5 ms instead of 4.4-10.2). bench/RESULTS.md, rounds
  * 9 and 10.
