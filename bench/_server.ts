@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { BROKER_NODE_FLAGS } from "../actors/cluster/clusterProcesses.ts";
+import { BROKER_NODE_FLAGS } from "../actors/broker/nodeFlags.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const bin = path.join(root, "bin", "actormq.mjs");

@@ -11,6 +11,7 @@ import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
+import { watchFullGcs } from "./fullGcWatch.ts";
 import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
@@ -123,6 +124,7 @@ export class Broker {
         });
       await ctx.registerNow();
       logger.info({ brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers }, "broker started");
+      watchFullGcs((fields, msg) => logger.warn(fields, msg));
       return new Broker(ctx, entries);
     } catch (e) {
       await node.close().catch(() => {});

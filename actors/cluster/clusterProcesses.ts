@@ -13,35 +13,6 @@ import { isAlive, isOurProcess } from "./processCheck.ts";
 
 /** The package's command, run by every cluster process. */
 export const ACTORMQ_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/actormq.mjs");
-/**
- * V8 flags of broker processes, as RocketMQ's runbroker.sh sizes the JVM (-Xms, -Xmn). A broker's
- * JS heap is small (~12 MB: metadata; messages live in files), V8 sizes the old generation's limit
- * from it and counts the external memory registered since the last mark-compact (every received
- * ZeroMQ frame) against it: under load it then runs a full mark-compact about every 50 ms (41-52
- * per peer-bench run). With `--initial-old-space-size=64` (the generation starts at 64 MiB) 4-5 per run;
- * W2 consume +39 %, W1 consume +18 %. 8 MiB semi-spaces keep the young generation below the old
- * one's headroom at steady load (W3 p99 3.2-4.5 ms instead of 4.4-10.2). bench/RESULTS.md, rounds
- * 9 and 10.
- */
-export const BROKER_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=8", "--initial-old-space-size=64"];
-
-/** A node flag's name, as V8 spells it either way (`--max_semi_space_size=8` is `--max-semi-space-size`). */
-function flagName(arg: string): string {
-  const eq = arg.indexOf("=");
-  return (eq < 0 ? arg : arg.slice(0, eq)).replaceAll("_", "-");
-}
-
-/**
- * The flags of {@link BROKER_NODE_FLAGS} this process was started without (by name: another
- * value chosen on purpose counts as set), looking at node's arguments and `NODE_OPTIONS`.
- */
-export function missingBrokerNodeFlags(
-  execArgv: readonly string[] = process.execArgv,
-  nodeOptions = process.env.NODE_OPTIONS ?? "",
-): string[] {
-  const given = new Set([...execArgv, ...nodeOptions.split(/\s+/)].map(flagName));
-  return BROKER_NODE_FLAGS.filter((f) => !given.has(flagName(f)));
-}
 /** How long a process may take to serve. */
 export const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** How long a stopped process may take to exit after SIGTERM before it gets SIGKILL. */

@@ -9,6 +9,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
+import { BROKER_NODE_FLAGS } from "../broker/nodeFlags.ts";
 import { localBrokerName } from "../localCluster.ts";
 import {
   CLUSTER_FILE_VERSION,
@@ -18,15 +19,7 @@ import {
   readClusterFile,
   writeClusterFile,
 } from "./clusterFile.ts";
-import {
-  ACTORMQ_BIN,
-  BROKER_NODE_FLAGS,
-  DEFAULT_READY_TIMEOUT_MS,
-  DEFAULT_STOP_TIMEOUT_MS,
-  isRunning,
-  startProcess,
-  stopPid,
-} from "./clusterProcesses.ts";
+import { ACTORMQ_BIN, DEFAULT_READY_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, isRunning, startProcess, stopPid } from "./clusterProcesses.ts";
 import { isAlive } from "./processCheck.ts";
 
 /** Options of {@link clusterUp}. */

@@ -9,7 +9,7 @@ import path from "node:path";
 import { type Command, Option } from "commander";
 import { Broker } from "../../actors/broker/broker.ts";
 import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
-import { BROKER_NODE_FLAGS, missingBrokerNodeFlags } from "../../actors/cluster/clusterProcesses.ts";
+import { BROKER_NODE_FLAGS, missingBrokerNodeFlags } from "../../actors/broker/nodeFlags.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
