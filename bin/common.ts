@@ -89,7 +89,10 @@ export async function runClient(body: (onExit: (fn: () => Promise<unknown>) => v
   process.exit(ExitCode.OK);
 }
 
-/** Runs until SIGINT/SIGTERM, then closes; a second signal exits at once. */
+/**
+ * Runs until SIGINT/SIGTERM, then closes; a second signal exits at once. Call it before announcing
+ * readiness (banner, ready file): a signal that arrives before the handlers kills the process.
+ */
 export function runUntilSignal(close: () => Promise<void>): void {
   let stopping = false;
   const onSignal = (sig: NodeJS.Signals) => {

@@ -56,10 +56,10 @@ export function addInspectCommand(program: Command): void {
             "Nothing to inspect: pass --cluster <dir>/cluster.json (from `actormq cluster up`) or --collect <endpoints>.",
           );
         const insp = await Inspector.start({ listen: f.listen, allowRemote: f.allowRemote, collect, collectorBind: f.collectorBind });
+        runUntilSignal(() => insp.close());
         process.stdout.write(
           `actormq inspector ${insp.url}\n  collecting   ${collect.join(", ")}\n  collector    ${insp.collectorEndpoint} (clients: ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\nPress Ctrl-C to stop.\n`,
         );
-        runUntilSignal(() => insp.close());
       } catch (e) {
         fail(e);
       }

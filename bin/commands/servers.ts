@@ -157,6 +157,14 @@ export function addServerCommands(program: Command): void {
               collectOnFirstView: true,
             })
           : undefined;
+        const nsRef = ns;
+        const brokerRef = broker;
+        // handlers first: whoever reads the banner or the ready file may signal at once
+        runUntilSignal(async () => {
+          await insp?.close();
+          await brokerRef.close();
+          await nsRef.close();
+        });
         process.stdout.write(
           `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
             (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
@@ -165,13 +173,6 @@ export function addServerCommands(program: Command): void {
             `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
         );
         writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
-        const nsRef = ns;
-        const brokerRef = broker;
-        runUntilSignal(async () => {
-          await insp?.close();
-          await brokerRef.close();
-          await nsRef.close();
-        });
       } catch (e) {
         await broker?.close().catch(() => {});
         await ns?.close().catch(() => {});
@@ -190,9 +191,9 @@ export function addServerCommands(program: Command): void {
     .action(async (f: { listen: string; advertise?: string; readyFile?: string; logLevel?: string }) => {
       try {
         const ns = await NameServer.start({ listen: f.listen, advertise: f.advertise, logLevel: f.logLevel });
+        runUntilSignal(() => ns.close());
         process.stdout.write(`actormq name server listening on ${ns.address}. Press Ctrl-C to stop.\n`);
         writeReady(f.readyFile, { pid: process.pid, address: ns.address });
-        runUntilSignal(() => ns.close());
       } catch (e) {
         fail(e);
       }
@@ -208,6 +209,7 @@ export function addServerCommands(program: Command): void {
   ).action(async (f: BrokerFlags) => {
     try {
       const broker = await Broker.start(brokerOptions(f, f.namesrv ?? [], path.resolve(f.store)));
+      runUntilSignal(() => broker.close());
       process.stdout.write(
         `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${path.resolve(f.store)}, flush ${f.flush})` +
           (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
@@ -215,7 +217,6 @@ export function addServerCommands(program: Command): void {
           nodeFlagsNote(),
       );
       writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
-      runUntilSignal(() => broker.close());
     } catch (e) {
       fail(e);
     }
