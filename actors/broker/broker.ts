@@ -12,6 +12,7 @@ import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
 import { watchFullGcs } from "./fullGcWatch.ts";
+import { holdHeapReserve } from "./heapReserve.ts";
 import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
@@ -49,6 +50,7 @@ export class Broker {
   private constructor(
     readonly ctx: BrokerContext,
     private readonly entries: BrokerActorEntry[],
+    private readonly heapReserve: { mb: number; release: () => void },
   ) {}
 
   /**
@@ -123,9 +125,13 @@ export class Broker {
           ...(e.direct ? { direct: e.direct } : {}),
         });
       await ctx.registerNow();
-      logger.info({ brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers }, "broker started");
+      const heapReserve = holdHeapReserve(config.heapReserveMb);
+      logger.info(
+        { brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers, heapReserveMb: heapReserve.mb },
+        "broker started",
+      );
       watchFullGcs((fields, msg) => logger.warn(fields, msg));
-      return new Broker(ctx, entries);
+      return new Broker(ctx, entries, heapReserve);
     } catch (e) {
       await node.close().catch(() => {});
       await store?.close().catch(() => {});
@@ -140,6 +146,11 @@ export class Broker {
 
   get brokerName(): string {
     return this.ctx.config.brokerName;
+  }
+
+  /** MiB of heap reserve this broker holds (0 with `--initial-old-space-size` or `heapReserveMb: 0`; heapReserve.ts). */
+  get heapReserveMb(): number {
+    return this.heapReserve.mb;
   }
 
   /** The broker's store (tests and tools read it directly). */
@@ -181,6 +192,7 @@ export class Broker {
         });
     }
     await node.close();
+    this.heapReserve.release(); // no more load
     await topics.close().catch((err: unknown) => logger.error({ err }, "writing topics.json failed"));
     await groups.close().catch((err: unknown) => logger.error({ err }, "writing subscriptionGroup.json failed"));
     await store.close();

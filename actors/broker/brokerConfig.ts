@@ -13,6 +13,7 @@ import {
   PERM_READ_WRITE,
 } from "../../transport/protocol.ts";
 import { defaultLogLevel } from "../logger.ts";
+import { DEFAULT_HEAP_RESERVE_MB } from "./heapReserve.ts";
 
 export const DEFAULT_BROKER_LISTEN = "tcp://127.0.0.1:10911";
 /** Queues of a topic created on first send (RocketMQ's `defaultTopicQueueNums` is 8; actormq uses 4). */
@@ -81,6 +82,11 @@ export interface BrokerOptions {
   storeMaxInFlight?: number;
   /** pino level; @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
+  /**
+   * MiB of V8 heap the process holds in reserve while the broker is open, when node was started
+   * without `--initial-old-space-size` (README, Operate: node flags); 0 = none. @default 32
+   */
+  heapReserveMb?: number;
 }
 
 type OptionalBrokerOptions =
@@ -113,6 +119,7 @@ export function defaultBrokerOptions(): Omit<BrokerConfig, "brokerName" | "names
     heartbeatTimeoutMs: DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS,
     storeMaxInFlight: DEFAULT_STORE_MAX_IN_FLIGHT,
     logLevel: defaultLogLevel(),
+    heapReserveMb: DEFAULT_HEAP_RESERVE_MB,
   };
 }
 
@@ -143,6 +150,11 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
     if (v !== undefined && (typeof v !== "number" || !(v > 0 && v <= 100)))
       throw new MQError("ILLEGAL_ARGUMENT", `${k} must be a percentage in (0, 100], not ${String(v)}.`);
   }
+  if (!Number.isInteger(cfg.heapReserveMb) || cfg.heapReserveMb < 0 || cfg.heapReserveMb > 1024)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `heapReserveMb must be an integer number of MiB from 0 (none) to 1024, not ${String(cfg.heapReserveMb)}.`,
+    );
   if (typeof cfg.fileReservedTimeHours !== "number" || !(cfg.fileReservedTimeHours > 0))
     throw new MQError("ILLEGAL_ARGUMENT", `fileReservedTimeHours must be a number of hours > 0, not ${String(cfg.fileReservedTimeHours)}.`);
   return cfg;

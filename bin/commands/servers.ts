@@ -9,6 +9,7 @@ import path from "node:path";
 import { type Command, Option } from "commander";
 import { Broker } from "../../actors/broker/broker.ts";
 import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
+import { DEFAULT_HEAP_RESERVE_MB, OLD_SPACE_FLAG } from "../../actors/broker/heapReserve.ts";
 import { BROKER_NODE_FLAGS, missingBrokerNodeFlags } from "../../actors/broker/nodeFlags.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
@@ -19,12 +20,15 @@ import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, runUntilSi
 /** Run a broker with these node flags (README, Operate: node flags); said in `--help`. */
 const NODE_FLAGS_HELP = `Run node with ${BROKER_NODE_FLAGS.join(" ")} (npm start and \`cluster up\` do; README, Operate: node flags).`;
 
-/** A banner line when this broker process lacks the brokers' node flags, or "". */
-function nodeFlagsNote(): string {
+/** A banner line when this broker process lacks the brokers' node flags, or "": what stands in for them, if anything. */
+function nodeFlagsNote(broker: Broker): string {
   const missing = missingBrokerNodeFlags();
-  return missing.length === 0
-    ? ""
-    : `  node flags   without ${missing.join(" ")}: expect frequent full GCs under load (README, Operate: node flags)\n`;
+  if (missing.length === 0) return "";
+  const instead =
+    broker.heapReserveMb > 0
+      ? `a ${broker.heapReserveMb} MiB heap reserve stands in for ${OLD_SPACE_FLAG}`
+      : "expect frequent full GCs under load";
+  return `  node flags   without ${missing.join(" ")}: ${instead} (README, Operate: node flags)\n`;
 }
 
 /** Default store root of `actormq start`. */
@@ -62,6 +66,7 @@ interface BrokerFlags {
   diskCleanForcibly?: number;
   diskFull?: number;
   metricsListen?: string;
+  heapReserve: number;
   readyFile?: string;
   logLevel?: string;
 }
@@ -84,6 +89,7 @@ function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) 
     diskCleanForciblyPercent: f.diskCleanForcibly,
     diskFullPercent: f.diskFull,
     metricsListen: f.metricsListen,
+    heapReserveMb: f.heapReserve,
     logLevel: f.logLevel,
   };
 }
@@ -124,6 +130,12 @@ function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): 
     )
     .option("--disk-full <percent>", "disk use from which sends are refused with DISK_FULL (RocketMQ: 90; default off)", percentArg)
     .option("--metrics-listen <host:port>", "serve Prometheus text at http://<host:port>/metrics (port 0 = any free port)")
+    .option(
+      "--heap-reserve <MiB>",
+      `V8 heap held in reserve when node runs without ${OLD_SPACE_FLAG} (0 = none; README, Operate: node flags)`,
+      intArg,
+      DEFAULT_HEAP_RESERVE_MB,
+    )
     .addOption(new Option("--ready-file <file>", "write {pid,address,metrics} as JSON once serving").hideHelp())
     .addOption(logLevelOption());
 }
@@ -169,7 +181,7 @@ export function addServerCommands(program: Command): void {
           `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
             (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
             (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
-            nodeFlagsNote() +
+            nodeFlagsNote(broker) +
             `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
         );
         writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
@@ -214,7 +226,7 @@ export function addServerCommands(program: Command): void {
         `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${path.resolve(f.store)}, flush ${f.flush})` +
           (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
           ". Press Ctrl-C to stop.\n" +
-          nodeFlagsNote(),
+          nodeFlagsNote(broker),
       );
       writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
     } catch (e) {

@@ -39,6 +39,7 @@ test("--help describes the commands", async () => {
   assert.match(s.out(), /--store/);
   assert.match(s.out(), /--flush/);
   assert.match(s.out(), /--max-semi-space-size=8 --initial-old-space-size=64/, "start --help gives the brokers' node flags");
+  assert.match(s.out(), /--heap-reserve <MiB>/);
 });
 
 test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in use or a locked store is one line and a non-zero exit", async () => {
@@ -50,8 +51,39 @@ test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in us
     const brokerAddr = /broker\s+broker-a (tcp:\/\/127\.0\.0\.1:\d+)/.exec(s.out())?.[1];
     assert.ok(nsAddr && brokerAddr, `bound addresses printed: ${s.out()}`);
     assert.match(s.out(), /actormq-data/);
-    // started without the brokers' node flags: the banner says which are missing
-    assert.match(s.out(), /node flags\s+without --max-semi-space-size=8 --initial-old-space-size=64:/);
+    // started without the brokers' node flags: the banner says which are missing and what stands in
+    assert.match(
+      s.out(),
+      /node flags\s+without --max-semi-space-size=8 --initial-old-space-size=64: a 32 MiB heap reserve stands in for --initial-old-space-size/,
+    );
+
+    // without the reserve, nothing stands in
+    const r = run(
+      [
+        "broker",
+        "--namesrv",
+        nsAddr,
+        "--listen",
+        "tcp://127.0.0.1:*",
+        "--name",
+        "broker-r",
+        "--store",
+        path.join(dir, "r"),
+        "--heap-reserve",
+        "0",
+      ],
+      dir,
+    );
+    try {
+      await waitFor(() => /Press Ctrl-C/.test(r.out()), 30_000, `broker to be ready (${r.err()})`);
+      assert.match(
+        r.out(),
+        /node flags\s+without --max-semi-space-size=8 --initial-old-space-size=64: expect frequent full GCs under load/,
+      );
+    } finally {
+      r.child.kill("SIGTERM");
+      assert.equal(await r.exit, 0);
+    }
 
     // a broker started with them (another value for one counts) says nothing about them
     const b = run(
