@@ -79,6 +79,8 @@ export class Broker {
     await mkdir(config.storeDir, { recursive: true });
     const node = await ActorNode.start({ listen: config.listen, advertise: config.advertise });
     let store: MessageStore | undefined;
+    // in place before the first request: taken under load it would itself cost a mark-compact
+    const heapReserve = holdHeapReserve(config.heapReserveMb);
     try {
       const brokerAddr = node.address!;
       const storeHost = hostOf(brokerAddr);
@@ -125,7 +127,6 @@ export class Broker {
           ...(e.direct ? { direct: e.direct } : {}),
         });
       await ctx.registerNow();
-      const heapReserve = holdHeapReserve(config.heapReserveMb);
       logger.info(
         { brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers, heapReserveMb: heapReserve.mb },
         "broker started",
@@ -133,6 +134,7 @@ export class Broker {
       watchFullGcs((fields, msg) => logger.warn(fields, msg));
       return new Broker(ctx, entries, heapReserve);
     } catch (e) {
+      heapReserve.release();
       await node.close().catch(() => {});
       await store?.close().catch(() => {});
       throw e;

@@ -4,6 +4,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Broker } from "../../../actors/broker/broker.ts";
+import type { BrokerOptions } from "../../../actors/broker/brokerConfig.ts";
 import { heapReserveMb, holdHeapReserve } from "../../../actors/broker/heapReserve.ts";
 import { missingBrokerNodeFlags } from "../../../actors/broker/nodeFlags.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
@@ -61,6 +62,16 @@ test("a broker holds its heapReserveMb while open (this test process runs withou
   const { dir, cleanup } = await tempDir();
   const ns = await NameServer.start({ listen: EPHEMERAL });
   const opts = { listen: EPHEMERAL, nameservers: [ns.address], flush: "async" as const };
+  const open = new Set<Broker>();
+  const start = async (o: Partial<BrokerOptions> & { brokerName: string }) => {
+    const b = await Broker.start({ ...opts, storeDir: path.join(dir, o.brokerName), ...o });
+    open.add(b);
+    return b;
+  };
+  const close = async (b: Broker) => {
+    open.delete(b);
+    await b.close();
+  };
   try {
     for (const bad of [-1, 1.5, 2048, Number.NaN])
       await assert.rejects(
@@ -68,19 +79,22 @@ test("a broker holds its heapReserveMb while open (this test process runs withou
         (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /heapReserveMb/.test((e as Error).message),
         String(bad),
       );
-    const a = await Broker.start({ ...opts, brokerName: "a", storeDir: path.join(dir, "a"), heapReserveMb: 6 });
-    const none = await Broker.start({ ...opts, brokerName: "none", storeDir: path.join(dir, "none"), heapReserveMb: 0 });
+    const a = await start({ brokerName: "a", heapReserveMb: 6 });
+    const none = await start({ brokerName: "none", heapReserveMb: 0 });
     assert.equal(a.heapReserveMb, 6);
     assert.equal(none.heapReserveMb, 0);
     assert.equal(heapReserveMb(), 6);
-    await a.close();
+    // a start that fails lets its hold go: the store is a's, locked
+    await assert.rejects(start({ brokerName: "a2", storeDir: path.join(dir, "a"), heapReserveMb: 6 }), (e) => isMQError(e, "STORE_LOCKED"));
+    await close(a);
     assert.equal(heapReserveMb(), 0, "released with the broker that held it");
-    await none.close();
-    const dflt = await Broker.start({ ...opts, brokerName: "d", storeDir: path.join(dir, "d") });
+    await close(none);
+    const dflt = await start({ brokerName: "d" });
     assert.equal(dflt.heapReserveMb, 32, "32 MiB by default");
-    await dflt.close();
+    await close(dflt);
     assert.equal(heapReserveMb(), 0);
   } finally {
+    for (const b of open) await b.close();
     await ns.close();
     await cleanup();
   }
