@@ -1,3 +1,4 @@
+import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -43,4 +44,21 @@ export async function waitFor<T>(
     if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * Runs a TypeScript fixture in a child node (`--import tsx`, NODE_OPTIONS cleared, so only
+ * `nodeFlags` apply) and resolves its stdout once it exits 0; rejects with the output otherwise.
+ */
+export function runFixture(fixture: string, nodeFlags: string[], env: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", fixture], {
+      env: { ...process.env, ...env, NODE_OPTIONS: "" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+    child.once("error", reject);
+    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(fixture)} exited ${code}: ${out}`))));
+  });
 }

@@ -1,24 +1,13 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { EventRate, FULL_GC_WARN_COUNT } from "../../../actors/broker/fullGcWatch.ts";
+import { runFixture } from "../../helpers.ts";
 
 const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "fullGcs.ts");
 
-function runFixture(nodeFlags: string[], fullGcs: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeFlags, "--expose-gc", "--import", "tsx", fixture], {
-      env: { ...process.env, FULL_GCS: String(fullGcs), NODE_OPTIONS: "" },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-    child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`fixture exited ${code}: ${out}`))));
-  });
-}
+const runGcs = (nodeFlags: string[], fullGcs: number) => runFixture(fixture, [...nodeFlags, "--expose-gc"], { FULL_GCS: String(fullGcs) });
 
 test("EventRate: true once `count` events fall within the window; older ones slide out", () => {
   const burst = new EventRate(3, 100);
@@ -33,16 +22,16 @@ test("EventRate: true once `count` events fall within the window; older ones sli
 
 test("a broker process without the node flags warns once when full GCs come many a second; with them, or with few, it does not", async () => {
   const flags = ["--max-semi-space-size=8", "--initial-old-space-size=64"];
-  const storm = await runFixture([], FULL_GC_WARN_COUNT + 5);
+  const storm = await runGcs([], FULL_GC_WARN_COUNT + 5);
   const warnings = storm.split("\n").filter((l) => l.startsWith("{"));
   assert.equal(warnings.length, 1, storm);
   const w = JSON.parse(warnings[0]!) as { msg: string; missingNodeFlags: string[] };
   assert.deepEqual(w.missingNodeFlags, flags);
   assert.match(w.msg, /start this process with node --max-semi-space-size=8 --initial-old-space-size=64/);
 
-  const few = await runFixture([], FULL_GC_WARN_COUNT - 5);
+  const few = await runGcs([], FULL_GC_WARN_COUNT - 5);
   assert.doesNotMatch(few, /full GCs/, "below the count: no warning");
-  const flagged = await runFixture(flags, FULL_GC_WARN_COUNT + 5);
+  const flagged = await runGcs(flags, FULL_GC_WARN_COUNT + 5);
   assert.doesNotMatch(flagged, /full GCs/, "with the flags the advice would not help: no warning");
   assert.match(flagged, /done/);
 });

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -9,22 +8,13 @@ import { heapReserveMb, holdHeapReserve } from "../../../actors/broker/heapReser
 import { missingBrokerNodeFlags } from "../../../actors/broker/nodeFlags.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, runFixture, tempDir } from "../../helpers.ts";
 
 const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "heapReserve.ts");
 const bothMissing = ["--max-semi-space-size=8", "--initial-old-space-size=64"];
 
-function runFixture(nodeFlags: string[], mb: number): Promise<{ mb: number; before: number; held: number; released: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeFlags, "--expose-gc", "--import", "tsx", fixture], {
-      env: { ...process.env, RESERVE_MB: String(mb), NODE_OPTIONS: "" },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-    child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`fixture exited ${code}: ${out}`))));
-  });
+async function runReserve(nodeFlags: string[], mb: number): Promise<{ mb: number; before: number; held: number; released: number }> {
+  return JSON.parse(await runFixture(fixture, [...nodeFlags, "--expose-gc"], { RESERVE_MB: String(mb) }));
 }
 
 test("holdHeapReserve: the largest size asked for, held until the last holder releases; none with the flag or for 0 MiB", () => {
@@ -48,11 +38,11 @@ test("holdHeapReserve: the largest size asked for, held until the last holder re
 });
 
 test("the reserve is V8 heap while held and freed after its release; a process with the flag holds none", async () => {
-  const r = await runFixture([], 24);
+  const r = await runReserve([], 24);
   assert.equal(r.mb, 24);
   assert.ok(r.held - r.before >= 23.5, `held ${r.held - r.before} MiB more`);
   assert.ok(r.released - r.before < 2, `released: ${r.released - r.before} MiB more`);
-  const flagged = await runFixture(["--initial-old-space-size=64"], 24);
+  const flagged = await runReserve(["--initial-old-space-size=64"], 24);
   assert.equal(flagged.mb, 0);
   assert.ok(flagged.held - flagged.before < 2, `with the flag: ${flagged.held - flagged.before} MiB more`);
 });
