@@ -7,7 +7,7 @@
  * (zeromq.js registers every received frame over 128 bytes until a GC frees it), falls below the
  * young generation's capacity. Under load that is a mark-compact about every 50 ms. A reserve
  * raises the live size the limit grows from, where the flag raises the limit itself: in peer-bench
- * runs 32 MiB took the broker from 47-53 mark-compacts per run to 5, as the flag does; 16 MiB left
+ * runs 32 MiB took the broker from 24-53 mark-compacts per run to 5, as the flag does; 16 MiB left
  * 38-43 (bench/RESULTS.md, round 11). A string costs V8 nothing to mark (no pointers) or to move
  * (large-object space); it costs its size in RSS. Taken before the broker serves and held until it
  * closes: allocating it under load costs a mark-compact of its own. `heapReserveMb: 0` turns it off.
