@@ -12,20 +12,19 @@
  * (large-object space); it costs its size in RSS. Taken before the broker serves and held until it
  * closes: allocating it under load costs a mark-compact of its own. `heapReserveMb: 0` turns it off.
  */
-import { missingBrokerNodeFlags } from "./nodeFlags.ts";
+import { missingBrokerNodeFlags, OLD_SPACE_FLAG } from "./nodeFlags.ts";
 
 /** MiB a broker process without `--initial-old-space-size` holds in reserve. */
 export const DEFAULT_HEAP_RESERVE_MB = 32;
-/** The flag whose absence the reserve stands in for. */
-export const OLD_SPACE_FLAG = "--initial-old-space-size";
+const MIB = 1_048_576;
 
-let reserve: string | null = null;
-let reserveMb = 0;
+/** One-byte characters, so its length is its size in bytes. */
+let reserve = "";
 let holders = 0;
 
 /** MiB of reserve this process holds now (0 when none). */
 export function heapReserveMb(): number {
-  return reserve === null ? 0 : reserveMb;
+  return reserve.length / MIB;
 }
 
 /**
@@ -35,24 +34,20 @@ export function heapReserveMb(): number {
  */
 export function holdHeapReserve(mb: number, missing = missingBrokerNodeFlags()): { mb: number; release: () => void } {
   if (mb <= 0 || !missing.some((f) => f.startsWith(OLD_SPACE_FLAG))) return { mb: 0, release: () => {} };
-  if (reserve === null || reserveMb < mb) {
+  if (reserve.length < mb * MIB) {
     // repeat() builds a rope; reading a character flattens it into one sequential string
-    const s = "0123456789abcdef".repeat(mb * 65_536);
+    const s = "0123456789abcdef".repeat((mb * MIB) / 16);
     if (s.charCodeAt(s.length - 1) !== 102) throw new Error("heap reserve not built");
     reserve = s;
-    reserveMb = mb;
   }
   holders++;
   let released = false;
   return {
-    mb: reserveMb,
+    mb: heapReserveMb(),
     release: () => {
       if (released) return;
       released = true;
-      if (--holders === 0) {
-        reserve = null;
-        reserveMb = 0;
-      }
+      if (--holders === 0) reserve = "";
     },
   };
 }

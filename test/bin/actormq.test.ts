@@ -27,6 +27,18 @@ function run(
   return { child, out: () => out, err: () => err, exit };
 }
 
+/** The banner of a server command once it serves; the server is then stopped with SIGTERM and must exit 0. */
+async function bannerOf(args: string[], cwd: string, nodeFlags: string[] = []): Promise<string> {
+  const r = run(args, cwd, nodeFlags);
+  try {
+    await waitFor(() => /Press Ctrl-C/.test(r.out()), 30_000, `${args[0]} to be ready (${r.err()})`);
+    return r.out();
+  } finally {
+    r.child.kill("SIGTERM");
+    assert.equal(await r.exit, 0);
+  }
+}
+
 // Ephemeral ports only (`*`): a port picked at random can be one another test just bound.
 const anyPort = ["--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*"];
 
@@ -58,46 +70,26 @@ test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in us
     );
 
     // without the reserve, nothing stands in
-    const r = run(
-      [
-        "broker",
-        "--namesrv",
-        nsAddr,
-        "--listen",
-        "tcp://127.0.0.1:*",
-        "--name",
-        "broker-r",
-        "--store",
-        path.join(dir, "r"),
-        "--heap-reserve",
-        "0",
-      ],
-      dir,
+    const brokerArgs = (name: string) => [
+      "broker",
+      "--namesrv",
+      nsAddr,
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--name",
+      name,
+      "--store",
+      path.join(dir, name),
+    ];
+    const noReserve = await bannerOf([...brokerArgs("broker-r"), "--heap-reserve", "0"], dir);
+    assert.match(
+      noReserve,
+      /node flags\s+without --max-semi-space-size=8 --initial-old-space-size=64: expect frequent full GCs under load/,
     );
-    try {
-      await waitFor(() => /Press Ctrl-C/.test(r.out()), 30_000, `broker to be ready (${r.err()})`);
-      assert.match(
-        r.out(),
-        /node flags\s+without --max-semi-space-size=8 --initial-old-space-size=64: expect frequent full GCs under load/,
-      );
-    } finally {
-      r.child.kill("SIGTERM");
-      assert.equal(await r.exit, 0);
-    }
 
     // a broker started with them (another value for one counts) says nothing about them
-    const b = run(
-      ["broker", "--namesrv", nsAddr, "--listen", "tcp://127.0.0.1:*", "--name", "broker-b", "--store", path.join(dir, "b")],
-      dir,
-      ["--max_semi_space_size=4", "--initial-old-space-size=64"],
-    );
-    try {
-      await waitFor(() => /Press Ctrl-C/.test(b.out()), 30_000, `broker to be ready (${b.err()})`);
-      assert.doesNotMatch(b.out(), /node flags/);
-    } finally {
-      b.child.kill("SIGTERM");
-      assert.equal(await b.exit, 0);
-    }
+    const flagged = await bannerOf(brokerArgs("broker-b"), dir, ["--max_semi_space_size=4", "--initial-old-space-size=64"]);
+    assert.doesNotMatch(flagged, /node flags/);
 
     const p = await Producer.start({ group: "cli", nameservers: [nsAddr] });
     try {
