@@ -115,7 +115,7 @@ test("start serves the inspector; inspect --cluster collects a cluster's process
     const iu = /actormq inspector (http:\/\/127\.0\.0\.1:\d+\/)/.exec(insp.out())?.[1];
     assert.ok(iu, insp.out());
     assert.match(insp.out(), new RegExp(`collecting\\s+${ns!.replace(/[.*]/g, "\\$&")}, ${broker!.replace(/[.*]/g, "\\$&")}`));
-    // a process is listed alive from its first message; its actors arrive with the snapshots after it
+    // a process is listed alive once it answers the probe; its actors' records arrive after that
     const v = await waitFor(
       async () => {
         const x = await state(iu);
