@@ -49,9 +49,9 @@ export const MAX_ROUTER_LINKS = 65_536;
 export const EAGER_FLUSH_BYTES = 128 * 1024;
 /**
  * Longest a DEALER send waits for its peer in one go; then the pump tries again. A send blocked
- * while the peer restarts was sometimes not woken when the peer came back (seen under
- * load: an ask held its whole 15 s deadline although the peer was back; 5 in 84 runs of
- * test/transport/twoProcess.test.ts, three at a time, none in 45 with this cap).
+ * while the peer restarted was sometimes not woken when the peer came back (under load an ask
+ * held its whole 15 s deadline although the peer was back: 5 in 84 runs of
+ * test/transport/twoProcess.test.ts three at a time; none in 45 with this cap).
  */
 const MAX_SEND_WAIT_MS = 1_000;
 

@@ -9,9 +9,9 @@
  * past its last committed offset is delivered again (by its successor, which may hand the queue
  * over gracefully before the end of that stretch); and no queue is ever consumed by two clients
  * at once (each client logs the start and end of every batch; a batch the killed client had open
- * ends when it has exited). That last check passes even with
- * the broker lock broken: 10 ms batches end before a newcomer gets to its first one. Hand-over
- * under the lock is tested by orderly-locks.test.ts, whose slow batches make a broken lock show.
+ * ends when it has exited). That last check passes even with the broker lock broken: 10 ms
+ * batches end before a newcomer gets to its first one. Hand-over under the lock is tested by
+ * orderly-locks.test.ts, whose slow batches make a broken lock show.
  *
  * The broker's lock expiry is shortened to 3 s (`lockMaxLiveTimeMs`, default 60 s) so that the
  * killed client's queues are free again quickly; the clients renew every 500 ms and consider a
