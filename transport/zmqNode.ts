@@ -47,13 +47,8 @@ export const MAX_ROUTER_LINKS = 65_536;
  * send, and the two sides take turns instead of working at the same time.
  */
 export const EAGER_FLUSH_BYTES = 128 * 1024;
-/**
- * Longest a DEALER send waits for its peer in one go; then the pump tries again. A send blocked
- * while the peer restarted was sometimes not woken when the peer came back (under load an ask
- * held its whole 15 s deadline although the peer was back: 5 in 84 runs of
- * test/transport/twoProcess.test.ts three at a time; none in 45 with this cap).
- */
-const MAX_SEND_WAIT_MS = 1_000;
+/** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
+const MAX_SEND_WAIT_MS = 2_147_483_647;
 
 /** Options of {@link ZmqNode.start}. */
 export interface ZmqNodeOptions {
@@ -408,10 +403,9 @@ export class ZmqNode {
   /**
    * @internal sends everything queued on a DEALER link, batch after batch. A DEALER holds a batch
    * while its peer is unreachable (`immediate`): the send waits at most until the batch's earliest
-   * deadline (in steps of at most MAX_SEND_WAIT_MS); then the frames whose deadline passed are
-   * dropped (their asks time out on this side) and the rest wait again. Staleness is judged here,
-   * on the sender's clock, and never by the receiver: hosts whose clocks differ by more than a
-   * timeout must not drop each other's requests.
+   * deadline; then the frames whose deadline passed are dropped (their asks time out on this side)
+   * and the rest wait again. Staleness is judged here, on the sender's clock, and never by the
+   * receiver: hosts whose clocks differ by more than a timeout must not drop each other's requests.
    */
   async pumpPeer(link: PeerLink): Promise<void> {
     link.scheduled = false;
