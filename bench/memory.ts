@@ -75,6 +75,8 @@ async function lagging(nameserver: string, topic: string, c: LagCase, seconds: n
     stdio: ["ignore", "pipe", "inherit"],
   });
   const exited = new Promise((r) => child.once("exit", r));
+  // a consumer that stops printing is killed, which ends the read loop below with an error
+  const watchdog = setTimeout(() => child.kill("SIGKILL"), (90 + seconds) * 1000);
   const r: LagResult = {
     peakRssMiB: 0,
     peakHeapMiB: 0,
@@ -90,6 +92,7 @@ async function lagging(nameserver: string, topic: string, c: LagCase, seconds: n
     // on each of them at least twice, or the whole backlog is in the consumer; an empty topic
     // measures the consumer's own footprint
     let measureFrom = 0;
+    let complete = false;
     const deadline = Date.now() + 60_000;
     for await (const line of createInterface({ input: child.stdout! })) {
       const s = JSON.parse(line) as LaggingSample;
@@ -106,14 +109,20 @@ async function lagging(nameserver: string, topic: string, c: LagCase, seconds: n
       r.peakCachedMaxQueue = Math.max(r.peakCachedMaxQueue, s.cachedMaxQueue);
       r.peakCachedBodyMiB = Math.max(r.peakCachedBodyMiB, s.cachedBodyMiB);
       r.consumed = s.consumed;
-      if (Date.now() - measureFrom >= seconds * 1000) break;
+      if (Date.now() - measureFrom >= seconds * 1000) {
+        complete = true;
+        break;
+      }
     }
-    if (!measureFrom) throw new Error("the lagging consumer exited before it settled");
+    if (!complete) throw new Error(`the lagging consumer stopped ${measureFrom ? "while measured" : "before it settled"}`);
     r.behind = c.backlog - r.consumed;
     return r;
   } finally {
+    clearTimeout(watchdog);
     child.kill("SIGTERM");
+    const stuck = setTimeout(() => child.kill("SIGKILL"), 10_000);
     await exited;
+    clearTimeout(stuck);
   }
 }
 
