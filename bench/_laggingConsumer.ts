@@ -31,7 +31,6 @@ export interface LaggingSample {
   consumed: number;
   /** pulls put off by any of the three flow controls (count, size, span) */
   flowControlled: number;
-  pullsInFlight: number;
 }
 
 const MIB = 1024 * 1024;
@@ -64,7 +63,6 @@ const timer = setInterval(() => {
     queues: pqs.length,
     consumed,
     flowControlled: c.pullService.stats.flowControlCount + c.pullService.stats.flowControlSize + c.pullService.stats.flowControlSpan,
-    pullsInFlight: c.pullService.pullsInFlight,
   };
   process.stdout.write(`${JSON.stringify(s)}\n`);
 }, args.sampleMs);

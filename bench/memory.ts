@@ -22,22 +22,12 @@ const QUEUES = 4;
 const SAMPLE_MS = 100;
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-/** VmRSS and VmHWM of a process, MiB (Linux). */
-function procMemory(pid: number): { rss: number; hwm: number } {
+/** VmHWM of a process (its peak resident set since it started), MiB; Linux only. */
+function peakRssMiB(pid: number): number {
   const s = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(s)?.[1] ?? Number.NaN);
-  return { rss: kb("VmRSS") / 1024, hwm: kb("VmHWM") / 1024 };
-}
-
-/** Samples a process's RSS until stopped; `peak` is the highest sample. */
-function rssSampler(pid: number) {
-  let peak = 0;
-  const t = setInterval(() => (peak = Math.max(peak, procMemory(pid).rss)), 50);
-  return {
-    reset: () => (peak = procMemory(pid).rss),
-    peak: () => Math.max(peak, procMemory(pid).rss),
-    stop: () => clearInterval(t),
-  };
+  const kb = /VmHWM:\s+(\d+) kB/.exec(s)?.[1];
+  if (!kb) throw new Error(`no VmHWM in /proc/${pid}/status: this bench needs Linux`);
+  return Number(kb) / 1024;
 }
 
 interface LagCase {
@@ -55,7 +45,7 @@ interface LagResult {
   peakCachedMaxQueue: number;
   peakCachedBodyMiB: number;
   consumed: number;
-  /** the broker's backlog for the group when measuring ended */
+  /** messages of the backlog not yet consumed when measuring ended (cached ones included) */
   behind: number;
 }
 
@@ -137,17 +127,17 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
   const seconds = opts.quick ? 3 : 8;
   const server = await startServer(path.join(tmp, "store"));
   const nameservers = [server.nameserver];
-  const broker = rssSampler(server.child.pid!);
+  const brokerPid = server.child.pid!;
   try {
     const admin = await Admin.start({ nameservers });
     const p = await Producer.start({ group: "bench-memory-producer", nameservers });
 
     // the broker during W1: 1 KiB messages into one queue with 8 x 32 in flight, then one drain
     await admin.createTopic({ topic: "BenchMemW1", readQueueNums: 1, writeQueueNums: 1 });
-    broker.reset();
     const produced = Math.round(await sendBatches(p, "BenchMemW1", w1));
     const consumed = Math.round(await drain(nameservers, "BenchMemW1", "bench-mem-w1", w1));
-    const brokerW1PeakMiB = broker.peak();
+    // W1 is the server's first work, so its peak since start is its peak during W1
+    const brokerW1PeakMiB = peakRssMiB(brokerPid);
     log(`W1 ${w1} x 1 KiB: produce ${produced} msg/s, drain ${consumed} msg/s; broker RSS peak ${brokerW1PeakMiB.toFixed(1)} MiB`);
 
     const cases: LagCase[] = [
@@ -172,7 +162,7 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
           `${r.consumed} consumed, ${r.behind} behind`,
       );
     }
-    const brokerPeakMiB = broker.peak();
+    const brokerPeakMiB = peakRssMiB(brokerPid);
     await p.close();
     await admin.close();
     const get = (n: string) => results.get(n)!;
@@ -202,7 +192,6 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       ],
     };
   } finally {
-    broker.stop();
     await stopServer(server);
     fs.rmSync(tmp, { recursive: true, force: true });
   }
