@@ -37,16 +37,14 @@ interface LagCase {
   consumeConcurrentlyMaxSpan?: number;
 }
 
+/** The sample fields whose highest value over the measured seconds is reported. */
+const PEAK_FIELDS = ["rssMiB", "heapUsedMiB", "externalMiB", "cached", "cachedMaxQueue", "cachedBodyMiB"] as const;
+type Peaks = Pick<LaggingSample, (typeof PEAK_FIELDS)[number]>;
+
 interface LagResult {
-  peakRssMiB: number;
-  peakHeapMiB: number;
-  peakExternalMiB: number;
-  peakCached: number;
-  peakCachedMaxQueue: number;
-  peakCachedBodyMiB: number;
+  peak: Peaks;
+  /** consumed by the end of measuring; the rest of the backlog (cached included) is behind */
   consumed: number;
-  /** messages of the backlog not yet consumed when measuring ended (cached ones included) */
-  behind: number;
 }
 
 /** Runs the lagging consumer on `topic` until its flow control engaged, then samples it for `seconds`. */
@@ -67,16 +65,8 @@ async function lagging(nameserver: string, topic: string, c: LagCase, seconds: n
   const exited = new Promise((r) => child.once("exit", r));
   // a consumer that stops printing is killed, which ends the read loop below with an error
   const watchdog = setTimeout(() => child.kill("SIGKILL"), (90 + seconds) * 1000);
-  const r: LagResult = {
-    peakRssMiB: 0,
-    peakHeapMiB: 0,
-    peakExternalMiB: 0,
-    peakCached: 0,
-    peakCachedMaxQueue: 0,
-    peakCachedBodyMiB: 0,
-    consumed: 0,
-    behind: 0,
-  };
+  const peak = Object.fromEntries(PEAK_FIELDS.map((k) => [k, 0])) as Peaks;
+  let consumed = 0;
   try {
     // measuring starts when every queue is held and (with a backlog) flow control has engaged
     // on each of them at least twice, or the whole backlog is in the consumer; an empty topic
@@ -92,21 +82,15 @@ async function lagging(nameserver: string, topic: string, c: LagCase, seconds: n
         else if (Date.now() > deadline) throw new Error(`the lagging consumer did not settle in 60 s: ${line}`);
         continue;
       }
-      r.peakRssMiB = Math.max(r.peakRssMiB, s.rssMiB);
-      r.peakHeapMiB = Math.max(r.peakHeapMiB, s.heapUsedMiB);
-      r.peakExternalMiB = Math.max(r.peakExternalMiB, s.externalMiB);
-      r.peakCached = Math.max(r.peakCached, s.cached);
-      r.peakCachedMaxQueue = Math.max(r.peakCachedMaxQueue, s.cachedMaxQueue);
-      r.peakCachedBodyMiB = Math.max(r.peakCachedBodyMiB, s.cachedBodyMiB);
-      r.consumed = s.consumed;
+      for (const k of PEAK_FIELDS) peak[k] = Math.max(peak[k], s[k]);
+      consumed = s.consumed;
       if (Date.now() - measureFrom >= seconds * 1000) {
         complete = true;
         break;
       }
     }
     if (!complete) throw new Error(`the lagging consumer stopped ${measureFrom ? "while measured" : "before it settled"}`);
-    r.behind = c.backlog - r.consumed;
-    return r;
+    return { peak, consumed };
   } finally {
     clearTimeout(watchdog);
     child.kill("SIGTERM");
@@ -157,9 +141,9 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       log(
         `lagging consumer, ${c.name} (backlog ${c.backlog}, pullThresholdForQueue ${c.pullThresholdForQueue ?? 1000}, ` +
           `consumeConcurrentlyMaxSpan ${c.consumeConcurrentlyMaxSpan ?? 2000}): ` +
-          `RSS peak ${r.peakRssMiB.toFixed(1)} MiB (heap ${r.peakHeapMiB.toFixed(1)}, external ${r.peakExternalMiB.toFixed(1)}), ` +
-          `cached ${r.peakCached} (${r.peakCachedBodyMiB.toFixed(1)} MiB of bodies, fullest queue ${r.peakCachedMaxQueue}), ` +
-          `${r.consumed} consumed, ${r.behind} behind`,
+          `RSS peak ${r.peak.rssMiB.toFixed(1)} MiB (heap ${r.peak.heapUsedMiB.toFixed(1)}, external ${r.peak.externalMiB.toFixed(1)}), ` +
+          `cached ${r.peak.cached} (${r.peak.cachedBodyMiB.toFixed(1)} MiB of bodies, fullest queue ${r.peak.cachedMaxQueue}), ` +
+          `${r.consumed} consumed, ${c.backlog - r.consumed} behind`,
       );
     }
     const brokerPeakMiB = peakRssMiB(brokerPid);
@@ -171,19 +155,19 @@ export default async function run(opts: BenchOptions): Promise<BenchResult> {
       metrics: {
         brokerW1RssPeakMiB: round(brokerW1PeakMiB),
         brokerRssPeakMiB: round(brokerPeakMiB),
-        consumerIdleRssPeakMiB: round(get("idle").peakRssMiB),
-        consumerSmallBacklogRssPeakMiB: round(get("small").peakRssMiB),
-        consumerLargeBacklogRssPeakMiB: round(get("large").peakRssMiB),
-        consumerLargeBacklog10xThresholdRssPeakMiB: round(get("large-10x-threshold").peakRssMiB),
-        consumerSmallBacklogCachedPeak: get("small").peakCached,
-        consumerLargeBacklogCachedPeak: get("large").peakCached,
-        consumerLargeBacklog10xThresholdCachedPeak: get("large-10x-threshold").peakCached,
-        consumerLargeBacklogBehind: get("large").behind,
+        consumerIdleRssPeakMiB: round(get("idle").peak.rssMiB),
+        consumerSmallBacklogRssPeakMiB: round(get("small").peak.rssMiB),
+        consumerLargeBacklogRssPeakMiB: round(get("large").peak.rssMiB),
+        consumerLargeBacklog10xThresholdRssPeakMiB: round(get("large-10x-threshold").peak.rssMiB),
+        consumerSmallBacklogCachedPeak: get("small").peak.cached,
+        consumerLargeBacklogCachedPeak: get("large").peak.cached,
+        consumerLargeBacklog10xThresholdCachedPeak: get("large-10x-threshold").peak.cached,
+        consumerLargeBacklogBehind: large - get("large").consumed,
       },
       baseline: { brokerRssTargetMiB: BROKER_RSS_TARGET_MIB, pullThresholdForQueue: 1000 },
       ratio: {
         brokerW1VsTarget: round(brokerW1PeakMiB / BROKER_RSS_TARGET_MIB, 3),
-        consumerLargeVsSmallBacklog: round(get("large").peakRssMiB / get("small").peakRssMiB, 3),
+        consumerLargeVsSmallBacklog: round(get("large").peak.rssMiB / get("small").peak.rssMiB, 3),
       },
       notes: [
         `broker = \`actormq start\` (async flush) in a child process; W1 = ${w1} x 1 KiB into 1 queue (8 x 32 in flight), then one drain`,
