@@ -4,6 +4,8 @@
  * only the record bytes it is given (the append buffer, a replica's bytes or recovery's window),
  * with no per-message objects on the way.
  */
+
+import { int32BE, int64BE, putInt32BE, putInt64BE, uint32BE } from "../transport/bigEndian.ts";
 import {
   BLANK_MAGIC,
   CRC_RESERVED_BYTES,
@@ -11,8 +13,6 @@ import {
   javaHashCode,
   MessageSysFlag,
   RecordOffset,
-  readLong,
-  writeLong,
 } from "../transport/messageRecord.ts";
 import { SCHEDULE_TOPIC } from "../transport/protocol.ts";
 import { type ConsumeQueue, CQ_ENTRY_BYTES } from "./consumeQueue.ts";
@@ -147,14 +147,14 @@ export class Dispatcher {
     };
 
     while (p + 8 <= end) {
-      const total = buf.readInt32BE(p);
-      if (total <= 0 || buf.readUInt32BE(p + 4) === BLANK_MAGIC || p + total > end) break;
+      const total = int32BE(buf, p);
+      if (total <= 0 || uint32BE(buf, p + 4) === BLANK_MAGIC || p + total > end) break;
       const phy = basePhy + (p - start);
-      const queueId = buf.readInt32BE(p + RecordOffset.QUEUE_ID);
-      const queueOffset = readLong(buf, p + RecordOffset.QUEUE_OFFSET);
-      const sysFlag = buf.readInt32BE(p + RecordOffset.SYS_FLAG);
-      const storeTs = readLong(buf, p + RecordOffset.STORE_TIMESTAMP);
-      const bodyLen = buf.readInt32BE(p + RecordOffset.BODY_LENGTH);
+      const queueId = int32BE(buf, p + RecordOffset.QUEUE_ID);
+      const queueOffset = int64BE(buf, p + RecordOffset.QUEUE_OFFSET);
+      const sysFlag = int32BE(buf, p + RecordOffset.SYS_FLAG);
+      const storeTs = int64BE(buf, p + RecordOffset.STORE_TIMESTAMP);
+      const bodyLen = int32BE(buf, p + RecordOffset.BODY_LENGTH);
       const topicLenPos = p + RecordOffset.BODY + bodyLen;
       const topicLen = buf[topicLenPos]!;
       const topicPos = topicLenPos + 1;
@@ -223,9 +223,9 @@ export class Dispatcher {
         this.cqBuf = bigger;
       }
       const e = runCount * CQ_ENTRY_BYTES;
-      writeLong(this.cqBuf, e, phy);
-      this.cqBuf.writeInt32BE(total, e + 8);
-      writeLong(this.cqBuf, e + 12, tagsCode);
+      putInt64BE(this.cqBuf, e, phy);
+      putInt32BE(this.cqBuf, e + 8, total);
+      putInt64BE(this.cqBuf, e + 12, tagsCode);
       runCount++;
       p += total;
       if (storeTs > this.lastStoreTimestamp) this.lastStoreTimestamp = storeTs;

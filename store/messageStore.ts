@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { crc32 } from "node:zlib";
+import { int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "../transport/bigEndian.ts";
 import {
   BLANK_MAGIC,
   BLANK_MARKER_BYTES,
@@ -24,7 +25,6 @@ import {
   readLong,
   walkMessageBatch,
   writeHost,
-  writeLong,
   writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
 import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, MessageConst, MQError } from "../transport/protocol.ts";
@@ -682,15 +682,15 @@ export class MessageStore {
       const start = p;
       // the fields every record of the batch shares are written once, then copied per record
       const head = this.headBuf;
-      head.writeUInt32BE(MAGIC_V1, RecordOffset.MAGIC);
-      head.writeInt32BE(queueId, RecordOffset.QUEUE_ID);
-      head.writeInt32BE(batch.sysFlag ?? 0, RecordOffset.SYS_FLAG);
-      writeLong(head, RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
+      putInt32BE(head, RecordOffset.MAGIC, MAGIC_V1);
+      putInt32BE(head, RecordOffset.QUEUE_ID, queueId);
+      putInt32BE(head, RecordOffset.SYS_FLAG, batch.sysFlag ?? 0);
+      putInt64BE(head, RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
       writeHost(head, RecordOffset.BORN_HOST, batch.bornHost);
-      writeLong(head, RecordOffset.STORE_TIMESTAMP, storeTs);
+      putInt64BE(head, RecordOffset.STORE_TIMESTAMP, storeTs);
       this.storeHostBytes.copy(head, RecordOffset.STORE_HOST);
-      head.writeInt32BE(batch.reconsumeTimes ?? 0, RecordOffset.RECONSUME_TIMES);
-      writeLong(head, RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
+      putInt32BE(head, RecordOffset.RECONSUME_TIMES, batch.reconsumeTimes ?? 0);
+      putInt64BE(head, RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
       const fixed = recordFixedBytes(topicBytes);
       const ids = this.msgIdWriter;
       const msgIds: string[] = new Array(count);
@@ -699,28 +699,28 @@ export class MessageStore {
       const n = body.length;
       let pos = 0;
       while (pos < n) {
-        const size = body.readUInt32BE(pos);
-        const flag = body.readInt32BE(pos + 4);
-        const bodyLen = body.readUInt32BE(pos + 8);
+        const size = uint32BE(body, pos);
+        const flag = int32BE(body, pos + 4);
+        const bodyLen = uint32BE(body, pos + 8);
         const bs = pos + 12;
         const be = bs + bodyLen;
-        const propsLen = body.readUInt16BE(be);
+        const propsLen = uint16BE(body, be);
         const len = fixed + bodyLen + propsLen;
         head.copy(w, p + RecordOffset.MAGIC, RecordOffset.MAGIC, RecordOffset.BODY_LENGTH);
-        w.writeInt32BE(len, p);
-        w.writeInt32BE(flag, p + RecordOffset.FLAG);
-        writeLong(w, p + RecordOffset.QUEUE_OFFSET, firstQueueOffset + k);
-        writeLong(w, p + RecordOffset.PHYSICAL_OFFSET, phy0 + p);
-        w.writeInt32BE(bodyLen, p + RecordOffset.BODY_LENGTH);
+        putInt32BE(w, p, len);
+        putInt32BE(w, p + RecordOffset.FLAG, flag);
+        putInt64BE(w, p + RecordOffset.QUEUE_OFFSET, firstQueueOffset + k);
+        putInt64BE(w, p + RecordOffset.PHYSICAL_OFFSET, phy0 + p);
+        putInt32BE(w, p + RecordOffset.BODY_LENGTH, bodyLen);
         const wb = p + RecordOffset.BODY;
         body.copy(w, wb, bs, be);
         const bodyCrc = crc32(w.subarray(wb, wb + bodyLen)) >>> 0;
-        w.writeUInt32BE(bodyCrc, p + RecordOffset.BODY_CRC);
+        putInt32BE(w, p + RecordOffset.BODY_CRC, bodyCrc);
         let x = wb + bodyLen;
         w[x++] = topicBytes.length;
         topicBytes.copy(w, x);
         x += topicBytes.length;
-        w.writeUInt16BE(propsLen + CRC_RESERVED_BYTES, x);
+        putUint16BE(w, x, propsLen + CRC_RESERVED_BYTES);
         body.copy(w, x + 2, be + 2, be + 2 + propsLen);
         writeRecordCrcWithBody(w, p, len, bodyLen, bodyCrc);
         msgIds[k] = ids.idFor(phy0 + p);
@@ -934,8 +934,8 @@ export class MessageStore {
       let full = false;
       for (let i = 0; i < n; i++) {
         const e = i * CQ_ENTRY_BYTES;
-        const phy = readLong(entries, e);
-        let size = entries.readInt32BE(e + 8);
+        const phy = int64BE(entries, e);
+        let size = int32BE(entries, e + 8);
         if (candPhy.length > 0 && (candPhy.length >= maxNums || bytes + size > maxBytes)) {
           full = true;
           break;
@@ -951,7 +951,7 @@ export class MessageStore {
           removed = true;
           continue;
         }
-        if (tags && !tags.has(readLong(entries, e + 12))) continue;
+        if (tags && !tags.has(int64BE(entries, e + 12))) continue;
         candPhy.push(phy);
         candSize.push(size);
         candOffset.push(base + i);
