@@ -171,8 +171,8 @@ export interface PutResult {
   status: "PUT_OK" | "FLUSH_DISK_TIMEOUT";
   firstQueueOffset: number;
   count: number;
-  /** offset message ids, one per message */
-  msgIds: string[];
+  /** the messages' offset message ids, comma-separated (RocketMQ's batch SendResult form) */
+  offsetMsgIds: string;
   commitLogOffset: number;
   wroteBytes: number;
 }
@@ -261,6 +261,10 @@ export class MessageStore {
   private writeBuf = Buffer.allocUnsafe(1024 * 1024);
   /** the fields shared by the records of one batch, copied into each record */
   private readonly headBuf = Buffer.alloc(RECORD_FIXED_BYTES);
+  /** the born host whose bytes headBuf holds (a producer's batches share it) */
+  private headBornHost = "";
+  /** commit-log offsets of the records of the batch being appended, for its offset message ids */
+  private readonly recordOffsets: number[] = [];
   private readonly msgIdWriter: OffsetMsgIdWriter;
   private timers: NodeJS.Timeout[] = [];
   private releaseLock: () => void;
@@ -686,14 +690,16 @@ export class MessageStore {
       putInt32BE(head, RecordOffset.QUEUE_ID, queueId);
       putInt32BE(head, RecordOffset.SYS_FLAG, batch.sysFlag ?? 0);
       putInt64BE(head, RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
-      writeHost(head, RecordOffset.BORN_HOST, batch.bornHost);
+      if (batch.bornHost !== this.headBornHost) {
+        writeHost(head, RecordOffset.BORN_HOST, batch.bornHost);
+        this.headBornHost = batch.bornHost;
+      }
       putInt64BE(head, RecordOffset.STORE_TIMESTAMP, storeTs);
       this.storeHostBytes.copy(head, RecordOffset.STORE_HOST);
       putInt32BE(head, RecordOffset.RECONSUME_TIMES, batch.reconsumeTimes ?? 0);
       putInt64BE(head, RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
       const fixed = recordFixedBytes(topicBytes);
-      const ids = this.msgIdWriter;
-      const msgIds: string[] = new Array(count);
+      const recordOffsets = this.recordOffsets;
       let k = 0;
       // one pass over the batch: the body is copied, then its CRC read from the copy (hot in cache)
       const n = body.length;
@@ -723,12 +729,13 @@ export class MessageStore {
         putUint16BE(w, x, propsLen + CRC_RESERVED_BYTES);
         body.copy(w, x + 2, be + 2, be + 2 + propsLen);
         writeRecordCrcWithBody(w, p, len, bodyLen, bodyCrc);
-        msgIds[k] = ids.idFor(phy0 + p);
+        recordOffsets[k] = phy0 + p;
         p += len;
         k++;
         pos += size;
       }
-      pl.result = { status: "PUT_OK", firstQueueOffset, count, msgIds, commitLogOffset: batchPhy, wroteBytes: p - start };
+      const offsetMsgIds = this.msgIdWriter.joinedIds(recordOffsets, count);
+      pl.result = { status: "PUT_OK", firstQueueOffset, count, offsetMsgIds, commitLogOffset: batchPhy, wroteBytes: p - start };
     }
     this.commitLog.append(w, total, phy0);
     try {

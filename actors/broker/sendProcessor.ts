@@ -137,7 +137,7 @@ export async function processSend(
   if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);
   return {
     status,
-    msgId: r.msgIds.length === 1 ? r.msgIds[0]! : r.msgIds.join(","),
+    msgId: r.offsetMsgIds,
     queueId,
     queueOffset: r.firstQueueOffset,
     commitLogOffset: r.commitLogOffset,

@@ -186,4 +186,10 @@ test("crc32Combine and writeRecordCrcWithBody give the CRC of the whole; OffsetM
     assert.equal(w.idFor(off), offsetMsgId("127.0.0.1:10911", undefined, off));
     assert.deepEqual(parseOffsetMsgId(w.idFor(off)), { storeHost: "127.0.0.1:10911", commitLogOffset: off });
   }
+  // a batch's ids in one string, past the writer's first buffer (32 ids) too
+  for (const n of [1, 3, 40]) {
+    const offs = Array.from({ length: n }, (_, k) => 2 ** 33 + k * 1187);
+    assert.equal(w.joinedIds(offs, n), offs.map((o) => offsetMsgId("127.0.0.1:10911", undefined, o)).join(","), `${n} ids`);
+  }
+  assert.equal(w.joinedIds([5, 6, 7], 2), [5, 6].map((o) => offsetMsgId("127.0.0.1:10911", undefined, o)).join(","));
 });
