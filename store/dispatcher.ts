@@ -41,17 +41,32 @@ enum Prop {
   DELAY = 4,
 }
 
+const UNIQ_KEY_BYTES = Buffer.from("UNIQ_KEY", "latin1");
+const DELAY_BYTES = Buffer.from("DELAY", "latin1");
+
 function propName(buf: Buffer, s: number, e: number): Prop {
   const n = e - s;
   if (n === 4) {
     if (buf[s] === 84 && buf[s + 1] === 65 && buf[s + 2] === 71 && buf[s + 3] === 83) return Prop.TAGS; // TAGS
     if (buf[s] === 75 && buf[s + 1] === 69 && buf[s + 2] === 89 && buf[s + 3] === 83) return Prop.KEYS; // KEYS
   } else if (n === 8) {
-    if (buf.toString("latin1", s, e) === "UNIQ_KEY") return Prop.UNIQ;
+    if (sameBytes(buf, s, UNIQ_KEY_BYTES)) return Prop.UNIQ;
   } else if (n === 5) {
-    if (buf.toString("latin1", s, e) === "DELAY") return Prop.DELAY;
+    if (sameBytes(buf, s, DELAY_BYTES)) return Prop.DELAY;
   }
   return Prop.NONE;
+}
+
+/** Whether `buf` holds `name` at `s` (compared in place: no string per record). */
+function sameBytes(buf: Buffer, s: number, name: Buffer): boolean {
+  for (let i = 0; i < name.length; i++) if (buf[s + i] !== name[i]) return false;
+  return true;
+}
+
+/** Whether the `len` bytes at `a` and at `b` are equal (a topic: shorter than Buffer.compare's own cost). */
+function sameRange(buf: Buffer, a: number, b: number, len: number): boolean {
+  for (let i = 0; i < len; i++) if (buf[a + i] !== buf[b + i]) return false;
+  return true;
 }
 
 /** Continues a Java hash over UTF-8 bytes (as the UTF-16 string they decode to). */
@@ -166,10 +181,7 @@ export class Dispatcher {
         continue;
       }
 
-      const sameTopic =
-        runTopicPos >= 0 &&
-        runTopicLen === topicLen &&
-        buf.compare(buf, runTopicPos, runTopicPos + topicLen, topicPos, topicPos + topicLen) === 0;
+      const sameTopic = runTopicPos >= 0 && runTopicLen === topicLen && sameRange(buf, runTopicPos, topicPos, topicLen);
       if (!sameTopic || queueId !== runQueueId || queueOffset !== runFirstOffset + runCount) {
         flushRun();
         if (!sameTopic) {

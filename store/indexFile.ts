@@ -18,6 +18,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { putInt32BE, putInt64BE } from "../transport/bigEndian.ts";
 import { readLong, writeLong } from "../transport/messageRecord.ts";
 import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
@@ -267,10 +268,11 @@ export class IndexService {
       this.pending = bigger;
     }
     const p = this.pendingLen;
-    this.pending.writeInt32BE(keyHash, p);
-    writeLong(this.pending, p + 4, phy);
-    this.pending.writeInt32BE(Math.min(INT_MAX, Math.max(0, Math.floor((storeTimestamp - f.beginTs) / 1000))), p + 12);
-    this.pending.writeInt32BE(prev, p + 16);
+    const b = this.pending; // sized above for the whole entry
+    putInt32BE(b, p, keyHash);
+    putInt64BE(b, p + 4, phy);
+    putInt32BE(b, p + 12, Math.min(INT_MAX, Math.max(0, Math.floor((storeTimestamp - f.beginTs) / 1000))));
+    putInt32BE(b, p + 16, prev);
     this.pendingLen += INDEX_ENTRY_BYTES;
   }
 
