@@ -2,7 +2,13 @@
  * From a user's message to what travels: validation (RocketMQ's `Validators.checkMessage`),
  * system properties (TAGS, KEYS, DELAY, UNIQ_KEY) and the batch body of `sendBatch`.
  */
-import { type BatchMessage, createUniqId, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import {
+  type BatchMessage,
+  createUniqId,
+  encodeMessageBatch,
+  NAME_VALUE_SEPARATOR,
+  PROPERTY_SEPARATOR,
+} from "../../transport/messageRecord.ts";
 import { checkNotReserved, checkTopic, DEFAULT_MAX_MESSAGE_BYTES, KEY_SEPARATOR, MessageConst, MQError } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
@@ -47,9 +53,12 @@ function checkPropertyText(what: string, s: string): void {
     );
 }
 
-/** Builds the properties of one message; throws MQError MESSAGE_ILLEGAL on bad fields. */
-function buildProperties(msg: Message, uniqKey: string): Record<string, string> {
-  const props: Record<string, string> = {};
+/**
+ * The encoded properties of one message (encodeProperties' form, built directly: no object per
+ * message); throws MQError MESSAGE_ILLEGAL on bad fields.
+ */
+function buildProperties(msg: Message, uniqKey: string): string {
+  let s = "";
   if (msg.properties !== undefined) {
     if (typeof msg.properties !== "object" || msg.properties === null)
       throw new MQError("MESSAGE_ILLEGAL", "properties must be an object of string values.");
@@ -59,13 +68,13 @@ function buildProperties(msg: Message, uniqKey: string): Record<string, string> 
       checkNotReserved(k, "property");
       checkPropertyText("property name", k);
       checkPropertyText("property value", v);
-      props[k] = v;
+      s += property(k, v);
     }
   }
   if (msg.tags !== undefined && msg.tags !== "") {
     if (typeof msg.tags !== "string") throw new MQError("MESSAGE_ILLEGAL", "tags must be a string.");
     checkPropertyText("tag", msg.tags);
-    props[MessageConst.TAGS] = msg.tags;
+    s += property(MessageConst.TAGS, msg.tags);
   }
   if (msg.keys !== undefined) {
     const keys = Array.isArray(msg.keys) ? msg.keys : [msg.keys];
@@ -74,17 +83,22 @@ function buildProperties(msg: Message, uniqKey: string): Record<string, string> 
       checkPropertyText("key", k);
     }
     const joined = keys.filter((k) => k.length > 0).join(KEY_SEPARATOR);
-    if (joined.length > 0) props[MessageConst.KEYS] = joined;
+    if (joined.length > 0) s += property(MessageConst.KEYS, joined);
   }
   if (msg.delayLevel !== undefined && msg.delayLevel !== 0) {
     if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0)
       throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
-    props[MessageConst.DELAY] = String(msg.delayLevel);
+    s += property(MessageConst.DELAY, String(msg.delayLevel));
   }
-  props[MessageConst.WAIT_STORE_MSG_OK] = "true";
-  props[MessageConst.UNIQ_KEY] = uniqKey;
-  return props;
+  return s + WAIT_AND_UNIQ_KEY + uniqKey + PROPERTY_SEPARATOR;
 }
+
+function property(name: string, value: string): string {
+  return name + NAME_VALUE_SEPARATOR + value + PROPERTY_SEPARATOR;
+}
+
+/** The two properties every message ends with; UNIQ_KEY's value follows. */
+const WAIT_AND_UNIQ_KEY = `${property(MessageConst.WAIT_STORE_MSG_OK, "true")}${MessageConst.UNIQ_KEY}${NAME_VALUE_SEPARATOR}`;
 
 /**
  * Validates a message (topic name, non-empty body within `maxMessageBytes`, property text) and
@@ -105,7 +119,7 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
   const flag = msg.flag ?? 0;
   if (!Number.isInteger(flag)) throw new MQError("MESSAGE_ILLEGAL", "flag must be an integer.");
   const uniqKey = createUniqId();
-  return { topic: msg.topic, body, flag, properties: encodeProperties(buildProperties(msg, uniqKey)), uniqKey };
+  return { topic: msg.topic, body, flag, properties: buildProperties(msg, uniqKey), uniqKey };
 }
 
 /** A validated batch: one topic, one encoded body. */
