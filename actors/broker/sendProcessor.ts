@@ -4,7 +4,13 @@
  * check permissions and the queue id, choose a queue when the producer left it open, append
  * through the store actor with one put per request, and map the store's status to a send status.
  */
-import { countMessageBatch, decodeProperties, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import {
+  countMessageBatch,
+  decodeProperties,
+  encodeMessageBatch,
+  encodeProperties,
+  MessageSysFlag,
+} from "../../transport/messageRecord.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
@@ -33,11 +39,19 @@ function illegal(message: string): MQError {
   return new MQError("MESSAGE_ILLEGAL", message);
 }
 
-function intField(v: unknown, name: string, dflt?: number): number {
+/** A request field stored as a 32-bit int (or, `wide`, a 64-bit one): out-of-range values are refused, not truncated. */
+function intField(v: unknown, name: string, dflt?: number, wide = false): number {
   if (v === undefined && dflt !== undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v)) throw illegal(`The send request's "${name}" must be an integer.`);
+  if (wide ? !Number.isSafeInteger(v) : v < -0x80000000 || v > 0x7fffffff)
+    throw illegal(
+      `The send request's "${name}" is ${v}: it must fit in a ${wide ? "64-bit field (a safe integer)" : "32-bit signed int"}.`,
+    );
   return v;
 }
+
+/** The host-layout bits are the broker's: it stores IPv4 hosts, and a record claiming V6 ones could not be read back. */
+const BROKER_SYS_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6;
 
 /**
  * Queue chosen for a request that leaves it open (queueId < 0): round robin per broker. Exported
@@ -78,8 +92,8 @@ export async function processSend(
       `The message${batch ? " batch" : ""} is ${body.length} bytes; this broker accepts at most ${config.maxMessageBytes}: split it.`,
     );
   }
-  const sysFlag = intField(ev.sysFlag, "sysFlag", 0);
-  const bornTimestamp = intField(ev.bornTimestamp, "bornTimestamp", Date.now());
+  const sysFlag = intField(ev.sysFlag, "sysFlag", 0) & ~BROKER_SYS_FLAGS;
+  const bornTimestamp = intField(ev.bornTimestamp, "bornTimestamp", Date.now(), true);
   const reconsumeTimes = intField(ev.reconsumeTimes, "reconsumeTimes", 0);
   let queueId = intField(ev.queueId, "queueId", -1);
   const bornHost = typeof ev.bornHost === "string" && HOST_PATTERN.test(ev.bornHost) ? ev.bornHost : UNKNOWN_HOST;

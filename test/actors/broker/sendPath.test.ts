@@ -142,6 +142,25 @@ test("bad input gets its code and the broker keeps serving", async () => {
   await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "TBW102" }, { body: Buffer.from("x") }), (e) =>
     isMQError(e, "NO_PERMISSION"),
   );
+  // fields the store writes as 32- or 64-bit ints are refused out of range, not truncated
+  for (const [field, value] of [
+    ["sysFlag", 2 ** 40],
+    ["reconsumeTimes", 2 ** 31],
+    ["flag", -(2 ** 31) - 1],
+    ["bornTimestamp", 2 ** 60],
+  ] as const) {
+    await assert.rejects(
+      ref.ask({ type: "SEND_MESSAGE", ...base, [field]: value }, { body: Buffer.from("x") }),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && (e as Error).message.includes(field),
+      field,
+    );
+  }
+  // the host-layout flags are the broker's own: a record claiming IPv6 hosts could not be read back
+  const v6 = await ref.ask<SendMessageReply>({ type: "SEND_MESSAGE", ...base, sysFlag: 0x30 | 0x1 }, { body: Buffer.from("v6?") });
+  assert.equal(v6.fields.status, "SEND_OK");
+  const m = stored("RR", 0, v6.fields.queueOffset);
+  assert.equal(m.body.toString(), "v6?");
+  assert.equal(m.sysFlag, 0x1, "compressed kept, host bits cleared");
   await assert.rejects(ref.ask({ type: "NO_SUCH_REQUEST" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
   await assert.rejects(ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName: "Q", readQueueNums: -1 }), (e) =>
     isMQError(e, "INVALID_PARAMETER"),
