@@ -117,7 +117,8 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
     );
   }
   const flag = msg.flag ?? 0;
-  if (!Number.isInteger(flag)) throw new MQError("MESSAGE_ILLEGAL", "flag must be an integer.");
+  if (!Number.isInteger(flag) || flag < -0x80000000 || flag > 0x7fffffff)
+    throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${String(flag)}.`);
   const uniqKey = createUniqId();
   return { topic: msg.topic, body, flag, properties: buildProperties(msg, uniqKey), uniqKey };
 }

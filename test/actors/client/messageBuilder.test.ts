@@ -29,6 +29,8 @@ test("bad messages are MESSAGE_ILLEGAL", () => {
     // an own "__proto__" key (as JSON.parse makes): decoded into an object it would be the prototype
     { topic: "T", body: "x", properties: JSON.parse('{"__proto__": "x"}') },
     { topic: "__proto__", body: "x" },
+    { topic: "T", body: "x", flag: 1.5 },
+    { topic: "T", body: "x", flag: 2 ** 31 },
   ];
   for (const m of bad)
     assert.throws(
