@@ -498,6 +498,8 @@ const HEX_CODES = Buffer.from(HEX, "latin1");
  */
 export class OffsetMsgIdWriter {
   private readonly scratch = Buffer.alloc(32);
+  /** a batch's ids, 33 bytes each (the comma included) */
+  private joinBuf = Buffer.alloc(33 * 32);
   constructor(hostBytes: Buffer, hostPos = 0) {
     for (let i = 0; i < 8; i++) {
       const v = hostBytes[hostPos + i]!;
@@ -505,7 +507,6 @@ export class OffsetMsgIdWriter {
       this.scratch[2 * i + 1] = HEX_CODES[v & 15]!;
     }
   }
-  private joinBuf = Buffer.alloc(33 * 32);
   /** The id of the record at `commitLogOffset` (same text as {@link offsetMsgId}). */
   idFor(commitLogOffset: number): string {
     const s = this.scratch;
