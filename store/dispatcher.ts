@@ -41,31 +41,27 @@ enum Prop {
   DELAY = 4,
 }
 
+const TAGS_BYTES = Buffer.from("TAGS", "latin1");
+const KEYS_BYTES = Buffer.from("KEYS", "latin1");
 const UNIQ_KEY_BYTES = Buffer.from("UNIQ_KEY", "latin1");
 const DELAY_BYTES = Buffer.from("DELAY", "latin1");
 
 function propName(buf: Buffer, s: number, e: number): Prop {
   const n = e - s;
   if (n === 4) {
-    if (buf[s] === 84 && buf[s + 1] === 65 && buf[s + 2] === 71 && buf[s + 3] === 83) return Prop.TAGS; // TAGS
-    if (buf[s] === 75 && buf[s + 1] === 69 && buf[s + 2] === 89 && buf[s + 3] === 83) return Prop.KEYS; // KEYS
+    if (bytesEqual(buf, s, TAGS_BYTES, 0, 4)) return Prop.TAGS;
+    if (bytesEqual(buf, s, KEYS_BYTES, 0, 4)) return Prop.KEYS;
   } else if (n === 8) {
-    if (sameBytes(buf, s, UNIQ_KEY_BYTES)) return Prop.UNIQ;
+    if (bytesEqual(buf, s, UNIQ_KEY_BYTES, 0, 8)) return Prop.UNIQ;
   } else if (n === 5) {
-    if (sameBytes(buf, s, DELAY_BYTES)) return Prop.DELAY;
+    if (bytesEqual(buf, s, DELAY_BYTES, 0, 5)) return Prop.DELAY;
   }
   return Prop.NONE;
 }
 
-/** Whether `buf` holds `name` at `s` (compared in place: no string per record). */
-function sameBytes(buf: Buffer, s: number, name: Buffer): boolean {
-  for (let i = 0; i < name.length; i++) if (buf[s + i] !== name[i]) return false;
-  return true;
-}
-
-/** Whether the `len` bytes at `a` and at `b` are equal (a topic: shorter than Buffer.compare's own cost). */
-function sameRange(buf: Buffer, a: number, b: number, len: number): boolean {
-  for (let i = 0; i < len; i++) if (buf[a + i] !== buf[b + i]) return false;
+/** Whether `a[ai, ai+len)` equals `b[bi, bi+len)`: compared in place, shorter than Buffer.compare's own cost for names and topics. */
+function bytesEqual(a: Buffer, ai: number, b: Buffer, bi: number, len: number): boolean {
+  for (let i = 0; i < len; i++) if (a[ai + i] !== b[bi + i]) return false;
   return true;
 }
 
@@ -181,7 +177,7 @@ export class Dispatcher {
         continue;
       }
 
-      const sameTopic = runTopicPos >= 0 && runTopicLen === topicLen && sameRange(buf, runTopicPos, topicPos, topicLen);
+      const sameTopic = runTopicPos >= 0 && runTopicLen === topicLen && bytesEqual(buf, runTopicPos, buf, topicPos, topicLen);
       if (!sameTopic || queueId !== runQueueId || queueOffset !== runFirstOffset + runCount) {
         flushRun();
         if (!sameTopic) {
