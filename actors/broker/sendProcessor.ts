@@ -14,6 +14,7 @@ import {
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
+  isInt32,
   MQError,
   Perm,
   SCHEDULE_TOPIC,
@@ -43,7 +44,7 @@ function illegal(message: string): MQError {
 function intField(v: unknown, name: string, dflt?: number, wide = false): number {
   if (v === undefined && dflt !== undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v)) throw illegal(`The send request's "${name}" must be an integer.`);
-  if (wide ? !Number.isSafeInteger(v) : v < -0x80000000 || v > 0x7fffffff)
+  if (wide ? !Number.isSafeInteger(v) : !isInt32(v))
     throw illegal(
       `The send request's "${name}" is ${v}: it must fit in a ${wide ? "64-bit field (a safe integer)" : "32-bit signed int"}.`,
     );

@@ -9,7 +9,15 @@ import {
   NAME_VALUE_SEPARATOR,
   PROPERTY_SEPARATOR,
 } from "../../transport/messageRecord.ts";
-import { checkNotReserved, checkTopic, DEFAULT_MAX_MESSAGE_BYTES, KEY_SEPARATOR, MessageConst, MQError } from "../../transport/protocol.ts";
+import {
+  checkNotReserved,
+  checkTopic,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  isInt32,
+  KEY_SEPARATOR,
+  MessageConst,
+  MQError,
+} from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
 export interface Message {
@@ -117,7 +125,7 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
     );
   }
   const flag = msg.flag ?? 0;
-  if (!Number.isInteger(flag) || flag < -0x80000000 || flag > 0x7fffffff)
+  if (!isInt32(flag))
     throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${String(flag)}.`);
   const uniqKey = createUniqId();
   return { topic: msg.topic, body, flag, properties: buildProperties(msg, uniqKey), uniqKey };

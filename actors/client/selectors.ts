@@ -3,7 +3,7 @@
  * send option: `(queues, msg, arg) => queue`.
  */
 import { javaStringHashCode } from "../../filter/javaHash.ts";
-import { type MessageQueue, MQError } from "../../transport/protocol.ts";
+import { isInt32, type MessageQueue, MQError } from "../../transport/protocol.ts";
 
 /** Picks the queue a message goes to; `arg` is the send call's `arg` (e.g. an order id). */
 export type MessageQueueSelector = (queues: readonly MessageQueue[], msg: unknown, arg: unknown) => MessageQueue;
@@ -20,7 +20,7 @@ function requireQueues(queues: readonly MessageQueue[]): void {
  * (`(int)(v ^ (v >>> 32))`), anything else the `String.hashCode` of its string form.
  */
 export function javaArgHashCode(arg: unknown): number {
-  if (typeof arg === "number" && Number.isInteger(arg) && arg >= -0x80000000 && arg <= 0x7fffffff) return arg;
+  if (isInt32(arg)) return arg;
   if ((typeof arg === "number" && Number.isSafeInteger(arg)) || typeof arg === "bigint") {
     const v = BigInt.asUintN(64, BigInt(arg));
     return Number(BigInt.asIntN(32, v ^ (v >> 32n)));
