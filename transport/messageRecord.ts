@@ -509,27 +509,29 @@ export class OffsetMsgIdWriter {
   }
   /** The id of the record at `commitLogOffset` (same text as {@link offsetMsgId}). */
   idFor(commitLogOffset: number): string {
-    const s = this.scratch;
-    writeHex32(s, 16, Math.floor(commitLogOffset / 0x100000000));
-    writeHex32(s, 24, commitLogOffset >>> 0);
-    return s.toString("latin1", 0, 32);
+    writeOffsetHex(this.scratch, 0, commitLogOffset);
+    return this.scratch.toString("latin1", 0, 32);
   }
   /** The ids of the first `n` offsets, comma-separated (a batch's SendResult form): one string, not n. */
   joinedIds(commitLogOffsets: readonly number[], n: number): string {
     if (n === 1) return this.idFor(commitLogOffsets[0]!);
     if (this.joinBuf.length < 33 * n) this.joinBuf = Buffer.alloc(33 * n);
     const b = this.joinBuf;
-    const s = this.scratch;
+    const host = this.scratch; // its first 16 bytes: the host's digits
     for (let k = 0; k < n; k++) {
       const at = 33 * k;
-      const off = commitLogOffsets[k]!;
-      for (let i = 0; i < 16; i++) b[at + i] = s[i]!;
-      writeHex32(b, at + 16, Math.floor(off / 0x100000000));
-      writeHex32(b, at + 24, off >>> 0);
+      for (let i = 0; i < 16; i++) b[at + i] = host[i]!;
+      writeOffsetHex(b, at, commitLogOffsets[k]!);
       b[at + 32] = 44; // ','
     }
     return b.toString("latin1", 0, 33 * n - 1);
   }
+}
+
+/** The 16 hex digits of a commit-log offset, after the 16 of the host in an id written at `at`. */
+function writeOffsetHex(buf: Buffer, at: number, offset: number): void {
+  writeHex32(buf, at + 16, Math.floor(offset / 0x100000000));
+  writeHex32(buf, at + 24, offset >>> 0);
 }
 
 /** Parses an offset message id; throws MQError INVALID_PARAMETER when it is not one. */
@@ -687,16 +689,16 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
 
 /** A big-endian signed 64-bit field as a JS number (exact below 2^53). */
 export function readLong(buf: Buffer, pos: number): number {
-  if (!(pos >= 0 && pos + 8 <= buf.length)) throw longOutOfRange(pos, buf.length);
+  checkLongAt(buf, pos);
   return int64BE(buf, pos);
 }
 
 /** Writes a JS integer (|v| < 2^53) as a big-endian signed 64-bit field. */
 export function writeLong(buf: Buffer, pos: number, v: number): void {
-  if (!(pos >= 0 && pos + 8 <= buf.length)) throw longOutOfRange(pos, buf.length);
+  checkLongAt(buf, pos);
   putInt64BE(buf, pos, v);
 }
 
-function longOutOfRange(pos: number, length: number): RangeError {
-  return new RangeError(`A 64-bit field at ${pos} does not fit in ${length} bytes.`);
+function checkLongAt(buf: Buffer, pos: number): void {
+  if (!(pos >= 0 && pos + 8 <= buf.length)) throw new RangeError(`A 64-bit field at ${pos} does not fit in ${buf.length} bytes.`);
 }
