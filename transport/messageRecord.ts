@@ -103,9 +103,14 @@ export function encodeProperties(p: Record<string, string> | undefined | null): 
   for (const k in p) {
     const v = p[k];
     if (v === undefined || v === null) continue;
-    s += k + NAME_VALUE_SEPARATOR + v + PROPERTY_SEPARATOR;
+    s += encodeProperty(k, v);
   }
   return s;
+}
+
+/** One property as {@link encodeProperties} writes it. */
+export function encodeProperty(name: string, value: string): string {
+  return name + NAME_VALUE_SEPARATOR + value + PROPERTY_SEPARATOR;
 }
 
 /** Inverse of {@link encodeProperties}; tolerates a missing final separator. */

@@ -6,6 +6,7 @@ import {
   type BatchMessage,
   createUniqId,
   encodeMessageBatch,
+  encodeProperty,
   NAME_VALUE_SEPARATOR,
   PROPERTY_SEPARATOR,
 } from "../../transport/messageRecord.ts";
@@ -76,13 +77,13 @@ function buildProperties(msg: Message, uniqKey: string): string {
       checkNotReserved(k, "property");
       checkPropertyText("property name", k);
       checkPropertyText("property value", v);
-      s += property(k, v);
+      s += encodeProperty(k, v);
     }
   }
   if (msg.tags !== undefined && msg.tags !== "") {
     if (typeof msg.tags !== "string") throw new MQError("MESSAGE_ILLEGAL", "tags must be a string.");
     checkPropertyText("tag", msg.tags);
-    s += property(MessageConst.TAGS, msg.tags);
+    s += encodeProperty(MessageConst.TAGS, msg.tags);
   }
   if (msg.keys !== undefined) {
     const keys = Array.isArray(msg.keys) ? msg.keys : [msg.keys];
@@ -91,22 +92,18 @@ function buildProperties(msg: Message, uniqKey: string): string {
       checkPropertyText("key", k);
     }
     const joined = keys.filter((k) => k.length > 0).join(KEY_SEPARATOR);
-    if (joined.length > 0) s += property(MessageConst.KEYS, joined);
+    if (joined.length > 0) s += encodeProperty(MessageConst.KEYS, joined);
   }
   if (msg.delayLevel !== undefined && msg.delayLevel !== 0) {
     if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0)
       throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
-    s += property(MessageConst.DELAY, String(msg.delayLevel));
+    s += encodeProperty(MessageConst.DELAY, String(msg.delayLevel));
   }
   return s + WAIT_AND_UNIQ_KEY + uniqKey + PROPERTY_SEPARATOR;
 }
 
-function property(name: string, value: string): string {
-  return name + NAME_VALUE_SEPARATOR + value + PROPERTY_SEPARATOR;
-}
-
 /** The two properties every message ends with; UNIQ_KEY's value follows. */
-const WAIT_AND_UNIQ_KEY = `${property(MessageConst.WAIT_STORE_MSG_OK, "true")}${MessageConst.UNIQ_KEY}${NAME_VALUE_SEPARATOR}`;
+const WAIT_AND_UNIQ_KEY = `${encodeProperty(MessageConst.WAIT_STORE_MSG_OK, "true")}${MessageConst.UNIQ_KEY}${NAME_VALUE_SEPARATOR}`;
 
 /**
  * Validates a message (topic name, non-empty body within `maxMessageBytes`, property text) and
