@@ -290,6 +290,9 @@ export class MessageStore {
     this.releaseLock = releaseLock;
     writeHost(this.storeHostBytes, 0, opts.storeHost);
     this.msgIdWriter = new OffsetMsgIdWriter(this.storeHostBytes);
+    // the header's fields that never change (headBuf is zeroed, so the prepared-transaction offset is 0)
+    putInt32BE(this.headBuf, RecordOffset.MAGIC, MAGIC_V1);
+    this.storeHostBytes.copy(this.headBuf, RecordOffset.STORE_HOST);
     this.commitLog = new CommitLog(path.join(opts.dir, "commitlog"), opts.commitLogSegmentBytes);
     this.index = new IndexService(path.join(opts.dir, "index"), undefined, opts.indexSlots);
     this.dispatcher = new Dispatcher((t, q) => this.queue(t, q, true)!, this.index, parseDelayLevels(opts.messageDelayLevel));
@@ -686,7 +689,6 @@ export class MessageStore {
       const start = p;
       // the fields every record of the batch shares are written once, then copied per record
       const head = this.headBuf;
-      putInt32BE(head, RecordOffset.MAGIC, MAGIC_V1);
       putInt32BE(head, RecordOffset.QUEUE_ID, queueId);
       putInt32BE(head, RecordOffset.SYS_FLAG, batch.sysFlag ?? 0);
       putInt64BE(head, RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
@@ -695,9 +697,7 @@ export class MessageStore {
         this.headBornHost = batch.bornHost;
       }
       putInt64BE(head, RecordOffset.STORE_TIMESTAMP, storeTs);
-      this.storeHostBytes.copy(head, RecordOffset.STORE_HOST);
       putInt32BE(head, RecordOffset.RECONSUME_TIMES, batch.reconsumeTimes ?? 0);
-      putInt64BE(head, RecordOffset.PREPARED_TRANSACTION_OFFSET, 0);
       const fixed = recordFixedBytes(topicBytes);
       const recordOffsets = this.recordOffsets;
       let k = 0;
