@@ -18,6 +18,7 @@ import {
   javaHashCode,
   MAGIC_V1,
   MAX_PROPERTIES_BYTES,
+  MessageSysFlag,
   MIN_RECORD_BYTES,
   OffsetMsgIdWriter,
   RECORD_FIXED_BYTES,
@@ -165,6 +166,8 @@ export interface PutBatch {
   /** {@link encodeMessageBatch} body */
   body: Buffer;
 }
+
+const HOST_V6_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6;
 
 /** The outcome of a put. */
 export interface PutResult {
@@ -690,7 +693,8 @@ export class MessageStore {
       // the fields every record of the batch shares are written once, then copied per record
       const head = this.headBuf;
       putInt32BE(head, RecordOffset.QUEUE_ID, queueId);
-      putInt32BE(head, RecordOffset.SYS_FLAG, batch.sysFlag ?? 0);
+      // the host-layout bits are the store's: it writes IPv4 hosts, and a record claiming IPv6 ones could not be read back
+      putInt32BE(head, RecordOffset.SYS_FLAG, (batch.sysFlag ?? 0) & ~HOST_V6_FLAGS);
       putInt64BE(head, RecordOffset.BORN_TIMESTAMP, batch.bornTimestamp);
       if (batch.bornHost !== this.headBornHost) {
         writeHost(head, RecordOffset.BORN_HOST, batch.bornHost);

@@ -4,13 +4,7 @@
  * check permissions and the queue id, choose a queue when the producer left it open, append
  * through the store actor with one put per request, and map the store's status to a send status.
  */
-import {
-  countMessageBatch,
-  decodeProperties,
-  encodeMessageBatch,
-  encodeProperties,
-  MessageSysFlag,
-} from "../../transport/messageRecord.ts";
+import { countMessageBatch, decodeProperties, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
@@ -51,9 +45,6 @@ function intField(v: unknown, name: string, dflt?: number, wide = false): number
   return v;
 }
 
-/** The host-layout bits are the broker's: it stores IPv4 hosts, and a record claiming V6 ones could not be read back. */
-const BROKER_SYS_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6;
-
 /**
  * Queue chosen for a request that leaves it open (queueId < 0): round robin per broker. Exported
  * for tests.
@@ -93,7 +84,7 @@ export async function processSend(
       `The message${batch ? " batch" : ""} is ${body.length} bytes; this broker accepts at most ${config.maxMessageBytes}: split it.`,
     );
   }
-  const sysFlag = intField(ev.sysFlag, "sysFlag", 0) & ~BROKER_SYS_FLAGS;
+  const sysFlag = intField(ev.sysFlag, "sysFlag", 0);
   const bornTimestamp = intField(ev.bornTimestamp, "bornTimestamp", Date.now(), true);
   const reconsumeTimes = intField(ev.reconsumeTimes, "reconsumeTimes", 0);
   let queueId = intField(ev.queueId, "queueId", -1);
