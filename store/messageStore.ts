@@ -279,12 +279,6 @@ export class MessageStore {
   private readonly knownDamage = new Set<string>();
   /** how the last open recovered */
   recovery!: RecoveryReport;
-  /**
-   * Records from here on were appended by this process: built by the put path or CRC-checked by
-   * appendReplica. Reads check their framing only; records from before the open get the full CRC
-   * check (the consumer checks every CRC again when it decodes).
-   */
-  private verifiedFrom = Number.MAX_SAFE_INTEGER;
   /** damage met while serving reads */
   readonly damage: DamageStats = { damagedRecordsSkipped: 0, entriesRepaired: 0, replicationBytesSkipped: 0 };
 
@@ -322,7 +316,6 @@ export class MessageStore {
     try {
       store = new MessageStore(opts, release);
       store.recover();
-      store.verifiedFrom = store.commitLog.writeOffset;
     } catch (e) {
       store?.closeFiles();
       release();
@@ -1037,12 +1030,11 @@ export class MessageStore {
           out[k] = this.readRecord(p, s);
           continue;
         }
+        // every record served is CRC-checked here, also those this process appended: the bytes
+        // come back from the file, and the consumer checks framing only (decodeRecords)
         const rel = p - lo;
-        const ok =
-          p >= this.verifiedFrom
-            ? span.readInt32BE(rel) === s && span.readUInt32BE(rel + RecordOffset.MAGIC) === MAGIC_V1
-            : checkRecord(span, rel, s) === s;
-        if (ok && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p) out[k] = span.subarray(rel, rel + s);
+        if (checkRecord(span, rel, s) === s && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p)
+          out[k] = span.subarray(rel, rel + s);
       }
       i = j;
     }

@@ -87,6 +87,37 @@ test("a damaged record in an old segment (not checked by a clean reopen) is neve
   assert.deepEqual([g.status, g.messageCount, g.nextBeginOffset], ["FOUND", 1, 7], "the first batch entry damaged: the next one is served");
 });
 
+test("a record this process appended and then damaged in its file is never served either: the pull skips it, counted and reported", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const reports: string[] = [];
+  const s = await MessageStore.open(opts(dir, { onDamage: (m) => reports.push(m) }));
+  t.after(() => s.close());
+  const at: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const r = await s.putMessages({
+      topic: "D",
+      queueId: 0,
+      bornTimestamp: 1,
+      bornHost: "1.1.1.1:1",
+      body: encodeMessageBatch([{ body: Buffer.from(`d${i}-${"y".repeat(180)}`) }]),
+    });
+    at.push(r.commitLogOffset);
+  }
+  // the same bit rot a reopen would find, under the running store: the file changes, not its buffers
+  const file = path.join(dir, "commitlog", String(at[3]! - (at[3]! % SEG)).padStart(20, "0"));
+  const fd = fs.openSync(file, "r+");
+  const one = Buffer.alloc(1);
+  fs.readSync(fd, one, 0, 1, (at[3]! % SEG) + 100);
+  one[0]! ^= 0x10;
+  fs.writeSync(fd, one, 0, 1, (at[3]! % SEG) + 100);
+  fs.closeSync(fd);
+  assert.deepEqual(bodies(s), ["d0", "d1", "d2", "d4", "d5", "d6", "d7", "d8", "d9"]);
+  assert.equal(s.damage.damagedRecordsSkipped, 1);
+  assert.equal(reports.length, 1);
+  assert.match(reports[0]!, /D\/0 offset 3/);
+});
+
 test("replication steps over damage: a filler for a damaged record, a BLANK marker when the rest of a finished segment is damaged; the slave stays at the master's offsets", async (t) => {
   const { dir: base, cleanup } = await tempDir();
   t.after(cleanup);
