@@ -13,6 +13,7 @@ import {
   javaHashCode,
   MessageSysFlag,
   RecordOffset,
+  TRANSACTION_TYPE_MASK,
 } from "../transport/messageRecord.ts";
 import { SCHEDULE_TOPIC } from "../transport/protocol.ts";
 import { type ConsumeQueue, CQ_ENTRY_BYTES } from "./consumeQueue.ts";
@@ -171,7 +172,7 @@ export class Dispatcher {
       const topicPos = topicLenPos + 1;
       const propsStart = topicPos + topicLen + 2;
       const propsEnd = p + total - CRC_RESERVED_BYTES;
-      const txType = sysFlag & 0xc;
+      const txType = sysFlag & TRANSACTION_TYPE_MASK;
       if (txType === MessageSysFlag.TRANSACTION_PREPARED || txType === MessageSysFlag.TRANSACTION_ROLLBACK) {
         p += total;
         continue;

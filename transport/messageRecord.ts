@@ -67,6 +67,8 @@ export const MessageSysFlag = {
   BORNHOST_V6: 0x10,
   STOREHOST_V6: 0x20,
 } as const;
+/** The sysFlag bits that hold the transaction type (RocketMQ's `MessageSysFlag.getTransactionValue`). */
+export const TRANSACTION_TYPE_MASK = 0xc;
 
 /** A message as the client sees it (API.md `MessageExt`). */
 export interface MessageExt {

@@ -4,7 +4,14 @@
  * check permissions and the queue id, choose a queue when the producer left it open, append
  * through the store actor with one put per request, and map the store's status to a send status.
  */
-import { countMessageBatch, decodeProperties, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import {
+  countMessageBatch,
+  decodeProperties,
+  encodeMessageBatch,
+  encodeProperties,
+  MessageSysFlag,
+  TRANSACTION_TYPE_MASK,
+} from "../../transport/messageRecord.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
@@ -85,6 +92,15 @@ export async function processSend(
     );
   }
   const sysFlag = intField(ev.sysFlag, "sysFlag", 0);
+  // a half (prepared) or rolled-back message is stored but never dispatched, awaiting a commit this
+  // broker has no way to take: refused, as RocketMQ refuses them with rejectTransactionMessage
+  const txType = sysFlag & TRANSACTION_TYPE_MASK;
+  if (txType === MessageSysFlag.TRANSACTION_PREPARED || txType === MessageSysFlag.TRANSACTION_ROLLBACK) {
+    throw new MQError(
+      "NO_PERMISSION",
+      `Broker ${config.brokerName} does not take transactional (half) messages: actormq has no transactions; send without the TRANSACTION_PREPARED / ROLLBACK sysFlag bits.`,
+    );
+  }
   const bornTimestamp = intField(ev.bornTimestamp, "bornTimestamp", Date.now(), true);
   const reconsumeTimes = intField(ev.reconsumeTimes, "reconsumeTimes", 0);
   let queueId = intField(ev.queueId, "queueId", -1);

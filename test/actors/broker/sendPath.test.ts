@@ -161,6 +161,18 @@ test("bad input gets its code and the broker keeps serving", async () => {
   const m = stored("RR", 0, v6.fields.queueOffset);
   assert.equal(m.body.toString(), "v6?");
   assert.equal(m.sysFlag, 0x1, "compressed kept, host bits cleared");
+  // no transactions: a half or rolled-back message would be stored and never delivered
+  for (const txFlag of [0x4, 0xc]) {
+    const before = broker.store.maxPhyOffset;
+    await assert.rejects(
+      ref.ask({ type: "SEND_MESSAGE", ...base, sysFlag: txFlag }, { body: Buffer.from("half") }),
+      (e) => isMQError(e, "NO_PERMISSION") && /transactional/.test((e as Error).message),
+      `sysFlag ${txFlag}`,
+    );
+    assert.equal(broker.store.maxPhyOffset, before, "nothing stored");
+  }
+  const committed = await ref.ask<SendMessageReply>({ type: "SEND_MESSAGE", ...base, sysFlag: 0x8 }, { body: Buffer.from("commit") });
+  assert.equal(stored("RR", 0, committed.fields.queueOffset).body.toString(), "commit", "a commit-type flag is a normal message");
   await assert.rejects(ref.ask({ type: "NO_SUCH_REQUEST" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
   await assert.rejects(ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName: "Q", readQueueNums: -1 }), (e) =>
     isMQError(e, "INVALID_PARAMETER"),
