@@ -279,6 +279,15 @@ export class MessageStore {
   private readonly knownDamage = new Set<string>();
   /** how the last open recovered */
   recovery!: RecoveryReport;
+  /**
+   * Records from here on were appended by this process: built by the put path or CRC-checked by
+   * appendReplica. Pulls check their framing only, unless asked to verify; records from before the
+   * open get the full CRC check. The consumer checks every CRC when it decodes and, when one fails,
+   * pulls again asking for the check here, so a record damaged in its file is then skipped and
+   * reported instead of served (getMessage's `verify`). The CRC is computed once per read, by the
+   * reader that has the cores for it: the clients, not the one broker they share.
+   */
+  private verifiedFrom = Number.MAX_SAFE_INTEGER;
   /** damage met while serving reads */
   readonly damage: DamageStats = { damagedRecordsSkipped: 0, entriesRepaired: 0, replicationBytesSkipped: 0 };
 
@@ -316,6 +325,7 @@ export class MessageStore {
     try {
       store = new MessageStore(opts, release);
       store.recover();
+      store.verifiedFrom = store.commitLog.writeOffset;
     } catch (e) {
       store?.closeFiles();
       release();
@@ -860,6 +870,8 @@ export class MessageStore {
   /**
    * Reads up to `maxMsgNums` messages from `offset` with RocketMQ's statuses and next-offset rules.
    * Records are handed out as stored (slices); a record that fails its checks is skipped, never served.
+   * `verify`: CRC-check every record, also those this process appended (a consumer asks after a
+   * record failed its check on decode).
    */
   getMessage(
     group: string,
@@ -869,6 +881,7 @@ export class MessageStore {
     maxMsgNums: number,
     filter?: MessageFilter | null,
     maxMsgBytes?: number,
+    verify = false,
   ): GetMessageResult {
     this.checkOpen();
     void group;
@@ -968,7 +981,7 @@ export class MessageStore {
       entries = more;
     }
     const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
-    const records = this.readRecords(candPhy, candSize);
+    const records = this.readRecords(candPhy, candSize, verify);
     let damaged = 0;
     for (let i = 0; i < records.length; i++) {
       let rec = records[i];
@@ -990,7 +1003,16 @@ export class MessageStore {
     if (damaged > 0 && res.messageCount < maxNums && next < max) {
       let served = 0;
       for (const b of res.buffers) served += b.length;
-      const more = this.getMessage(group, topic, queueId, next, maxNums - res.messageCount, filter, Math.max(100, maxBytes - served));
+      const more = this.getMessage(
+        group,
+        topic,
+        queueId,
+        next,
+        maxNums - res.messageCount,
+        filter,
+        Math.max(100, maxBytes - served),
+        verify,
+      );
       if (more.status === "FOUND" || more.status === "NO_MATCHED_MESSAGE" || more.status === "MESSAGE_WAS_REMOVING") {
         for (const b of more.buffers) res.buffers.push(b);
         if (more.messageCount > 0) res.lastPhysicalOffset = more.lastPhysicalOffset;
@@ -1002,8 +1024,11 @@ export class MessageStore {
     return res;
   }
 
-  /** Checked records for the given (phy, size) pairs, read with one read when they sit close together. */
-  private readRecords(phys: number[], sizes: number[]): Array<Buffer | null> {
+  /**
+   * Checked records for the given (phy, size) pairs, read with one read when they sit close together.
+   * `verify`: check the CRC of records this process appended too (see {@link verifiedFrom}).
+   */
+  private readRecords(phys: number[], sizes: number[], verify: boolean): Array<Buffer | null> {
     const out: Array<Buffer | null> = new Array(phys.length).fill(null);
     if (phys.length === 0) return out;
     let i = 0;
@@ -1030,11 +1055,12 @@ export class MessageStore {
           out[k] = this.readRecord(p, s);
           continue;
         }
-        // every record served is CRC-checked here, also those this process appended: the bytes
-        // come back from the file, and the consumer checks framing only (decodeRecords)
         const rel = p - lo;
-        if (checkRecord(span, rel, s) === s && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p)
-          out[k] = span.subarray(rel, rel + s);
+        const ok =
+          p >= this.verifiedFrom && !verify
+            ? int32BE(span, rel) === s && uint32BE(span, rel + RecordOffset.MAGIC) === MAGIC_V1
+            : checkRecord(span, rel, s) === s;
+        if (ok && readLong(span, rel + RecordOffset.PHYSICAL_OFFSET) === p) out[k] = span.subarray(rel, rel + s);
       }
       i = j;
     }

@@ -2,7 +2,7 @@
  * Big-endian integer fields by byte arithmetic, for the hot paths (record append, dispatch, pull
  * entry reads, client decode). Buffer's readInt32BE / writeInt32BE & co. validate their arguments
  * on every call: 10-40 ns a field, and a record has sixteen fields (five of them 64-bit, two calls
- * each). These check nothing: the caller has framed the bytes first (checkRecordFraming, walkMessageBatch,
+ * each). These check nothing: the caller has framed the bytes first (checkRecord, walkMessageBatch,
  * whole consume-queue entries, buffers it sized itself). A read past the end yields 0 instead of
  * throwing, so never use them on bytes whose length is not known to cover the field.
  */

@@ -388,12 +388,11 @@ export function storedRecordCrc(buf: Buffer, start: number, totalSize: number): 
 }
 
 /**
- * Checks one record's framing at `start` in `buf` (which must hold at least `available` bytes from
- * `start`): size consistency, magic, host flags and field lengths, everything but the CRC. Returns the
- * record's total size, or -1 when anything is off. BLANK markers are not records (-1). Enough for a
- * reader to walk the bytes without reading past a field; {@link checkRecord} adds the CRC.
+ * Checks one record at `start` in `buf` (which must hold at least `available` bytes from `start`):
+ * size consistency, magic, field lengths and the whole-record CRC (which covers the body and its CRC field). Returns the
+ * record's total size, or -1 when anything is off. BLANK markers are not records (-1).
  */
-export function checkRecordFraming(buf: Buffer, start: number, available: number): number {
+export function checkRecord(buf: Buffer, start: number, available: number): number {
   if (available < MIN_RECORD_BYTES) return -1;
   const total = int32BE(buf, start);
   if (total < MIN_RECORD_BYTES || total > available) return -1;
@@ -408,17 +407,6 @@ export function checkRecordFraming(buf: Buffer, start: number, available: number
   if (propsLenPos + 2 - start > total) return -1;
   const propsLen = uint16BE(buf, propsLenPos);
   if (propsLenPos + 2 + propsLen - start !== total || propsLen < CRC_RESERVED_BYTES) return -1;
-  return total;
-}
-
-/**
- * Checks one record at `start` in `buf` (which must hold at least `available` bytes from `start`):
- * its framing ({@link checkRecordFraming}) and the whole-record CRC (which covers the body and its
- * CRC field). Returns the record's total size, or -1 when anything is off.
- */
-export function checkRecord(buf: Buffer, start: number, available: number): number {
-  const total = checkRecordFraming(buf, start, available);
-  if (total < 0) return -1;
   // the record CRC covers every byte before the tail, body and BODY_CRC field included: checking
   // the body's own CRC as well would read the body twice and catch nothing more
   const stored = storedRecordCrc(buf, start, total);
@@ -593,23 +581,20 @@ export function createUniqId(): string {
 
 /**
  * Decodes concatenated stored records (a pull body) into MessageExt objects, in one pass. Bodies are
- * slices of `buf`. Throws MQError MALFORMED on a record whose framing (sizes, magic, lengths) does not
- * check out. The CRC is not checked again here: the broker checks every record's CRC before it serves
- * it (MessageStore.getMessage skips and reports a damaged one), and frames arrive over TCP, whose own
- * checksum guards the hop; RocketMQ's client checks no CRC either.
+ * slices of `buf`. Throws MQError MALFORMED on a record whose size, magic or CRC does not check out.
  */
 export function decodeRecords(buf: Buffer, brokerName: string): MessageExt[] {
   const out: MessageExt[] = [];
   let pos = 0;
   while (pos < buf.length) {
-    const total = checkRecordFraming(buf, pos, buf.length - pos);
+    const total = checkRecord(buf, pos, buf.length - pos);
     if (total < 0) {
       throw new MQError(
         "MALFORMED",
-        `A record at byte ${pos} of the pulled data is not framed as a stored record (size, magic or field lengths: truncated or damaged on the way); it was not delivered. Pull again; if it persists, check that the broker runs this version of actormq.`,
+        `A stored record at byte ${pos} of the pulled data fails its size or CRC check; it was not delivered. Pull again with verifyRecords (the push and pull consumers do): the broker then checks every record it serves and skips a damaged one.`,
       );
     }
-    out.push(decodeFramedRecord(buf, pos, total, brokerName));
+    out.push(decodeCheckedRecord(buf, pos, total, brokerName));
     pos += total;
   }
   return out;
@@ -672,8 +657,8 @@ const topicText = new TopicTextCache();
 const bornHostText = new HostTextCache();
 const storeHosts = new StoreHostCache();
 
-/** Decodes one record already framed with {@link checkRecordFraming} (or checked with {@link checkRecord}). */
-export function decodeFramedRecord(buf: Buffer, pos: number, total: number, brokerName: string): MessageExt {
+/** Decodes one record already checked with {@link checkRecord}. */
+export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string): MessageExt {
   const bodyLen = int32BE(buf, pos + RecordOffset.BODY_LENGTH);
   const bodyStart = pos + RecordOffset.BODY;
   const topicLenPos = bodyStart + bodyLen;

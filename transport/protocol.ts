@@ -484,6 +484,12 @@ export interface PullMessageRequest {
   maxMsgBytes?: number;
   /** the puller's client id: the broker records who holds the queue (queue hand-over, internals §6.5) */
   clientId?: string;
+  /**
+   * CRC-check every record served, also those the broker appended since it started (which it
+   * otherwise frames only, the consumer checking CRCs): sent after a record failed its check on
+   * decode, so a record damaged in the broker's store is skipped and reported there, not served again.
+   */
+  verifyRecords?: boolean;
 }
 
 /** Pull answer status: a RocketMQ response-code name. Errors (TOPIC_NOT_EXIST, ...) come as MQError. */

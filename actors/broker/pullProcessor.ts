@@ -290,6 +290,7 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     maxMsgNums,
     filter.filter,
     req.maxMsgBytes,
+    req.verifyRecords === true,
   );
   let status = responseStatus(r.status, req.queueOffset);
   let nextBeginOffset = r.nextBeginOffset;

@@ -16,6 +16,8 @@ export interface PullRequest {
   nextOffset: number;
   /** the broker id to pull from next (the broker's suggestion, master by default) */
   brokerId: number;
+  /** ask the broker to CRC-check every record it serves (set after a record failed its check on decode) */
+  verifyRecords?: boolean;
 }
 
 /** A consumer as the client instance sees it: heartbeat data and the rebalance trigger. */

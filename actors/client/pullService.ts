@@ -134,6 +134,8 @@ interface QueueFlight {
   count: number;
   /** dropped: its answer is ignored (the offsets it guessed no longer follow on) */
   dropped: boolean;
+  /** asked the broker to CRC-check every record (after one failed its check here) */
+  verify: boolean;
   outcome?: FlightOutcome;
 }
 
@@ -168,6 +170,8 @@ export interface PullServiceStats {
   pipelined: number;
   /** answers ignored because an earlier pull of the queue ended elsewhere than predicted */
   pipelineDropped: number;
+  /** answers whose records failed their check on decode; the queue's next pull asked the broker to verify */
+  recordsRefused: number;
   /** the last pull failure, for tools and tests */
   lastError?: unknown;
 }
@@ -185,6 +189,7 @@ export class PullService {
     offsetIllegal: 0,
     pipelined: 0,
     pipelineDropped: 0,
+    recordsRefused: 0,
   };
   private suspended = false;
   private stopped = false;
@@ -356,11 +361,13 @@ export class PullService {
       expressionType: sd.expressionType,
     };
     if (this.deps.model === "CLUSTERING" && this.deps.host.clientId) req.clientId = this.deps.host.clientId;
+    const verify = request.verifyRecords === true;
+    if (verify) req.verifyRecords = true;
     this.stats.pulls++;
     if (speculative) this.stats.pipelined++;
     this.inflight++;
     // the first pull asks for pullBatchSize; the next ones are placed where a batch like the last one would end
-    const qf: QueueFlight = { offset, count: speculative ? count : Math.min(count, pl.stride), dropped: false };
+    const qf: QueueFlight = { offset, count: speculative ? count : Math.min(count, pl.stride), dropped: false, verify };
     pl.flights.push(qf);
     const flight: InflightPull = {
       brokerName: mq.brokerName,
@@ -434,9 +441,17 @@ export class PullService {
         this.onReply(request, o.fields, o.body);
       } catch (e) {
         this.dropFlights(pl);
-        this.fail(request, e);
+        if (isMQError(e, "MALFORMED") && !f.verify) {
+          // a record that fails its CRC here may be damaged in the broker's store, which frames the
+          // records it appended without their CRC: pull the same offsets again, asking it to check
+          this.stats.recordsRefused++;
+          this.stats.lastError = e;
+          request.verifyRecords = true;
+          this.executeNow(request);
+        } else this.fail(request, e);
         return;
       }
+      if (f.verify) request.verifyRecords = false;
     }
   }
 
@@ -456,8 +471,9 @@ export class PullService {
     if (typeof reply.suggestWhichBrokerId === "number") request.brokerId = reply.suggestWhichBrokerId;
     switch (reply.status) {
       case "SUCCESS": {
-        request.nextOffset = reply.nextBeginOffset;
+        // decoded before the offset moves on: an answer refused here is pulled again from where it started
         const all = body && body.length > 0 ? decodeRecords(body, mq.brokerName) : [];
+        request.nextOffset = reply.nextBeginOffset;
         const sd = this.deps.subscriptions.get(mq.topic);
         const msgs =
           sd && sd.tagsSet.length > 0 && sd.expressionType === "TAG" ? all.filter((m) => SubscriptionTable.matches(sd, m.tags)) : all;

@@ -3,10 +3,12 @@
  * tag filters (`TagA || TagB`, `*`), and flow control with a slow listener.
  */
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { ActorNode } from "../../actors/runtime/index.ts";
 import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { parseOffsetMsgId, RecordOffset } from "../../transport/messageRecord.ts";
 import { BrokerActor } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -96,6 +98,51 @@ test("a consumer the broker does not list (a late unregister of its client id) r
     assert.equal(held(), 2);
   } finally {
     await raw.close();
+    await c.close();
+  }
+});
+
+test("a record damaged in the broker's file after it was stored: the consumer refuses it, pulls again with verification, and gets every other message of the batch", async () => {
+  await admin.createTopic({ topic: "Damaged", readQueueNums: 1, writeQueueNums: 1 });
+  const ids: string[] = [];
+  for (let i = 0; i < 10; i++) ids.push((await producer.send({ topic: "Damaged", body: `dm${i}-${"z".repeat(100)}` })).offsetMsgId);
+  const broker = cluster.brokers[0]!;
+  const skippedBefore = broker.store.damage.damagedRecordsSkipped;
+  // flip one body byte of message 4 in its commit-log file, under the running broker
+  const phy = parseOffsetMsgId(ids[4]!).commitLogOffset;
+  const logDir = path.join(dir, "long", broker.brokerName, "commitlog");
+  const segStart = Math.max(
+    ...fs
+      .readdirSync(logDir)
+      .map(Number)
+      .filter((start) => start <= phy),
+  );
+  const fd = fs.openSync(path.join(logDir, String(segStart).padStart(20, "0")), "r+");
+  const one = Buffer.alloc(1);
+  const pos = phy - segStart + RecordOffset.BODY + 1;
+  fs.readSync(fd, one, 0, 1, pos);
+  one[0]! ^= 0x04;
+  fs.writeSync(fd, one, 0, 1, pos);
+  fs.closeSync(fd);
+  const got: string[] = [];
+  const c = await PushConsumer.start({
+    group: "cgDamaged",
+    nameservers: cluster.nameservers,
+    subscriptions: { Damaged: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs: MessageExt[]) => {
+      for (const m of msgs) got.push(m.body.toString().split("-")[0]!);
+      return "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    await waitFor(() => got.length >= 9, 10_000, "the nine undamaged messages");
+    await producer.send({ topic: "Damaged", body: "after" });
+    await waitFor(() => got.includes("after"), 10_000, "a message sent after: the queue goes on");
+    assert.deepEqual(got, ["dm0", "dm1", "dm2", "dm3", "dm5", "dm6", "dm7", "dm8", "dm9", "after"]);
+    assert.ok(c.pullService.stats.recordsRefused >= 1, "the consumer refused the damaged answer");
+    assert.equal(broker.store.damage.damagedRecordsSkipped, skippedBefore + 1, "the broker skipped and counted it");
+  } finally {
     await c.close();
   }
 });

@@ -5,6 +5,7 @@ import { test } from "node:test";
 import { FILLER_HEADER_BYTES, FILLER_MAGIC } from "../../store/commitLog.ts";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { BLANK_MAGIC, decodeRecords, encodeMessageBatch } from "../../transport/messageRecord.ts";
+import { MQError } from "../../transport/protocol.ts";
 import { tempDir } from "../helpers.ts";
 
 const SEG = 8192;
@@ -87,7 +88,7 @@ test("a damaged record in an old segment (not checked by a clean reopen) is neve
   assert.deepEqual([g.status, g.messageCount, g.nextBeginOffset], ["FOUND", 1, 7], "the first batch entry damaged: the next one is served");
 });
 
-test("a record this process appended and then damaged in its file is never served either: the pull skips it, counted and reported", async (t) => {
+test("a record this process appended and then damaged in its file: pulls frame it only, a verifying pull skips it, counted and reported", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
   const reports: string[] = [];
@@ -104,7 +105,7 @@ test("a record this process appended and then damaged in its file is never serve
     });
     at.push(r.commitLogOffset);
   }
-  // the same bit rot a reopen would find, under the running store: the file changes, not its buffers
+  // bit rot under the running store: the file changes, not anything the store holds
   const file = path.join(dir, "commitlog", String(at[3]! - (at[3]! % SEG)).padStart(20, "0"));
   const fd = fs.openSync(file, "r+");
   const one = Buffer.alloc(1);
@@ -112,7 +113,21 @@ test("a record this process appended and then damaged in its file is never serve
   one[0]! ^= 0x10;
   fs.writeSync(fd, one, 0, 1, (at[3]! % SEG) + 100);
   fs.closeSync(fd);
-  assert.deepEqual(bodies(s), ["d0", "d1", "d2", "d4", "d5", "d6", "d7", "d8", "d9"]);
+  // the fast path serves it framed (the consumer's CRC check refuses it)...
+  const plain = s.getMessage("g", "D", 0, 0, 32);
+  assert.equal(plain.messageCount, 10);
+  assert.throws(
+    () => decodeRecords(Buffer.concat(plain.buffers), "b"),
+    (e: unknown) => e instanceof MQError && e.code === "MALFORMED",
+  );
+  assert.equal(s.damage.damagedRecordsSkipped, 0);
+  // ...and the pull the consumer sends next, asking for verification, goes on without it
+  const verified = s.getMessage("g", "D", 0, 0, 32, null, undefined, true);
+  assert.deepEqual(
+    decodeRecords(Buffer.concat(verified.buffers), "b").map((m) => m.body.toString().split("-")[0]!),
+    ["d0", "d1", "d2", "d4", "d5", "d6", "d7", "d8", "d9"],
+  );
+  assert.equal(verified.nextBeginOffset, 10);
   assert.equal(s.damage.damagedRecordsSkipped, 1);
   assert.equal(reports.length, 1);
   assert.match(reports[0]!, /D\/0 offset 3/);

@@ -3,7 +3,6 @@ import { test } from "node:test";
 import {
   CRC_RESERVED_BYTES,
   checkRecord,
-  checkRecordFraming,
   createUniqId,
   decodeProperties,
   decodeRecords,
@@ -15,7 +14,6 @@ import {
   MIN_RECORD_BYTES,
   offsetMsgId,
   parseOffsetMsgId,
-  RecordOffset,
 } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
 
@@ -81,42 +79,18 @@ test("a record encodes to RocketMQ's layout and decodes back", () => {
   assert.deepEqual(parseOffsetMsgId(m.offsetMsgId), { storeHost: "127.0.0.1:10911", commitLogOffset: 4096 });
 });
 
-test("every single-bit flip in a record is detected by its check (the broker's, before it serves a record)", () => {
+test("every single-bit flip in a record is detected", () => {
   const rec = encodeRecord({ ...base, body: Buffer.from("0123456789"), properties: encodeProperties({ TAGS: "x" }) });
   assert.equal(checkRecord(rec, 0, rec.length), rec.length);
   for (let bit = 0; bit < rec.length * 8; bit++) {
     const b = Buffer.from(rec);
     b[bit >> 3]! ^= 1 << (bit & 7);
     assert.equal(checkRecord(b, 0, b.length), -1, `bit ${bit} not detected`);
-  }
-});
-
-test("the client's decode refuses records it cannot walk (sizes, magic, lengths) and leaves the CRC to the broker", () => {
-  const body = Buffer.from("0123456789");
-  const rec = encodeRecord({ ...base, body, properties: encodeProperties({ TAGS: "x" }) });
-  const topicLenAt = RecordOffset.BODY + body.length;
-  const propsLenAt = topicLenAt + 1 + Buffer.byteLength(base.topic);
-  const framing: Array<[string, number]> = [
-    ["total size", RecordOffset.TOTAL_SIZE + 3],
-    ["magic", RecordOffset.MAGIC],
-    ["body length", RecordOffset.BODY_LENGTH + 3],
-    ["topic length", topicLenAt],
-    ["properties length", propsLenAt + 1],
-  ];
-  for (const [field, at] of framing) {
-    const b = Buffer.from(rec);
-    b[at]! ^= 1;
-    assert.equal(checkRecordFraming(b, 0, b.length), -1, field);
     assert.throws(
       () => decodeRecords(b, "b"),
       (e: unknown) => e instanceof MQError && e.code === "MALFORMED",
-      field,
     );
   }
-  const flippedBody = Buffer.from(rec);
-  flippedBody[RecordOffset.BODY]! ^= 1;
-  assert.equal(checkRecordFraming(flippedBody, 0, flippedBody.length), rec.length, "a body flip keeps the framing");
-  assert.equal(decodeRecords(flippedBody, "b")[0]!.body.toString(), "1123456789");
 });
 
 test("several records decode in one pass; a truncated one is refused", () => {
@@ -126,7 +100,7 @@ test("several records decode in one pass; a truncated one is refused", () => {
     decodeRecords(all, "b").map((m) => m.body.toString()),
     ["m0", "m1", "m2"],
   );
-  assert.throws(() => decodeRecords(all.subarray(0, all.length - 1), "b"), /not framed as a stored record/);
+  assert.throws(() => decodeRecords(all.subarray(0, all.length - 1), "b"), /fails its size or CRC check/);
   assert.ok(MIN_RECORD_BYTES <= recs[0]!.length);
 });
 
