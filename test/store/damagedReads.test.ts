@@ -19,11 +19,10 @@ const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOp
   ...o,
 });
 
-/** 120 single-message puts of ~300 bytes on queue 0: about 15 segments. */
-async function fill(dir: string): Promise<number[]> {
-  const s = await MessageStore.open(opts(dir, { onDamage: () => {} }));
+/** `n` single-message puts of ~300 bytes on queue 0 (`d0-yyy…`, `d1-…`); their commit-log offsets. */
+async function put(s: MessageStore, n: number): Promise<number[]> {
   const at: number[] = [];
-  for (let i = 0; i < 120; i++) {
+  for (let i = 0; i < n; i++) {
     const r = await s.putMessages({
       topic: "D",
       queueId: 0,
@@ -33,15 +32,25 @@ async function fill(dir: string): Promise<number[]> {
     });
     at.push(r.commitLogOffset);
   }
+  return at;
+}
+
+/** 120 puts: about 15 segments. */
+async function fill(dir: string): Promise<number[]> {
+  const s = await MessageStore.open(opts(dir, { onDamage: () => {} }));
+  const at = await put(s, 120);
   await s.close();
   return at;
 }
 
+/** Flips one bit of the commit log at `phy`, in place (also under a running store: the file changes, not its buffers). */
 function flipByte(dir: string, phy: number): void {
-  const file = path.join(dir, "commitlog", String(phy - (phy % SEG)).padStart(20, "0"));
-  const data = fs.readFileSync(file);
-  data[phy % SEG]! ^= 0x10;
-  fs.writeFileSync(file, data);
+  const fd = fs.openSync(path.join(dir, "commitlog", String(phy - (phy % SEG)).padStart(20, "0")), "r+");
+  const one = Buffer.alloc(1);
+  fs.readSync(fd, one, 0, 1, phy % SEG);
+  one[0]! ^= 0x10;
+  fs.writeSync(fd, one, 0, 1, phy % SEG);
+  fs.closeSync(fd);
 }
 
 function bodies(s: MessageStore): string[] {
@@ -94,25 +103,8 @@ test("a record this process appended and then damaged in its file: pulls frame i
   const reports: string[] = [];
   const s = await MessageStore.open(opts(dir, { onDamage: (m) => reports.push(m) }));
   t.after(() => s.close());
-  const at: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    const r = await s.putMessages({
-      topic: "D",
-      queueId: 0,
-      bornTimestamp: 1,
-      bornHost: "1.1.1.1:1",
-      body: encodeMessageBatch([{ body: Buffer.from(`d${i}-${"y".repeat(180)}`) }]),
-    });
-    at.push(r.commitLogOffset);
-  }
-  // bit rot under the running store: the file changes, not anything the store holds
-  const file = path.join(dir, "commitlog", String(at[3]! - (at[3]! % SEG)).padStart(20, "0"));
-  const fd = fs.openSync(file, "r+");
-  const one = Buffer.alloc(1);
-  fs.readSync(fd, one, 0, 1, (at[3]! % SEG) + 100);
-  one[0]! ^= 0x10;
-  fs.writeSync(fd, one, 0, 1, (at[3]! % SEG) + 100);
-  fs.closeSync(fd);
+  const at = await put(s, 10);
+  flipByte(dir, at[3]! + 100); // inside message 3's body: bit rot under the running store
   // the fast path serves it framed (the consumer's CRC check refuses it)...
   const plain = s.getMessage("g", "D", 0, 0, 32);
   assert.equal(plain.messageCount, 10);
