@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { rmSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readSync, rmSync, writeSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -25,6 +25,28 @@ export async function tempDir(prefix = "actormq-test-"): Promise<{ dir: string; 
   const dir = await mkdtemp(path.join(tmpdir(), prefix));
   madeDirs.push(dir);
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true, maxRetries: 3, retryDelay: 10 }).catch(() => {}) };
+}
+
+/**
+ * Flips the `mask` bits of the commit-log byte at offset `phy`, in place: bit rot a store finds
+ * whether it is closed or running (the file changes, not anything the store holds). The segment
+ * holding `phy` is the file with the largest start offset (its 20-digit name) not above it.
+ */
+export function flipCommitLogByte(commitLogDir: string, phy: number, mask = 0x10): void {
+  const start = Math.max(
+    ...readdirSync(commitLogDir)
+      .map(Number)
+      .filter((s) => s <= phy),
+  );
+  const fd = openSync(path.join(commitLogDir, String(start).padStart(20, "0")), "r+");
+  try {
+    const one = Buffer.alloc(1);
+    readSync(fd, one, 0, 1, phy - start);
+    one[0]! ^= mask;
+    writeSync(fd, one, 0, 1, phy - start);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** An ephemeral loopback endpoint: ZeroMQ binds a free port and reports the real one. */

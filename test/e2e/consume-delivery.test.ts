@@ -3,14 +3,13 @@
  * tag filters (`TagA || TagB`, `*`), and flow control with a slow listener.
  */
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { ActorNode } from "../../actors/runtime/index.ts";
 import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { parseOffsetMsgId, RecordOffset } from "../../transport/messageRecord.ts";
 import { BrokerActor } from "../../transport/protocol.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { flipCommitLogByte, tempDir, waitFor } from "../helpers.ts";
 
 let dir: string;
 let cleanup: () => Promise<void>;
@@ -108,22 +107,9 @@ test("a record damaged in the broker's file after it was stored: the consumer re
   for (let i = 0; i < 10; i++) ids.push((await producer.send({ topic: "Damaged", body: `dm${i}-${"z".repeat(100)}` })).offsetMsgId);
   const broker = cluster.brokers[0]!;
   const skippedBefore = broker.store.damage.damagedRecordsSkipped;
-  // flip one body byte of message 4 in its commit-log file, under the running broker
+  // flip one body bit of message 4 in its commit-log file, under the running broker
   const phy = parseOffsetMsgId(ids[4]!).commitLogOffset;
-  const logDir = path.join(dir, "long", broker.brokerName, "commitlog");
-  const segStart = Math.max(
-    ...fs
-      .readdirSync(logDir)
-      .map(Number)
-      .filter((start) => start <= phy),
-  );
-  const fd = fs.openSync(path.join(logDir, String(segStart).padStart(20, "0")), "r+");
-  const one = Buffer.alloc(1);
-  const pos = phy - segStart + RecordOffset.BODY + 1;
-  fs.readSync(fd, one, 0, 1, pos);
-  one[0]! ^= 0x04;
-  fs.writeSync(fd, one, 0, 1, pos);
-  fs.closeSync(fd);
+  flipCommitLogByte(path.join(dir, "long", broker.brokerName, "commitlog"), phy + RecordOffset.BODY + 1, 0x04);
   const got: string[] = [];
   const c = await PushConsumer.start({
     group: "cgDamaged",

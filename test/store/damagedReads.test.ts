@@ -6,7 +6,7 @@ import { FILLER_HEADER_BYTES, FILLER_MAGIC } from "../../store/commitLog.ts";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { BLANK_MAGIC, decodeRecords, encodeMessageBatch } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { tempDir } from "../helpers.ts";
+import { flipCommitLogByte, tempDir } from "../helpers.ts";
 
 const SEG = 8192;
 const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
@@ -43,15 +43,7 @@ async function fill(dir: string): Promise<number[]> {
   return at;
 }
 
-/** Flips one bit of the commit log at `phy`, in place (also under a running store: the file changes, not its buffers). */
-function flipByte(dir: string, phy: number): void {
-  const fd = fs.openSync(path.join(dir, "commitlog", String(phy - (phy % SEG)).padStart(20, "0")), "r+");
-  const one = Buffer.alloc(1);
-  fs.readSync(fd, one, 0, 1, phy % SEG);
-  one[0]! ^= 0x10;
-  fs.writeSync(fd, one, 0, 1, phy % SEG);
-  fs.closeSync(fd);
-}
+const flipByte = (dir: string, phy: number): void => flipCommitLogByte(path.join(dir, "commitlog"), phy);
 
 function bodies(s: MessageStore): string[] {
   const out: string[] = [];
