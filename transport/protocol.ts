@@ -192,12 +192,12 @@ export const MessageConst = {
 /** Pull request sysFlag bits (`PullSysFlag`). */
 export const PullSysFlag = { COMMIT_OFFSET: 0x1, SUSPEND: 0x2, SUBSCRIPTION: 0x4, CLASS_FILTER: 0x8, LITE_PULL: 0x10 } as const;
 
-/** Validates a topic name by RocketMQ's rules; throws MQError MESSAGE_ILLEGAL. */
 /** Whether `v` is an integer a Java `int` holds (what the wire and the store keep as 32 bits). */
 export function isInt32(v: unknown): v is number {
   return typeof v === "number" && Number.isInteger(v) && v >= -0x80000000 && v <= 0x7fffffff;
 }
 
+/** Validates a topic name by RocketMQ's rules; throws MQError MESSAGE_ILLEGAL. */
 export function checkTopic(topic: unknown): asserts topic is string {
   if (typeof topic !== "string" || topic.length === 0) {
     throw new MQError("MESSAGE_ILLEGAL", "The topic is empty: give every message a topic name.");
