@@ -10,10 +10,9 @@ import {
   BLANK_MAGIC,
   CRC_RESERVED_BYTES,
   decodeProperties,
+  isUndispatchedTransaction,
   javaHashCode,
-  MessageSysFlag,
   RecordOffset,
-  TRANSACTION_TYPE_MASK,
 } from "../transport/messageRecord.ts";
 import { SCHEDULE_TOPIC } from "../transport/protocol.ts";
 import { type ConsumeQueue, CQ_ENTRY_BYTES } from "./consumeQueue.ts";
@@ -172,8 +171,7 @@ export class Dispatcher {
       const topicPos = topicLenPos + 1;
       const propsStart = topicPos + topicLen + 2;
       const propsEnd = p + total - CRC_RESERVED_BYTES;
-      const txType = sysFlag & TRANSACTION_TYPE_MASK;
-      if (txType === MessageSysFlag.TRANSACTION_PREPARED || txType === MessageSysFlag.TRANSACTION_ROLLBACK) {
+      if (isUndispatchedTransaction(sysFlag)) {
         p += total;
         continue;
       }

@@ -15,10 +15,10 @@ import {
   decodeProperties,
   encodeMessageBatch,
   encodeProperties,
+  HOST_V6_FLAGS,
   javaHashCode,
   MAGIC_V1,
   MAX_PROPERTIES_BYTES,
-  MessageSysFlag,
   MIN_RECORD_BYTES,
   OffsetMsgIdWriter,
   RECORD_FIXED_BYTES,
@@ -166,8 +166,6 @@ export interface PutBatch {
   /** {@link encodeMessageBatch} body */
   body: Buffer;
 }
-
-const HOST_V6_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6;
 
 /** The outcome of a put. */
 export interface PutResult {

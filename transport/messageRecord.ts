@@ -67,8 +67,17 @@ export const MessageSysFlag = {
   BORNHOST_V6: 0x10,
   STOREHOST_V6: 0x20,
 } as const;
-/** The sysFlag bits that hold the transaction type (RocketMQ's `MessageSysFlag.getTransactionValue`). */
-export const TRANSACTION_TYPE_MASK = 0xc;
+/** The host-layout bits: records are written with IPv4 hosts, so the store owns them. */
+export const HOST_V6_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6;
+
+/**
+ * Whether a sysFlag marks a half (prepared) or rolled-back transaction message: stored, but never
+ * dispatched to a consume queue (RocketMQ's `MessageSysFlag.getTransactionValue` type 0x4 / 0xc).
+ */
+export function isUndispatchedTransaction(sysFlag: number): boolean {
+  const type = sysFlag & 0xc;
+  return type === MessageSysFlag.TRANSACTION_PREPARED || type === MessageSysFlag.TRANSACTION_ROLLBACK;
+}
 
 /** A message as the client sees it (API.md `MessageExt`). */
 export interface MessageExt {
@@ -398,7 +407,7 @@ export function checkRecord(buf: Buffer, start: number, available: number): numb
   if (total < MIN_RECORD_BYTES || total > available) return -1;
   if (uint32BE(buf, start + RecordOffset.MAGIC) !== MAGIC_V1) return -1;
   const sysFlag = int32BE(buf, start + RecordOffset.SYS_FLAG);
-  if ((sysFlag & (MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)) !== 0) return -1;
+  if ((sysFlag & HOST_V6_FLAGS) !== 0) return -1;
   const bodyLen = int32BE(buf, start + RecordOffset.BODY_LENGTH);
   if (bodyLen < 0 || RECORD_FIXED_BYTES + bodyLen + 3 > total) return -1;
   const topicLenPos = start + RecordOffset.BODY + bodyLen;

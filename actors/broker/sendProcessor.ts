@@ -9,8 +9,7 @@ import {
   decodeProperties,
   encodeMessageBatch,
   encodeProperties,
-  MessageSysFlag,
-  TRANSACTION_TYPE_MASK,
+  isUndispatchedTransaction,
 } from "../../transport/messageRecord.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -94,8 +93,7 @@ export async function processSend(
   const sysFlag = intField(ev.sysFlag, "sysFlag", 0);
   // a half (prepared) or rolled-back message is stored but never dispatched, awaiting a commit this
   // broker has no way to take: refused, as RocketMQ refuses them with rejectTransactionMessage
-  const txType = sysFlag & TRANSACTION_TYPE_MASK;
-  if (txType === MessageSysFlag.TRANSACTION_PREPARED || txType === MessageSysFlag.TRANSACTION_ROLLBACK) {
+  if (isUndispatchedTransaction(sysFlag)) {
     throw new MQError(
       "NO_PERMISSION",
       `Broker ${config.brokerName} does not take transactional (half) messages: actormq has no transactions; send without the TRANSACTION_PREPARED / ROLLBACK sysFlag bits.`,
