@@ -5,7 +5,7 @@
  * with no per-message objects on the way.
  */
 
-import { int32BE, int64BE, putInt32BE, putInt64BE, uint32BE } from "../transport/bigEndian.ts";
+import { bytesEqual, int32BE, int64BE, putInt32BE, putInt64BE, uint32BE } from "../transport/bigEndian.ts";
 import {
   BLANK_MAGIC,
   CRC_RESERVED_BYTES,
@@ -57,12 +57,6 @@ function propName(buf: Buffer, s: number, e: number): Prop {
     if (bytesEqual(buf, s, DELAY_BYTES, 0, 5)) return Prop.DELAY;
   }
   return Prop.NONE;
-}
-
-/** Whether `a[ai, ai+len)` equals `b[bi, bi+len)`: compared in place, shorter than Buffer.compare's own cost for names and topics. */
-function bytesEqual(a: Buffer, ai: number, b: Buffer, bi: number, len: number): boolean {
-  for (let i = 0; i < len; i++) if (a[ai + i] !== b[bi + i]) return false;
-  return true;
 }
 
 /** Continues a Java hash over UTF-8 bytes (as the UTF-16 string they decode to). */

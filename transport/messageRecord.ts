@@ -7,7 +7,7 @@
 
 import { randomBytes } from "node:crypto";
 import { crc32 } from "node:zlib";
-import { int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "./bigEndian.ts";
+import { bytesEqual, int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "./bigEndian.ts";
 import { MessageConst, MQError } from "./protocol.ts";
 
 if (typeof crc32 !== "function") {
@@ -651,9 +651,7 @@ class TopicTextCache {
   private len = -1;
   private text = "";
   read(buf: Buffer, pos: number, len: number): string {
-    let same = len === this.len;
-    for (let i = 0; same && i < len; i++) same = buf[pos + i] === this.bytes[i];
-    if (!same) {
+    if (len !== this.len || !bytesEqual(buf, pos, this.bytes, 0, len)) {
       this.text = buf.toString("utf8", pos, pos + len);
       buf.copy(this.bytes, 0, pos, pos + len);
       this.len = len;

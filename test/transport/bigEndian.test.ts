@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { crc32 } from "node:zlib";
 import fc from "fast-check";
-import { int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "../../transport/bigEndian.ts";
+import { bytesEqual, int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "../../transport/bigEndian.ts";
 import { crc32Range, readLong, writeLong } from "../../transport/messageRecord.ts";
 
 const INT64_SAFE = fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER });
@@ -58,5 +58,20 @@ test("crc32Range is zlib.crc32 of the range, from any seed, short or long", () =
       assert.equal(crc32Range(buf, start, end, seed), crc32(buf.subarray(start, end), seed));
     }),
     { numRuns: 500 },
+  );
+});
+
+test("bytesEqual agrees with Buffer.compare on any two ranges, equal ones included", () => {
+  fc.assert(
+    fc.property(fc.uint8Array({ minLength: 1, maxLength: 24 }), fc.nat(), fc.nat(), fc.nat(), fc.boolean(), (x, r1, r2, r3, flip) => {
+      const a = Buffer.from(x);
+      const ai = r1 % a.length;
+      const len = r2 % (a.length - ai + 1);
+      const b = Buffer.concat([Buffer.alloc(r3 % 5, 7), a.subarray(ai, ai + len)]);
+      const bi = r3 % 5;
+      if (flip && len > 0) b[bi + (r2 % len)]! ^= 1;
+      assert.equal(bytesEqual(a, ai, b, bi, len), a.compare(b, bi, bi + len, ai, ai + len) === 0);
+      assert.equal(bytesEqual(a, ai, b, bi, len), !(flip && len > 0));
+    }),
   );
 });
