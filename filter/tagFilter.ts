@@ -6,6 +6,7 @@
 import { MQError, type SubscriptionData } from "../transport/protocol.ts";
 import { javaStringHashCode } from "./javaHash.ts";
 import { compileSql92 } from "./sql92/index.ts";
+import { javaTrim } from "./sql92/values.ts";
 
 /** The subscription expression that matches every message. */
 export const SUB_ALL = "*";
@@ -27,7 +28,8 @@ export function tagsCodeOf(tags: string | null | undefined): number {
  * Builds the SubscriptionData a consumer announces in its heartbeats.
  *
  * - `"*"`, `""` (or only blanks) match everything: subString `*`, empty tagsSet.
- * - `"TagA || TagB"`: split on `||`, each part trimmed, blanks dropped; tags are case-sensitive.
+ * - `"TagA || TagB"`: split on `||`, each part trimmed as Java trims (characters up to U+0020 only),
+ *   blanks dropped; tags are case-sensitive.
  * - `{ sql92 }`: the selector is compiled once here so a bad one fails at subscribe time.
  *
  * @throws MQError SUBSCRIPTION_PARSE_FAILED on an expression that names no tag or a bad selector.
@@ -51,13 +53,14 @@ export function parseSubscription(topic: string, expr: SubscriptionExpression, s
       `The subscription of topic "${topic}" must be a tag expression string ("*", "TagA || TagB") or { sql92: "..." }, got ${typeof expr}.`,
     );
   }
-  if (expr.trim().length === 0 || expr.trim() === SUB_ALL) {
+  const trimmed = javaTrim(expr);
+  if (trimmed.length === 0 || trimmed === SUB_ALL) {
     return { topic, subString: SUB_ALL, expressionType: "TAG", tagsSet: [], codeSet: [], subVersion };
   }
   const tagsSet: string[] = [];
   const codeSet: number[] = [];
   for (const part of expr.split("||")) {
-    const tag = part.trim();
+    const tag = javaTrim(part);
     if (tag.length === 0 || tagsSet.includes(tag)) continue;
     tagsSet.push(tag);
     const code = javaStringHashCode(tag);

@@ -49,8 +49,8 @@ const LONG_MAX = 2n ** 63n - 1n;
 const JAVA_INTEGER = /^[+-]?[0-9]+$/;
 const JAVA_DOUBLE = /^[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)$/;
 
-/** Java `String.trim`: strips characters <= U+0020 at both ends. */
-function javaTrim(s: string): string {
+/** Java `String.trim`: strips characters up to U+0020 at both ends (not other Unicode spaces). */
+export function javaTrim(s: string): string {
   let start = 0;
   let end = s.length;
   while (start < end && s.charCodeAt(start) <= 0x20) start++;

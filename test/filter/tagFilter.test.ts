@@ -36,6 +36,11 @@ describe("parseSubscription (FilterAPI.buildSubscriptionData)", () => {
     assert.deepEqual(parseSubscription("T", "A || B").tagsSet, ["A", "B"]);
     assert.deepEqual(parseSubscription("T", "A ||  || A||B ").tagsSet, ["A", "B"]);
   });
+  it("trims as Java's String.trim: control characters go, other Unicode spaces stay", () => {
+    assert.deepEqual(parseSubscription("T", "\u0001TagA\t|| TagB\u00a0").tagsSet, ["TagA", "TagB\u00a0"]);
+    assert.deepEqual(parseSubscription("T", "\u00a0").tagsSet, ["\u00a0"]);
+    assert.equal(parseSubscription("T", "\u0000*\n").subString, "*");
+  });
   it("SQL92 subscriptions are compiled and typed", () => {
     const s = parseSubscription("T", { sql92: "a > 5 AND b = 'x'" });
     assert.equal(s.expressionType, "SQL92");
