@@ -4,6 +4,7 @@
  */
 import {
   type BatchMessage,
+  CRC_PROPERTY,
   createUniqId,
   encodeMessageBatch,
   encodeProperty,
@@ -54,6 +55,58 @@ function toBuffer(body: unknown): Buffer {
   throw new MQError("MESSAGE_ILLEGAL", "The message body must be a Buffer, a Uint8Array or a string.");
 }
 
+/**
+ * Names the system sets (RocketMQ's `MessageConst.STRING_HASH_SET`, plus actormq's record CRC): a user
+ * property so named would delay, re-route or re-key a message behind the API's back, or give it a
+ * second UNIQ_KEY. `putUserProperty` refuses them; so does `send`.
+ */
+const SYSTEM_PROPERTY_NAMES: ReadonlySet<string> = new Set([
+  ...Object.values(MessageConst),
+  CRC_PROPERTY,
+  "TRACE_ON",
+  "MSG_REGION",
+  "TRAN_MSG",
+  "PGROUP",
+  "BUYER_ID",
+  "TRANSFER_FLAG",
+  "CORRECTION_FLAG",
+  "MQ2_FLAG",
+  "RECONSUME_TIME",
+  "TRAN_PREPARED_QUEUE_OFFSET",
+  "TRANSACTION_CHECK_TIMES",
+  "CHECK_IMMUNITY_TIME_IN_SECONDS",
+  "INSTANCE_ID",
+  "CORRELATION_ID",
+  "REPLY_TO_CLIENT",
+  "TTL",
+  "ARRIVE_TIME",
+  "PUSH_REPLY_TIME",
+  "CLUSTER",
+  "MSG_TYPE",
+  "SHARDING_KEY",
+]);
+
+/** The dedicated field for the system names a user is most likely to reach for. */
+const USE_FIELD: Readonly<Record<string, string>> = {
+  [MessageConst.TAGS]: "tags",
+  [MessageConst.KEYS]: "keys",
+  [MessageConst.DELAY]: "delayLevel",
+};
+
+/** RocketMQ's `Message.putUserProperty` rules: a non-blank name that is not a system one, a non-blank value. */
+function checkUserProperty(name: string, value: string): void {
+  if (name.trim().length === 0) throw new MQError("MESSAGE_ILLEGAL", "A property name is empty: give every property a name.");
+  if (SYSTEM_PROPERTY_NAMES.has(name)) {
+    const field = USE_FIELD[name];
+    throw new MQError(
+      "MESSAGE_ILLEGAL",
+      `The property name "${name}" is used by the system: ${field ? `set the message's ${field} instead` : "choose another name"}.`,
+    );
+  }
+  if (value.trim().length === 0)
+    throw new MQError("MESSAGE_ILLEGAL", `Property "${name}" has a blank value: give it a value or leave the property out.`);
+}
+
 function checkPropertyText(what: string, s: string): void {
   if (SEPARATOR_CHARS.test(s))
     throw new MQError(
@@ -73,7 +126,7 @@ function buildProperties(msg: Message, uniqKey: string): string {
       throw new MQError("MESSAGE_ILLEGAL", "properties must be an object of string values.");
     for (const [k, v] of Object.entries(msg.properties)) {
       if (typeof v !== "string") throw new MQError("MESSAGE_ILLEGAL", `Property "${k}" must be a string, not ${typeof v}.`);
-      if (k.length === 0) throw new MQError("MESSAGE_ILLEGAL", "A property name is empty: give every property a name.");
+      checkUserProperty(k, v);
       checkNotReserved(k, "property");
       checkPropertyText("property name", k);
       checkPropertyText("property value", v);

@@ -11,6 +11,9 @@ test("properties carry tags, keys, delay and a unique key", () => {
   assert.equal(props.KEYS, "k1 k2");
   assert.equal(props.DELAY, "3");
   assert.equal(props.a, "1");
+  // names that only resemble system ones are the user's
+  const own = decodeProperties(prepareMessage({ topic: "T", body: "x", properties: { delay: "3", Tags: "t", DELAY_: "1" } }).properties);
+  assert.deepEqual([own.delay, own.Tags, own.DELAY_, own.DELAY], ["3", "t", "1", undefined]);
   assert.equal(props.UNIQ_KEY, p.uniqKey);
   assert.equal(p.body.toString(), "hi");
   const ids = new Set(Array.from({ length: 1000 }, () => prepareMessage({ topic: "T", body: "x" }).uniqKey));
@@ -29,6 +32,14 @@ test("bad messages are MESSAGE_ILLEGAL", () => {
     // an own "__proto__" key (as JSON.parse makes): decoded into an object it would be the prototype
     { topic: "T", body: "x", properties: JSON.parse('{"__proto__": "x"}') },
     { topic: "__proto__", body: "x" },
+    // RocketMQ's putUserProperty rules: no system names, no blank names or values
+    { topic: "T", body: "x", properties: { DELAY: "3" } },
+    { topic: "T", body: "x", properties: { UNIQ_KEY: "mine" } },
+    { topic: "T", body: "x", properties: { TAGS: "a" } },
+    { topic: "T", body: "x", properties: { "__CRC32#": "1" } },
+    { topic: "T", body: "x", properties: { " ": "1" } },
+    { topic: "T", body: "x", properties: { a: "" } },
+    { topic: "T", body: "x", properties: { a: "  " } },
     { topic: "T", body: "x", flag: 1.5 },
     { topic: "T", body: "x", flag: 2 ** 31 },
   ];
