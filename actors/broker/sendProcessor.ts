@@ -133,9 +133,13 @@ export async function processSend(
     throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on broker ${config.brokerName} (perm ${tc.perm}).`);
   if (tc.writeQueueNums === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} has no write queues on broker ${config.brokerName}.`);
   if (queueId < 0) queueId = chooser.choose(tc.writeQueueNums);
-  else if (queueId >= tc.writeQueueNums) {
-    throw illegal(
-      `Queue ${queueId} of topic ${topic} does not exist on broker ${config.brokerName}: it has ${tc.writeQueueNums} write queues; refresh the route.`,
+  else if (queueId >= Math.max(tc.writeQueueNums, tc.readQueueNums)) {
+    // RocketMQ's msgCheck: a queue past the write queues that still exists for reading (a scale-down
+    // in progress, a producer's cached route) is stored to; past both it is SYSTEM_ERROR, which the
+    // producer retries on another queue after refreshing the route
+    throw new MQError(
+      "SYSTEM_ERROR",
+      `Queue ${queueId} of topic ${topic} does not exist on broker ${config.brokerName}: it has ${tc.writeQueueNums} write and ${tc.readQueueNums} read queues; refresh the route.`,
     );
   }
 

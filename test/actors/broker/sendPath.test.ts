@@ -5,7 +5,7 @@ import { Admin, Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { decodeRecords, encodeMessageBatch } from "../../../transport/messageRecord.ts";
-import { BrokerActor, isMQError, type MessageQueue, type SendMessageReply } from "../../../transport/protocol.ts";
+import { BrokerActor, isMQError, type MessageQueue, type MQError, type SendMessageReply } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 let ns: NameServer;
@@ -108,6 +108,33 @@ test("ordered send: the same sharding key always lands on the same queue", async
   assert.equal(new Set([...where.values()].map((s) => [...s][0])).size, 6);
 });
 
+test("scaling write queues down: a cached route's queue that still exists for reading is stored to, past it SYSTEM_ERROR", async () => {
+  await admin.createTopic({ topic: "Shrink", brokers: ["a"], readQueueNums: 8, writeQueueNums: 8 });
+  for (let i = 0; i < 8; i++) await producer.send({ topic: "Shrink", body: `warm${i}` }); // the producer caches 8 queues
+  // on the broker itself: the admin would refresh the route the producer's client instance shares
+  await broker.createTopic({ topic: "Shrink", readQueueNums: 8, writeQueueNums: 4 });
+  const queues = new Set<number>();
+  for (let i = 0; i < 8; i++) {
+    const r = await producer.send({ topic: "Shrink", body: `after${i}` });
+    assert.equal(r.status, "SEND_OK");
+    assert.equal(stored("Shrink", r.queue.queueId, r.queueOffset).body.toString(), `after${i}`);
+    queues.add(r.queue.queueId);
+  }
+  assert.ok(
+    [...queues].some((q) => q >= 4),
+    `a read-only queue was written to (${[...queues]})`,
+  );
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  const base = { producerGroup: "pg", topic: "Shrink", sysFlag: 0, bornTimestamp: Date.now() };
+  const r6 = await ref.ask<SendMessageReply>({ type: "SEND_MESSAGE", ...base, queueId: 6 }, { body: Buffer.from("q6") });
+  assert.equal(r6.fields.queueId, 6);
+  assert.equal(stored("Shrink", 6, r6.fields.queueOffset).body.toString(), "q6");
+  await assert.rejects(
+    ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 8 }, { body: Buffer.from("q8") }),
+    (e) => isMQError(e, "SYSTEM_ERROR") && (e as MQError).retriable,
+  );
+});
+
 test("bad input gets its code and the broker keeps serving", async () => {
   await assert.rejects(producer.send({ topic: "T", body: Buffer.alloc(5 * 1024 * 1024) }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
   // passes the client's 1 MiB bound, not the broker's 64 KiB one
@@ -124,7 +151,7 @@ test("bad input gets its code and the broker keeps serving", async () => {
   );
   await assert.rejects(
     ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 99 }, { body: Buffer.from("x") }),
-    (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+    (e) => isMQError(e, "SYSTEM_ERROR") && (e as MQError).retriable,
     "queue range",
   );
   await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: 7 }, { body: Buffer.from("x") }), (e) =>
