@@ -23,6 +23,7 @@ import {
   pullError,
   pullServicesOf,
 } from "./pullProcessor.ts";
+import { timerDelay } from "./timerDelay.ts";
 
 /** How often held pulls are rechecked against the store under long polling. */
 export const DEFAULT_HOLD_CHECK_INTERVAL_MS = 5_000;
@@ -181,7 +182,7 @@ const holdTicker = fromCallback<
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (e.at !== Infinity) {
-      timer = setTimeout(() => sendBack({ type: "EXPIRE" }), Math.max(0, e.at - Date.now()));
+      timer = setTimeout(() => sendBack({ type: "EXPIRE" }), timerDelay(e.at - Date.now()));
       timer.unref?.();
     }
   });

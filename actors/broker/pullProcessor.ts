@@ -40,6 +40,13 @@ import { type HaTuning, haTuningOf, suggestPullingFromSlave } from "./haTuning.t
 export const DEFAULT_PULL_BATCH_SIZE = 32;
 /** How long a pull waits under short polling (`shortPollingTimeMills`). */
 export const DEFAULT_SHORT_POLLING_TIME_MS = 1_000;
+/**
+ * Longest a pull is held under long polling, whatever `suspendTimeoutMillis` the client asks
+ * (RocketMQ's clients ask 15 000 to 30 000; RocketMQ itself takes any value): past it the pull is
+ * answered PULL_NOT_FOUND and the client pulls again, so a broker never keeps a pull from a client
+ * that may be long gone.
+ */
+export const MAX_SUSPEND_TIMEOUT_MS = 300_000;
 /** Compiled subscriptions kept per broker before the cache starts over. */
 const FILTER_CACHE_LIMIT = 4096;
 
@@ -323,7 +330,8 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
       s.offsets.commitOffset(req.consumerGroup, req.topic, req.queueId, req.commitOffset);
   }
   if (status === "PULL_NOT_FOUND" && brokerAllowSuspend && sysFlag & PullSysFlag.SUSPEND) {
-    const holdMs = s.longPolling ? (typeof req.suspendTimeoutMillis === "number" ? req.suspendTimeoutMillis : 0) : s.shortPollingMs;
+    const asked = typeof req.suspendTimeoutMillis === "number" ? Math.min(req.suspendTimeoutMillis, MAX_SUSPEND_TIMEOUT_MS) : 0;
+    const holdMs = s.longPolling ? asked : s.shortPollingMs;
     if (holdMs > 0) return { kind: "suspend", holdMs, filter };
   }
   return {

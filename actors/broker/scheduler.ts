@@ -32,6 +32,7 @@ import {
   queueIdToDelayLevel,
 } from "./delayLevels.ts";
 import { brokerDelayLevels } from "./delayRouting.ts";
+import { timerDelay } from "./timerDelay.ts";
 
 /** File under `<storeDir>/config/` with the next schedule-queue offset of each level. */
 export const DELAY_OFFSET_FILE = "delayOffset.json";
@@ -222,7 +223,7 @@ export class DelayDeliveryService {
         this.timers[i] = null;
         this.deps.wake(level);
       },
-      Math.max(0, inMs),
+      timerDelay(inMs), // a later head (levels may be days long) is looked at again when it fires
     );
     this.timers[i] = t;
   }

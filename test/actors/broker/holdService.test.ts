@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { HoldContext } from "../../../actors/broker/holdService.ts";
+import { MAX_SUSPEND_TIMEOUT_MS } from "../../../actors/broker/pullProcessor.ts";
 import { decodeRecords } from "../../../transport/messageRecord.ts";
 import { BrokerActor, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
@@ -75,6 +76,19 @@ test("a held pull times out to PULL_NOT_FOUND at its suspend time", async () => 
   assert.equal(r.fields.status, "PULL_NOT_FOUND");
   assert.equal(r.fields.nextBeginOffset, 0);
   assert.ok(waited >= 280 && waited < 2000, `answered after ${waited} ms`);
+});
+
+test("a suspend time past MAX_SUSPEND_TIMEOUT_MS is held for MAX_SUSPEND_TIMEOUT_MS", async () => {
+  const t0 = Date.now();
+  const held = track(f.pull({ queueId: 3, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 2 ** 32 }, 15_000));
+  await waitFor(() => heldPulls(f) === 1, 2000, "the pull held by the broker");
+  const ctx = f.broker.ctx.node.actorOf(BrokerActor.HOLD)!.getSnapshot().context as HoldContext;
+  // a deadline past Node's timer limit (2^31-1 ms) would arm a timer that fires every millisecond
+  assert.ok(ctx.armedAt <= Date.now() + MAX_SUSPEND_TIMEOUT_MS, `held until ${ctx.armedAt - t0} ms from now`);
+  assert.ok(ctx.armedAt >= t0 + MAX_SUSPEND_TIMEOUT_MS);
+  await f.send("T", 3, [{ body: "wake" }]);
+  await held.done;
+  assert.equal(held.value!.fields.status, "SUCCESS");
 });
 
 test("a pull without the SUSPEND flag is answered at once", async () => {

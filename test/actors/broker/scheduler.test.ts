@@ -175,6 +175,25 @@ test("a failed re-store is retried, and the message is delivered once", async ()
   assert.equal(store.getMaxOffset("Real", 0), 1);
 });
 
+test("a level longer than Node's timer limit (2^31-1 ms) waits without its timer firing over and over", async () => {
+  const DAY_MS = 24 * 3600_000;
+  let wakes = 0;
+  let service: DelayDeliveryService | undefined;
+  service = startService({
+    levels: [150, 300, 30 * DAY_MS],
+    wake: (level) => {
+      wakes++;
+      setImmediate(() => service?.tick(level));
+    },
+  });
+  await sendDelayed(3, "next month");
+  await waitFor(() => wakes > 0, 2_000, "the level looked at its new head");
+  await new Promise((r) => setTimeout(r, 300)); // a timer armed past the limit fires after 1 ms, every ms
+  assert.equal(wakes, 1, "the level's timer did not fire early");
+  assert.deepEqual(service.progress(), [0, 0, 0], "nothing delivered");
+  assert.equal(store.getMaxOffset("Real", 0), 0);
+});
+
 test("timeUpBatch drops DELAY, keeps the rest, and refuses a record without REAL_TOPIC", () => {
   const m = {
     properties: { [MessageConst.DELAY]: "2", [MessageConst.REAL_TOPIC]: "T", [MessageConst.REAL_QUEUE_ID]: "3", KEYS: "k" },
