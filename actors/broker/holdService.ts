@@ -7,7 +7,7 @@
  * the earliest deadline). Re-execution runs the pull processor with `brokerAllowSuspend = false`,
  * so a pull is never held twice. Under short polling (`longPolling: false`) a pull waits
  * `shortPollingTimeMills` and arrivals are not listened to. At close, every waiting pull is
- * answered PULL_NOT_FOUND.
+ * answered PULL_NOT_FOUND, and so is a pull handed over after it.
  */
 import { assign, fromCallback, sendTo, setup } from "xstate";
 import { tagMatches } from "../../filter/index.ts";
@@ -140,6 +140,15 @@ function reexecute(s: PullServices, pulls: HeldPull[]): void {
   }
 }
 
+/** Answers a pull PULL_NOT_FOUND at its own offset, without reading the queue again. */
+function answerNotFound(s: PullServices, h: HeldPull): void {
+  try {
+    h.reply.ok(notFoundReply(s.ctx, h.req));
+  } catch (e) {
+    h.reply.fail(pullError(s, e));
+  }
+}
+
 /** Re-executes the held pulls of an arrival's queue that its messages can match. */
 export function wakeOnArrival(s: PullServices, table: PullHoldTable, a: ArrivalEvent): void {
   if (table.size === 0) return;
@@ -248,18 +257,16 @@ export const holdMachine = setup({
         if (taken.length > 0) reexecute(context.services, taken);
       }
     },
+    // a pull that found nothing after SHUTDOWN (the node still serves until it closes): not held
+    answerNow: ({ context, event }) => {
+      if (event.type === "HOLD_PULL") answerNotFound(context.services, event.held);
+    },
     rememberDeadline: assign({ armedAt: ({ context }) => context.table.earliestDeadline() }),
     armTimer: sendTo("ticker", ({ context }) => ({ type: "ARM" as const, at: context.armedAt })),
     answerAll: ({ context, event }) => {
       const s = context.services;
       const held = context.table.drain();
-      for (const h of held) {
-        try {
-          h.reply.ok(notFoundReply(s.ctx, h.req));
-        } catch (e) {
-          h.reply.fail(pullError(s, e));
-        }
-      }
+      for (const h of held) answerNotFound(s, h);
       if (event.type !== "SHUTDOWN" || !event.reply) return;
       const reply = event.reply;
       // the node closes its sockets without linger right after: let the answers reach the wire first
@@ -296,7 +303,7 @@ export const holdMachine = setup({
     },
     closed: {
       on: {
-        HOLD_PULL: { actions: "answerAll" },
+        HOLD_PULL: { actions: "answerNow" },
         SHUTDOWN: { actions: "answerAll" },
       },
     },

@@ -137,3 +137,20 @@ test("pending pulls are answered empty when the broker closes", async () => {
     await s.close();
   }
 });
+
+test("a pull that finds nothing after the hold service shut down is answered at once, not left waiting", async () => {
+  const s = await startFixture();
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
+    // the first step of the broker's close: the node keeps serving pulls until it closes
+    await s.client.ref(s.broker.address, BrokerActor.HOLD).ask({ type: "SHUTDOWN" }, { timeoutMs: 3000 });
+    const t0 = Date.now();
+    const r = await s.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 15_000 }, 3000);
+    assert.equal(r.fields.status, "PULL_NOT_FOUND");
+    assert.equal(r.fields.nextBeginOffset, 0);
+    assert.ok(Date.now() - t0 < 1000, `answered after ${Date.now() - t0} ms`);
+    assert.equal(heldPulls(s), 0);
+  } finally {
+    await s.close();
+  }
+});
