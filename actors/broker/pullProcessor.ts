@@ -161,9 +161,28 @@ function checkRequest(req: PullMessageRequest): void {
     throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs a queueOffset >= 0, got ${String(req.queueOffset)}.`);
 }
 
-/** The filter of a pull's subscription (reference §7.2 step 8), parsed and compiled once per expression. */
-function filterOf(s: PullServices, req: PullMessageRequest, sysFlag: number): ResolvedFilter {
-  if (!(sysFlag & PullSysFlag.SUBSCRIPTION)) return resolveFilter(s, registeredSubscription(s, req));
+/**
+ * The filter of a pull's subscription (reference §7.2 step 8), parsed and compiled once per
+ * expression. `broadcastAllowed` is the group's consumeBroadcastEnable.
+ */
+function filterOf(s: PullServices, req: PullMessageRequest, sysFlag: number, broadcastAllowed: boolean): ResolvedFilter {
+  if (!(sysFlag & PullSysFlag.SUBSCRIPTION)) return resolveFilter(s, registeredSubscription(s, req, broadcastAllowed));
+  const f = pullSubscriptionFilter(s, req);
+  // RocketMQ checks this only on the registered-subscription path, since its push consumers send
+  // no subscription; actormq's always do, so a broadcasting group known by heartbeat is checked here too
+  if (!broadcastAllowed && s.consumers.group(req.consumerGroup)?.messageModel === "BROADCASTING") throw broadcastRefused(s, req);
+  return f;
+}
+
+function broadcastRefused(s: PullServices, req: PullMessageRequest): MQError {
+  return new MQError(
+    "NO_PERMISSION",
+    `Group ${req.consumerGroup} may not consume in broadcasting mode on broker ${s.ctx.config.brokerName} (consumeBroadcastEnable is false); consume in clustering mode or enable it for the group.`,
+  );
+}
+
+/** The filter of the subscription the pull carries. */
+function pullSubscriptionFilter(s: PullServices, req: PullMessageRequest): ResolvedFilter {
   const expr = typeof req.subscription === "string" ? req.subscription : "*";
   const sql = req.expressionType === "SQL92";
   const cacheKey = `pull\u0000${sql ? "SQL92" : "TAG"}\u0000${expr}`;
@@ -177,7 +196,7 @@ function filterOf(s: PullServices, req: PullMessageRequest, sysFlag: number): Re
 }
 
 /** The subscription the group registered by heartbeat. */
-function registeredSubscription(s: PullServices, req: PullMessageRequest): SubscriptionData {
+function registeredSubscription(s: PullServices, req: PullMessageRequest, broadcastAllowed: boolean): SubscriptionData {
   const { ctx } = s;
   const g = s.consumers.group(req.consumerGroup);
   if (!g) {
@@ -186,12 +205,7 @@ function registeredSubscription(s: PullServices, req: PullMessageRequest): Subsc
       `the consumer's group info not exist: group ${req.consumerGroup} has not sent a heartbeat to broker ${ctx.config.brokerName}; send one first.`,
     );
   }
-  if (g.messageModel === "BROADCASTING" && ctx.groups.get(req.consumerGroup)?.consumeBroadcastEnable === false) {
-    throw new MQError(
-      "NO_PERMISSION",
-      `Group ${req.consumerGroup} may not consume in broadcasting mode on broker ${ctx.config.brokerName}.`,
-    );
-  }
+  if (g.messageModel === "BROADCASTING" && !broadcastAllowed) throw broadcastRefused(s, req);
   const sub = g.subscriptions.get(req.topic);
   if (!sub)
     throw new MQError(
@@ -262,7 +276,7 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     );
   }
   // 8. subscription
-  const filter = filterOf(s, req, sysFlag);
+  const filter = filterOf(s, req, sysFlag, groupCfg.consumeBroadcastEnable !== false);
   // 9. SQL92 needs property filtering
   if (filter.predicate && !s.enablePropertyFilter) {
     throw new MQError(

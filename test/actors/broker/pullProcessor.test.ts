@@ -119,6 +119,32 @@ test("checks come in RocketMQ's order", async () => {
   await rejects(f.pull({ consumerGroup: "Silent", sysFlag: 0 }), "SUBSCRIPTION_NOT_EXIST");
 });
 
+test("a broadcasting group with consumeBroadcastEnable false is refused NO_PERMISSION, with or without the SUBSCRIPTION flag", async () => {
+  await f.broker.ctx.groups.createOrUpdate({ groupName: "NoBroadcast", consumeBroadcastEnable: false });
+  const heartbeat = (messageModel: string) =>
+    f.ask("HEART_BEAT", {
+      clientID: "bc1",
+      producerDataSet: [],
+      consumerDataSet: [
+        {
+          groupName: "NoBroadcast",
+          consumeType: "CONSUME_PASSIVELY",
+          messageModel,
+          consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+          subscriptionDataSet: [{ topic: "T", subString: "*", tagsSet: [], codeSet: [], subVersion: 1, expressionType: "TAG" }],
+        },
+      ],
+    });
+  await heartbeat("BROADCASTING");
+  // actormq's consumers always send the SUBSCRIPTION flag; RocketMQ's push consumer does not
+  for (const sysFlag of [PullSysFlag.SUBSCRIPTION, 0])
+    await rejects(f.pull({ consumerGroup: "NoBroadcast", clientId: "bc1", sysFlag, subVersion: 1 }), "NO_PERMISSION", /broadcasting/);
+  // the same group consuming in clustering mode is served
+  await heartbeat("CLUSTERING");
+  const r = await f.pull({ consumerGroup: "NoBroadcast", clientId: "bc1", sysFlag: PullSysFlag.SUBSCRIPTION });
+  assert.ok(r.fields.status === "SUCCESS" || r.fields.status === "PULL_NOT_FOUND", r.fields.status);
+});
+
 test("a pull carrying a commit offset updates the group's offset", async () => {
   await f.send("T", 0, [{}, {}, {}]);
   const r = await f.pull({
