@@ -3,7 +3,7 @@
  * switches and retry settings, auto-created on first use, persisted to
  * `<storeDir>/config/subscriptionGroup.json`.
  */
-import { MQError, type SubscriptionGroupConfig, type UpdateSubscriptionGroupRequest } from "../../transport/protocol.ts";
+import { checkNotReserved, MQError, type SubscriptionGroupConfig, type UpdateSubscriptionGroupRequest } from "../../transport/protocol.ts";
 import { ConfigFile } from "./configFile.ts";
 
 export const SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json";
@@ -30,11 +30,15 @@ interface Stored {
   dataVersion: number;
 }
 
-/** Checks a group name (same characters as topics). */
+/**
+ * Checks a group name (same characters as topics). `__proto__` is refused: the table travels and
+ * is persisted as an object keyed by group name, where that key would set the prototype.
+ */
 export function checkGroupName(group: unknown): asserts group is string {
   if (typeof group !== "string" || group.length === 0 || group.length > 255 || !/^[%|a-zA-Z0-9_-]+$/.test(group)) {
     throw new MQError("INVALID_PARAMETER", `Group "${String(group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
   }
+  checkNotReserved(group, "consumer group");
 }
 
 /** Subscription group configs of one broker, persisted. */

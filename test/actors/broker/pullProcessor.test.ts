@@ -145,6 +145,17 @@ test("a broadcasting group with consumeBroadcastEnable false is refused NO_PERMI
   assert.ok(r.fields.status === "SUCCESS" || r.fields.status === "PULL_NOT_FOUND", r.fields.status);
 });
 
+test('a consumer group named "__proto__" is refused ILLEGAL_ARGUMENT, not auto-created', async () => {
+  // the group table is listed and persisted as an object keyed by name, where this key is the prototype
+  await rejects(f.pull({ consumerGroup: "__proto__" }), "ILLEGAL_ARGUMENT", /__proto__/);
+  await rejects(
+    f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "__proto__", topic: "T", queueId: 0, commitOffset: 1 }),
+    "ILLEGAL_ARGUMENT",
+  );
+  await rejects(f.broker.ctx.groups.createOrUpdate({ groupName: "__proto__" }), "ILLEGAL_ARGUMENT");
+  assert.equal(f.broker.ctx.groups.get("__proto__"), undefined);
+});
+
 test("a pull carrying a commit offset updates the group's offset", async () => {
   await f.send("T", 0, [{}, {}, {}]);
   const r = await f.pull({
