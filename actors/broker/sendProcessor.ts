@@ -17,6 +17,7 @@ import {
   isInt32,
   MQError,
   Perm,
+  RETRY_GROUP_TOPIC_PREFIX,
   SCHEDULE_TOPIC,
   type SendMessageReply,
   type SendMessageRequest,
@@ -107,6 +108,10 @@ export async function processSend(
   let batchBody: Buffer;
   let single: { properties: string; flag: number } | undefined;
   if (batch) {
+    // RocketMQ's sendBatchMessage: retry-topic messages carry per-message retry state (RETRY_TOPIC,
+    // reconsume times) that one batch request cannot
+    if (topic.startsWith(RETRY_GROUP_TOPIC_PREFIX))
+      throw illegal(`A batch cannot be sent to the retry topic ${topic}: send its messages one by one.`);
     let count = 0;
     try {
       count = countMessageBatch(body);

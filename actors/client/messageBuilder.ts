@@ -19,6 +19,7 @@ import {
   KEY_SEPARATOR,
   MessageConst,
   MQError,
+  RETRY_GROUP_TOPIC_PREFIX,
 } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
@@ -189,12 +190,15 @@ export interface PreparedBatch {
 }
 
 /**
- * Validates a batch (non-empty, one topic, no delay levels, total size within `maxMessageBytes`)
- * and encodes it with `encodeMessageBatch`; throws MQError MESSAGE_ILLEGAL.
+ * Validates a batch (non-empty, one topic that is not a retry topic, no delay levels, total size
+ * within `maxMessageBytes`) and encodes it with `encodeMessageBatch`; throws MQError MESSAGE_ILLEGAL.
  */
 export function prepareBatch(msgs: ReadonlyArray<Message>, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): PreparedBatch {
   if (!Array.isArray(msgs) || msgs.length === 0) throw new MQError("MESSAGE_ILLEGAL", "sendBatch needs a non-empty array of messages.");
   const topic = msgs[0]?.topic;
+  // as RocketMQ's DefaultMQProducer.batch ("Retry Group is not supported for batching"); the broker refuses it too
+  if (typeof topic === "string" && topic.startsWith(RETRY_GROUP_TOPIC_PREFIX))
+    throw new MQError("MESSAGE_ILLEGAL", `A batch cannot be sent to the retry topic ${topic}: send its messages one by one.`);
   const entries: BatchMessage[] = new Array(msgs.length);
   const uniqKeys: string[] = new Array(msgs.length);
   for (let i = 0; i < msgs.length; i++) {

@@ -163,6 +163,11 @@ test("bad input gets its code and the broker keeps serving", async () => {
   await assert.rejects(ref.ask({ type: "SEND_BATCH_MESSAGE", ...base }, { body: Buffer.from("garbage batch body") }), (e) =>
     isMQError(e, "MESSAGE_ILLEGAL"),
   );
+  // a batch to a retry topic (RocketMQ's sendBatchMessage refuses it; so does the producer)
+  await assert.rejects(
+    ref.ask({ type: "SEND_BATCH_MESSAGE", ...base, topic: "%RETRY%cg" }, { body: encodeMessageBatch([{ body: Buffer.from("r") }]) }),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /retry topic/.test((e as Error).message),
+  );
   await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, topic: "ReadOnly" }, { body: Buffer.from("x") }), (e) =>
     isMQError(e, "NO_PERMISSION"),
   );

@@ -87,3 +87,16 @@ test("a batch is one body of one topic", () => {
     (e) => isMQError(e, "MESSAGE_ILLEGAL"),
   );
 });
+
+test("a batch to a retry topic is MESSAGE_ILLEGAL (RocketMQ: retry group is not supported for batching)", () => {
+  assert.throws(
+    () =>
+      prepareBatch([
+        { topic: "%RETRY%cg", body: "a" },
+        { topic: "%RETRY%cg", body: "b" },
+      ]),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /retry topic/.test((e as Error).message),
+  );
+  // one message to it is still allowed, as in RocketMQ
+  assert.equal(prepareMessage({ topic: "%RETRY%cg", body: "a" }).topic, "%RETRY%cg");
+});
