@@ -11,6 +11,7 @@ import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
+import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { watchFullGcs } from "./fullGcWatch.ts";
 import { holdHeapReserve } from "./heapReserve.ts";
 import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
@@ -194,6 +195,13 @@ export class Broker {
         });
     }
     await node.close();
+    // the offsets actor persisted at its SHUTDOWN, but the node served commits (requests and pulls)
+    // until it closed: write what they changed now that no more can come
+    try {
+      consumerOffsetsOf(this.ctx).persist();
+    } catch (err) {
+      logger.error({ err }, "writing consumerOffset.json failed");
+    }
     this.heapReserve.release(); // no more load
     await topics.close().catch((err: unknown) => logger.error({ err }, "writing topics.json failed"));
     await groups.close().catch((err: unknown) => logger.error({ err }, "writing subscriptionGroup.json failed"));

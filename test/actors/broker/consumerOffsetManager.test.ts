@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { type ConsumeStatsReply, isMQError, PullSysFlag } from "../../../transport/protocol.ts";
+import { BrokerActor, type ConsumeStatsReply, isMQError, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
@@ -91,6 +91,50 @@ test("UPDATE_CONSUMER_OFFSET is kept in memory, written every interval and at cl
   await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 0 }), (e: unknown) =>
     isMQError(e, "INVALID_PARAMETER"),
   );
+});
+
+test("commits acknowledged while the broker closes (after the offsets actor's close-time persist) survive a restart", async () => {
+  const s = await startFixture({ flushConsumerOffsetIntervalMs: 60_000 });
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+    await s.send("T", 0, [{}, {}, {}]);
+    await s.send("T", 1, [{}, {}, {}]);
+    // a put held in flight keeps the close waiting on the store's drain, which comes after the
+    // offsets actor's SHUTDOWN; the node serves requests until then
+    const store = s.broker.store;
+    const putGroup = store.putMessagesGroup.bind(store);
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let held = false;
+    store.putMessagesGroup = (batches) => {
+      held = true;
+      return batches.map((_, i) => gate.then(() => putGroup([batches[i]!])[0]!));
+    };
+    void s.send("T", 0, [{ body: "in flight" }]).catch(() => undefined); // its answer may not leave the closing node
+    await waitFor(() => held, 3000, "the put in flight");
+    const closing = s.broker.close();
+    const offsetsActor = s.broker.ctx.node.actorOf(BrokerActor.OFFSETS)!;
+    await waitFor(() => offsetsActor.getSnapshot().value === "closed", 3000, "the offsets actor's close-time persist");
+    await s.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 0, commitOffset: 2 });
+    await s.pull({
+      consumerGroup: "G",
+      queueId: 1,
+      queueOffset: 3,
+      sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET,
+      commitOffset: 3,
+    });
+    release();
+    await closing;
+    await s.restart();
+    const q = async (queueId: number) =>
+      (await s.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId })).fields.offset;
+    assert.equal(await q(0), 2, "UPDATE_CONSUMER_OFFSET");
+    assert.equal(await q(1), 3, "the offset a pull committed");
+  } finally {
+    await s.close();
+  }
 });
 
 test("max, min, earliest store time and search by timestamp", async () => {
