@@ -73,8 +73,8 @@ export class PullConsumer {
   private readonly names: { rebalancer: string; pull: string };
   private buffer: Buffered[] = [];
   private waiters: (() => void)[] = [];
-  /** queue key -> offset to commit, from messages poll returned */
-  private readonly consumed = new Map<string, { mq: MessageQueue; offset: number }>();
+  /** queue key -> offset to commit, from messages poll returned; `rewind`: a seek may move it back */
+  private readonly consumed = new Map<string, { mq: MessageQueue; offset: number; rewind: boolean }>();
   private mode: "none" | "subscribe" | "assign" = "none";
   private commitTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
@@ -104,6 +104,7 @@ export class PullConsumer {
       },
       onFound: (req, msgs) => this.onFound(req, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
+      autoCommit: opts.autoCommit,
     });
     this.rebalancer = new Rebalancer({
       host,
@@ -116,6 +117,7 @@ export class PullConsumer {
       consumeTimestamp: opts.consumeTimestamp,
       held: this.held,
       startPull: (req) => this.pullService.executeNow(req),
+      autoCommit: opts.autoCommit,
     });
   }
 
@@ -234,7 +236,10 @@ export class PullConsumer {
       const b = this.buffer.shift()!;
       if (b.held.pq.dropped || this.held.get(mqKey(b.held.mq)) !== b.held) continue;
       const offset = b.held.pq.removeMessages(b.msgs);
-      if (offset >= 0) this.consumed.set(mqKey(b.held.mq), { mq: b.held.mq, offset });
+      if (offset >= 0) {
+        const k = mqKey(b.held.mq);
+        this.consumed.set(k, { mq: b.held.mq, offset, rewind: this.consumed.get(k)?.rewind ?? false });
+      }
       for (const m of b.msgs) out.push(m);
     }
     return out;
@@ -249,14 +254,14 @@ export class PullConsumer {
       throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${offset}.`);
     h.pq.dropped = true;
     this.dropBuffered(k);
-    this.consumed.set(k, { mq: h.mq, offset });
-    this.offsetStore.updateOffset(h.mq, offset, false);
+    // committed by the next commit, like what poll returns (without autoCommit, only commit() moves the stored offset)
+    this.consumed.set(k, { mq: h.mq, offset, rewind: true });
     this.startQueue(h.mq, offset);
   }
 
   /** Commits the offsets of what poll returned, to the brokers. */
   async commit(): Promise<void> {
-    for (const { mq, offset } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, true);
+    for (const { mq, offset, rewind } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, !rewind);
     this.consumed.clear();
     await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq));
   }

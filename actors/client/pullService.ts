@@ -154,6 +154,12 @@ export interface PullServiceDeps {
   onOffsetIllegal(request: PullRequest): void;
   /** a pull failed (logged by the caller, retried here) */
   onError?(request: PullRequest, error: unknown): void;
+  /**
+   * false: only the application's commit moves the committed offset (a pull consumer without
+   * autoCommit, as RocketMQ's lite pull consumer): pulls carry no commit offset and a filtered-out
+   * stretch does not advance it. @default true
+   */
+  autoCommit?: boolean;
 }
 
 /** Counters for tests, benchmarks and the inspector. */
@@ -333,7 +339,7 @@ export class PullService {
     // every pull carries the consumed offset, speculative ones too: with several pulls in flight
     // the first one is rarely the one that comes next, and a queue handed to another member
     // starts where the broker last heard this one got to
-    if (this.deps.model === "CLUSTERING") {
+    if (this.deps.model === "CLUSTERING" && this.deps.autoCommit !== false) {
       const v = this.deps.offsetStore.readOffsetFromMemory(mq);
       if (v > 0) {
         commitOffset = v;
@@ -500,7 +506,7 @@ export class PullService {
       case "PULL_RETRY_IMMEDIATELY": {
         request.nextOffset = reply.nextBeginOffset;
         // correctTagsOffset: a filtered-out stretch still advances the committed offset
-        if (pq.msgCount === 0) this.deps.offsetStore.updateOffset(mq, request.nextOffset, true);
+        if (pq.msgCount === 0 && this.deps.autoCommit !== false) this.deps.offsetStore.updateOffset(mq, request.nextOffset, true);
         this.reportResult(request, reply.status, 0);
         this.executeNow(request);
         return;

@@ -78,6 +78,11 @@ export interface RebalancerDeps {
   releaseQueue?(h: HeldQueue): Promise<void>;
   /** clustering hand-over: longest wait for a lost queue's listener batches @default 3000 */
   releaseWaitMs?: number;
+  /**
+   * false: a lost queue is released at the offset the application last committed, not at what
+   * was consumed (a pull consumer without autoCommit). @default true
+   */
+  autoCommit?: boolean;
 }
 
 /** Rebalance results, one line per change (ACTORMQ_LOG_LEVEL; quiet under the test runner). */
@@ -261,7 +266,7 @@ export class Rebalancer {
     }
     if (this.deps.model === "CLUSTERING" && offsetStore.release) {
       await waitForQueueListeners(h.pq, this.deps.releaseWaitMs ?? DEFAULT_QUEUE_RELEASE_WAIT_MS);
-      offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
+      if (this.deps.autoCommit !== false) offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
       await offsetStore.release(h.mq, this.deps.host.clientId);
     } else {
       await offsetStore.persist(h.mq);
