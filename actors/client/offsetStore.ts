@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
-import { homedir } from "node:os";
+import { homedir, hostname } from "node:os";
 import path from "node:path";
 import {
   ConsumptionActorFor,
@@ -18,6 +18,7 @@ import {
   type QueryConsumerOffsetRequest,
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
+import { DEFAULT_INSTANCE_NAME } from "./clientInstance.ts";
 import { OFFSET_NOT_FOUND, OFFSET_QUERY_FAILED, OffsetTable, type ReadOffsetType } from "./offsetTable.ts";
 import type { ConsumerHost } from "./pullRequest.ts";
 import { findBrokerAddressInSubscribe } from "./pullService.ts";
@@ -194,7 +195,17 @@ interface OffsetsFile {
   offsetTable: Record<string, number>;
 }
 
-/** The path of a broadcasting consumer's offsets file. */
+/**
+ * The client id a broadcasting consumer's offsets file is kept under: RocketMQ's
+ * `ip@instanceName` (the host name here), not the full client id, which holds this process's pid:
+ * a member restarted as a new process with the same instance name finds its offsets. The default
+ * instance name is replaced by the pid, as RocketMQ does, so unnamed members of one host never share a file.
+ */
+export function localOffsetsClientId(instanceName: string, host = hostname(), pid = process.pid): string {
+  return `${host}@${instanceName === DEFAULT_INSTANCE_NAME ? pid : instanceName}`;
+}
+
+/** The path of a broadcasting consumer's offsets file, under {@link localOffsetsClientId}. */
 export function localOffsetsPath(dir: string | undefined, clientId: string, group: string): string {
   return path.join(dir ?? DEFAULT_OFFSET_STORE_DIR, clientId.replace(/[\\/]/g, "_"), group, "offsets.json");
 }

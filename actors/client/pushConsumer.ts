@@ -41,6 +41,7 @@ import {
 import {
   DEFAULT_PERSIST_OFFSET_INTERVAL_MS,
   LocalFileOffsetStore,
+  localOffsetsClientId,
   localOffsetsPath,
   type OffsetStore,
   RemoteOffsetStore,
@@ -421,7 +422,7 @@ export class PushConsumer {
     try {
       const offsetStore: OffsetStore =
         o.model === "BROADCASTING"
-          ? new LocalFileOffsetStore(localOffsetsPath(o.offsetStoreDir, inst.clientId, o.group))
+          ? new LocalFileOffsetStore(localOffsetsPath(o.offsetStoreDir, localOffsetsClientId(inst.instanceName), o.group))
           : new RemoteOffsetStore(host, o.group);
       await offsetStore.load();
       const c = new PushConsumer(host, o.group, o, subscriptions, offsetStore);

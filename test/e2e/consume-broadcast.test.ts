@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
@@ -41,7 +42,7 @@ test("broadcasting: 3 consumers each get all messages; a restarted one resumes f
 
     // member 0 leaves; its file holds its offsets
     await cs[0]!.close();
-    const file = path.join(offsetStoreDir, cs[0]!.clientId, "cgB", "offsets.json");
+    const file = path.join(offsetStoreDir, `${hostname()}@b0`, "cgB", "offsets.json");
     const saved = JSON.parse(await readFile(file, "utf8")) as { offsetTable: Record<string, number> };
     assert.equal(
       Object.values(saved.offsetTable).reduce((a, b) => a + b, 0),

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import { test } from "node:test";
 import { setup } from "xstate";
-import { LocalFileOffsetStore, localOffsetsPath, RemoteOffsetStore } from "../../../actors/client/offsetStore.ts";
+import { LocalFileOffsetStore, localOffsetsClientId, localOffsetsPath, RemoteOffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { type MessageQueue, MQError } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir } from "../../helpers.ts";
@@ -39,6 +39,12 @@ test("local file store: persists atomically, reloads, falls back to .bak, forget
   } finally {
     await cleanup();
   }
+});
+
+test("local file store: kept under host@instanceName, the pid only for the default instance name", () => {
+  assert.equal(localOffsetsClientId("member-1", "h", 123), "h@member-1");
+  assert.equal(localOffsetsClientId("member-1", "h", 456), "h@member-1", "a new process finds the same file");
+  assert.equal(localOffsetsClientId("DEFAULT", "h", 123), "h@123");
 });
 
 test("freeze after OFFSET_ILLEGAL: later updates are ignored until the offset is removed", async () => {
