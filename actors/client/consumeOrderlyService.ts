@@ -273,7 +273,8 @@ export class ConsumeOrderlyService {
       if (msgs.length > 0) {
         restoreRetryTopic(msgs, this.deps.group);
         try {
-          status = String(await this.deps.listener(msgs, ctx));
+          // its own array: a listener that empties it must not change what is committed or put back
+          status = String(await this.deps.listener(msgs.slice(), ctx));
         } catch {
           status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
         }

@@ -207,7 +207,9 @@ export class ConsumeService {
     const ctx: ConsumeConcurrentlyContext = { messageQueue: mq, ackIndex: Number.MAX_SAFE_INTEGER, delayLevelWhenNextConsume: 0 };
     let status: string;
     try {
-      status = await this.deps.listener(msgs, ctx);
+      // the listener gets its own array (RocketMQ hands an unmodifiable list): one that empties or
+      // reorders it must not change what is acknowledged
+      status = await this.deps.listener(msgs.slice(), ctx);
     } catch {
       status = "RECONSUME_LATER";
     }

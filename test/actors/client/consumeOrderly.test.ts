@@ -145,6 +145,26 @@ test("SUSPEND (or a throw) redelivers the same batch after the suspend time, not
   await service.stop();
 });
 
+test("a listener that empties its msgs array: the batch is still put back on SUSPEND and committed on SUCCESS", async () => {
+  const calls: number[][] = [];
+  const { service, pq, offsets } = setup(
+    async (msgs) => {
+      calls.push(msgs.splice(0).map((m) => m.queueOffset));
+      return calls.length === 1 ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
+    },
+    {},
+    { consumeMessageBatchMaxSize: 2, suspendCurrentQueueTimeMillis: 10 },
+  );
+  feed(service, pq, [0, 1, 2]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(calls, [[0, 1], [0, 1], [2]]);
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [2, 3],
+  );
+  await service.stop();
+});
+
 test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and the queue moves on", async () => {
   const sentBack: { offsets: number[]; level: number }[] = [];
   const delivered: number[] = [];

@@ -126,3 +126,22 @@ test("messages past consumeTimeoutMinutes are handed back to the pool", async ()
   hang();
   await s.stop();
 });
+
+test("a listener that empties or reorders its msgs array: the batch is still acknowledged", async () => {
+  let seen = 0;
+  const { s, store, pq } = service(
+    async (m) => {
+      m.reverse();
+      for (const _ of m.splice(0)) seen++;
+      return "CONSUME_SUCCESS";
+    },
+    { batch: 4 },
+  );
+  const batch = msgs(0, 10);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => seen === 10 && s.activeCount === 0, 5_000, "10 consumed");
+  assert.equal(pq.msgCount, 0);
+  assert.equal(store.table.readOffset(mq), 10);
+  await s.stop();
+});
