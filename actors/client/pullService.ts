@@ -36,6 +36,8 @@ export const DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN = 2000;
 export const PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL = 50;
 /** Re-pull delay after the broker answered FLOW_CONTROL. */
 export const PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL = 20;
+/** How often the queues parked by a suspended consumer are looked at (RocketMQ's paused pull re-checks every second). */
+export const PULL_TIME_DELAY_MILLS_WHEN_SUSPEND = 1000;
 /** Re-pull delay after any other error (pullTimeDelayMillsWhenException). */
 export const PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1000;
 /** How long the broker may hold a pull that finds nothing (long polling). */
@@ -201,6 +203,7 @@ export class PullService {
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
   private parked: PullRequest[] = [];
+  private parkedTouch: NodeJS.Timeout | null = null;
   private inflight = 0;
   private readonly inflightPulls = new Set<InflightPull>();
   private routeCheck: NodeJS.Timeout | null = null;
@@ -219,6 +222,7 @@ export class PullService {
   executeNow(request: PullRequest): void {
     if (this.stopped || request.pq.dropped) return;
     if (this.suspended) {
+      request.pq.lastPullTimestamp = Date.now();
       this.parked.push(request);
       return;
     }
@@ -238,10 +242,19 @@ export class PullService {
   /** Stops pulling (pending pulls finish; their requests park until resume). */
   suspend(): void {
     this.suspended = true;
+    // RocketMQ's paused pull sets lastPullTimestamp each time it re-checks (every second): a parked
+    // queue is being pulled, just not now, and must not look pull-expired (120 s) to the rebalancer
+    if (this.parkedTouch || this.stopped) return;
+    this.parkedTouch = setInterval(() => {
+      const now = Date.now();
+      for (const r of this.parked) r.pq.lastPullTimestamp = now;
+    }, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND);
+    this.parkedTouch.unref();
   }
 
   resume(): void {
     this.suspended = false;
+    this.stopParkedTouch();
     const parked = this.parked;
     this.parked = [];
     for (const r of parked) this.executeNow(r);
@@ -250,12 +263,18 @@ export class PullService {
   /** Stops for good: timers cleared, answers of pulls in flight dropped. */
   stop(): void {
     this.stopped = true;
+    this.stopParkedTouch();
     if (this.routeCheck) clearInterval(this.routeCheck);
     this.routeCheck = null;
     this.inflightPulls.clear();
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
     this.parked = [];
+  }
+
+  private stopParkedTouch(): void {
+    if (this.parkedTouch) clearInterval(this.parkedTouch);
+    this.parkedTouch = null;
   }
 
   get pullsInFlight(): number {
