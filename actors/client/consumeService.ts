@@ -5,7 +5,9 @@
  * and moves the queue's offset to what the process queue says may be committed. RECONSUME_LATER
  * (or a listener that throws) leaves the messages uncommitted and hands them to the listener again
  * after a delay, until the broker's retry topic takes this over. Broadcasting commits regardless.
- * Messages in the listener longer than `consumeTimeoutMinutes` are handed back to the pool.
+ * Messages in the listener longer than `consumeTimeoutMinutes` are sent back (delay level 3) and
+ * removed from their process queue once that succeeded, so a listener that hangs on one cannot
+ * hold its queue's offset (RocketMQ's `cleanExpiredMsg`, reference §5).
  */
 import { setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
@@ -20,6 +22,8 @@ export const DEFAULT_CONSUME_THREADS = 20;
 export const DEFAULT_CONSUME_MESSAGE_BATCH_MAX_SIZE = 1;
 /** @default 15 minutes */
 export const DEFAULT_CONSUME_TIMEOUT_MINUTES = 15;
+/** Delay level a message past consumeTimeoutMinutes is sent back with (RocketMQ's cleanExpiredMsg). */
+export const CONSUME_TIMEOUT_SEND_BACK_DELAY_LEVEL = 3;
 /** Delay before a RECONSUME_LATER batch is handed to the listener again (RocketMQ's local re-submit). */
 export const RECONSUME_LATER_DELAY_MS = 5_000;
 /** How long close waits for listener calls in flight so their offsets are committed. */
@@ -123,6 +127,8 @@ export class ConsumeService {
   private cleanTimer: NodeJS.Timeout | null = null;
   private idleWaiters: (() => void)[] = [];
   private stopping: Promise<void> | null = null;
+  /** expired messages whose send-back is in flight (not sent again by the next cleaning round) */
+  private readonly sendingBackExpired = new Set<MessageExt>();
 
   constructor(private readonly deps: ConsumeServiceDeps) {}
 
@@ -283,19 +289,50 @@ export class ConsumeService {
     this.timers.add(t);
   }
 
-  /** Hands messages stuck in the listener past consumeTimeoutMinutes back to the pool. */
+  /**
+   * Messages in the listener past consumeTimeoutMinutes (the leading ones of each queue, at most
+   * 16): clustering sends each back with delay level 3 and removes it from its process queue once
+   * that succeeded (a failed send-back keeps it: the next round tries again); broadcasting, which
+   * has no retry topic, skips it as it skips a failed batch. Without a send-back (tests) they are
+   * handed back to the pool. Returns how many were found.
+   */
   cleanExpired(now = Date.now()): number {
     let n = 0;
     for (const { mq, pq } of this.deps.processQueues()) {
       if (pq.dropped) continue;
-      const expired = pq.cleanExpiredMessages(this.deps.settings.consumeTimeoutMinutes, now);
+      const expired = pq.cleanExpiredMessages(this.deps.settings.consumeTimeoutMinutes, now).filter((m) => !this.sendingBackExpired.has(m));
       if (expired.length === 0) continue;
-      for (const m of expired) m.properties[MessageConst.CONSUME_START_TIME] = String(now);
       n += expired.length;
-      this.submit(mq, pq, expired);
+      if (this.deps.model === "BROADCASTING") this.ackExpired(mq, pq, expired);
+      else if (this.deps.sendBack) void this.sendBackExpired(mq, pq, expired);
+      else {
+        for (const m of expired) m.properties[MessageConst.CONSUME_START_TIME] = String(now);
+        this.submit(mq, pq, expired);
+      }
     }
     this.stats.timedOut += n;
     return n;
+  }
+
+  private async sendBackExpired(mq: MessageQueue, pq: ProcessQueue<MessageExt>, expired: MessageExt[]): Promise<void> {
+    for (const m of expired) this.sendingBackExpired.add(m);
+    try {
+      const unsent = await this.deps.sendBack!(expired, CONSUME_TIMEOUT_SEND_BACK_DELAY_LEVEL);
+      this.ackExpired(mq, pq, unsent.length === 0 ? expired : expired.filter((m) => !unsent.includes(m)));
+    } finally {
+      for (const m of expired) this.sendingBackExpired.delete(m);
+    }
+  }
+
+  /** Removes expired messages still held (the listener may have finished meanwhile) and moves the offset. */
+  private ackExpired(mq: MessageQueue, pq: ProcessQueue<MessageExt>, msgs: MessageExt[]): void {
+    const held = msgs.filter((m) => pq.containsMessage(m));
+    if (held.length === 0 || pq.dropped) return;
+    const offset = pq.removeMessages(held);
+    if (offset >= 0) {
+      this.deps.offsetStore.updateOffset(mq, offset, true);
+      if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
+    }
   }
 }
 

@@ -4,6 +4,7 @@ import { type ConcurrentListener, ConsumeService } from "../../../actors/client/
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { OffsetTable } from "../../../actors/client/offsetTable.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
+import type { SendBackFn } from "../../../actors/client/sendBack.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageModel, MessageQueue } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
@@ -32,7 +33,10 @@ function memoryStore(): OffsetStore & { table: OffsetTable } {
   };
 }
 
-function service(listener: ConcurrentListener, opts: { threads?: number; batch?: number; model?: MessageModel; delay?: number } = {}) {
+function service(
+  listener: ConcurrentListener,
+  opts: { threads?: number; batch?: number; model?: MessageModel; delay?: number; sendBack?: SendBackFn } = {},
+) {
   const store = memoryStore();
   const pq = new ProcessQueue<MessageExt>();
   const s = new ConsumeService({
@@ -47,6 +51,7 @@ function service(listener: ConcurrentListener, opts: { threads?: number; batch?:
       reconsumeLaterDelayMs: opts.delay ?? 20,
     },
     processQueues: () => [{ mq, pq }],
+    sendBack: opts.sendBack,
   });
   return { s, store, pq };
 }
@@ -108,7 +113,7 @@ test("broadcasting advances the offset even on RECONSUME_LATER", async () => {
   await s.stop();
 });
 
-test("messages past consumeTimeoutMinutes are handed back to the pool", async () => {
+test("without a send-back, messages past consumeTimeoutMinutes are handed back to the pool", async () => {
   let calls = 0;
   let hang!: () => void;
   const hung = new Promise<void>((r) => (hang = r));
@@ -144,4 +149,60 @@ test("a listener that empties or reorders its msgs array: the batch is still ack
   assert.equal(pq.msgCount, 0);
   assert.equal(store.table.readOffset(mq), 10);
   await s.stop();
+});
+
+test("clustering: a message stuck past consumeTimeoutMinutes is sent back at level 3 and the offset moves past it", async () => {
+  const sentBack: [number, number][] = [];
+  let failNext = true;
+  const { s, store, pq } = service(
+    async (m) => {
+      if (m[0]!.queueOffset === 0) await new Promise(() => {}); // hangs on this message, every time
+      return "CONSUME_SUCCESS";
+    },
+    {
+      sendBack: async (msgs, level) => {
+        for (const m of msgs) sentBack.push([m.queueOffset, level]);
+        if (failNext) {
+          failNext = false;
+          return [...msgs];
+        }
+        return [];
+      },
+    },
+  );
+  const batch = msgs(0, 4);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => s.activeCount === 1 && pq.msgCount === 1, 2_000, "1..3 consumed, 0 hanging");
+  assert.equal(store.table.readOffset(mq), 0);
+  // the first send-back fails: the message stays, and the next round sends it again
+  assert.equal(s.cleanExpired(Date.now() + 16 * 60_000), 1);
+  await waitFor(() => sentBack.length === 1, 2_000, "first send-back");
+  assert.equal(pq.msgCount, 1, "a failed send-back keeps the message");
+  await waitFor(() => s.cleanExpired(Date.now() + 16 * 60_000) === 1, 2_000, "second round");
+  await waitFor(() => store.table.readOffset(mq) === 4, 2_000, "offset past the expired message");
+  assert.deepEqual(sentBack, [
+    [0, 3],
+    [0, 3],
+  ]);
+  assert.equal(pq.msgCount, 0);
+  assert.equal(s.stats.timedOut, 2);
+  void s.stop(10);
+});
+
+test("broadcasting: a message stuck past consumeTimeoutMinutes is skipped, the offset moves past it", async () => {
+  const { s, store, pq } = service(
+    async (m) => {
+      if (m[0]!.queueOffset === 0) await new Promise(() => {});
+      return "CONSUME_SUCCESS";
+    },
+    { model: "BROADCASTING", sendBack: async () => assert.fail("broadcasting sends nothing back") },
+  );
+  const batch = msgs(0, 2);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => pq.msgCount === 1, 2_000, "1 consumed, 0 hanging");
+  assert.equal(s.cleanExpired(Date.now() + 16 * 60_000), 1);
+  assert.equal(store.table.readOffset(mq), 2);
+  void s.stop(10);
 });
