@@ -121,7 +121,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   consumeMessageBatchMaxSize?: number;
   /** @default 20 */
   consumeThreads?: number;
-  /** @default 16 (concurrent), unlimited (orderly) */
+  /** -1 means the default, as unset @default 16 (concurrent), unlimited (orderly) */
   maxReconsumeTimes?: number;
   /** @default 15 */
   consumeTimeoutMinutes?: number;
@@ -163,6 +163,12 @@ export function defaultPushConsumerOptions() {
     rebalanceLockIntervalMs: DEFAULT_REBALANCE_LOCK_INTERVAL_MS,
     rebalanceLockMaxLiveTimeMs: DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS,
   };
+}
+
+/** RocketMQ's `getMaxReconsumeTimes`: unset or -1 means 16 (concurrent) or unlimited (orderly). */
+export function effectiveMaxReconsumeTimes(configured: number | undefined, orderly: boolean): number {
+  if (configured === undefined || configured === -1) return orderly ? ORDERLY_DEFAULT_MAX_RECONSUME_TIMES : DEFAULT_MAX_RECONSUME_TIMES;
+  return configured;
 }
 
 function checkRange(name: string, v: unknown, min: number, max: number): void {
@@ -390,7 +396,8 @@ export class PushConsumer {
     checkGroup(o.group);
     if (typeof o.listener !== "function")
       throw new MQError("ILLEGAL_ARGUMENT", 'PushConsumer needs a listener: async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER".');
-    if (o.orderly && options.maxReconsumeTimes === undefined) o.maxReconsumeTimes = ORDERLY_DEFAULT_MAX_RECONSUME_TIMES;
+    checkRange("maxReconsumeTimes", o.maxReconsumeTimes, -1, ORDERLY_DEFAULT_MAX_RECONSUME_TIMES);
+    o.maxReconsumeTimes = effectiveMaxReconsumeTimes(options.maxReconsumeTimes, o.orderly);
     if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING")
       throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
     if (!["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"].includes(o.consumeFromWhere)) {
