@@ -4,7 +4,8 @@
  * lock, and — when clustering — only while this client holds the queue's broker lock and that
  * lock has not expired in the client's view.
  *
- * Listener results: SUCCESS commits the batch (the offset moves to last + 1).
+ * Listener results: SUCCESS commits the batch (the offset moves to last + 1), and so do RocketMQ's
+ * deprecated COMMIT and ROLLBACK, as RocketMQ does with autoCommit.
  * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw) puts the batch back and pauses the queue for
  * `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
  * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
@@ -43,7 +44,10 @@ export const DLQ_DELAY_LEVEL = -1;
 /** How long close waits for the batches in hand so their offsets are committed. */
 export const ORDERLY_CLOSE_GRACE_MS = 3_000;
 
-/** What an orderly listener returns; a throw counts as SUSPEND_CURRENT_QUEUE_A_MOMENT. */
+/**
+ * What an orderly listener returns; a throw counts as SUSPEND_CURRENT_QUEUE_A_MOMENT. RocketMQ's
+ * deprecated COMMIT and ROLLBACK, returned by untyped code, act as SUCCESS (autoCommit).
+ */
 export type ConsumeOrderlyStatus = "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT";
 
 /** Given to an orderly listener with each batch. */
@@ -293,7 +297,9 @@ export class ConsumeOrderlyService {
     ctx: ConsumeOrderlyContext,
   ): Promise<boolean> {
     const { mq, pq } = run;
-    const success = status === "SUCCESS" || status === "CONSUME_SUCCESS";
+    // COMMIT and ROLLBACK are RocketMQ's deprecated statuses: with autoCommit (always, here) it
+    // acknowledges both like SUCCESS
+    const success = status === "SUCCESS" || status === "CONSUME_SUCCESS" || status === "COMMIT" || status === "ROLLBACK";
     if (!success) {
       this.stats.suspended++;
       const max = this.deps.settings.maxReconsumeTimes;

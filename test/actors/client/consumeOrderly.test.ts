@@ -165,6 +165,24 @@ test("a listener that empties its msgs array: the batch is still put back on SUS
   await service.stop();
 });
 
+test("RocketMQ's deprecated COMMIT and ROLLBACK statuses commit like SUCCESS (autoCommit)", async () => {
+  const statuses = ["COMMIT", "ROLLBACK"];
+  const calls: number[] = [];
+  const { service, pq, offsets } = setup(async (msgs) => {
+    calls.push(msgs[0]!.queueOffset);
+    return statuses[calls.length - 1] ?? "SUCCESS";
+  });
+  feed(service, pq, [0, 1]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(calls, [0, 1], "each delivered once");
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [1, 2],
+  );
+  assert.equal(service.stats.suspended, 0);
+  await service.stop();
+});
+
 test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and the queue moves on", async () => {
   const sentBack: { offsets: number[]; level: number }[] = [];
   const delivered: number[] = [];
