@@ -21,7 +21,7 @@ import {
   PullService,
   pullServiceMachine,
 } from "./pullService.ts";
-import { checkGroup, consumerHostOf } from "./pushConsumer.ts";
+import { checkGroup, checkRange, consumerHostOf } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -31,6 +31,9 @@ export const DEFAULT_LITE_PULL_BATCH_SIZE = 10;
 export const DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000;
 /** @default 5000 */
 export const DEFAULT_POLL_TIMEOUT_MS = 5_000;
+/** Longest delay a timer takes (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+const CONSUME_FROM_WHERE: readonly ConsumeFromWhere[] = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"];
 
 /** Options of {@link PullConsumer.start} (API.md). */
 export interface PullConsumerOptions extends ClientInstanceOptions {
@@ -137,7 +140,23 @@ export class PullConsumer {
       group: options.group,
     };
     for (const [k, v] of Object.entries(options)) if (v !== undefined && k in opts) (opts as Record<string, unknown>)[k] = v;
-    if (opts.autoCommitIntervalMs < 1000) throw new MQError("ILLEGAL_ARGUMENT", "autoCommitIntervalMs must be at least 1000.");
+    if (typeof opts.autoCommit !== "boolean")
+      throw new MQError("ILLEGAL_ARGUMENT", `autoCommit must be true or false, got ${String(opts.autoCommit)}.`);
+    // timer delays above 2^31 - 1 ms fire at once, as NaN does
+    checkRange("autoCommitIntervalMs", opts.autoCommitIntervalMs, 1000, MAX_TIMER_MS);
+    checkRange("pullBatchSize", opts.pullBatchSize, 1, 1024);
+    checkRange("pullThresholdForQueue", opts.pullThresholdForQueue, 1, 65535);
+    checkRange("pullThresholdSizeForQueue", opts.pullThresholdSizeForQueue, 1, 1024);
+    checkRange("brokerSuspendMaxTimeMillis", opts.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS);
+    checkRange("rebalanceIntervalMs", opts.rebalanceIntervalMs, 1, MAX_TIMER_MS);
+    if (!Number.isFinite(opts.consumeTimestamp))
+      throw new MQError("ILLEGAL_ARGUMENT", `consumeTimestamp must be a time in ms since the epoch, got ${String(opts.consumeTimestamp)}.`);
+    if (!CONSUME_FROM_WHERE.includes(opts.consumeFromWhere)) {
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `consumeFromWhere must be ${CONSUME_FROM_WHERE.join(", ")}, got ${String(opts.consumeFromWhere)}.`,
+      );
+    }
     getAllocateStrategy(opts.allocateStrategy);
     const inst = await ClientInstance.acquire(options);
     const host = consumerHostOf(inst);

@@ -171,7 +171,8 @@ export function effectiveMaxReconsumeTimes(configured: number | undefined, order
   return configured;
 }
 
-function checkRange(name: string, v: unknown, min: number, max: number): void {
+/** Refuses an option that is not an integer in [min, max] (ILLEGAL_ARGUMENT, naming it). */
+export function checkRange(name: string, v: unknown, min: number, max: number): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
     throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${String(v)}.`);
   }
