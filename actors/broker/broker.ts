@@ -126,6 +126,7 @@ export class Broker {
           input: { ctx },
           ...(e.supervision ? { supervision: e.supervision } : {}),
           ...(e.direct ? { direct: e.direct } : {}),
+          ...(e.localOnly ? { localOnly: e.localOnly } : {}),
         });
       await ctx.registerNow();
       logger.info(

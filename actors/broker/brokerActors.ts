@@ -37,25 +37,48 @@ export interface BrokerActorEntry {
   supervision?: Supervision;
   /** hot events the node hands to their handler without a macrostep (see DirectHandlers) */
   direct?: DirectHandlers;
+  /**
+   * event types only the broker's own process sends (timer ticks, self-sent completions, hand-offs
+   * between its actors): refused when they come from the network, as SHUTDOWN always is
+   */
+  localOnly?: string[];
 }
 
 /** The broker's actors in start order; the registrar comes last so a broker registers only when ready. */
 export const brokerActors: BrokerActorEntry[] = [
-  { name: BrokerActor.STORE, logic: storeMachine, shutdown: true, direct: storeDirect },
+  { name: BrokerActor.STORE, logic: storeMachine, shutdown: true, direct: storeDirect, localOnly: ["PUT_GROUP", "PUT_DONE"] },
   { name: BrokerActor.BROKER, logic: brokerMachine, direct: brokerDirect },
   // consumption: offsets first so it persists last at close, after held pulls were answered
-  { name: BrokerActor.OFFSETS, logic: offsetsMachine, shutdown: true },
-  { name: BrokerActor.CONSUMERS, logic: consumersMachine },
+  { name: BrokerActor.OFFSETS, logic: offsetsMachine, shutdown: true, localOnly: ["PERSIST"] },
+  { name: BrokerActor.CONSUMERS, logic: consumersMachine, localOnly: ["SCAN"] },
   { name: BrokerActor.PULL, logic: pullMachine, direct: pullDirect },
-  { name: BrokerActor.HOLD, logic: holdMachine, shutdown: true, direct: holdDirect },
+  {
+    name: BrokerActor.HOLD,
+    logic: holdMachine,
+    shutdown: true,
+    direct: holdDirect,
+    localOnly: ["HOLD_PULL", "ARRIVAL", "CHECK", "EXPIRE"],
+  },
   { name: BrokerActor.LOCKS, logic: locksMachine },
   // delay levels and retries: the scheduler stops (and persists its progress) before the store drains
-  { name: BrokerActor.SCHEDULER, logic: schedulerMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },
+  {
+    name: BrokerActor.SCHEDULER,
+    logic: schedulerMachine,
+    enabled: (ctx) => ctx.config.role !== "SLAVE",
+    shutdown: true,
+    localOnly: ["TICK"],
+  },
   { name: BrokerActor.SENDBACK, logic: sendbackMachine },
   // replication: a master serves its slaves, a slave replicates from its master
-  { name: BrokerActor.HA, logic: haMachine, enabled: (ctx) => ctx.config.role !== "SLAVE", shutdown: true },
+  {
+    name: BrokerActor.HA,
+    logic: haMachine,
+    enabled: (ctx) => ctx.config.role !== "SLAVE",
+    shutdown: true,
+    localOnly: ["HA_WAKE", "HA_TICK"],
+  },
   { name: BrokerActor.HA, logic: haClientMachine, enabled: (ctx) => ctx.config.role === "SLAVE", shutdown: true },
   // message lookup by key and by id (reads the store only)
   { name: QUERY_MESSAGE_ACTOR, logic: queryMessageMachine },
-  { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true },
+  { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true, localOnly: ["REGISTER_NOW", "TOPIC_CHANGED"] },
 ];

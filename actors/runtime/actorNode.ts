@@ -16,6 +16,7 @@ import {
   NODE_ACTOR_NAME,
 } from "./inspection.ts";
 import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
+import { isReservedEventType, localOnlySet } from "./remoteEvents.ts";
 import { type ActorFailure, type DirectHandlers, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
 
 /** Options of {@link ActorNode.start}; see docs/internals.md §3. */
@@ -28,6 +29,11 @@ export interface SpawnOptions {
   supervision?: Supervision;
   /** hot events the node may hand to their handler without a macrostep (see {@link DirectHandlers}) */
   direct?: DirectHandlers;
+  /**
+   * event types the actor takes only from its own process (its timer ticks, the completions it
+   * sends itself), on top of SHUTDOWN: refused with NO_PERMISSION when they come from the network
+   */
+  localOnly?: readonly string[];
 }
 
 /** Counters of a node. */
@@ -36,6 +42,8 @@ export interface ActorNodeStats extends TransportStats {
   noActor: number;
   /** hosted actor failures (each restart or stop) */
   actorFailures: number;
+  /** events from the network refused: xstate's internal types, or types an actor takes only locally */
+  refusedEvents: number;
 }
 
 /** Events a node emits: `actorFailure` with an {@link ActorFailure}. */
@@ -59,6 +67,7 @@ export class ActorNode implements RefHost {
   private readonly publishers = new Map<string, (final?: boolean) => Promise<void>>();
   private noActor = 0;
   private actorFailures = 0;
+  private refusedEvents = 0;
   private closing: Promise<void> | null = null;
 
   private constructor(transport: ZmqNode) {
@@ -96,6 +105,7 @@ export class ActorNode implements RefHost {
       opts.input,
       opts.supervision ?? defaultSupervision(),
       opts.direct,
+      localOnlySet(opts.localOnly),
       (ha) => this.hub.attach(ha.name, ha.actor),
       (ha, error, action, backoffMs) => this.onFailure(ha, error, action, backoffMs),
     );
@@ -233,7 +243,7 @@ export class ActorNode implements RefHost {
 
   /** Transport and runtime counters. */
   stats(): ActorNodeStats {
-    return { ...this.transport.stats, noActor: this.noActor, actorFailures: this.actorFailures };
+    return { ...this.transport.stats, noActor: this.noActor, actorFailures: this.actorFailures, refusedEvents: this.refusedEvents };
   }
 
   /** Stops every actor, inspection publisher, socket and timer. */
@@ -272,14 +282,24 @@ export class ActorNode implements RefHost {
     ev.body = body;
     ev.reply = replier;
     ev.origin = undefined;
-    this.dispatch(name, ev as WireEvent, replier);
+    this.dispatch(name, ev as WireEvent, replier, false);
   }
 
-  private dispatch(name: string, ev: WireEvent, replier: Replier | undefined): void {
+  private dispatch(name: string, ev: WireEvent, replier: Replier | undefined, remote: boolean): void {
     const h = this.hosted.get(name);
     if (h === undefined || h.status === "stopped") {
       this.noActor++;
       replier?.fail(new MQError("SYSTEM_ERROR", `no actor ${name} on ${this.nodeId}`));
+      return;
+    }
+    if (remote && h.localOnly.has(ev.type)) {
+      this.refusedEvents++;
+      replier?.fail(
+        new MQError(
+          "NO_PERMISSION",
+          `The actor ${name} on ${this.nodeId} takes ${ev.type} only from its own process; it cannot be sent from another node.`,
+        ),
+      );
       return;
     }
     if (h.status === "restarting") {
@@ -334,13 +354,24 @@ export class ActorNode implements RefHost {
       this.inspectSubscribe(event, replier);
       return;
     }
+    if (isReservedEventType(event.type)) {
+      // xstate.stop would stop the actor for good; xstate.error/done/after fake failures and timers
+      this.refusedEvents++;
+      replier?.fail(
+        new MQError(
+          "REQUEST_CODE_NOT_SUPPORTED",
+          `The event type ${event.type.slice(0, 64)} is internal to xstate; remote senders cannot send it (to ${target} on ${this.nodeId}).`,
+        ),
+      );
+      return;
+    }
     let origin = link.origin as LinkOrigin | undefined;
     if (origin === undefined || origin.nodeId !== sender) link.origin = origin = new LinkOrigin(this, link, sender);
     // the decoded event is ours: attach in place rather than copy
     event.body = body;
     event.reply = replier;
     event.origin = origin;
-    this.dispatch(target, event, replier);
+    this.dispatch(target, event, replier, true);
   }
 
   private inspectSubscribe(event: WireEvent, replier: Replier | undefined): void {

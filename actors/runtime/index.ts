@@ -7,5 +7,6 @@ export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, Inspe
 export { INSPECTION_NODE_CLOSED_EVENT, machineDefinition, summarize } from "./inspection.ts";
 export { InspectionCollector } from "./inspectionCollector.ts";
 export type { AskOptions, Origin, Ref, Replier, Reply, SendOptions, WireEvent } from "./refs.ts";
+export { DEFAULT_LOCAL_ONLY_EVENTS } from "./remoteEvents.ts";
 export type { ActorFailure, DirectHandlers, Supervision } from "./supervision.ts";
 export { DEFAULT_BACKOFF_MS, DEFAULT_MAX_RESTARTS, defaultSupervision } from "./supervision.ts";

@@ -64,6 +64,8 @@ export class HostedActor {
   failures = 0;
   /** the direct handlers by event type, and the state they apply in */
   readonly direct: { state: string; handlers: Map<string, DirectHandler> } | undefined;
+  /** event types refused when they come from another process (remoteEvents.ts) */
+  readonly localOnly: ReadonlySet<string>;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -72,11 +74,13 @@ export class HostedActor {
     readonly input: unknown,
     readonly supervision: Supervision,
     direct: DirectHandlers | undefined,
+    localOnly: ReadonlySet<string>,
     private readonly onStarted: (h: HostedActor) => void,
     private readonly onFailure: (h: HostedActor, error: unknown, action: "restart" | "stop", backoffMs: number) => void,
   ) {
     // a Map: event types come off the wire ("toString" must not find Object.prototype's)
     this.direct = direct && { state: direct.state, handlers: new Map(Object.entries(direct.handlers)) };
+    this.localOnly = localOnly;
     this.actor = this.create();
   }
 

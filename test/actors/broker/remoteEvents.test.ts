@@ -1,0 +1,48 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { brokerActors } from "../../../actors/broker/brokerActors.ts";
+import { isMQError } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+import { startFixture } from "./consumptionFixture.ts";
+
+test("another process cannot shut down or stop a broker's actors, nor send them their own ticks", async (t) => {
+  const f = await startFixture({ logLevel: "silent" });
+  t.after(() => f.close());
+  await f.send("T", 0, [{ body: "before" }]);
+  const hosted = brokerActors.filter((e) => f.broker.ctx.node.actorOf(e.name) !== undefined);
+  const internal = hosted.flatMap((e) => ["SHUTDOWN", ...(e.localOnly ?? [])].map((type) => [e.name, type] as const));
+  // the actors that hold resources, and their timer ticks and self-sent completions, are covered
+  for (const [name, type] of [
+    ["store", "SHUTDOWN"],
+    ["store", "PUT_GROUP"],
+    ["store", "PUT_DONE"],
+    ["hold", "HOLD_PULL"],
+    ["hold", "EXPIRE"],
+    ["offsets", "PERSIST"],
+    ["scheduler", "TICK"],
+    ["registrar", "SHUTDOWN"],
+  ])
+    assert.ok(
+      internal.some(([n, ty]) => n === name && ty === type),
+      `${name} refuses ${type} from the network`,
+    );
+  for (const [name, type] of internal) {
+    await assert.rejects(
+      f.client.ref(f.broker.address, name).ask({ type }, { timeoutMs: 3000 }),
+      (e) => isMQError(e, "NO_PERMISSION"),
+      `${type} to ${name}`,
+    );
+  }
+  const refused = f.broker.ctx.node.stats().refusedEvents;
+  for (const e of hosted) {
+    f.client.ref(f.broker.address, e.name).send({ type: "SHUTDOWN" });
+    f.client.ref(f.broker.address, e.name).send({ type: "xstate.stop" });
+  }
+  await waitFor(() => f.broker.ctx.node.stats().refusedEvents === refused + 2 * hosted.length, 5000, "every one-way send refused");
+  for (const e of hosted) assert.equal(f.broker.ctx.node.actorOf(e.name)?.getSnapshot().status, "active", e.name);
+  const after = await f.send("T", 0, [{ body: "after" }]);
+  assert.equal(after.queueOffset, 1);
+  const pulled = await f.pull({ topic: "T", queueId: 0, queueOffset: 0 });
+  assert.equal(pulled.fields.status, "SUCCESS");
+  assert.equal(pulled.fields.nextBeginOffset, 2);
+});
