@@ -1,7 +1,8 @@
 /**
  * The table of asks waiting for a reply. One promise per ask and no per-ask timer: asks are kept
  * in buckets by timeout value, so within a bucket deadlines are in insertion order and one sweep
- * timer only looks at the expired heads.
+ * timer only looks at the expired heads. Each ask remembers the link it went out on (null for a
+ * local ask): ids are sequential and shared by every peer, so a reply is taken only from that link.
  */
 import { MQError } from "./protocol.ts";
 
@@ -10,6 +11,12 @@ export interface ReplyMessage<T = Record<string, unknown>> {
   fields: T;
   body?: Buffer;
 }
+
+/**
+ * What a reply did: completed its ask, found none waiting (timed out, already answered, never
+ * sent), or came from another link than the ask went out on (the ask keeps waiting).
+ */
+export type ReplyOutcome = "done" | "late" | "foreign";
 
 /** How often expired asks are looked for, in ms. */
 export const DEFAULT_SWEEP_INTERVAL_MS = 10;
@@ -21,6 +28,8 @@ class Pending {
     readonly deadline: number,
     readonly type: string,
     readonly target: string,
+    /** the link (any object the transport chooses) the ask went out on; null for a local ask */
+    readonly link: object | null,
     readonly bucket: Map<number, Pending>,
   ) {}
 }
@@ -42,8 +51,8 @@ export class PendingRequests {
     return this.byId.has(id);
   }
 
-  /** Registers an ask; returns its correlation id and the promise of its reply. */
-  add<T>(timeoutMs: number, type: string, target: string): { id: number; promise: Promise<ReplyMessage<T>> } {
+  /** Registers an ask sent on `link` (null: local); returns its correlation id and the promise of its reply. */
+  add<T>(timeoutMs: number, type: string, target: string, link: object | null): { id: number; promise: Promise<ReplyMessage<T>> } {
     const id = this.nextId;
     this.nextId = id >= 0x7fffffff ? 1 : id + 1;
     let bucket = this.buckets.get(timeoutMs);
@@ -53,7 +62,7 @@ export class PendingRequests {
     }
     const b = bucket;
     const promise = new Promise<ReplyMessage<T>>((resolve, reject) => {
-      const p = new Pending(resolve, reject, Date.now() + timeoutMs, type, target, b);
+      const p = new Pending(resolve, reject, Date.now() + timeoutMs, type, target, link, b);
       this.byId.set(id, p);
       b.set(id, p);
     });
@@ -61,31 +70,38 @@ export class PendingRequests {
     return { id, promise };
   }
 
-  /** Completes an ask with a reply; false when it had already timed out or never existed. */
-  resolve(id: number, reply: ReplyMessage<any>): boolean {
-    const p = this.take(id);
-    if (!p) return false;
+  /** Completes an ask with the reply that came in on `from` (null: a local replier). */
+  resolve(id: number, from: object | null, reply: ReplyMessage<any>): ReplyOutcome {
+    const p = this.take(id, from);
+    if (p === undefined) return "late";
+    if (p === null) return "foreign";
     p.resolve(reply);
-    return true;
+    return "done";
   }
 
-  /** Fails an ask; false when it was no longer pending. */
-  reject(id: number, err: MQError): boolean {
-    const p = this.take(id);
-    if (!p) return false;
+  /** Fails an ask with the error reply that came in on `from` (null: a local replier). */
+  reject(id: number, from: object | null, err: MQError): ReplyOutcome {
+    const p = this.take(id, from);
+    if (p === undefined) return "late";
+    if (p === null) return "foreign";
     p.reject(err);
-    return true;
+    return "done";
   }
 
   /** Fails every pending ask (node closing). */
   rejectAll(err: MQError): void {
-    for (const id of [...this.byId.keys()]) this.reject(id, err);
+    const all = [...this.byId.values()];
+    this.byId.clear();
+    this.buckets.clear();
+    for (const p of all) p.reject(err);
     this.stopTimer();
   }
 
-  private take(id: number): Pending | undefined {
+  /** Removes and returns ask `id` if it went out on `from`; null (left waiting) if on another link. */
+  private take(id: number, from: object | null): Pending | null | undefined {
     const p = this.byId.get(id);
     if (!p) return undefined;
+    if (p.link !== from) return null;
     this.byId.delete(id);
     p.bucket.delete(id);
     // the sweep timer is stopped by the sweep that finds nothing pending: one ask after another
@@ -109,7 +125,8 @@ export class PendingRequests {
     for (const [timeoutMs, bucket] of this.buckets) {
       for (const [id, p] of bucket) {
         if (p.deadline > now) break;
-        this.take(id);
+        this.byId.delete(id);
+        bucket.delete(id);
         p.reject(
           new MQError(
             "TIMEOUT",

@@ -87,6 +87,8 @@ export interface TransportStats {
   staleDropped: number;
   /** replies to asks that had already timed out */
   lateReplies: number;
+  /** replies dropped because they came from another link than their ask went out on (a peer answering for another) */
+  foreignReplies: number;
   /** socket sends that failed (peer gone, queue full) */
   sendFailures: number;
 }
@@ -169,6 +171,7 @@ export class ZmqNode {
     malformedAnswered: 0,
     staleDropped: 0,
     lateReplies: 0,
+    foreignReplies: 0,
     sendFailures: 0,
   };
   readonly pending = new PendingRequests();
@@ -311,7 +314,7 @@ export class ZmqNode {
   ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
-    const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target);
+    const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target, link);
     this.enqueueRequest(link, id, target, event, body, timeoutMs);
     return promise;
   }
@@ -571,7 +574,7 @@ export class ZmqNode {
       const body = bl >= 0 ? buf.subarray(off, off + bl) : undefined;
       if (bl > 0) off += bl;
       if (kind === KIND_REQUEST) this.onRequestFrame(link, h, body);
-      else if (kind === KIND_REPLY) this.onReplyFrame(h, body);
+      else if (kind === KIND_REPLY) this.onReplyFrame(link, h, body);
       else this.stats.malformedDropped++;
     }
   }
@@ -631,7 +634,7 @@ export class ZmqNode {
     }
   }
 
-  private onReplyFrame(h: unknown[], body: Buffer | undefined): void {
+  private onReplyFrame(link: Link, h: unknown[], body: Buffer | undefined): void {
     const corrId = h[1];
     const rcode = h[2];
     const payload = h[3];
@@ -640,11 +643,13 @@ export class ZmqNode {
       return;
     }
     this.stats.repliesIn++;
-    const done =
+    // only the link the ask went out on may answer it: ids are sequential, any peer could guess them
+    const outcome =
       rcode === ResponseCode.SUCCESS
-        ? this.pending.resolve(corrId, body === undefined ? { fields: payload } : { fields: payload, body })
-        : this.pending.reject(corrId, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
-    if (!done) this.stats.lateReplies++;
+        ? this.pending.resolve(corrId, link, body === undefined ? { fields: payload } : { fields: payload, body })
+        : this.pending.reject(corrId, link, MQError.fromWire(payload as { code?: unknown; message?: unknown }));
+    if (outcome === "late") this.stats.lateReplies++;
+    else if (outcome === "foreign") this.stats.foreignReplies++;
   }
 
   private malformed(link: Link, corrId: number, why: string): void {

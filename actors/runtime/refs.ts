@@ -86,12 +86,12 @@ export class LocalReplier implements Replier {
     if (this.done) return;
     this.done = true;
     const b = toBodyBuffer(body);
-    this.transport.pending.resolve(this.corrId, b === undefined ? { fields: fields ?? {} } : { fields: fields ?? {}, body: b });
+    this.transport.pending.resolve(this.corrId, null, b === undefined ? { fields: fields ?? {} } : { fields: fields ?? {}, body: b });
   }
   fail(err: MQError): void {
     if (this.done) return;
     this.done = true;
-    this.transport.pending.reject(this.corrId, err instanceof MQError ? err : new MQError("SYSTEM_ERROR", String(err)));
+    this.transport.pending.reject(this.corrId, null, err instanceof MQError ? err : new MQError("SYSTEM_ERROR", String(err)));
   }
 }
 
@@ -126,7 +126,7 @@ export class LocalRef implements Ref {
   ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
     const t = this.host.transport;
     if (t.isClosed) return Promise.reject(new MQError("CLOSED", `The node is closed; cannot ask ${this.name}.`));
-    const { id, promise } = t.pending.add<T>(opts?.timeoutMs ?? t.requestTimeoutMs, event.type, this.name);
+    const { id, promise } = t.pending.add<T>(opts?.timeoutMs ?? t.requestTimeoutMs, event.type, this.name, null);
     this.host.deliverLocal(this.name, event, toBodyBuffer(opts?.body), new LocalReplier(t, id));
     return promise;
   }
