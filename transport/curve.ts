@@ -67,30 +67,73 @@ export function checkCurveKey(key: unknown, what: string): asserts key is string
 }
 
 const ZAP_ENDPOINT = "inproc://zeromq.zap.01";
+/** Binds of the ZAP endpoint tried while it is in use, and the pause between them. */
+const ZAP_BIND_ATTEMPTS = 20;
+const ZAP_BIND_RETRY_MS = 10;
 
 /** The process-wide ZAP handler: domain -> allowed client keys (hex of the 32 raw bytes). */
 class ZapHandler {
   private readonly domains = new Map<string, Set<string>>();
   private socket: zmq.Reply | null = null;
+  /** the bind in progress or done: nodes starting at the same time share it (one socket can bind) */
+  private bound: Promise<void> | null = null;
   /** Handshakes refused, for tests and stats. */
   rejected = 0;
 
+  /**
+   * Adds a domain and its allowed keys, binding the handler's socket on first use. Throws
+   * MQError SYSTEM_ERROR, with the domain removed again, when the endpoint cannot be bound.
+   */
   async register(domain: string, allowedKeys: string[]): Promise<void> {
-    this.domains.set(domain, new Set(allowedKeys.map((k) => z85Decode(k).toString("hex"))));
-    if (this.socket === null) {
-      const sock = new zmq.Reply({ linger: 0 });
-      await sock.bind(ZAP_ENDPOINT);
-      this.socket = sock;
-      void this.serve(sock);
+    const keys = new Set(allowedKeys.map((k) => z85Decode(k).toString("hex")));
+    this.domains.set(domain, keys);
+    if (this.bound === null) this.bound = this.bind();
+    try {
+      await this.bound;
+    } catch (e) {
+      if (this.domains.get(domain) === keys) this.domains.delete(domain);
+      throw new MQError(
+        "SYSTEM_ERROR",
+        `Cannot start the CURVE client-key check: binding ${ZAP_ENDPOINT} failed (${(e as Error).message}); another ZAP handler in this process may hold it.`,
+        { cause: e },
+      );
     }
   }
 
   unregister(domain: string): void {
     this.domains.delete(domain);
+    this.closeIfUnused();
+  }
+
+  private closeIfUnused(): void {
     if (this.domains.size === 0 && this.socket !== null) {
       this.socket.close();
       this.socket = null;
+      this.bound = null;
     }
+  }
+
+  private async bind(): Promise<void> {
+    const sock = new zmq.Reply({ linger: 0 });
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await sock.bind(ZAP_ENDPOINT);
+        break;
+      } catch (e) {
+        // the socket closed when the last listening node closed frees the endpoint a moment later
+        if ((e as { code?: string }).code === "EADDRINUSE" && attempt < ZAP_BIND_ATTEMPTS) {
+          await new Promise((r) => setTimeout(r, ZAP_BIND_RETRY_MS));
+          continue;
+        }
+        sock.close();
+        this.bound = null; // a later start tries again
+        throw e;
+      }
+    }
+    this.socket = sock;
+    void this.serve(sock);
+    // every node that registered gave up while the bind was under way
+    this.closeIfUnused();
   }
 
   private async serve(sock: zmq.Reply): Promise<void> {

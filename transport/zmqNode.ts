@@ -207,6 +207,12 @@ export class ZmqNode {
       checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
       checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");
     }
+    if (opts.listen && opts.curve) {
+      // checked before the ROUTER exists: a socket left open would keep the process alive
+      checkCurveKey(opts.curve.publicKey, "curve.publicKey");
+      checkCurveKey(opts.curve.secretKey, "curve.secretKey");
+      for (const k of opts.curve.allowedClientKeys ?? []) checkCurveKey(k, "curve.allowedClientKeys[]");
+    }
     let router: zmq.Router | null = null;
     let address: string | null = null;
     let zapDomain: string | null = null;
@@ -221,15 +227,17 @@ export class ZmqNode {
         heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       });
       if (opts.curve) {
-        checkCurveKey(opts.curve.publicKey, "curve.publicKey");
-        checkCurveKey(opts.curve.secretKey, "curve.secretKey");
         router.curveServer = true;
         router.curvePublicKey = opts.curve.publicKey;
         router.curveSecretKey = opts.curve.secretKey;
         if (opts.curve.allowedClientKeys) {
-          for (const k of opts.curve.allowedClientKeys) checkCurveKey(k, "curve.allowedClientKeys[]");
           zapDomain = `actormq/${opts.nodeId}`;
-          await zapHandler.register(zapDomain, opts.curve.allowedClientKeys);
+          try {
+            await zapHandler.register(zapDomain, opts.curve.allowedClientKeys);
+          } catch (e) {
+            router.close();
+            throw e;
+          }
           router.zapDomain = zapDomain;
         }
       }
