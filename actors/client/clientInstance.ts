@@ -126,6 +126,17 @@ export class ClientInstance {
     }
     const instanceName = options.instanceName ?? DEFAULT_INSTANCE_NAME;
     const key = keyOf(nameservers, instanceName);
+    for (;;) {
+      const inst = await ClientInstance.shared(key, options, nameservers, instanceName);
+      // the last holder may have released it while this acquire waited: that one is closing, start another
+      if (inst.closing !== null) continue;
+      inst.refs++;
+      return inst;
+    }
+  }
+
+  /** The registry's instance for `key`, started if there is none. */
+  private static shared(key: string, options: ClientInstanceOptions, nameservers: string[], instanceName: string): Promise<ClientInstance> {
     let p = registry.get(key);
     if (!p) {
       p = (async () => {
@@ -144,9 +155,7 @@ export class ClientInstance {
       registry.set(key, p);
       p.catch(() => registry.delete(key));
     }
-    const inst = await p;
-    inst.refs++;
-    return inst;
+    return p;
   }
 
   /** Gives back one acquire; the last release closes the node and timers. */
