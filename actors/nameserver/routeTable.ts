@@ -45,6 +45,12 @@ export class RouteTable {
    */
   register(req: RegisterBrokerRequest, nowMs: number): RegisterBrokerReply {
     const { clusterName, brokerName, brokerAddr, brokerId } = req;
+    // liveness is kept by address: a broker that died without unregistering, and whose address
+    // another broker name now registers on, would otherwise never expire (the same name under
+    // another id is handled below, keeping its queues)
+    const prev = this.brokerLiveTable.get(brokerAddr);
+    if (prev !== undefined && prev.brokerName !== brokerName)
+      this.removeAddress(brokerAddr, prev.brokerName, prev.brokerId, prev.clusterName);
     let names = this.clusterAddrTable.get(clusterName);
     if (!names) {
       names = new Set();

@@ -102,3 +102,39 @@ test("unregister removes the broker; a slave gets its master's address; queues s
     (e) => isMQError(e, "TOPIC_NOT_EXIST"),
   );
 });
+
+test("a broker registering on an address another broker name was live on replaces that entry", () => {
+  const t = new RouteTable();
+  // broker a (master on h:1, slave on h:2) and broker c on h:9
+  t.register(reg("a", "tcp://h:1", [tc("TA")]), 0);
+  t.register(reg("a", "tcp://h:2", [], 1), 0);
+  t.register(reg("c", "tcp://h:9", [tc("TC")]), 0);
+  // c died without unregistering; broker b started on its port: c is gone at once, not kept forever
+  t.register(reg("b", "tcp://h:9", [tc("TB")]), 1000);
+  assert.deepEqual(t.topicList(), ["TA", "TB"]);
+  assert.deepEqual(Object.keys(t.clusterInfo().brokerAddrTable).sort(), ["a", "b"]);
+  assert.equal(t.liveBrokerCount, 3);
+  // a's slave address taken over by b's slave: a keeps its master and its topics
+  t.register(reg("b", "tcp://h:2", [], 1), 2000);
+  assert.deepEqual(t.clusterInfo().brokerAddrTable.a!.brokerAddrs, { "0": "tcp://h:1" });
+  assert.deepEqual(t.getRoute("TA").brokerDatas[0]!.brokerAddrs, { "0": "tcp://h:1" });
+  assert.deepEqual(t.clusterInfo().brokerAddrTable.b!.brokerAddrs, { "0": "tcp://h:9", "1": "tcp://h:2" });
+  // b keeps registering; a stops: a expires like any silent broker
+  const late = DEFAULT_BROKER_EXPIRED_MS + 10_000;
+  t.register(reg("b", "tcp://h:9", [tc("TB")]), late);
+  t.register(reg("b", "tcp://h:2", [], 1), late);
+  assert.deepEqual(t.scanNotActiveBrokers(late + 1), ["tcp://h:1"]);
+  assert.deepEqual(t.topicList(), ["TB"]);
+  assert.deepEqual(t.clusterInfo().clusterAddrTable, { C: ["b"] });
+});
+
+test("a master re-registering on its address under another id leaves no stale master entry, and keeps its queues", () => {
+  const t = new RouteTable();
+  t.register(reg("a", "tcp://h:1", [tc("T")]), 0);
+  t.register(reg("a", "tcp://h:1", [], 1), 10); // demoted to slave in place
+  assert.deepEqual(t.clusterInfo().brokerAddrTable.a?.brokerAddrs, { "1": "tcp://h:1" });
+  assert.deepEqual(t.getRoute("T").brokerDatas[0]!.brokerAddrs, { "1": "tcp://h:1" });
+  assert.equal(t.liveBrokerCount, 1);
+  assert.deepEqual(t.scanNotActiveBrokers(DEFAULT_BROKER_EXPIRED_MS + 11), ["tcp://h:1"]);
+  assert.deepEqual(t.clusterInfo(), { brokerAddrTable: {}, clusterAddrTable: {} });
+});
