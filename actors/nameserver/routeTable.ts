@@ -80,8 +80,9 @@ export class RouteTable {
 
     if (brokerId === MASTER_ID) {
       const listed = req.topicConfigTable ?? {};
+      // own keys only: the table came off the wire, and `in` finds Object.prototype's names (constructor, ...)
       for (const [topic, byBroker] of this.topicQueueTable) {
-        if (!(topic in listed) && byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);
+        if (!Object.hasOwn(listed, topic) && byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);
       }
       for (const tc of Object.values(listed)) {
         let byBroker = this.topicQueueTable.get(tc.topicName);

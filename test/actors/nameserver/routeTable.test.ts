@@ -138,3 +138,11 @@ test("a master re-registering on its address under another id leaves no stale ma
   assert.deepEqual(t.scanNotActiveBrokers(DEFAULT_BROKER_EXPIRED_MS + 11), ["tcp://h:1"]);
   assert.deepEqual(t.clusterInfo(), { brokerAddrTable: {}, clusterAddrTable: {} });
 });
+
+test("a topic named like an Object.prototype member leaves the route when its master stops listing it", () => {
+  const t = new RouteTable();
+  t.register(reg("a", "tcp://h:1", [tc("T"), tc("constructor"), tc("toString"), tc("hasOwnProperty")]), 0);
+  assert.deepEqual(t.topicList(), ["T", "constructor", "hasOwnProperty", "toString"]);
+  t.register(reg("a", "tcp://h:1", [tc("T")]), 10);
+  assert.deepEqual(t.topicList(), ["T"]);
+});
