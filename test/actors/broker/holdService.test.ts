@@ -143,7 +143,7 @@ test("a pull that finds nothing after the hold service shut down is answered at 
   try {
     await s.broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
     // the first step of the broker's close: the node keeps serving pulls until it closes
-    await s.client.ref(s.broker.address, BrokerActor.HOLD).ask({ type: "SHUTDOWN" }, { timeoutMs: 3000 });
+    await s.broker.ctx.node.ref(null, BrokerActor.HOLD).ask({ type: "SHUTDOWN" }, { timeoutMs: 3000 });
     const t0 = Date.now();
     const r = await s.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 15_000 }, 3000);
     assert.equal(r.fields.status, "PULL_NOT_FOUND");
