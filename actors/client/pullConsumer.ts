@@ -165,6 +165,7 @@ export class PullConsumer {
     host.node.spawn(c.names.pull, pullServiceMachine, {
       input: { service: c.pullService, inspecting: () => host.node.inspecting },
       supervision: { strategy: "stop" },
+      localOnly: "all",
     });
     if (opts.autoCommit) {
       c.commitTimer = setInterval(() => void c.commit().catch(() => {}), opts.autoCommitIntervalMs);

@@ -457,17 +457,24 @@ export class PushConsumer {
       node.spawn(this.names.consume, consumeOrderlyServiceMachine, {
         input: { service: this.orderlyService },
         supervision: { strategy: "stop" },
+        localOnly: "all",
       });
     else
-      node.spawn(this.names.consume, consumeServiceMachine, { input: { service: this.consumeService }, supervision: { strategy: "stop" } });
+      node.spawn(this.names.consume, consumeServiceMachine, {
+        input: { service: this.consumeService },
+        supervision: { strategy: "stop" },
+        localOnly: "all",
+      });
     if (this.queueLocks)
       node.spawn(this.names.locks, queueLocksMachine, {
         input: { locks: this.queueLocks, intervalMs: this.opts.rebalanceLockIntervalMs },
         supervision: { strategy: "stop" },
+        localOnly: "all",
       });
     node.spawn(this.names.pull, pullServiceMachine, {
       input: { service: this.pullService, inspecting: () => node.inspecting },
       supervision: { strategy: "stop" },
+      localOnly: "all",
     });
     await this.rebalancer.doRebalance();
     this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);

@@ -381,7 +381,11 @@ export class RebalanceTrigger {
   /** Spawns the rebalancer actor (unless running) and runs a request that came before it. */
   spawn(rebalancer: Rebalancer, intervalMs: number): void {
     if (this.node.actorOf(this.actorName)) return;
-    this.node.spawn(this.actorName, rebalancerMachine, { input: { rebalancer, intervalMs }, supervision: { strategy: "stop" } });
+    this.node.spawn(this.actorName, rebalancerMachine, {
+      input: { rebalancer, intervalMs },
+      supervision: { strategy: "stop" },
+      localOnly: "all",
+    });
     if (this.pending) {
       this.pending = false;
       this.request();

@@ -16,7 +16,7 @@ import {
   NODE_ACTOR_NAME,
 } from "./inspection.ts";
 import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
-import { isReservedEventType, localOnlySet } from "./remoteEvents.ts";
+import { isReservedEventType, type LocalOnlyEvents, localOnlySet } from "./remoteEvents.ts";
 import { type ActorFailure, type DirectHandlers, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
 
 /** Options of {@link ActorNode.start}; see docs/internals.md §3. */
@@ -31,9 +31,10 @@ export interface SpawnOptions {
   direct?: DirectHandlers;
   /**
    * event types the actor takes only from its own process (its timer ticks, the completions it
-   * sends itself), on top of SHUTDOWN: refused with NO_PERMISSION when they come from the network
+   * sends itself), on top of SHUTDOWN: refused with NO_PERMISSION when they come from the network;
+   * "all" for an actor only its own process drives
    */
-  localOnly?: readonly string[];
+  localOnly?: LocalOnlyEvents;
 }
 
 /** Counters of a node. */

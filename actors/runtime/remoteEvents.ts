@@ -4,8 +4,9 @@
  * xstate's own (`xstate.stop` stops an actor for good; `xstate.error.*`, `xstate.done.*`,
  * `xstate.after.*` fake failures, completions and timers) and the wildcard `*` are refused for every
  * actor; the types an actor declares local-only (SHUTDOWN for every actor, plus
- * `SpawnOptions.localOnly`: its timer ticks, the completions it sends itself) are refused too.
- * Local refs deliver all of them.
+ * `SpawnOptions.localOnly`: its timer ticks, the completions it sends itself) are refused too; an
+ * actor spawned with `localOnly: "all"` (a consumer's pull, consume, lock and rebalance workers, which
+ * only their own process drives) takes nothing from the network. Local refs deliver all of them.
  */
 
 /** Types no actor takes from another process unless it is spawned with its own list. */
@@ -16,7 +17,18 @@ export function isReservedEventType(type: string): boolean {
   return type.startsWith("xstate.") || type.startsWith("@xstate.") || type === "*";
 }
 
-/** The local-only set of one actor: the defaults plus what it declares. */
-export function localOnlySet(declared: readonly string[] | undefined): ReadonlySet<string> {
+/** What an actor declares local-only: some types, or every type ("all"). */
+export type LocalOnlyEvents = readonly string[] | "all";
+
+/** The event types of one actor that the network may not send. */
+export interface LocalOnlyTypes {
+  has(type: string): boolean;
+}
+
+const EVERY_TYPE: LocalOnlyTypes = { has: () => true };
+
+/** The local-only types of one actor: the defaults plus what it declares. */
+export function localOnlySet(declared: LocalOnlyEvents | undefined): LocalOnlyTypes {
+  if (declared === "all") return EVERY_TYPE;
   return new Set(declared === undefined ? DEFAULT_LOCAL_ONLY_EVENTS : [...DEFAULT_LOCAL_ONLY_EVENTS, ...declared]);
 }

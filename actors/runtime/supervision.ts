@@ -4,6 +4,7 @@
  * to its declared strategy; every failure is reported to the node.
  */
 import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
+import type { LocalOnlyTypes } from "./remoteEvents.ts";
 
 /**
  * Handlers a machine's flat state runs for some events as targetless transitions whose only
@@ -65,7 +66,7 @@ export class HostedActor {
   /** the direct handlers by event type, and the state they apply in */
   readonly direct: { state: string; handlers: Map<string, DirectHandler> } | undefined;
   /** event types refused when they come from another process (remoteEvents.ts) */
-  readonly localOnly: ReadonlySet<string>;
+  readonly localOnly: LocalOnlyTypes;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -74,7 +75,7 @@ export class HostedActor {
     readonly input: unknown,
     readonly supervision: Supervision,
     direct: DirectHandlers | undefined,
-    localOnly: ReadonlySet<string>,
+    localOnly: LocalOnlyTypes,
     private readonly onStarted: (h: HostedActor) => void,
     private readonly onFailure: (h: HostedActor, error: unknown, action: "restart" | "stop", backoffMs: number) => void,
   ) {

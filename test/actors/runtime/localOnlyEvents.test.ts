@@ -84,4 +84,13 @@ describe("events remote senders may not send", () => {
     await remote.ask({ type: "TICK" });
     assert.deepEqual((await get(remote)).fields, { shutdowns: 0, ticks: 1 });
   });
+
+  it('an actor spawned with localOnly "all" takes nothing from the network, everything locally', async () => {
+    server.spawn("c", machine, { localOnly: "all" });
+    const remote = client.ref(server.address, "c");
+    for (const type of ["GET", "TICK", "ANYTHING"]) await assert.rejects(remote.ask({ type }), (e) => isMQError(e, "NO_PERMISSION"), type);
+    const local = server.ref(null, "c");
+    await local.ask({ type: "TICK" });
+    assert.deepEqual((await get(local)).fields, { shutdowns: 0, ticks: 1 });
+  });
 });
