@@ -29,6 +29,9 @@ export const DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED = 2;
  */
 export const ATTEMPT_BUDGET_SHARE = 2 / 3;
 
+/** RocketMQ's `MixAll.DEFAULT_PRODUCER_GROUP`. */
+export const DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER";
+
 /** Options of `Producer.start` (API.md). */
 export interface ProducerOptions extends ClientInstanceOptions {
   group: string;
@@ -112,6 +115,12 @@ export class Producer {
         `Producer group "${String(opts?.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
       );
     }
+    // as RocketMQ's producer: the reserved default group of clients that never named one
+    if (opts.group === DEFAULT_PRODUCER_GROUP)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The producer group may not be ${DEFAULT_PRODUCER_GROUP} (RocketMQ's reserved default): name your group.`,
+      );
     for (const k of ["sendTimeoutMs", "retryTimesWhenSendFailed", "maxMessageBytes"] as const) {
       const v = opts[k];
       if (v !== undefined && (!Number.isInteger(v) || v < (k === "retryTimesWhenSendFailed" ? 0 : 1))) {

@@ -187,7 +187,16 @@ export function checkGroup(group: unknown): asserts group is string {
     );
   }
   checkNotReserved(group, "consumer group");
+  // RocketMQ's consumers refuse it too: it is the group of clients that never named one
+  if (group === DEFAULT_CONSUMER_GROUP)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `The consumer group may not be ${DEFAULT_CONSUMER_GROUP} (RocketMQ's reserved default): name your group.`,
+    );
 }
+
+/** RocketMQ's `MixAll.DEFAULT_CONSUMER_GROUP`. */
+export const DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER";
 
 /** The consumer's view of a ClientInstance. */
 export function consumerHostOf(inst: ClientInstance): ConsumerHost {
