@@ -261,6 +261,29 @@ export interface TopicConfig {
   order: boolean;
 }
 
+/** Largest queue count a topic may have on one broker. */
+export const MAX_QUEUE_NUMS = 1024;
+
+/** Checks a topic config's name, queue numbers and permission (broker configs, and what a broker registers with the name server); throws MQError INVALID_PARAMETER. */
+export function checkTopicConfig(tc: TopicConfig): void {
+  checkTopic(tc.topicName);
+  for (const k of ["readQueueNums", "writeQueueNums"] as const) {
+    const v = tc[k];
+    if (!Number.isInteger(v) || v < 0 || v > MAX_QUEUE_NUMS) {
+      throw new MQError(
+        "INVALID_PARAMETER",
+        `${k} of topic "${tc.topicName}" must be an integer between 0 and ${MAX_QUEUE_NUMS}, not ${String(v)}.`,
+      );
+    }
+  }
+  if (!Number.isInteger(tc.perm) || tc.perm < 0 || tc.perm > 15) {
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `perm of topic "${tc.topicName}" must be a PermName bit set (READ 4 | WRITE 2 | INHERIT 1), not ${String(tc.perm)}.`,
+    );
+  }
+}
+
 /** Route queue data: a topic's queues on one broker name (`QueueData`). */
 export interface QueueData {
   brokerName: string;

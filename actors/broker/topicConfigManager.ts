@@ -4,8 +4,7 @@
  */
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
-  checkTopic,
-  MQError,
+  checkTopicConfig,
   PERM_READ_WRITE,
   Perm,
   SCHEDULE_TOPIC,
@@ -17,35 +16,12 @@ import { ConfigFile } from "./configFile.ts";
 export const TOPICS_FILE = "topics.json";
 /** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
 export const SCHEDULE_TOPIC_QUEUE_NUMS = 18;
-/** Largest queue count a topic may have on one broker. */
-export const MAX_QUEUE_NUMS = 1024;
-
 export interface TopicConfigManagerOptions {
   storeDir: string;
   /** serve TBW102 so producers can send to unknown topics, and create them on first send */
   autoCreateTopic: boolean;
   /** queues of an auto-created topic */
   defaultQueueNums: number;
-}
-
-/** Checks queue numbers and permission of a topic config; throws MQError INVALID_PARAMETER. */
-export function checkTopicConfig(tc: TopicConfig): void {
-  checkTopic(tc.topicName);
-  for (const k of ["readQueueNums", "writeQueueNums"] as const) {
-    const v = tc[k];
-    if (!Number.isInteger(v) || v < 0 || v > MAX_QUEUE_NUMS) {
-      throw new MQError(
-        "INVALID_PARAMETER",
-        `${k} of topic "${tc.topicName}" must be an integer between 0 and ${MAX_QUEUE_NUMS}, not ${String(v)}.`,
-      );
-    }
-  }
-  if (!Number.isInteger(tc.perm) || tc.perm < 0 || tc.perm > 15) {
-    throw new MQError(
-      "INVALID_PARAMETER",
-      `perm of topic "${tc.topicName}" must be a PermName bit set (READ 4 | WRITE 2 | INHERIT 1), not ${String(tc.perm)}.`,
-    );
-  }
 }
 
 /** Topic configs of one broker, persisted. Listeners hear every change (the registrar re-registers). */

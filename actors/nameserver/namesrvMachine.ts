@@ -3,7 +3,14 @@
  * stopped registering (scan every 5 s, RocketMQ's `scanNotActiveBroker`).
  */
 import { setup } from "xstate";
-import { MQError, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
+import {
+  checkTopicConfig,
+  isMQError,
+  MQError,
+  type RegisterBrokerRequest,
+  type TopicConfig,
+  type UnregisterBrokerRequest,
+} from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import { RouteTable } from "./routeTable.ts";
 
@@ -21,6 +28,18 @@ export type NamesrvEvent =
   | ({ type: "GET_ROUTEINFO_BY_TOPIC"; topic?: unknown } & Asked)
   | ({ type: "GET_BROKER_CLUSTER_INFO" } & Asked)
   | ({ type: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" } & Asked);
+
+/** Checks one entry of a registering broker's topicConfigTable; throws MQError INVALID_PARAMETER. */
+function checkRegisteredTopic(tc: unknown): void {
+  if (typeof tc !== "object" || tc === null)
+    throw new MQError("INVALID_PARAMETER", "Every topicConfigTable entry must be a topic config object.");
+  try {
+    checkTopicConfig(tc as TopicConfig);
+  } catch (e) {
+    // checkTopic answers MESSAGE_ILLEGAL for a bad name: here it is a bad request like the rest
+    throw isMQError(e, "MESSAGE_ILLEGAL") ? new MQError("INVALID_PARAMETER", e.message) : e;
+  }
+}
 
 export interface NamesrvInput {
   /** @default 5000 */
@@ -76,6 +95,8 @@ export const namesrvMachine = setup({
         if (topicConfigTable !== undefined && (typeof topicConfigTable !== "object" || topicConfigTable === null)) {
           throw new MQError("INVALID_PARAMETER", "topicConfigTable must be an object of topic configs.");
         }
+        // what clients build routes from: a config with 10^9 queues would have them make 10^9 queues
+        if (topicConfigTable) for (const tc of Object.values(topicConfigTable)) checkRegisteredTopic(tc);
         return context.table.register(
           {
             clusterName: requireString(event.clusterName, "clusterName"),

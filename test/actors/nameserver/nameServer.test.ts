@@ -58,6 +58,27 @@ test("unknown topics, malformed and unknown requests get coded errors and the se
     ref.ask({ type: "REGISTER_BROKER", clusterName: "C", brokerName: "x", brokerAddr: "tcp://h:1", brokerId: 0, topicConfigTable: 5 }),
     (e) => isMQError(e, "INVALID_PARAMETER"),
   );
+  // topic configs clients would build routes from: a bad one refuses the registration, nothing is kept
+  const reg = (tc: unknown) =>
+    ref.ask({
+      type: "REGISTER_BROKER",
+      clusterName: "C",
+      brokerName: "bad",
+      brokerAddr: "tcp://h:3",
+      brokerId: 0,
+      topicConfigTable: { B: tc },
+    });
+  for (const tc of [
+    5,
+    null,
+    { topicName: "B", readQueueNums: 1e9, writeQueueNums: 4, perm: 6 },
+    { topicName: "B", readQueueNums: 4, writeQueueNums: -1, perm: 6 },
+    { topicName: "B", readQueueNums: 4, writeQueueNums: 4, perm: 99 },
+    { topicName: "a b", readQueueNums: 4, writeQueueNums: 4, perm: 6 },
+    { readQueueNums: 4, writeQueueNums: 4, perm: 6 },
+  ])
+    await assert.rejects(reg(tc), (e) => isMQError(e, "INVALID_PARAMETER"), JSON.stringify(tc));
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "B" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
   await assert.rejects(ref.ask({ type: "PULL_MESSAGE" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
   await ref.ask({
     type: "REGISTER_BROKER",
