@@ -8,7 +8,7 @@ import path from "node:path";
 import { crc32 } from "node:zlib";
 import { BLANK_MAGIC, BLANK_MARKER_BYTES } from "../transport/messageRecord.ts";
 import { MQError } from "../transport/protocol.ts";
-import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
+import { fileBytes, listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /**
  * Magic code of a replica filler: a range of a replica's log standing for master bytes that were
@@ -58,14 +58,23 @@ export class CommitLog {
     this.dir = dir;
     this.segmentBytes = segmentBytes;
     fs.mkdirSync(dir, { recursive: true });
-    for (const { start, file } of listSegmentFiles(dir)) {
+    const longer = (file: string) => (has: number) =>
+      `Commit-log file ${file} holds ${has} bytes but commitLogSegmentBytes is ${segmentBytes}: the store was written with commitLogSegmentBytes=${has}; open it with that.`;
+    const found = listSegmentFiles(dir);
+    // every name is checked before any file is opened
+    for (const { start, file } of found) {
       if (start % segmentBytes !== 0) {
         throw new MQError(
           "ILLEGAL_ARGUMENT",
-          `Commit-log file ${file} does not start at a multiple of commitLogSegmentBytes=${segmentBytes}: open the store with the segment size it was written with.`,
+          `Commit-log file ${file} does not start at a multiple of commitLogSegmentBytes=${segmentBytes}: open the store with the segment size it was written with (the file holds ${fileBytes(file)} bytes).`,
         );
       }
-      this.segments.push(Segment.open(file, start, segmentBytes));
+    }
+    try {
+      for (const { start, file } of found) this.segments.push(Segment.open(file, start, segmentBytes, longer(file)));
+    } catch (e) {
+      this.close();
+      throw e;
     }
   }
 

@@ -6,8 +6,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { MIN_RECORD_BYTES, readLong, writeLong } from "../transport/messageRecord.ts";
+import { MQError } from "../transport/protocol.ts";
 import type { QueueMark } from "./checkpoint.ts";
-import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
+import { fileBytes, listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /** Bytes per consume-queue entry. */
 export const CQ_ENTRY_BYTES = 20;
@@ -63,7 +64,25 @@ export class ConsumeQueue {
     this.dir = path.join(root, topic, String(queueId));
     this.fileBytes = entriesPerFile * CQ_ENTRY_BYTES;
     fs.mkdirSync(this.dir, { recursive: true });
-    for (const { start, file } of listSegmentFiles(this.dir)) this.files.set(start, Segment.open(file, start, this.fileBytes));
+    // files of another consumeQueueEntries would map queue offsets to the wrong entries: refused
+    const refuse = (file: string, entries: string) =>
+      new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Consume-queue file ${file} was written with ${entries} but consumeQueueEntries is ${entriesPerFile}: open the store with the consumeQueueEntries it was written with.`,
+      );
+    const found = listSegmentFiles(this.dir);
+    // every name is checked before any file is opened
+    for (const { start, file } of found)
+      if (start % this.fileBytes !== 0) throw refuse(file, `${fileBytes(file) / CQ_ENTRY_BYTES} entries per file`);
+    try {
+      for (const { start, file } of found) {
+        const f = Segment.open(file, start, this.fileBytes, (has) => refuse(file, `${has / CQ_ENTRY_BYTES} entries per file`).message);
+        this.files.set(start, f);
+      }
+    } catch (e) {
+      this.close();
+      throw e;
+    }
   }
 
   private file(offset: number, create: boolean): Segment | undefined {

@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
+import { MQError } from "../transport/protocol.ts";
 import { ioError } from "./ioError.ts";
 
 const fdatasyncAsync = promisify(fs.fdatasync);
@@ -37,6 +38,15 @@ export function listSegmentFiles(dir: string): Array<{ start: number; file: stri
     .sort((a, b) => a.start - b.start);
 }
 
+/** Size of `file` in bytes (for error messages), or -1 when it cannot be read. */
+export function fileBytes(file: string): number {
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return -1;
+  }
+}
+
 /** One fixed-size file. */
 export class Segment {
   private constructor(
@@ -46,14 +56,30 @@ export class Segment {
     private fd: number,
   ) {}
 
-  /** Opens (creating and sizing when needed) the segment file. */
-  static open(file: string, start: number, size: number): Segment {
-    let fd: number;
+  /**
+   * Opens the segment file, creating a new one at its full size (sparse). An existing shorter file
+   * is left as it is: a crash while one was created (before its ftruncate) or zeroed (between
+   * {@link zeroFrom}'s truncates) leaves it so; reads past its end see zeros and writes extend it.
+   * A longer one was written with a larger size and is refused with ILLEGAL_ARGUMENT (`longer`
+   * says which setting to change), never cut to this size.
+   */
+  static open(file: string, start: number, size: number, longer?: (fileBytes: number) => string): Segment {
+    let fd = -1;
     try {
-      fd = fs.openSync(file, fs.existsSync(file) ? "r+" : "w+");
-      if (fs.fstatSync(fd).size !== size) fs.ftruncateSync(fd, size);
+      const exists = fs.existsSync(file);
+      fd = fs.openSync(file, exists ? "r+" : "w+");
+      const has = exists ? fs.fstatSync(fd).size : 0;
+      if (has > size) {
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          longer?.(has) ??
+            `${file} holds ${has} bytes, more than the configured ${size}: open the store with the file size it was written with.`,
+        );
+      }
+      if (!exists) fs.ftruncateSync(fd, size);
     } catch (e) {
-      throw ioError(e, `opening ${file}`);
+      if (fd >= 0) fs.closeSync(fd);
+      throw e instanceof MQError ? e : ioError(e, `opening ${file}`);
     }
     return new Segment(file, start, size, fd);
   }
@@ -102,11 +128,17 @@ export class Segment {
     }
   }
 
-  /** Zeroes everything from `pos` to the end, without writing the zeros (truncate, then re-extend). */
+  /**
+   * Zeroes everything from `pos` to the end, without writing the zeros (truncate, then re-extend).
+   * A short file (see {@link open}) is not made longer than it was: a store opened with another
+   * file size must not grow it before that size is refused elsewhere.
+   */
   zeroFrom(pos: number): void {
     try {
+      const len = Math.min(fs.fstatSync(this.fd).size, this.size);
+      if (len <= pos) return;
       fs.ftruncateSync(this.fd, pos);
-      fs.ftruncateSync(this.fd, this.size);
+      fs.ftruncateSync(this.fd, len);
     } catch (e) {
       throw ioError(e, `truncating ${this.file}`);
     }
