@@ -197,6 +197,15 @@ export class ConsumeQueue {
     return "ok";
   }
 
+  /**
+   * Makes a queue that holds no entry start at `offset` (min = max): a rebuild from the log keeps
+   * the offsets of a queue whose records all expired, so new messages never reuse offsets
+   * consumers have committed past. A queue with entries is left as it is.
+   */
+  continueAt(offset: number): void {
+    if (this.maxOffset === 0 && this.files.size === 0 && offset > 0) this.minOffset = this.maxOffset = offset;
+  }
+
   /** The entry at `offset` from the files, ignoring maxOffset; null when its file is gone. */
   private read0(offset: number): Buffer | null {
     const f = this.file(offset, false);

@@ -116,9 +116,10 @@ export class Dispatcher {
 
   /**
    * Dispatches the whole records in `buf[start, end)`, the first of which sits at commit-log
-   * offset `basePhy`. Stops at a BLANK marker. `notify` false during recovery.
+   * offset `basePhy`. Stops at a BLANK marker. `notify` false during recovery; `toQueues` false
+   * writes index entries only (recovery rebuilding a lost index under kept consume queues).
    */
-  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true): void {
+  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true, toQueues = true): void {
     let p = start;
     let runTopicPos = -1;
     let runTopicLen = 0;
@@ -134,6 +135,10 @@ export class Dispatcher {
 
     const flushRun = () => {
       if (runCount === 0) return;
+      if (!toQueues) {
+        runCount = 0;
+        return;
+      }
       const cq = this.queueFor(runTopic, runQueueId);
       cq.put(runFirstOffset, this.cqBuf, runCount);
       if (notify && this.listeners.length) {

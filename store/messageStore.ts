@@ -236,7 +236,7 @@ export interface RecoveryReport {
   checkedFrom: number;
   /** records at or after this offset were dispatched again */
   redispatchedFrom: number;
-  /** why consume queues and index were rebuilt from the whole log, or null when they were kept */
+  /** why consume queues and index (or the index alone) were rebuilt from the whole log, or null when they were kept */
   rebuilt: string | null;
 }
 
@@ -352,9 +352,9 @@ export class MessageStore {
    * 3rd-last file), after a crash from the newest file whose first record is older than the
    * checkpoint's timestamps. Records past the dispatched position are dispatched again, the torn
    * tail is cut and consume-queue and index entries pointing past the valid end are dropped.
-   * Without a checkpoint, or when a consume queue is behind its mark or the index is damaged,
-   * consume queues and index are rebuilt from the whole log. Older records are not rechecked
-   * here: every read checks the record it serves.
+   * Without a checkpoint, or when a consume queue is behind its mark, consume queues and index are
+   * rebuilt from the whole log; when only the index is damaged or short, the index alone is. Older
+   * records are not rechecked here: every read checks the record it serves.
    */
   private recover(): void {
     const mode = fs.existsSync(this.abortFile) ? "abnormal" : "normal";
@@ -363,11 +363,15 @@ export class MessageStore {
     const log = this.commitLog;
     const last = log.segments[log.segments.length - 1];
     const extent = last ? last.start + log.segmentBytes : 0;
-    const why = !cp ? (last ? "no checkpoint" : null) : this.loadQueuesAndIndex(cp, mode === "normal", extent);
+    const why = !cp ? (last ? "no checkpoint" : null) : this.loadQueues(cp, mode === "normal", extent);
     if (why || !cp) {
-      this.rebuildAll(mode, why, cp);
+      this.rebuildAll(mode, why, cp, extent);
       return;
     }
+    // a lost or damaged index (an index file deleted by expiry after the last checkpoint looks so
+    // too) is rebuilt alone from the whole log; the consume queues are kept
+    const indexLost = this.index.load(cp.indexEntries, extent) === "damaged";
+    if (indexLost) this.index.reset();
     this.dispatcher.lastStoreTimestamp = Math.min(cp.logicsMsgTimestamp, cp.indexMsgTimestamp);
     let from = 0;
     let redispatchFrom = log.minOffset;
@@ -387,13 +391,15 @@ export class MessageStore {
       }
       redispatchFrom = log.segments[from]?.start ?? log.minOffset;
     }
-    this.index.truncateFrom(redispatchFrom);
+    if (indexLost) from = 0;
+    else this.index.truncateFrom(redispatchFrom);
     const scan = scanCommitLog(
       log,
       this.maxRecordBytes,
       (buf, s, e, phy) => {
         let p = s;
         while (p < e && phy + (p - s) < redispatchFrom) p += buf.readInt32BE(p);
+        if (indexLost && p > s) this.dispatcher.dispatch(buf, s, p, phy, false, false);
         if (p < e) this.dispatcher.dispatch(buf, p, e, phy + (p - s), false);
       },
       from,
@@ -411,12 +417,14 @@ export class MessageStore {
       log: scan,
       checkedFrom: log.segments[from]?.start ?? scan.end,
       redispatchedFrom: redispatchFrom,
-      rebuilt: null,
+      rebuilt: indexLost ? "index files missing or damaged: the index was rebuilt, consume queues kept" : null,
     };
+    // a crash before the next periodic checkpoint must not rebuild it again
+    if (indexLost) this.writeCheckpointNow();
   }
 
-  /** Loads every consume queue and the index; the reason to rebuild them, or null when they are usable. */
-  private loadQueuesAndIndex(cp: StoreCheckpoint, clean: boolean, extent: number): string | null {
+  /** Loads every consume queue; the reason to rebuild them, or null when they are usable. */
+  private loadQueues(cp: StoreCheckpoint, clean: boolean, extent: number): string | null {
     const root = path.join(this.options.dir, "consumequeue");
     for (const { topic, queueId } of listConsumeQueues(root)) {
       const q = this.queue(topic, queueId, true)!;
@@ -429,7 +437,6 @@ export class MessageStore {
         if (mark.max > mark.min && !this.queues.get(topic)?.has(Number(id))) return `consume queue ${topic}/${id} is missing`;
       }
     }
-    if (this.index.load(cp.indexEntries, extent) === "damaged") return "index files missing or damaged";
     return null;
   }
 
@@ -444,11 +451,18 @@ export class MessageStore {
     return Math.max(lastStart, cp?.flushedOffset ?? 0);
   }
 
-  /** Rebuilds consume queues and index from the whole commit log, checked record by record. */
-  private rebuildAll(mode: "normal" | "abnormal", why: string | null, cp: StoreCheckpoint | null): void {
+  /**
+   * Rebuilds consume queues and index from the whole commit log, checked record by record. A queue
+   * whose records all expired has none left in the log: it continues at the max offset its old
+   * files or the checkpoint knew (RocketMQ keeps a queue's last file for this), and a checkpoint is
+   * written at once so that the rebuilt queues are what the next open finds.
+   */
+  private rebuildAll(mode: "normal" | "abnormal", why: string | null, cp: StoreCheckpoint | null, extent: number): void {
     for (const m of this.queues.values()) for (const q of m.values()) q.close();
     this.queues.clear();
-    fs.rmSync(path.join(this.options.dir, "consumequeue"), { recursive: true, force: true });
+    const root = path.join(this.options.dir, "consumequeue");
+    const lastOffsets = this.queueMaxOffsets(root, cp, extent);
+    fs.rmSync(root, { recursive: true, force: true });
     this.index.reset();
     const log = scanCommitLog(
       this.commitLog,
@@ -458,7 +472,39 @@ export class MessageStore {
       this.zerosEndFrom(cp),
     );
     this.commitLog.truncateTo(log.end);
+    for (const [topic, m] of lastOffsets) for (const [queueId, max] of m) this.queue(topic, queueId, true)!.continueAt(max);
     this.recovery = { mode, log, checkedFrom: this.commitLog.minOffset, redispatchedFrom: this.commitLog.minOffset, rebuilt: why };
+    if (log.end > 0 || lastOffsets.size > 0) this.writeCheckpointNow();
+  }
+
+  /**
+   * The max offset of every consume queue before a rebuild: the larger of the checkpoint's mark and
+   * what the queue's files hold (checked as recovery checks a queue without a mark). Files that
+   * cannot be read as this store's queues give none; the rebuild replaces them.
+   */
+  private queueMaxOffsets(root: string, cp: StoreCheckpoint | null, extent: number): Map<string, Map<number, number>> {
+    const out = new Map<string, Map<number, number>>();
+    const note = (topic: string, queueId: number, max: number) => {
+      if (!(max > 0)) return;
+      let m = out.get(topic);
+      if (!m) out.set(topic, (m = new Map()));
+      m.set(queueId, Math.max(m.get(queueId) ?? 0, max));
+    };
+    for (const [topic, m] of Object.entries(cp?.queues ?? {}))
+      for (const [id, mark] of Object.entries(m)) note(topic, Number(id), mark.max);
+    for (const { topic, queueId } of listConsumeQueues(root)) {
+      let q: ConsumeQueue | undefined;
+      try {
+        q = new ConsumeQueue(root, topic, queueId, this.options.consumeQueueEntries);
+        q.recover(undefined, false, extent, this.maxRecordBytes);
+        note(topic, queueId, q.maxOffset);
+      } catch {
+        /* rebuilt without it */
+      } finally {
+        q?.close();
+      }
+    }
+    return out;
   }
 
   /** Store time of the record at the start of the segment at `start`, or -1 when there is no valid one. */
@@ -468,6 +514,29 @@ export class MessageStore {
     const rec = this.commitLog.read(start, size);
     if (!rec || checkRecord(rec, 0, size) !== size) return -1;
     return readLong(rec, RecordOffset.STORE_TIMESTAMP);
+  }
+
+  /** Flushes commit log, consume queues and index now; the checkpoint that says so. */
+  private flushAllNow(): StoreCheckpoint {
+    this.commitLog.flushNow();
+    for (const m of this.queues.values()) for (const q of m.values()) q.syncNow();
+    this.index.syncNow();
+    const ts = this.dispatcher.lastStoreTimestamp;
+    const end = this.commitLog.writeOffset;
+    return {
+      physicMsgTimestamp: ts,
+      logicsMsgTimestamp: ts,
+      indexMsgTimestamp: ts,
+      flushedOffset: end,
+      confirmOffset: end,
+      indexEntries: this.index.entries,
+      queues: this.queueMarks(),
+    };
+  }
+
+  /** Flushes everything and writes the checkpoint (after recovery rebuilt consume queues or index). */
+  private writeCheckpointNow(): void {
+    writeCheckpoint(this.checkpointFile, this.flushAllNow());
   }
 
   /** The min and max offsets of every consume queue. */
@@ -1346,20 +1415,7 @@ export class MessageStore {
     let err: unknown;
     let cp: StoreCheckpoint | null = null;
     try {
-      this.commitLog.flushNow();
-      for (const m of this.queues.values()) for (const q of m.values()) q.syncNow();
-      this.index.syncNow();
-      const ts = this.dispatcher.lastStoreTimestamp;
-      const end = this.commitLog.writeOffset;
-      cp = {
-        physicMsgTimestamp: ts,
-        logicsMsgTimestamp: ts,
-        indexMsgTimestamp: ts,
-        flushedOffset: end,
-        confirmOffset: end,
-        indexEntries: this.index.entries,
-        queues: this.queueMarks(),
-      };
+      cp = this.flushAllNow();
     } catch (e) {
       err = e;
     }

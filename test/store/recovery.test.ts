@@ -266,3 +266,88 @@ test("below what the checkpoint saw flushed, a long run of zeros is damage: reco
   const last = at.length - 1;
   assert.ok(readAll(s, last % 2).includes(`m${last}-7-xxxxxxx`.slice(0, 12)), "the last batch is still served");
 });
+
+test("a lost or short index is rebuilt alone: the consume queues are kept, and a crash right after does not rebuild it again", async (t) => {
+  const { dir: base, cleanup } = await tempDir();
+  t.after(cleanup);
+  const dir = path.join(base, "live");
+  let s = await MessageStore.open(opts(dir));
+  await fill(s, 40, 0, true);
+  const want = [readAll(s, 0), readAll(s, 1)];
+  await s.close();
+  // a file a full rebuild would delete with the consume-queue directory
+  const marker = path.join(dir, "consumequeue", "R", "0", "kept");
+  fs.writeFileSync(marker, "");
+  fs.rmSync(path.join(dir, "index"), { recursive: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  s = await MessageStore.open(opts(dir));
+  assert.match(s.recovery.rebuilt ?? "", /index/);
+  assert.ok(fs.existsSync(marker), "consume queues were not rebuilt");
+  assert.deepEqual([readAll(s, 0), readAll(s, 1)], want);
+  assert.equal(s.queryMessageByKey("R", "k7", 64).length, 8);
+  assert.equal(s.queryMessageByKey("R", "k39", 64).length, 8);
+  // kill -9 right after the open: its checkpoint already counts the rebuilt index
+  const crashed = path.join(base, "crashed");
+  fs.cpSync(dir, crashed, { recursive: true });
+  await s.close();
+  s = await MessageStore.open(opts(crashed));
+  t.after(() => s.close());
+  assert.equal(s.recovery.mode, "abnormal");
+  assert.equal(s.recovery.rebuilt, null);
+  assert.equal(s.queryMessageByKey("R", "k7", 64).length, 8);
+});
+
+test("a full rebuild keeps the offsets of a queue whose records all expired (from its last file or the checkpoint)", async (t) => {
+  const { dir: base, cleanup } = await tempDir();
+  t.after(cleanup);
+  const pristine = path.join(base, "p");
+  const s0 = await MessageStore.open(opts(pristine));
+  for (let i = 0; i < 3; i++)
+    await s0.putMessages({
+      topic: "Old",
+      queueId: 0,
+      bornTimestamp: 1,
+      bornHost: "1.1.1.1:1",
+      body: encodeMessageBatch([{ body: Buffer.from(`o${i}`) }]),
+    });
+  // later records move the log on: every segment but the one written holds Old's records
+  for (let i = 0; s0.maxPhyOffset < 2 * SEG; i++) await fill(s0, 1, i);
+  assert.ok(s0.deleteExpiredFiles(Date.now() + 1000 * 3600_000) > 0);
+  assert.deepEqual([s0.getMinOffset("Old", 0), s0.getMaxOffset("Old", 0)], [3, 3], "all of Old/0 expired");
+  await fill(s0, 2, 1000); // R/0 and R/1 hold records
+  await s0.close();
+  const cases: Array<[string, (d: string) => void, RegExp]> = [
+    ["checkpoint removed", (d) => fs.rmSync(path.join(d, "checkpoint")), /no checkpoint/],
+    ["another queue removed", (d) => fs.rmSync(path.join(d, "consumequeue", "R", "1"), { recursive: true }), /missing/],
+    [
+      "its files removed too",
+      (d) => {
+        fs.rmSync(path.join(d, "consumequeue", "R", "1"), { recursive: true });
+        fs.rmSync(path.join(d, "consumequeue", "Old"), { recursive: true });
+      },
+      /missing/,
+    ],
+  ];
+  for (const [name, damage, why] of cases) {
+    const d = path.join(base, name.replace(/ /g, "-"));
+    fs.cpSync(pristine, d, { recursive: true });
+    damage(d);
+    fs.writeFileSync(path.join(d, "abort"), "1");
+    let s = await MessageStore.open(opts(d));
+    try {
+      assert.match(s.recovery.rebuilt ?? "", why, name);
+      assert.deepEqual([s.getMinOffset("Old", 0), s.getMaxOffset("Old", 0)], [3, 3], name);
+      // kill -9 right after the rebuild: the next open still knows where Old/0 goes on
+      const crashed = `${d}-crashed`;
+      fs.cpSync(d, crashed, { recursive: true });
+      await s.close();
+      s = await MessageStore.open(opts(crashed));
+      assert.deepEqual([s.getMinOffset("Old", 0), s.getMaxOffset("Old", 0)], [3, 3], `${name}, then a crash`);
+      const r = await s.putMessage({ topic: "Old", queueId: 0, body: Buffer.from("next"), bornTimestamp: 1, bornHost: "1.1.1.1:1" });
+      assert.equal(r.firstQueueOffset, 3, name);
+      assert.equal(s.getMessage("g", "Old", 0, 3, 32).messageCount, 1, name);
+    } finally {
+      await s.close();
+    }
+  }
+});
