@@ -267,8 +267,12 @@ export class CommitLog {
     return n;
   }
 
+  /** Rejects the puts still waiting for a flush, but resolves those a last flushNow covered. */
   close(): void {
-    for (const w of this.waiters) w.reject(new MQError("CLOSED", "The store was closed before the put was flushed."));
+    for (const w of this.waiters) {
+      if (w.target <= this.flushedOffset) w.resolve();
+      else w.reject(new MQError("CLOSED", "The store was closed before the put was flushed."));
+    }
     this.waiters = [];
     for (const s of this.segments) s.close();
     this.segments = [];

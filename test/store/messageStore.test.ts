@@ -293,6 +293,23 @@ test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) =
   assert.equal(s.commitLog.flushedOffset, s.maxPhyOffset);
 });
 
+test("sync flush: puts waiting for their flush when the store closes resolve PUT_OK, as close flushed them", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const o = { dir, commitLogSegmentBytes: 1 << 20, cleanIntervalMs: 0, checkpointIntervalMs: 0 };
+  let s = await MessageStore.open(o);
+  const puts = Array.from({ length: 5 }, (_, i) => s.putMessages(batch("C", 0, [{ body: `c${i}` }])));
+  await s.close();
+  const outcomes = await Promise.allSettled(puts);
+  assert.deepEqual(
+    outcomes.map((r) => (r.status === "fulfilled" ? r.value.status : String(r.reason))),
+    Array(5).fill("PUT_OK"),
+  );
+  s = await MessageStore.open(o);
+  t.after(() => s.close());
+  assert.equal(s.getMaxOffset("C", 0), 5, "and they are stored");
+});
+
 test("getMessage: NO_MESSAGE_IN_QUEUE, OFFSET_FOUND_NULL and MESSAGE_WAS_REMOVING with their next offsets", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
