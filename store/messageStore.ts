@@ -41,7 +41,7 @@ import { CommitLog, FILLER_HEADER_BYTES, fillerBytes, writeFillerHeader } from "
 import { ConsumeQueue, CQ_ENTRY_BYTES, listConsumeQueues } from "./consumeQueue.ts";
 import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
-import { findRecord, type LogScanResult, resync, scanCommitLog } from "./recovery.ts";
+import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
 
 export const DEFAULT_COMMIT_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024;
@@ -862,16 +862,23 @@ export class MessageStore {
   // -------------------------------------------------------------------------------------------
   // Read
 
-  /** The verified record at `phy` (size from the record when not given), or null. */
+  /**
+   * The verified record at `phy` (size from the record when not given), or null. Its length is
+   * bounded by its segment, not by today's maxMessageBytes (records stored under a larger one stay
+   * readable): a length not given, or above that limit, is taken from a header that names its own
+   * offset before the record is read whole.
+   */
   private readRecord(phy: number, size?: number): Buffer | null {
     if (phy < this.commitLog.minOffset || phy >= this.commitLog.writeOffset) return null;
     let len = size;
-    if (len === undefined) {
-      const head = this.commitLog.read(phy, 4);
-      if (!head) return null;
-      len = head.readInt32BE(0);
+    if (len === undefined || len > this.maxRecordBytes) {
+      const head = this.commitLog.read(phy, RECORD_FIXED_BYTES);
+      const total = head ? recordHeadLength(head, 0, phy) : -1;
+      if (total < 0 || (len !== undefined && len !== total)) return null;
+      len = total;
     }
-    if (!(len > 0) || len > this.options.maxMessageBytes + 64 * 1024 || phy + len > this.commitLog.writeOffset) return null;
+    if (!(len > 0) || phy + len > this.commitLog.writeOffset) return null;
+    // null when it would cross its segment's end
     const buf = this.commitLog.read(phy, len);
     if (!buf || checkRecord(buf, 0, len) !== len || readLong(buf, RecordOffset.PHYSICAL_OFFSET) !== phy) return null;
     return buf;

@@ -4,7 +4,16 @@
  * skipped by scanning forward to the next record whose magic code and CRC check out; whatever
  * follows the last valid record (a torn tail) is cut.
  */
-import { BLANK_MAGIC, checkRecord, MAGIC_V1, RecordOffset, readLong } from "../transport/messageRecord.ts";
+import { int32BE, uint32BE } from "../transport/bigEndian.ts";
+import {
+  BLANK_MAGIC,
+  CRC_RESERVED_BYTES,
+  checkRecord,
+  MAGIC_V1,
+  RECORD_FIXED_BYTES,
+  RecordOffset,
+  readLong,
+} from "../transport/messageRecord.ts";
 import { type CommitLog, fillerBytes } from "./commitLog.ts";
 import type { Segment } from "./segment.ts";
 
@@ -22,6 +31,22 @@ export interface LogScanResult {
 
 const MAGIC_BYTES = Buffer.from([0xda, 0xa3, 0x20, 0xa7]);
 const DEFAULT_WINDOW = 16 * 1024 * 1024;
+
+/**
+ * The length the record header at `buf[start]` claims, or -1 when it is not the header of a record
+ * at commit-log offset `phy`: its magic code, its own physical offset, and a length its body length
+ * and the most a topic (255 bytes) and properties (a 16-bit length) can add allow. Checked before
+ * reading a record longer than today's maxMessageBytes allows (one stored under a larger limit).
+ */
+export function recordHeadLength(buf: Buffer, start: number, phy: number): number {
+  if (buf.length - start < RECORD_FIXED_BYTES) return -1;
+  if (uint32BE(buf, start + RecordOffset.MAGIC) !== MAGIC_V1 || readLong(buf, start + RecordOffset.PHYSICAL_OFFSET) !== phy) return -1;
+  const total = int32BE(buf, start + RecordOffset.TOTAL_SIZE);
+  const bodyLen = int32BE(buf, start + RecordOffset.BODY_LENGTH);
+  const least = RECORD_FIXED_BYTES + bodyLen + 1 + 1 + 2 + CRC_RESERVED_BYTES;
+  if (bodyLen < 0 || total < least || total > least + 254 + 0xffff) return -1;
+  return total;
+}
 
 /**
  * Scans the commit-log segments from index `fromSegment` on; `onRecords(buf, start, end, basePhy)`
@@ -50,9 +75,9 @@ export function scanCommitLog(
       if (runStart >= 0 && pos > runStart) onRecords(win, runStart - winStart, pos - winStart, seg.start + runStart);
       runStart = -1;
     };
-    const load = (at: number) => {
+    const load = (at: number, len = window) => {
       winStart = at;
-      win = seg.read(at, Math.min(window, segBytes - at));
+      win = seg.read(at, Math.min(Math.max(window, len), segBytes - at));
     };
     while (pos + 8 <= segBytes) {
       const need = Math.min(maxRecordBytes, segBytes - pos);
@@ -60,9 +85,16 @@ export function scanCommitLog(
         flushRun();
         load(pos);
       }
-      const rel = pos - winStart;
-      const avail = win.length - rel;
+      let rel = pos - winStart;
+      let avail = win.length - rel;
       const total = win.readInt32BE(rel);
+      // a record longer than the window has left (stored under a larger maxMessageBytes): read it whole
+      if (total > avail && total <= segBytes - pos && recordHeadLength(win, rel, seg.start + pos) === total) {
+        flushRun();
+        load(pos, total);
+        rel = 0;
+        avail = win.length;
+      }
       if (win.readUInt32BE(rel + 4) === BLANK_MAGIC && total === segBytes - pos) {
         flushRun();
         pos = segBytes;

@@ -310,6 +310,24 @@ test("sync flush: puts waiting for their flush when the store closes resolve PUT
   assert.equal(s.getMaxOffset("C", 0), 5, "and they are stored");
 });
 
+test("records stored under a larger maxMessageBytes stay readable by offset, key and store time after it is lowered", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const o = small(dir, { commitLogSegmentBytes: 1 << 22, flush: "async", checkpointIntervalMs: 0 });
+  let s = await MessageStore.open({ ...o, maxMessageBytes: 1 << 20 });
+  const r = await s.putMessages(batch("T", 0, [{ body: "x".repeat(300_000), props: { KEYS: "big" } }]));
+  await s.close();
+  s = await MessageStore.open({ ...o, maxMessageBytes: 128 * 1024 });
+  t.after(() => s.close());
+  assert.equal(s.getMessage("g", "T", 0, 0, 1).messageCount, 1);
+  assert.equal(s.viewMessage(r.commitLogOffset)?.length, r.wroteBytes, "viewMessage");
+  assert.equal(s.viewMessage(r.commitLogOffset, r.wroteBytes)?.length, r.wroteBytes, "viewMessage with its size");
+  assert.equal(s.viewMessage(r.commitLogOffset, r.wroteBytes - 1), null, "a wrong size finds nothing");
+  assert.equal(s.viewMessage(r.commitLogOffset + 1), null, "nor an offset inside the record");
+  assert.equal(s.queryMessageByKey("T", "big", 10).length, 1, "queryMessageByKey");
+  assert.ok(s.getStoreTime("T", 0, 0) > 0, "getStoreTime");
+});
+
 test("getMessage: NO_MESSAGE_IN_QUEUE, OFFSET_FOUND_NULL and MESSAGE_WAS_REMOVING with their next offsets", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);

@@ -351,3 +351,23 @@ test("a full rebuild keeps the offsets of a queue whose records all expired (fro
     }
   }
 });
+
+test("records stored under a larger maxMessageBytes survive a crash recovery with a lower one, also across the scan window's end", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const big = 64 * 1024 * 1024;
+  let s = await MessageStore.open(opts(dir, { commitLogSegmentBytes: big, maxMessageBytes: 4 << 20 }));
+  // the 5th record straddles the end of recovery's first 16 MiB window
+  for (let i = 0; i < 5; i++)
+    await s.putMessage({ topic: "Big", queueId: 0, body: Buffer.alloc(3_900_000, i), bornTimestamp: 1, bornHost: "1.1.1.1:1" });
+  const end = s.maxPhyOffset;
+  await s.close();
+  fs.rmSync(path.join(dir, "checkpoint"));
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  s = await MessageStore.open(opts(dir, { commitLogSegmentBytes: big, maxMessageBytes: 128 * 1024 }));
+  t.after(() => s.close());
+  assert.equal(s.recovery.log.end, end, "nothing was cut");
+  assert.deepEqual([s.recovery.log.records, s.recovery.log.damagedRegions], [5, 0]);
+  assert.equal(s.getMaxOffset("Big", 0), 5);
+  assert.equal(s.getMessage("g", "Big", 0, 4, 1).messageCount, 1);
+});
