@@ -1218,15 +1218,19 @@ export class MessageStore {
   queryMessageByKey(topic: string, key: string, maxNum: number, beginTs = 0, endTs = Number.MAX_SAFE_INTEGER): Buffer[] {
     this.checkOpen();
     const out: Buffer[] = [];
+    // a record whose KEYS repeat the key has one index entry per repeat: it is served once
+    const seen = new Set<number>();
     for (const phy of this.index.lookup(javaHashCode(`${topic}#${key}`), beginTs, endTs, Math.max(maxNum * 4, 64))) {
       if (out.length >= maxNum) break;
+      if (seen.has(phy)) continue;
+      seen.add(phy);
       const rec = this.readRecord(phy);
       if (!rec || recordTopic(rec) !== topic) continue;
       // the index keeps times to the second; the record has them to the millisecond
       const storeTs = readLong(rec, RecordOffset.STORE_TIMESTAMP);
       if (storeTs < beginTs || storeTs > endTs) continue;
       const keys = recordProperties(rec)[MessageConst.KEYS];
-      if (keys?.split(" ").includes(key) && !out.some((b) => b === rec)) out.push(rec);
+      if (keys?.split(" ").includes(key)) out.push(rec);
     }
     return out;
   }

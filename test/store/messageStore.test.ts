@@ -328,6 +328,21 @@ test("records stored under a larger maxMessageBytes stay readable by offset, key
   assert.ok(s.getStoreTime("T", 0, 0) > 0, "getStoreTime");
 });
 
+test("queryMessageByKey: a message whose KEYS repeat the key is found once", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { flush: "async" }));
+  t.after(() => s.close());
+  await s.putMessages(batch("T", 0, [{ body: "a", props: { KEYS: "order-1 order-1 other order-1" } }]));
+  await s.putMessages(batch("T", 0, [{ body: "b", props: { KEYS: "order-1" } }]));
+  const hits = s.queryMessageByKey("T", "order-1", 32);
+  assert.deepEqual(
+    hits.map((r) => decodeRecords(r, "b")[0]!.body.toString()),
+    ["b", "a"],
+  );
+  assert.equal(s.queryMessageByKey("T", "order-1", 1).length, 1);
+});
+
 test("getMessage: NO_MESSAGE_IN_QUEUE, OFFSET_FOUND_NULL and MESSAGE_WAS_REMOVING with their next offsets", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
