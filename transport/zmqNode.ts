@@ -47,6 +47,12 @@ export const MAX_ROUTER_LINKS = 65_536;
  * send, and the two sides take turns instead of working at the same time.
  */
 export const EAGER_FLUSH_BYTES = 128 * 1024;
+/**
+ * Largest ZeroMQ message a listening node takes from a peer (libzmq's ZMQ_MAXMSGSIZE: a peer that
+ * sends more is disconnected before the message is buffered whole). Requests are at most a message
+ * batch (4 MiB by default) plus the frames batched with it; RocketMQ caps frames at 16 MiB.
+ */
+export const DEFAULT_MAX_INBOUND_BYTES = 64 * 1024 * 1024;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
 const MAX_SEND_WAIT_MS = 2_147_483_647;
 
@@ -64,14 +70,22 @@ export interface ZmqNodeOptions {
   requestTimeoutMs?: number;
   /** @default 10000 */
   sendHighWaterMark?: number;
+  /**
+   * Largest message a peer may send to this node's ROUTER; a peer that sends a larger one is
+   * disconnected (its request times out). Raise it with a broker's maxMessageBytes. @default 64 MiB
+   */
+  maxInboundBytes?: number;
 }
 
-export function defaultZmqNodeOptions(): Required<Pick<ZmqNodeOptions, "nodeId" | "listen" | "requestTimeoutMs" | "sendHighWaterMark">> {
+export function defaultZmqNodeOptions(): Required<
+  Pick<ZmqNodeOptions, "nodeId" | "listen" | "requestTimeoutMs" | "sendHighWaterMark" | "maxInboundBytes">
+> {
   return {
     nodeId: `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
     listen: null,
     requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
     sendHighWaterMark: DEFAULT_SEND_HIGH_WATER_MARK,
+    maxInboundBytes: DEFAULT_MAX_INBOUND_BYTES,
   };
 }
 
@@ -203,6 +217,8 @@ export class ZmqNode {
       throw new MQError("ILLEGAL_ARGUMENT", `requestTimeoutMs must be a positive number of ms, got ${opts.requestTimeoutMs}.`);
     if (!(opts.sendHighWaterMark > 0))
       throw new MQError("ILLEGAL_ARGUMENT", `sendHighWaterMark must be a positive count, got ${opts.sendHighWaterMark}.`);
+    if (!Number.isSafeInteger(opts.maxInboundBytes) || opts.maxInboundBytes < 1024)
+      throw new MQError("ILLEGAL_ARGUMENT", `maxInboundBytes must be an integer number of bytes >= 1024, got ${opts.maxInboundBytes}.`);
     if (opts.curveClient) {
       checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
       checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");
@@ -223,6 +239,7 @@ export class ZmqNode {
         sendTimeout: 0,
         sendHighWaterMark: opts.sendHighWaterMark,
         receiveHighWaterMark: opts.sendHighWaterMark,
+        maxMessageSize: opts.maxInboundBytes,
         heartbeatInterval: HEARTBEAT_INTERVAL_MS,
         heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
       });

@@ -7,6 +7,7 @@
 import { mkdir } from "node:fs/promises";
 import { MessageStore } from "../../store/index.ts";
 import { MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
+import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
@@ -78,7 +79,12 @@ export class Broker {
     const config: BrokerConfig = resolveBrokerConfig(opts);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
     await mkdir(config.storeDir, { recursive: true });
-    const node = await ActorNode.start({ listen: config.listen, advertise: config.advertise });
+    const node = await ActorNode.start({
+      listen: config.listen,
+      advertise: config.advertise,
+      // a send of the largest message this broker accepts is refused with its own clear error, not cut off
+      maxInboundBytes: Math.max(DEFAULT_MAX_INBOUND_BYTES, 4 * config.maxMessageBytes),
+    });
     let store: MessageStore | undefined;
     // in place before the first request: taken under load it would itself cost a mark-compact
     const heapReserve = holdHeapReserve(config.heapReserveMb);
