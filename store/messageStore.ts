@@ -1253,7 +1253,9 @@ export class MessageStore {
    * marker alone when `from` is at one. When the record at `from` is damaged, a filler header
    * alone (see {@link FILLER_MAGIC}) whose total size reaches the next valid record, or a BLANK
    * marker when no valid record follows in that (finished) segment: the replica writes it and
-   * stays at the master's byte offsets, and never receives a damaged record.
+   * stays at the master's byte offsets, and never receives a damaged record. A damaged tail of the
+   * segment being written gets nothing (the replica waits as if caught up): recovery cuts such a
+   * tail and writes new records there, which a filler would hide from the replica for good.
    */
   readCommitLog(from: number, maxBytes: number): Buffer {
     this.checkOpen();
@@ -1282,20 +1284,25 @@ export class MessageStore {
     return buf.subarray(0, p);
   }
 
-  /** What replicates a damaged range starting at `from`: a filler header up to the next valid record, or a BLANK marker. */
+  /**
+   * What replicates a damaged range starting at `from`: a filler header up to the next valid record,
+   * a BLANK marker when none follows in a finished segment, nothing when none follows yet in the
+   * segment being written (that tail is cut by recovery after a crash, or a record follows it).
+   */
   private skipDamaged(from: number, segStart: number, limit: number): Buffer {
     const seg = this.commitLog.segmentFor(from)!;
     const segBytes = this.commitLog.segmentBytes;
     const maxRec = this.maxRecordBytes;
     const next = resync(seg, from - segStart + 1, segBytes, maxRec, Math.min(segBytes, Math.max(64 * 1024, 2 * maxRec)), limit - segStart);
     const segEnd = segStart + segBytes;
+    if (next < 0 && limit < segEnd) return Buffer.alloc(0);
     let out: Buffer;
     if (next < 0 && limit === segEnd) {
       out = Buffer.alloc(BLANK_MARKER_BYTES);
       out.writeInt32BE(segEnd - from, 0);
       out.writeUInt32BE(BLANK_MAGIC, 4);
     } else {
-      const total = (next < 0 ? limit : segStart + next) - from;
+      const total = segStart + next - from;
       if (total < FILLER_HEADER_BYTES) return Buffer.alloc(0);
       out = Buffer.alloc(FILLER_HEADER_BYTES);
       writeFillerHeader(out, 0, total);

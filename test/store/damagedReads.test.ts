@@ -163,3 +163,40 @@ test("replication steps over damage: a filler for a damaged record, a BLANK mark
     }
   }
 });
+
+test("a damaged last record of the segment being written is not replicated as a filler: the replica waits, and gets the records recovery writes there", async (t) => {
+  const { dir: base, cleanup } = await tempDir();
+  t.after(cleanup);
+  const mdir = path.join(base, "m");
+  let master = await MessageStore.open(opts(mdir, { onDamage: () => {} }));
+  const slave = await MessageStore.open(opts(path.join(base, "s"), { onDamage: () => {} }));
+  t.after(() => slave.close());
+  await put(master, 5);
+  await replicate(master, slave);
+  const [tail] = await put(master, 1);
+  flipByte(mdir, tail! + 100); // bit rot in the last record, with nothing after it
+  assert.equal(master.readCommitLog(tail!, 4096).length, 0, "nothing to send yet: the request waits like a caught-up one");
+  assert.equal(master.damage.replicationBytesSkipped, 0);
+  // a record written after the damaged one: the damage is now in the middle of the log, and skipped
+  const [after] = await put(master, 1);
+  const filler = master.readCommitLog(tail!, 4096);
+  assert.deepEqual([filler.readUInt32BE(4), filler.readInt32BE(0)], [FILLER_MAGIC, after! - tail!]);
+  await replicate(master, slave);
+
+  // the same damage as the last record again, then the master crashes: its recovery cuts that tail
+  // and writes new records at the same offsets, which the replica must receive
+  const [tail2] = await put(master, 1);
+  flipByte(mdir, tail2! + 100);
+  assert.equal(master.readCommitLog(tail2!, 4096).length, 0);
+  await master.close();
+  fs.writeFileSync(path.join(mdir, "abort"), "1");
+  fs.rmSync(path.join(mdir, "checkpoint"));
+  master = await MessageStore.open(opts(mdir, { onDamage: () => {} }));
+  t.after(() => master.close());
+  assert.equal(master.maxPhyOffset, tail2!, "recovery cut the damaged tail");
+  await put(master, 2);
+  await replicate(master, slave);
+  assert.equal(slave.maxPhyOffset, master.maxPhyOffset);
+  assert.deepEqual(bodies(slave), bodies(master));
+  assert.deepEqual(bodies(slave), ["d0", "d1", "d2", "d3", "d4", "d0", "d0", "d1"]);
+});
