@@ -262,6 +262,8 @@ export class MessageStore {
   private writeBuf = Buffer.allocUnsafe(1024 * 1024);
   /** the fields shared by the records of one batch, copied into each record */
   private readonly headBuf = Buffer.alloc(RECORD_FIXED_BYTES);
+  /** the header of the first record of a replication read */
+  private readonly replicaHead = Buffer.alloc(RECORD_FIXED_BYTES);
   /** the born host whose bytes headBuf holds (a producer's batches share it) */
   private headBornHost = "";
   /** commit-log offsets of the records of the batch being appended, for its offset message ids */
@@ -1265,7 +1267,11 @@ export class MessageStore {
     if (!seg) return Buffer.alloc(0);
     const segEnd = seg.start + this.commitLog.segmentBytes;
     const len = Math.min(end, segEnd) - from;
-    const want = Math.min(len, Math.max(maxBytes, this.options.maxMessageBytes + 64 * 1024));
+    // the first record is read whole, its length taken from its header as readRecord does: one
+    // stored under a larger maxMessageBytes is longer than today's limit, and is no damage
+    const head = this.commitLog.read(from, Math.min(len, RECORD_FIXED_BYTES), this.replicaHead);
+    const first = head ? recordHeadLength(head, 0, from) : -1;
+    const want = Math.min(len, Math.max(maxBytes, first, FILLER_HEADER_BYTES));
     const buf = this.commitLog.read(from, want);
     if (!buf) return Buffer.alloc(0);
     let p = 0;

@@ -200,3 +200,33 @@ test("a damaged last record of the segment being written is not replicated as a 
   assert.deepEqual(bodies(slave), bodies(master));
   assert.deepEqual(bodies(slave), ["d0", "d1", "d2", "d3", "d4", "d0", "d0", "d1"]);
 });
+
+test("a record stored under a larger maxMessageBytes replicates whole after the limit is lowered, not as a filler", async (t) => {
+  const { dir: base, cleanup } = await tempDir();
+  t.after(cleanup);
+  const mdir = path.join(base, "m");
+  const big = { commitLogSegmentBytes: 4 << 20, consumeQueueEntries: 1024 };
+  let master = await MessageStore.open(opts(mdir, { ...big, maxMessageBytes: 2 << 20 }));
+  await put(master, 1);
+  const large = await master.putMessages({
+    topic: "D",
+    queueId: 0,
+    bornTimestamp: 1,
+    bornHost: "1.1.1.1:1",
+    body: encodeMessageBatch([{ body: Buffer.alloc(1 << 20, "L") }]),
+  });
+  await put(master, 1);
+  await master.close();
+  master = await MessageStore.open(opts(mdir, { ...big, maxMessageBytes: 64 * 1024, onDamage: () => {} }));
+  t.after(() => master.close());
+  assert.equal(master.readCommitLog(large.commitLogOffset, 4096).length, large.wroteBytes, "the record whole");
+  const slave = await MessageStore.open(opts(path.join(base, "s"), { ...big, maxMessageBytes: 64 * 1024, onDamage: () => {} }));
+  t.after(() => slave.close());
+  await replicate(master, slave);
+  assert.equal(master.damage.replicationBytesSkipped, 0);
+  assert.deepEqual(
+    bodies(slave).map((b) => b.slice(0, 2)),
+    ["d0", "LL", "d0"],
+  );
+  assert.deepEqual(bodies(slave), bodies(master));
+});
