@@ -37,7 +37,7 @@ import {
   writeCheckpoint,
   writeCheckpointAsync,
 } from "./checkpoint.ts";
-import { CommitLog, FILLER_HEADER_BYTES, fillerBytes, writeFillerHeader } from "./commitLog.ts";
+import { CommitLog, FILLER_HEADER_BYTES, FILLER_MAGIC, fillerBytes, writeFillerHeader } from "./commitLog.ts";
 import { ConsumeQueue, CQ_ENTRY_BYTES, listConsumeQueues } from "./consumeQueue.ts";
 import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
@@ -264,6 +264,12 @@ export class MessageStore {
   private readonly headBuf = Buffer.alloc(RECORD_FIXED_BYTES);
   /** the header of the first record of a replication read */
   private readonly replicaHead = Buffer.alloc(RECORD_FIXED_BYTES);
+  /** start of the log's last entry (record, filler or BLANK marker); -1 when not known (found by a scan on demand) */
+  private tailAt = -1;
+  /** the max offset at which {@link findTail} last ran */
+  private tailSearchedAt = -1;
+  /** the CRC {@link replicaTail} last computed, and the entry it is of */
+  private tailCrc = { at: -1, end: -1, crc: 0 };
   /** the born host whose bytes headBuf holds (a producer's batches share it) */
   private headBornHost = "";
   /** commit-log offsets of the records of the batch being appended, for its offset message ids */
@@ -408,6 +414,7 @@ export class MessageStore {
       this.zerosEndFrom(cp),
     );
     this.commitLog.truncateTo(scan.end);
+    this.tailAt = scan.lastEntry;
     // after a clean shutdown entries can only point past the end when the log was cut below what
     // was dispatched; otherwise such an entry is damaged and getMessage finds its record again
     if (mode === "abnormal" || scan.end < redispatchFrom) {
@@ -474,6 +481,7 @@ export class MessageStore {
       this.zerosEndFrom(cp),
     );
     this.commitLog.truncateTo(log.end);
+    this.tailAt = log.lastEntry;
     for (const [topic, m] of lastOffsets) for (const [queueId, max] of m) this.queue(topic, queueId, true)!.continueAt(max);
     this.recovery = { mode, log, checkedFrom: this.commitLog.minOffset, redispatchedFrom: this.commitLog.minOffset, rebuilt: why };
     if (log.end > 0 || lastOffsets.size > 0) this.writeCheckpointNow();
@@ -814,6 +822,7 @@ export class MessageStore {
       pl.result = { status: "PUT_OK", firstQueueOffset, count, offsetMsgIds, commitLogOffset: batchPhy, wroteBytes: p - start };
     }
     this.commitLog.append(w, total, phy0);
+    this.tailAt = -1;
     try {
       this.dispatcher.dispatch(w, 0, total, phy0);
     } catch (e) {
@@ -1296,26 +1305,126 @@ export class MessageStore {
    * segment being written (that tail is cut by recovery after a crash, or a record follows it).
    */
   private skipDamaged(from: number, segStart: number, limit: number): Buffer {
+    const out = this.standInFor(from, segStart, limit);
+    if (out.length === 0) return out;
+    this.damage.replicationBytesSkipped += out.readInt32BE(0);
+    this.reportDamage(`The commit-log bytes at ${from} (${out.readInt32BE(0)} bytes) are damaged; replicas receive a filler for them.`);
+    return out;
+  }
+
+  /** {@link skipDamaged}'s answer, uncounted. */
+  private standInFor(from: number, segStart: number, limit: number): Buffer {
     const seg = this.commitLog.segmentFor(from)!;
     const segBytes = this.commitLog.segmentBytes;
     const maxRec = this.maxRecordBytes;
     const next = resync(seg, from - segStart + 1, segBytes, maxRec, Math.min(segBytes, Math.max(64 * 1024, 2 * maxRec)), limit - segStart);
     const segEnd = segStart + segBytes;
     if (next < 0 && limit < segEnd) return Buffer.alloc(0);
-    let out: Buffer;
-    if (next < 0 && limit === segEnd) {
-      out = Buffer.alloc(BLANK_MARKER_BYTES);
+    if (next < 0) {
+      const out = Buffer.alloc(BLANK_MARKER_BYTES);
       out.writeInt32BE(segEnd - from, 0);
       out.writeUInt32BE(BLANK_MAGIC, 4);
-    } else {
-      const total = segStart + next - from;
-      if (total < FILLER_HEADER_BYTES) return Buffer.alloc(0);
-      out = Buffer.alloc(FILLER_HEADER_BYTES);
-      writeFillerHeader(out, 0, total);
+      return out;
     }
-    this.damage.replicationBytesSkipped += out.readInt32BE(0);
-    this.reportDamage(`The commit-log bytes at ${from} (${out.readInt32BE(0)} bytes) are damaged; replicas receive a filler for them.`);
+    const total = segStart + next - from;
+    if (total < FILLER_HEADER_BYTES) return Buffer.alloc(0);
+    const out = Buffer.alloc(FILLER_HEADER_BYTES);
+    writeFillerHeader(out, 0, total);
     return out;
+  }
+
+  /**
+   * What a replica tells its master about the end of its log: the start of its last entry and a
+   * CRC32 of it (a record's bytes; a filler's or BLANK marker's header, which is what a replica
+   * holds of a damaged range). The master compares them with its own log
+   * ({@link matchesReplicaTail}), so a replica whose log differs from the master's below its max
+   * offset (the master lost a tail the replica holds) is refused, not continued. Null for an empty
+   * log, or one whose last entry is in an expired segment (its max offset is a segment start).
+   */
+  replicaTail(): { at: number; crc: number } | null {
+    this.checkOpen();
+    const log = this.commitLog;
+    const end = log.writeOffset;
+    if (end <= log.minOffset) return null;
+    if (this.tailAt < 0 || this.tailAt >= end) {
+      // one scan per max offset: a log whose end no entry reaches is not scanned at every request
+      if (this.tailSearchedAt === end) return null;
+      this.tailSearchedAt = end;
+      this.tailAt = this.findTail();
+    }
+    const at = this.tailAt;
+    if (at < log.minOffset) return null;
+    if (this.tailCrc.at !== at || this.tailCrc.end !== end) {
+      const head = log.read(at, Math.min(FILLER_HEADER_BYTES, end - at));
+      if (!head) return null;
+      const magic = head.length >= 8 ? head.readUInt32BE(4) : 0;
+      const len = magic === BLANK_MAGIC ? BLANK_MARKER_BYTES : magic === FILLER_MAGIC ? FILLER_HEADER_BYTES : end - at;
+      const image = log.read(at, len);
+      if (!image) return null;
+      this.tailCrc = { at, end, crc: crc32(image) >>> 0 };
+    }
+    return { at, crc: this.tailCrc.crc };
+  }
+
+  /** Start of the entry ending at the log's max offset, found by scanning its segment; -1 when none does. */
+  private findTail(): number {
+    const log = this.commitLog;
+    const end = log.writeOffset;
+    const i = log.segments.findIndex((seg) => end - 1 >= seg.start && end - 1 < seg.start + log.segmentBytes);
+    if (i < 0) return -1;
+    const scan = scanCommitLog(log, this.maxRecordBytes, () => {}, i);
+    return scan.end === end ? scan.lastEntry : -1;
+  }
+
+  /**
+   * True when this log holds, at `at`, the entry a replica reports as its last ({@link replicaTail})
+   * and that entry ends at the replica's max offset `end`: then `end` is an entry boundary here and
+   * the replica's log is this one's up to it. A damaged record here matches the filler or BLANK
+   * marker a replica was sent for it. Nothing is counted as damage.
+   */
+  matchesReplicaTail(end: number, at: number, crc: number): boolean {
+    this.checkOpen();
+    const log = this.commitLog;
+    if (!Number.isSafeInteger(at) || at < 0 || at >= end || end > log.writeOffset) return false;
+    // the entry's segment expired here: it ended at a segment end, which is where this log begins
+    if (at < log.minOffset) return end === log.minOffset;
+    const image = this.entryImage(at, end);
+    return image !== null && image.readInt32BE(0) === end - at && crc32(image) >>> 0 === crc;
+  }
+
+  /** What a replica holds as the entry at `at` (within `at`'s segment, below `end`): record bytes, or a filler or BLANK header; null when nothing there. */
+  private entryImage(at: number, end: number): Buffer | null {
+    const rec = this.readRecord(at);
+    if (rec) return rec;
+    const seg = this.commitLog.segmentFor(at);
+    if (!seg) return null;
+    const segEnd = seg.start + this.commitLog.segmentBytes;
+    const head = this.commitLog.read(at, Math.min(FILLER_HEADER_BYTES, segEnd - at));
+    if (!head || head.length < BLANK_MARKER_BYTES) return null;
+    if (head.readUInt32BE(4) === BLANK_MAGIC && head.readInt32BE(0) === segEnd - at) return head.subarray(0, BLANK_MARKER_BYTES);
+    if (fillerBytes(head, 0, head.length) > 0) return head;
+    const image = this.standInFor(at, seg.start, Math.min(this.commitLog.writeOffset, segEnd));
+    return image.length > 0 && at + image.readInt32BE(0) <= end ? image : null;
+  }
+
+  /**
+   * True when a replica may continue at `phy` without telling its last entry: the start or end of
+   * this log, a segment start, or where a valid record, filler or BLANK marker begins here.
+   */
+  isEntryStart(phy: number): boolean {
+    this.checkOpen();
+    const log = this.commitLog;
+    if (phy === log.minOffset || phy === log.writeOffset || phy % log.segmentBytes === 0) return true;
+    if (phy < log.minOffset || phy > log.writeOffset) return false;
+    if (this.readRecord(phy)) return true;
+    const seg = log.segmentFor(phy);
+    if (!seg) return false;
+    const head = log.read(phy, Math.min(FILLER_HEADER_BYTES, seg.start + log.segmentBytes - phy));
+    if (!head || head.length < BLANK_MARKER_BYTES) return false;
+    return (
+      (head.readUInt32BE(4) === BLANK_MAGIC && head.readInt32BE(0) === seg.start + log.segmentBytes - phy) ||
+      fillerBytes(head, 0, head.length) > 0
+    );
   }
 
   /**
@@ -1343,6 +1452,7 @@ export class MessageStore {
         `The master's commit log begins at ${phy}, not a multiple of this store's commitLogSegmentBytes (${this.commitLog.segmentBytes}): master and replica need the same commitLogSegmentBytes.`,
       );
     this.commitLog.beginEmptyAt(phy);
+    this.tailAt = -1;
   }
 
   /** Appends bytes read from a master's {@link readCommitLog} at this store's max offset, checked, then dispatches them. */
@@ -1351,18 +1461,21 @@ export class MessageStore {
     let p = 0;
     while (p + 8 <= bytes.length) {
       if (bytes.readUInt32BE(p + 4) === BLANK_MAGIC) {
+        if (this.commitLog.writeOffset % this.commitLog.segmentBytes !== 0) this.tailAt = this.commitLog.writeOffset;
         this.commitLog.rollToNextSegment();
         p += BLANK_MARKER_BYTES;
         continue;
       }
       const filler = fillerBytes(bytes, p, bytes.length - p);
       if (filler > 0) {
+        this.tailAt = this.commitLog.writeOffset;
         this.commitLog.appendFiller(filler);
         p += FILLER_HEADER_BYTES;
         continue;
       }
       const start = p;
       const phy0 = this.commitLog.writeOffset;
+      let last = p;
       while (p + 8 <= bytes.length && bytes.readUInt32BE(p + 4) !== BLANK_MAGIC && fillerBytes(bytes, p, bytes.length - p) < 0) {
         const n = checkRecord(bytes, p, bytes.length - p);
         if (n < 0 || readLong(bytes, p + RecordOffset.PHYSICAL_OFFSET) !== phy0 + (p - start)) {
@@ -1371,6 +1484,7 @@ export class MessageStore {
             `Replicated bytes at ${phy0 + (p - start)} do not check out (size, CRC or offset): resync the replica from its max offset.`,
           );
         }
+        last = p;
         p += n;
       }
       const len = p - start;
@@ -1382,6 +1496,7 @@ export class MessageStore {
         );
       const chunk = start === 0 && p === bytes.length ? bytes : bytes.subarray(start, p);
       this.commitLog.append(chunk, len, phy0);
+      if (len > 0) this.tailAt = phy0 + (last - start);
       this.dispatcher.dispatch(chunk, 0, len, phy0);
     }
     if (this.options.flush === "sync") await this.commitLog.waitFlushed(this.commitLog.writeOffset);

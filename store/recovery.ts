@@ -27,6 +27,8 @@ export interface LogScanResult {
   damagedRegions: number;
   /** bytes cut after the last valid record */
   cutBytes: number;
+  /** start of the entry (record, filler or BLANK marker) that ends at `end`; -1 when the scan met none */
+  lastEntry: number;
 }
 
 const MAGIC_BYTES = Buffer.from([0xda, 0xa3, 0x20, 0xa7]);
@@ -62,7 +64,13 @@ export function scanCommitLog(
   fromSegment = 0,
   zerosEndFrom = log.segments[log.segments.length - 1]?.start ?? 0,
 ): LogScanResult {
-  const result: LogScanResult = { end: log.segments[fromSegment]?.start ?? log.minOffset, records: 0, damagedRegions: 0, cutBytes: 0 };
+  const result: LogScanResult = {
+    end: log.segments[fromSegment]?.start ?? log.minOffset,
+    records: 0,
+    damagedRegions: 0,
+    cutBytes: 0,
+    lastEntry: -1,
+  };
   const segBytes = log.segmentBytes;
   const window = Math.min(segBytes, Math.max(DEFAULT_WINDOW, 2 * maxRecordBytes));
   let pendingDamage = false;
@@ -97,6 +105,7 @@ export function scanCommitLog(
       }
       if (win.readUInt32BE(rel + 4) === BLANK_MAGIC && total === segBytes - pos) {
         flushRun();
+        result.lastEntry = seg.start + pos;
         pos = segBytes;
         result.end = seg.start + segBytes;
         break;
@@ -104,6 +113,7 @@ export function scanCommitLog(
       const filler = fillerBytes(win, rel, avail);
       if (filler > 0 && pos + filler <= segBytes) {
         flushRun();
+        result.lastEntry = seg.start + pos;
         pos += filler;
         result.end = seg.start + pos;
         continue;
@@ -115,6 +125,7 @@ export function scanCommitLog(
           result.damagedRegions++;
           pendingDamage = false;
         }
+        result.lastEntry = seg.start + pos;
         pos += n;
         result.records++;
         result.end = seg.start + pos;

@@ -670,6 +670,18 @@ export interface HaTransferRequest {
   offset: number;
   /** the slave's commit log holds no bytes: it may begin at the master's oldest offset */
   empty?: boolean;
+  /** the slave's broker name: a master serves only slaves of its own */
+  brokerName?: string;
+  /** the slave's commitLogSegmentBytes: a master serves only slaves with its own */
+  segmentBytes?: number;
+  /**
+   * Where the slave's last commit-log entry (record, filler or BLANK marker) begins, and a CRC32
+   * of it (`tailCrc`): the master serves the slave only when its own log holds the same entry there,
+   * ending at `offset` (otherwise the logs differ, or `offset` is not where an entry begins).
+   * Absent for an empty log; then `offset` must be where an entry of the master's log begins.
+   */
+  tailAt?: number;
+  tailCrc?: number;
 }
 /** HA_TRANSFER reply fields; the body holds the stored commit-log bytes from `offset` (none when nothing new). */
 export interface HaTransferReply {

@@ -36,6 +36,8 @@ export interface HaClientStatus {
   transfers: number;
   bytes: number;
   failures: number;
+  /** why the master refuses this slave (its log differs, another segment size, ...); null once served */
+  refused: string | null;
 }
 
 /** The replication loop of one slave: one request outstanding at a time. */
@@ -62,6 +64,7 @@ export class HAClient {
       transfers: 0,
       bytes: 0,
       failures: 0,
+      refused: null,
     };
   }
 
@@ -100,7 +103,12 @@ export class HAClient {
       } catch (e) {
         if (this.stopped) break;
         this.status.failures++;
-        if (this.status.connected)
+        if (e instanceof MQError && e.code === "ILLEGAL_ARGUMENT") {
+          // the master will not serve this store as it is: nothing is appended until that is fixed
+          if (this.status.refused === null)
+            ctx.logger.error({ master: this.status.masterAddress, err: e.message }, "the master refuses to replicate to this slave");
+          this.status.refused = e.message;
+        } else if (this.status.connected)
           ctx.logger.warn({ master: this.status.masterAddress, err: (e as Error).message }, "replication from master interrupted");
         this.status.connected = false;
         if (!this.ctx.config.masterAddress) this.status.masterAddress = null;
@@ -114,7 +122,20 @@ export class HAClient {
     const { ctx } = this;
     const offset = ctx.store.maxPhyOffset;
     const empty = ctx.store.isEmpty();
-    const req: HaTransferRequest = { slaveId: ctx.config.brokerId, slaveAddr: ctx.brokerAddr, offset, empty };
+    const req: HaTransferRequest = {
+      slaveId: ctx.config.brokerId,
+      slaveAddr: ctx.brokerAddr,
+      offset,
+      empty,
+      brokerName: ctx.config.brokerName,
+      segmentBytes: ctx.store.commitLog.segmentBytes,
+    };
+    // lets the master check that this log is its own up to `offset`
+    const tail = ctx.store.replicaTail();
+    if (tail) {
+      req.tailAt = tail.at;
+      req.tailCrc = tail.crc;
+    }
     const r = await ctx.node
       .ref(master, BrokerActor.HA)
       .ask<HaTransferReply>(
@@ -124,6 +145,7 @@ export class HAClient {
     if (this.stopped) return;
     if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
     this.status.connected = true;
+    this.status.refused = null;
     this.status.masterMaxOffset = Number(r.fields.masterMaxOffset);
     if (r.fields.configVersion !== undefined && r.fields.configVersion !== this.syncedVersion) this.wantSync = true;
     const startAt = r.fields.startAt;

@@ -100,19 +100,42 @@ export class HAService {
       reply.fail(new MQError("SERVICE_NOT_AVAILABLE", "The master is shutting down; the slave retries when it is back."));
       return;
     }
-    const { slaveId, slaveAddr, offset } = req;
+    const { slaveId, slaveAddr, offset, tailAt, tailCrc } = req;
     if (
       typeof offset !== "number" ||
       !Number.isInteger(offset) ||
       offset < 0 ||
       typeof slaveId !== "number" ||
-      typeof slaveAddr !== "string"
+      typeof slaveAddr !== "string" ||
+      (tailAt !== undefined && (typeof tailAt !== "number" || typeof tailCrc !== "number"))
     ) {
-      reply.fail(new MQError("INVALID_PARAMETER", "HA_TRANSFER needs slaveId, slaveAddr and a commit-log offset >= 0."));
+      reply.fail(
+        new MQError("INVALID_PARAMETER", "HA_TRANSFER needs slaveId, slaveAddr, a commit-log offset >= 0, and tailCrc with tailAt."),
+      );
       return;
     }
     const store = this.ctx.store;
     const key = `${slaveId}@${slaveAddr}`;
+    const { brokerName } = this.ctx.config;
+    if (req.brokerName !== undefined && req.brokerName !== brokerName) {
+      this.refuse(
+        key,
+        reply,
+        "slave of another broker name",
+        `This master is broker ${brokerName} but the slave is configured as broker ${String(req.brokerName)}: a slave replicates the master of its own brokerName; fix the slave's brokerName or masterAddress.`,
+      );
+      return;
+    }
+    const segmentBytes = store.commitLog.segmentBytes;
+    if (req.segmentBytes !== undefined && req.segmentBytes !== segmentBytes) {
+      this.refuse(
+        key,
+        reply,
+        "slave's segment size differs from the master's",
+        `The master's commit-log segments are ${segmentBytes} bytes, the slave's ${String(req.segmentBytes)}: the slave would place the master's records at other offsets. Start the slave with segmentBytes ${segmentBytes} on an empty store directory.`,
+      );
+      return;
+    }
     if (offset > store.maxPhyOffset) {
       this.refuse(
         key,
@@ -137,6 +160,16 @@ export class HAService {
       );
       return;
     }
+    // the slave's log must be the master's up to `offset`, and `offset` where an entry begins here
+    if (tailAt === undefined ? !store.isEntryStart(offset) : !store.matchesReplicaTail(offset, tailAt, tailCrc as number)) {
+      this.refuse(
+        key,
+        reply,
+        "slave's commit log differs from the master's",
+        `The slave's commit log up to ${offset} is not the master's: its last entry${tailAt === undefined ? "" : ` (at ${tailAt})`} differs from the master's bytes there, or ${offset} is not where an entry of the master's log begins. The master lost data the slave holds, or the slave copied another master. Rebuild the slave from the master: stop it, empty its store directory and start it again.`,
+      );
+      return;
+    }
     this.refused.delete(key);
     const prev = this.slaves.get(key);
     if (!prev) this.ctx.logger.info({ slaveId, slaveAddr, offset }, "slave connected");
@@ -153,7 +186,7 @@ export class HAService {
     if (!this.refused.has(key)) {
       this.refused.add(key);
       this.ctx.logger.warn(
-        { slave: key, masterMinOffset: this.ctx.store.minPhyOffset, masterMaxOffset: this.ctx.store.maxPhyOffset },
+        { slave: key, masterMinOffset: this.ctx.store.minPhyOffset, masterMaxOffset: this.ctx.store.maxPhyOffset, detail: message },
         what,
       );
     }

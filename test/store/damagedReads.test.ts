@@ -56,10 +56,18 @@ function bodies(s: MessageStore): string[] {
   }
 }
 
-/** Copies `master`'s log into `slave` the way the HA client does: readCommitLog from the slave's max offset, appendReplica. */
+/**
+ * Copies `master`'s log into `slave` the way the HA client and the master's `ha` actor do: the
+ * master checks the slave's last entry, then readCommitLog from the slave's max offset, appendReplica.
+ */
 async function replicate(master: MessageStore, slave: MessageStore): Promise<Buffer[]> {
   const chunks: Buffer[] = [];
   while (slave.maxPhyOffset < master.maxPhyOffset) {
+    const tail = slave.replicaTail();
+    assert.ok(
+      tail ? master.matchesReplicaTail(slave.maxPhyOffset, tail.at, tail.crc) : master.isEntryStart(slave.maxPhyOffset),
+      `the master finds the slave's log its own up to ${slave.maxPhyOffset}`,
+    );
     const chunk = master.readCommitLog(slave.maxPhyOffset, 4096);
     assert.ok(chunk.length > 0, `readable at ${slave.maxPhyOffset}`);
     chunks.push(Buffer.from(chunk));
@@ -157,6 +165,12 @@ test("replication steps over damage: a filler for a damaged record, a BLANK mark
     try {
       assert.equal(slave.recovery.log.damagedRegions, 0, "fillers are not damage");
       assert.equal(slave.maxPhyOffset, master.maxPhyOffset);
+      const tail = slave.replicaTail();
+      assert.ok(
+        tail && master.matchesReplicaTail(slave.maxPhyOffset, tail.at, tail.crc),
+        "the reopened slave's last entry is the master's",
+      );
+      assert.equal(master.matchesReplicaTail(slave.maxPhyOffset, tail.at, tail.crc ^ 1), false);
       assert.deepEqual(bodies(slave), want);
     } finally {
       await slave.close();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
@@ -327,4 +327,94 @@ test("SYNC_MASTER: SEND_OK once the slave has the message; SLAVE_NOT_AVAILABLE w
   } finally {
     await fakeSlave.close();
   }
+});
+
+/** Collects the messages `b`'s logger warns with. */
+function warningsOf(b: Broker): string[] {
+  const warnings: string[] = [];
+  const warn = b.ctx.logger.warn.bind(b.ctx.logger);
+  b.ctx.logger.warn = ((obj: unknown, msg?: string) => {
+    warnings.push(String(msg));
+    warn(obj as object, msg);
+  }) as typeof b.ctx.logger.warn;
+  return warnings;
+}
+
+test("a slave holding a tail its master lost is refused, not continued with the master's new records; a rebuilt slave copies the master", async () => {
+  const masterOpts = { brokerName: "ha6", storeDir: path.join(dir, "ha6-m") };
+  const slaveOpts = { brokerName: "ha6", brokerId: 1, storeDir: path.join(dir, "ha6-s"), haReconnectMs: 100 };
+  let master = await startBroker(masterOpts);
+  let slave = await startBroker({ ...slaveOpts, masterAddress: master.address });
+  for (let i = 0; i < 60; i++) await send(master, "Torn", `old-${i}-${"x".repeat(100)}`);
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "slave caught up");
+  const end = master.store.maxPhyOffset;
+  assert.ok(end < SEGMENT);
+  await closeBroker(slave);
+  await closeBroker(master);
+  // the master loses its last 2000 bytes (never flushed before a power loss), then takes new writes past them
+  const fd = openSync(path.join(dir, "ha6-m", "commitlog", "0".padStart(20, "0")), "r+");
+  writeSync(fd, Buffer.alloc(2000), 0, 2000, end - 2000);
+  closeSync(fd);
+  master = await startBroker(masterOpts);
+  assert.ok(master.store.maxPhyOffset < end);
+  for (let i = 0; i < 30; i++) await send(master, "Torn", `new-${i}-${"y".repeat(100)}`);
+  assert.ok(master.store.maxPhyOffset > end);
+  const warnings = warningsOf(master);
+  slave = await startBroker({ ...slaveOpts, masterAddress: master.address });
+  const status = haClientOf(slave.ctx).status;
+  await waitFor(() => status.refused, 10_000, "the master refuses the slave");
+  assert.match(status.refused!, /Rebuild the slave from the master/);
+  assert.equal(slave.store.maxPhyOffset, end, "nothing appended to the slave");
+  assert.equal(master.store.damage.replicationBytesSkipped, 0);
+  assert.deepEqual(warnings, ["slave's commit log differs from the master's"]);
+  await closeBroker(slave);
+
+  // rebuilt from the master (an empty store): the master's log, byte for byte
+  slave = await startBroker({ ...slaveOpts, storeDir: path.join(dir, "ha6-s2"), masterAddress: master.address });
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "the rebuilt slave caught up");
+  assert.ok(commitLogBytes(slave).equals(commitLogBytes(master)));
+  assert.equal(haClientOf(slave.ctx).status.refused, null);
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("a slave with another segment size or broker name is refused before it appends anything", async () => {
+  const master = await startBroker({ brokerName: "ha7", storeDir: path.join(dir, "ha7-m") });
+  await sendMany(master, "Seg", 400, "a");
+  assert.ok(master.store.maxPhyOffset > SEGMENT);
+  const bigger = await startBroker({
+    brokerName: "ha7",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha7-s1"),
+    segmentBytes: 2 * SEGMENT,
+  });
+  const other = await startBroker({ brokerName: "ha7x", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha7-s2") });
+  await waitFor(() => haClientOf(bigger.ctx).status.refused && haClientOf(other.ctx).status.refused, 10_000, "both refused");
+  assert.match(haClientOf(bigger.ctx).status.refused!, new RegExp(`segmentBytes ${SEGMENT} on an empty store directory`));
+  assert.match(haClientOf(other.ctx).status.refused!, /configured as broker ha7x/);
+  assert.equal(bigger.store.maxPhyOffset, 0);
+  assert.equal(other.store.maxPhyOffset, 0);
+  await closeBroker(other);
+  await closeBroker(bigger);
+  await closeBroker(master);
+});
+
+test("HA_TRANSFER from a peer whose offset is not a record boundary of the master is refused, with no damage counted", async () => {
+  const master = await startBroker({ brokerName: "ha8", storeDir: path.join(dir, "ha8-m") });
+  const sent: SendMessageReply[] = [];
+  for (let i = 0; i < 5; i++) sent.push(await send(master, "H", `msg-${i}-${"z".repeat(50)}`));
+  const transfer = (fields: Record<string, unknown>) =>
+    raw.ref(master.address, BrokerActor.HA).ask({ type: "HA_TRANSFER", slaveId: 9, slaveAddr: "tcp://x:1", empty: false, ...fields });
+  const refused = (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT");
+  // inside the first record, with no tail check, and with a check that does not end there
+  await assert.rejects(transfer({ offset: 7 }), refused);
+  await assert.rejects(transfer({ offset: 7, tailAt: 0, tailCrc: 0 }), refused);
+  // a boundary with a wrong CRC of the record before it
+  await assert.rejects(transfer({ offset: sent[2]!.commitLogOffset, tailAt: sent[1]!.commitLogOffset, tailCrc: 1 }), refused);
+  assert.equal(master.store.damage.replicationBytesSkipped, 0, "no damage reported for a healthy log");
+  // a boundary without a check is served
+  const ok = await transfer({ slaveId: 10, offset: sent[4]!.commitLogOffset });
+  assert.ok((ok.body?.length ?? 0) > 0);
+  await closeBroker(master);
 });
