@@ -12,6 +12,11 @@ import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTuningOf } from "./haTuning.ts";
 
+/** Refused slaves remembered (each is logged once while remembered); the oldest is forgotten past this. */
+const MAX_REFUSED_SLAVES = 1024;
+/** Least time between two refusal warnings; those in between are counted in the next one. */
+const REFUSAL_WARN_INTERVAL_MS = 5_000;
+
 /** What the master knows of one slave. */
 export interface SlaveConnection {
   slaveId: number;
@@ -38,13 +43,19 @@ interface SyncWaiter {
 export class HAService {
   readonly tuning: Required<HaTuning>;
   private readonly slaves = new Map<string, SlaveConnection>();
-  /** slaves refused since they were last served: each refusal is logged once, not at every retry */
-  private readonly refused = new Set<string>();
+  /**
+   * slaves refused since they were last served, with the time of their last refusal (oldest first):
+   * each is logged once, not at every retry; forgotten after `haSlaveExpireMs` without a retry, or
+   * when more than {@link MAX_REFUSED_SLAVES} peers were refused since
+   */
+  private readonly refused = new Map<string, number>();
+  private lastRefusalWarnMs = Number.NEGATIVE_INFINITY;
+  private refusalsNotLogged = 0;
   private held: HeldTransfer[] = [];
 
-  /** No slave connected and no transfer held: wakes and ticks have nothing to do. */
+  /** No slave connected or refused and no transfer held: wakes and ticks have nothing to do. */
   get idle(): boolean {
-    return this.slaves.size === 0 && this.held.length === 0 && this.waiters.length === 0;
+    return this.slaves.size === 0 && this.held.length === 0 && this.waiters.length === 0 && this.refused.size === 0;
   }
   /** SYNC_MASTER sends waiting for a slave, in commit-log order */
   private waiters: SyncWaiter[] = [];
@@ -181,14 +192,31 @@ export class HAService {
     if (!this.serve(h)) this.held.push(h);
   }
 
-  /** Fails a slave's transfer with ILLEGAL_ARGUMENT; logs it the first time since the slave was last served. */
-  private refuse(key: string, reply: Replier, what: string, message: string): void {
-    if (!this.refused.has(key)) {
-      this.refused.add(key);
-      this.ctx.logger.warn(
-        { slave: key, masterMinOffset: this.ctx.store.minPhyOffset, masterMaxOffset: this.ctx.store.maxPhyOffset, detail: message },
-        what,
-      );
+  /**
+   * Fails a slave's transfer with ILLEGAL_ARGUMENT; logs it the first time since the slave was last
+   * served, at most once per {@link REFUSAL_WARN_INTERVAL_MS} (a flood of peers costs no log flood).
+   */
+  private refuse(key: string, reply: Replier, what: string, message: string, now = Date.now()): void {
+    const known = this.refused.delete(key);
+    this.refused.set(key, now);
+    if (this.refused.size > MAX_REFUSED_SLAVES) this.refused.delete(this.refused.keys().next().value as string);
+    if (!known) {
+      if (now - this.lastRefusalWarnMs < REFUSAL_WARN_INTERVAL_MS) this.refusalsNotLogged++;
+      else {
+        this.lastRefusalWarnMs = now;
+        const notLogged = this.refusalsNotLogged;
+        this.refusalsNotLogged = 0;
+        this.ctx.logger.warn(
+          {
+            slave: key,
+            masterMinOffset: this.ctx.store.minPhyOffset,
+            masterMaxOffset: this.ctx.store.maxPhyOffset,
+            ...(notLogged > 0 ? { refusalsNotLogged: notLogged } : {}),
+            detail: message,
+          },
+          what,
+        );
+      }
     }
     reply.fail(new MQError("ILLEGAL_ARGUMENT", message));
   }
@@ -205,8 +233,12 @@ export class HAService {
     this.held = keep;
   }
 
-  /** Forgets slaves not heard from for `haSlaveExpireMs` (RocketMQ's housekeeping). */
+  /** Forgets slaves (and refused peers) not heard from for `haSlaveExpireMs` (RocketMQ's housekeeping). */
   expireSlaves(now = Date.now()): void {
+    for (const [key, at] of this.refused) {
+      if (now - at <= this.tuning.haSlaveExpireMs) break; // oldest first
+      this.refused.delete(key);
+    }
     for (const [key, s] of this.slaves) {
       if (now - s.lastSeenMs > this.tuning.haSlaveExpireMs) {
         this.slaves.delete(key);

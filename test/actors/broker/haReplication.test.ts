@@ -418,3 +418,24 @@ test("HA_TRANSFER from a peer whose offset is not a record boundary of the maste
   assert.ok((ok.body?.length ?? 0) > 0);
   await closeBroker(master);
 });
+
+test("refused peers are remembered and logged within bounds", async () => {
+  const master = await startBroker({ brokerName: "ha9", storeDir: path.join(dir, "ha9-m") });
+  await send(master, "H", "one");
+  const warnings = warningsOf(master);
+  const transfer = (fields: Record<string, unknown>) =>
+    raw.ref(master.address, BrokerActor.HA).ask({ type: "HA_TRANSFER", empty: false, ...fields });
+  const service = haServiceOf(master.ctx) as unknown as { refused: Map<string, number>; expireSlaves(now: number): void };
+  const ahead = master.store.maxPhyOffset + 1;
+  for (let i = 0; i < 1100; i += 100)
+    await Promise.all(
+      Array.from({ length: 100 }, (_, k) =>
+        transfer({ slaveId: i + k, slaveAddr: `tcp://h${i + k}:1`, offset: ahead }).catch(() => undefined),
+      ),
+    );
+  assert.ok(service.refused.size <= 1024, `refused peers remembered: ${service.refused.size}`);
+  assert.equal(warnings.length, 1, "refusals are logged at most once per interval");
+  service.expireSlaves(Date.now() + 60_000);
+  assert.equal(service.refused.size, 0, "peers that stopped asking are forgotten");
+  await closeBroker(master);
+});
