@@ -34,6 +34,7 @@ import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type ConsumerTable, consumerTableOf } from "./consumerManager.ts";
 import { type ConsumerOffsetManager, consumerOffsetsOf } from "./consumerOffsetManager.ts";
+import { haClientOf } from "./haClient.ts";
 import { type HaTuning, haTuningOf, suggestPullingFromSlave } from "./haTuning.ts";
 
 /** Messages per pull when the request gives no valid number (`pullBatchSize`). */
@@ -97,6 +98,8 @@ export interface PullServices {
   longPolling: boolean;
   shortPollingMs: number;
   isSlave: boolean;
+  /** a slave replicating from a reachable master (false on a master) */
+  masterOnline: () => boolean;
   /** the "consume too slow" rule's figures (accessMessageInMemoryMaxRatio, physicalMemoryBytes) */
   memoryRule: Required<HaTuning>;
 }
@@ -118,6 +121,7 @@ export function pullServicesOf(ctx: BrokerContext): PullServices {
       longPolling: ctx.config.longPolling,
       shortPollingMs: tuning.shortPollingTimeMills ?? DEFAULT_SHORT_POLLING_TIME_MS,
       isSlave: ctx.config.role === "SLAVE",
+      masterOnline: ctx.config.role === "SLAVE" ? () => haClientOf(ctx).status.connected : () => false,
       memoryRule: haTuningOf(ctx.config),
     };
     services.set(ctx, s);
@@ -324,6 +328,11 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     if (status === "PULL_OFFSET_MOVED") {
       status = "PULL_RETRY_IMMEDIATELY";
       suggestWhichBrokerId = groupCfg.brokerId;
+    } else if (status !== "SUCCESS" && s.masterOnline()) {
+      // nothing to serve here while the master is up: the consumer goes back to it at once, not held
+      // on the slave (reference §7.4)
+      status = "PULL_RETRY_IMMEDIATELY";
+      suggestWhichBrokerId = MASTER_ID;
     }
   }
   // the puller holds the queue (hand-over); a pull of a member that already let the queue go was

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
+import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { suggestPullingFromSlave } from "../../../actors/broker/haTuning.ts";
 import { findBrokerAddressInSubscribe } from "../../../actors/client/pullService.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
@@ -101,6 +102,30 @@ test("a slave serves pulls of what it replicated, and never moves the consumer's
   assert.equal(tooFar.status, "PULL_RETRY_IMMEDIATELY", "OFFSET_MOVED on a slave becomes a retry");
   assert.equal(tooFar.nextBeginOffset, 500, "the offset stays where the consumer had it");
   assert.equal(tooFar.suggestWhichBrokerId, 0, "and it is sent back to the master");
+});
+
+test("a slave with its master online sends a pull it has no messages for back to the master at once, not held (PULL_RETRY_IMMEDIATELY)", async () => {
+  await waitFor(() => haClientOf(slave.ctx).status.connected, 10_000, "slave connected to its master");
+  const t0 = Date.now();
+  const r = await raw
+    .ref(slave.address, BrokerActor.PULL)
+    .ask<PullMessageReply>({
+      type: "PULL_MESSAGE",
+      consumerGroup: "slowGroup",
+      topic: "Slow",
+      queueId: 0,
+      queueOffset: 100,
+      maxMsgNums: 4,
+      sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND,
+      commitOffset: 0,
+      suspendTimeoutMillis: 5_000,
+      subscription: "*",
+      subVersion: 0,
+      expressionType: "TAG",
+    })
+    .then((x) => x.fields);
+  assert.ok(Date.now() - t0 < 2_000, "answered without holding the pull");
+  assert.deepEqual([r.status, r.suggestWhichBrokerId, r.nextBeginOffset], ["PULL_RETRY_IMMEDIATELY", 0, 100]);
 });
 
 test("client broker choice: the suggested broker, else the master, else any slave", () => {
