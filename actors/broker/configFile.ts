@@ -28,26 +28,42 @@ export class ConfigFile<T extends object> {
     return (await JsonFile.read(this.path)) ?? null;
   }
 
-  /** Schedules a write of the current state; resolves once a write that includes it is on disk. */
+  /**
+   * Schedules a write of the current state; resolves once a write that includes it is on disk.
+   * A failed write rejects its callers and leaves the state dirty: the next persist (a later
+   * change, or close) writes again.
+   */
   persist(): Promise<void> {
     this.dirty = true;
     if (!this.writing) {
-      this.writing = (async () => {
-        try {
-          while (this.dirty) {
-            this.dirty = false;
-            await JsonFile.write(this.path, this.snapshot());
-          }
-        } finally {
-          this.writing = null;
-        }
-      })();
+      // JsonFile.write is synchronous, so the loop may settle before `writing` is assigned: it is
+      // cleared here, once assigned, rather than in the loop (a rejected write must not stay put)
+      const w = this.writeLoop();
+      this.writing = w;
+      const clear = () => {
+        if (this.writing === w) this.writing = null;
+      };
+      w.then(clear, clear);
     }
     return this.writing;
   }
 
-  /** Waits for pending writes. */
+  private async writeLoop(): Promise<void> {
+    while (this.dirty) {
+      this.dirty = false;
+      try {
+        JsonFile.write(this.path, this.snapshot());
+      } catch (e) {
+        this.dirty = true;
+        throw e;
+      }
+      // let changes made meanwhile join the next write instead of each costing one
+      await Promise.resolve();
+    }
+  }
+
+  /** Waits for pending writes; a failed one is not an error here (the next persist retries it). */
   async flush(): Promise<void> {
-    while (this.writing) await this.writing;
+    while (this.writing) await this.writing.catch(() => {});
   }
 }
