@@ -27,13 +27,14 @@ export const DEFAULT_STORE_MAX_IN_FLIGHT = 4096;
 /** A sync-flush put that has not reached disk within this time answers FLUSH_DISK_TIMEOUT (`syncFlushTimeout`). */
 export const DEFAULT_SYNC_FLUSH_TIMEOUT_MS = 5_000;
 
-export type BrokerRole = "ASYNC_MASTER" | "SYNC_MASTER" | "SLAVE";
+export const BROKER_ROLES = ["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"] as const;
+export type BrokerRole = (typeof BROKER_ROLES)[number];
 export type FlushMode = "sync" | "async";
 
 /** Options of `Broker.start`. */
 export interface BrokerOptions {
   brokerName: string;
-  /** 0 = master, > 0 = slave. @default 0 */
+  /** 0 = master, > 0 = slave (one id per slave of a brokerName). @default 0 */
   brokerId?: number;
   /** @default "DefaultCluster" */
   clusterName?: string;
@@ -45,7 +46,7 @@ export interface BrokerOptions {
   storeDir: string;
   /** "sync": a send is acknowledged after fdatasync (group commit); "async": RocketMQ's ASYNC_FLUSH. @default "sync" */
   flush?: FlushMode;
-  /** @default "ASYNC_MASTER" (or "SLAVE" when brokerId > 0) */
+  /** @default "ASYNC_MASTER" (or "SLAVE" when brokerId > 0); a SLAVE needs brokerId > 0, a master 0 */
   role?: BrokerRole;
   masterAddress?: string;
   /** create unknown topics on first send with `defaultQueueNums` queues. @default true */
@@ -145,6 +146,20 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   }
   if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0)
     throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
+  // RocketMQ's BrokerStartup: the name server keys a broker name's addresses by brokerId, 0 being
+  // the master's, so a slave with id 0 would replace its master in every route
+  if (!(BROKER_ROLES as readonly string[]).includes(cfg.role))
+    throw new MQError("ILLEGAL_ARGUMENT", `role "${String(cfg.role)}" is not valid: use ASYNC_MASTER, SYNC_MASTER or SLAVE.`);
+  if (cfg.role === "SLAVE" && cfg.brokerId === MASTER_ID)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      "A SLAVE needs brokerId > 0 (1, 2, ...: one per slave of the same brokerName); brokerId 0 is the master's.",
+    );
+  if (cfg.role !== "SLAVE" && cfg.brokerId !== MASTER_ID)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `role ${cfg.role} is a master role and needs brokerId 0, not ${cfg.brokerId}; a broker with brokerId > 0 runs as role SLAVE.`,
+    );
   for (const k of ["diskCleanForciblyPercent", "diskFullPercent"] as const) {
     const v = cfg[k];
     if (v !== undefined && (typeof v !== "number" || !(v > 0 && v <= 100)))

@@ -8,7 +8,7 @@ import { renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { type Command, Option } from "commander";
 import { Broker } from "../../actors/broker/broker.ts";
-import { type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
+import { BROKER_ROLES, type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
 import { DEFAULT_HEAP_RESERVE_MB } from "../../actors/broker/heapReserve.ts";
 import { BROKER_NODE_FLAGS, missingBrokerNodeFlags, OLD_SPACE_FLAG } from "../../actors/broker/nodeFlags.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
@@ -57,7 +57,7 @@ interface BrokerFlags {
   advertise?: string;
   flush: "sync" | "async";
   cluster?: string;
-  brokerId: number;
+  brokerId?: number;
   role?: BrokerRole;
   masterAddress?: string;
   autoCreateTopic: boolean;
@@ -74,7 +74,8 @@ interface BrokerFlags {
 function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) {
   return {
     brokerName: f.name,
-    brokerId: f.brokerId,
+    // a SLAVE named without an id is the first slave of its master (a second one needs --broker-id 2)
+    brokerId: f.brokerId ?? (f.role === "SLAVE" ? 1 : undefined),
     clusterName: f.cluster,
     listen: f.listen,
     advertise: f.advertise,
@@ -106,14 +107,8 @@ function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): 
         .default("sync"),
     )
     .option("--cluster <name>", "cluster name", "DefaultCluster")
-    .option("--broker-id <id>", "0 = master, > 0 = slave", intArg, 0)
-    .addOption(
-      new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices([
-        "ASYNC_MASTER",
-        "SYNC_MASTER",
-        "SLAVE",
-      ]),
-    )
+    .option("--broker-id <id>", "0 = master, > 0 = slave, one id per slave (default 0; 1 with --role SLAVE)", intArg)
+    .addOption(new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices(BROKER_ROLES))
     .option("--master-address <endpoint>", "a slave's master endpoint")
     .option("--no-auto-create-topic", "refuse sends to topics not created beforehand")
     .option("--default-queue-nums <n>", "queues of an auto-created topic", intArg, DEFAULT_QUEUE_NUMS)

@@ -3,8 +3,11 @@ import { type ChildProcess, spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { Broker } from "../../actors/broker/broker.ts";
 import { Producer } from "../../actors/client/index.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { NameServer } from "../../actors/nameserver/index.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
+import { cli } from "./cliRun.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = path.join(root, "bin", "actormq.mjs");
@@ -111,6 +114,39 @@ test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in us
     s.child.kill("SIGTERM");
     assert.equal(await s.exit, 0);
     assert.match(s.out(), /stopped/);
+    await cleanup();
+  }
+});
+
+test("broker --role SLAVE without --broker-id runs as slave 1 next to its master; a SLAVE with id 0 or a master with id 1 is refused", async () => {
+  const { dir, cleanup } = await tempDir();
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const master = await Broker.start({ brokerName: "rs", listen: EPHEMERAL, nameservers: [ns.address], storeDir: path.join(dir, "m") });
+  const env = { ACTORMQ_NAMESRV: ns.address };
+  const slaveArgs = ["broker", "--name", "rs", "--role", "SLAVE", "--master-address", master.address, "--namesrv", ns.address];
+  const s = run([...slaveArgs, "--listen", EPHEMERAL, "--store", path.join(dir, "s")], dir);
+  try {
+    await master.createTopic({ topic: "RoleT", readQueueNums: 1 });
+    await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `slave to be ready (${s.err()})`);
+    const slaveAddr = /listening on (tcp:\/\/\S+)/.exec(s.out())?.[1];
+    const route = await waitFor(async () => {
+      const r = await cli(["topic", "route", "RoleT"], { env });
+      return /rs\s+slave/.test(r.out) ? r.out : undefined;
+    });
+    assert.match(route, new RegExp(`rs\\s+master\\s+${master.address}`), route);
+    assert.match(route, new RegExp(`rs\\s+slave 1\\s+${slaveAddr}`), route);
+
+    const id0 = await cli([...slaveArgs, "--broker-id", "0", "--listen", EPHEMERAL, "--store", path.join(dir, "s0")]);
+    assert.equal(id0.code, 1);
+    assert.match(id0.err, /^actormq: error ILLEGAL_ARGUMENT: A SLAVE needs brokerId > 0/);
+    const master1 = await cli(["broker", "--name", "rs", "--broker-id", "1", "--role", "SYNC_MASTER", "--namesrv", ns.address]);
+    assert.equal(master1.code, 1);
+    assert.match(master1.err, /ILLEGAL_ARGUMENT: role SYNC_MASTER is a master role and needs brokerId 0/);
+  } finally {
+    s.child.kill("SIGTERM");
+    assert.equal(await s.exit, 0);
+    await master.close();
+    await ns.close();
     await cleanup();
   }
 });

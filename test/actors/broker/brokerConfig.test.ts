@@ -1,0 +1,37 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { type BrokerOptions, resolveBrokerConfig } from "../../../actors/broker/brokerConfig.ts";
+import { MQError } from "../../../transport/protocol.ts";
+
+const base: BrokerOptions = { brokerName: "b", nameservers: [], storeDir: "/tmp/never-created" };
+
+function refused(opts: Partial<BrokerOptions>, message: RegExp): void {
+  assert.throws(
+    () => resolveBrokerConfig({ ...base, ...opts }),
+    (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && message.test(e.message),
+  );
+}
+
+test("brokerConfig: a SLAVE needs brokerId > 0 (brokerId 0 would take the master's route entry)", () => {
+  refused({ role: "SLAVE" }, /SLAVE needs brokerId > 0/);
+  refused({ role: "SLAVE", brokerId: 0 }, /SLAVE needs brokerId > 0/);
+  assert.equal(resolveBrokerConfig({ ...base, role: "SLAVE", brokerId: 2 }).brokerId, 2);
+});
+
+test("brokerConfig: master roles need brokerId 0", () => {
+  refused({ role: "SYNC_MASTER", brokerId: 2 }, /SYNC_MASTER.*brokerId 0/);
+  refused({ role: "ASYNC_MASTER", brokerId: 1 }, /ASYNC_MASTER.*brokerId 0/);
+  assert.equal(resolveBrokerConfig({ ...base, role: "SYNC_MASTER" }).brokerId, 0);
+});
+
+test("brokerConfig: an unknown role is refused", () => {
+  refused({ role: "slave" as never }, /role "slave"/);
+  refused({ role: "MASTER" as never }, /ASYNC_MASTER, SYNC_MASTER or SLAVE/);
+});
+
+test("brokerConfig: defaults stay: ASYNC_MASTER id 0, and brokerId > 0 alone means SLAVE", () => {
+  const m = resolveBrokerConfig(base);
+  assert.deepEqual([m.role, m.brokerId], ["ASYNC_MASTER", 0]);
+  const s = resolveBrokerConfig({ ...base, brokerId: 1 });
+  assert.deepEqual([s.role, s.brokerId], ["SLAVE", 1]);
+});
