@@ -53,12 +53,24 @@ export interface ReadyInfo {
   metrics?: string;
 }
 
+/** Hooks of {@link startProcess}. */
+export interface StartProcessHooks {
+  /** called with the pid as soon as the process is spawned, before it is ready */
+  onSpawn?: (pid: number) => void;
+  /** abandons the wait: the process is stopped and the start rejects */
+  signal?: AbortSignal;
+}
+
 /**
  * Spawns `p.argv` detached with output to `p.logFile` and waits until its ready file appears.
- * If it exits first or stays silent past the timeout it is stopped and an MQError carries the
- * reason from its log.
+ * If it exits first, stays silent past the timeout or `signal` aborts, it is stopped and an
+ * MQError carries the reason (from its log when it exited).
  */
-export async function startProcess(p: ClusterProcess, readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<ReadyInfo> {
+export async function startProcess(
+  p: ClusterProcess,
+  readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS,
+  hooks: StartProcessHooks = {},
+): Promise<ReadyInfo> {
   const readyFile = readyFileOf(p);
   rmSync(readyFile, { force: true });
   const fd = openSync(p.logFile, "a");
@@ -76,6 +88,8 @@ export async function startProcess(p: ClusterProcess, readyTimeoutMs = DEFAULT_R
     exited = exited ?? 1;
   });
   child.unref();
+  // detached, it outlives us: whoever started it must know its pid before it is ready
+  if (child.pid) hooks.onSpawn?.(child.pid);
   const t0 = Date.now();
   for (;;) {
     if (existsSync(readyFile)) {
@@ -88,6 +102,10 @@ export async function startProcess(p: ClusterProcess, readyTimeoutMs = DEFAULT_R
     if (exited !== undefined) {
       const why = lastLogLine(p.logFile) || `exit code ${exited}`;
       throw new MQError("SYSTEM_ERROR", `${p.name} failed to start: ${why} (log: ${p.logFile})`);
+    }
+    if (hooks.signal?.aborted) {
+      if (child.pid && exited === undefined) await stopPid(child.pid, 2_000);
+      throw new MQError("CLOSED", `${p.name} was stopped before it became ready.`);
     }
     if (Date.now() - t0 > readyTimeoutMs) {
       if (child.pid) await stopPid(child.pid, 2_000);

@@ -2,8 +2,8 @@
  * `cluster up|status|down|kill|restart`: a cluster of name servers, masters and slaves as
  * separate processes on this machine, described by `<dir>/cluster.json` (clusterFile.ts).
  * Every process gets its own ports, data dir and log file under `<dir>/<name>/`. A start that
- * fails part-way stops what it started; `down` signals only the pids the file names and only
- * while they still are those processes.
+ * fails part-way (or is aborted: Ctrl-C) stops every process it spawned, ready or not; `down`
+ * signals only the pids the file names and only while they still are those processes.
  */
 import { existsSync, mkdirSync } from "node:fs";
 import os from "node:os";
@@ -45,6 +45,8 @@ export interface ClusterUpOptions {
   readyTimeoutMs?: number;
   /** called as each process becomes ready */
   onProgress?: (ready: number, total: number, p: ClusterProcess) => void;
+  /** aborts the start (the command line's Ctrl-C): what was spawned is stopped, no cluster file is written */
+  signal?: AbortSignal;
 }
 
 /** A process with whether it runs now. */
@@ -171,7 +173,8 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
 
 /**
  * Starts the cluster: name servers, then masters, then slaves, each waited for; writes the
- * cluster file. On any failure everything already started is stopped and the error rethrown.
+ * cluster file. On any failure, or when `opts.signal` aborts, the processes still starting are
+ * abandoned, every process spawned is stopped and the (first) error rethrown.
  */
 export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const dir = path.resolve(opts.dir);
@@ -186,35 +189,69 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   }
   const plan = planCluster(opts);
   for (const p of plan) mkdirSync(p.dir, { recursive: true });
-  const started: ClusterProcess[] = [];
+  // every spawned process, ready or not: processes of one step start in parallel, and one failing
+  // must not leave the others running detached with no cluster file naming them
+  const spawned: ClusterProcess[] = [];
+  let ready = 0;
   const total = plan.length;
   const cf: ClusterFile = { version: CLUSTER_FILE_VERSION, createdAt: new Date().toISOString(), nameservers: [], processes: plan };
   const timeout = opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
+  const abandon = new AbortController();
+  let failure: unknown;
+  const onAbort = () => {
+    failure ??= new MQError(
+      "CLOSED",
+      "cluster up was interrupted: the processes started so far were stopped and no cluster file was written.",
+    );
+    abandon.abort();
+  };
+  if (opts.signal?.aborted) onAbort();
+  opts.signal?.addEventListener("abort", onAbort, { once: true });
   const launch = async (p: ClusterProcess) => {
-    const info = await startProcess(p, timeout);
-    p.pid = info.pid;
-    p.address = info.address;
-    if (info.metrics) p.metrics = info.metrics;
-    // later restarts bind the same ports
-    setArg(p.argv, "--listen", p.listen.replace(/:\*$/, `:${portOf(info.address)}`));
-    p.listen = p.argv[p.argv.indexOf("--listen") + 1]!;
-    if (info.metrics) setArg(p.argv, "--metrics-listen", info.metrics);
-    started.push(p);
-    opts.onProgress?.(started.length, total, p);
+    try {
+      const info = await startProcess(p, timeout, {
+        signal: abandon.signal,
+        onSpawn: (pid) => {
+          p.pid = pid;
+          spawned.push(p);
+        },
+      });
+      p.pid = info.pid;
+      p.address = info.address;
+      if (info.metrics) p.metrics = info.metrics;
+      // later restarts bind the same ports
+      setArg(p.argv, "--listen", p.listen.replace(/:\*$/, `:${portOf(info.address)}`));
+      p.listen = p.argv[p.argv.indexOf("--listen") + 1]!;
+      if (info.metrics) setArg(p.argv, "--metrics-listen", info.metrics);
+      opts.onProgress?.(++ready, total, p);
+    } catch (e) {
+      failure ??= e;
+      abandon.abort();
+    }
+  };
+  // all of a step settle (the others abandoned at the first failure) before the next or the cleanup
+  const step = async (role: ClusterProcess["role"]) => {
+    if (failure === undefined) await Promise.all(plan.filter((p) => p.role === role).map(launch));
+    if (failure !== undefined) throw failure;
   };
   try {
-    await Promise.all(plan.filter((p) => p.role === "nameserver").map(launch));
+    await step("nameserver");
     cf.nameservers = plan.filter((p) => p.role === "nameserver").map((p) => p.address);
     for (const p of plan) if (p.role !== "nameserver") setArg(p.argv, "--namesrv", cf.nameservers.join(","));
-    await Promise.all(plan.filter((p) => p.role === "master").map(launch));
+    await step("master");
     for (const p of plan.filter((x) => x.role === "slave")) {
       const master = plan.find((x) => x.role === "master" && x.brokerName === p.brokerName)!;
       setArg(p.argv, "--master-address", master.address);
     }
-    await Promise.all(plan.filter((p) => p.role === "slave").map(launch));
+    await step("slave");
   } catch (e) {
-    for (const p of [...started].reverse()) await stopPid(p.pid, DEFAULT_STOP_TIMEOUT_MS);
+    // brokers first, then the name servers they would otherwise try to unregister from
+    const stop = (ps: ClusterProcess[]) => Promise.all(ps.filter(isRunning).map((p) => stopPid(p.pid, DEFAULT_STOP_TIMEOUT_MS)));
+    await stop(spawned.filter((p) => p.role !== "nameserver"));
+    await stop(spawned.filter((p) => p.role === "nameserver"));
     throw e;
+  } finally {
+    opts.signal?.removeEventListener("abort", onAbort);
   }
   writeClusterFile(dir, cf);
   return cf;

@@ -1,5 +1,6 @@
 /** `actormq cluster up|status|down|kill|restart`: a multi-process cluster on this machine (actors/cluster). */
 
+import os from "node:os";
 import cliProgress from "cli-progress";
 import { type Command, Option } from "commander";
 import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
@@ -7,6 +8,7 @@ import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } fr
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
 const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
+const UP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 function memberRow(p: ClusterProcess & { state?: string }): string[] {
   const role = p.role === "nameserver" ? "nameserver" : `${p.role} ${p.brokerName}/${p.brokerId}`;
@@ -57,11 +59,25 @@ export function addClusterCommands(program: Command): void {
             cliProgress.Presets.shades_classic,
           );
           bar.start(total, 0, { name: "" });
+          // Ctrl-C (or SIGTERM, SIGHUP) while processes start: they are detached and would outlive
+          // us with no cluster file naming them, so stop them first; exit 128 + signal number
+          const interrupt = new AbortController();
+          let signalled: NodeJS.Signals | undefined;
+          const onSignal = (sig: NodeJS.Signals) => {
+            signalled ??= sig;
+            interrupt.abort();
+          };
+          for (const sig of UP_SIGNALS) process.on(sig, onSignal);
           let cf: ClusterFile;
           try {
-            cf = await clusterUp({ ...f, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
+            cf = await clusterUp({ ...f, signal: interrupt.signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
+          } catch (e) {
+            bar.stop();
+            if (signalled) fail(e, 128 + os.constants.signals[signalled]);
+            throw e;
           } finally {
             bar.stop();
+            for (const sig of UP_SIGNALS) process.off(sig, onSignal);
           }
           process.stdout.write(
             formatTable(

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import type { ClusterFile } from "../../actors/cluster/index.ts";
-import { isAlive } from "../../actors/cluster/index.ts";
-import { cli } from "../bin/cliRun.ts";
+import { clusterUp, cmdlineOf, isAlive } from "../../actors/cluster/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { bin, cli } from "../bin/cliRun.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 const listenOn = (server: net.Server, port: number): Promise<boolean> =>
@@ -162,6 +163,92 @@ test("cluster down never signals a pid that is no longer ours; a port in use fai
   } finally {
     stranger.kill("SIGKILL");
     blocker.close();
+    await cleanup();
+  }
+});
+
+/** Pids of actormq processes whose command line names something under `dir` (Linux /proc). */
+function actormqProcessesUnder(dir: string): number[] {
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .filter((pid) => {
+      const argv = cmdlineOf(pid);
+      return !!argv && argv.some((a) => a.endsWith("actormq.mjs")) && argv.some((a) => a.startsWith(dir));
+    });
+}
+
+function killAll(pids: number[]): void {
+  for (const pid of pids) if (isAlive(pid)) process.kill(pid, "SIGKILL");
+}
+
+test("cluster up: one master failing to start stops the other masters still starting, not only the ready processes", async () => {
+  const { dir, cleanup } = await tempDir();
+  const blocker = net.createServer();
+  try {
+    // broker-a's port (base + 1) is taken; broker-b and broker-c start alongside it
+    const base = await blockNextPort(blocker);
+    await assert.rejects(
+      clusterUp({ dir: path.join(dir, "c"), brokers: 3, basePort: base, logLevel: "warn" }),
+      /broker-a failed to start: .*(in use|Cannot listen)/i,
+    );
+    assert.deepEqual(actormqProcessesUnder(dir), [], "no process of the failed start runs");
+    assert.throws(() => readFileSync(path.join(dir, "c", "cluster.json")), "no cluster file for a failed start");
+  } finally {
+    blocker.close();
+    killAll(actormqProcessesUnder(dir));
+    await cleanup();
+  }
+});
+
+test("cluster up: an abort (Ctrl-C) while processes start stops every process spawned", async () => {
+  const { dir, cleanup } = await tempDir();
+  const interrupt = new AbortController();
+  try {
+    await assert.rejects(
+      clusterUp({
+        dir: path.join(dir, "c"),
+        brokers: 2,
+        slaves: 1,
+        logLevel: "warn",
+        signal: interrupt.signal,
+        // while the other master may still be starting, before any slave
+        onProgress: (_n, _t, p) => p.role === "master" && interrupt.abort(),
+      }),
+      (e: unknown) => e instanceof MQError && e.code === "CLOSED" && /interrupted/.test(e.message),
+    );
+    assert.deepEqual(actormqProcessesUnder(dir), []);
+    assert.throws(() => readFileSync(path.join(dir, "c", "cluster.json")));
+  } finally {
+    killAll(actormqProcessesUnder(dir));
+    await cleanup();
+  }
+});
+
+test("cluster up: Ctrl-C while starting stops what was started and exits 130 with one line", async () => {
+  const { dir, cleanup } = await tempDir();
+  const c = path.join(dir, "c");
+  const up = spawn(process.execPath, [bin, "cluster", "up", "--dir", c, "--brokers", "2", "--slaves", "1"], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+  });
+  let err = "";
+  up.stderr.on("data", (d: Buffer) => (err += d.toString()));
+  up.stdout.resume();
+  const exit = new Promise<number | null>((r) => up.once("exit", (code) => r(code)));
+  try {
+    // the name server is up and the masters are being started
+    await waitFor(() => existsSync(path.join(c, "broker-a", "broker-a.log")), 30_000, "the masters to be spawned");
+    up.kill("SIGINT");
+    assert.equal(await exit, 130, err);
+    const lines = err.split(/[\r\n]/).filter((l) => l.startsWith("actormq:"));
+    assert.equal(lines.length, 1, err);
+    assert.match(lines[0]!, /^actormq: error CLOSED: cluster up was interrupted/);
+    assert.deepEqual(actormqProcessesUnder(dir), []);
+    assert.ok(!existsSync(path.join(c, "cluster.json")));
+  } finally {
+    up.kill("SIGKILL");
+    killAll(actormqProcessesUnder(dir));
     await cleanup();
   }
 });
