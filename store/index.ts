@@ -3,7 +3,7 @@
 export { FILLER_HEADER_BYTES, FILLER_MAGIC } from "./commitLog.ts";
 export type { ArrivalNotice } from "./dispatcher.ts";
 export { parseDelayLevels } from "./dispatcher.ts";
-export { JsonFile } from "./jsonFile.ts";
+export { JsonFile, type JsonFileDamage } from "./jsonFile.ts";
 export type {
   DamageStats,
   GetMessageResult,

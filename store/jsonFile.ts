@@ -2,7 +2,9 @@
  * Atomic JSON files for the broker's state (topics, subscription groups, consumer and delay
  * offsets): write a temp file, fsync it, keep the previous version as `.bak`, rename the temp
  * file over the real one, fsync the directory. A crash between any two steps leaves either the
- * new file, or the old one, or the `.bak` that `read` falls back to.
+ * new file, or the old one, or the `.bak` that `read` falls back to. A file that exists but is
+ * not JSON (edited by hand, damaged) is copied to `<file>.corrupt-<its mtime>` when read, so the
+ * next write does not destroy it, and reported to the caller.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -20,22 +22,53 @@ function fsyncDir(dir: string): void {
   }
 }
 
-function tryRead(file: string): { ok: true; value: unknown } | { ok: false } {
+type ReadResult = { ok: true; value: unknown } | { ok: false; missing: boolean; error: string };
+
+function tryRead(file: string): ReadResult {
   let text: string;
   try {
     text = fs.readFileSync(file, "utf8");
-  } catch {
-    return { ok: false };
+  } catch (e) {
+    const missing = (e as NodeJS.ErrnoException).code === "ENOENT";
+    return { ok: false, missing, error: (e as Error).message };
   }
   try {
     return { ok: true, value: JSON.parse(text) };
+  } catch (e) {
+    return { ok: false, missing: false, error: `not valid JSON: ${(e as Error).message}` };
+  }
+}
+
+/** What {@link JsonFile.read} found wrong with a file that exists but could not be used. */
+export interface JsonFileDamage {
+  file: string;
+  /** why it could not be used (the JSON parse error, or the read error) */
+  error: string;
+  /** the copy kept of it; undefined when it could not be copied */
+  keptAs?: string;
+  /** the file read instead (`.bak` or a complete `.tmp`); undefined when none could be */
+  usedInstead?: string;
+}
+
+/**
+ * Copies `file` to `<file>.corrupt-<mtime>` unless that copy exists (a restart does not add one);
+ * returns the copy's path, undefined when the file cannot be copied.
+ */
+function keepCopy(file: string): string | undefined {
+  try {
+    const stamp = fs.statSync(file).mtime.toISOString().replace(/[:.]/g, "-");
+    const copy = `${file}.corrupt-${stamp}`;
+    if (!fs.existsSync(copy)) fs.copyFileSync(file, copy);
+    return copy;
   } catch {
-    return { ok: false };
+    return undefined;
   }
 }
 
 /** Atomic JSON file helpers. */
 export const JsonFile = {
+  keepCopy,
+
   /** Writes `value` as JSON to `file` atomically (temp, fsync, `.bak`, rename, fsync dir). */
   write(file: string, value: unknown): void {
     const dir = path.dirname(file);
@@ -50,7 +83,7 @@ export const JsonFile = {
       } finally {
         fs.closeSync(fd);
       }
-      if (fs.existsSync(file) && tryRead(file).ok) fs.copyFileSync(file, `${file}.bak`);
+      if (tryRead(file).ok) fs.copyFileSync(file, `${file}.bak`);
       fs.renameSync(tmp, file);
       fsyncDir(dir);
     } catch (e) {
@@ -60,13 +93,21 @@ export const JsonFile = {
 
   /**
    * Reads `file`; when it is missing or not valid JSON, the `.bak`, then a complete `.tmp`.
-   * Returns undefined when none can be read.
+   * Returns undefined when none can be read. A `file` that exists but cannot be used is kept as
+   * `<file>.corrupt-<mtime>` and reported to `onDamaged`.
    */
-  read<T = unknown>(file: string): T | undefined {
-    for (const f of [file, `${file}.bak`, `${file}.tmp`]) {
+  read<T = unknown>(file: string, onDamaged?: (damage: JsonFileDamage) => void): T | undefined {
+    const main = tryRead(file);
+    if (main.ok) return main.value as T;
+    const damage: JsonFileDamage | undefined = main.missing ? undefined : { file, error: main.error, keptAs: keepCopy(file) };
+    for (const f of [`${file}.bak`, `${file}.tmp`]) {
       const r = tryRead(f);
-      if (r.ok) return r.value as T;
+      if (r.ok) {
+        if (damage) onDamaged?.({ ...damage, usedInstead: f });
+        return r.value as T;
+      }
     }
+    if (damage) onDamaged?.(damage);
     return undefined;
   },
 };

@@ -111,10 +111,12 @@ export class Broker {
         storeDir: config.storeDir,
         autoCreateTopic: config.autoCreateTopic,
         defaultQueueNums: config.defaultQueueNums,
+        logger,
       });
       const groups = await SubscriptionGroupManager.load({
         storeDir: config.storeDir,
         autoCreateSubscriptionGroup: config.autoCreateSubscriptionGroup,
+        logger,
       });
       const ctx = createBrokerContext({ config, node, store, topics, groups, logger, brokerAddr, storeHost });
       const knownTopics = new Set(Object.keys(topics.all()));

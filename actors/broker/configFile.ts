@@ -1,13 +1,21 @@
 /**
  * One broker JSON config file under `<storeDir>/config/` (topics.json, subscriptionGroup.json):
  * loaded once, written atomically (store/jsonFile), writes coalesced so a burst of changes costs
- * one write and the last state always reaches disk.
+ * one write and the last state always reaches disk. A file that is not JSON is loaded from its
+ * `.bak` with a warning, or refuses the start when there is none (RocketMQ's ConfigManager.load
+ * fails the broker's start then): an empty table would be written over the user's topics.
  */
 import path from "node:path";
-import { JsonFile } from "../../store/index.ts";
+import { JsonFile, type JsonFileDamage } from "../../store/index.ts";
+import { MQError } from "../../transport/protocol.ts";
 
 /** Directory under the store root that holds the broker's JSON config. */
 export const CONFIG_DIR = "config";
+
+/** Where a config file's problems are reported (the broker's pino logger). */
+export interface ConfigLogger {
+  warn(fields: object, msg: string): void;
+}
 
 /** A coalescing atomic writer for one config file. */
 export class ConfigFile<T extends object> {
@@ -23,9 +31,46 @@ export class ConfigFile<T extends object> {
     this.path = path.join(storeDir, CONFIG_DIR, fileName);
   }
 
-  /** The stored object, or null when the file does not exist yet. */
-  async load(): Promise<unknown> {
-    return (await JsonFile.read(this.path)) ?? null;
+  /**
+   * The stored object, or null when the file does not exist yet. A file that is not valid JSON is
+   * copied aside and replaced by its `.bak` with a warning; without a readable `.bak` this throws
+   * MALFORMED rather than let the next write replace the file with an empty table.
+   */
+  async load(logger?: ConfigLogger): Promise<unknown> {
+    let damage: JsonFileDamage | undefined;
+    const value = JsonFile.read(this.path, (d) => (damage = d));
+    if (damage && !damage.usedInstead) {
+      throw new MQError(
+        "MALFORMED",
+        `${this.path} cannot be loaded (${damage.error}) and has no readable backup (.bak): fix the file, or remove it to start without its entries${damage.keptAs ? ` (a copy is kept as ${damage.keptAs})` : ""}.`,
+      );
+    }
+    if (damage)
+      logger?.warn(
+        { file: this.path, error: damage.error, loaded: damage.usedInstead, keptAs: damage.keptAs },
+        `${path.basename(this.path)} cannot be loaded: loaded its backup instead (changes made after that backup are missing); the file is kept as ${damage.keptAs ?? "(copy failed)"}`,
+      );
+    return value ?? null;
+  }
+
+  /**
+   * The `field` table of a loaded file (`topicConfigTable`, ...): {} when there is no file, MALFORMED
+   * when the JSON is something else (an edit that dropped the wrapper would otherwise load as empty).
+   */
+  tableOf(stored: unknown, field: string): Record<string, unknown> {
+    if (stored === null) return {};
+    const table = typeof stored === "object" && !Array.isArray(stored) ? (stored as Record<string, unknown>)[field] : undefined;
+    if (!table || typeof table !== "object" || Array.isArray(table))
+      throw new MQError(
+        "MALFORMED",
+        `${this.path} has no "${field}" object ({"${field}": {...}, "dataVersion": n}): fix the file, or remove it to start without its entries.`,
+      );
+    return table as Record<string, unknown>;
+  }
+
+  /** Keeps a copy of the file as it is on disk before a write drops entries that were skipped on load. */
+  keepCopy(): string | undefined {
+    return JsonFile.keepCopy(this.path);
   }
 
   /**

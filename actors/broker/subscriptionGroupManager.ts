@@ -4,7 +4,7 @@
  * `<storeDir>/config/subscriptionGroup.json`.
  */
 import { checkNotReserved, MQError, type SubscriptionGroupConfig, type UpdateSubscriptionGroupRequest } from "../../transport/protocol.ts";
-import { ConfigFile } from "./configFile.ts";
+import { ConfigFile, type ConfigLogger } from "./configFile.ts";
 
 export const SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json";
 
@@ -57,12 +57,28 @@ export class SubscriptionGroupManager {
     }));
   }
 
-  static async load(opts: { storeDir: string; autoCreateSubscriptionGroup: boolean }): Promise<SubscriptionGroupManager> {
+  /** Loads `subscriptionGroup.json` (if any); `logger` hears about skipped entries and a file loaded from its backup. */
+  static async load(opts: {
+    storeDir: string;
+    autoCreateSubscriptionGroup: boolean;
+    logger?: ConfigLogger;
+  }): Promise<SubscriptionGroupManager> {
     const m = new SubscriptionGroupManager(opts.autoCreateSubscriptionGroup, opts.storeDir);
-    const stored = (await m.file.load()) as Partial<Stored> | null;
-    if (stored && typeof stored.subscriptionGroupTable === "object" && stored.subscriptionGroupTable) {
-      for (const [name, cfg] of Object.entries(stored.subscriptionGroupTable)) {
+    const stored = (await m.file.load(opts.logger)) as Partial<Stored> | null;
+    const table = m.file.tableOf(stored, "subscriptionGroupTable") as Record<string, SubscriptionGroupConfig>;
+    if (stored) {
+      const skipped: string[] = [];
+      for (const [name, cfg] of Object.entries(table)) {
         if (cfg && typeof cfg === "object") m.table.set(name, { ...defaultSubscriptionGroupConfig(name), ...cfg, groupName: name });
+        else skipped.push(name);
+      }
+      if (skipped.length > 0) {
+        const keptAs = m.file.keepCopy();
+        for (const group of skipped)
+          opts.logger?.warn(
+            { file: m.file.path, group, keptAs },
+            `group "${group}" in ${SUBSCRIPTION_GROUP_FILE} is not an object and was skipped; a copy of the file is kept as ${keptAs ?? "(copy failed)"}`,
+          );
       }
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
     }

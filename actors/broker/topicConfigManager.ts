@@ -11,7 +11,7 @@ import {
   type TopicConfig,
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
-import { ConfigFile } from "./configFile.ts";
+import { ConfigFile, type ConfigLogger } from "./configFile.ts";
 
 export const TOPICS_FILE = "topics.json";
 /** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
@@ -22,6 +22,8 @@ export interface TopicConfigManagerOptions {
   autoCreateTopic: boolean;
   /** queues of an auto-created topic */
   defaultQueueNums: number;
+  /** hears about entries of topics.json that are skipped, and a file loaded from its backup */
+  logger?: ConfigLogger;
 }
 
 /** Topic configs of one broker, persisted. Listeners hear every change (the registrar re-registers). */
@@ -38,10 +40,13 @@ export class TopicConfigManager {
   /** Loads `topics.json` (if any) and adds the system topics. */
   static async load(opts: TopicConfigManagerOptions): Promise<TopicConfigManager> {
     const m = new TopicConfigManager(opts);
-    const stored = (await m.file.load()) as Partial<TopicConfigTable> | null;
-    if (stored && typeof stored.topicConfigTable === "object" && stored.topicConfigTable) {
-      for (const tc of Object.values(stored.topicConfigTable)) {
+    const stored = (await m.file.load(opts.logger)) as Partial<TopicConfigTable> | null;
+    const table = m.file.tableOf(stored, "topicConfigTable") as Record<string, TopicConfig>;
+    if (stored) {
+      const skipped: { topic: string; error: string }[] = [];
+      for (const [key, tc] of Object.entries(table)) {
         try {
+          if (!tc || typeof tc !== "object") throw new Error("It is not an object.");
           checkTopicConfig(tc);
           m.table.set(tc.topicName, {
             topicName: tc.topicName,
@@ -50,9 +55,19 @@ export class TopicConfigManager {
             perm: tc.perm,
             order: !!tc.order,
           });
-        } catch {
-          // an entry damaged by hand is skipped rather than stopping the broker
+        } catch (e) {
+          skipped.push({ topic: key, error: (e as Error).message });
         }
+      }
+      // an entry damaged by hand is skipped rather than stopping the broker, but said so, and the
+      // file kept as it is: the next write leaves the entry out
+      if (skipped.length > 0) {
+        const keptAs = m.file.keepCopy();
+        for (const s of skipped)
+          opts.logger?.warn(
+            { file: m.file.path, topic: s.topic, error: s.error, keptAs },
+            `topic "${s.topic}" in ${TOPICS_FILE} is not valid and was skipped: ${s.error} Fix it (a copy of the file is kept as ${keptAs ?? "(copy failed)"}) or create the topic again.`,
+          );
       }
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
     }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { JsonFile } from "../../store/index.ts";
+import { JsonFile, type JsonFileDamage } from "../../store/index.ts";
 import { tempDir } from "../helpers.ts";
 
 test("JsonFile writes atomically and falls back to .bak when the main file is torn or missing", async (t) => {
@@ -22,4 +22,48 @@ test("JsonFile writes atomically and falls back to .bak when the main file is to
   fs.rmSync(`${f}.bak`);
   fs.writeFileSync(`${f}.tmp`, JSON.stringify({ v: 3 }));
   assert.deepEqual(JsonFile.read(f), { v: 3 });
+});
+
+test("JsonFile.read reports a file that is not JSON and keeps a copy of it before any write replaces it", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const f = path.join(dir, "topics.json");
+  JsonFile.write(f, { v: 1 });
+  JsonFile.write(f, { v: 2 }); // .bak holds v 1
+  const edited = '{ "v": 3,, }';
+  fs.writeFileSync(f, edited);
+  const reports: JsonFileDamage[] = [];
+  assert.deepEqual(
+    JsonFile.read(f, (r) => reports.push(r)),
+    { v: 1 },
+  );
+  assert.equal(reports.length, 1);
+  const r = reports[0]!;
+  assert.equal(r.file, f);
+  assert.equal(r.usedInstead, `${f}.bak`);
+  assert.match(r.error, /JSON/);
+  assert.ok(r.keptAs?.startsWith(`${f}.corrupt-`), r.keptAs);
+  assert.equal(fs.readFileSync(r.keptAs!, "utf8"), edited);
+  // read again (a restart before any write): the same copy, not a second one
+  JsonFile.read(f, () => {});
+  assert.equal(fs.readdirSync(dir).filter((n) => n.includes(".corrupt-")).length, 1);
+  JsonFile.write(f, { v: 4 });
+  assert.equal(fs.readFileSync(r.keptAs!, "utf8"), edited, "the copy survives the next write");
+
+  // nothing readable: undefined, still reported and kept
+  const g = path.join(dir, "groups.json");
+  fs.writeFileSync(g, "not json");
+  const none: JsonFileDamage[] = [];
+  assert.equal(
+    JsonFile.read(g, (x) => none.push(x)),
+    undefined,
+  );
+  assert.equal(none.length, 1);
+  assert.equal(none[0]!.usedInstead, undefined);
+  assert.equal(fs.readFileSync(none[0]!.keptAs!, "utf8"), "not json");
+  // a missing file is no damage
+  assert.equal(
+    JsonFile.read(path.join(dir, "missing.json"), () => assert.fail("reported")),
+    undefined,
+  );
 });

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { Broker } from "../../../actors/broker/broker.ts";
 import { ConfigFile } from "../../../actors/broker/configFile.ts";
+import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
-import { tempDir } from "../../helpers.ts";
+import { MQError } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
 
 // A file where the config directory should be makes every write fail (like EACCES or ENOSPC)
 // until it is removed: a transient disk problem. The files already written go with the directory.
@@ -48,4 +51,100 @@ test("TopicConfigManager: topics created during a failed write are written by th
   await m.close();
   const again = Object.keys((await TopicConfigManager.load(opts)).all());
   assert.ok(again.includes("AutoCreatedBeforeClose"), `${again}`);
+});
+
+/** A logger that keeps what it is told. */
+function recordingLogger(): { warn: (fields: object, msg: string) => void; lines: { fields: Record<string, unknown>; msg: string }[] } {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  return { lines, warn: (fields, msg) => lines.push({ fields: fields as Record<string, unknown>, msg }) };
+}
+
+function writeConfig(dir: string, name: string, text: string): string {
+  mkdirSync(path.join(dir, "config"), { recursive: true });
+  const f = path.join(dir, "config", name);
+  writeFileSync(f, text);
+  return f;
+}
+
+const GOOD = { topicName: "Good", readQueueNums: 4, writeQueueNums: 4, perm: 6 };
+
+test("TopicConfigManager: an invalid entry of topics.json is skipped with a warning naming file and topic, and the file is kept", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const text = JSON.stringify({
+    topicConfigTable: { Good: GOOD, Edited: { topicName: "Edited", readQueueNums: "16", writeQueueNums: 16, perm: 6 } },
+    dataVersion: 3,
+  });
+  const f = writeConfig(dir, "topics.json", text);
+  const logger = recordingLogger();
+  const m = await TopicConfigManager.load({ storeDir: dir, autoCreateTopic: false, defaultQueueNums: 4, logger });
+  assert.ok(m.get("Good"));
+  assert.equal(m.get("Edited"), undefined);
+  assert.equal(logger.lines.length, 1);
+  const [w] = logger.lines;
+  assert.equal(w!.fields.file, f);
+  assert.equal(w!.fields.topic, "Edited");
+  assert.match(w!.msg, /topic "Edited" in topics.json is not valid and was skipped: readQueueNums .* not 16/);
+  // the next write leaves the entry out; the user's version survives as the copy
+  await m.createOrUpdate({ topicName: "Other", readQueueNums: 1, writeQueueNums: 1, perm: 6, order: false });
+  await m.createOrUpdate({ topicName: "Other2", readQueueNums: 1, writeQueueNums: 1, perm: 6, order: false });
+  assert.equal(readFileSync(w!.fields.keptAs as string, "utf8"), text);
+});
+
+test("TopicConfigManager: topics.json that is not JSON loads its .bak with a warning; without a .bak the load is refused", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const opts = { storeDir: dir, autoCreateTopic: false, defaultQueueNums: 4 };
+  writeConfig(dir, "topics.json.bak", JSON.stringify({ topicConfigTable: { Good: GOOD }, dataVersion: 1 }));
+  const broken = '{ "topicConfigTable": { "Good": {}, "New": {},, } }';
+  const f = writeConfig(dir, "topics.json", broken);
+  const logger = recordingLogger();
+  const m = await TopicConfigManager.load({ ...opts, logger });
+  assert.ok(m.get("Good"), "loaded from the backup");
+  assert.equal(logger.lines.length, 1);
+  assert.equal(logger.lines[0]!.fields.file, f);
+  assert.match(logger.lines[0]!.msg, /topics.json cannot be loaded: loaded its backup instead/);
+  await m.createOrUpdate({ topicName: "Other", readQueueNums: 1, writeQueueNums: 1, perm: 6, order: false });
+  assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), broken, "the hand edit is kept");
+
+  rmSync(`${f}.bak`);
+  writeFileSync(f, broken);
+  await assert.rejects(
+    TopicConfigManager.load(opts),
+    (e: unknown) => e instanceof MQError && e.code === "MALFORMED" && e.message.includes(f) && /no readable backup/.test(e.message),
+  );
+  // valid JSON without the table (an edit that dropped the wrapper) is refused too
+  writeFileSync(f, JSON.stringify({ Good: GOOD }));
+  await assert.rejects(TopicConfigManager.load(opts), /has no "topicConfigTable" object/);
+});
+
+test("SubscriptionGroupManager: a broken subscriptionGroup.json without a .bak refuses the load; a non-object entry is reported", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const opts = { storeDir: dir, autoCreateSubscriptionGroup: true };
+  const f = writeConfig(dir, "subscriptionGroup.json", "{ oops");
+  await assert.rejects(SubscriptionGroupManager.load(opts), (e: unknown) => e instanceof MQError && e.code === "MALFORMED");
+  writeFileSync(f, JSON.stringify({ subscriptionGroupTable: { g1: { retryMaxTimes: 3 }, g2: 7 }, dataVersion: 1 }));
+  const logger = recordingLogger();
+  const m = await SubscriptionGroupManager.load({ ...opts, logger });
+  assert.equal(m.get("g1")?.retryMaxTimes, 3);
+  assert.equal(m.get("g2"), undefined);
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.file, l.fields.group]),
+    [[f, "g2"]],
+  );
+});
+
+test("Broker.start refuses a store whose topics.json is not JSON and has no backup, and releases what it opened", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  writeConfig(dir, "topics.json", "{ not json");
+  const opts = { brokerName: "cfg", nameservers: [], storeDir: dir, listen: EPHEMERAL };
+  // a broker that starts anyway is closed, so the failed assertion does not leave it running
+  const started = Broker.start(opts).then(async (b) => void (await b.close()));
+  await assert.rejects(started, /topics.json cannot be loaded .* no readable backup/);
+  // the store lock and port were released: fixed, it starts
+  rmSync(path.join(dir, "config", "topics.json"));
+  const b = await Broker.start(opts);
+  await b.close();
 });
