@@ -13,20 +13,26 @@ export const LOG_LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "
 /** Exit codes of the command line. */
 export const ExitCode = { OK: 0, ERROR: 1, USAGE: 2 } as const;
 
-/** A commander parser for numbers that `ok` accepts; anything else is a usage error naming `expected`. */
-function numberArg(ok: (n: number) => boolean, expected: string): (v: string) => number {
+/**
+ * A commander parser for numbers written as `syntax` (plain decimal: Number() alone would take "",
+ * " ", "0x10" and "1e3") that `ok` accepts; anything else is a usage error naming `expected`.
+ */
+function numberArg(syntax: RegExp, ok: (n: number) => boolean, expected: string): (v: string) => number {
   return (v) => {
     const n = Number(v);
-    if (!ok(n)) throw new InvalidArgumentError(`expected ${expected}`);
+    if (!syntax.test(v) || !ok(n)) throw new InvalidArgumentError(`expected ${expected}`);
     return n;
   };
 }
 
-export const intArg = numberArg((n) => Number.isInteger(n) && n >= 0, "a non-negative integer");
+const DIGITS = /^\d+$/;
+const DECIMAL = /^\d+(\.\d+)?$/;
+
+export const intArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n), "a non-negative integer");
 /** A positive number of hours (fractions allowed). */
-export const hoursArg = numberArg((n) => Number.isFinite(n) && n > 0, "a number of hours > 0");
+export const hoursArg = numberArg(DECIMAL, (n) => n > 0, "a number of hours > 0");
 /** A percentage in (0, 100]. */
-export const percentArg = numberArg((n) => Number.isFinite(n) && n > 0 && n <= 100, "a percentage in (0, 100]");
+export const percentArg = numberArg(DECIMAL, (n) => n > 0 && n <= 100, "a percentage in (0, 100]");
 
 export function listArg(v: string): string[] {
   return v
@@ -35,10 +41,17 @@ export function listArg(v: string): string[] {
     .filter(Boolean);
 }
 
+/** Days of `month` (1-12) in `year`; 0 for a month that does not exist. */
+function daysInMonth(year: number, month: number): number {
+  return month >= 1 && month <= 12 ? new Date(Date.UTC(year, month, 0)).getUTCDate() : 0;
+}
+
 /** An ISO 8601 time or epoch milliseconds; anything else is a usage error naming the expected form. */
 export function timeArg(v: string): number {
   if (/^\d{10,}$/.test(v)) return Number(v);
-  const t = /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : Number.NaN;
+  const ymd = /^(\d{4})-(\d{2})-(\d{2})/.exec(v);
+  // Date.parse rolls a day past the month's end over (2025-02-30 is March 2nd): refuse it instead
+  const t = ymd && Number(ymd[3]) <= daysInMonth(Number(ymd[1]), Number(ymd[2])) ? Date.parse(v) : Number.NaN;
   if (Number.isNaN(t))
     throw new InvalidArgumentError(`"${v}" is not a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
   return t;

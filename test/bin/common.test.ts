@@ -1,0 +1,40 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { InvalidArgumentError } from "commander";
+import { hoursArg, intArg, percentArg, timeArg } from "../../bin/common.ts";
+
+const refuses = (parse: (v: string) => unknown, v: string) =>
+  assert.throws(() => parse(v), InvalidArgumentError, `${parse.name}(${JSON.stringify(v)}) is a usage error`);
+
+test("intArg takes decimal digits only", () => {
+  assert.equal(intArg("0"), 0);
+  assert.equal(intArg("42"), 42);
+  assert.equal(intArg("007"), 7);
+  for (const v of ["", " ", " 1", "0x10", "1e3", "0b11", "0o7", "1.5", "-1", "+1", "abc", "99999999999999999999"]) refuses(intArg, v);
+});
+
+test("hoursArg and percentArg take decimal numbers only", () => {
+  assert.equal(hoursArg("0.5"), 0.5);
+  assert.equal(hoursArg("72"), 72);
+  assert.equal(percentArg("85"), 85);
+  assert.equal(percentArg("99.5"), 99.5);
+  for (const v of ["", " ", "0x10", "1e1", ".5", "5.", "Infinity", "0"]) refuses(hoursArg, v);
+  for (const v of ["", "0x10", "1e1", "101", "0"]) refuses(percentArg, v);
+});
+
+test("timeArg refuses dates that do not exist instead of rolling them over", () => {
+  assert.equal(timeArg("2024-02-29"), Date.UTC(2024, 1, 29));
+  assert.equal(timeArg("2025-01-31T12:00:00Z"), Date.UTC(2025, 0, 31, 12));
+  assert.equal(timeArg("1735732800000"), 1735732800000);
+  for (const v of [
+    "2025-02-29",
+    "2025-02-30",
+    "2025-02-31T00:00:00Z",
+    "2025-04-31T12:00:00Z",
+    "2025-13-01",
+    "2025-00-10",
+    "yesterday",
+    "123",
+  ])
+    refuses(timeArg, v);
+});
