@@ -18,16 +18,14 @@ import { ExitCode } from "./common.ts";
 
 export { DEFAULT_BROKER_NAME, DEFAULT_DATA_DIR } from "./commands/servers.ts";
 
-/** Usage errors (unknown flag, bad value) as one line and exit code 2, in every subcommand. */
+/**
+ * Usage errors (unknown flag, bad value) as one line and exit code 2, in every subcommand. Help
+ * asked for (`--help`, `help`) exits 0; help printed because a command is missing (`actormq`,
+ * `actormq topic`) goes to stderr and is a usage error too.
+ */
 function oneLineErrors(cmd: Command): void {
   cmd.exitOverride((err) => {
-    process.exit(
-      err.exitCode === 0
-        ? 0
-        : err.code === "commander.help" || err.code === "commander.helpDisplayed" || err.code === "commander.version"
-          ? 0
-          : ExitCode.USAGE,
-    );
+    process.exit(err.exitCode === 0 ? ExitCode.OK : ExitCode.USAGE);
   });
   cmd.configureOutput({ outputError: (str, write) => write(`actormq: ${str.trim().replace(/\s*\n\s*/g, " ")} (see --help)\n`) });
   for (const c of cmd.commands) oneLineErrors(c);

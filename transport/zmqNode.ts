@@ -159,6 +159,20 @@ export class RouterLink extends Link {
 }
 
 /**
+ * A tcp endpoint's port must be `*` or 0-65535: libzmq takes a larger number modulo 65536 and
+ * binds a port nobody asked for.
+ */
+function checkTcpPort(endpoint: string, what: string): void {
+  if (!endpoint.startsWith("tcp://")) return;
+  const port = endpoint.slice(endpoint.lastIndexOf(":") + 1);
+  if (port === "*" || (/^\d{1,5}$/.test(port) && Number(port) <= 65535)) return;
+  throw new MQError(
+    "ILLEGAL_ARGUMENT",
+    `${what} endpoint ${endpoint} has no valid port: use a port from 0 to 65535, or * for any free port (tcp://127.0.0.1:*).`,
+  );
+}
+
+/**
  * Called for each inbound request. `corrId` is 0 for one-way sends. `event` is the decoded
  * object (fresh, the handler may attach fields to it).
  */
@@ -219,6 +233,8 @@ export class ZmqNode {
       throw new MQError("ILLEGAL_ARGUMENT", `sendHighWaterMark must be a positive count, got ${opts.sendHighWaterMark}.`);
     if (!Number.isSafeInteger(opts.maxInboundBytes) || opts.maxInboundBytes < 1024)
       throw new MQError("ILLEGAL_ARGUMENT", `maxInboundBytes must be an integer number of bytes >= 1024, got ${opts.maxInboundBytes}.`);
+    if (opts.listen) checkTcpPort(opts.listen, "listen");
+    if (opts.advertise) checkTcpPort(opts.advertise, "advertise");
     if (opts.curveClient) {
       checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
       checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");

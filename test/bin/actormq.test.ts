@@ -57,6 +57,32 @@ test("--help describes the commands", async () => {
   assert.match(s.out(), /--heap-reserve <MiB>/);
 });
 
+test("no command (actormq, actormq topic) is a usage error: help on stderr, exit 2; help asked for exits 0", async () => {
+  for (const args of [[], ["topic"], ["cluster"]]) {
+    const r = await cli(args);
+    assert.equal(r.code, 2, args.join(" "));
+    assert.equal(r.out, "");
+    assert.match(r.err, /^Usage: actormq/);
+  }
+  const h = await cli(["help", "topic"]);
+  assert.equal(h.code, 0);
+  assert.match(h.out, /^Usage: actormq topic/);
+});
+
+test("a --listen port past 65535 is refused, not bound modulo 65536", async () => {
+  const { dir, cleanup } = await tempDir();
+  const r = run(["nameserver", "--listen", "tcp://127.0.0.1:99999"], dir);
+  // a name server that serves anyway is stopped, so the assertion fails instead of hanging
+  const guard = setTimeout(() => r.child.kill("SIGKILL"), 20_000);
+  try {
+    assert.equal(await r.exit, 1);
+    assert.match(r.err(), /^actormq: error ILLEGAL_ARGUMENT: listen endpoint tcp:\/\/127.0.0.1:99999 has no valid port/);
+  } finally {
+    clearTimeout(guard);
+    await cleanup();
+  }
+});
+
 test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in use or a locked store is one line and a non-zero exit", async () => {
   const { dir, cleanup } = await tempDir();
   const s = run(["start", ...anyPort], dir);

@@ -1,0 +1,27 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ActorNode } from "../../actors/runtime/index.ts";
+import { isMQError } from "../../transport/protocol.ts";
+
+test("a tcp endpoint's port must be 0-65535 or *: libzmq would bind another port (99999 mod 65536)", async () => {
+  for (const listen of [
+    "tcp://127.0.0.1:99999",
+    "tcp://127.0.0.1:65536",
+    "tcp://127.0.0.1:-1",
+    "tcp://127.0.0.1:1e3",
+    "tcp://127.0.0.1:",
+  ]) {
+    await assert.rejects(
+      ActorNode.start({ listen }).then((n) => n.close()),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /port/.test((e as Error).message),
+      listen,
+    );
+  }
+  await assert.rejects(
+    ActorNode.start({ listen: "tcp://127.0.0.1:*", advertise: "tcp://10.0.0.2:70000" }).then((n) => n.close()),
+    (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /advertise/.test((e as Error).message),
+  );
+  const n = await ActorNode.start({ listen: "tcp://127.0.0.1:*" });
+  assert.match(n.address!, /^tcp:\/\/127\.0\.0\.1:\d+$/);
+  await n.close();
+});
