@@ -167,6 +167,8 @@ export const DLQ_GROUP_TOPIC_PREFIX = "%DLQ%";
 export const SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX";
 /** Topic whose route every broker with autoCreateTopic serves, so unknown topics can be created on first send. */
 export const AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102";
+/** Topics the broker manages itself: producers may not send to them, admins may not create or change them. */
+export const SYSTEM_TOPICS: ReadonlySet<string> = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 export const TOPIC_MAX_LENGTH = 127;
 export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
@@ -195,6 +197,19 @@ export const PullSysFlag = { COMMIT_OFFSET: 0x1, SUSPEND: 0x2, SUBSCRIPTION: 0x4
 /** Whether `v` is an integer a Java `int` holds (what the wire and the store keep as 32 bits). */
 export function isInt32(v: unknown): v is number {
   return typeof v === "number" && Number.isInteger(v) && v >= -0x80000000 && v <= 0x7fffffff;
+}
+
+/**
+ * Refuses a topic create or update of a system topic (RocketMQ's AdminBrokerProcessor: "conflict with
+ * system topic"): a TBW102 without its INHERIT bit stops auto-creation, a SCHEDULE_TOPIC_XXXX with
+ * fewer queues loses delay levels. Retry and DLQ topics stay configurable, as in RocketMQ.
+ */
+export function checkNotSystemTopic(topic: string): void {
+  if (SYSTEM_TOPICS.has(topic))
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `The topic "${topic}" is conflict with system topic: the broker manages it; choose another name.`,
+    );
 }
 
 /** Validates a topic name by RocketMQ's rules; throws MQError MESSAGE_ILLEGAL. */

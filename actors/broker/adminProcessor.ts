@@ -3,7 +3,13 @@
  * groups): create/update a topic (then re-register so name servers serve the new route at once),
  * list topic configs, create/update and list subscription groups, runtime info.
  */
-import { MQError, PERM_READ_WRITE, type SubscriptionGroupConfig, type TopicConfigTable } from "../../transport/protocol.ts";
+import {
+  checkNotSystemTopic,
+  MQError,
+  PERM_READ_WRITE,
+  type SubscriptionGroupConfig,
+  type TopicConfigTable,
+} from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 /** Admin request types the `broker` actor routes here. */
@@ -28,6 +34,7 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
     case "UPDATE_AND_CREATE_TOPIC": {
       const topicName = ev.topicName ?? ev.topic;
       if (typeof topicName !== "string") throw new MQError("INVALID_PARAMETER", "UPDATE_AND_CREATE_TOPIC needs topicName.");
+      checkNotSystemTopic(topicName);
       const q = ctx.config.defaultQueueNums;
       const tc = await ctx.topics.createOrUpdate({
         topicName,

@@ -6,7 +6,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { MessageStore } from "../../store/index.ts";
-import { MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
+import { checkNotSystemTopic, MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
@@ -173,6 +173,7 @@ export class Broker {
   /** Creates or updates a topic on this broker, then re-registers so routes show it. */
   async createTopic(opts: CreateTopicOptions): Promise<TopicConfig> {
     if (this.closing) throw new MQError("CLOSED", `Broker ${this.brokerName} is closed.`);
+    checkNotSystemTopic(opts.topic);
     const q = this.ctx.config.defaultQueueNums;
     const tc = await this.ctx.topics.createOrUpdate({
       topicName: opts.topic,

@@ -12,23 +12,19 @@ import {
   isUndispatchedTransaction,
 } from "../../transport/messageRecord.ts";
 import {
-  AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopic,
   isInt32,
   MQError,
   Perm,
   RETRY_GROUP_TOPIC_PREFIX,
-  SCHEDULE_TOPIC,
   type SendMessageReply,
   type SendMessageRequest,
   type SendStatus,
+  SYSTEM_TOPICS,
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting.ts";
 import { haServiceOf } from "./haService.ts";
-
-/** Topics producers may not send to directly. */
-const SYSTEM_TOPICS = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
 
 /** bornHost when the producer gives none (it does not listen, so it has no address). */
 const UNKNOWN_HOST = "127.0.0.1:0";

@@ -11,6 +11,7 @@ import {
   type ClusterInfo,
   type ConsumeStatsReply,
   ConsumptionActorFor,
+  checkNotSystemTopic,
   checkTopic,
   compareMessageQueue,
   DEFAULT_QUERY_MAX_NUM,
@@ -95,6 +96,7 @@ export class Admin {
   async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
     this.checkOpen();
     checkTopic(opts?.topic);
+    checkNotSystemTopic(opts.topic);
     const info = await this.clusterInfo();
     const names = opts.brokers ?? Object.keys(info.brokerAddrTable).sort();
     if (names.length === 0) throw new MQError("NO_ROUTE", "No broker is registered with the name servers: start a broker first.");

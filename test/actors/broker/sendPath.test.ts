@@ -353,3 +353,22 @@ test("disk-pressure percentages out of (0, 100] are ILLEGAL_ARGUMENT; set ones r
     await c5();
   }
 });
+
+test("system topics (TBW102, SCHEDULE_TOPIC_XXXX) cannot be created or updated through the admin path", async () => {
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  const before = broker.ctx.topics.get("SCHEDULE_TOPIC_XXXX");
+  for (const topicName of ["TBW102", "SCHEDULE_TOPIC_XXXX"]) {
+    await assert.rejects(
+      ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName, readQueueNums: 1, writeQueueNums: 1, perm: 6 }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && /conflict with system topic/.test((e as Error).message),
+      topicName,
+    );
+    await assert.rejects(broker.createTopic({ topic: topicName, readQueueNums: 1 }), /conflict with system topic/);
+    await assert.rejects(admin.createTopic({ topic: topicName }), /conflict with system topic/);
+  }
+  assert.deepEqual(broker.ctx.topics.get("SCHEDULE_TOPIC_XXXX"), before, "the delay levels' queues are untouched");
+  assert.equal(broker.ctx.topics.get("TBW102")?.perm, 7, "TBW102 keeps its INHERIT bit");
+  // retry and DLQ topics stay configurable, as in RocketMQ (e.g. more queues for a group's retries)
+  const tc = await admin.createTopic({ topic: "%DLQ%some-group", readQueueNums: 2 });
+  assert.equal(tc[0]?.readQueueNums, 2);
+});
