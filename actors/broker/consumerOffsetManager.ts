@@ -53,6 +53,7 @@ interface TakeOverWait {
   clientId: string;
   answer: () => void;
   timer: NodeJS.Timeout;
+  isMember: (clientId: string) => boolean;
 }
 
 /** Who holds one queue of a group (hand-over between members, internals §6.5). */
@@ -61,6 +62,12 @@ interface QueueHolder {
   owner: string | undefined;
   /** the member that last let the queue go: pulls of it still on their way are not a new hold */
   releasedBy: string | undefined;
+  /**
+   * `releasedBy` did not release the queue but was dropped from the group (heartbeat expiry): if it
+   * comes back as a member before anyone takes the queue over, it still holds it
+   */
+  releasedByLeaving: boolean;
+  /** in arrival order: a release answers the first, the others wait for that member's release */
   waits: TakeOverWait[] | undefined;
 }
 
@@ -90,6 +97,8 @@ export class ConsumerOffsetManager {
   private dirty = false;
   /** messages served to pulls per `topic@group` over the last minute (RocketMQ's GROUP_GET_NUMS) */
   private readonly pulled = new RateCounter();
+  /** whether a client is a member of a group now (the broker's consumer table, see {@link consumerOffsetsOf}) */
+  isMember: (group: string, clientId: string) => boolean = () => false;
 
   constructor(readonly file: string) {}
 
@@ -175,7 +184,7 @@ export class ConsumerOffsetManager {
     }
     let h = m.get(queueId);
     if (!h) {
-      h = { owner: undefined, releasedBy: undefined, waits: undefined };
+      h = { owner: undefined, releasedBy: undefined, releasedByLeaving: false, waits: undefined };
       m.set(queueId, h);
     }
     return h;
@@ -184,20 +193,27 @@ export class ConsumerOffsetManager {
   /**
    * A pull of `clientId` arrived (one map look-up on the pull path). It becomes the queue's holder
    * unless it is the member that let the queue go: such a pull was on its way before the release,
-   * so it is not recorded and the offset it carries must not be committed (returns false).
+   * so it is not recorded and the offset it carries must not be committed (returns false). A member
+   * that was only dropped by the expiry scan and registered again, with nobody having taken the
+   * queue over since, never let it go: its pulls make it the holder again.
    */
   notePuller(group: string, topic: string, queueId: number, clientId: string): boolean {
     const h = this.holders.get(topic + TOPIC_GROUP_SEPARATOR + group)?.get(queueId);
     if (h?.owner === clientId) return true;
-    if (h?.releasedBy === clientId) return false;
+    if (h?.releasedBy === clientId) {
+      if (!h.releasedByLeaving || h.owner !== undefined || !this.isMember(group, clientId)) return false;
+      h.releasedBy = undefined;
+      h.releasedByLeaving = false;
+    }
     this.holderOf(group, topic, queueId).owner = clientId;
     return true;
   }
 
   /**
    * `clientId` takes the queue over: `answer` is called at once when nobody else holds it (or its
-   * holder is no longer a member), else when the holder releases it or leaves, or after
-   * `timeoutMs`. From then on `clientId` is the holder.
+   * holder is no longer a member), else when the holder releases it or leaves and no earlier
+   * take-over waits (that one becomes the holder, and this one waits for its release), or after
+   * `timeoutMs` from now. From then on `clientId` is the holder.
    */
   takeOver(
     group: string,
@@ -214,7 +230,7 @@ export class ConsumerOffsetManager {
       answer();
       return;
     }
-    const w: TakeOverWait = { clientId, answer, timer: setTimeout(() => this.endWait(h, w), timeoutMs) };
+    const w: TakeOverWait = { clientId, answer, isMember, timer: setTimeout(() => this.endWait(h, w), timeoutMs) };
     w.timer.unref?.();
     if (h.waits) h.waits.push(w);
     else h.waits = [w];
@@ -223,7 +239,7 @@ export class ConsumerOffsetManager {
   /**
    * `clientId` let the queue go with `offset` as its final offset (< 0: none). Committed unless
    * another member already holds the queue (it took over after the timeout and commits its own);
-   * take-overs waiting for it are answered. Returns true when the offset was committed.
+   * the first take-over waiting for it is answered. Returns true when the offset was committed.
    */
   release(group: string, topic: string, queueId: number, clientId: string, offset: number): boolean {
     const h = this.holders.get(topic + TOPIC_GROUP_SEPARATOR + group)?.get(queueId);
@@ -233,16 +249,22 @@ export class ConsumerOffsetManager {
       this.commitOffset(group, topic, queueId, offset);
       committed = true;
     }
-    if (h) this.letGo(h, clientId);
+    if (h) this.letGo(h, clientId, false);
     return committed;
   }
 
-  /** A member left the group: the queues it held are free, their waiting take-overs answered. */
+  /**
+   * A member left the group: the queues it held are free, each handed to its first waiting
+   * take-over; take-overs it was waiting for itself are answered and forgotten.
+   */
   memberLeft(group: string, clientId: string): void {
     const suffix = TOPIC_GROUP_SEPARATOR + group;
     for (const [key, m] of this.holders) {
       if (!key.endsWith(suffix)) continue;
-      for (const h of m.values()) if (h.owner === clientId) this.letGo(h, clientId);
+      for (const h of m.values()) {
+        if (h.owner === clientId) this.letGo(h, clientId, true);
+        if (h.waits) for (const w of h.waits.filter((x) => x.clientId === clientId)) this.endWait(h, w, false);
+      }
     }
   }
 
@@ -258,19 +280,30 @@ export class ConsumerOffsetManager {
     for (const m of this.holders.values()) for (const h of m.values()) while (h.waits && h.waits.length > 0) this.endWait(h, h.waits[0]!);
   }
 
-  private letGo(h: QueueHolder, clientId: string): void {
+  /**
+   * The holder let the queue go (`leaving`: it was dropped from the group). One take-over gets the
+   * queue: answering every waiting one with the same offset would let each consume from it. A
+   * waiting member that is gone does not hold the queue up.
+   */
+  private letGo(h: QueueHolder, clientId: string, leaving: boolean): void {
     h.owner = undefined;
     h.releasedBy = clientId;
-    while (h.waits && h.waits.length > 0) this.endWait(h, h.waits[0]!);
+    h.releasedByLeaving = leaving;
+    while (h.waits && h.waits.length > 0) {
+      const w = h.waits[0]!;
+      this.endWait(h, w);
+      if (w.isMember(w.clientId)) return;
+    }
   }
 
-  private endWait(h: QueueHolder, w: TakeOverWait): void {
+  /** Answers a take-over, which makes its member the holder (unless `holds` is false). */
+  private endWait(h: QueueHolder, w: TakeOverWait, holds = true): void {
     const i = h.waits?.indexOf(w) ?? -1;
     if (i < 0) return;
     h.waits!.splice(i, 1);
     if (h.waits!.length === 0) h.waits = undefined;
     clearTimeout(w.timer);
-    h.owner = w.clientId;
+    if (holds) h.owner = w.clientId;
     w.answer();
   }
 
@@ -335,7 +368,9 @@ export function consumerOffsetsOf(ctx: BrokerContext): ConsumerOffsetManager {
     const created = ConsumerOffsetManager.load(path.join(ctx.config.storeDir, CONFIG_DIR, CONSUMER_OFFSET_FILE));
     managers.set(ctx, created);
     // a member that leaves hands its queues over at once
-    consumerTableOf(ctx).onMemberLeft((group, clientId) => created.memberLeft(group, clientId));
+    const members = consumerTableOf(ctx);
+    members.onMemberLeft((group, clientId) => created.memberLeft(group, clientId));
+    created.isMember = (group, clientId) => members.group(group)?.clients.has(clientId) === true;
     m = created;
   }
   return m;
