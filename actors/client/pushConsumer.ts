@@ -332,6 +332,7 @@ export class PushConsumer {
         ? {
             lockQueue: (mq: MessageQueue) => this.queueLocks!.lock(mq, undefined, true),
             releaseQueue: (h: HeldQueue) => this.releaseOrderlyQueue(h),
+            unlockQueue: (mq: MessageQueue) => this.queueLocks!.unlock([mq]),
           }
         : {}),
     });
@@ -570,8 +571,10 @@ export class PushConsumer {
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
     await this.offsetStore.persistAll(mqs).catch(() => {});
-    // orderly: the queues are free for the group's other members once their offsets are stored
-    if (this.queueLocks && mqs.length > 0) await this.queueLocks.unlock(mqs);
+    // orderly: the queues are free for the group's other members once their offsets are stored,
+    // and so are those a rebalance round had just locked for a gain it will not complete
+    const locked = this.queueLocks ? [...mqs, ...this.rebalancer.lockedForGain()] : [];
+    if (locked.length > 0) await this.queueLocks!.unlock(locked);
     this.held.clear();
     await this.host.unregisterConsumer(this.group);
     activeGroups.delete(`${this.host.clientId}|${this.group}`);

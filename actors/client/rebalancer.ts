@@ -76,6 +76,8 @@ export interface RebalancerDeps {
   lockQueue?(mq: MessageQueue): Promise<boolean>;
   /** orderly: gives up a lost queue (already dropped and removed) — finish the batch in hand, commit, persist, unlock */
   releaseQueue?(h: HeldQueue): Promise<void>;
+  /** orderly: unlocks a queue locked for a gain that did not happen (stopped, or its offset could not be read) */
+  unlockQueue?(mq: MessageQueue): Promise<void>;
   /** clustering hand-over: longest wait for a lost queue's listener batches @default 3000 */
   releaseWaitMs?: number;
   /**
@@ -94,12 +96,19 @@ export class Rebalancer {
   rounds = 0;
   /** this round already heartbeated because the broker did not list this client */
   private reregistered = false;
+  /** orderly: queues locked on their broker by a gain still in progress (not in `held` yet) */
+  private readonly gaining = new Map<string, MessageQueue>();
 
   constructor(private readonly deps: RebalancerDeps) {}
 
   /** Stops: later rounds do nothing. */
   stop(): void {
     this.stopped = true;
+  }
+
+  /** Orderly: queues a gain in progress has locked but not added to `held` (a closing consumer unlocks them too). */
+  lockedForGain(): MessageQueue[] {
+    return [...this.gaining.values()];
   }
 
   /** One round over every subscribed topic; returns true when the assignment changed. */
@@ -203,10 +212,7 @@ export class Rebalancer {
     }
     // all at once: the members taking these queues over wait for each release
     await Promise.all(letGo.map((h) => this.release(h)));
-    const gain = async (k: string, mq: MessageQueue): Promise<void> => {
-      if (held.has(k) || this.stopped) return;
-      // orderly: a queue that cannot be locked is not pulled; its offset is read after locking
-      if (this.deps.lockQueue && !(await this.deps.lockQueue(mq))) return;
+    const take = async (k: string, mq: MessageQueue): Promise<void> => {
       offsetStore.removeOffset(mq);
       let offset: number;
       try {
@@ -227,6 +233,20 @@ export class Rebalancer {
       gained.push(`${mq.brokerName}:${mq.queueId}`);
       changed = true;
       this.deps.startPull(request);
+    };
+    const gain = async (k: string, mq: MessageQueue): Promise<void> => {
+      if (held.has(k) || this.stopped) return;
+      if (!this.deps.lockQueue) return take(k, mq);
+      // orderly: a queue that cannot be locked is not pulled; its offset is read after locking
+      if (!(await this.deps.lockQueue(mq))) return;
+      this.gaining.set(k, mq);
+      try {
+        if (!this.stopped) await take(k, mq);
+      } finally {
+        this.gaining.delete(k);
+      }
+      // a lock taken for nothing would keep the queue from every member until the broker expires it
+      if (!held.has(k)) await this.deps.unlockQueue?.(mq);
     };
     if (this.deps.lockQueue) {
       // orderly: one lock request at a time, as RocketMQ's rebalance does

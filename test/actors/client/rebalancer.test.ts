@@ -183,3 +183,59 @@ test("clustering hand-over: a lost queue's listener batch ends before its final 
   assert.deepEqual([...held.keys()], ["T@a@0"]);
   await consume.stop(0);
 });
+
+test("orderly: a queue locked for a gain that does not happen is unlocked (offset unreadable, or the consumer stopped meanwhile)", async () => {
+  const locked: string[] = [];
+  const unlocked: string[] = [];
+  let r!: Rebalancer;
+  let gainingWhileStopping: string[] = [];
+  const store: OffsetStore = {
+    load: async () => {},
+    updateOffset: () => {},
+    updateAndFreeze: () => {},
+    readOffset: async (mq) => {
+      if (mq.brokerName === "a" && mq.queueId === 1) throw new Error("broker unreachable");
+      if (mq.brokerName === "a" && mq.queueId === 2) {
+        gainingWhileStopping = r.lockedForGain().map(mqKey);
+        r.stop(); // the consumer closes while this gain reads the offset
+      }
+      return 0;
+    },
+    readOffsetFromMemory: () => -1,
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: () => {},
+  };
+  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async () => queues(8),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: store,
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+    lockQueue: async (mq) => {
+      locked.push(mqKey(mq));
+      return true;
+    },
+    releaseQueue: async () => {},
+    unlockQueue: async (mq) => void unlocked.push(mqKey(mq)),
+  });
+  await r.doRebalance();
+  assert.deepEqual([...held.keys()], ["T@a@0"]);
+  assert.deepEqual(locked, ["T@a@0", "T@a@1", "T@a@2"], "no lock taken once stopped");
+  assert.deepEqual(unlocked, ["T@a@1", "T@a@2"]);
+  assert.deepEqual(gainingWhileStopping, ["T@a@2"], "a closing consumer sees the queue locked for the gain in progress");
+  assert.deepEqual(r.lockedForGain(), []);
+});
