@@ -16,8 +16,15 @@ export interface AllocateOptions {
   virtualNodes?: number;
   /** BY_CONFIG: the queues every consumer takes. */
   messageQueueList?: readonly MessageQueue[];
-  /** BY_MACHINE_ROOM: machine rooms whose queues (`room@broker` broker names) this group consumes. */
+  /** BY_MACHINE_ROOM: machine rooms whose queues this group consumes. */
   consumeridcs?: Iterable<string>;
+  /**
+   * BY_MACHINE_ROOM: the machine room of a broker, by broker name (RocketMQ's resolver of
+   * `AllocateMachineRoomNearby`); undefined for a broker of no known room. Required by the
+   * consumers: broker names cannot carry a room (`@` is refused in them), so RocketMQ's
+   * `room@broker` naming, read when this is absent, never matches a real broker.
+   */
+  machineRoomOf?: (brokerName: string) => string | undefined;
 }
 
 /**
@@ -141,10 +148,16 @@ function splitAt(s: string): string[] {
   return parts;
 }
 
+/** RocketMQ's room of a broker named `room@broker` (undefined for any other name). */
+function roomInName(brokerName: string): string | undefined {
+  const parts = splitAt(brokerName);
+  return parts.length === 2 ? parts[0] : undefined;
+}
+
 /**
- * BY_MACHINE_ROOM: only queues of brokers named `room@broker` with `room` in `consumeridcs`;
- * consumer i takes `base` consecutive queues from `i*base`, plus queue `i + base*M` while
- * remainders last.
+ * BY_MACHINE_ROOM: only queues of brokers whose room (`options.machineRoomOf`, else the `room`
+ * of a `room@broker` name) is in `consumeridcs`; consumer i takes `base` consecutive queues from
+ * `i*base`, plus queue `i + base*M` while remainders last.
  */
 export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAll, cidAll, options) => {
   if (!options?.consumeridcs) {
@@ -152,10 +165,11 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
   }
   if (!check(currentCID, mqAll, cidAll)) return [];
   const rooms = new Set(options.consumeridcs);
+  const roomOf = options.machineRoomOf ?? roomInName;
   const index = cidAll.indexOf(currentCID);
   const premq = mqAll.filter((mq) => {
-    const parts = splitAt(mq.brokerName);
-    return parts.length === 2 && rooms.has(parts[0]!);
+    const room = roomOf(mq.brokerName);
+    return room !== undefined && rooms.has(room);
   });
   const base = Math.floor(premq.length / cidAll.length);
   const rem = premq.length % cidAll.length;
@@ -163,6 +177,35 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
   if (rem > index) result.push(premq[index + base * cidAll.length]!);
   return result;
 };
+
+/**
+ * Checks a consumer's `allocateOptions` for its strategy at start, so that a configuration that
+ * can never allocate a queue is refused instead of leaving the consumer idle. Returns the options
+ * to use (`consumeridcs` read once into an array).
+ * @throws MQError ILLEGAL_ARGUMENT for BY_MACHINE_ROOM without rooms or without `machineRoomOf`,
+ * and for BY_CONFIG without `messageQueueList`.
+ */
+export function checkAllocateOptions(name: AllocateStrategyName, options: AllocateOptions | undefined): AllocateOptions | undefined {
+  if (name === "BY_CONFIG" && !Array.isArray(options?.messageQueueList)) {
+    throw new MQError("ILLEGAL_ARGUMENT", "The BY_CONFIG allocation needs the queue list: pass allocateOptions.messageQueueList.");
+  }
+  if (name !== "BY_MACHINE_ROOM") return options;
+  const idcs = options?.consumeridcs;
+  const rooms = idcs !== undefined && idcs !== null && typeof idcs !== "string" && Symbol.iterator in Object(idcs) ? [...idcs] : [];
+  if (rooms.length === 0 || !rooms.every((r) => typeof r === "string" && r.length > 0)) {
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      'The BY_MACHINE_ROOM allocation needs the machine rooms whose queues the group consumes: pass allocateOptions.consumeridcs, e.g. ["room1"].',
+    );
+  }
+  if (typeof options?.machineRoomOf !== "function") {
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      "The BY_MACHINE_ROOM allocation needs allocateOptions.machineRoomOf, a function from a broker name to its machine room: broker names cannot carry the room (RocketMQ's room@broker), so without it no queue is ever allocated.",
+    );
+  }
+  return { ...options, consumeridcs: rooms };
+}
 
 /** The strategies by name, as the push consumer's `allocateStrategy` option selects them. */
 export const allocateStrategies: Readonly<Record<AllocateStrategyName, AllocateStrategy>> = Object.freeze({

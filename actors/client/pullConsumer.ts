@@ -7,7 +7,13 @@
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type ConsumeFromWhere, type ConsumerData, MASTER_ID, type MessageQueue, MQError, mqKey } from "../../transport/protocol.ts";
-import { type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
+import {
+  type AllocateOptions,
+  type AllocateStrategyName,
+  checkAllocateOptions,
+  DEFAULT_ALLOCATE_STRATEGY,
+  getAllocateStrategy,
+} from "./allocateStrategies.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { RemoteOffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
@@ -54,6 +60,8 @@ export interface PullConsumerOptions extends ClientInstanceOptions {
   consumeTimestamp?: number;
   /** @default "AVERAGELY" */
   allocateStrategy?: AllocateStrategyName;
+  /** settings of BY_CONFIG (messageQueueList), BY_MACHINE_ROOM (consumeridcs, machineRoomOf), CONSISTENT_HASH (virtualNodes) */
+  allocateOptions?: AllocateOptions;
   /** @default 15000 */
   brokerSuspendMaxTimeMillis?: number;
   /** @default 20000 */
@@ -85,7 +93,8 @@ export class PullConsumer {
   private constructor(
     private readonly host: ConsumerHost,
     readonly group: string,
-    private readonly opts: Required<Omit<PullConsumerOptions, keyof ClientInstanceOptions>>,
+    private readonly opts: Required<Omit<PullConsumerOptions, keyof ClientInstanceOptions | "allocateOptions">> &
+      Pick<PullConsumerOptions, "allocateOptions">,
   ) {
     this.names = { rebalancer: `${group}/pull-rebalancer`, pull: `${group}/pull-loop` };
     this.rebalanceTrigger = new RebalanceTrigger(host.node, this.names.rebalancer);
@@ -114,6 +123,7 @@ export class PullConsumer {
       group,
       model: "CLUSTERING",
       strategy: getAllocateStrategy(opts.allocateStrategy),
+      allocateOptions: opts.allocateOptions,
       subscriptions: this.subscriptions,
       offsetStore: this.offsetStore,
       consumeFromWhere: opts.consumeFromWhere,
@@ -158,9 +168,10 @@ export class PullConsumer {
       );
     }
     getAllocateStrategy(opts.allocateStrategy);
+    const allocateOptions = checkAllocateOptions(opts.allocateStrategy, options.allocateOptions);
     const inst = await ClientInstance.acquire(options);
     const host = consumerHostOf(inst);
-    const c = new PullConsumer(host, opts.group, opts);
+    const c = new PullConsumer(host, opts.group, { ...opts, allocateOptions });
     host.registerConsumer({ group: opts.group, consumerData: () => c.consumerData(), rebalanceNow: () => c.rebalanceNow() });
     host.node.spawn(c.names.pull, pullServiceMachine, {
       input: { service: c.pullService, inspecting: () => host.node.inspecting },

@@ -18,7 +18,13 @@ import {
   mqKey,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
-import { type AllocateOptions, type AllocateStrategyName, DEFAULT_ALLOCATE_STRATEGY, getAllocateStrategy } from "./allocateStrategies.ts";
+import {
+  type AllocateOptions,
+  type AllocateStrategyName,
+  checkAllocateOptions,
+  DEFAULT_ALLOCATE_STRATEGY,
+  getAllocateStrategy,
+} from "./allocateStrategies.ts";
 import { type ClientEvent, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import {
   type ConsumeOrderlyContext,
@@ -99,7 +105,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   consumeTimestamp?: number;
   /** @default "AVERAGELY" */
   allocateStrategy?: AllocateStrategyName;
-  /** settings of BY_CONFIG / BY_MACHINE_ROOM / CONSISTENT_HASH */
+  /** settings of BY_CONFIG (messageQueueList), BY_MACHINE_ROOM (consumeridcs, machineRoomOf), CONSISTENT_HASH (virtualNodes) */
   allocateOptions?: AllocateOptions;
   /** orderly consumption: one batch at a time per queue, under the queue's broker lock when clustering @default false */
   orderly?: boolean;
@@ -424,6 +430,7 @@ export class PushConsumer {
     checkRange("consumeMessageBatchMaxSize", o.consumeMessageBatchMaxSize, 1, 1024);
     checkRange("consumeThreads", o.consumeThreads, 1, 1000);
     getAllocateStrategy(o.allocateStrategy);
+    o.allocateOptions = checkAllocateOptions(o.allocateStrategy, o.allocateOptions);
     const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);
 
     const inst = await ClientInstance.acquire(o);

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import {
+  type AllocateOptions,
   type AllocateStrategy,
   allocateAveragely,
   allocateAveragelyByCircle,
@@ -9,6 +10,7 @@ import {
   allocateByMachineRoom,
   allocateConsistentHash,
   allocateStrategies,
+  checkAllocateOptions,
   createConsistentHashStrategy,
   getAllocateStrategy,
   md5Hash32,
@@ -182,6 +184,45 @@ describe("BY_CONFIG and BY_MACHINE_ROOM", () => {
       () => allocateByMachineRoom("g", "CID_PREFIX0", [], cids(2), options),
       (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /mqAll is null or mqAll empty/.test((e as Error).message),
     );
+  });
+});
+
+describe("BY_MACHINE_ROOM with broker names a broker accepts", () => {
+  const rooms: Record<string, string> = { "broker-a": "room1", "broker-b": "room2", "broker-c": "room1" };
+  const machineRoomOf = (brokerName: string) => rooms[brokerName];
+  it("machineRoomOf maps each broker to its room: the chosen rooms' queues are split, the others left out", () => {
+    const mqAll = [
+      ...queues(3, "T", "broker-a"),
+      ...queues(4, "T", "broker-b"),
+      ...queues(2, "T", "broker-c"),
+      ...queues(2, "T", "broker-d"),
+    ];
+    const got = cids(2).map((c) => allocateByMachineRoom("g", c, mqAll, cids(2), { consumeridcs: ["room1"], machineRoomOf }));
+    assert.deepEqual(
+      got.map((qs) => qs.map((q) => `${q.brokerName}:${q.queueId}`)),
+      [
+        ["broker-a:0", "broker-a:1", "broker-c:1"],
+        ["broker-a:2", "broker-c:0"],
+      ],
+    );
+  });
+  it("a consumer's configuration that can never allocate a queue is refused", () => {
+    const refused = (options: object | undefined, pattern: RegExp) =>
+      assert.throws(
+        () => checkAllocateOptions("BY_MACHINE_ROOM", options as AllocateOptions),
+        (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && pattern.test((e as Error).message),
+      );
+    refused(undefined, /consumeridcs/);
+    refused({ consumeridcs: [], machineRoomOf }, /consumeridcs/);
+    refused({ consumeridcs: "room1", machineRoomOf }, /consumeridcs/);
+    refused({ consumeridcs: ["room1"] }, /machineRoomOf/);
+    const ok = checkAllocateOptions("BY_MACHINE_ROOM", { consumeridcs: new Set(["room1"]), machineRoomOf });
+    assert.deepEqual(ok?.consumeridcs, ["room1"]);
+    assert.throws(
+      () => checkAllocateOptions("BY_CONFIG", {}),
+      (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /messageQueueList/.test((e as Error).message),
+    );
+    assert.equal(checkAllocateOptions("AVERAGELY", undefined), undefined);
   });
 });
 

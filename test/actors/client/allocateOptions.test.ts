@@ -1,0 +1,40 @@
+/**
+ * PushConsumer.start and PullConsumer.start refuse an allocation configuration that can never
+ * allocate a queue (BY_MACHINE_ROOM without rooms or without a broker-to-room mapping, BY_CONFIG
+ * without its queue list) with ILLEGAL_ARGUMENT, before they connect to anything, rather than
+ * start a consumer that silently holds nothing.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { type AllocateOptions, MQError, PullConsumer, PushConsumer } from "../../../index.ts";
+
+const nameservers = ["tcp://127.0.0.1:1"];
+const bad: [string, "BY_MACHINE_ROOM" | "BY_CONFIG", AllocateOptions | undefined, RegExp][] = [
+  ["rooms only (broker names cannot carry a room)", "BY_MACHINE_ROOM", { consumeridcs: ["room1"] }, /machineRoomOf/],
+  ["no rooms", "BY_MACHINE_ROOM", { machineRoomOf: () => "room1" }, /consumeridcs/],
+  ["no options", "BY_MACHINE_ROOM", undefined, /consumeridcs/],
+  ["no queue list", "BY_CONFIG", {}, /messageQueueList/],
+];
+
+test("a consumer whose allocation can never match a queue is refused at start", async () => {
+  for (const [what, allocateStrategy, allocateOptions, pattern] of bad) {
+    const refused = (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && pattern.test(e.message);
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgAlloc",
+        nameservers,
+        subscriptions: { T: "*" },
+        allocateStrategy,
+        ...(allocateOptions ? { allocateOptions } : {}),
+        listener: async () => "CONSUME_SUCCESS",
+      }),
+      refused,
+      `push, ${allocateStrategy}: ${what}`,
+    );
+    await assert.rejects(
+      PullConsumer.start({ group: "cgAlloc", nameservers, allocateStrategy, ...(allocateOptions ? { allocateOptions } : {}) }),
+      refused,
+      `pull, ${allocateStrategy}: ${what}`,
+    );
+  }
+});
