@@ -75,15 +75,17 @@ export interface ConsumeServiceDeps {
 
 /** Listener batches running per process queue, and who waits for them to end (hand-over). */
 interface QueueListeners {
+  /** batches in the listener, or whose failed messages are being sent back */
   running: number;
   idle: (() => void)[];
 }
 const listenersByQueue = new WeakMap<ProcessQueue<MessageExt>, QueueListeners>();
 
 /**
- * Resolves once no listener batch of `pq` is running (true), or after `maxWaitMs` (false). A queue
- * lost in a rebalance is dropped first, so no new batch of it starts; when this resolves, what the
- * process queue still holds is what was not consumed, and its first offset is the one to commit.
+ * Resolves once no listener batch of `pq` is running nor sending its failed messages back (true),
+ * or after `maxWaitMs` (false). A queue lost in a rebalance is dropped first, so no new batch of
+ * it starts; when this resolves, what the process queue still holds is what was not consumed, and
+ * its first offset is the one to commit.
  */
 export function waitForQueueListeners(pq: ProcessQueue<MessageExt>, maxWaitMs: number): Promise<boolean> {
   const l = listenersByQueue.get(pq);
@@ -220,10 +222,19 @@ export class ConsumeService {
       status = "RECONSUME_LATER";
     }
     this.stats.batches++;
+    let sendingBack: Promise<void> | undefined;
     try {
-      this.processResult(req, status, ctx);
+      sendingBack = this.processResult(req, status, ctx);
     } finally {
-      if (--l.running === 0 && l.idle.length > 0) for (const w of l.idle.splice(0)) w();
+      // a hand-over waits for the batch's send-back too (bounded by the send timeout): until it
+      // ends, the failed messages are still in the process queue, and releasing then would
+      // commit below them while the retry topic gets them as well
+      const queue = l;
+      const ended = (): void => {
+        if (--queue.running === 0 && queue.idle.length > 0) for (const w of queue.idle.splice(0)) w();
+      };
+      if (sendingBack) void sendingBack.then(ended, ended);
+      else ended();
       this.active--;
       if (this.stopped) {
         if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w();
@@ -233,8 +244,10 @@ export class ConsumeService {
     }
   }
 
-  private processResult(req: ConsumeRequest, status: string, ctx: ConsumeConcurrentlyContext): void {
+  /** Acknowledges a batch's result; returns the send-back of its failed messages while one runs. */
+  private processResult(req: ConsumeRequest, status: string, ctx: ConsumeConcurrentlyContext): Promise<void> | undefined {
     const { mq, pq, msgs } = req;
+    let sendingBack: Promise<void> | undefined;
     let ackIndex = status === "CONSUME_SUCCESS" ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
     if (this.deps.model === "BROADCASTING") ackIndex = msgs.length - 1;
     let done = msgs;
@@ -243,7 +256,7 @@ export class ConsumeService {
       done = msgs.slice(0, ackIndex + 1);
       this.stats.reconsumeLater += failed.length;
       if (this.deps.sendBack && this.deps.model === "CLUSTERING" && !pq.dropped && !this.stopped) {
-        void this.sendBackFailed(mq, pq, failed, ctx.delayLevelWhenNextConsume);
+        sendingBack = this.sendBackFailed(mq, pq, failed, ctx.delayLevelWhenNextConsume);
       } else if (!pq.dropped && !this.stopped) {
         for (const m of failed) m.reconsumeTimes++;
         const t = setTimeout(() => {
@@ -255,12 +268,13 @@ export class ConsumeService {
       }
     }
     this.stats.consumed += done.length;
-    if (done.length === 0) return;
+    if (done.length === 0) return sendingBack;
     const offset = pq.removeMessages(done);
     if (offset >= 0 && !pq.dropped) {
       this.deps.offsetStore.updateOffset(mq, offset, true);
       if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
     }
+    return sendingBack;
   }
 
   /**

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { type ConcurrentListener, ConsumeService } from "../../../actors/client/consumeService.ts";
+import { type ConcurrentListener, ConsumeService, waitForQueueListeners } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { OffsetTable } from "../../../actors/client/offsetTable.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
@@ -205,4 +205,33 @@ test("broadcasting: a message stuck past consumeTimeoutMinutes is skipped, the o
   assert.equal(s.cleanExpired(Date.now() + 16 * 60_000), 1);
   assert.equal(store.table.readOffset(mq), 2);
   void s.stop(10);
+});
+
+test("hand-over: a failed batch's send-back in flight is waited for; once sent, the release offset moves past it", async () => {
+  let sent!: (unsent: MessageExt[]) => void;
+  let asked = 0;
+  const sendBack: SendBackFn = () => {
+    asked++;
+    return new Promise((r) => {
+      sent = r;
+    });
+  };
+  const { s, pq } = service(async (m) => (m[0]!.queueOffset === 1001 ? "RECONSUME_LATER" : "CONSUME_SUCCESS"), { sendBack });
+  const batch = msgs(1001, 2);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => asked === 1 && pq.msgCount === 1, 5_000, "1002 consumed, 1001 being sent back");
+  // the queue is lost: dropped, then its listeners (and send-backs) are waited for before the release
+  pq.dropped = true;
+  let ended = false;
+  const waiting = waitForQueueListeners(pq, 5_000).then((ok) => {
+    ended = true;
+    return ok;
+  });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(ended, false, "not done while 1001's send-back is in flight");
+  sent([]);
+  assert.equal(await waiting, true);
+  assert.equal(pq.msgCount, 0, "1001 went to the retry topic: the release starts after it");
+  assert.equal(pq.firstOffset(), undefined);
 });
