@@ -18,6 +18,8 @@ export interface PullRequest {
   brokerId: number;
   /** ask the broker to CRC-check every record it serves (set after a record failed its check on decode) */
   verifyRecords?: boolean;
+  /** PULL_RETRY_IMMEDIATELY answers in a row that did not move the offset (a redirect the route cannot follow) */
+  idleRedirects?: number;
 }
 
 /** A consumer as the client instance sees it: heartbeat data and the rebalance trigger. */

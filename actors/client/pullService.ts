@@ -523,11 +523,17 @@ export class PullService {
       }
       case "PULL_NOT_FOUND":
       case "PULL_RETRY_IMMEDIATELY": {
+        // a slave sends a caught-up pull back to its master at once; when this client's route has no
+        // address for that master, the pull lands on the slave again: the second such answer in a
+        // row waits like an error instead of spinning
+        const idle = reply.status === "PULL_RETRY_IMMEDIATELY" && reply.nextBeginOffset === request.nextOffset;
+        request.idleRedirects = idle ? (request.idleRedirects ?? 0) + 1 : 0;
         request.nextOffset = reply.nextBeginOffset;
         // correctTagsOffset: a filtered-out stretch still advances the committed offset
         if (pq.msgCount === 0 && this.deps.autoCommit !== false) this.deps.offsetStore.updateOffset(mq, request.nextOffset, true);
         this.reportResult(request, reply.status, 0);
-        this.executeNow(request);
+        if (request.idleRedirects > 1) this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+        else this.executeNow(request);
         return;
       }
       case "PULL_OFFSET_MOVED": {
