@@ -28,7 +28,7 @@ import {
   writeHost,
   writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
-import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, MessageConst, MQError } from "../transport/protocol.ts";
+import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, isMQError, MessageConst, MQError } from "../transport/protocol.ts";
 import {
   checkpointMinTimestamp,
   type QueueMark,
@@ -508,8 +508,10 @@ export class MessageStore {
         q = new ConsumeQueue(root, topic, queueId, this.options.consumeQueueEntries);
         q.recover(undefined, false, extent, this.maxRecordBytes);
         note(topic, queueId, q.maxOffset);
-      } catch {
-        /* rebuilt without it */
+      } catch (e) {
+        // files of another consumeQueueEntries: refused, as when a checkpoint exists (never rebuilt over)
+        if (isMQError(e, "ILLEGAL_ARGUMENT")) throw e;
+        /* damaged: rebuilt without it */
       } finally {
         q?.close();
       }

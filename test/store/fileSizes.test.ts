@@ -75,6 +75,10 @@ test("consume queues written with another consumeQueueEntries are refused, never
   await assert.rejects(MessageStore.open(opts(dir, { ...o, consumeQueueEntries: 32 })), refused("consumeQueueEntries", "16"));
   assert.deepEqual(fileSizes(cqDir), sizes, "no file was resized");
   assert.deepEqual(fileSizes(path.join(dir, "consumequeue", "A", "0")), [16 * 20], "a refused open extends nothing");
+  // without a checkpoint the queues would be rebuilt from the log: refused all the same, not rebuilt over
+  fs.rmSync(path.join(dir, "checkpoint"), { force: true });
+  await assert.rejects(MessageStore.open(opts(dir, { ...o, consumeQueueEntries: 8 })), refused("consumeQueueEntries", "16 entries"));
+  assert.deepEqual(fileSizes(cqDir), sizes, "no file was rebuilt at another size");
   s = await MessageStore.open(opts(dir, o));
   t.after(() => s.close());
   assert.equal(readAll(s, "A").length, 5);
