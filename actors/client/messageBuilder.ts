@@ -94,14 +94,14 @@ const USE_FIELD: Readonly<Record<string, string>> = {
   [MessageConst.DELAY]: "delayLevel",
 };
 
-/** RocketMQ's `Message.putUserProperty` rules: a non-blank name that is not a system one, a non-blank value. */
+/** RocketMQ's `Message.putUserProperty` rules: a non-blank name that is not a system one, a non-blank value (blank as `StringUtils.isBlank`: whitespace only). */
 function checkUserProperty(name: string, value: string): void {
   if (name.trim().length === 0) throw new MQError("MESSAGE_ILLEGAL", "A property name is empty: give every property a name.");
   if (SYSTEM_PROPERTY_NAMES.has(name)) {
     const field = USE_FIELD[name];
     throw new MQError(
       "MESSAGE_ILLEGAL",
-      `The property name "${name}" is used by the system: ${field ? `set the message's ${field} instead` : "choose another name"}.`,
+      `The property name "${name}" is used by the system: ${field ? `set the message's ${field} instead` : "choose another name"} (forwarding a consumed message? copy its own properties, not the ones the system set).`,
     );
   }
   if (value.trim().length === 0)
