@@ -119,6 +119,11 @@ export interface ConsumeServiceStats {
 }
 
 /** The pool of listener calls of one push consumer. */
+/** One listener batch of a queue ended: wakes the waiters for the queue's last running batch. */
+function listenerEnded(l: QueueListeners): void {
+  if (--l.running === 0 && l.idle.length > 0) for (const w of l.idle.splice(0)) w();
+}
+
 export class ConsumeService {
   readonly stats: ConsumeServiceStats = { batches: 0, consumed: 0, reconsumeLater: 0, timedOut: 0 };
   private readonly queue: ConsumeRequest[] = [];
@@ -229,12 +234,11 @@ export class ConsumeService {
       // a hand-over waits for the batch's send-back too (bounded by the send timeout): until it
       // ends, the failed messages are still in the process queue, and releasing then would
       // commit below them while the retry topic gets them as well
-      const queue = l;
-      const ended = (): void => {
-        if (--queue.running === 0 && queue.idle.length > 0) for (const w of queue.idle.splice(0)) w();
-      };
-      if (sendingBack) void sendingBack.then(ended, ended);
-      else ended();
+      if (sendingBack) {
+        const queue = l;
+        const ended = (): void => listenerEnded(queue);
+        void sendingBack.then(ended, ended);
+      } else listenerEnded(l);
       this.active--;
       if (this.stopped) {
         if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w();
