@@ -304,7 +304,7 @@ export class PullConsumer {
 
   private async doClose(): Promise<void> {
     if (this.commitTimer) clearInterval(this.commitTimer);
-    this.rebalancer.stop();
+    void this.rebalancer.stop();
     this.pullService.stop();
     for (const w of this.waiters.splice(0)) w();
     if (this.opts.autoCommit) await this.commit().catch(() => {});

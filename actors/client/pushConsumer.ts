@@ -569,7 +569,7 @@ export class PushConsumer {
     const { node } = this.host;
     if (this.persistTimer) clearInterval(this.persistTimer);
     this.persistTimer = null;
-    this.rebalancer.stop();
+    const roundEnded = this.rebalancer.stop();
     this.pullService.stop();
     await this.consumeService.stop();
     await this.orderlyService?.stop();
@@ -580,6 +580,8 @@ export class PushConsumer {
     await this.offsetStore.persistAll(mqs).catch(() => {});
     // orderly: the queues are free for the group's other members once their offsets are stored,
     // and so are those a rebalance round had just locked for a gain it will not complete
+    // a round locking a queue now gives it back itself when its answer comes: wait for it
+    await roundEnded;
     const locked = this.queueLocks ? [...mqs, ...this.rebalancer.lockedForGain()] : [];
     if (locked.length > 0) await this.queueLocks!.unlock(locked);
     this.held.clear();

@@ -101,9 +101,22 @@ export class Rebalancer {
 
   constructor(private readonly deps: RebalancerDeps) {}
 
-  /** Stops: later rounds do nothing. */
-  stop(): void {
+  /** the round running now, if any */
+  private round: Promise<boolean> | null = null;
+
+  /**
+   * Stops: later rounds do nothing. Resolves when the round running now ended (its requests have
+   * their own timeouts): an orderly round may be waiting for a lock it then gives back, which must
+   * happen before the consumer unregisters.
+   */
+  stop(): Promise<void> {
     this.stopped = true;
+    return this.round
+      ? this.round.then(
+          () => {},
+          () => {},
+        )
+      : Promise.resolve();
   }
 
   /** Orderly: queues a gain in progress has locked but not added to `held` (a closing consumer unlocks them too). */
@@ -114,6 +127,16 @@ export class Rebalancer {
   /** One round over every subscribed topic; returns true when the assignment changed. */
   async doRebalance(): Promise<boolean> {
     if (this.stopped) return false;
+    const round = this.runRound();
+    this.round = round;
+    try {
+      return await round;
+    } finally {
+      if (this.round === round) this.round = null;
+    }
+  }
+
+  private async runRound(): Promise<boolean> {
     this.rounds++;
     this.reregistered = false;
     let changed = false;

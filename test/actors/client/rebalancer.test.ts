@@ -239,3 +239,63 @@ test("orderly: a queue locked for a gain that does not happen is unlocked (offse
   assert.deepEqual(gainingWhileStopping, ["T@a@2"], "a closing consumer sees the queue locked for the gain in progress");
   assert.deepEqual(r.lockedForGain(), []);
 });
+
+test("orderly: stop() waits for a round whose lock request is in flight, and the round gives that lock back", async () => {
+  const unlocked: string[] = [];
+  let answerLock!: (locked: boolean) => void;
+  let lockAsked!: () => void;
+  const asked = new Promise<void>((r) => {
+    lockAsked = r;
+  });
+  const store: OffsetStore = {
+    load: async () => {},
+    updateOffset: () => {},
+    updateAndFreeze: () => {},
+    readOffset: async () => 0,
+    readOffsetFromMemory: () => -1,
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: () => {},
+  };
+  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async () => queues(2),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: store,
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+    lockQueue: () => {
+      lockAsked();
+      return new Promise<boolean>((resolve) => {
+        answerLock = resolve;
+      });
+    },
+    releaseQueue: async () => {},
+    unlockQueue: async (mq) => void unlocked.push(mqKey(mq)),
+  });
+  const round = r.doRebalance();
+  await asked;
+  let stopped = false;
+  const stopping = r.stop().then(() => {
+    stopped = true;
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(stopped, false, "stop waits for the round in flight");
+  answerLock(true); // the broker locked the queue for a consumer that is closing
+  await stopping;
+  await round;
+  assert.deepEqual(unlocked, ["T@a@0"], "the round gave the lock back before stop resolved");
+  assert.equal(held.size, 0);
+});
