@@ -25,6 +25,11 @@ import { TimelineBuffer } from "./timelineBuffer.ts";
 export const TIMELINE_FORMAT = "actormq-timeline";
 export const TIMELINE_FORMAT_VERSION = 1;
 
+/** The lease a probe asks for: a node keeps publishing through a few missed probes, not longer. */
+function inspectionLeaseMs(probeIntervalMs: number): number {
+  return Math.max(5 * probeIntervalMs, 1000);
+}
+
 interface Probe {
   address: string;
   nodeId?: string;
@@ -36,13 +41,19 @@ export class Inspector {
   private readonly buffer: TimelineBuffer;
   private readonly tree = new ProcessTree();
   private readonly probes = new Map<string, Probe>();
-  private readonly localNodes = new Map<ActorNode, () => void>();
+  /** nodes of this process inspected directly; the listener's removal while collecting */
+  private readonly localNodes = new Map<ActorNode, (() => void) | null>();
   private readonly charts = new Map<string, Promise<RenderedChart | null>>();
   private readonly chartsByDefinition = new WeakMap<object, Promise<RenderedChart | null>>();
   private received = 0;
   private malformed = 0;
   private oversized = 0;
   private probeTimer: NodeJS.Timeout | null = null;
+  private idleTimer: NodeJS.Timeout | null = null;
+  /** when the page or its API was last requested */
+  private lastViewed = 0;
+  /** counts deactivations, so an activation that was stopped meanwhile starts no timers */
+  private generation = 0;
   private closing: Promise<void> | null = null;
   private activation: Promise<void> | null = null;
   private server!: PageServer;
@@ -73,6 +84,11 @@ export class Inspector {
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
     if (!Number.isInteger(opts.capacity) || opts.capacity < 1)
       throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
+    if (!Number.isFinite(opts.collectIdleMs) || opts.collectIdleMs <= 0)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Inspector collectIdleMs must be a positive number of milliseconds, got ${opts.collectIdleMs}.`,
+      );
     const collector = await InspectionCollector.start({ bind: opts.collectorBind, capacity: 0 });
     let client: ActorNode | undefined;
     let insp: Inspector | undefined;
@@ -97,18 +113,44 @@ export class Inspector {
     return this.activation !== null;
   }
 
-  /** Starts collecting from the configured nodes and addresses (once). */
+  /** Starts collecting from the configured nodes and addresses (once; again after {@link deactivate}). */
   activate(): Promise<void> {
     if (!this.activation) {
+      this.lastViewed = Date.now();
+      this.collector.resume();
+      const generation = this.generation;
       this.activation = (async () => {
         for (const n of this.opts.nodes) this.attach(n);
-        await Promise.all(this.opts.collect.map((a) => this.collect(a)));
-        if (this.closing) return;
+        for (const [n, stop] of this.localNodes) if (stop === null) this.listen(n);
+        await Promise.all([...new Set([...this.opts.collect, ...this.probes.keys()])].map((a) => this.collect(a)));
+        // closed, or stopped (and maybe started again) meanwhile
+        if (this.closing || this.generation !== generation) return;
         this.probeTimer = setInterval(() => this.probeAll(), this.opts.probeIntervalMs);
         this.probeTimer.unref();
+        if (this.opts.collectOnFirstView) this.armIdle(this.opts.collectIdleMs);
       })();
     }
     return this.activation;
+  }
+
+  /**
+   * Stops collecting, keeping what was collected: probes stop (the nodes' publishers lapse with
+   * their leases), the collector unsubscribes (publishers stop feeding on their actors at once)
+   * and local nodes are no longer listened to. {@link activate} starts again.
+   */
+  deactivate(): void {
+    if (!this.activation) return;
+    this.activation = null;
+    this.generation++;
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    this.probeTimer = null;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+    for (const [n, stop] of this.localNodes) {
+      stop?.();
+      this.localNodes.set(n, null);
+    }
+    this.collector.pause();
   }
 
   /** The page's address, e.g. `http://127.0.0.1:43121/`. */
@@ -125,11 +167,28 @@ export class Inspector {
   /** Inspects a node of this process directly. */
   attach(node: ActorNode): void {
     if (this.localNodes.has(node) || this.closing) return;
+    this.listen(node);
+    if (node.address) this.tree.setAddress(node.nodeId, node.address);
+  }
+
+  private listen(node: ActorNode): void {
     this.localNodes.set(
       node,
       node.inspect((r) => this.ingest(r)),
     );
-    if (node.address) this.tree.setAddress(node.nodeId, node.address);
+  }
+
+  /** With collectOnFirstView: stops collecting once no page is open and the API is not requested for `ms`. */
+  private armIdle(ms: number): void {
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      if (this.closing || !this.activation) return;
+      const idle = Date.now() - this.lastViewed;
+      if ((this.server?.pages ?? 0) > 0) this.armIdle(this.opts.collectIdleMs);
+      else if (idle < this.opts.collectIdleMs) this.armIdle(this.opts.collectIdleMs - idle);
+      else this.deactivate();
+    }, ms);
+    this.idleTimer.unref();
   }
 
   /** Asks the node at `address` to publish here, and keeps probing it for liveness. */
@@ -166,7 +225,8 @@ export class Inspector {
 
   private async doClose(): Promise<void> {
     if (this.probeTimer) clearInterval(this.probeTimer);
-    for (const stop of this.localNodes.values()) stop();
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    for (const stop of this.localNodes.values()) stop?.();
     this.localNodes.clear();
     await this.server?.close();
     await this.collector.close();
@@ -208,7 +268,11 @@ export class Inspector {
   private async probe(p: Probe): Promise<void> {
     p.busy = true;
     try {
-      const nodeId = await this.collector.requestFrom(this.client.ref(p.address, "inspector"), this.opts.probeIntervalMs);
+      const nodeId = await this.collector.requestFrom(
+        this.client.ref(p.address, "inspector"),
+        this.opts.probeIntervalMs,
+        inspectionLeaseMs(this.opts.probeIntervalMs),
+      );
       if (this.closing) return;
       if (p.nodeId !== undefined && p.nodeId !== nodeId) this.tree.markGone(p.nodeId);
       p.nodeId = nodeId;
@@ -252,6 +316,7 @@ export class Inspector {
   private pageData() {
     return {
       stats: () => {
+        this.lastViewed = Date.now();
         if (!this.activation) void this.activate();
         return this.stats();
       },

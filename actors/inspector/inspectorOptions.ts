@@ -12,6 +12,8 @@ export const DEFAULT_INSPECTOR_LISTEN = "127.0.0.1:0";
 export const DEFAULT_PROBE_INTERVAL_MS = 1000;
 /** Failed probes in a row after which a process is shown as gone. @default 2 */
 export const DEFAULT_PROBE_FAILURES_BEFORE_GONE = 2;
+/** With collectOnFirstView, how long collecting outlives the last page view. @default 60000 */
+export const DEFAULT_COLLECT_IDLE_MS = 60_000;
 /** Pause between pushes of new records to open pages (one write per page per tick). @default 50 */
 export const DEFAULT_PUSH_INTERVAL_MS = 50;
 
@@ -43,6 +45,11 @@ export interface InspectorOptions {
    * inspector that nobody opens costs nothing (how `actormq start` runs it). @default false
    */
   collectOnFirstView?: boolean;
+  /**
+   * With `collectOnFirstView`: stop collecting (the processes stop publishing) once no page has
+   * been open and the API not requested for this long; the next view starts again. @default 60000
+   */
+  collectIdleMs?: number;
 }
 
 /** Defaults spread under the user's options. */
@@ -57,6 +64,7 @@ export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "clus
     maxRecordBytes: DEFAULT_MAX_RECORD_BYTES,
     probeIntervalMs: DEFAULT_PROBE_INTERVAL_MS,
     collectOnFirstView: false,
+    collectIdleMs: DEFAULT_COLLECT_IDLE_MS,
   };
 }
 

@@ -5,16 +5,10 @@
  */
 import { EventEmitter } from "node:events";
 import type { AnyActorLogic } from "xstate";
-import * as zmq from "zeromq";
-import { encode, type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
+import { type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
 import { MQError, RequestCode } from "../../transport/protocol.ts";
-import {
-  INSPECTION_NODE_CLOSED_EVENT,
-  InspectionHub,
-  type InspectionListener,
-  type InspectionRecord,
-  NODE_ACTOR_NAME,
-} from "./inspection.ts";
+import { InspectionHub, type InspectionListener } from "./inspection.ts";
+import { InspectionPublisher } from "./inspectionPublisher.ts";
 import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
 import { isReservedEventType, type LocalOnlyEvents, localOnlySet } from "./remoteEvents.ts";
 import { type ActorFailure, type DirectHandlers, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
@@ -52,11 +46,13 @@ export interface ActorNodeEvents {
   actorFailure: [ActorFailure];
 }
 
-/** How long a closing node waits for its last inspection records to leave. */
-const FINAL_INSPECTION_FLUSH_MS = 200;
-
-/** Frames an inspection publisher may queue before it drops records (never back-pressures). */
-export const INSPECTION_QUEUE_LIMIT = 10_000;
+/** Inspection publishers (endpoints) a node feeds at most at a time. */
+export const MAX_INSPECTION_PUBLISHERS = 8;
+/** Lease of an INSPECT_SUBSCRIBE that names none. @default 30000 */
+export const DEFAULT_INSPECTION_LEASE_MS = 30_000;
+/** Bounds of the lease an INSPECT_SUBSCRIBE may ask for. */
+const MIN_INSPECTION_LEASE_MS = 200;
+const MAX_INSPECTION_LEASE_MS = 10 * 60_000;
 
 export class ActorNode implements RefHost {
   readonly transport: ZmqNode;
@@ -65,7 +61,7 @@ export class ActorNode implements RefHost {
   private readonly events = new EventEmitter();
   private readonly localRefs = new Map<string, LocalRef>();
   private readonly remoteRefs = new Map<string, RemoteRef>();
-  private readonly publishers = new Map<string, (final?: boolean) => Promise<void>>();
+  private readonly publishers = new Map<string, InspectionPublisher>();
   private noActor = 0;
   private actorFailures = 0;
   private refusedEvents = 0;
@@ -157,89 +153,33 @@ export class ActorNode implements RefHost {
 
   /**
    * Publishes this node's inspection stream to an inspector's SUB endpoint over an XPUB socket.
-   * Records are dropped at the high-water mark, never back-pressuring the node; when a
-   * subscriber (re)subscribes the latest definition and snapshot of every actor is replayed.
-   * Returns the function that stops publishing.
+   * Records are dropped at the high-water mark, never back-pressuring the node; the publisher
+   * feeds on the node's actors only while the inspector is subscribed (when it subscribes, the
+   * latest definition and snapshot of every actor are replayed). `leaseMs` (what INSPECT_SUBSCRIBE
+   * asks for) closes the publisher unless the same endpoint is asked for again within that time;
+   * without it the publisher runs until the returned function (or `close`) stops it. At most
+   * {@link MAX_INSPECTION_PUBLISHERS} endpoints at a time.
    */
-  async publishInspection(endpoint: string): Promise<() => Promise<void>> {
+  async publishInspection(endpoint: string, opts: { leaseMs?: number } = {}): Promise<() => Promise<void>> {
     if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed.`);
-    const existing = this.publishers.get(endpoint);
-    if (existing) return existing;
-    const pub = new zmq.XPublisher({ linger: 0, sendHighWaterMark: INSPECTION_QUEUE_LIMIT, sendTimeout: 0 });
-    try {
-      pub.connect(endpoint);
-    } catch (e) {
-      pub.close();
-      throw new MQError("ILLEGAL_ARGUMENT", `Cannot connect the inspection stream to "${endpoint}": ${(e as Error).message}.`, {
-        cause: e,
+    const leaseMs = opts.leaseMs ?? null;
+    let p = this.publishers.get(endpoint);
+    if (p === undefined) {
+      if (this.publishers.size >= MAX_INSPECTION_PUBLISHERS)
+        throw new MQError(
+          "SYSTEM_BUSY",
+          `The node ${this.nodeId} already publishes its inspection stream to ${MAX_INSPECTION_PUBLISHERS} endpoints; close an inspector (or wait for an unrenewed one to lapse) and retry.`,
+        );
+      const created = new InspectionPublisher(this.nodeId, this.hub, endpoint, () => {
+        if (this.publishers.get(endpoint) === created) this.publishers.delete(endpoint);
       });
-    }
-    let queue: Buffer[] = [];
-    let sending = false;
-    /** settles when the queue is empty */
-    let pumping: Promise<void> = Promise.resolve();
-    const pump = async () => {
-      if (sending) return;
-      sending = true;
-      while (queue.length > 0 && !pub.closed) {
-        const batch = queue;
-        queue = [];
-        for (const m of batch) {
-          try {
-            await pub.send(m);
-          } catch {
-            // dropped: inspection never slows the node
-          }
-        }
-      }
-      sending = false;
-    };
-    const push = (r: InspectionRecord) => {
-      if (queue.length >= INSPECTION_QUEUE_LIMIT) return;
-      let buf: Buffer;
-      try {
-        buf = encode(r);
-      } catch {
-        return;
-      }
-      queue.push(buf);
-      if (!sending) pumping = pump();
-    };
-    const unsubscribe = this.hub.add(push);
-    void (async () => {
-      for (;;) {
-        let msg: Buffer[];
-        try {
-          msg = await pub.receive();
-        } catch {
-          return;
-        }
-        if (msg[0]?.[0] === 1) this.hub.replay(push);
-      }
-    })();
-    const stop = async (final = false) => {
-      unsubscribe();
-      this.publishers.delete(endpoint);
-      if (final && !pub.closed) {
-        // the node is closing: say so, and give the last records a moment to leave (bounded)
-        push({
-          kind: "event",
-          nodeId: this.nodeId,
-          actorName: NODE_ACTOR_NAME,
-          sessionId: "",
-          time: Date.now(),
-          type: INSPECTION_NODE_CLOSED_EVENT,
-          payload: {},
-        });
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([pumping, new Promise((r) => (timer = setTimeout(r, FINAL_INSPECTION_FLUSH_MS)))]);
-        clearTimeout(timer);
-        pub.linger = FINAL_INSPECTION_FLUSH_MS;
-      }
-      pub.close();
-    };
-    this.publishers.set(endpoint, stop);
-    return stop;
+      p = created;
+      this.publishers.set(endpoint, p);
+      p.renew(leaseMs);
+    } else if (leaseMs === null) p.renew(null);
+    else if (p.leased) p.renew(leaseMs);
+    const pub = p;
+    return (final?: boolean) => pub.stop(final);
   }
 
   /** Transport and runtime counters. */
@@ -257,7 +197,7 @@ export class ActorNode implements RefHost {
     // actors stop first, so an attached inspector sees their last snapshots, then the node's farewell
     for (const h of this.hosted.values()) h.stop();
     this.hosted.clear();
-    await Promise.all([...this.publishers.values()].map((stop) => stop(true)));
+    await Promise.all([...this.publishers.values()].map((p) => p.stop(true)));
     await this.transport.close();
     this.events.removeAllListeners();
   }
@@ -381,7 +321,12 @@ export class ActorNode implements RefHost {
       replier?.fail(new MQError("INVALID_PARAMETER", "INSPECT_SUBSCRIBE needs an endpoint field: the inspector's SUB address."));
       return;
     }
-    this.publishInspection(endpoint).then(
+    const asked = event.leaseMs;
+    const leaseMs =
+      typeof asked === "number" && Number.isFinite(asked)
+        ? Math.min(MAX_INSPECTION_LEASE_MS, Math.max(MIN_INSPECTION_LEASE_MS, asked))
+        : DEFAULT_INSPECTION_LEASE_MS;
+    this.publishInspection(endpoint, { leaseMs }).then(
       () => replier?.ok({ nodeId: this.nodeId }),
       (e) => replier?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e))),
     );

@@ -2,10 +2,11 @@
 
 export { curveKeyPair } from "../../transport/curve.ts";
 export type { ActorNodeEvents, ActorNodeOptions, ActorNodeStats, SpawnOptions } from "./actorNode.ts";
-export { ActorNode, INSPECTION_QUEUE_LIMIT } from "./actorNode.ts";
+export { ActorNode, DEFAULT_INSPECTION_LEASE_MS, MAX_INSPECTION_PUBLISHERS } from "./actorNode.ts";
 export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, InspectionRecord, SnapshotRecord } from "./inspection.ts";
 export { INSPECTION_NODE_CLOSED_EVENT, machineDefinition, summarize } from "./inspection.ts";
 export { InspectionCollector } from "./inspectionCollector.ts";
+export { INSPECTION_QUEUE_LIMIT } from "./inspectionPublisher.ts";
 export type { AskOptions, Origin, Ref, Replier, Reply, SendOptions, WireEvent } from "./refs.ts";
 export { DEFAULT_LOCAL_ONLY_EVENTS } from "./remoteEvents.ts";
 export type { ActorFailure, DirectHandlers, Supervision } from "./supervision.ts";

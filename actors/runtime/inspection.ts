@@ -151,7 +151,8 @@ export class InspectionHub {
   private readonly attached = new Map<AnyActorRef, Subscription>();
   private readonly names = new Map<string, string>();
   private readonly latest = new Map<string, Latest>();
-  private readonly definitionSent = new WeakSet<object>();
+  /** machines whose definition went out since the first listener came (a new first listener needs them again) */
+  private definitionSent = new WeakSet<object>();
   private readonly budgets = new Map<string, Budget>();
   private readonly overBudget: Budget[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
@@ -223,6 +224,7 @@ export class InspectionHub {
     this.latest.clear();
     this.names.clear();
     this.budgets.clear();
+    this.definitionSent = new WeakSet();
     this.overBudget.length = 0;
     if (this.flushTimer) clearTimeout(this.flushTimer);
     this.flushTimer = null;

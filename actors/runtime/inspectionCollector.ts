@@ -18,6 +18,7 @@ export class InspectionCollector {
   /** Messages that were not inspection records. */
   malformed = 0;
   private readonly listeners = new Set<InspectionListener>();
+  private paused = false;
 
   private constructor(
     private readonly sub: zmq.Subscriber,
@@ -40,10 +41,29 @@ export class InspectionCollector {
     return c;
   }
 
-  /** Asks the node behind `ref` (any actor name on it) to publish its stream here. */
-  async requestFrom(ref: Ref, timeoutMs?: number): Promise<string> {
-    const r = await ref.ask<{ nodeId: string }>({ type: "INSPECT_SUBSCRIBE", endpoint: this.endpoint }, { timeoutMs });
+  /**
+   * Asks the node behind `ref` (any actor name on it) to publish its stream here for `leaseMs`
+   * (the node's default lease when omitted); ask again before it runs out to keep the stream.
+   */
+  async requestFrom(ref: Ref, timeoutMs?: number, leaseMs?: number): Promise<string> {
+    const ev =
+      leaseMs === undefined
+        ? { type: "INSPECT_SUBSCRIBE", endpoint: this.endpoint }
+        : { type: "INSPECT_SUBSCRIBE", endpoint: this.endpoint, leaseMs };
+    const r = await ref.ask<{ nodeId: string }>(ev, { timeoutMs });
     return r.fields.nodeId;
+  }
+
+  /** Unsubscribes from every publisher: they stop feeding on their nodes' actors until {@link resume}. */
+  pause(): void {
+    if (!this.paused && !this.sub.closed) this.sub.unsubscribe();
+    this.paused = true;
+  }
+
+  /** Subscribes again: every connected publisher replays its actors and streams on. */
+  resume(): void {
+    if (this.paused && !this.sub.closed) this.sub.subscribe();
+    this.paused = false;
   }
 
   /** Listens to every record as it arrives; returns the removal. */

@@ -174,4 +174,43 @@ describe("Inspector", () => {
     const remote = await Inspector.start({ listen: "0.0.0.0:0", allowRemote: true });
     await remote.close();
   });
+
+  it("leaves no publisher feeding on a node's actors once the inspector that asked for it has closed", async () => {
+    const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "proc-release" });
+    cleanups.push(() => node.close());
+    node.spawn("toggle", toggle);
+    for (let i = 0; i < 3; i++) {
+      const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 100 });
+      await waitFor(() => node.inspecting, 5000, "attached");
+      await insp.close();
+      await waitFor(() => !node.inspecting, 3000, "detached after the inspector closed");
+    }
+    const publishers = (node as unknown as { publishers: Map<string, unknown> }).publishers;
+    await waitFor(() => publishers.size === 0, 3000, "the probes' leases ran out");
+  });
+
+  it("with collectOnFirstView, stops collecting when nobody looks any more and starts again on the next view", async () => {
+    const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "proc-idle" });
+    cleanups.push(() => node.close());
+    node.spawn("toggle", toggle);
+    const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 100, collectOnFirstView: true, collectIdleMs: 300 });
+    cleanups.push(() => insp.close());
+    assert.equal(insp.collecting, false);
+    await get(`${insp.url}api/state`);
+    await waitFor(() => node.inspecting, 5000, "collecting after the first view");
+    await waitFor(() => !insp.collecting && !node.inspecting, 3000, "stopped after the idle time");
+    const publishers = (node as unknown as { publishers: Map<string, unknown> }).publishers;
+    await waitFor(() => publishers.size === 0, 3000, "the node's publisher lapsed");
+    await get(`${insp.url}api/state`);
+    await waitFor(() => node.inspecting, 5000, "collecting again");
+    node.ref(null, "toggle").send({ type: "FLIP" });
+    await waitFor(
+      async () =>
+        (JSON.parse((await get(`${insp.url}api/state`)).body) as { nodes: { nodeId: string; actors: { value: unknown }[] }[] }).nodes.find(
+          (n) => n.nodeId === "proc-idle",
+        )?.actors[0]?.value === "on",
+      5000,
+      "live again",
+    );
+  });
 });

@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { assign, setup } from "xstate";
-import { ActorNode, InspectionCollector, type InspectionRecord, type Replier } from "../../../actors/runtime/index.ts";
+import {
+  ActorNode,
+  InspectionCollector,
+  type InspectionRecord,
+  MAX_INSPECTION_PUBLISHERS,
+  type Replier,
+} from "../../../actors/runtime/index.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
 const counter = setup({
@@ -69,5 +75,56 @@ describe("inspection", () => {
     await node.ref(null, "counter").ask({ type: "ADD" });
     await waitFor(() => collector.records.find((r) => r.kind === "snapshot" && r.value === "idle"), 5000, "live snapshot over the wire");
     assert.ok(collector.records.some((r) => r.kind === "event" && r.type === "ADD" && r.nodeId === node.nodeId));
+  });
+
+  const publishersOf = (node: ActorNode) => (node as unknown as { publishers: Map<string, unknown> }).publishers;
+
+  it("stops feeding on its actors when the subscriber leaves, and closes when its lease is not renewed", async () => {
+    const node = await ActorNode.start({ listen: EPHEMERAL });
+    closers.push(() => node.close());
+    node.spawn("counter", counter);
+    const asker = await ActorNode.start({ listen: null });
+    closers.push(() => asker.close());
+    const collector = await InspectionCollector.start();
+    await collector.requestFrom(asker.ref(node.address, "counter"), undefined, 600);
+    await waitFor(() => node.inspecting, 5000, "the collector subscribed");
+    await collector.close();
+    // the XPUB reports the lost subscriber: no observer, nothing encoded, long before the lease ends
+    await waitFor(() => !node.inspecting, 3000, "detached once the subscriber is gone");
+    assert.equal(publishersOf(node).size, 1, "the socket waits for its lease");
+    await waitFor(() => publishersOf(node).size === 0, 3000, "the unrenewed lease closed the publisher");
+  });
+
+  it("detaches while the collector pauses and replays every actor, definition included, when it resumes", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    node.spawn("counter", counter);
+    const collector = await InspectionCollector.start();
+    closers.push(() => collector.close());
+    await node.publishInspection(collector.endpoint);
+    await waitFor(() => collector.records.some((r) => r.kind === "snapshot"), 5000, "first snapshot");
+    collector.pause();
+    await waitFor(() => !node.inspecting, 3000, "detached while paused");
+    const n = collector.records.length;
+    collector.resume();
+    await waitFor(() => node.inspecting, 3000, "attached again");
+    const replay = await waitFor(
+      () => collector.records.slice(n).find((r) => r.kind === "actor" && r.definition !== undefined),
+      3000,
+      "definition replayed",
+    );
+    assert.equal(replay.actorName, "counter");
+  });
+
+  it("publishes to a bounded number of endpoints", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    const stops: (() => Promise<void>)[] = [];
+    // nothing listens there: connecting is asynchronous and never fails
+    for (let i = 0; i < MAX_INSPECTION_PUBLISHERS; i++) stops.push(await node.publishInspection(`tcp://127.0.0.1:${1 + i}`));
+    await assert.rejects(node.publishInspection("tcp://127.0.0.1:100"), (e: Error & { code?: string }) => e.code === "SYSTEM_BUSY");
+    await stops[0]!();
+    await node.publishInspection("tcp://127.0.0.1:100");
+    assert.equal(publishersOf(node).size, MAX_INSPECTION_PUBLISHERS);
   });
 });
