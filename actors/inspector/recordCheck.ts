@@ -69,13 +69,20 @@ function sizeSummary(x: unknown): unknown {
   return { bytes: "?" };
 }
 
+/** Largest distance from the epoch, in ms, a JavaScript Date can hold: the page formats record times as dates. */
+const MAX_DATE_MS = 8.64e15;
+
+function isRecordTime(t: unknown): boolean {
+  return typeof t === "number" && Number.isFinite(t) && Math.abs(t) <= MAX_DATE_MS;
+}
+
 /** Validates and cleans one record; never throws. */
 export function checkRecord(r: unknown, maxBytes = DEFAULT_MAX_RECORD_BYTES): CheckResult {
   if (r === null || typeof r !== "object" || Array.isArray(r)) return { ok: false, reason: "malformed" };
   const o = r as Record<string, unknown>;
   if (typeof o.kind !== "string" || !KINDS.has(o.kind)) return { ok: false, reason: "malformed" };
   if (typeof o.nodeId !== "string" || o.nodeId.length === 0 || o.nodeId.length > 256) return { ok: false, reason: "malformed" };
-  if (typeof o.actorName !== "string" || o.actorName.length > 1024 || typeof o.sessionId !== "string" || typeof o.time !== "number")
+  if (typeof o.actorName !== "string" || o.actorName.length > 1024 || typeof o.sessionId !== "string" || !isRecordTime(o.time))
     return { ok: false, reason: "malformed" };
   if (o.kind === "event" && typeof o.type !== "string") return { ok: false, reason: "malformed" };
   if (o.kind === "snapshot" && typeof o.status !== "string") return { ok: false, reason: "malformed" };

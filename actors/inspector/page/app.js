@@ -8,6 +8,12 @@ const CLUSTER_POLL_MS = 3000;
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+/** `HH:MM:SS.mmm` of a record's time; "?" for a time Date cannot show (a loaded file may hold any). */
+function timeText(time) {
+  const d = new Date(Number(time));
+  return Number.isFinite(d.getTime()) ? d.toISOString().slice(11, 23) : "?";
+}
+
 // xstate names an invoke without an explicit id `<index>.<state id>` (`0.rebalancer.balancing`)
 const GENERATED_INVOKE_ID = /^\d+\.(?:.*\.)?([^.]+)$/;
 
@@ -208,7 +214,7 @@ function actorLabel(name, depth) {
 
 function entryLine(e) {
   const r = e.record;
-  const t = new Date(r.time).toISOString().slice(11, 23);
+  const t = timeText(r.time);
   const what = r.kind === "event" ? eventText(r.type) : r.kind === "failure" ? `failure (${r.action}): ${r.error}` : "created";
   const raw = r.kind === "event" ? r.type : what;
   const where = e.queue ? ` <span class="where">${esc(e.queue)}</span>` : e.topic ? ` <span class="where">${esc(e.topic)}</span>` : "";

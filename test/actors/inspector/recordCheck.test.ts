@@ -27,6 +27,11 @@ describe("inspection record checks", () => {
       { ...base, kind: "snapshot" },
       { ...base, kind: "actor", nodeId: "" },
       { ...base, kind: "actor", time: "now" },
+      // times a Date cannot hold (the page shows each record's time)
+      { ...base, kind: "event", type: "E", payload: {}, time: 9e15 },
+      { ...base, kind: "event", type: "E", payload: {}, time: -8.7e15 },
+      { ...base, kind: "event", type: "E", payload: {}, time: Number.NaN },
+      { ...base, kind: "event", type: "E", payload: {}, time: Number.POSITIVE_INFINITY },
       { ...base, kind: "actor", sessionId: 3 },
     ]) {
       assert.deepEqual(checkRecord(r), { ok: false, reason: "malformed" }, JSON.stringify(r));
