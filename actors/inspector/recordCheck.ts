@@ -9,6 +9,8 @@ import type { InspectionRecord } from "../runtime/index.ts";
 export const DEFAULT_MAX_RECORD_BYTES = 1024 * 1024;
 
 const KINDS = new Set(["actor", "event", "snapshot", "failure"]);
+/** xstate's snapshot statuses: the page shows them as words (and classes) */
+const STATUSES = new Set(["active", "done", "error", "stopped"]);
 /** Field names whose values are message contents, never shown. */
 const BODY_KEYS = new Set(["body", "bodies", "payloadBytes"]);
 
@@ -85,7 +87,7 @@ export function checkRecord(r: unknown, maxBytes = DEFAULT_MAX_RECORD_BYTES): Ch
   if (typeof o.actorName !== "string" || o.actorName.length > 1024 || typeof o.sessionId !== "string" || !isRecordTime(o.time))
     return { ok: false, reason: "malformed" };
   if (o.kind === "event" && typeof o.type !== "string") return { ok: false, reason: "malformed" };
-  if (o.kind === "snapshot" && typeof o.status !== "string") return { ok: false, reason: "malformed" };
+  if (o.kind === "snapshot" && !STATUSES.has(o.status as string)) return { ok: false, reason: "malformed" };
   if (estimateSize(r, maxBytes) > maxBytes) return { ok: false, reason: "oversized" };
   if (o.kind === "event")
     return { ok: true, record: { ...(o as unknown as InspectionRecord), payload: redactBodies(o.payload) } as InspectionRecord };

@@ -8,6 +8,17 @@ const CLUSTER_POLL_MS = 3000;
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
+/** A count or offset as a number (0 for anything else): what goes into markup unescaped. */
+const num = (v) => {
+  const n = Number(v);
+  return Number.isFinite(n) ? n : 0;
+};
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+/** The inspection record kinds. */
+const KINDS = new Set(["actor", "event", "snapshot", "failure"]);
+/** xstate's actor statuses, the only words an actor row's class may take. */
+const STATUSES = new Set(["active", "done", "error", "stopped"]);
+
 /** `HH:MM:SS.mmm` of a record's time; "?" for a time Date cannot show (a loaded file may hold any). */
 function timeText(time) {
   const d = new Date(Number(time));
@@ -187,16 +198,17 @@ function renderTree() {
     const gone = n.status === "gone";
     html.push(
       `<li class="proc ${gone ? "gone" : "alive"}" data-node-id="${esc(n.nodeId)}"><div class="proc-head">${esc(n.role)} ${esc(n.nodeId)}` +
-        `<span class="badge status">${gone ? "gone" : "alive"}</span> <span class="badge">${n.actors.length} actors</span> <span class="badge">${n.records} records</span></div><ul>`,
+        `<span class="badge status">${gone ? "gone" : "alive"}</span> <span class="badge">${n.actors.length} actors</span> <span class="badge">${num(n.records)} records</span></div><ul>`,
     );
     for (const a of n.actors) {
       const depth = a.actorName.split("/").length - 1;
-      const cls = ["actor", a.key === app.selected ? "selected" : "", a.status, a.hasChart ? "" : "nochart"].filter(Boolean).join(" ");
-      const fail = a.failures ? ` <span class="count">failures ${a.failures}</span>` : "";
+      const status = STATUSES.has(a.status) ? a.status : "";
+      const cls = ["actor", a.key === app.selected ? "selected" : "", status, a.hasChart ? "" : "nochart"].filter(Boolean).join(" ");
+      const fail = num(a.failures) ? ` <span class="count">failures ${num(a.failures)}</span>` : "";
       html.push(
         `<li class="${cls}" data-actor-key="${esc(a.key)}" data-actor-name="${esc(a.actorName)}" style="padding-left:${4 + depth * 12}px">` +
           `${esc(actorLabel(a.actorName, depth))}<span class="value">${esc(valueText(a.value))}</span>` +
-          `<span class="count">${a.events} ev</span>${fail}</li>`,
+          `<span class="count">${num(a.events)} ev</span>${fail}</li>`,
       );
     }
     html.push("</ul></li>");
@@ -227,7 +239,7 @@ function renderTimeline() {
   const rows = upTo.slice(-MAX_ROWS).reverse();
   const html = rows.map((e) => {
     const r = e.record;
-    const cls = ["entry", r.kind, app.cursor !== null && e.seq === app.cursor ? "cursor" : ""].filter(Boolean).join(" ");
+    const cls = ["entry", esc(r.kind), app.cursor !== null && e.seq === app.cursor ? "cursor" : ""].filter(Boolean).join(" ");
     let detail = "";
     if (app.expanded.has(e.seq)) {
       const payload =
@@ -237,7 +249,7 @@ function renderTimeline() {
         : "(no snapshot recorded)";
       detail = `<pre class="payload">payload ${esc(JSON.stringify(payload, null, 1))}</pre><pre class="snapshot">snapshot after ${esc(JSON.stringify(after, null, 1))}</pre>`;
     }
-    return `<li class="${cls}" data-seq="${e.seq}" data-type="${esc(r.kind === "event" ? r.type : r.kind)}">${entryLine(e)}${detail}</li>`;
+    return `<li class="${cls}" data-seq="${num(e.seq)}" data-type="${esc(r.kind === "event" ? r.type : r.kind)}">${entryLine(e)}${detail}</li>`;
   });
   $("timeline").innerHTML = html.join("");
   $("timeline-counts").textContent = `(${upTo.length} shown of ${app.entries.length} records)`;
@@ -247,8 +259,11 @@ async function loadChart(nodeId, machineId) {
   const key = app.mode === "file" ? machineId : `${nodeId}|${machineId}`;
   if (app.charts.has(key)) return app.charts.get(key);
   let chart = null;
-  if (app.mode === "file") chart = app.fileCharts?.[machineId] || null;
-  else {
+  if (app.mode === "file") {
+    chart = Object.hasOwn(app.fileCharts ?? {}, machineId) ? app.fileCharts[machineId] : null;
+    if (!isObject(chart) || typeof chart.svg !== "string" || !Array.isArray(chart.states) || !Array.isArray(chart.transitions))
+      chart = null;
+  } else {
     const res = await fetch(`/api/chart?node=${encodeURIComponent(nodeId)}&machine=${encodeURIComponent(machineId)}`);
     chart = res.ok ? await res.json() : null;
   }
@@ -273,7 +288,9 @@ async function renderChart() {
     box.innerHTML = `<p class="nochart">${actor.machineId ? "No machine definition received for this actor yet." : "Not a state machine (promise or callback actor)."}</p>`;
     app.chartKey = null;
   } else if (app.chartKey !== key || !box.querySelector("svg")) {
-    box.innerHTML = chart.svg;
+    const svg = safeSvg(chart.svg);
+    if (svg) box.replaceChildren(svg);
+    else box.innerHTML = `<p class="nochart">This chart cannot be shown (not a statechart drawing).</p>`;
     app.chartKey = key;
   }
   const limit = app.cursor === null ? null : (app.bySeq.get(app.cursor)?.after?.seq ?? app.cursor);
@@ -282,8 +299,8 @@ async function renderChart() {
   const status = last ? last.record.status : actor.status;
   $("chart-state").textContent =
     `state: ${valueText(value) || "?"} · status: ${status}${node.status === "gone" ? " · process gone (last known state)" : ""}${last?.record.eventType ? ` · after ${chart?.transitions.find((t) => t.event === last.record.eventType)?.label ?? eventText(last.record.eventType)}` : ""}`;
-  if (!chart) return;
   const svg = box.querySelector("svg");
+  if (!chart || !svg) return;
   const idByPath = new Map(chart.states.map((s) => [s.path, s.id]));
   const active = new Set(
     valuePaths(value)
@@ -308,16 +325,55 @@ async function renderChart() {
   for (const g of svg.querySelectorAll("[data-transition]")) g.classList.toggle("last", lastIds.has(g.getAttribute("data-transition")));
 }
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+/** The elements a statechart drawing is made of (statechartSvg.ts); anything else is dropped. */
+const SVG_TAGS = new Set([
+  "svg",
+  "g",
+  "rect",
+  "path",
+  "text",
+  "tspan",
+  "title",
+  "defs",
+  "marker",
+  "style",
+  "circle",
+  "ellipse",
+  "line",
+  "polyline",
+  "polygon",
+]);
+
+/**
+ * A chart's SVG as an element, parsed as SVG (never as HTML) with only drawing elements kept and
+ * no event handler or link attributes: a loaded timeline file's charts are anyone's markup.
+ */
+function safeSvg(text) {
+  if (typeof text !== "string") return null;
+  const root = new DOMParser().parseFromString(text, "image/svg+xml").documentElement;
+  if (root.namespaceURI !== SVG_NS || root.localName !== "svg") return null;
+  const clean = (el) => {
+    for (const a of [...el.attributes]) if (/^on/i.test(a.name) || /href$/i.test(a.name)) el.removeAttribute(a.name);
+    for (const c of [...el.children]) {
+      if (c.namespaceURI !== SVG_NS || !SVG_TAGS.has(c.localName)) c.remove();
+      else clean(c);
+    }
+  };
+  clean(root);
+  return document.importNode(root, true);
+}
+
 function renderCluster(v) {
   const rows = (cols, items) => items.map((it) => `<tr>${cols.map((c) => `<td>${c(it)}</td>`).join("")}</tr>`).join("");
   const brokers = `<table class="brokers"><tr><th>broker</th><th>id</th><th>address</th><th>cluster</th><th>reachable</th></tr>${rows(
-    [(b) => esc(b.brokerName), (b) => b.brokerId, (b) => esc(b.address), (b) => esc(b.cluster), (b) => (b.reachable ? "yes" : "no")],
+    [(b) => esc(b.brokerName), (b) => esc(b.brokerId), (b) => esc(b.address), (b) => esc(b.cluster), (b) => (b.reachable ? "yes" : "no")],
     v.brokers,
   )}</table>`;
   const qs = [];
   for (const t of v.topics) for (const q of t.queues) qs.push({ topic: t.topic, ...q });
   const topics = `<table class="topics"><tr><th>topic</th><th>broker</th><th>queue</th><th>max offset</th></tr>${rows(
-    [(q) => esc(q.topic), (q) => esc(q.brokerName), (q) => q.queueId, (q) => q.maxOffset ?? "?"],
+    [(q) => esc(q.topic), (q) => esc(q.brokerName), (q) => esc(q.queueId), (q) => esc(q.maxOffset ?? "?")],
     qs,
   )}</table>`;
   const gq = [];
@@ -327,16 +383,17 @@ function renderCluster(v) {
       (q) => esc(q.group),
       (q) => esc(q.topic),
       (q) => esc(q.brokerName),
-      (q) => q.queueId,
-      (q) => q.brokerOffset,
-      (q) => q.consumerOffset,
-      (q) => `<span class="lag${q.lag > 0 ? " behind" : ""}">${q.lag}</span>`,
+      (q) => esc(q.queueId),
+      (q) => esc(q.brokerOffset),
+      (q) => esc(q.consumerOffset),
+      (q) => `<span class="lag${num(q.lag) > 0 ? " behind" : ""}">${esc(q.lag)}</span>`,
       (q) => esc(q.assignedTo ?? ""),
     ],
     gq,
   )}</table>`;
   const errors = v.errors.length ? `<div class="errors">${v.errors.slice(0, 10).map(esc).join("<br>")}</div>` : "";
-  $("cluster").innerHTML = `${brokers}${topics}${groups}${errors}<div class="count">as of ${new Date(v.time).toLocaleTimeString()}</div>`;
+  $("cluster").innerHTML =
+    `${brokers}${topics}${groups}${errors}<div class="count">as of ${esc(new Date(v.time).toLocaleTimeString())}</div>`;
 }
 
 // ---------------------------------------------------------------- live connection
@@ -346,6 +403,8 @@ async function pollState() {
   try {
     const res = await fetch("/api/state");
     const s = await res.json();
+    // a timeline file loaded meanwhile: its processes stay
+    if (app.mode === "file") return;
     app.nodes = s.nodes;
     app.stats = s.stats;
     scheduleRender();
@@ -357,7 +416,8 @@ async function pollState() {
 async function pollCluster() {
   if (app.mode === "file" || !$("cluster-section").open) return;
   try {
-    renderCluster(await (await fetch("/api/cluster")).json());
+    const v = await (await fetch("/api/cluster")).json();
+    if (app.mode !== "file") renderCluster(v);
   } catch {
     // keep the last view
   }
@@ -448,6 +508,39 @@ function exportSvg() {
   download(name, "image/svg+xml", `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(svg)}`);
 }
 
+/** A file's processes with the fields the tree reads as strings and arrays (anything else dropped). */
+function fileNodes(nodes) {
+  if (!Array.isArray(nodes)) return [];
+  return nodes.filter(isObject).map((n) => ({
+    ...n,
+    nodeId: String(n.nodeId ?? ""),
+    role: String(n.role ?? ""),
+    actors: (Array.isArray(n.actors) ? n.actors : [])
+      .filter((a) => isObject(a) && typeof a.key === "string" && typeof a.actorName === "string")
+      .map((a) => ({ ...a, machineId: typeof a.machineId === "string" ? a.machineId : undefined })),
+  }));
+}
+
+/** A file's entries with a numeric seq and a record of the shape the timeline reads. */
+function fileEntries(entries) {
+  const out = [];
+  for (const e of entries) {
+    if (!isObject(e) || !isObject(e.record)) continue;
+    const r = e.record;
+    if (typeof r.nodeId !== "string" || typeof r.actorName !== "string" || !KINDS.has(r.kind)) continue;
+    if (r.kind === "event" && typeof r.type !== "string") continue;
+    const seq = Number(e.seq);
+    if (!Number.isFinite(seq)) continue;
+    out.push({
+      ...e,
+      seq,
+      topic: typeof e.topic === "string" ? e.topic : undefined,
+      queue: typeof e.queue === "string" ? e.queue : undefined,
+    });
+  }
+  return out;
+}
+
 function loadTimeline(text, name) {
   const data = JSON.parse(text);
   if (data?.format !== "actormq-timeline" || !Array.isArray(data.entries)) throw new Error("not an actormq timeline export");
@@ -460,10 +553,10 @@ function loadTimeline(text, name) {
   app.lastEventBySession.clear();
   app.charts.clear();
   app.chartKey = null;
-  app.fileCharts = data.charts || {};
-  app.nodes = Array.isArray(data.nodes) ? data.nodes : [];
-  app.stats = data.stats || null;
-  addEntries(data.entries);
+  app.fileCharts = isObject(data.charts) ? data.charts : {};
+  app.nodes = fileNodes(data.nodes);
+  app.stats = isObject(data.stats) ? data.stats : null;
+  addEntries(fileEntries(data.entries));
   app.cursor = app.entries.length ? app.entries[app.entries.length - 1].seq : 0;
   render();
 }

@@ -27,6 +27,8 @@ describe("inspection record checks", () => {
       { ...base, kind: "snapshot" },
       { ...base, kind: "actor", nodeId: "" },
       { ...base, kind: "actor", time: "now" },
+      { ...base, kind: "snapshot", status: 'active"><b id="x">', value: "idle" },
+      { ...base, kind: "snapshot", status: 1, value: "idle" },
       // times a Date cannot hold (the page shows each record's time)
       { ...base, kind: "event", type: "E", payload: {}, time: 9e15 },
       { ...base, kind: "event", type: "E", payload: {}, time: -8.7e15 },
