@@ -3,6 +3,8 @@
  * Server-Sent-Events stream of new records. Requests whose Host is not the bound loopback name
  * are refused, so a web page elsewhere cannot read the inspector through DNS rebinding.
  */
+
+import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -49,6 +51,11 @@ export interface PageData {
 
 /** The HTTP server of an inspector. */
 export class PageServer {
+  /**
+   * Names this run of the server in event ids (`<epoch>-<seq>`): seqs start at 1 again when the
+   * inspector restarts, so a page reconnecting from an earlier run must start over, not skip.
+   */
+  readonly epoch = randomBytes(6).toString("hex");
   private readonly streams = new Set<http.ServerResponse>();
   private pending: TimelineEntry[] = [];
   private timer: NodeJS.Timeout | null = null;
@@ -112,7 +119,7 @@ export class PageServer {
     this.pending = [];
     if (batch.length === 0) return;
     let chunk = "";
-    for (const e of batch) chunk += `id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
+    for (const e of batch) chunk += `id: ${this.epoch}-${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
     for (const s of this.streams) {
       if (s.writableLength > MAX_STREAM_BACKLOG_BYTES) {
         s.end();
@@ -132,7 +139,7 @@ export class PageServer {
     if (st) return this.send(res, 200, st.type, await this.file(st.file));
     switch (url.pathname) {
       case "/api/state":
-        return this.json(res, { stats: this.data.stats(), lastSeq: this.data.lastSeq(), nodes: this.data.nodes() });
+        return this.json(res, { epoch: this.epoch, stats: this.data.stats(), lastSeq: this.data.lastSeq(), nodes: this.data.nodes() });
       case "/api/timeline": {
         const after = Number(url.searchParams.get("after") ?? 0) || 0;
         const limit = Math.min(MAX_TIMELINE_PAGE, Number(url.searchParams.get("limit") ?? MAX_TIMELINE_PAGE) || MAX_TIMELINE_PAGE);
@@ -167,9 +174,17 @@ export class PageServer {
 
   private stream(req: http.IncomingMessage, res: http.ServerResponse, url: URL): void {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", connection: "keep-alive" });
-    const after = Number(req.headers["last-event-id"] ?? url.searchParams.get("after") ?? this.data.lastSeq()) || 0;
-    let chunk = "retry: 1000\n\n";
-    for (const e of this.data.timeline(after, MAX_TIMELINE_PAGE)) chunk += `id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
+    const last = req.headers["last-event-id"];
+    let after: number;
+    if (typeof last === "string") {
+      // an id from another run of the server numbers other records: everything is new to that page
+      const m = /^([0-9a-f]+)-(\d+)$/.exec(last);
+      after = m && m[1] === this.epoch ? Number(m[2]) : 0;
+    } else after = Number(url.searchParams.get("after") ?? this.data.lastSeq()) || 0;
+    // the epoch first (an event without id: the page's Last-Event-ID stays), so a page from
+    // another run drops what it shows before the records of this one arrive
+    let chunk = `retry: 1000\n\nevent: epoch\ndata: ${this.epoch}\n\n`;
+    for (const e of this.data.timeline(after, MAX_TIMELINE_PAGE)) chunk += `id: ${this.epoch}-${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
     res.write(chunk);
     this.streams.add(res);
     req.on("close", () => this.streams.delete(res));

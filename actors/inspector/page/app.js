@@ -64,6 +64,7 @@ const app = {
   chartKey: null,
   expanded: new Set(),
   stream: null,
+  epoch: null, // the server run the shown records come from (its event ids are `<epoch>-<seq>`)
   timers: [],
   renderQueued: false,
 };
@@ -423,8 +424,28 @@ async function pollCluster() {
   }
 }
 
+/** Forgets every live record: the server restarted and numbers its records from 1 again. */
+function resetLive() {
+  app.entries = [];
+  app.bySeq.clear();
+  app.lastEventBySession.clear();
+  app.charts.clear();
+  app.chartKey = null;
+  app.expanded.clear();
+  app.cursor = null;
+  if (app.mode === "paused") app.mode = "live";
+}
+
 function connect() {
   const es = new EventSource("/api/stream?after=0");
+  es.addEventListener("epoch", (m) => {
+    if (app.mode === "file") return;
+    if (app.epoch !== null && m.data !== app.epoch) {
+      resetLive();
+      scheduleRender();
+    }
+    app.epoch = m.data;
+  });
   es.onmessage = (m) => {
     if (app.mode === "file") return;
     addEntries([JSON.parse(m.data)]);
