@@ -16,7 +16,7 @@ import {
 } from "./inspectorOptions.ts";
 import { type InspectorStats, PageServer } from "./pageServer.ts";
 import { ProcessTree } from "./processTree.ts";
-import { checkRecord } from "./recordCheck.ts";
+import { checkRecord, estimateSize } from "./recordCheck.ts";
 import { definitionToGraph } from "./statechartGraph.ts";
 import { type RenderedChart, renderStatechart } from "./statechartSvg.ts";
 import { TimelineBuffer } from "./timelineBuffer.ts";
@@ -65,7 +65,7 @@ export class Inspector {
     private readonly client: ActorNode,
     private readonly host: string,
   ) {
-    this.buffer = new TimelineBuffer(opts.capacity);
+    this.buffer = new TimelineBuffer(opts.capacity, opts.capacityBytes);
     this.clusterSource =
       opts.cluster ??
       wireClusterSource({
@@ -84,6 +84,11 @@ export class Inspector {
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
     if (!Number.isInteger(opts.capacity) || opts.capacity < 1)
       throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
+    if (!Number.isFinite(opts.capacityBytes) || opts.capacityBytes < opts.maxRecordBytes)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Inspector capacityBytes must be a number of bytes at least maxRecordBytes (${opts.maxRecordBytes}), got ${opts.capacityBytes}.`,
+      );
     if (!Number.isFinite(opts.collectIdleMs) || opts.collectIdleMs <= 0)
       throw new MQError(
         "ILLEGAL_ARGUMENT",
@@ -245,9 +250,11 @@ export class Inspector {
     const r: InspectionRecord = c.record;
     // a definition travels once per machine: keep it in the tree, not in every timeline entry
     let kept = r;
+    let bytes = c.bytes;
     if (r.kind === "actor" && r.definition !== undefined) {
       const { definition: _definition, ...rest } = r;
       kept = rest;
+      bytes = estimateSize(kept, this.opts.maxRecordBytes);
     }
     try {
       this.tree.apply(r);
@@ -255,7 +262,7 @@ export class Inspector {
       this.malformed++;
       return;
     }
-    this.server?.publish(this.buffer.push(kept));
+    this.server?.publish(this.buffer.push(kept, bytes));
   }
 
   private probeAll(): void {

@@ -4,7 +4,7 @@ import { MQError } from "../../transport/protocol.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
-import { DEFAULT_TIMELINE_CAPACITY } from "./timelineBuffer.ts";
+import { DEFAULT_TIMELINE_BYTES, DEFAULT_TIMELINE_CAPACITY } from "./timelineBuffer.ts";
 
 /** Loopback HTTP address with an ephemeral port. */
 export const DEFAULT_INSPECTOR_LISTEN = "127.0.0.1:0";
@@ -34,6 +34,8 @@ export interface InspectorOptions {
   collectorBind?: string;
   /** @default 20000 records */
   capacity?: number;
+  /** Estimated bytes of the records the timeline keeps; the oldest go first past it. @default 64 MiB */
+  capacityBytes?: number;
   /** Inspection records larger than this (estimated bytes) are dropped and counted. @default 1 MiB */
   maxRecordBytes?: number;
   /** @default 1000 */
@@ -61,6 +63,7 @@ export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "clus
     nodes: [],
     collectorBind: "tcp://127.0.0.1:*",
     capacity: DEFAULT_TIMELINE_CAPACITY,
+    capacityBytes: DEFAULT_TIMELINE_BYTES,
     maxRecordBytes: DEFAULT_MAX_RECORD_BYTES,
     probeIntervalMs: DEFAULT_PROBE_INTERVAL_MS,
     collectOnFirstView: false,

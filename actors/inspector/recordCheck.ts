@@ -15,7 +15,7 @@ const STATUSES = new Set(["active", "done", "error", "stopped"]);
 const BODY_KEYS = new Set(["body", "bodies", "payloadBytes"]);
 
 /** Why a record was refused, or the cleaned record. */
-export type CheckResult = { ok: true; record: InspectionRecord } | { ok: false; reason: "malformed" | "oversized" };
+export type CheckResult = { ok: true; record: InspectionRecord; bytes: number } | { ok: false; reason: "malformed" | "oversized" };
 
 /**
  * Estimated size of `v` in bytes, walking at most until `limit` is passed (then returns a value
@@ -88,10 +88,12 @@ export function checkRecord(r: unknown, maxBytes = DEFAULT_MAX_RECORD_BYTES): Ch
     return { ok: false, reason: "malformed" };
   if (o.kind === "event" && typeof o.type !== "string") return { ok: false, reason: "malformed" };
   if (o.kind === "snapshot" && !STATUSES.has(o.status as string)) return { ok: false, reason: "malformed" };
-  if (estimateSize(r, maxBytes) > maxBytes) return { ok: false, reason: "oversized" };
+  // the estimate of the record as received: redaction only makes it smaller
+  const bytes = estimateSize(r, maxBytes);
+  if (bytes > maxBytes) return { ok: false, reason: "oversized" };
   if (o.kind === "event")
-    return { ok: true, record: { ...(o as unknown as InspectionRecord), payload: redactBodies(o.payload) } as InspectionRecord };
+    return { ok: true, bytes, record: { ...(o as unknown as InspectionRecord), payload: redactBodies(o.payload) } as InspectionRecord };
   if (o.kind === "snapshot")
-    return { ok: true, record: { ...(o as unknown as InspectionRecord), context: redactBodies(o.context) } as InspectionRecord };
-  return { ok: true, record: o as unknown as InspectionRecord };
+    return { ok: true, bytes, record: { ...(o as unknown as InspectionRecord), context: redactBodies(o.context) } as InspectionRecord };
+  return { ok: true, bytes, record: o as unknown as InspectionRecord };
 }

@@ -1,12 +1,16 @@
 /**
  * The inspector's bounded record buffer: the most recent inspection records in arrival order,
- * each numbered (`seq`) so a page can ask for what it has not seen yet. The oldest records are
- * evicted first; evictions are counted.
+ * each numbered (`seq`) so a page can ask for what it has not seen yet. Bounded both in records
+ * and in (estimated) bytes, since one record may be up to a MiB: the oldest records are evicted
+ * first; evictions are counted.
  */
 import type { InspectionRecord } from "../runtime/index.ts";
+import { estimateSize } from "./recordCheck.ts";
 
 /** Records kept for the timeline. @default 20000 */
 export const DEFAULT_TIMELINE_CAPACITY = 20_000;
+/** Estimated bytes of the records kept for the timeline. @default 64 MiB */
+export const DEFAULT_TIMELINE_BYTES = 64 * 1024 * 1024;
 
 /** One buffered record with the fields the timeline filters on. */
 export interface TimelineEntry {
@@ -45,15 +49,24 @@ export function topicAndQueue(payload: unknown): { topic?: string; queue?: strin
 /** A ring of the latest {@link TimelineEntry}s. */
 export class TimelineBuffer {
   private readonly ring: (TimelineEntry | undefined)[];
+  /** estimated bytes of each slot's record */
+  private readonly sizes: Float64Array;
   private head = 0;
   private count = 0;
   private nextSeq = 1;
+  /** estimated bytes of the records held */
+  bytes = 0;
   /** records pushed out by newer ones */
   evicted = 0;
 
-  constructor(readonly capacity = DEFAULT_TIMELINE_CAPACITY) {
+  constructor(
+    readonly capacity = DEFAULT_TIMELINE_CAPACITY,
+    readonly maxBytes = DEFAULT_TIMELINE_BYTES,
+  ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`timeline capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isFinite(maxBytes) || maxBytes < 1) throw new RangeError(`timeline byte budget must be a positive number, got ${maxBytes}`);
     this.ring = new Array(capacity);
+    this.sizes = new Float64Array(capacity);
   }
 
   get size(): number {
@@ -65,16 +78,25 @@ export class TimelineBuffer {
     return this.nextSeq - 1;
   }
 
-  /** Appends a record; evicts the oldest when full. */
-  push(record: InspectionRecord): TimelineEntry {
+  /**
+   * Appends a record of `size` estimated bytes (estimated here when not given); evicts the oldest
+   * while the buffer is full in records or bytes. The newest record is always kept.
+   */
+  push(record: InspectionRecord, size = estimateSize(record, Number.POSITIVE_INFINITY)): TimelineEntry {
     const entry: TimelineEntry = { seq: this.nextSeq++, record };
     if (record.kind === "event") Object.assign(entry, topicAndQueue(record.payload));
-    const i = (this.head + this.count) % this.capacity;
-    if (this.count === this.capacity) {
+    while (this.count > 0 && (this.count === this.capacity || this.bytes + size > this.maxBytes)) {
+      this.bytes -= this.sizes[this.head]!;
+      this.ring[this.head] = undefined;
       this.head = (this.head + 1) % this.capacity;
+      this.count--;
       this.evicted++;
-    } else this.count++;
+    }
+    const i = (this.head + this.count) % this.capacity;
+    this.count++;
     this.ring[i] = entry;
+    this.sizes[i] = size;
+    this.bytes += size;
     return entry;
   }
 

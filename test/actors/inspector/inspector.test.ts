@@ -213,4 +213,24 @@ describe("Inspector", () => {
       "live again",
     );
   });
+
+  it("bounds its timeline in bytes as well as in records", async () => {
+    await assert.rejects(Inspector.start({ capacityBytes: 1000 }), (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT");
+    const insp = await Inspector.start({ capacityBytes: 4 * 1024 * 1024 });
+    cleanups.push(() => insp.close());
+    const ingest = (r: unknown) => (insp as unknown as { ingest(r: unknown): void }).ingest(r);
+    for (let i = 0; i < 40; i++)
+      ingest({
+        nodeId: "p",
+        actorName: "a",
+        sessionId: "s",
+        time: Date.now(),
+        kind: "event",
+        type: "E",
+        payload: { note: "x".repeat(500_000) },
+      });
+    const s = insp.stats();
+    assert.ok(s.kept <= 8 && s.kept >= 7, `kept ${s.kept} records of half a MiB in a 4 MiB budget`);
+    assert.equal(s.evicted, 40 - s.kept);
+  });
 });

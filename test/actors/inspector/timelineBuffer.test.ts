@@ -14,6 +14,37 @@ const ev = (i: number, payload: unknown = {}): InspectionRecord => ({
 });
 
 describe("timeline buffer", () => {
+  it("keeps the newest records within its byte budget, the newest always", () => {
+    const b = new TimelineBuffer(1000, 10_000);
+    for (let i = 1; i <= 30; i++) b.push(ev(i), 1000);
+    assert.equal(b.size, 10);
+    assert.equal(b.bytes, 10_000);
+    assert.equal(b.evicted, 20);
+    assert.deepEqual(
+      b.since(0).map((e) => e.seq),
+      [21, 22, 23, 24, 25, 26, 27, 28, 29, 30],
+    );
+    b.push(ev(31), 9_500);
+    assert.deepEqual(
+      b.since(0).map((e) => e.seq),
+      [31],
+    );
+    b.push(ev(32), 50_000);
+    assert.deepEqual(
+      b.since(0).map((e) => e.seq),
+      [32],
+      "a record over the whole budget is still kept, alone",
+    );
+    assert.equal(b.bytes, 50_000);
+  });
+
+  it("estimates a record's size when not told", () => {
+    const b = new TimelineBuffer(1000, 100_000);
+    for (let i = 0; i < 10; i++) b.push(ev(i, { note: "x".repeat(20_000) }));
+    assert.ok(b.size <= 5 && b.size >= 4, `kept ${b.size}`);
+    assert.ok(b.bytes <= 100_000);
+  });
+
   it("keeps the newest records up to its capacity and counts evictions", () => {
     const b = new TimelineBuffer(3);
     for (let i = 1; i <= 5; i++) b.push(ev(i));
