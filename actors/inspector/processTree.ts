@@ -8,6 +8,8 @@ import { type Assignment, assignmentsFromContext, queueIn } from "./clusterView.
 
 /** Actors remembered per process; stopped ones are forgotten first. @default 2000 */
 export const DEFAULT_MAX_ACTORS_PER_NODE = 2000;
+/** Gone processes remembered (with their actors' last states); the longest gone are forgotten first. @default 200 */
+export const DEFAULT_MAX_GONE_PROCESSES = 200;
 /** Machine definitions remembered. @default 1000 */
 export const DEFAULT_MAX_DEFINITIONS = 1000;
 
@@ -78,8 +80,13 @@ export class ProcessTree {
   private readonly rebalancerContexts = new Map<string, { nodeId: string; context: unknown }>();
   /** `${topic}@${brokerName}@${queueId}` -> the process that pulled it last, from pull actors' events */
   private readonly pulledBy = new Map<string, Assignment & { time: number }>();
+  /** ids of the gone processes, longest gone first */
+  private readonly gone = new Set<string>();
 
-  constructor(private readonly maxActorsPerNode = DEFAULT_MAX_ACTORS_PER_NODE) {}
+  constructor(
+    private readonly maxActorsPerNode = DEFAULT_MAX_ACTORS_PER_NODE,
+    private readonly maxGoneProcesses = DEFAULT_MAX_GONE_PROCESSES,
+  ) {}
 
   /** Updates the tree with one (checked) record. */
   apply(r: InspectionRecord): void {
@@ -94,6 +101,7 @@ export class ProcessTree {
     if (n.status === "gone") {
       n.status = "alive";
       n.goneAt = undefined;
+      this.gone.delete(n.nodeId);
     }
     let a = n.bySession.get(r.sessionId);
     if (r.kind === "actor") {
@@ -157,7 +165,23 @@ export class ProcessTree {
     if (n && n.status !== "gone") {
       n.status = "gone";
       n.goneAt = Date.now();
+      this.gone.add(nodeId);
+      // short-lived processes (one per client run) come and go: keep the most recently gone
+      for (const id of this.gone) {
+        if (this.gone.size <= this.maxGoneProcesses) break;
+        this.forget(id);
+      }
     }
+  }
+
+  /** Drops everything known about a process. */
+  private forget(nodeId: string): void {
+    this.nodes.delete(nodeId);
+    this.gone.delete(nodeId);
+    for (const [k, c] of this.rebalancerContexts) if (c.nodeId === nodeId) this.rebalancerContexts.delete(k);
+    for (const [k, a] of this.pulledBy) if (a.nodeId === nodeId) this.pulledBy.delete(k);
+    const own = `${nodeId}\u0000`;
+    for (const k of this.definitions.keys()) if (k.startsWith(own)) this.definitions.delete(k);
   }
 
   /** Marks a process alive again (answered a probe). */
@@ -166,6 +190,7 @@ export class ProcessTree {
     n.status = "alive";
     n.goneAt = undefined;
     n.lastSeen = Date.now();
+    this.gone.delete(nodeId);
   }
 
   has(nodeId: string): boolean {

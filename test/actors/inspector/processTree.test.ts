@@ -1,0 +1,47 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { ProcessTree } from "../../../actors/inspector/processTree.ts";
+import { INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../../../actors/runtime/index.ts";
+
+/** A short-lived client process: a rebalancer holding a queue, then its farewell. */
+function clientRun(tree: ProcessTree, i: number): void {
+  const base = { nodeId: `client:${i}`, sessionId: `s${i}`, time: Date.now() };
+  const records: InspectionRecord[] = [
+    { ...base, actorName: "rebalancer", kind: "actor", machineId: "rebalancer", definition: { id: "rebalancer", states: {} } },
+    {
+      ...base,
+      actorName: "rebalancer",
+      kind: "snapshot",
+      status: "active",
+      value: "idle",
+      context: { group: "g", assigned: [{ topic: "T", queueId: i % 4, brokerName: "b" }] },
+    },
+    { ...base, actorName: "(node)", sessionId: "", kind: "event", type: INSPECTION_NODE_CLOSED_EVENT, payload: {} },
+  ];
+  for (const r of records) tree.apply(r);
+}
+
+describe("process tree", () => {
+  it("forgets the longest-gone processes past its bound, with their contexts and definitions", () => {
+    const tree = new ProcessTree(2000, 5);
+    for (let i = 0; i < 50; i++) clientRun(tree, i);
+    const ids = tree.view().map((n) => n.nodeId);
+    assert.deepEqual(ids.sort(), ["client:45", "client:46", "client:47", "client:48", "client:49"]);
+    const inner = tree as unknown as { rebalancerContexts: Map<string, unknown>; definitions: Map<string, unknown> };
+    assert.equal(inner.rebalancerContexts.size, 5);
+    assert.equal([...inner.definitions.keys()].filter((k) => k.startsWith("client:0\u0000")).length, 0);
+    assert.ok(tree.definition("client:49", "rebalancer"), "the machine's definition is still known");
+  });
+
+  it("keeps alive processes whatever their number, and a process that came back is not forgotten", () => {
+    const tree = new ProcessTree(2000, 2);
+    for (let i = 0; i < 10; i++) tree.markAlive(`alive:${i}`);
+    clientRun(tree, 1);
+    tree.markAlive("client:1");
+    for (let i = 2; i < 6; i++) clientRun(tree, i);
+    const ids = tree.view().map((n) => n.nodeId);
+    assert.equal(ids.filter((id) => id.startsWith("alive:")).length, 10);
+    assert.ok(ids.includes("client:1"), "back again, so not among the gone");
+    assert.deepEqual(ids.filter((id) => id.startsWith("client:") && id !== "client:1").sort(), ["client:4", "client:5"]);
+  });
+});
