@@ -36,12 +36,23 @@ export interface StatechartGraph {
   machineId: string;
   states: ChartState[];
   transitions: ChartTransition[];
+  /**
+   * Set when the machine has more than {@link MAX_CHART_STATES} states or
+   * {@link MAX_CHART_TRANSITIONS} transitions: it is not laid out (states and transitions are
+   * then only the first ones found, the counts are at most one past the limits).
+   */
+  tooLarge?: { states: number; transitions: number };
 }
 
 /** Deepest nesting drawn; deeper definitions are cut (a guard against hostile input). */
 export const MAX_STATE_DEPTH = 12;
-/** Most states drawn per machine. */
-export const MAX_CHART_STATES = 500;
+/**
+ * Most states and transitions laid out per machine. The layout runs on the inspector's event loop
+ * (a broker's, under `actormq start`) and its time grows quickly with the edges: these bounds keep
+ * one chart well under a second; actormq's own machines have at most 5 states and 9 transitions.
+ */
+export const MAX_CHART_STATES = 50;
+export const MAX_CHART_TRANSITIONS = 80;
 
 const STATE_TYPES = new Set(["atomic", "compound", "parallel", "final", "history"]);
 
@@ -108,7 +119,7 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
   const visit = (node: RawNode, parent: ChartState | undefined, initialTargets: Set<string>, depth: number) => {
     if (!isObject(node.states) || depth > MAX_STATE_DEPTH) return;
     for (const [key, childRaw] of Object.entries(node.states)) {
-      if (states.length >= MAX_CHART_STATES) return;
+      if (states.length > MAX_CHART_STATES) return;
       if (!isObject(childRaw)) continue;
       const child = childRaw as RawNode;
       const id = typeof child.id === "string" ? child.id : `${parent?.id ?? machineId}.${key}`;
@@ -145,6 +156,7 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
   const rootSources = Array.isArray(def.transitions) ? states.filter((s) => s.parent === undefined).map((s) => s.id) : [];
   const addAll = (source: string, raw: unknown[]) => {
     for (const t of raw) {
+      if (transitions.length > MAX_CHART_TRANSITIONS) return;
       if (!isObject(t)) continue;
       const event = typeof t.eventType === "string" ? t.eventType : "";
       const targets = targetIds(t.target).filter((x) => known.has(x));
@@ -154,6 +166,8 @@ export function definitionToGraph(def: unknown): StatechartGraph | null {
   };
   for (const p of pending) addAll(p.source, p.raw);
   if (Array.isArray(def.transitions)) for (const s of rootSources) addAll(s, def.transitions);
+  if (states.length > MAX_CHART_STATES || transitions.length > MAX_CHART_TRANSITIONS)
+    return { machineId, states, transitions, tooLarge: { states: states.length, transitions: transitions.length } };
   return { machineId, states, transitions };
 }
 

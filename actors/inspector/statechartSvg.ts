@@ -5,7 +5,7 @@
  * state and marks the last transition by toggling classes.
  */
 import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api.js";
-import type { ChartState, StatechartGraph } from "./statechartGraph.ts";
+import { type ChartState, MAX_CHART_STATES, MAX_CHART_TRANSITIONS, type StatechartGraph } from "./statechartGraph.ts";
 
 /** A laid-out chart: the SVG plus what the page needs to light states. */
 export interface RenderedChart {
@@ -87,8 +87,28 @@ export function toElkGraph(g: StatechartGraph): ElkNode {
   return root;
 }
 
-/** Lays out and draws a statechart as a standalone SVG document. */
+/** What is drawn instead of a machine too large to lay out: a note, no states to light. */
+function tooLargeChart(g: StatechartGraph, found: { states: number; transitions: number }): RenderedChart {
+  const count = (n: number, max: number, what: string) => `${n > max ? `more than ${max}` : n} ${what}`;
+  const lines = [
+    `The statechart of ${g.machineId} is too large to draw:`,
+    `${count(found.states, MAX_CHART_STATES, "states")}, ${count(found.transitions, MAX_CHART_TRANSITIONS, "transitions")}`,
+    `(drawn up to ${MAX_CHART_STATES} states and ${MAX_CHART_TRANSITIONS} transitions).`,
+  ];
+  const w = Math.max(...lines.map((l) => l.length)) * CHAR_W + 2 * PAD;
+  const h = lines.length * LINE_H + 2 * PAD;
+  const text = lines.map((l, i) => `<text x="${PAD}" y="${PAD + 12 + i * LINE_H}">${esc(l)}</text>`).join("");
+  return {
+    machineId: g.machineId,
+    svg: `<svg xmlns="http://www.w3.org/2000/svg" class="statechart too-large" data-machine="${esc(g.machineId)}" viewBox="0 0 ${w} ${h}" width="${w}" height="${h}"><style>${CHART_CSS}</style><rect x="0.5" y="0.5" width="${w - 1}" height="${h - 1}" rx="6" fill="#fff7ed" stroke="#ea580c"/>${text}</svg>`,
+    states: [],
+    transitions: [],
+  };
+}
+
+/** Lays out and draws a statechart as a standalone SVG document; a note for one too large to lay out. */
 export async function renderStatechart(g: StatechartGraph): Promise<RenderedChart> {
+  if (g.tooLarge) return tooLargeChart(g, g.tooLarge);
   const laid = await (await loadElk()).layout(toElkGraph(g));
   const abs = new Map<string, { x: number; y: number; w: number; h: number }>();
   abs.set("__root", { x: 0, y: 0, w: laid.width ?? 0, h: laid.height ?? 0 });

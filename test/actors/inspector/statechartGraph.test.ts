@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { fromPromise, setup } from "xstate";
-import { activeStateIds, definitionToGraph, eventLabel } from "../../../actors/inspector/statechartGraph.ts";
+import {
+  activeStateIds,
+  definitionToGraph,
+  eventLabel,
+  MAX_CHART_STATES,
+  MAX_CHART_TRANSITIONS,
+} from "../../../actors/inspector/statechartGraph.ts";
 import { renderStatechart } from "../../../actors/inspector/statechartSvg.ts";
 import { machineDefinition } from "../../../actors/runtime/index.ts";
 
@@ -145,5 +151,34 @@ describe("definition -> statechart graph", () => {
       c.states.find((s) => s.id === "demo.running.b.y"),
       { id: "demo.running.b.y", path: "running.b.y" },
     );
+  });
+
+  /** A flat machine of `n` states, each with `t` transitions to others. */
+  function wideMachine(n: number, t: number) {
+    const states: Record<string, unknown> = {};
+    for (let i = 0; i < n; i++) {
+      const transitions = [];
+      for (let j = 0; j < t; j++) transitions.push({ eventType: `E${j}`, target: [`#m.s${(i + j + 1) % n}`] });
+      states[`s${i}`] = { id: `m.s${i}`, transitions };
+    }
+    return { id: "m", initial: { target: ["#m.s0"] }, states };
+  }
+
+  it("lays out machines up to its bounds and draws a note, without laying out, for larger ones", async () => {
+    assert.equal(definitionToGraph(wideMachine(MAX_CHART_STATES, 1))!.tooLarge, undefined);
+    assert.equal(definitionToGraph(wideMachine(MAX_CHART_TRANSITIONS / 2, 2))!.tooLarge, undefined);
+    for (const def of [wideMachine(MAX_CHART_STATES + 1, 0), wideMachine(40, 3), wideMachine(400, 20)]) {
+      const g = definitionToGraph(def)!;
+      assert.ok(g.tooLarge, "too large");
+      assert.ok(
+        g.states.length <= MAX_CHART_STATES + 1 && g.transitions.length <= MAX_CHART_TRANSITIONS + 1,
+        "counting stops at the bounds",
+      );
+      const t0 = Date.now();
+      const chart = await renderStatechart(g);
+      assert.ok(Date.now() - t0 < 100, "no layout");
+      assert.match(chart.svg, /too large to draw/);
+      assert.deepEqual(chart.states, []);
+    }
   });
 });
