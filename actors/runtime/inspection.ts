@@ -386,11 +386,14 @@ export class InspectionHub {
     };
     if (s?.status === "error") rec.error = s.error instanceof Error ? s.error.message : String(s.error);
     const l = this.latest.get(actor.sessionId);
+    const over = rec.status === "stopped" || rec.status === "done" || rec.status === "error";
     if (l) {
-      if (rec.status === "stopped" || rec.status === "done" || rec.status === "error") this.latest.delete(actor.sessionId);
+      if (over) this.latest.delete(actor.sessionId);
       else l.snapshot = rec;
     }
     this.emitOnly(rec);
+    // an actor that is over sends nothing more: forget its name (each invoked promise is a new session)
+    if (over) this.names.delete(actor.sessionId);
   }
 
   private emit(r: InspectionRecord): void {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
-import { assign, setup } from "xstate";
+import { assign, fromCallback, fromPromise, setup } from "xstate";
 import {
   ActorNode,
   InspectionCollector,
@@ -126,5 +126,34 @@ describe("inspection", () => {
     await stops[0]!();
     await node.publishInspection("tcp://127.0.0.1:100");
     assert.equal(publishersOf(node).size, MAX_INSPECTION_PUBLISHERS);
+  });
+
+  it("forgets the child actors that are over, each invoked promise or callback a session of its own", async () => {
+    const looper = setup({ actors: { work: fromPromise(async () => 1), listen: fromCallback(() => () => {}) } }).createMachine({
+      id: "looper",
+      initial: "idle",
+      states: {
+        idle: { on: { GO: "busy", WAIT: "waiting" } },
+        busy: { invoke: { src: "work", onDone: "idle" } },
+        waiting: { invoke: { src: "listen" }, on: { BACK: "idle" } },
+      },
+    });
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    node.spawn("looper", looper);
+    let records = 0;
+    const stop = node.inspect(() => records++);
+    const ref = node.ref(null, "looper");
+    for (let i = 0; i < 100; i++) {
+      ref.send({ type: "GO" });
+      await waitFor(() => node.actorOf("looper")?.getSnapshot().value === "idle", 1000, "promise done");
+      ref.send({ type: "WAIT" });
+      ref.send({ type: "BACK" });
+    }
+    const hub = (node as unknown as { hub: { names: Map<string, string>; latest: Map<string, unknown> } }).hub;
+    assert.ok(records > 400, `records ${records}`);
+    assert.ok(hub.names.size <= 3, `the hub still names ${hub.names.size} sessions`);
+    assert.ok(hub.latest.size <= 3, `the hub still holds ${hub.latest.size} actors`);
+    stop();
   });
 });
