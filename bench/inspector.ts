@@ -34,6 +34,7 @@ async function runMode(
     /name server\s+(?<ns>tcp:\/\/\S+)\n\s+broker\s+\S+ (?<broker>tcp:\/\/\S+)[^\n]*\n\s+inspector\s+(?<url>http:\/\/\S+) \(clients publish with ACTORMQ_INSPECTOR=(?<collector>\S+)\)/,
   );
   let inspector: ActormqChild | undefined;
+  let pagePoll: NodeJS.Timeout | undefined;
   try {
     const s = await server.out;
     let url: string | undefined;
@@ -49,6 +50,9 @@ async function runMode(
     } else if (mode === "sameProcess") {
       url = s.url;
       await fetch(new URL("/api/state", url)); // opening the page starts collecting
+      // an open page polls the state every second: it keeps the inspector collecting
+      const u = url;
+      pagePoll = setInterval(() => void fetch(new URL("/api/state", u)).catch(() => undefined), 1000);
       process.env[INSPECTOR_ENV] = s.collector;
     }
     const nameservers = [s.ns!];
@@ -70,6 +74,7 @@ async function runMode(
       await p.close();
     }
   } finally {
+    clearInterval(pagePoll);
     delete process.env[INSPECTOR_ENV];
     if (inspector) await stopServer(inspector);
     await stopServer(server);

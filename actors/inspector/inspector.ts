@@ -109,7 +109,9 @@ export class Inspector {
         ? e
         : new MQError("ILLEGAL_ARGUMENT", `Cannot serve the inspector on ${opts.listen}: ${(e as Error).message}.`, { cause: e });
     }
-    if (!opts.collectOnFirstView) await insp.activate();
+    // nobody looks yet: processes that publish here on their own (ACTORMQ_INSPECTOR) stay detached
+    if (opts.collectOnFirstView) collector.pause();
+    else await insp.activate();
     return insp;
   }
 

@@ -4,7 +4,7 @@ import { after, describe, it } from "node:test";
 import { setup } from "xstate";
 import * as zmq from "zeromq";
 import { Inspector, TIMELINE_FORMAT } from "../../../actors/inspector/index.ts";
-import { ActorNode } from "../../../actors/runtime/index.ts";
+import { ActorNode, InspectionCollector } from "../../../actors/runtime/index.ts";
 import { encode } from "../../../transport/codec.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
@@ -196,9 +196,23 @@ describe("Inspector", () => {
     const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 100, collectOnFirstView: true, collectIdleMs: 300 });
     cleanups.push(() => insp.close());
     assert.equal(insp.collecting, false);
+    // a process that publishes on its own is connected, but not fed before anyone looks
+    const client = await ActorNode.start({ listen: null, nodeId: "client-idle" });
+    cleanups.push(() => client.close());
+    client.spawn("toggle", toggle);
+    await client.publishInspection(insp.collectorEndpoint);
+    // a second collector shows when the client's connections are up
+    const other = await InspectionCollector.start();
+    cleanups.push(() => other.close());
+    const stopOther = await client.publishInspection(other.endpoint);
+    await waitFor(() => other.records.some((r) => r.nodeId === "client-idle"), 5000, "the client publishing");
+    await stopOther();
+    const pubs = (client as unknown as { publishers: Map<string, { subscribed: boolean }> }).publishers;
+    assert.equal(pubs.get(insp.collectorEndpoint)?.subscribed, false, "not fed before the first view");
+    assert.equal(client.inspecting, false);
     await get(`${insp.url}api/state`);
-    await waitFor(() => node.inspecting, 5000, "collecting after the first view");
-    await waitFor(() => !insp.collecting && !node.inspecting, 3000, "stopped after the idle time");
+    await waitFor(() => node.inspecting && client.inspecting, 5000, "collecting after the first view");
+    await waitFor(() => !insp.collecting && !node.inspecting && !client.inspecting, 3000, "stopped after the idle time");
     const publishers = (node as unknown as { publishers: Map<string, unknown> }).publishers;
     await waitFor(() => publishers.size === 0, 3000, "the node's publisher lapsed");
     await get(`${insp.url}api/state`);
