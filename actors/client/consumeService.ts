@@ -118,12 +118,12 @@ export interface ConsumeServiceStats {
   timedOut: number;
 }
 
-/** The pool of listener calls of one push consumer. */
 /** One listener batch of a queue ended: wakes the waiters for the queue's last running batch. */
 function listenerEnded(l: QueueListeners): void {
   if (--l.running === 0 && l.idle.length > 0) for (const w of l.idle.splice(0)) w();
 }
 
+/** The pool of listener calls of one push consumer. */
 export class ConsumeService {
   readonly stats: ConsumeServiceStats = { batches: 0, consumed: 0, reconsumeLater: 0, timedOut: 0 };
   private readonly queue: ConsumeRequest[] = [];
