@@ -345,7 +345,14 @@ export class InspectionHub {
       }
       const b = this.budgets.get(ref.sessionId);
       if (b?.pending) b.pending = undefined;
-      if (status !== "active") this.budgets.delete(ref.sessionId);
+      if (status !== "active") {
+        this.budgets.delete(ref.sessionId);
+        // a budget still queued for a flush must not name the actor again (its name goes with it)
+        if (b) {
+          b.actor = undefined;
+          b.dropped = 0;
+        }
+      }
       this.emitSnapshot(ref, ev.snapshot, eventType);
     }
   }
