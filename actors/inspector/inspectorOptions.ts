@@ -43,13 +43,13 @@ export interface InspectorOptions {
   /** Where the cluster view's data comes from; by default asked of the collected name servers and brokers. */
   cluster?: ClusterSource;
   /**
-   * Serve at once but start collecting only when the page (or its API) is first requested: an
+   * Serve at once but start collecting only when the page (or its `/api/state`) is first requested: an
    * inspector that nobody opens costs nothing (how `actormq start` runs it). @default false
    */
   collectOnFirstView?: boolean;
   /**
    * With `collectOnFirstView`: stop collecting (the processes stop publishing) once no page has
-   * been open and the API not requested for this long; the next view starts again. @default 60000
+   * been open and `/api/state` not requested for this long; the next view starts again. @default 60000
    */
   collectIdleMs?: number;
 }
