@@ -165,6 +165,13 @@ export class ActorNode implements RefHost {
     const leaseMs = opts.leaseMs ?? null;
     let p = this.publishers.get(endpoint);
     if (p === undefined) {
+      // a leased endpoint nobody is subscribed on (an inspector gone, or one no inspector listens on)
+      // gives up its place: requests for endpoints that never subscribe cannot lock inspectors out
+      const idle =
+        this.publishers.size >= MAX_INSPECTION_PUBLISHERS
+          ? [...this.publishers.values()].find((x) => x.leased && !x.subscribed)
+          : undefined;
+      if (idle) await idle.stop();
       if (this.publishers.size >= MAX_INSPECTION_PUBLISHERS)
         throw new MQError(
           "SYSTEM_BUSY",

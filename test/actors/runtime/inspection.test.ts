@@ -128,6 +128,16 @@ describe("inspection", () => {
     assert.equal(publishersOf(node).size, MAX_INSPECTION_PUBLISHERS);
   });
 
+  it("a leased endpoint nobody subscribes on gives up its place to a new one", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    // nothing listens there: never subscribed, as endpoints a hostile peer names would be
+    for (let i = 0; i < MAX_INSPECTION_PUBLISHERS; i++) await node.publishInspection(`tcp://127.0.0.1:${1 + i}`, { leaseMs: 600_000 });
+    await node.publishInspection("tcp://127.0.0.1:100", { leaseMs: 600_000 });
+    assert.equal(publishersOf(node).size, MAX_INSPECTION_PUBLISHERS);
+    assert.ok(publishersOf(node).has("tcp://127.0.0.1:100"));
+  });
+
   it("forgets the child actors that are over, each invoked promise or callback a session of its own", async () => {
     const looper = setup({ actors: { work: fromPromise(async () => 1), listen: fromCallback(() => () => {}) } }).createMachine({
       id: "looper",
