@@ -8,12 +8,13 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { consumerTableOf } from "../../../actors/broker/consumerManager.ts";
 import { consumerOffsetsOf } from "../../../actors/broker/consumerOffsetManager.ts";
-import { PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
+import { handOverCalls } from "./handOverCalls.ts";
 
 const HAND_OVER_TIMEOUT_MS = 1_000;
 let f: Fixture;
+const { heartbeat, pullAs, committed } = handOverCalls(() => f);
 
 before(async () => {
   f = await startFixture({ queueHandOverTimeoutMs: HAND_OVER_TIMEOUT_MS, channelExpiredTimeoutMs: 300, clientScanIntervalMs: 100 });
@@ -22,38 +23,6 @@ before(async () => {
 after(async () => {
   await f?.close();
 });
-
-function heartbeat(clientID: string, group: string) {
-  return f.ask("HEART_BEAT", {
-    clientID,
-    producerDataSet: [],
-    consumerDataSet: [
-      {
-        groupName: group,
-        consumeType: "CONSUME_PASSIVELY",
-        messageModel: "CLUSTERING",
-        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
-        subscriptionDataSet: [],
-      },
-    ],
-  });
-}
-
-function pullAs(clientId: string, group: string, queueId: number, commitOffset: number) {
-  return f.pull({
-    consumerGroup: group,
-    topic: "H",
-    queueId,
-    queueOffset: commitOffset,
-    sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET,
-    commitOffset,
-    clientId,
-  });
-}
-
-async function committed(group: string, queueId: number): Promise<number> {
-  return (await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: group, topic: "H", queueId })).fields.offset;
-}
 
 async function takeOver(clientId: string, group: string, queueId: number): Promise<{ offset: number; ms: number }> {
   const t0 = Date.now();
