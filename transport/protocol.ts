@@ -172,6 +172,13 @@ export const SYSTEM_TOPICS: ReadonlySet<string> = new Set([AUTO_CREATE_TOPIC_KEY
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 export const TOPIC_MAX_LENGTH = 127;
 export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
+/** Longest producer or consumer group name. */
+export const GROUP_MAX_LENGTH = 255;
+
+/** Whether `name` is a well-formed group name: 1-255 of the characters topic names use. */
+export function isGroupName(name: unknown): name is string {
+  return typeof name === "string" && name.length > 0 && name.length <= GROUP_MAX_LENGTH && TOPIC_PATTERN.test(name);
+}
 
 /** Message property names (`MessageConst`). */
 export const MessageConst = {

@@ -3,7 +3,13 @@
  * switches and retry settings, auto-created on first use, persisted to
  * `<storeDir>/config/subscriptionGroup.json`.
  */
-import { checkNotReserved, MQError, type SubscriptionGroupConfig, type UpdateSubscriptionGroupRequest } from "../../transport/protocol.ts";
+import {
+  checkNotReserved,
+  isGroupName,
+  MQError,
+  type SubscriptionGroupConfig,
+  type UpdateSubscriptionGroupRequest,
+} from "../../transport/protocol.ts";
 import { ConfigFile, type ConfigLogger } from "./configFile.ts";
 
 export const SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json";
@@ -35,7 +41,7 @@ interface Stored {
  * is persisted as an object keyed by group name, where that key would set the prototype.
  */
 export function checkGroupName(group: unknown): asserts group is string {
-  if (typeof group !== "string" || group.length === 0 || group.length > 255 || !/^[%|a-zA-Z0-9_-]+$/.test(group)) {
+  if (!isGroupName(group)) {
     throw new MQError("INVALID_PARAMETER", `Group "${String(group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
   }
   checkNotReserved(group, "consumer group");

@@ -8,6 +8,7 @@
 import {
   BrokerActor,
   DEFAULT_MAX_MESSAGE_BYTES,
+  isGroupName,
   isMQError,
   type MessageQueue,
   MQError,
@@ -109,7 +110,7 @@ export class Producer {
 
   /** Starts a producer; resolves when it can send. */
   static async start(opts: ProducerOptions): Promise<Producer> {
-    if (typeof opts?.group !== "string" || !/^[%|a-zA-Z0-9_-]{1,255}$/.test(opts.group)) {
+    if (!isGroupName(opts?.group)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
         `Producer group "${String(opts?.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,

@@ -12,6 +12,7 @@ import {
   type ConsumeFromWhere,
   type ConsumerData,
   checkNotReserved,
+  isGroupName,
   type MessageModel,
   type MessageQueue,
   MQError,
@@ -186,7 +187,7 @@ export function checkRange(name: string, v: unknown, min: number, max: number): 
 
 /** Validates a consumer group name (RocketMQ's group rules match topic names). */
 export function checkGroup(group: unknown): asserts group is string {
-  if (typeof group !== "string" || group.length === 0 || group.length > 255 || !/^[%|a-zA-Z0-9_-]+$/.test(group)) {
+  if (!isGroupName(group)) {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `The consumer group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
