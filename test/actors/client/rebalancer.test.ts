@@ -184,23 +184,18 @@ test("clustering hand-over: a lost queue's listener batch ends before its final 
   await consume.stop(0);
 });
 
-test("orderly: a queue locked for a gain that does not happen is unlocked (offset unreadable, or the consumer stopped meanwhile)", async () => {
-  const locked: string[] = [];
-  const unlocked: string[] = [];
-  let r!: Rebalancer;
-  let gainingWhileStopping: string[] = [];
+/** The sole member "c1" of a clustering group with orderly locking, over `queueCount` queues; unlocks are recorded. */
+function orderlyRebalancer(o: {
+  queueCount: number;
+  readOffset: OffsetStore["readOffset"];
+  lockQueue: (mq: MessageQueue) => Promise<boolean>;
+  unlocked: string[];
+}) {
   const store: OffsetStore = {
     load: async () => {},
     updateOffset: () => {},
     updateAndFreeze: () => {},
-    readOffset: async (mq) => {
-      if (mq.brokerName === "a" && mq.queueId === 1) throw new Error("broker unreachable");
-      if (mq.brokerName === "a" && mq.queueId === 2) {
-        gainingWhileStopping = r.lockedForGain().map(mqKey);
-        r.stop(); // the consumer closes while this gain reads the offset
-      }
-      return 0;
-    },
+    readOffset: o.readOffset,
     readOffsetFromMemory: () => -1,
     persistAll: async () => {},
     persist: async () => {},
@@ -208,12 +203,12 @@ test("orderly: a queue locked for a gain that does not happen is unlocked (offse
   };
   const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
   const held = new Map<string, HeldQueue>();
-  r = new Rebalancer({
+  const r = new Rebalancer({
     host: {
       node,
       clientId: "c1",
       brokerAddress: () => "tcp://fake:1",
-      fetchSubscribeQueues: async () => queues(8),
+      fetchSubscribeQueues: async () => queues(o.queueCount),
       sendHeartbeatToAllBrokers: async () => {},
     },
     group: "g",
@@ -225,13 +220,36 @@ test("orderly: a queue locked for a gain that does not happen is unlocked (offse
     consumeTimestamp: 0,
     held,
     startPull: () => {},
+    lockQueue: o.lockQueue,
+    releaseQueue: async () => {},
+    unlockQueue: async (mq) => void o.unlocked.push(mqKey(mq)),
+  });
+  return { r, held };
+}
+
+test("orderly: a queue locked for a gain that does not happen is unlocked (offset unreadable, or the consumer stopped meanwhile)", async () => {
+  const locked: string[] = [];
+  const unlocked: string[] = [];
+  let r!: Rebalancer;
+  let gainingWhileStopping: string[] = [];
+  const built = orderlyRebalancer({
+    queueCount: 8,
+    readOffset: async (mq) => {
+      if (mq.brokerName === "a" && mq.queueId === 1) throw new Error("broker unreachable");
+      if (mq.brokerName === "a" && mq.queueId === 2) {
+        gainingWhileStopping = r.lockedForGain().map(mqKey);
+        r.stop(); // the consumer closes while this gain reads the offset
+      }
+      return 0;
+    },
     lockQueue: async (mq) => {
       locked.push(mqKey(mq));
       return true;
     },
-    releaseQueue: async () => {},
-    unlockQueue: async (mq) => void unlocked.push(mqKey(mq)),
+    unlocked,
   });
+  r = built.r;
+  const { held } = built;
   await r.doRebalance();
   assert.deepEqual([...held.keys()], ["T@a@0"]);
   assert.deepEqual(locked, ["T@a@0", "T@a@1", "T@a@2"], "no lock taken once stopped");
@@ -247,43 +265,16 @@ test("orderly: stop() waits for a round whose lock request is in flight, and the
   const asked = new Promise<void>((r) => {
     lockAsked = r;
   });
-  const store: OffsetStore = {
-    load: async () => {},
-    updateOffset: () => {},
-    updateAndFreeze: () => {},
+  const { r, held } = orderlyRebalancer({
+    queueCount: 2,
     readOffset: async () => 0,
-    readOffsetFromMemory: () => -1,
-    persistAll: async () => {},
-    persist: async () => {},
-    removeOffset: () => {},
-  };
-  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
-  const held = new Map<string, HeldQueue>();
-  const r = new Rebalancer({
-    host: {
-      node,
-      clientId: "c1",
-      brokerAddress: () => "tcp://fake:1",
-      fetchSubscribeQueues: async () => queues(2),
-      sendHeartbeatToAllBrokers: async () => {},
-    },
-    group: "g",
-    model: "CLUSTERING",
-    strategy: allocateAveragely,
-    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
-    offsetStore: store,
-    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
-    consumeTimestamp: 0,
-    held,
-    startPull: () => {},
     lockQueue: () => {
       lockAsked();
       return new Promise<boolean>((resolve) => {
         answerLock = resolve;
       });
     },
-    releaseQueue: async () => {},
-    unlockQueue: async (mq) => void unlocked.push(mqKey(mq)),
+    unlocked,
   });
   const round = r.doRebalance();
   await asked;
