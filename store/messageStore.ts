@@ -278,6 +278,8 @@ export class MessageStore {
   private timers: NodeJS.Timeout[] = [];
   private releaseLock: () => void;
   private closed = false;
+  /** Commit-log offset from which appended records wait to be dispatched again after a failed consume-queue or index write; -1: none. */
+  private undispatchedFrom = -1;
   /** disk use at the last check, when at or above diskFullPercent: puts are refused */
   private diskFullAt: number | null = null;
   private checkpointing: Promise<void> | null = null;
@@ -540,7 +542,7 @@ export class MessageStore {
       logicsMsgTimestamp: ts,
       indexMsgTimestamp: ts,
       flushedOffset: end,
-      confirmOffset: end,
+      confirmOffset: this.dispatchedEnd(end),
       indexEntries: this.index.entries,
       queues: this.queueMarks(),
     };
@@ -583,7 +585,7 @@ export class MessageStore {
         logicsMsgTimestamp: ts,
         indexMsgTimestamp: ts,
         flushedOffset: target,
-        confirmOffset: target,
+        confirmOffset: this.dispatchedEnd(target),
         indexEntries,
         queues,
       });
@@ -597,10 +599,15 @@ export class MessageStore {
   private startTimers(): void {
     if (this.options.checkpointIntervalMs > 0) {
       const t = setInterval(() => {
-        if (!this.closed)
-          this.checkpoint().catch(() => {
-            /* retried at the next interval; close writes one */
-          });
+        if (this.closed) return;
+        try {
+          this.catchUpDispatch();
+        } catch {
+          /* retried at the next interval and before the next put */
+        }
+        this.checkpoint().catch(() => {
+          /* retried at the next interval; close writes one */
+        });
       }, this.options.checkpointIntervalMs);
       t.unref();
       this.timers.push(t);
@@ -696,6 +703,7 @@ export class MessageStore {
       from = to;
       let results: Promise<void>;
       try {
+        this.catchUpDispatch();
         results = this.appendGroup(group, total);
       } catch (e) {
         results = Promise.reject(e);
@@ -705,6 +713,50 @@ export class MessageStore {
       }
     }
     return out;
+  }
+
+  /**
+   * Dispatches records just appended. When a consume-queue or index write fails, the records stay
+   * in the log and their queue offsets stay taken: the store remembers where dispatch stopped, and
+   * no record is appended before that range is dispatched (RocketMQ's reput retries the same way),
+   * so no later put can reuse those offsets. The put that failed still fails visibly.
+   */
+  private dispatchAppended(buf: Buffer, len: number, phy0: number): void {
+    try {
+      this.dispatcher.dispatch(buf, 0, len, phy0);
+    } catch (e) {
+      if (this.undispatchedFrom < 0) this.undispatchedFrom = phy0;
+      throw e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Dispatch failed: ${(e as Error).message}`, { cause: e });
+    }
+  }
+
+  /** Dispatches what a failed dispatch left (consume-queue entries are positional, so writing them again is harmless); throws while it still fails. */
+  private catchUpDispatch(): void {
+    let phy = this.undispatchedFrom;
+    if (phy < 0) return;
+    const end = this.commitLog.writeOffset;
+    while (phy < end) {
+      const seg = this.commitLog.segmentFor(phy);
+      const segEnd = seg ? Math.min(end, seg.start + this.commitLog.segmentBytes) : end;
+      const buf = seg ? this.commitLog.read(phy, segEnd - phy) : null;
+      try {
+        if (buf) this.dispatcher.dispatch(buf, 0, buf.length, phy, true);
+      } catch (e) {
+        const why = e instanceof Error ? e.message : String(e);
+        throw new MQError(
+          e instanceof MQError ? e.code : "SYSTEM_ERROR",
+          `Records already in the commit log from offset ${this.undispatchedFrom} cannot be indexed yet (${why}); puts resume once they are: fix the cause (free space, permissions).`,
+          { cause: e },
+        );
+      }
+      phy = segEnd;
+    }
+    this.undispatchedFrom = -1;
+  }
+
+  /** The checkpoint's dispatched position: `end`, or where a failed dispatch stopped (recovery dispatches from there). */
+  private dispatchedEnd(end: number): number {
+    return this.undispatchedFrom >= 0 ? Math.min(end, this.undispatchedFrom) : end;
   }
 
   /** Checks one batch and measures its records. */
@@ -825,12 +877,7 @@ export class MessageStore {
     }
     this.commitLog.append(w, total, phy0);
     this.tailAt = -1;
-    try {
-      this.dispatcher.dispatch(w, 0, total, phy0);
-    } catch (e) {
-      // the records are in the log; recovery will index them. The put still fails visibly.
-      throw e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Dispatch failed: ${(e as Error).message}`, { cause: e });
-    }
+    this.dispatchAppended(w, total, phy0);
     if (this.options.flush === "sync") {
       return this.waitFlush(phy0 + total).then((status) => {
         for (const pl of group) pl.result!.status = status;
@@ -1460,6 +1507,7 @@ export class MessageStore {
   /** Appends bytes read from a master's {@link readCommitLog} at this store's max offset, checked, then dispatches them. */
   async appendReplica(bytes: Buffer): Promise<number> {
     this.checkOpen();
+    this.catchUpDispatch();
     let p = 0;
     while (p + 8 <= bytes.length) {
       if (bytes.readUInt32BE(p + 4) === BLANK_MAGIC) {
@@ -1499,7 +1547,7 @@ export class MessageStore {
       const chunk = start === 0 && p === bytes.length ? bytes : bytes.subarray(start, p);
       this.commitLog.append(chunk, len, phy0);
       if (len > 0) this.tailAt = phy0 + (last - start);
-      this.dispatcher.dispatch(chunk, 0, len, phy0);
+      this.dispatchAppended(chunk, len, phy0);
     }
     if (this.options.flush === "sync") await this.commitLog.waitFlushed(this.commitLog.writeOffset);
     return this.commitLog.writeOffset;

@@ -222,6 +222,99 @@ test("a full disk fails the put with DISK_FULL and the store stays readable", as
   assert.equal(s.getMessage("g", "D", 0, 1, 32).messageCount, 1);
 });
 
+test("a consume-queue write that fails leaves no queue offset to reuse: the records are indexed before the next put", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+  t.after(() => s.close());
+  const bodies = (st: MessageStore, from: number) =>
+    decodeRecords(Buffer.concat(st.getMessage("g", "Q", 0, from, 32).buffers), "b").map((m) => `${m.queueOffset}:${m.body}`);
+  await s.putMessages(batch("Q", 0, [{ body: "a" }]));
+  // the commit-log write succeeds, every consume-queue write fails (a full disk under the queue files)
+  const real = segmentIo.writeSync;
+  let failing = true;
+  segmentIo.writeSync = (fd, buf, off, len, pos) => {
+    if (failing && fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}consumequeue${path.sep}`))
+      throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+    return real(fd, buf, off, len, pos);
+  };
+  t.after(() => {
+    segmentIo.writeSync = real;
+  });
+  await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "b1" }, { body: "b2" }])), isCode("DISK_FULL"));
+  // while the queue files still cannot be written, later puts are refused, not stored under reused offsets
+  await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "refused" }])), isCode("DISK_FULL"));
+  assert.equal(s.getMaxOffset("Q", 0), 1);
+  failing = false;
+  const r = await s.putMessages(batch("Q", 0, [{ body: "c" }]));
+  assert.equal(r.firstQueueOffset, 3, "c follows b1 and b2, which are in the log");
+  assert.deepEqual(bodies(s, 0), ["0:a", "1:b1", "2:b2", "3:c"]);
+  await s.close();
+  s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+  assert.deepEqual(bodies(s, 0), ["0:a", "1:b1", "2:b2", "3:c"]);
+});
+
+test("records left unindexed by a failed consume-queue write are indexed by the periodic flush, and a clean restart without it indexes them", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const real = segmentIo.writeSync;
+  t.after(() => {
+    segmentIo.writeSync = real;
+  });
+  for (const interval of [20, 0]) {
+    const sub = path.join(dir, String(interval));
+    let s = await MessageStore.open(small(sub, { checkpointIntervalMs: interval }));
+    await s.putMessages(batch("Q", 0, [{ body: "a" }]));
+    let failing = true;
+    segmentIo.writeSync = (fd, buf, off, len, pos) => {
+      if (failing && fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}consumequeue${path.sep}`))
+        throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+      return real(fd, buf, off, len, pos);
+    };
+    await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "b" }])), isCode("DISK_FULL"));
+    failing = false;
+    segmentIo.writeSync = real;
+    if (interval > 0) {
+      await waitFor(() => s.getMaxOffset("Q", 0) === 2, 5000, "the periodic flush to index b");
+    } else {
+      assert.equal(s.getMaxOffset("Q", 0), 1);
+      await s.close(); // a clean close whose checkpoint must not claim b was indexed
+      s = await MessageStore.open(small(sub, { checkpointIntervalMs: 0 }));
+    }
+    const got = decodeRecords(Buffer.concat(s.getMessage("g", "Q", 0, 0, 32).buffers), "b").map((m) => m.body.toString());
+    assert.deepEqual(got, ["a", "b"], `checkpointIntervalMs ${interval}`);
+    await s.close();
+  }
+});
+
+test("a replica whose consume-queue write fails indexes those records before it appends more", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const master = await MessageStore.open(small(path.join(dir, "m"), { checkpointIntervalMs: 0 }));
+  t.after(() => master.close());
+  const slave = await MessageStore.open(small(path.join(dir, "s"), { checkpointIntervalMs: 0 }));
+  t.after(() => slave.close());
+  const real = segmentIo.writeSync;
+  t.after(() => {
+    segmentIo.writeSync = real;
+  });
+  const copy = () => slave.appendReplica(master.readCommitLog(slave.maxPhyOffset, 1 << 20));
+  await master.putMessages(batch("Q", 0, [{ body: "a" }]));
+  await copy();
+  await master.putMessages(batch("Q", 0, [{ body: "b" }]));
+  segmentIo.writeSync = (fd, buf, off, len, pos) => {
+    if (fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}s${path.sep}consumequeue${path.sep}`))
+      throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+    return real(fd, buf, off, len, pos);
+  };
+  await assert.rejects(copy(), isCode("DISK_FULL"));
+  segmentIo.writeSync = real;
+  await master.putMessages(batch("Q", 0, [{ body: "c" }]));
+  await copy();
+  const got = decodeRecords(Buffer.concat(slave.getMessage("g", "Q", 0, 0, 32).buffers), "b").map((m) => `${m.queueOffset}:${m.body}`);
+  assert.deepEqual(got, ["0:a", "1:b", "2:c"]);
+});
+
 test("a second store on the same directory is refused with STORE_LOCKED", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
