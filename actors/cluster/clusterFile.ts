@@ -42,6 +42,11 @@ export interface ClusterFile {
   createdAt: string;
   nameservers: string[];
   processes: ClusterProcess[];
+  /**
+   * Set while `cluster up` runs: the file then names the processes spawned so far, so that an `up`
+   * killed before it finished leaves them to `status` and `down` instead of running unnamed.
+   */
+  starting?: boolean;
 }
 
 export function clusterFilePath(dir: string): string {

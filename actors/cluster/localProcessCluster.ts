@@ -5,7 +5,7 @@
  * fails part-way (or is aborted: Ctrl-C) stops every process it spawned, ready or not; `down`
  * signals only the pids the file names and only while they still are those processes.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
@@ -174,7 +174,10 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
 /**
  * Starts the cluster: name servers, then masters, then slaves, each waited for; writes the
  * cluster file. On any failure, or when `opts.signal` aborts, the processes still starting are
- * abandoned, every process spawned is stopped and the (first) error rethrown.
+ * abandoned, every process spawned is stopped, the cluster file removed and the (first) error
+ * rethrown. While it runs, the file (marked `starting`) names every process spawned so far, written
+ * right after each spawn: if this process is killed outright, `status` and `down` still find them
+ * (only a kill landing between a fork and that write could leave one unnamed).
  */
 export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const dir = path.resolve(opts.dir);
@@ -214,6 +217,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
         onSpawn: (pid) => {
           p.pid = pid;
           spawned.push(p);
+          writeClusterFile(dir, { ...cf, starting: true, processes: spawned });
         },
       });
       p.pid = info.pid;
@@ -249,6 +253,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
     const stop = (ps: ClusterProcess[]) => Promise.all(ps.filter(isRunning).map((p) => stopPid(p.pid, DEFAULT_STOP_TIMEOUT_MS)));
     await stop(spawned.filter((p) => p.role !== "nameserver"));
     await stop(spawned.filter((p) => p.role === "nameserver"));
+    rmSync(clusterFilePath(dir), { force: true });
     throw e;
   } finally {
     opts.signal?.removeEventListener("abort", onAbort);
@@ -323,6 +328,11 @@ export async function clusterKill(dir: string, name: string): Promise<ClusterPro
 /** Stops one process if it runs, starts it again with the same arguments and ports, updates the file. */
 export async function clusterRestart(dir: string, name: string, readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<ClusterProcess> {
   const file = readClusterFile(dir);
+  if (file.starting)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `cluster up did not finish in ${dir}, so ${name} may lack the addresses it was to be given: run \`actormq cluster down --dir ${dir}\`, then \`actormq cluster up\` again.`,
+    );
   const p = member(file, name);
   if (isRunning(p)) await stopPid(p.pid);
   const info = await startProcess(p, readyTimeoutMs);

@@ -95,8 +95,14 @@ export function addClusterCommands(program: Command): void {
     .addOption(dirOption())
     .action((f: { dir: string }) =>
       run(async () => {
-        const { members } = clusterStatus(f.dir);
+        const { file, members } = clusterStatus(f.dir);
         process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "STATE", "DIR"], members.map(memberRow)));
+        if (file.starting) {
+          process.stderr.write(
+            `actormq: cluster up did not finish (still starting, or stopped before it was done): these are the processes it spawned; \`actormq cluster down --dir ${f.dir}\` stops them\n`,
+          );
+          process.exit(3);
+        }
         const dead = members.filter((m) => m.state === "dead");
         if (dead.length > 0) {
           // after `cluster down` every process is dead: starting them one by one is not the way back

@@ -252,3 +252,42 @@ test("cluster up: Ctrl-C while starting stops what was started and exits 130 wit
     await cleanup();
   }
 });
+
+test("cluster up killed with SIGKILL while starting: the cluster file names what it spawned, and `cluster down` stops it", async () => {
+  const { dir, cleanup } = await tempDir();
+  const c = path.join(dir, "c");
+  const up = spawn(process.execPath, [bin, "cluster", "up", "--dir", c, "--brokers", "2", "--slaves", "1"], {
+    stdio: "ignore",
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+  });
+  const exit = new Promise<void>((r) => up.once("exit", () => r()));
+  try {
+    // the name server is up and the masters are being started (the file is written as each is spawned)
+    const masters = () => (existsSync(path.join(c, "cluster.json")) ? readCf(c).processes.filter((p) => p.role === "master").length : 0);
+    await waitFor(() => masters() === 2, 30_000, "the masters to be spawned");
+    up.kill("SIGKILL");
+    await exit;
+    const left = actormqProcessesUnder(dir);
+    assert.ok(left.length >= 3, `the name server and the masters outlive a killed \`up\` (${left.length})`);
+    const cf = readCf(c);
+    assert.equal(cf.starting, true);
+    const named = new Set(cf.processes.map((p) => p.pid));
+    assert.deepEqual(
+      left.filter((pid) => !named.has(pid)),
+      [],
+      "the file names every process still running",
+    );
+    const status = await cli(["cluster", "status", "--dir", c]);
+    assert.match(status.out + status.err, /did not finish/);
+    const again = await cli(["cluster", "up", "--dir", c]);
+    assert.notEqual(again.code, 0);
+    assert.match(again.err, /cluster down/);
+    const down = await cli(["cluster", "down", "--dir", c]);
+    assert.equal(down.code, 0, down.err);
+    assert.deepEqual(actormqProcessesUnder(dir), []);
+  } finally {
+    up.kill("SIGKILL");
+    killAll(actormqProcessesUnder(dir));
+    await cleanup();
+  }
+});
