@@ -5,6 +5,7 @@
  * servers; `close()` unregisters, drains puts, and releases every socket, timer and file.
  */
 import { mkdir } from "node:fs/promises";
+import path from "node:path";
 import { MessageStore } from "../../store/index.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
@@ -12,10 +13,12 @@ import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
+import { CONFIG_DIR, readBrokerJson } from "./configFile.ts";
 import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { watchFullGcs } from "./fullGcWatch.ts";
 import { holdHeapReserve } from "./heapReserve.ts";
 import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
+import { DELAY_OFFSET_FILE } from "./scheduler.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
 
@@ -119,6 +122,10 @@ export class Broker {
         logger,
       });
       const ctx = createBrokerContext({ config, node, store, topics, groups, logger, brokerAddr, storeHost });
+      // the offset files are read now, so that one that cannot be loaded refuses the start (as the
+      // config files above) instead of failing the first request, or resetting progress, later
+      consumerOffsetsOf(ctx);
+      readBrokerJson(path.join(config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE), logger);
       const knownTopics = new Set(Object.keys(topics.all()));
       topics.onChange((tc) => {
         const created = !knownTopics.has(tc.topicName);

@@ -17,6 +17,29 @@ export interface ConfigLogger {
   warn(fields: object, msg: string): void;
 }
 
+/**
+ * Reads one of the broker's JSON files (config, consumer and delay offsets), or null when it does
+ * not exist. One that is not valid JSON is copied aside and replaced by its `.bak` with a warning;
+ * without a readable `.bak` this throws MALFORMED: starting with an empty table would lose what the
+ * file held (topics, or every group's progress) without a word.
+ */
+export function readBrokerJson(file: string, logger?: ConfigLogger): unknown {
+  let damage: JsonFileDamage | undefined;
+  const value = JsonFile.read(file, (d) => (damage = d));
+  if (damage && !damage.usedInstead) {
+    throw new MQError(
+      "MALFORMED",
+      `${file} cannot be loaded (${damage.error}) and has no readable backup (.bak): fix the file, or remove it to start without its entries${damage.keptAs ? ` (a copy is kept as ${damage.keptAs})` : ""}.`,
+    );
+  }
+  if (damage)
+    logger?.warn(
+      { file, error: damage.error, loaded: damage.usedInstead, keptAs: damage.keptAs },
+      `${path.basename(file)} cannot be loaded: loaded its backup instead (changes made after that backup are missing); the file is kept as ${damage.keptAs ?? "(copy failed)"}`,
+    );
+  return value ?? null;
+}
+
 /** A coalescing atomic writer for one config file. */
 export class ConfigFile<T extends object> {
   readonly path: string;
@@ -37,20 +60,7 @@ export class ConfigFile<T extends object> {
    * MALFORMED rather than let the next write replace the file with an empty table.
    */
   async load(logger?: ConfigLogger): Promise<unknown> {
-    let damage: JsonFileDamage | undefined;
-    const value = JsonFile.read(this.path, (d) => (damage = d));
-    if (damage && !damage.usedInstead) {
-      throw new MQError(
-        "MALFORMED",
-        `${this.path} cannot be loaded (${damage.error}) and has no readable backup (.bak): fix the file, or remove it to start without its entries${damage.keptAs ? ` (a copy is kept as ${damage.keptAs})` : ""}.`,
-      );
-    }
-    if (damage)
-      logger?.warn(
-        { file: this.path, error: damage.error, loaded: damage.usedInstead, keptAs: damage.keptAs },
-        `${path.basename(this.path)} cannot be loaded: loaded its backup instead (changes made after that backup are missing); the file is kept as ${damage.keptAs ?? "(copy failed)"}`,
-      );
-    return value ?? null;
+    return readBrokerJson(this.path, logger);
   }
 
   /**

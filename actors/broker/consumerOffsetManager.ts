@@ -22,7 +22,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { CONFIG_DIR } from "./configFile.ts";
+import { CONFIG_DIR, type ConfigLogger, readBrokerJson } from "./configFile.ts";
 import { consumerTableOf } from "./consumerManager.ts";
 import { RateCounter } from "./rateCounter.ts";
 
@@ -102,10 +102,13 @@ export class ConsumerOffsetManager {
 
   constructor(readonly file: string) {}
 
-  /** Loads the file (or its `.bak`); damaged entries are skipped, a missing file is an empty table. */
-  static load(file: string): ConsumerOffsetManager {
+  /**
+   * Loads the file (or its `.bak`, with a warning); damaged entries are skipped, a missing file is an
+   * empty table, a file that is not JSON and has no backup is MALFORMED (see {@link readBrokerJson}).
+   */
+  static load(file: string, logger?: ConfigLogger): ConsumerOffsetManager {
     const m = new ConsumerOffsetManager(file);
-    const stored = JsonFile.read<Partial<ConsumerOffsetFile>>(file);
+    const stored = readBrokerJson(file, logger) as Partial<ConsumerOffsetFile> | null;
     forEachStoredOffset(stored && typeof stored === "object" ? stored.offsetTable : undefined, (key, queueId, offset) => {
       let q = m.table.get(key);
       if (!q) m.table.set(key, (q = new Map()));
@@ -365,7 +368,7 @@ const managers = new WeakMap<BrokerContext, ConsumerOffsetManager>();
 export function consumerOffsetsOf(ctx: BrokerContext): ConsumerOffsetManager {
   let m = managers.get(ctx);
   if (!m) {
-    const created = ConsumerOffsetManager.load(path.join(ctx.config.storeDir, CONFIG_DIR, CONSUMER_OFFSET_FILE));
+    const created = ConsumerOffsetManager.load(path.join(ctx.config.storeDir, CONFIG_DIR, CONSUMER_OFFSET_FILE), ctx.logger);
     managers.set(ctx, created);
     // a member that leaves hands its queues over at once
     const members = consumerTableOf(ctx);

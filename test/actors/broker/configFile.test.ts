@@ -4,6 +4,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { ConfigFile } from "../../../actors/broker/configFile.ts";
+import { ConsumerOffsetManager } from "../../../actors/broker/consumerOffsetManager.ts";
 import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
 import { MQError } from "../../../transport/protocol.ts";
@@ -147,4 +148,32 @@ test("Broker.start refuses a store whose topics.json is not JSON and has no back
   rmSync(path.join(dir, "config", "topics.json"));
   const b = await Broker.start(opts);
   await b.close();
+});
+
+test("Broker.start refuses consumerOffset.json or delayOffset.json that is not JSON and has no backup", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const opts = { brokerName: "cfg", nameservers: [], storeDir: dir, listen: EPHEMERAL };
+  for (const name of ["consumerOffset.json", "delayOffset.json"]) {
+    const f = writeConfig(dir, name, "{ not json");
+    // starting anyway would reset every group's (or delay level's) progress without a word
+    const started = Broker.start(opts).then(async (b) => void (await b.close()));
+    await assert.rejects(started, (e: unknown) => e instanceof MQError && e.code === "MALFORMED" && e.message.includes(f), name);
+    rmSync(f);
+  }
+  const b = await Broker.start(opts);
+  await b.close();
+});
+
+test("ConsumerOffsetManager: consumerOffset.json that is not JSON loads its .bak with a warning", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  writeConfig(dir, "consumerOffset.json.bak", JSON.stringify({ offsetTable: { "T@g": { "0": 7 } } }));
+  const f = writeConfig(dir, "consumerOffset.json", "{ broken");
+  const logger = recordingLogger();
+  const m = ConsumerOffsetManager.load(f, logger);
+  assert.equal(m.queryOffset("g", "T", 0), 7);
+  assert.equal(logger.lines.length, 1);
+  assert.match(logger.lines[0]!.msg, /consumerOffset.json cannot be loaded: loaded its backup instead/);
+  assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), "{ broken");
 });
