@@ -151,7 +151,7 @@ export class InspectionHub {
   private readonly attached = new Map<AnyActorRef, Subscription>();
   private readonly names = new Map<string, string>();
   private readonly latest = new Map<string, Latest>();
-  /** machines whose definition went out since the first listener came (a new first listener needs them again) */
+  /** machines whose definition went out to every listener there is (a new listener resets it) */
   private definitionSent = new WeakSet<object>();
   private readonly budgets = new Map<string, Budget>();
   private readonly overBudget: Budget[] = [];
@@ -175,7 +175,12 @@ export class InspectionHub {
   add(listener: InspectionListener): () => void {
     this.listeners.add(listener);
     if (this.listeners.size === 1) for (const r of this.roots()) this.attach(r.name, r.actor);
-    else this.replay(listener);
+    else {
+      this.replay(listener);
+      // the replay covers the actors running now; a machine whose actors all stopped earlier went
+      // out to the earlier listeners only, so its next actor carries the definition again (to all)
+      this.definitionSent = new WeakSet();
+    }
     return () => {
       if (!this.listeners.delete(listener)) return;
       if (this.listeners.size === 0) this.detachAll();

@@ -54,6 +54,25 @@ describe("inspection", () => {
     assert.equal(records.length, n, "no records after the last listener left");
   });
 
+  it("a listener that came after every actor of a machine stopped gets its definition with the next such actor", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    const first: InspectionRecord[] = [];
+    const stopFirst = node.inspect((r) => first.push(r));
+    closers.push(async () => stopFirst());
+    node.spawn("c1", counter);
+    node.stopActor("c1");
+    assert.ok(first.some((r) => r.kind === "actor" && r.actorName === "c1" && r.definition !== undefined));
+    // a second listener (another inspector) arrives while no actor of the machine runs
+    const second: InspectionRecord[] = [];
+    const stopSecond = node.inspect((r) => second.push(r));
+    closers.push(async () => stopSecond());
+    node.spawn("c2", counter);
+    const c2 = second.find((r) => r.kind === "actor" && r.actorName === "c2");
+    assert.ok(c2 && c2.kind === "actor");
+    assert.equal((c2.definition as { id?: string } | undefined)?.id, "counter", "the second listener can draw the chart");
+  });
+
   it("publishes the stream over the wire, replaying definition and latest snapshot on subscribe", async () => {
     const node = await ActorNode.start({ listen: EPHEMERAL });
     closers.push(() => node.close());
