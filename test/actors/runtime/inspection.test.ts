@@ -8,6 +8,7 @@ import {
   MAX_INSPECTION_PUBLISHERS,
   type Replier,
 } from "../../../actors/runtime/index.ts";
+import { INSPECTION_DROPPED_EVENT } from "../../../actors/runtime/inspection.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
 const counter = setup({
@@ -71,6 +72,34 @@ describe("inspection", () => {
     const c2 = second.find((r) => r.kind === "actor" && r.actorName === "c2");
     assert.ok(c2 && c2.kind === "actor");
     assert.equal((c2.definition as { id?: string } | undefined)?.id, "counter", "the second listener can draw the chart");
+  });
+
+  it("an actor that stops while its dropped records wait for the flush sends nothing after its final snapshot", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    const records: InspectionRecord[] = [];
+    const stop = node.inspect((r) => records.push(r));
+    closers.push(async () => stop());
+    node.spawn("gone", counter);
+    node.spawn("marker", counter);
+    const gone = node.actorOf("gone")!;
+    const goneId = gone.sessionId;
+    // both go over the per-second budget, so both wait for the same flush
+    for (let i = 0; i < 200; i++) gone.send({ type: "ADD" });
+    for (let i = 0; i < 200; i++) node.actorOf("marker")!.send({ type: "ADD" });
+    node.stopActor("gone");
+    const final = records.findIndex((r) => r.sessionId === goneId && r.kind === "snapshot" && r.status === "stopped");
+    assert.ok(final >= 0, "the final snapshot went out at once");
+    await waitFor(
+      () => records.some((r) => r.actorName === "marker" && r.kind === "event" && r.type === INSPECTION_DROPPED_EVENT),
+      5_000,
+      "the flush of the dropped counts",
+    );
+    assert.deepEqual(
+      records.slice(final + 1).filter((r) => r.sessionId === goneId),
+      [],
+      "no record of the stopped actor, under its name or a made-up one",
+    );
   });
 
   it("publishes the stream over the wire, replaying definition and latest snapshot on subscribe", async () => {
