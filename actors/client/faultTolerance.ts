@@ -69,15 +69,21 @@ export class LatencyFaultTolerance {
  * available broker, then any broker but the failed one, then anything.
  */
 export class QueueSelector {
-  private counter = Math.floor(Math.random() * 0x7fffffff);
+  /**
+   * One counter per topic, from a random start (RocketMQ's `TopicPublishInfo.sendWhichQueue`): a
+   * counter shared by all topics lets sends alternating between topics use only some of each one's queues.
+   */
+  private readonly counters = new Map<string, number>();
 
   constructor(private readonly faults: LatencyFaultTolerance | null) {}
 
+  /** `queues` are one topic's writable queues. */
   select(queues: readonly MessageQueue[], lastFailedBroker?: string): MessageQueue | undefined {
     const n = queues.length;
     if (n === 0) return undefined;
-    const start = this.counter;
-    this.counter = (this.counter + 1) & 0x7fffffff;
+    const topic = queues[0]!.topic;
+    const start = this.counters.get(topic) ?? Math.floor(Math.random() * 0x7fffffff);
+    this.counters.set(topic, (start + 1) & 0x7fffffff);
     if (n === 1) return queues[0];
     for (let pass = 0; pass < 3; pass++) {
       for (let i = 0; i < n; i++) {
@@ -85,7 +91,7 @@ export class QueueSelector {
         const avail = !this.faults || this.faults.isAvailable(q.brokerName);
         const other = q.brokerName !== lastFailedBroker;
         if ((pass === 0 && avail && other) || (pass === 1 && avail) || (pass === 2 && other)) {
-          if (i > 0) this.counter = (start + i + 1) & 0x7fffffff;
+          if (i > 0) this.counters.set(topic, (start + i + 1) & 0x7fffffff);
           return q;
         }
       }

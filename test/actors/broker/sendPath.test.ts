@@ -94,6 +94,15 @@ test("round robin spreads sends over every queue; oneway sends arrive", async ()
   assert.equal(stored("RR", q, 10).body.toString(), "one-way");
 });
 
+test("round robin is per topic: sends alternating between two topics use every queue of each", async () => {
+  for (const topic of ["RR-A", "RR-B"]) await admin.createTopic({ topic, brokers: ["a"], readQueueNums: 4, writeQueueNums: 4 });
+  const seen: Record<string, number[]> = { "RR-A": [0, 0, 0, 0], "RR-B": [0, 0, 0, 0] };
+  for (let i = 0; i < 40; i++) {
+    for (const topic of ["RR-A", "RR-B"]) seen[topic]![(await producer.send({ topic, body: `x${i}` })).queue.queueId]!++;
+  }
+  assert.deepEqual(seen, { "RR-A": [10, 10, 10, 10], "RR-B": [10, 10, 10, 10] });
+});
+
 test("ordered send: the same sharding key always lands on the same queue", async () => {
   await admin.createTopic({ topic: "Ordered", brokers: ["a"], readQueueNums: 8, writeQueueNums: 8 });
   const byKey = (qs: MessageQueue[], _m: unknown, arg: unknown) => qs[Math.abs(Number(arg)) % qs.length];

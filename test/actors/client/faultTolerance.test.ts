@@ -41,6 +41,19 @@ test("round robin visits every queue evenly", () => {
   for (const c of counts.values()) assert.equal(c, 100);
 });
 
+test("round robin is per topic: sends alternating between two topics visit every queue of each", () => {
+  const s = new QueueSelector(new LatencyFaultTolerance());
+  const topics = ["A", "B"].map((topic) => [0, 1, 2, 3].map((queueId) => ({ topic, brokerName: "a", queueId })));
+  const counts = topics.map(() => [0, 0, 0, 0]);
+  for (let i = 0; i < 40; i++) {
+    for (let t = 0; t < 2; t++) counts[t]![s.select(topics[t]!)!.queueId]!++;
+  }
+  assert.deepEqual(counts, [
+    [10, 10, 10, 10],
+    [10, 10, 10, 10],
+  ]);
+});
+
 test("a recently failed broker is avoided; the last failed broker is avoided on retry", () => {
   const f = new LatencyFaultTolerance();
   const s = new QueueSelector(f);
