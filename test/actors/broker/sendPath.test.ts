@@ -381,3 +381,31 @@ test("system topics (TBW102, SCHEDULE_TOPIC_XXXX) cannot be created or updated t
   const tc = await admin.createTopic({ topic: "%DLQ%some-group", readQueueNums: 2 });
   assert.equal(tc[0]?.readQueueNums, 2);
 });
+
+test("a message the broker refuses (MESSAGE_ILLEGAL) does not make the producer avoid that broker", async () => {
+  const { dir: d6, cleanup: c6 } = await tempDir();
+  // broker "a" takes at most 64 KiB; "roomy" the default 4 MiB
+  const roomy = await Broker.start({ brokerName: "roomy", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d6, flush: "async" });
+  const p = await Producer.start({ group: "pg-refused", nameservers: [ns.address], maxMessageBytes: 1024 * 1024 });
+  try {
+    await admin.createTopic({ topic: "Refused", brokers: ["a", "roomy"], readQueueNums: 2, writeQueueNums: 2 });
+    let refused = 0;
+    for (let i = 0; i < 4; i++) {
+      await p.send({ topic: "Refused", body: Buffer.alloc(100 * 1024, 1) }).then(
+        (r) => assert.equal(r.queue.brokerName, "roomy"),
+        (e) => {
+          assert.ok(isMQError(e, "MESSAGE_ILLEGAL"), String(e));
+          refused++;
+        },
+      );
+    }
+    assert.ok(refused > 0, "broker a refused the 100 KiB body");
+    const brokers: string[] = [];
+    for (let i = 0; i < 8; i++) brokers.push((await p.send({ topic: "Refused", body: "small" })).queue.brokerName);
+    assert.ok(brokers.includes("a"), `round robin still reaches broker a: ${brokers}`);
+  } finally {
+    await p.close();
+    await roomy.close();
+    await c6();
+  }
+});
