@@ -3,7 +3,7 @@
  * `LatencyFaultToleranceImpl`, `TopicPublishInfo`; reference §17): after each send the broker's
  * latency decides how long it is avoided; a failed send isolates it as if it took 30 s.
  */
-import type { MessageQueue } from "../../transport/protocol.ts";
+import { type MessageQueue, MQError } from "../../transport/protocol.ts";
 
 /** Latency thresholds in ms (`latencyMax`). */
 export const DEFAULT_LATENCY_MAX = [50, 100, 550, 1800, 3000, 5000, 15000] as const;
@@ -34,7 +34,10 @@ export class LatencyFaultTolerance {
     this.latencyMax = opts.latencyMax ?? DEFAULT_LATENCY_MAX;
     this.notAvailable = opts.notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION;
     if (this.latencyMax.length !== this.notAvailable.length)
-      throw new Error("latencyMax and notAvailableDuration must have the same length");
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "latencyMax and notAvailableDuration must have the same length: give one duration per threshold.",
+      );
     this.now = opts.now ?? Date.now;
   }
 

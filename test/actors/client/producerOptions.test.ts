@@ -1,0 +1,55 @@
+/**
+ * Producer.start refuses fault-strategy options it cannot work with with ILLEGAL_ARGUMENT naming the
+ * option, before it takes a client instance; a start that fails after taking one gives it back.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ClientInstance } from "../../../actors/client/index.ts";
+import { MQError, Producer, type ProducerOptions } from "../../../index.ts";
+
+// nothing listens there: these producers never send
+const nameservers = ["tcp://127.0.0.1:1"];
+
+/** True when a producer of `instanceName` started now is the instance's only holder (its close closes it). */
+async function onlyHolder(instanceName: string): Promise<boolean> {
+  const p = await Producer.start({ group: "pgOk", nameservers, instanceName });
+  const inst = p.clientInstance;
+  await p.close();
+  return inst.closed;
+}
+
+test("bad latencyMax / notAvailableDuration are refused with ILLEGAL_ARGUMENT and hold no client instance", async () => {
+  const bad: [Partial<ProducerOptions>, string][] = [
+    [{ latencyMax: [1, 2] }, "latencyMax"], // 2 thresholds, 7 default durations
+    [{ notAvailableDuration: [0] }, "latencyMax"],
+    [{ latencyMax: [1, 2], notAvailableDuration: [0, 1, 2] }, "latencyMax"],
+    [{ latencyMax: [], notAvailableDuration: [] }, "latencyMax"],
+    [{ latencyMax: 50 as never }, "latencyMax"],
+    [{ latencyMax: "50,100" as never, notAvailableDuration: "0,0" as never }, "latencyMax"],
+    [{ latencyMax: [0, -1], notAvailableDuration: [0, 0] }, "latencyMax"],
+    [{ latencyMax: [0, Number.NaN], notAvailableDuration: [0, 0] }, "latencyMax"],
+    [{ latencyMax: [0, "5" as never], notAvailableDuration: [0, 0] }, "latencyMax"],
+    [{ latencyMax: [0, 5], notAvailableDuration: [0, Number.POSITIVE_INFINITY] }, "notAvailableDuration"],
+    [{ latencyMax: [0, 5], notAvailableDuration: null as never }, "notAvailableDuration"],
+    [{ latencyMax: [0, 5], notAvailableDuration: [0, -2] }, "notAvailableDuration"],
+  ];
+  for (const [opts, name] of bad) {
+    await assert.rejects(
+      Producer.start({ group: "pgBad", nameservers, instanceName: "badFault", ...opts }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith(name),
+      JSON.stringify(opts),
+    );
+  }
+  assert.ok(await onlyHolder("badFault"), "the refused starts left no reference to the client instance");
+  const p = await Producer.start({ group: "pgOk", nameservers, latencyMax: [0, 100], notAvailableDuration: [0, 1000] });
+  await p.close();
+});
+
+test("a start that fails after taking the client instance gives it back", async (t) => {
+  t.mock.method(ClientInstance.prototype, "addHeartbeatSource", () => {
+    throw new Error("no heartbeat");
+  });
+  await assert.rejects(Producer.start({ group: "pgFail", nameservers, instanceName: "failAfter" }), /no heartbeat/);
+  t.mock.restoreAll();
+  assert.ok(await onlyHolder("failAfter"), "the failed start left no reference to the client instance");
+});
