@@ -202,11 +202,16 @@ export function prepareBatch(msgs: ReadonlyArray<Message>, maxMessageBytes = DEF
   const entries: BatchMessage[] = new Array(msgs.length);
   const uniqKeys: string[] = new Array(msgs.length);
   for (let i = 0; i < msgs.length; i++) {
-    const m = msgs[i]!;
-    if (m?.topic !== topic)
+    const m = msgs[i];
+    if (typeof m !== "object" || m === null)
       throw new MQError(
         "MESSAGE_ILLEGAL",
-        `All messages of a batch must have the same topic; message ${i} has "${String(m?.topic)}", the first "${String(topic)}".`,
+        `message ${i} of the batch is ${String(m)}: every entry must be a message { topic, body, ... }.`,
+      );
+    if (m.topic !== topic)
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        `All messages of a batch must have the same topic; message ${i} has "${String(m.topic)}", the first "${String(topic)}".`,
       );
     if (m.delayLevel) throw new MQError("MESSAGE_ILLEGAL", "A batch cannot carry delayed messages: send those one by one.");
     const p = prepareMessage(m, maxMessageBytes);

@@ -102,6 +102,9 @@ function checkFaultTables(latencyMax: unknown, notAvailableDuration: unknown): v
   }
 }
 
+/** What a send given null options uses: one shared object, none per send. */
+const NO_OPTIONS: SendOptions = Object.freeze({});
+
 /** Errors after which trying another broker can help. */
 function worthRetrying(e: unknown): boolean {
   return e instanceof MQError && (e.retriable || e.code === "NO_PERMISSION");
@@ -254,7 +257,11 @@ export class Producer {
     return info;
   }
 
-  private async sendImpl(out: Outgoing, opts: SendOptions, oneway: boolean): Promise<SendResult | undefined> {
+  private async sendImpl(out: Outgoing, options: SendOptions | null, oneway: boolean): Promise<SendResult | undefined> {
+    // JavaScript callers pass null for "no options"
+    const opts = options ?? NO_OPTIONS;
+    if (opts.selector !== undefined && typeof opts.selector !== "function")
+      throw new MQError("ILLEGAL_ARGUMENT", `The selector must be a function (queues, msg, arg) => queue, not ${typeof opts.selector}.`);
     const begin = Date.now();
     const deadline = begin + this.sendTimeoutMs;
     const times = opts.selector || oneway ? 1 : 1 + this.retryTimes;
@@ -321,7 +328,16 @@ export class Producer {
   }
 
   private selectWith(opts: SendOptions, info: TopicPublishInfo, out: Outgoing): MessageQueue {
-    const q = opts.selector!(info.queues.slice(), out.original, opts.arg);
+    let q: MessageQueue | undefined | null;
+    try {
+      q = opts.selector!(info.queues.slice(), out.original, opts.arg);
+    } catch (e) {
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The queue selector threw: ${e instanceof Error ? e.message : String(e)}; nothing was sent. Fix the selector or its arg.`,
+        { cause: e },
+      );
+    }
     const found = q && info.queues.find((x) => x.brokerName === q.brokerName && x.queueId === q.queueId && x.topic === q.topic);
     if (!found) {
       throw new MQError(

@@ -227,6 +227,27 @@ test("bad input gets its code and the broker keeps serving", async () => {
   assert.equal((await producer.send({ topic: "RR", body: "after bad input" })).status, "SEND_OK");
 });
 
+test("bad arguments to send, sendOneway and sendBatch are MQErrors: null batch entries, a selector that throws or is no function; null options are none", async () => {
+  for (const bad of [[null], [undefined], [{ topic: "RR", body: "x" }, null]])
+    await assert.rejects(producer.sendBatch(bad as never), (e) => isMQError(e, "MESSAGE_ILLEGAL"), JSON.stringify(bad));
+  const boom = new Error("boom");
+  const throwing = () => {
+    throw boom;
+  };
+  const selectorThrew = (e: unknown) =>
+    isMQError(e, "ILLEGAL_ARGUMENT") && /selector threw: boom/.test((e as Error).message) && (e as Error).cause === boom;
+  await assert.rejects(producer.send({ topic: "RR", body: "x" }, { selector: throwing }), selectorThrew);
+  await assert.rejects(producer.sendOneway({ topic: "RR", body: "x" }, { selector: throwing }), selectorThrew);
+  await assert.rejects(producer.sendBatch([{ topic: "RR", body: "x" }], { selector: throwing }), selectorThrew);
+  await assert.rejects(
+    producer.send({ topic: "RR", body: "x" }, { selector: "queue 0" as never }),
+    (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /selector/.test((e as Error).message),
+  );
+  assert.equal((await producer.send({ topic: "RR", body: "x" }, null as never)).status, "SEND_OK");
+  assert.equal((await producer.sendBatch([{ topic: "RR", body: "x" }], null as never)).status, "SEND_OK");
+  await producer.sendOneway({ topic: "RR", body: "x" }, null as never);
+});
+
 test("the store actor answers SYSTEM_BUSY past its in-flight bound", async () => {
   const { dir: d2, cleanup: c2 } = await tempDir();
   const b2 = await Broker.start({

@@ -100,3 +100,19 @@ test("a batch to a retry topic is MESSAGE_ILLEGAL (RocketMQ: retry group is not 
   // one message to it is still allowed, as in RocketMQ
   assert.equal(prepareMessage({ topic: "%RETRY%cg", body: "a" }).topic, "%RETRY%cg");
 });
+
+test("a batch entry that is not a message object is MESSAGE_ILLEGAL naming its index", () => {
+  for (const [batch, index] of [
+    [[null], 0],
+    [[undefined], 0],
+    [["T"], 0],
+    [[{ topic: "T", body: "a" }, null], 1],
+    [[{ topic: "T", body: "a" }, undefined], 1],
+  ] as const) {
+    assert.throws(
+      () => prepareBatch(batch as never),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && (e as Error).message.includes(`message ${index}`),
+      JSON.stringify(batch),
+    );
+  }
+});
