@@ -88,8 +88,17 @@ export function tokenize(text: string): Token[] {
   const tokens: Token[] = [];
   let pos = 0;
   const n = text.length;
+  // A `--` is a comment only if a line end follows it somewhere; checking that up front keeps a run
+  // of dashes from rescanning the rest of the selector at each dash.
+  const lastLineEnd = Math.max(text.lastIndexOf("\n"), text.lastIndexOf("\r"));
+  // FLOAT failing at a digit fails at the digit after it too (same characters follow), so a run of
+  // zeros (one DECIMAL "0" per digit) does not rescan the run at each zero.
+  let floatMissAt = -2;
   while (pos < n) {
-    const skip = matchAt(WHITESPACE, text, pos) ?? matchAt(LINE_COMMENT, text, pos) ?? matchAt(BLOCK_COMMENT, text, pos);
+    const skip =
+      matchAt(WHITESPACE, text, pos) ??
+      (pos + 2 <= lastLineEnd ? matchAt(LINE_COMMENT, text, pos) : null) ??
+      matchAt(BLOCK_COMMENT, text, pos);
     if (skip !== null) {
       pos += skip.length;
       continue;
@@ -97,7 +106,8 @@ export function tokenize(text: string): Token[] {
     const c = text[pos]!;
     if ((c >= "0" && c <= "9") || c === ".") {
       const d = matchAt(DECIMAL, text, pos) ?? "";
-      const f = matchAt(FLOAT, text, pos) ?? "";
+      const f = floatMissAt === pos - 1 ? "" : (matchAt(FLOAT, text, pos) ?? "");
+      if (f.length === 0) floatMissAt = pos;
       if (d.length === 0 && f.length === 0) throw new SelectorSyntaxError(`unexpected character '${c}'`, pos);
       const kind: TokenKind = f.length > d.length ? "FLOAT" : "DECIMAL";
       const image = kind === "FLOAT" ? f : d;

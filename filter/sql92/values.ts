@@ -47,7 +47,9 @@ const INT_MAX = 2147483647;
 const LONG_MIN = -(2n ** 63n);
 const LONG_MAX = 2n ** 63n - 1n;
 const JAVA_INTEGER = /^[+-]?[0-9]+$/;
-const JAVA_DOUBLE = /^[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)$/;
+// Each string has one way to match (`[0-9]+\.?[0-9]*` had many for a digit run, so a long run with a
+// bad tail backtracked quadratically on the broker's event loop).
+const JAVA_DOUBLE = /^[+-]?(?:NaN|Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)$/;
 
 /** Java `String.trim`: strips characters up to U+0020 at both ends (not other Unicode spaces). */
 export function javaTrim(s: string): string {

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { compileSql92 } from "../../filter/index.ts";
+import { tokenize } from "../../filter/sql92/lexer.ts";
+import { parseJavaDouble, SelectorEvalError } from "../../filter/sql92/values.ts";
 import { isMQError } from "../../transport/protocol.ts";
 
 type Props = Record<string, unknown>;
@@ -405,5 +407,76 @@ describe("SQL92 selectors: properties", () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe("SQL92 selectors: cost stays linear in the size of values and selectors", () => {
+  // The broker evaluates selectors on its event loop, so a property value or a selector that made a
+  // regular expression backtrack would stall every other request.
+  it("a 30 000-digit property value compared with a float is decided quickly", () => {
+    const f = compileSql92("a > 5.5");
+    for (const [a, want] of [
+      [`${"1".repeat(30000)}x`, false],
+      ["1".repeat(30000), true],
+      [`${"1".repeat(30000)}.${"1".repeat(30000)}e`, false],
+    ] as const) {
+      const t0 = performance.now();
+      assert.equal(f({ a }), want);
+      const ms = performance.now() - t0;
+      assert.ok(ms < 200, `evaluating a ${a.length}-character value took ${ms.toFixed(0)} ms`);
+    }
+  });
+
+  it("Double.valueOf accepts and rejects what Java's grammar does", () => {
+    for (const [s, want] of [
+      ["1", 1],
+      ["1.", 1],
+      [".5", 0.5],
+      ["1e5", 100000],
+      ["1.5E-3d", 0.0015],
+      ["NaN", Number.NaN],
+      ["+Infinity", Number.POSITIVE_INFINITY],
+      ["-1f", -1],
+      [" 2.5D ", 2.5],
+    ] as const) {
+      assert.equal(parseJavaDouble(s), want, JSON.stringify(s));
+    }
+    for (const s of [".", "e5", "1..2", "", "+", "1e", "1e+", "1.5dd", "0x1p3", "infinity", "1 2"]) {
+      assert.throws(() => parseJavaDouble(s), SelectorEvalError, JSON.stringify(s));
+    }
+  });
+
+  it("Double.valueOf's accepted set is that of the straightforward grammar", () => {
+    // The obvious transcription of Java's grammar, ambiguous (and so slow on long digit runs) but a
+    // fine reference on short strings.
+    const reference = /^[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)$/;
+    const chars = fc.constantFrom("0", "1", "9", ".", "e", "E", "+", "-", "f", "D", "x", "NaN", "Infinity");
+    fc.assert(
+      fc.property(fc.array(chars, { maxLength: 12 }), (xs) => {
+        const s = xs.join("");
+        let ok = true;
+        try {
+          parseJavaDouble(s);
+        } catch {
+          ok = false;
+        }
+        return ok === reference.test(s);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("long runs of dashes or zeros in a selector are tokenized quickly and as before", () => {
+    for (const s of ["-".repeat(50000), `a = 1 ${"-".repeat(50000)}`, "0".repeat(50000), `a = ${"0".repeat(50000)}e`]) {
+      const t0 = performance.now();
+      assertParseError(s);
+      const ms = performance.now() - t0;
+      assert.ok(ms < 200, `compiling a ${s.length}-character selector took ${ms.toFixed(0)} ms`);
+    }
+    const images = (s: string) => tokenize(s).map((t) => t.image);
+    assert.deepEqual(images("--x\n--y"), ["-", "-", "y", ""], "a -- without a line end after it is two minus signs");
+    assert.deepEqual(images("-- x\r"), [""]);
+    assert.deepEqual(images("000 1"), ["0", "0", "0", "1", ""]);
+    assert.deepEqual(images("0001.5 00e1 00e"), ["0001.5", "00e1", "0", "0", "e", ""]);
   });
 });
