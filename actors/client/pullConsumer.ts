@@ -25,6 +25,7 @@ import {
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
   PullService,
+  pullFailureLogger,
   pullServiceMachine,
 } from "./pullService.ts";
 import { checkGroup, checkRange, consumerHostOf } from "./pushConsumer.ts";
@@ -116,6 +117,7 @@ export class PullConsumer {
       },
       onFound: (req, msgs) => this.onFound(req, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
+      onError: pullFailureLogger(host, group),
       autoCommit: opts.autoCommit,
     });
     this.rebalancer = new Rebalancer({

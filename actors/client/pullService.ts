@@ -19,7 +19,9 @@ import {
   type PullMessageReply,
   type PullMessageRequest,
   PullSysFlag,
+  RETRY_GROUP_TOPIC_PREFIX,
 } from "../../transport/protocol.ts";
+import { lazyClientLogger } from "../logger.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
@@ -52,6 +54,54 @@ export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
  * @default 16
  */
 export const DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE = 16;
+
+/** Failures of one queue's pulls are logged at most once per this long (they are retried every second, forever). */
+export const PULL_FAILURE_LOG_INTERVAL_MS = 30_000;
+
+/** Failed pulls, at warn (ACTORMQ_LOG_LEVEL). */
+export const pullLog = lazyClientLogger("client:pull");
+
+/**
+ * The `onError` of a consumer's pull service: RocketMQ's "execute the pull request exception"
+ * warning, naming the queue, the broker and the error, at most once per queue per `intervalMs`.
+ * A pull that keeps failing (SQL92 on a broker without property filtering, a group the broker
+ * refuses) would otherwise leave the consumer silently receiving nothing. Like RocketMQ, it says
+ * nothing of FLOW_CONTROL (back-pressure, retried within 20 ms) or of the group's retry topic.
+ */
+export function pullFailureLogger(
+  host: Pick<ConsumerHost, "brokerAddress">,
+  group: string,
+  intervalMs = PULL_FAILURE_LOG_INTERVAL_MS,
+): (request: PullRequest, error: unknown) => void {
+  const lastLogged = new Map<string, number>();
+  return (request, e) => {
+    const { mq } = request;
+    if (isMQError(e, "FLOW_CONTROL") || mq.topic.startsWith(RETRY_GROUP_TOPIC_PREFIX)) return;
+    const key = `${mq.topic}@${mq.brokerName}@${mq.queueId}`;
+    const now = Date.now();
+    const last = lastLogged.get(key);
+    if (last !== undefined && now - last < intervalMs) return;
+    lastLogged.set(key, now);
+    const code = isMQError(e) ? e.code : undefined;
+    const message = e instanceof Error ? e.message : String(e);
+    const target = findBrokerAddressInSubscribe(host, mq.brokerName, request.brokerId);
+    pullLog().warn(
+      {
+        group,
+        topic: mq.topic,
+        brokerName: mq.brokerName,
+        brokerId: target?.brokerId ?? request.brokerId,
+        broker: target?.addr,
+        queueId: mq.queueId,
+        code,
+        error: message,
+      },
+      `Pulling ${key} for group ${group} from broker ${mq.brokerName} (${target?.addr ?? "no address"}) failed` +
+        `${code ? ` with ${code}` : ""} (retried every ${PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION / 1000} s, ` +
+        `logged at most once every ${Math.round(intervalMs / 1000)} s per queue): ${message}`,
+    );
+  };
+}
 
 // --- replication: which broker of a broker name a pull goes to -------------------------------
 /** Highest slave id probed when the wanted broker is not in the route. */

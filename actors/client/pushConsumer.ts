@@ -63,6 +63,7 @@ import {
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
   PullService,
+  pullFailureLogger,
   pullServiceMachine,
 } from "./pullService.ts";
 import {
@@ -321,6 +322,7 @@ export class PushConsumer {
       onFound: (req, msgs, dispatch) =>
         this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
+      onError: pullFailureLogger(host, group),
     });
     this.rebalancer = new Rebalancer({
       host,

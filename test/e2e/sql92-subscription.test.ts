@@ -2,11 +2,13 @@
  * SQL92 subscriptions end to end: a push consumer subscribed with `{ sql92 }` receives exactly
  * the messages whose properties (set by the producer) match, evaluated on the broker at pull
  * time; the others never reach the listener. An expression that does not parse fails
- * PushConsumer.start with SUBSCRIPTION_PARSE_FAILED.
+ * PushConsumer.start with SUBSCRIPTION_PARSE_FAILED. On a broker without property filtering the
+ * pulls fail, and the consumers say so in a warning.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Admin, isMQError, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { pullLog } from "../../actors/client/pullService.ts";
+import { Admin, isMQError, type MessageExt, Producer, PullConsumer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 const EXPR = "(a BETWEEN 10 AND 29 AND color IN ('red', 'green')) OR (vip = TRUE AND price > 99.5) OR name IS NOT NULL";
@@ -100,6 +102,52 @@ test("an unparsable sql92 expression fails PushConsumer.start with SUBSCRIPTION_
     });
     await ok.close();
   } finally {
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("a SQL92 subscription on a broker without property filtering is warned about, once per queue per 30 s", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-sql92-off-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async", enablePropertyFilter: false } as never });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const warnings: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(pullLog(), "warn", (fields: Record<string, unknown>, msg: string) => void warnings.push({ fields, msg }));
+  let push: PushConsumer | undefined;
+  let pull: PullConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "SqlOff", readQueueNums: 1, writeQueueNums: 1 });
+    await admin.createTopic({ topic: "SqlOffPull", readQueueNums: 1, writeQueueNums: 1 });
+    push = await PushConsumer.start({
+      group: "cgSqlOff",
+      nameservers: cluster.nameservers,
+      subscriptions: { SqlOff: { sql92: "a = 1" } },
+      listener: async () => "CONSUME_SUCCESS",
+    });
+    // three failed pulls of the one queue (retried every second), one warning
+    await waitFor(() => push!.pullService.stats.errors >= 3, 10_000, "three failed pulls");
+    const forPush = warnings.filter((w) => w.fields.topic === "SqlOff");
+    assert.equal(forPush.length, 1, JSON.stringify(warnings));
+    const w = forPush[0]!;
+    assert.equal(w.fields.group, "cgSqlOff");
+    assert.equal(w.fields.queueId, 0);
+    assert.equal(w.fields.brokerName, cluster.brokers[0]!.brokerName);
+    assert.equal(w.fields.broker, cluster.brokers[0]!.address);
+    assert.equal(w.fields.code, "SYSTEM_ERROR");
+    assert.match(w.msg, /SqlOff/);
+    assert.match(w.msg, /enablePropertyFilter/);
+
+    pull = await PullConsumer.start({ group: "cgSqlOffPull", nameservers: cluster.nameservers });
+    await pull.subscribe("SqlOffPull", { sql92: "a = 1" });
+    await waitFor(() => warnings.some((x) => x.fields.topic === "SqlOffPull"), 10_000, "the pull consumer's warning");
+    const p = warnings.find((x) => x.fields.topic === "SqlOffPull")!;
+    assert.equal(p.fields.group, "cgSqlOffPull");
+    assert.equal(p.fields.code, "SYSTEM_ERROR");
+    assert.match(p.msg, /enablePropertyFilter/);
+  } finally {
+    await pull?.close();
+    await push?.close();
+    await admin.close();
     await cluster.close();
     await cleanup();
   }
