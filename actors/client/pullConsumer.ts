@@ -205,9 +205,19 @@ export class PullConsumer {
   async subscribe(topic: string, expr: SubscriptionExpression = "*"): Promise<void> {
     if (this.mode === "assign")
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses assign(); subscribe and assign cannot be mixed.");
-    this.mode = "subscribe";
+    const had = this.subscriptions.get(topic) !== undefined;
+    // the topic name and expression are checked before the mode changes: a subscribe that fails
+    // leaves the consumer free to assign()
     this.subscriptions.subscribe(topic, expr);
-    await this.host.fetchSubscribeQueues(topic);
+    this.mode = "subscribe";
+    try {
+      await this.host.fetchSubscribeQueues(topic);
+    } catch (e) {
+      // nor is a topic without a route kept
+      if (!had) this.subscriptions.unsubscribe(topic);
+      if (this.subscriptions.topics().length === 0) this.mode = "none";
+      throw e;
+    }
     await this.host.sendHeartbeatToAllBrokers();
     await this.rebalancer.doRebalance();
     this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Admin, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
+import { Admin, isMQError, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset by timestamp", async () => {
@@ -101,6 +101,45 @@ test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset b
     );
   } finally {
     await Promise.all(consumers.map((c) => c.close().catch(() => {})));
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: a subscribe that fails leaves it free to assign", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-badsub-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async", autoCreateTopic: false } });
+  const producer = await Producer.start({ group: "pgBadSub", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  let pc: PullConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "PolledAfterBadSub", readQueueNums: 2, writeQueueNums: 2 });
+    await producer.send({ topic: "PolledAfterBadSub", body: "after" });
+    pc = await PullConsumer.start({
+      group: "cgBadSubPull",
+      nameservers: cluster.nameservers,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    });
+    await assert.rejects(pc.subscribe("PolledAfterBadSub", { sql92: "a >" }), (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED"));
+    await assert.rejects(pc.subscribe("bad topic!", "*"), (e: unknown) => isMQError(e, "MESSAGE_ILLEGAL"));
+    await assert.rejects(pc.subscribe("NoSuchTopic", "*"), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+    const queues = await pc.fetchMessageQueues("PolledAfterBadSub");
+    await pc.assign(queues);
+    assert.equal(pc.assignment().length, 2);
+    const got: string[] = [];
+    await waitFor(
+      async () => {
+        for (const m of await pc!.poll(200)) got.push(m.body.toString());
+        return got.length > 0;
+      },
+      10_000,
+      "the message through assign",
+    );
+    assert.deepEqual(got, ["after"]);
+  } finally {
+    await pc?.close();
     await admin.close();
     await producer.close();
     await cluster.close();
