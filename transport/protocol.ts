@@ -673,6 +673,13 @@ export interface ConsumerSendMsgBackRequest {
   originMsgId: string;
   originTopic: string;
   maxReconsumeTimes: number;
+  /**
+   * The message's reconsumeTimes as the client counted it, when that is more than the stored
+   * copy says: an orderly consumer retries in place, so the stored message still says 0. The
+   * broker counts from the larger of the two. Absent (older clients, concurrent consumers): the
+   * stored count.
+   */
+  reconsumeTimes?: number;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
  */
 import { setup } from "xstate";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
-import { type ConsumerSendMsgBackRequest, MessageConst, MQError, PERM_READ_WRITE, Perm } from "../../transport/protocol.ts";
+import { type ConsumerSendMsgBackRequest, isInt32, MessageConst, MQError, PERM_READ_WRITE, Perm } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, scheduleTarget } from "./delayRouting.ts";
@@ -52,6 +52,11 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
   const requestedLevel = ev.delayLevel === undefined ? 0 : ev.delayLevel;
   if (typeof requestedLevel !== "number" || !Number.isInteger(requestedLevel))
     throw badRequest("CONSUMER_SEND_MSG_BACK's delayLevel must be an integer (0 = the broker decides, -1 = dead-letter queue).");
+  const clientTimes = ev.reconsumeTimes ?? undefined;
+  if (clientTimes !== undefined && !(isInt32(clientTimes) && clientTimes >= 0))
+    throw badRequest(
+      "CONSUMER_SEND_MSG_BACK's reconsumeTimes, when given, must be a non-negative integer (the client's count of the message's retries).",
+    );
   const group = ev.group;
   const groupConfig = groups.findOrAutoCreate(group);
   if (!groupConfig) {
@@ -91,7 +96,8 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
     typeof requestedMax === "number" && Number.isInteger(requestedMax) && requestedMax >= 0 ? requestedMax : groupConfig.retryMaxTimes;
   const levels = brokerDelayLevels(config.messageDelayLevel);
   const decision = decideSendBack({
-    reconsumeTimes: msg.reconsumeTimes,
+    // an orderly consumer retried the message in place: the stored copy does not know how often
+    reconsumeTimes: clientTimes === undefined ? msg.reconsumeTimes : Math.max(msg.reconsumeTimes, clientTimes),
     maxReconsumeTimes,
     delayLevel: requestedLevel,
     maxDelayLevel: levels.length,

@@ -10,7 +10,8 @@
  * `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
  * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
  * reached `maxReconsumeTimes` goes to the group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
- * delay level -1) and the queue moves past it.
+ * delay level -1 and the local reconsumeTimes, which the stored copy does not know) and the queue
+ * moves past it.
  */
 import { setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
@@ -307,7 +308,8 @@ export class ConsumeOrderlyService {
       let mustSuspend = exhausted.length < msgs.length;
       if (exhausted.length > 0) {
         let unsent: MessageExt[] = [];
-        if (this.deps.sendBack && this.deps.model === "CLUSTERING") unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL);
+        if (this.deps.sendBack && this.deps.model === "CLUSTERING")
+          unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true });
         else for (const m of exhausted) this.deps.onSkipped?.(m);
         for (const m of exhausted) {
           if (unsent.includes(m)) continue;

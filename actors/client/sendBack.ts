@@ -21,15 +21,31 @@ export interface SendBackHost {
   brokerAddress(brokerName: string, brokerId?: number): string | undefined;
 }
 
+/** How a send-back counts the message's retries. */
+export interface SendBackOptions {
+  /**
+   * The messages were retried in place (orderly): their reconsumeTimes counts deliveries the
+   * stored copy knows nothing of, so it travels with the request (RocketMQ's orderly consumer
+   * writes it as RECONSUME_TIME, reference §12.3). Otherwise the broker counts from the stored copy.
+   */
+  retriedInPlace?: boolean;
+}
+
 /**
  * Sends failed messages back; resolves with those that could not be sent back (the caller
  * consumes them again locally). `delayLevel` 0 lets the broker choose (3 + reconsumeTimes).
  */
-export type SendBackFn = (msgs: readonly MessageExt[], delayLevel: number) => Promise<MessageExt[]>;
+export type SendBackFn = (msgs: readonly MessageExt[], delayLevel: number, opts?: SendBackOptions) => Promise<MessageExt[]>;
 
 /** The CONSUMER_SEND_MSG_BACK fields for one message. */
-export function sendBackRequest(msg: MessageExt, group: string, delayLevel: number, maxReconsumeTimes: number): ConsumerSendMsgBackRequest {
-  return {
+export function sendBackRequest(
+  msg: MessageExt,
+  group: string,
+  delayLevel: number,
+  maxReconsumeTimes: number,
+  opts?: SendBackOptions,
+): ConsumerSendMsgBackRequest {
+  const req: ConsumerSendMsgBackRequest = {
     group,
     offset: msg.commitLogOffset,
     delayLevel,
@@ -37,6 +53,8 @@ export function sendBackRequest(msg: MessageExt, group: string, delayLevel: numb
     originTopic: msg.topic,
     maxReconsumeTimes,
   };
+  if (opts?.retriedInPlace) req.reconsumeTimes = msg.reconsumeTimes;
+  return req;
 }
 
 /** A {@link SendBackFn} that asks the `sendback` actor of each message's broker (its master). */
@@ -46,23 +64,23 @@ export function createSendBack(
   maxReconsumeTimes: number,
   timeoutMs: number = SEND_BACK_TIMEOUT_MS,
 ): SendBackFn {
-  const one = async (m: MessageExt, delayLevel: number): Promise<boolean> => {
+  const one = async (m: MessageExt, delayLevel: number, opts: SendBackOptions | undefined): Promise<boolean> => {
     const addr = host.brokerAddress(m.brokerName, 0);
     if (!addr) return false;
     try {
       await host.node
         .ref(addr, BrokerActor.SENDBACK)
-        .ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes) }, { timeoutMs });
+        .ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes, opts) }, { timeoutMs });
       return true;
     } catch {
       return false;
     }
   };
-  return async (msgs, delayLevel) => {
+  return async (msgs, delayLevel, opts) => {
     const failed: MessageExt[] = [];
     for (let i = 0; i < msgs.length; i += SEND_BACK_PARALLELISM) {
       const part = msgs.slice(i, i + SEND_BACK_PARALLELISM);
-      const ok = await Promise.all(part.map((m) => one(m, delayLevel)));
+      const ok = await Promise.all(part.map((m) => one(m, delayLevel, opts)));
       for (let k = 0; k < part.length; k++) if (!ok[k]) failed.push(part[k]!);
     }
     return failed;

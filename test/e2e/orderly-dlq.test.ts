@@ -77,3 +77,56 @@ test("orderly: SUSPEND redelivers in place, then the message goes to the DLQ and
     await cleanup();
   }
 });
+
+test("orderly: the dead-lettered copy carries the retries the message had in place, not the stored count", async () => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-dlq-times-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgOrdDlqTimes", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const consumers: PushConsumer[] = [];
+  try {
+    await admin.createTopic({ topic: "OrdDlqTimes", readQueueNums: 1, writeQueueNums: 1 });
+    await producer.send({ topic: "OrdDlqTimes", body: "bad" });
+    const seen: number[] = [];
+    consumers.push(
+      await PushConsumer.start({
+        group: "cgOrdDlqTimes",
+        nameservers: cluster.nameservers,
+        subscriptions: { OrdDlqTimes: "*" },
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        orderly: true,
+        maxReconsumeTimes: 3,
+        suspendCurrentQueueTimeMillis: 50,
+        listener: async (msgs) => {
+          for (const m of msgs) seen.push(m.reconsumeTimes);
+          return "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+        },
+      }),
+    );
+    const dead: MessageExt[] = [];
+    consumers.push(
+      await PushConsumer.start({
+        group: "cgOrdDlqTimesReader",
+        nameservers: cluster.nameservers,
+        subscriptions: { "%DLQ%cgOrdDlqTimes": "*" },
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        listener: async (msgs) => {
+          dead.push(...msgs);
+          return "CONSUME_SUCCESS";
+        },
+      }),
+    );
+    await waitFor(() => dead.length > 0, 20_000, "the dead letter");
+    assert.deepEqual(seen, [0, 1, 2, 3]);
+    // reference §12.3: the copy is written with RECONSUME_TIME = times + 1, as a concurrent
+    // consumer's dead letter after maxReconsumeTimes retries carries maxReconsumeTimes + 1
+    assert.equal(dead[0]!.reconsumeTimes, 4);
+    assert.equal(dead[0]!.body.toString(), "bad");
+  } finally {
+    for (const c of consumers) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});

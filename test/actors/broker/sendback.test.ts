@@ -178,6 +178,29 @@ test("without a maxReconsumeTimes in the request the group's retryMaxTimes decid
   assert.equal(store.getMaxOffset("%DLQ%g3", 0), 2);
 });
 
+test("a client's reconsumeTimes (orderly, retried in place) counts when larger than the stored one; absent, the stored one does", async () => {
+  const a = await original(0);
+  const out = await processSendBack(ctx, { group: "g5", offset: a.offset, delayLevel: -1, maxReconsumeTimes: 3, reconsumeTimes: 3 });
+  assert.deepEqual(out, { topic: "%DLQ%g5", toDLQ: true, delayLevel: 0, reconsumeTimes: 4 });
+  assert.equal(readOne("%DLQ%g5", 0, 0).reconsumeTimes, 4);
+  const b = await original(5);
+  assert.equal(
+    (await processSendBack(ctx, { group: "g5", offset: b.offset, delayLevel: 0, maxReconsumeTimes: 16, reconsumeTimes: 2 })).reconsumeTimes,
+    6,
+  );
+  const c = await original(2);
+  const retried = await processSendBack(ctx, { group: "g5", offset: c.offset, delayLevel: 0, maxReconsumeTimes: 16 });
+  assert.deepEqual([retried.reconsumeTimes, retried.delayLevel], [3, 5]);
+  const d = await original(0);
+  assert.equal(
+    (await processSendBack(ctx, { group: "g5", offset: d.offset, delayLevel: 0, maxReconsumeTimes: 3, reconsumeTimes: 3 })).toDLQ,
+    true,
+  );
+  for (const bad of [-1, 1.5, "3", 2 ** 31]) {
+    await rejectsWith(processSendBack(ctx, { group: "g5", offset: d.offset, delayLevel: 0, reconsumeTimes: bad }), "INVALID_PARAMETER");
+  }
+});
+
 test("retryQueueNums 0 disables retries: success, nothing stored", async () => {
   await ctx.groups.createOrUpdate({ groupName: "g4", retryQueueNums: 0 });
   const { offset } = await original();

@@ -184,7 +184,7 @@ test("RocketMQ's deprecated COMMIT and ROLLBACK statuses commit like SUCCESS (au
 });
 
 test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and the queue moves on", async () => {
-  const sentBack: { offsets: number[]; level: number }[] = [];
+  const sentBack: { offsets: number[]; level: number; times: number[]; inPlace: boolean | undefined }[] = [];
   const delivered: number[] = [];
   const { service, pq, offsets } = setup(
     async (msgs) => {
@@ -192,8 +192,13 @@ test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and t
       return msgs[0]!.queueOffset === 20 ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
     },
     {
-      sendBack: async (msgs, level) => {
-        sentBack.push({ offsets: msgs.map((m) => m.queueOffset), level });
+      sendBack: async (msgs, level, opts) => {
+        sentBack.push({
+          offsets: msgs.map((m) => m.queueOffset),
+          level,
+          times: msgs.map((m) => m.reconsumeTimes),
+          inPlace: opts?.retriedInPlace,
+        });
         return [];
       },
     },
@@ -202,7 +207,8 @@ test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and t
   feed(service, pq, [20, 21]);
   await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
   assert.deepEqual(delivered, [20, 20, 20, 21], "first delivery plus maxReconsumeTimes retries, then the next message");
-  assert.deepEqual(sentBack, [{ offsets: [20], level: DLQ_DELAY_LEVEL }]);
+  // the local count goes with it: the stored copy, retried in place, still says 0
+  assert.deepEqual(sentBack, [{ offsets: [20], level: DLQ_DELAY_LEVEL, times: [2], inPlace: true }]);
   assert.equal(service.stats.deadLettered, 1);
   assert.deepEqual(
     offsets.updates.map(([o]) => o),
