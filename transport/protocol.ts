@@ -175,6 +175,23 @@ export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
 /** Longest producer or consumer group name. */
 export const GROUP_MAX_LENGTH = 255;
 
+/**
+ * Longest clustering consumer group: its retry topic `%RETRY%<group>` must be a valid topic name
+ * (127 characters, what the store's records hold). Broadcasting groups have no retry topic.
+ */
+export const CLUSTERING_GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - RETRY_GROUP_TOPIC_PREFIX.length;
+
+/** Refuses a clustering consumer group whose retry topic would be too long (ILLEGAL_ARGUMENT). */
+export function checkRetryTopicFits(group: string): void {
+  if (group.length <= CLUSTERING_GROUP_MAX_LENGTH) return;
+  throw new MQError(
+    "ILLEGAL_ARGUMENT",
+    `The consumer group "${group.slice(0, 20)}..." is ${group.length} characters long: the group name is too long for its retry topic ` +
+      `(${RETRY_GROUP_TOPIC_PREFIX}<group> must fit ${TOPIC_MAX_LENGTH} characters). Use a shorter name: at most ` +
+      `${CLUSTERING_GROUP_MAX_LENGTH} characters for a clustering consumer.`,
+  );
+}
+
 /** Whether `name` is a well-formed group name: 1-255 of the characters topic names use. */
 export function isGroupName(name: unknown): name is string {
   return typeof name === "string" && name.length > 0 && name.length <= GROUP_MAX_LENGTH && TOPIC_PATTERN.test(name);

@@ -13,9 +13,11 @@
 import { fromCallback, setup } from "xstate";
 import {
   CLIENT_ACTOR,
+  CLUSTERING_GROUP_MAX_LENGTH,
   type ConsumeFromWhere,
   type ConsumerData,
   type ConsumeType,
+  checkRetryTopicFits,
   type GetConsumerListRequest,
   type HeartbeatRequest,
   type MessageModel,
@@ -233,10 +235,14 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
   const data = Array.isArray(e.consumerDataSet) ? e.consumerDataSet : [];
   const notifyRef = e.origin?.ref(CLIENT_ACTOR);
   const now = Date.now();
+  // before anything registers: a clustering group's retry topic must be a valid topic name
+  for (const cd of data) if (cd?.messageModel !== "BROADCASTING" && typeof cd?.groupName === "string") checkRetryTopicFits(cd.groupName);
   for (const cd of data) {
     if (!cd || typeof cd.groupName !== "string" || cd.groupName.length === 0) continue;
     const cfg = ctx.groups.findOrAutoCreate(cd.groupName);
-    if (cfg) ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
+    // a broadcasting group too long for one does not use its retry topic
+    if (cfg && cd.groupName.length <= CLUSTERING_GROUP_MAX_LENGTH)
+      ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
     const joined = !table.group(cd.groupName)?.clients.has(e.clientID);
     if (table.register(e.clientID, cd, notifyRef, now)) {
       const members = table.group(cd.groupName)?.clients.size;

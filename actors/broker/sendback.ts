@@ -8,7 +8,15 @@
  */
 import { setup } from "xstate";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
-import { type ConsumerSendMsgBackRequest, isInt32, MessageConst, MQError, PERM_READ_WRITE, Perm } from "../../transport/protocol.ts";
+import {
+  type ConsumerSendMsgBackRequest,
+  checkRetryTopicFits,
+  isInt32,
+  MessageConst,
+  MQError,
+  PERM_READ_WRITE,
+  Perm,
+} from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, scheduleTarget } from "./delayRouting.ts";
@@ -33,7 +41,7 @@ function badRequest(message: string): MQError {
 /**
  * Handles one send-back. Resolves with where the copy went, or rejects with a coded MQError:
  * NO_PERMISSION (slave, broker or retry topic not writable), SUBSCRIPTION_GROUP_NOT_EXIST,
- * INVALID_PARAMETER (bad fields), SYSTEM_ERROR (message not found, put not PUT_OK).
+ * INVALID_PARAMETER (bad fields), ILLEGAL_ARGUMENT (group too long for its retry topic), SYSTEM_ERROR (message not found, put not PUT_OK).
  */
 export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): Promise<SendBackReply> {
   const { config, topics, groups, store } = ctx;
@@ -58,6 +66,7 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
       "CONSUMER_SEND_MSG_BACK's reconsumeTimes, when given, must be a non-negative integer (the client's count of the message's retries).",
     );
   const group = ev.group;
+  checkRetryTopicFits(group);
   const groupConfig = groups.findOrAutoCreate(group);
   if (!groupConfig) {
     throw new MQError(

@@ -6,7 +6,15 @@
  */
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import { type ConsumeFromWhere, type ConsumerData, MASTER_ID, type MessageQueue, MQError, mqKey } from "../../transport/protocol.ts";
+import {
+  type ConsumeFromWhere,
+  type ConsumerData,
+  checkRetryTopicFits,
+  MASTER_ID,
+  type MessageQueue,
+  MQError,
+  mqKey,
+} from "../../transport/protocol.ts";
 import {
   type AllocateOptions,
   type AllocateStrategyName,
@@ -138,6 +146,8 @@ export class PullConsumer {
 
   static async start(options: PullConsumerOptions): Promise<PullConsumer> {
     checkGroup(options.group);
+    // always clustering: the broker creates the group's retry topic when it heartbeats
+    checkRetryTopicFits(options.group);
     const opts = {
       autoCommit: true,
       autoCommitIntervalMs: DEFAULT_AUTO_COMMIT_INTERVAL_MS,

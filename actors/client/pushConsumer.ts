@@ -12,6 +12,7 @@ import {
   type ConsumeFromWhere,
   type ConsumerData,
   checkNotReserved,
+  checkRetryTopicFits,
   isGroupName,
   type MessageModel,
   type MessageQueue,
@@ -420,6 +421,7 @@ export class PushConsumer {
     o.maxReconsumeTimes = effectiveMaxReconsumeTimes(options.maxReconsumeTimes, o.orderly);
     if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING")
       throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
+    if (o.model === "CLUSTERING") checkRetryTopicFits(o.group);
     if (!["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"].includes(o.consumeFromWhere)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",

@@ -146,3 +146,51 @@ test("a message that always fails goes to %DLQ%<group> after maxReconsumeTimes +
     await consumer.close();
   }
 });
+
+test("the longest clustering group (120 characters: %RETRY%<group> is 127) retries through its retry topic; one more is refused at start, broadcasting is not", async () => {
+  await admin.createTopic({ topic: "RetryLongGroup", readQueueNums: 1, writeQueueNums: 1 });
+  const group = "g".repeat(120);
+  const deliveries: number[] = [];
+  const consumer = await PushConsumer.start({
+    group,
+    nameservers: cluster.nameservers,
+    subscriptions: { RetryLongGroup: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs) => {
+      for (const m of msgs) deliveries.push(m.reconsumeTimes);
+      return msgs[0]!.reconsumeTimes === 0 ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    await producer.send({ topic: "RetryLongGroup", body: "x" });
+    await waitFor(() => deliveries.length >= 2, 15_000, "the retry through %RETRY%<group>");
+    assert.deepEqual(deliveries, [0, 1]);
+    assert.equal(cluster.brokers[0]!.store.getMaxOffset(`%RETRY%${group}`, 0), 1);
+  } finally {
+    await consumer.close();
+  }
+  const tooLong = "g".repeat(121);
+  await assert.rejects(
+    PushConsumer.start({
+      group: tooLong,
+      nameservers: cluster.nameservers,
+      subscriptions: { RetryLongGroup: "*" },
+      listener: async () => "CONSUME_SUCCESS",
+    }),
+    (e: unknown) =>
+      e instanceof Error &&
+      (e as { code?: string }).code === "ILLEGAL_ARGUMENT" &&
+      /group name is too long for its retry topic/.test(e.message) &&
+      /127/.test(e.message) &&
+      /shorter/.test(e.message),
+  );
+  // broadcasting has no retry topic: every valid group name starts
+  const b = await PushConsumer.start({
+    group: "b".repeat(255),
+    model: "BROADCASTING",
+    nameservers: cluster.nameservers,
+    subscriptions: { RetryLongGroup: "*" },
+    listener: async () => "CONSUME_SUCCESS",
+  });
+  await b.close();
+});

@@ -143,6 +143,24 @@ test("broadcasting groups are not notified", async () => {
   assert.ok(!a.notes.includes("B1") && !b.notes.includes("B1"));
 });
 
+test("a clustering group too long for its retry topic is refused with ILLEGAL_ARGUMENT and not registered; broadcasting registers without one", async () => {
+  const c = await fakeClient("10.0.4.1@1");
+  const tooLong = "g".repeat(121);
+  await assert.rejects(
+    c.heartbeat(f, tooLong, { T: "*" }),
+    (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /too long for its retry topic/.test(e.message) && /127/.test(e.message),
+  );
+  await assert.rejects(members(f, tooLong), (e: unknown) => isMQError(e, "SYSTEM_ERROR"));
+  const broadcast = "b".repeat(200);
+  await c.heartbeat(f, broadcast, { T: "*" }, "BROADCASTING");
+  assert.deepEqual(await members(f, broadcast), ["10.0.4.1@1"]);
+  assert.equal(f.broker.ctx.topics.get(`%RETRY%${broadcast}`), undefined);
+  const longest = "g".repeat(120);
+  await c.heartbeat(f, longest, { T: "*" });
+  assert.deepEqual(await members(f, longest), ["10.0.4.1@1"]);
+  assert.equal(f.broker.ctx.topics.get(`%RETRY%${longest}`)?.topicName.length, 127);
+});
+
 test("a member silent past the expiry is removed by the scan and the survivors are notified", async () => {
   const s = await startFixture({ channelExpiredTimeoutMs: 300, clientScanIntervalMs: 50 });
   try {

@@ -220,6 +220,8 @@ test("bad requests answer with their codes", async () => {
   await rejectsWith(processSendBack(ctx, { group: "g1", offset: "x", delayLevel: 0 }), "INVALID_PARAMETER");
   await rejectsWith(processSendBack(ctx, { offset, delayLevel: 0 }), "INVALID_PARAMETER");
   await rejectsWith(processSendBack(ctx, { group: "g1", offset, delayLevel: 1.5 }), "INVALID_PARAMETER");
+  // %RETRY%<group> must fit a topic name (127 characters)
+  await rejectsWith(processSendBack(ctx, { group: "g".repeat(121), offset, delayLevel: 0 }), "ILLEGAL_ARGUMENT");
   for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0, "nothing stored by a rejected request");
 });
 
