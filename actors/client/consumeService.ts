@@ -37,8 +37,22 @@ export interface ConsumeConcurrentlyContext {
   messageQueue: MessageQueue;
   /** on CONSUME_SUCCESS, messages after this index count as RECONSUME_LATER @default last index */
   ackIndex: number;
-  /** reserved for the retry topic: delay level of the next delivery (0 = broker decides) */
+  /**
+   * delay level of the next delivery through the retry topic (0 = broker decides, < 0 = the
+   * dead-letter queue); an int as in RocketMQ: a fraction is truncated toward zero, NaN is 0
+   */
   delayLevelWhenNextConsume: number;
+}
+
+/**
+ * The listener's delayLevelWhenNextConsume as the Java `int` RocketMQ's field is: a fraction is
+ * truncated toward zero (1.5 -> 1, as Java's `(int)` cast does), NaN or a non-number is 0 (the
+ * broker decides), and the result stays in int range. The broker refuses a non-integer level, and
+ * a refused send-back would loop the message locally, never retried nor dead-lettered.
+ */
+export function delayLevelWhenNextConsumeOf(v: unknown): number {
+  if (typeof v !== "number" || Number.isNaN(v)) return 0;
+  return Math.max(-0x80000000, Math.min(0x7fffffff, Math.trunc(v))) || 0;
 }
 
 export type ConcurrentListener = (msgs: MessageExt[], ctx: ConsumeConcurrentlyContext) => Promise<string> | string;
@@ -260,7 +274,7 @@ export class ConsumeService {
       done = msgs.slice(0, ackIndex + 1);
       this.stats.reconsumeLater += failed.length;
       if (this.deps.sendBack && this.deps.model === "CLUSTERING" && !pq.dropped && !this.stopped) {
-        sendingBack = this.sendBackFailed(mq, pq, failed, ctx.delayLevelWhenNextConsume);
+        sendingBack = this.sendBackFailed(mq, pq, failed, delayLevelWhenNextConsumeOf(ctx.delayLevelWhenNextConsume));
       } else if (!pq.dropped && !this.stopped) {
         for (const m of failed) m.reconsumeTimes++;
         const t = setTimeout(() => {

@@ -6,11 +6,22 @@
  * its original topic again.
  */
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import { BrokerActor, type ConsumerSendMsgBackRequest, MessageConst, RETRY_GROUP_TOPIC_PREFIX } from "../../transport/protocol.ts";
+import {
+  BrokerActor,
+  type ConsumerSendMsgBackRequest,
+  isMQError,
+  MessageConst,
+  RETRY_GROUP_TOPIC_PREFIX,
+} from "../../transport/protocol.ts";
+import { lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
 
 /** How long a send-back may take before the message is retried locally instead (RocketMQ: 5 s). */
 export const SEND_BACK_TIMEOUT_MS = 5_000;
+/** A consumer logs failed send-backs of one error code at most once per this long. */
+export const SEND_BACK_FAILURE_LOG_INTERVAL_MS = 30_000;
+/** Failed send-backs, at warn (ACTORMQ_LOG_LEVEL). */
+export const sendBackLog = lazyClientLogger("client:sendback");
 /** Send-backs of one failed batch in flight at once. */
 const SEND_BACK_PARALLELISM = 16;
 
@@ -64,15 +75,38 @@ export function createSendBack(
   maxReconsumeTimes: number,
   timeoutMs: number = SEND_BACK_TIMEOUT_MS,
 ): SendBackFn {
+  // a failed send-back leaves the message to be consumed again locally, past maxReconsumeTimes if
+  // it keeps failing: say so (RocketMQ logs each one), once per error code per interval
+  const logged = new Map<string, { at: number; suppressed: number }>();
+  const failed = (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): void => {
+    const code = isMQError(e) ? e.code : addr ? "UNKNOWN" : "NO_ROUTE";
+    const now = Date.now();
+    const last = logged.get(code);
+    if (last && now - last.at < SEND_BACK_FAILURE_LOG_INTERVAL_MS) {
+      last.suppressed++;
+      return;
+    }
+    logged.set(code, { at: now, suppressed: 0 });
+    const error = e instanceof Error ? e.message : String(e);
+    sendBackLog().warn(
+      { group, topic: m.topic, msgId: m.msgId, broker: addr, delayLevel, code, error, suppressed: last?.suppressed ?? 0 },
+      `Sending message ${m.msgId} of ${m.topic} back for group ${group} failed with ${code}: ${error} ` +
+        `The consumer keeps the message and retries it locally; failures with this code are logged at most once every ${SEND_BACK_FAILURE_LOG_INTERVAL_MS / 1000} s.`,
+    );
+  };
   const one = async (m: MessageExt, delayLevel: number, opts: SendBackOptions | undefined): Promise<boolean> => {
     const addr = host.brokerAddress(m.brokerName, 0);
-    if (!addr) return false;
+    if (!addr) {
+      failed(m, delayLevel, addr, `No address for the master of broker ${m.brokerName} (not in the route).`);
+      return false;
+    }
     try {
       await host.node
         .ref(addr, BrokerActor.SENDBACK)
         .ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes, opts) }, { timeoutMs });
       return true;
-    } catch {
+    } catch (e) {
+      failed(m, delayLevel, addr, e);
       return false;
     }
   };

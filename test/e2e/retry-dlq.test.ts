@@ -194,3 +194,42 @@ test("the longest clustering group (120 characters: %RETRY%<group> is 127) retri
   });
   await b.close();
 });
+
+test("a fractional delayLevelWhenNextConsume retries through %RETRY%<group> at the truncated level and dead-letters after maxReconsumeTimes", async () => {
+  await admin.createTopic({ topic: "RetryFraction", readQueueNums: 1, writeQueueNums: 1 });
+  const group = "fraction-cg";
+  const deliveries: Delivery[] = [];
+  const consumer = await PushConsumer.start({
+    group,
+    nameservers: cluster.nameservers,
+    subscriptions: { RetryFraction: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    maxReconsumeTimes: 2,
+    reconsumeLaterDelayMs: 50,
+    listener: async (msgs, ctx) => {
+      for (const m of msgs) deliveries.push({ at: Date.now(), msg: m });
+      (ctx as { delayLevelWhenNextConsume: number }).delayLevelWhenNextConsume = 1.5;
+      return "RECONSUME_LATER";
+    },
+  });
+  try {
+    await producer.send({ topic: "RetryFraction", body: "f" });
+    const broker = cluster.brokers[0]!;
+    await waitFor(() => broker.store.getMaxOffset(`%DLQ%${group}`, 0) === 1, 15_000, "the message in the DLQ");
+    assert.deepEqual(
+      deliveries.map((d) => d.msg.reconsumeTimes),
+      [0, 1, 2],
+      "retried through the retry topic, not looped locally",
+    );
+    assert.equal(broker.store.getMaxOffset(`%RETRY%${group}`, 0), 2);
+    for (let i = 1; i < deliveries.length; i++) {
+      const gap = deliveries[i]!.at - deliveries[i - 1]!.at;
+      assert.ok(
+        gap >= LEVEL_STEP_MS && gap < 2 * LEVEL_STEP_MS,
+        `retry ${i} came after ${gap} ms: level 1 (1.5 truncated) is ${LEVEL_STEP_MS} ms`,
+      );
+    }
+  } finally {
+    await consumer.close();
+  }
+});

@@ -235,3 +235,38 @@ test("hand-over: a failed batch's send-back in flight is waited for; once sent, 
   assert.equal(pq.msgCount, 0, "1001 went to the retry topic: the release starts after it");
   assert.equal(pq.firstOffset(), undefined);
 });
+
+test("delayLevelWhenNextConsume is an int as in RocketMQ: a fraction is truncated toward zero, NaN or a non-number is 0", async () => {
+  const cases: [unknown, number][] = [
+    [1.5, 1],
+    [2.9, 2],
+    [-1.5, -1],
+    [-0.5, 0],
+    [Number.NaN, 0],
+    ["2", 0],
+    [undefined, 0],
+    [Number.POSITIVE_INFINITY, 2 ** 31 - 1],
+    [4, 4],
+  ];
+  for (const [given, expected] of cases) {
+    const levels: number[] = [];
+    const { s, pq } = service(
+      async (_m, ctx) => {
+        (ctx as { delayLevelWhenNextConsume: unknown }).delayLevelWhenNextConsume = given;
+        return "RECONSUME_LATER";
+      },
+      {
+        sendBack: async (_msgs, level) => {
+          levels.push(level);
+          return [];
+        },
+      },
+    );
+    const batch = msgs(0, 1);
+    pq.putMessages(batch);
+    s.submit(mq, pq, batch);
+    await waitFor(() => levels.length === 1, 2_000, `send-back for ${String(given)}`);
+    assert.ok(Object.is(levels[0], expected), `${String(given)} -> ${String(levels[0])}, expected ${expected}`);
+    await s.stop(10);
+  }
+});
