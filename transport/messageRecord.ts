@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { crc32 } from "node:zlib";
+import { crc32, inflateSync } from "node:zlib";
 import { bytesEqual, int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "./bigEndian.ts";
 import { MessageConst, MQError } from "./protocol.ts";
 
@@ -66,6 +66,11 @@ export const MessageSysFlag = {
   TRANSACTION_ROLLBACK: 0xc,
   BORNHOST_V6: 0x10,
   STOREHOST_V6: 0x20,
+  /** bits 8-10: how a COMPRESSED body is compressed (RocketMQ 5; 0 in 4.x, which had zlib only) */
+  COMPRESSION_TYPE_MASK: 0x700,
+  COMPRESSION_LZ4_TYPE: 0x100,
+  COMPRESSION_ZSTD_TYPE: 0x200,
+  COMPRESSION_ZLIB_TYPE: 0x300,
 } as const;
 /** The host-layout bits: records are written with IPv4 hosts, so the store owns them. */
 export const HOST_V6_FLAGS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6;
@@ -92,12 +97,17 @@ export interface MessageExt {
   tags: string | undefined;
   keys: string | undefined;
   properties: Record<string, string>;
+  /**
+   * As the producer sent it: a zlib-compressed body (sysFlag COMPRESSED) is inflated; an LZ4 or
+   * ZSTD one (compression type bits 0x100 / 0x200) is left as stored
+   */
   body: Buffer;
   bornTimestamp: number;
   bornHost: string;
   storeTimestamp: number;
   storeHost: string;
   reconsumeTimes: number;
+  /** as stored (`MessageSysFlag`): COMPRESSED stays set on a body delivered inflated, as in RocketMQ */
   sysFlag: number;
   flag: number;
   storeSize: number;
@@ -590,9 +600,11 @@ export function createUniqId(): string {
 
 /**
  * Decodes concatenated stored records (a pull body) into MessageExt objects, in one pass. Bodies are
- * slices of `buf`. Throws MQError MALFORMED on a record whose size, magic or CRC does not check out.
+ * slices of `buf`, except COMPRESSED ones, inflated unless `decompressBody` is false (the broker's
+ * own reads, which store them again as they are: RocketMQ's `deCompressBody`). Throws MQError
+ * MALFORMED on a record whose size, magic or CRC does not check out.
  */
-export function decodeRecords(buf: Buffer, brokerName: string): MessageExt[] {
+export function decodeRecords(buf: Buffer, brokerName: string, decompressBody = true): MessageExt[] {
   const out: MessageExt[] = [];
   let pos = 0;
   while (pos < buf.length) {
@@ -603,7 +615,7 @@ export function decodeRecords(buf: Buffer, brokerName: string): MessageExt[] {
         `A stored record at byte ${pos} of the pulled data fails its size or CRC check; it was not delivered. Pull again with verifyRecords (the push and pull consumers do): the broker then checks every record it serves and skips a damaged one.`,
       );
     }
-    out.push(decodeCheckedRecord(buf, pos, total, brokerName));
+    out.push(decodeCheckedRecord(buf, pos, total, brokerName, decompressBody));
     pos += total;
   }
   return out;
@@ -664,8 +676,24 @@ const topicText = new TopicTextCache();
 const bornHostText = new HostTextCache();
 const storeHosts = new StoreHostCache();
 
-/** Decodes one record already checked with {@link checkRecord}. */
-export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string): MessageExt {
+/**
+ * The body a COMPRESSED record delivers: zlib (compression type 0 from RocketMQ 4.x, or ZLIB)
+ * inflated. LZ4 and ZSTD bodies, which Node cannot inflate, are delivered as stored (the type bits
+ * of the delivered sysFlag say so). A body that fails to inflate is delivered as stored too: losing
+ * the message, or stopping the consumer's queue on it, would be worse than handing over its bytes.
+ */
+export function decompressedBody(stored: Buffer, sysFlag: number): Buffer {
+  const type = sysFlag & MessageSysFlag.COMPRESSION_TYPE_MASK;
+  if (type !== 0 && type !== MessageSysFlag.COMPRESSION_ZLIB_TYPE) return stored;
+  try {
+    return inflateSync(stored);
+  } catch {
+    return stored;
+  }
+}
+
+/** Decodes one record already checked with {@link checkRecord}; `decompressBody` as in {@link decodeRecords}. */
+export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string, decompressBody = true): MessageExt {
   const bodyLen = int32BE(buf, pos + RecordOffset.BODY_LENGTH);
   const bodyStart = pos + RecordOffset.BODY;
   const topicLenPos = bodyStart + bodyLen;
@@ -677,6 +705,8 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
   const commitLogOffset = int64BE(buf, pos + RecordOffset.PHYSICAL_OFFSET);
   const storeHost = storeHosts.read(buf, pos + RecordOffset.STORE_HOST);
   const offsetId = storeHosts.idFor(commitLogOffset);
+  const sysFlag = int32BE(buf, pos + RecordOffset.SYS_FLAG);
+  const body = buf.subarray(bodyStart, bodyStart + bodyLen);
   return {
     topic,
     brokerName,
@@ -688,13 +718,13 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
     tags: properties[MessageConst.TAGS],
     keys: properties[MessageConst.KEYS],
     properties,
-    body: buf.subarray(bodyStart, bodyStart + bodyLen),
+    body: decompressBody && (sysFlag & MessageSysFlag.COMPRESSED) !== 0 ? decompressedBody(body, sysFlag) : body,
     bornTimestamp: int64BE(buf, pos + RecordOffset.BORN_TIMESTAMP),
     bornHost: bornHostText.read(buf, pos + RecordOffset.BORN_HOST),
     storeTimestamp: int64BE(buf, pos + RecordOffset.STORE_TIMESTAMP),
     storeHost,
     reconsumeTimes: int32BE(buf, pos + RecordOffset.RECONSUME_TIMES),
-    sysFlag: int32BE(buf, pos + RecordOffset.SYS_FLAG),
+    sysFlag,
     flag: int32BE(buf, pos + RecordOffset.FLAG),
     storeSize: total,
     preparedTransactionOffset: int64BE(buf, pos + RecordOffset.PREPARED_TRANSACTION_OFFSET),

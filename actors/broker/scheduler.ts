@@ -250,7 +250,8 @@ export class DelayDeliveryService {
       for (const buf of res.buffers) {
         let m: MessageExt;
         try {
-          m = decodeRecords(buf, brokerName)[0]!;
+          // the body as stored: it is put again with its sysFlag, so a compressed one stays marked
+          m = decodeRecords(buf, brokerName, false)[0]!;
         } catch {
           continue; // the store checked it; a record that still fails to decode is skipped, not delivered
         }

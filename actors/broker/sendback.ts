@@ -90,7 +90,8 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
       "SYSTEM_ERROR",
       `No message at commit-log offset ${offset} on broker ${config.brokerName}: it expired or the offset is wrong; the consumer retries it locally.`,
     );
-  const msg = decodeRecords(rec, config.brokerName)[0]!;
+  // the copy keeps the stored body and sysFlag: a compressed body stays compressed and marked
+  const msg = decodeRecords(rec, config.brokerName, false)[0]!;
 
   const properties: Record<string, string> = { ...msg.properties };
   if (!properties[MessageConst.RETRY_TOPIC]) properties[MessageConst.RETRY_TOPIC] = msg.topic;

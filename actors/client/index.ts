@@ -13,6 +13,11 @@ export { LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
 export type { Message, PreparedBatch, PreparedMessage } from "./messageBuilder.ts";
 export { prepareBatch, prepareMessage } from "./messageBuilder.ts";
 export type { MessageQueueSelector, ProducerOptions, SendOptions, SendResult } from "./producer.ts";
-export { DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED, DEFAULT_SEND_TIMEOUT_MS, Producer } from "./producer.ts";
+export {
+  DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH,
+  DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED,
+  DEFAULT_SEND_TIMEOUT_MS,
+  Producer,
+} from "./producer.ts";
 export type { TopicPublishInfo } from "./routeCache.ts";
 export { publishQueuesOf, RouteCache, routeFromDefaultTopic, subscribeQueuesOf } from "./routeCache.ts";

@@ -1,13 +1,16 @@
 /**
  * From a user's message to what travels: validation (RocketMQ's `Validators.checkMessage`),
- * system properties (TAGS, KEYS, DELAY, UNIQ_KEY) and the batch body of `sendBatch`.
+ * system properties (TAGS, KEYS, DELAY, UNIQ_KEY), body compression and the batch body of
+ * `sendBatch`.
  */
+import { deflateSync } from "node:zlib";
 import {
   type BatchMessage,
   CRC_PROPERTY,
   createUniqId,
   encodeMessageBatch,
   encodeProperty,
+  MessageSysFlag,
   NAME_VALUE_SEPARATOR,
   PROPERTY_SEPARATOR,
 } from "../../transport/messageRecord.ts";
@@ -180,6 +183,22 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
     throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${String(flag)}.`);
   const uniqKey = createUniqId();
   return { topic: msg.topic, body, flag, properties: buildProperties(msg, uniqKey), uniqKey };
+}
+
+/** zlib level of compressed bodies (RocketMQ's default `rocketmq.message.compressLevel`). */
+export const COMPRESS_LEVEL = 5;
+/** The sysFlag bits of a body {@link compressBody} compressed: COMPRESSED, compression type ZLIB (RocketMQ 5). */
+export const ZLIB_COMPRESSED_SYS_FLAG = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB_TYPE;
+
+/**
+ * The zlib-compressed body of a single message of at least `overHowmuch` bytes (RocketMQ's
+ * `tryToCompressMessage`), or null when the body is shorter or deflate does not make it smaller
+ * (then it travels as it is). Batches are never compressed, as in RocketMQ.
+ */
+export function compressBody(body: Buffer, overHowmuch: number): Buffer | null {
+  if (body.length < overHowmuch) return null;
+  const compressed = deflateSync(body, { level: COMPRESS_LEVEL });
+  return compressed.length < body.length ? compressed : null;
 }
 
 /** A validated batch: one topic, one encoded body. */

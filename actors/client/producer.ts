@@ -18,11 +18,13 @@ import {
 } from "../../transport/protocol.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { DEFAULT_LATENCY_MAX, DEFAULT_NOT_AVAILABLE_DURATION, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
-import { type Message, prepareBatch, prepareMessage } from "./messageBuilder.ts";
+import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
 import type { TopicPublishInfo } from "./routeCache.ts";
 
 export const DEFAULT_SEND_TIMEOUT_MS = 3000;
 export const DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED = 2;
+/** RocketMQ's `compressMsgBodyOverHowmuch`: single-message bodies of 4 KiB or more are sent compressed. */
+export const DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH = 4096;
 /**
  * Share of the remaining send budget one attempt may use while retries remain, so that a broker
  * that died without closing its connection (kill -9, network loss) still leaves time to retry on
@@ -40,8 +42,14 @@ export interface ProducerOptions extends ClientInstanceOptions {
   sendTimeoutMs?: number;
   /** extra attempts on another broker after a failed send (not for selector or oneway sends). @default 2 */
   retryTimesWhenSendFailed?: number;
-  /** largest body (or batch) accepted. @default 4 MiB */
+  /** largest body (or batch) accepted, before compression. @default 4 MiB */
   maxMessageBytes?: number;
+  /**
+   * bodies of single messages (not batches) of at least this many bytes are sent zlib-compressed
+   * (level 5, sysFlag COMPRESSED | ZLIB), unless that does not make them smaller; consumers get
+   * them inflated. 0 compresses every body. @default 4096
+   */
+  compressMsgBodyOverHowmuch?: number;
   /**
    * avoid brokers that failed or answered slowly recently (a MESSAGE_ILLEGAL answer is the message's
    * fault and does not count). RocketMQ's default is false; ours is true so that once a broker fails,
@@ -115,6 +123,8 @@ interface Outgoing {
   topic: string;
   body: Buffer;
   flag: number;
+  /** COMPRESSED | ZLIB when `body` is compressed, else 0 */
+  sysFlag: number;
   properties?: string;
   msgId: string;
   /** what the selector sees */
@@ -127,6 +137,7 @@ export class Producer {
   private readonly sendTimeoutMs: number;
   private readonly retryTimes: number;
   private readonly maxMessageBytes: number;
+  private readonly compressOver: number;
   private closed = false;
   private readonly removeHeartbeat: () => void;
 
@@ -140,6 +151,7 @@ export class Producer {
     this.sendTimeoutMs = opts.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
     this.retryTimes = opts.retryTimesWhenSendFailed ?? DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED;
     this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.compressOver = opts.compressMsgBodyOverHowmuch ?? DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH;
     this.removeHeartbeat = instance.addHeartbeatSource(() => ({ producerGroups: [group] }));
   }
 
@@ -157,10 +169,11 @@ export class Producer {
         "ILLEGAL_ARGUMENT",
         `The producer group may not be ${DEFAULT_PRODUCER_GROUP} (RocketMQ's reserved default): name your group.`,
       );
-    for (const k of ["sendTimeoutMs", "retryTimesWhenSendFailed", "maxMessageBytes"] as const) {
+    for (const k of ["sendTimeoutMs", "retryTimesWhenSendFailed", "maxMessageBytes", "compressMsgBodyOverHowmuch"] as const) {
       const v = opts[k];
-      if (v !== undefined && (!Number.isInteger(v) || v < (k === "retryTimesWhenSendFailed" ? 0 : 1))) {
-        throw new MQError("ILLEGAL_ARGUMENT", `${k} must be a ${k === "retryTimesWhenSendFailed" ? "non-negative" : "positive"} integer.`);
+      const nonNegative = k === "retryTimesWhenSendFailed" || k === "compressMsgBodyOverHowmuch";
+      if (v !== undefined && (!Number.isInteger(v) || v < (nonNegative ? 0 : 1))) {
+        throw new MQError("ILLEGAL_ARGUMENT", `${k} must be a ${nonNegative ? "non-negative" : "positive"} integer.`);
       }
     }
     checkFaultTables(opts.latencyMax, opts.notAvailableDuration);
@@ -182,28 +195,29 @@ export class Producer {
   /** Sends one message and waits for the broker's answer. */
   async send(msg: Message, opts: SendOptions = {}): Promise<SendResult> {
     this.checkOpen();
-    const p = prepareMessage(msg, this.maxMessageBytes);
-    const out: Outgoing = {
-      type: "SEND_MESSAGE",
-      topic: p.topic,
-      body: p.body,
-      flag: p.flag,
-      properties: p.properties,
-      msgId: p.uniqKey,
-      original: msg,
-    };
-    return (await this.sendImpl(out, opts, false))!;
+    return (await this.sendImpl(this.single(msg), opts, false))!;
   }
 
   /** Sends one message without waiting for an answer (no retries); resolves once it is handed to the transport. */
   async sendOneway(msg: Message, opts: SendOptions = {}): Promise<void> {
     this.checkOpen();
+    await this.sendImpl(this.single(msg), opts, true);
+  }
+
+  /** A validated single message, its body compressed when it is at least compressMsgBodyOverHowmuch bytes. */
+  private single(msg: Message): Outgoing {
     const p = prepareMessage(msg, this.maxMessageBytes);
-    await this.sendImpl(
-      { type: "SEND_MESSAGE", topic: p.topic, body: p.body, flag: p.flag, properties: p.properties, msgId: p.uniqKey, original: msg },
-      opts,
-      true,
-    );
+    const compressed = compressBody(p.body, this.compressOver);
+    return {
+      type: "SEND_MESSAGE",
+      topic: p.topic,
+      body: compressed ?? p.body,
+      flag: p.flag,
+      sysFlag: compressed ? ZLIB_COMPRESSED_SYS_FLAG : 0,
+      properties: p.properties,
+      msgId: p.uniqKey,
+      original: msg,
+    };
   }
 
   /** Sends messages of one topic as one request to one queue; one SendResult for all. */
@@ -215,6 +229,7 @@ export class Producer {
       topic: b.topic,
       body: b.body,
       flag: 0,
+      sysFlag: 0,
       msgId: b.uniqKeys.join(","),
       original: msgs,
     };
@@ -283,7 +298,7 @@ export class Producer {
         producerGroup: this.group,
         topic: out.topic,
         queueId: mq.queueId,
-        sysFlag: 0,
+        sysFlag: out.sysFlag,
         bornTimestamp: Date.now(),
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };

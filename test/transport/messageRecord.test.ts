@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { deflateSync } from "node:zlib";
 import {
   CRC_RESERVED_BYTES,
   checkRecord,
@@ -192,4 +193,34 @@ test("crc32Combine and writeRecordCrcWithBody give the CRC of the whole; OffsetM
     assert.equal(w.joinedIds(offs, n), offs.map((o) => offsetMsgId("127.0.0.1:10911", undefined, o)).join(","), `${n} ids`);
   }
   assert.equal(w.joinedIds([5, 6, 7], 2), [5, 6].map((o) => offsetMsgId("127.0.0.1:10911", undefined, o)).join(","));
+});
+
+test("a COMPRESSED (0x1) record decodes to its inflated body for zlib (type 0 of RocketMQ 4.x, 0x300 of 5.x), keeping its sysFlag; LZ4, ZSTD and undecodable bodies stay as stored", () => {
+  const text = "compressed body ".repeat(64);
+  const zipped = deflateSync(Buffer.from(text));
+  const rec = (sysFlag: number, body: Buffer) => encodeRecord({ ...base, body, sysFlag });
+  for (const sysFlag of [0x1, 0x301]) {
+    const [m] = decodeRecords(rec(sysFlag, zipped), "b");
+    assert.equal(m!.body.toString(), text, `sysFlag ${sysFlag}`);
+    assert.equal(m!.sysFlag, sysFlag, "the stored flag is kept (RocketMQ's decoder keeps it)");
+    // the broker's own reads keep the stored bytes: it re-stores them with their flag
+    assert.deepEqual(decodeRecords(rec(sysFlag, zipped), "b", false)[0]!.body, zipped);
+  }
+  // Node cannot inflate LZ4 or ZSTD: the stored bytes and the flag tell the application
+  for (const sysFlag of [0x101, 0x201]) {
+    const [m] = decodeRecords(rec(sysFlag, zipped), "b");
+    assert.deepEqual(m!.body, zipped);
+    assert.equal(m!.sysFlag, sysFlag);
+  }
+  // a body that is not zlib is delivered as stored, with the other records of the pull
+  const all = decodeRecords(Buffer.concat([rec(0x1, Buffer.from("not zlib")), rec(0, Buffer.from("plain"))]), "b");
+  assert.deepEqual(
+    all.map((m) => [m.body.toString(), m.sysFlag]),
+    [
+      ["not zlib", 0x1],
+      ["plain", 0],
+    ],
+  );
+  // without the flag nothing is inflated, zlib-looking or not
+  assert.deepEqual(decodeRecords(rec(0x300, zipped), "b")[0]!.body, zipped);
 });
