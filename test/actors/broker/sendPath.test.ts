@@ -413,7 +413,7 @@ test("a message the broker refuses (MESSAGE_ILLEGAL) does not make the producer 
     await admin.createTopic({ topic: "Refused", brokers: ["a", "roomy"], readQueueNums: 2, writeQueueNums: 2 });
     let refused = 0;
     for (let i = 0; i < 4; i++) {
-      await p.send({ topic: "Refused", body: Buffer.alloc(100 * 1024, 1) }).then(
+      await p.send({ topic: "Refused", body: randomBytes(100 * 1024) }).then(
         (r) => assert.equal(r.queue.brokerName, "roomy"),
         (e) => {
           assert.ok(isMQError(e, "MESSAGE_ILLEGAL"), String(e));
