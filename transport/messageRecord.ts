@@ -676,17 +676,22 @@ const topicText = new TopicTextCache();
 const bornHostText = new HostTextCache();
 const storeHosts = new StoreHostCache();
 
+/** Largest body a COMPRESSED record is inflated to (16 times the default 4 MiB message limit); a larger one is delivered as stored. */
+export const MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024;
+
 /**
  * The body a COMPRESSED record delivers: zlib (compression type 0 from RocketMQ 4.x, or ZLIB)
  * inflated. LZ4 and ZSTD bodies, which Node cannot inflate, are delivered as stored (the type bits
- * of the delivered sysFlag say so). A body that fails to inflate is delivered as stored too: losing
+ * of the delivered sysFlag say so). A body that fails to inflate, or would inflate past
+ * {@link MAX_INFLATED_BODY_BYTES}, is delivered as stored too: losing
  * the message, or stopping the consumer's queue on it, would be worse than handing over its bytes.
  */
 export function decompressedBody(stored: Buffer, sysFlag: number): Buffer {
   const type = sysFlag & MessageSysFlag.COMPRESSION_TYPE_MASK;
   if (type !== 0 && type !== MessageSysFlag.COMPRESSION_ZLIB_TYPE) return stored;
   try {
-    return inflateSync(stored);
+    // bounded: a few KiB of deflate can claim gigabytes, and a consumer must not run out of memory on one record
+    return inflateSync(stored, { maxOutputLength: MAX_INFLATED_BODY_BYTES });
   } catch {
     return stored;
   }

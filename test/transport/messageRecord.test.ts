@@ -12,6 +12,7 @@ import {
   encodeRecord,
   forEachBatchMessage,
   javaHashCode,
+  MAX_INFLATED_BODY_BYTES,
   MIN_RECORD_BYTES,
   offsetMsgId,
   parseOffsetMsgId,
@@ -223,4 +224,8 @@ test("a COMPRESSED (0x1) record decodes to its inflated body for zlib (type 0 of
   );
   // without the flag nothing is inflated, zlib-looking or not
   assert.deepEqual(decodeRecords(rec(0x300, zipped), "b")[0]!.body, zipped);
+  // a small body that would inflate past the bound (a "zip bomb") is delivered as stored
+  const bomb = deflateSync(Buffer.alloc(MAX_INFLATED_BODY_BYTES + 1));
+  assert.ok(bomb.length < 256 * 1024);
+  assert.deepEqual(decodeRecords(rec(0x1, bomb), "b")[0]!.body, bomb);
 });
