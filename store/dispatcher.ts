@@ -91,6 +91,8 @@ export class Dispatcher {
   private cqBuf = Buffer.allocUnsafe(CQ_ENTRY_BYTES * 1024);
   /** store time of the last record dispatched (the checkpoint's logics/index timestamp) */
   lastStoreTimestamp = 0;
+  /** commit-log offset past the last record whose index entries were added (after a failed dispatch: how far indexing got) */
+  indexedEnd = 0;
   private listeners: Array<(a: ArrivalNotice) => void> = [];
 
   constructor(
@@ -117,9 +119,11 @@ export class Dispatcher {
   /**
    * Dispatches the whole records in `buf[start, end)`, the first of which sits at commit-log
    * offset `basePhy`. Stops at a BLANK marker. `notify` false during recovery; `toQueues` false
-   * writes index entries only (recovery rebuilding a lost index under kept consume queues).
+   * writes index entries only (recovery rebuilding a lost index under kept consume queues); records
+   * below `indexFrom` get no index entries (a dispatch again after a failed one: they have theirs).
    */
-  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true, toQueues = true): void {
+  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true, toQueues = true, indexFrom = 0): void {
+    this.indexedEnd = basePhy;
     let p = start;
     let runTopicPos = -1;
     let runTopicLen = 0;
@@ -190,6 +194,7 @@ export class Dispatcher {
 
       let tagsCode = 0;
       let delayLevel = 0;
+      const indexed = phy >= indexFrom;
       let i = propsStart;
       while (i < propsEnd) {
         const sep = buf.indexOf(1, i);
@@ -200,8 +205,8 @@ export class Dispatcher {
         if (name === Prop.TAGS) {
           tagsCode = javaHashContinue(0, buf, sep + 1, ve);
         } else if (name === Prop.UNIQ) {
-          this.index.add(javaHashContinue(topicHash, buf, sep + 1, ve), phy, storeTs);
-        } else if (name === Prop.KEYS) {
+          if (indexed) this.index.add(javaHashContinue(topicHash, buf, sep + 1, ve), phy, storeTs);
+        } else if (name === Prop.KEYS && indexed) {
           let ks = sep + 1;
           for (let k = sep + 1; k <= ve; k++) {
             if (k === ve || buf[k] === 32) {
@@ -234,6 +239,7 @@ export class Dispatcher {
       putInt64BE(this.cqBuf, e + 12, tagsCode);
       runCount++;
       p += total;
+      this.indexedEnd = phy + total;
       if (storeTs > this.lastStoreTimestamp) this.lastStoreTimestamp = storeTs;
     }
     flushRun();

@@ -25,6 +25,20 @@ const batch = (topic: string, queueId: number, msgs: Array<{ body: string; props
 });
 const isCode = (code: string) => (e: unknown) => e instanceof MQError && e.code === code;
 
+/** Makes every segment write to a file whose path holds `/<dirName>/` fail with ENOSPC (a full disk under it) until the returned function is called. */
+function failWritesUnder(dirName: string): () => void {
+  const real = segmentIo.writeSync;
+  const part = `${path.sep}${dirName}${path.sep}`;
+  segmentIo.writeSync = (fd, buf, off, len, pos) => {
+    if (fs.readlinkSync(`/proc/self/fd/${fd}`).includes(part))
+      throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+    return real(fd, buf, off, len, pos);
+  };
+  return () => {
+    segmentIo.writeSync = real;
+  };
+}
+
 test("round trip across commit-log and consume-queue roll-over, before and after reopen", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
@@ -231,21 +245,13 @@ test("a consume-queue write that fails leaves no queue offset to reuse: the reco
     decodeRecords(Buffer.concat(st.getMessage("g", "Q", 0, from, 32).buffers), "b").map((m) => `${m.queueOffset}:${m.body}`);
   await s.putMessages(batch("Q", 0, [{ body: "a" }]));
   // the commit-log write succeeds, every consume-queue write fails (a full disk under the queue files)
-  const real = segmentIo.writeSync;
-  let failing = true;
-  segmentIo.writeSync = (fd, buf, off, len, pos) => {
-    if (failing && fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}consumequeue${path.sep}`))
-      throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
-    return real(fd, buf, off, len, pos);
-  };
-  t.after(() => {
-    segmentIo.writeSync = real;
-  });
+  const restore = failWritesUnder("consumequeue");
+  t.after(restore);
   await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "b1" }, { body: "b2" }])), isCode("DISK_FULL"));
   // while the queue files still cannot be written, later puts are refused, not stored under reused offsets
   await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "refused" }])), isCode("DISK_FULL"));
   assert.equal(s.getMaxOffset("Q", 0), 1);
-  failing = false;
+  restore();
   const r = await s.putMessages(batch("Q", 0, [{ body: "c" }]));
   assert.equal(r.firstQueueOffset, 3, "c follows b1 and b2, which are in the log");
   assert.deepEqual(bodies(s, 0), ["0:a", "1:b1", "2:b2", "3:c"]);
@@ -257,23 +263,14 @@ test("a consume-queue write that fails leaves no queue offset to reuse: the reco
 test("records left unindexed by a failed consume-queue write are indexed by the periodic flush, and a clean restart without it indexes them", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
-  const real = segmentIo.writeSync;
-  t.after(() => {
-    segmentIo.writeSync = real;
-  });
   for (const interval of [20, 0]) {
     const sub = path.join(dir, String(interval));
     let s = await MessageStore.open(small(sub, { checkpointIntervalMs: interval }));
     await s.putMessages(batch("Q", 0, [{ body: "a" }]));
-    let failing = true;
-    segmentIo.writeSync = (fd, buf, off, len, pos) => {
-      if (failing && fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}consumequeue${path.sep}`))
-        throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
-      return real(fd, buf, off, len, pos);
-    };
+    const restore = failWritesUnder("consumequeue");
+    t.after(restore);
     await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "b" }])), isCode("DISK_FULL"));
-    failing = false;
-    segmentIo.writeSync = real;
+    restore();
     if (interval > 0) {
       await waitFor(() => s.getMaxOffset("Q", 0) === 2, 5000, "the periodic flush to index b");
     } else {
@@ -294,25 +291,36 @@ test("a replica whose consume-queue write fails indexes those records before it 
   t.after(() => master.close());
   const slave = await MessageStore.open(small(path.join(dir, "s"), { checkpointIntervalMs: 0 }));
   t.after(() => slave.close());
-  const real = segmentIo.writeSync;
-  t.after(() => {
-    segmentIo.writeSync = real;
-  });
   const copy = () => slave.appendReplica(master.readCommitLog(slave.maxPhyOffset, 1 << 20));
   await master.putMessages(batch("Q", 0, [{ body: "a" }]));
   await copy();
   await master.putMessages(batch("Q", 0, [{ body: "b" }]));
-  segmentIo.writeSync = (fd, buf, off, len, pos) => {
-    if (fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}s${path.sep}consumequeue${path.sep}`))
-      throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
-    return real(fd, buf, off, len, pos);
-  };
+  // only the slave writes while this holds (the master is only read)
+  const restore = failWritesUnder("consumequeue");
+  t.after(restore);
   await assert.rejects(copy(), isCode("DISK_FULL"));
-  segmentIo.writeSync = real;
+  restore();
   await master.putMessages(batch("Q", 0, [{ body: "c" }]));
   await copy();
   const got = decodeRecords(Buffer.concat(slave.getMessage("g", "Q", 0, 0, 32).buffers), "b").map((m) => `${m.queueOffset}:${m.body}`);
   assert.deepEqual(got, ["0:a", "1:b", "2:c"]);
+});
+
+test("puts refused while consume-queue writes fail do not add index entries again: older messages with the key stay found", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+  t.after(() => s.close());
+  await s.putMessages(batch("Q", 0, [{ body: "old", props: { KEYS: "K" } }]));
+  const restore = failWritesUnder("consumequeue");
+  t.after(restore);
+  await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "new", props: { KEYS: "K" } }])), isCode("DISK_FULL"));
+  // every refused put tries to dispatch "new" again first
+  for (let i = 0; i < 200; i++) await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "refused" }])), isCode("DISK_FULL"));
+  restore();
+  await s.putMessages(batch("Q", 0, [{ body: "after" }]));
+  const found = s.queryMessageByKey("Q", "K", 32).flatMap((b) => decodeRecords(b, "b").map((m) => m.body.toString()));
+  assert.deepEqual(found.sort(), ["new", "old"]);
 });
 
 test("a second store on the same directory is refused with STORE_LOCKED", async (t) => {
