@@ -98,8 +98,9 @@ export interface MessageExt {
   keys: string | undefined;
   properties: Record<string, string>;
   /**
-   * As the producer sent it: a zlib-compressed body (sysFlag COMPRESSED) is inflated; an LZ4 or
-   * ZSTD one (compression type bits 0x100 / 0x200) is left as stored
+   * As the application gave it to its producer: a zlib-compressed body is inflated. One still
+   * compressed (LZ4 or ZSTD from other clients, or one that could not be inflated) keeps COMPRESSED
+   * in `sysFlag`.
    */
   body: Buffer;
   bornTimestamp: number;
@@ -107,7 +108,11 @@ export interface MessageExt {
   storeTimestamp: number;
   storeHost: string;
   reconsumeTimes: number;
-  /** as stored (`MessageSysFlag`): COMPRESSED stays set on a body delivered inflated, as in RocketMQ */
+  /**
+   * as stored (`MessageSysFlag`), except that an inflated body's COMPRESSED and compression-type
+   * bits are cleared: COMPRESSED means the delivered body is still compressed (RocketMQ's decoder
+   * keeps the stored flag on an inflated body)
+   */
   sysFlag: number;
   flag: number;
   storeSize: number;
@@ -601,11 +606,13 @@ export function createUniqId(): string {
 /**
  * Decodes concatenated stored records (a pull body) into MessageExt objects, in one pass. Bodies are
  * slices of `buf`, except COMPRESSED ones, inflated unless `decompressBody` is false (the broker's
- * own reads, which store them again as they are: RocketMQ's `deCompressBody`). Throws MQError
+ * own reads, which store them again as they are: RocketMQ's `deCompressBody`), within
+ * {@link MAX_INFLATED_PULL_BYTES} for the whole call. Throws MQError
  * MALFORMED on a record whose size, magic or CRC does not check out.
  */
 export function decodeRecords(buf: Buffer, brokerName: string, decompressBody = true): MessageExt[] {
   const out: MessageExt[] = [];
+  inflateBudget = MAX_INFLATED_PULL_BYTES;
   let pos = 0;
   while (pos < buf.length) {
     const total = checkRecord(buf, pos, buf.length - pos);
@@ -678,22 +685,28 @@ const storeHosts = new StoreHostCache();
 
 /** Largest body a COMPRESSED record is inflated to (16 times the default 4 MiB message limit); a larger one is delivered as stored. */
 export const MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024;
+/** Most bytes the compressed records of one pull body may inflate to together; past it they are delivered as stored. */
+export const MAX_INFLATED_PULL_BYTES = 256 * 1024 * 1024;
+
+/** What one {@link decodeRecords} call may still inflate (decoding is synchronous: one call at a time). */
+let inflateBudget = MAX_INFLATED_PULL_BYTES;
 
 /**
- * The body a COMPRESSED record delivers: zlib (compression type 0 from RocketMQ 4.x, or ZLIB)
- * inflated. LZ4 and ZSTD bodies, which Node cannot inflate, are delivered as stored (the type bits
- * of the delivered sysFlag say so). A body that fails to inflate, or would inflate past
- * {@link MAX_INFLATED_BODY_BYTES}, is delivered as stored too: losing
- * the message, or stopping the consumer's queue on it, would be worse than handing over its bytes.
+ * The inflated body of a COMPRESSED record: zlib (compression type 0 from RocketMQ 4.x, or ZLIB);
+ * null when it stays as stored — LZ4 and ZSTD, which Node cannot inflate, a body that fails to
+ * inflate, or one that would inflate past {@link MAX_INFLATED_BODY_BYTES} or the pull's budget
+ * (a few KiB of deflate can claim gigabytes). Handing over the stored bytes, flagged, is better than
+ * losing the message or stopping the consumer's queue on it.
  */
-export function decompressedBody(stored: Buffer, sysFlag: number): Buffer {
+export function inflatedBody(stored: Buffer, sysFlag: number): Buffer | null {
   const type = sysFlag & MessageSysFlag.COMPRESSION_TYPE_MASK;
-  if (type !== 0 && type !== MessageSysFlag.COMPRESSION_ZLIB_TYPE) return stored;
+  if (type !== 0 && type !== MessageSysFlag.COMPRESSION_ZLIB_TYPE) return null;
   try {
-    // bounded: a few KiB of deflate can claim gigabytes, and a consumer must not run out of memory on one record
-    return inflateSync(stored, { maxOutputLength: MAX_INFLATED_BODY_BYTES });
+    const body = inflateSync(stored, { maxOutputLength: Math.max(1, Math.min(MAX_INFLATED_BODY_BYTES, inflateBudget)) });
+    inflateBudget -= body.length;
+    return body;
   } catch {
-    return stored;
+    return null;
   }
 }
 
@@ -710,8 +723,16 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
   const commitLogOffset = int64BE(buf, pos + RecordOffset.PHYSICAL_OFFSET);
   const storeHost = storeHosts.read(buf, pos + RecordOffset.STORE_HOST);
   const offsetId = storeHosts.idFor(commitLogOffset);
-  const sysFlag = int32BE(buf, pos + RecordOffset.SYS_FLAG);
-  const body = buf.subarray(bodyStart, bodyStart + bodyLen);
+  let sysFlag = int32BE(buf, pos + RecordOffset.SYS_FLAG);
+  let body = buf.subarray(bodyStart, bodyStart + bodyLen);
+  if (decompressBody && (sysFlag & MessageSysFlag.COMPRESSED) !== 0) {
+    const inflated = inflatedBody(body, sysFlag);
+    // the delivered flag describes the delivered body: COMPRESSED stays only on bytes still compressed
+    if (inflated) {
+      body = inflated;
+      sysFlag &= ~(MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_TYPE_MASK);
+    }
+  }
   return {
     topic,
     brokerName,
@@ -723,7 +744,7 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
     tags: properties[MessageConst.TAGS],
     keys: properties[MessageConst.KEYS],
     properties,
-    body: decompressBody && (sysFlag & MessageSysFlag.COMPRESSED) !== 0 ? decompressedBody(body, sysFlag) : body,
+    body,
     bornTimestamp: int64BE(buf, pos + RecordOffset.BORN_TIMESTAMP),
     bornHost: bornHostText.read(buf, pos + RecordOffset.BORN_HOST),
     storeTimestamp: int64BE(buf, pos + RecordOffset.STORE_TIMESTAMP),

@@ -13,6 +13,7 @@ import {
   forEachBatchMessage,
   javaHashCode,
   MAX_INFLATED_BODY_BYTES,
+  MAX_INFLATED_PULL_BYTES,
   MIN_RECORD_BYTES,
   offsetMsgId,
   parseOffsetMsgId,
@@ -196,14 +197,14 @@ test("crc32Combine and writeRecordCrcWithBody give the CRC of the whole; OffsetM
   assert.equal(w.joinedIds([5, 6, 7], 2), [5, 6].map((o) => offsetMsgId("127.0.0.1:10911", undefined, o)).join(","));
 });
 
-test("a COMPRESSED (0x1) record decodes to its inflated body for zlib (type 0 of RocketMQ 4.x, 0x300 of 5.x), keeping its sysFlag; LZ4, ZSTD and undecodable bodies stay as stored", () => {
+test("a COMPRESSED (0x1) record decodes to its inflated body for zlib (type 0 of RocketMQ 4.x, 0x300 of 5.x), its delivered sysFlag no longer COMPRESSED; LZ4, ZSTD, undecodable and oversized bodies stay as stored, flagged", () => {
   const text = "compressed body ".repeat(64);
   const zipped = deflateSync(Buffer.from(text));
   const rec = (sysFlag: number, body: Buffer) => encodeRecord({ ...base, body, sysFlag });
   for (const sysFlag of [0x1, 0x301]) {
     const [m] = decodeRecords(rec(sysFlag, zipped), "b");
     assert.equal(m!.body.toString(), text, `sysFlag ${sysFlag}`);
-    assert.equal(m!.sysFlag, sysFlag, "the stored flag is kept (RocketMQ's decoder keeps it)");
+    assert.equal(m!.sysFlag, 0, "the delivered flag describes the delivered body: no longer compressed");
     // the broker's own reads keep the stored bytes: it re-stores them with their flag
     assert.deepEqual(decodeRecords(rec(sysFlag, zipped), "b", false)[0]!.body, zipped);
   }
@@ -224,8 +225,20 @@ test("a COMPRESSED (0x1) record decodes to its inflated body for zlib (type 0 of
   );
   // without the flag nothing is inflated, zlib-looking or not
   assert.deepEqual(decodeRecords(rec(0x300, zipped), "b")[0]!.body, zipped);
-  // a small body that would inflate past the bound (a "zip bomb") is delivered as stored
+  // a small body that would inflate past the bound (a "zip bomb") is delivered as stored, flagged
   const bomb = deflateSync(Buffer.alloc(MAX_INFLATED_BODY_BYTES + 1));
   assert.ok(bomb.length < 256 * 1024);
-  assert.deepEqual(decodeRecords(rec(0x1, bomb), "b")[0]!.body, bomb);
+  const [b] = decodeRecords(rec(0x1, bomb), "b");
+  assert.deepEqual([b!.body, b!.sysFlag], [bomb, 0x1]);
+  // so are the records of one pull past its budget: each fits alone, together they do not
+  const big = deflateSync(Buffer.alloc(MAX_INFLATED_BODY_BYTES));
+  const n = MAX_INFLATED_PULL_BYTES / MAX_INFLATED_BODY_BYTES + 1;
+  const pulled = decodeRecords(Buffer.concat(Array.from({ length: n }, () => rec(0x1, big))), "b");
+  assert.deepEqual(
+    pulled.map((m) => m.sysFlag),
+    [...new Array(n - 1).fill(0), 0x1],
+  );
+  assert.equal(pulled[n - 1]!.body.length, big.length);
+  // and the budget is per pull
+  assert.equal(decodeRecords(rec(0x1, big), "b")[0]!.body.length, MAX_INFLATED_BODY_BYTES);
 });
