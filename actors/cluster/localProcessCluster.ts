@@ -202,10 +202,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const abandon = new AbortController();
   let failure: unknown;
   const onAbort = () => {
-    failure ??= new MQError(
-      "CLOSED",
-      "cluster up was interrupted: the processes started so far were stopped and no cluster file was written.",
-    );
+    failure ??= new MQError("CLOSED", "cluster up was interrupted: the processes started so far were stopped and no cluster file is left.");
     abandon.abort();
   };
   if (opts.signal?.aborted) onAbort();
@@ -297,6 +294,8 @@ export async function clusterDown(
       }),
     );
   }
+  // the file of an `up` that never finished names nothing to start again: gone with its processes
+  if (file.starting) rmSync(clusterFilePath(dir), { force: true });
   return { stopped, notRunning };
 }
 

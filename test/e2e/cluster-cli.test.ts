@@ -285,6 +285,7 @@ test("cluster up killed with SIGKILL while starting: the cluster file names what
     const down = await cli(["cluster", "down", "--dir", c]);
     assert.equal(down.code, 0, down.err);
     assert.deepEqual(actormqProcessesUnder(dir), []);
+    assert.ok(!existsSync(path.join(c, "cluster.json")), "the unfinished start's file goes with its processes");
   } finally {
     up.kill("SIGKILL");
     killAll(actormqProcessesUnder(dir));
