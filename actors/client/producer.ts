@@ -275,7 +275,7 @@ export class Producer {
   private async sendImpl(out: Outgoing, options: SendOptions | null, oneway: boolean): Promise<SendResult | undefined> {
     // JavaScript callers pass null for "no options"
     const opts = options ?? NO_OPTIONS;
-    if (opts.selector !== undefined && typeof opts.selector !== "function")
+    if (opts.selector != null && typeof opts.selector !== "function")
       throw new MQError("ILLEGAL_ARGUMENT", `The selector must be a function (queues, msg, arg) => queue, not ${typeof opts.selector}.`);
     const begin = Date.now();
     const deadline = begin + this.sendTimeoutMs;

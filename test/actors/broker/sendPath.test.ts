@@ -247,6 +247,8 @@ test("bad arguments to send, sendOneway and sendBatch are MQErrors: null batch e
   assert.equal((await producer.send({ topic: "RR", body: "x" }, null as never)).status, "SEND_OK");
   assert.equal((await producer.sendBatch([{ topic: "RR", body: "x" }], null as never)).status, "SEND_OK");
   await producer.sendOneway({ topic: "RR", body: "x" }, null as never);
+  // a null selector is no selector, as a null options object is no options
+  assert.equal((await producer.send({ topic: "RR", body: "x" }, { selector: null as never })).status, "SEND_OK");
 });
 
 test("the store actor answers SYSTEM_BUSY past its in-flight bound", async () => {
