@@ -215,7 +215,7 @@ export class PullConsumer {
   async subscribe(topic: string, expr: SubscriptionExpression = "*"): Promise<void> {
     if (this.mode === "assign")
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses assign(); subscribe and assign cannot be mixed.");
-    const had = this.subscriptions.get(topic) !== undefined;
+    const had = this.subscriptions.get(topic);
     // the topic name and expression are checked before the mode changes: a subscribe that fails
     // leaves the consumer free to assign()
     this.subscriptions.subscribe(topic, expr);
@@ -223,8 +223,9 @@ export class PullConsumer {
     try {
       await this.host.fetchSubscribeQueues(topic);
     } catch (e) {
-      // nor is a topic without a route kept
-      if (!had) this.subscriptions.unsubscribe(topic);
+      // nor is a topic without a route kept (a re-subscribe keeps its earlier expression)
+      if (had) this.subscriptions.restore(topic, had);
+      else this.subscriptions.unsubscribe(topic);
       if (this.subscriptions.topics().length === 0) this.mode = "none";
       throw e;
     }

@@ -39,6 +39,11 @@ export class SubscriptionTable {
     return sd;
   }
 
+  /** Puts back a subscription {@link get} returned (a change that failed further on). */
+  restore(topic: string, sd: SubscriptionData): void {
+    this.subs.set(topic, sd);
+  }
+
   unsubscribe(topic: string): void {
     this.subs.delete(topic);
   }

@@ -3,8 +3,8 @@
  * Admin.consumerProgress and resetOffsetByTimestamp against what it committed.
  */
 import assert from "node:assert/strict";
-import { test } from "node:test";
-import { Admin, isMQError, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
+import { mock, test } from "node:test";
+import { Admin, isMQError, MQError, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset by timestamp", async () => {
@@ -138,6 +138,21 @@ test("pull consumer: a subscribe that fails leaves it free to assign", async () 
       "the message through assign",
     );
     assert.deepEqual(got, ["after"]);
+    // a re-subscribe whose route fetch fails keeps the expression the topic had
+    const again = await PullConsumer.start({ group: "cgBadReSub", nameservers: cluster.nameservers });
+    try {
+      await again.subscribe("PolledAfterBadSub", "*");
+      const host = (again as unknown as { host: { fetchSubscribeQueues: (topic: string) => Promise<unknown> } }).host;
+      const fetch = mock.method(host, "fetchSubscribeQueues", async () => {
+        throw new MQError("TOPIC_NOT_EXIST", "no route now");
+      });
+      await assert.rejects(again.subscribe("PolledAfterBadSub", "TagA"), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+      fetch.mock.restore();
+      const subs = (again as unknown as { subscriptions: { get(t: string): { subString: string } | undefined } }).subscriptions;
+      assert.equal(subs.get("PolledAfterBadSub")?.subString, "*");
+    } finally {
+      await again.close();
+    }
   } finally {
     await pc?.close();
     await admin.close();
