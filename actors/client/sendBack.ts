@@ -78,7 +78,7 @@ export function createSendBack(
   // a failed send-back leaves the message to be consumed again locally, past maxReconsumeTimes if
   // it keeps failing: say so (RocketMQ logs each one), once per error code per interval
   const logged = new Map<string, { at: number; suppressed: number }>();
-  const failed = (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): void => {
+  const logFailure = (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): void => {
     const code = isMQError(e) ? e.code : addr ? "UNKNOWN" : "NO_ROUTE";
     const now = Date.now();
     const last = logged.get(code);
@@ -97,7 +97,7 @@ export function createSendBack(
   const one = async (m: MessageExt, delayLevel: number, opts: SendBackOptions | undefined): Promise<boolean> => {
     const addr = host.brokerAddress(m.brokerName, 0);
     if (!addr) {
-      failed(m, delayLevel, addr, `No address for the master of broker ${m.brokerName} (not in the route).`);
+      logFailure(m, delayLevel, addr, `No address for the master of broker ${m.brokerName} (not in the route).`);
       return false;
     }
     try {
@@ -106,7 +106,7 @@ export function createSendBack(
         .ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes, opts) }, { timeoutMs });
       return true;
     } catch (e) {
-      failed(m, delayLevel, addr, e);
+      logFailure(m, delayLevel, addr, e);
       return false;
     }
   };

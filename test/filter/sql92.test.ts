@@ -423,7 +423,7 @@ describe("SQL92 selectors: cost stays linear in the size of values and selectors
       const t0 = performance.now();
       assert.equal(f({ a }), want);
       const ms = performance.now() - t0;
-      assert.ok(ms < 200, `evaluating a ${a.length}-character value took ${ms.toFixed(0)} ms`);
+      assert.ok(ms < 500, `evaluating a ${a.length}-character value took ${ms.toFixed(0)} ms`);
     }
   });
 
@@ -471,7 +471,7 @@ describe("SQL92 selectors: cost stays linear in the size of values and selectors
       const t0 = performance.now();
       assertParseError(s);
       const ms = performance.now() - t0;
-      assert.ok(ms < 200, `compiling a ${s.length}-character selector took ${ms.toFixed(0)} ms`);
+      assert.ok(ms < 500, `compiling a ${s.length}-character selector took ${ms.toFixed(0)} ms`);
     }
     const images = (s: string) => tokenize(s).map((t) => t.image);
     assert.deepEqual(images("--x\n--y"), ["-", "-", "y", ""], "a -- without a line end after it is two minus signs");
