@@ -31,6 +31,8 @@ class Pending {
     /** the link (any object the transport chooses) the ask went out on; null for a local ask */
     readonly link: object | null,
     readonly bucket: Map<number, Pending>,
+    /** the ask's number among its link's asks (see {@link PendingRequests.rejectSentOn}) */
+    readonly seq: number,
   ) {}
 }
 
@@ -52,7 +54,7 @@ export class PendingRequests {
   }
 
   /** Registers an ask sent on `link` (null: local); returns its correlation id and the promise of its reply. */
-  add<T>(timeoutMs: number, type: string, target: string, link: object | null): { id: number; promise: Promise<ReplyMessage<T>> } {
+  add<T>(timeoutMs: number, type: string, target: string, link: object | null, seq = 0): { id: number; promise: Promise<ReplyMessage<T>> } {
     const id = this.nextId;
     this.nextId = id >= 0x7fffffff ? 1 : id + 1;
     let bucket = this.buckets.get(timeoutMs);
@@ -62,7 +64,7 @@ export class PendingRequests {
     }
     const b = bucket;
     const promise = new Promise<ReplyMessage<T>>((resolve, reject) => {
-      const p = new Pending(resolve, reject, Date.now() + timeoutMs, type, target, link, b);
+      const p = new Pending(resolve, reject, Date.now() + timeoutMs, type, target, link, b, seq);
       this.byId.set(id, p);
       b.set(id, p);
     });
@@ -95,6 +97,21 @@ export class PendingRequests {
     this.buckets.clear();
     for (const p of all) p.reject(err);
     this.stopTimer();
+  }
+
+  /**
+   * Fails, with `err(type, target)`, the asks that went out on `link` numbered up to `seq` (those the
+   * socket had taken when its connection closed: their replies cannot come back). Returns how many.
+   */
+  rejectSentOn(link: object, seq: number, err: (type: string, target: string) => MQError): number {
+    const gone: Array<[number, Pending]> = [];
+    for (const e of this.byId) if (e[1].link === link && e[1].seq <= seq) gone.push(e);
+    for (const [id, p] of gone) {
+      this.byId.delete(id);
+      p.bucket.delete(id);
+      p.reject(err(p.type, p.target));
+    }
+    return gone.length;
   }
 
   /** Removes and returns ask `id` if it went out on `from`; null (left waiting) if on another link. */

@@ -130,6 +130,9 @@ export class PeerLink extends Link {
   frameMeta: number[] = [];
   /** the socket's sendTimeout as last set (set only when it changes) */
   sendTimeout = -1;
+  /** asks queued on this link so far, and how many of them the socket has taken */
+  askSeq = 0;
+  sentSeq = 0;
   readonly flush: () => void;
   constructor(
     readonly address: string,
@@ -341,6 +344,8 @@ export class ZmqNode {
     }
     link = new PeerLink(address, sock, this);
     this.peers.set(address, link);
+    const peerLink = link;
+    sock.events.on("disconnect", () => this.onPeerDisconnect(peerLink));
     void this.receiveLoop(sock, false, link);
     return link;
   }
@@ -355,7 +360,8 @@ export class ZmqNode {
   ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
-    const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target, link);
+    const seq = link instanceof PeerLink ? ++link.askSeq : 0;
+    const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
     this.enqueueRequest(link, id, target, event, body, timeoutMs);
     return promise;
   }
@@ -474,9 +480,11 @@ export class ZmqNode {
           link.sendTimeout = wait;
         }
         const parts = link.parts;
+        const upTo = link.askSeq;
         const frame = takeBatch(link);
         try {
           await link.socket.send(frame);
+          link.sentSeq = upTo;
         } catch (e) {
           if (this.closed) return;
           if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, Date.now());
@@ -486,6 +494,25 @@ export class ZmqNode {
     } finally {
       link.flushing = false;
     }
+  }
+
+  /**
+   * A DEALER's connection closed (the peer exited or restarted): the asks the socket had taken went
+   * with it, and their replies cannot come, so they fail now rather than at their timeout (a held
+   * pull waits up to 30 s), as RocketMQ fails a closed channel's requests. Asks the socket has not
+   * taken yet go out once it reconnects: failing those could send a request twice.
+   */
+  private onPeerDisconnect(link: PeerLink): void {
+    if (this.closed) return;
+    this.pending.rejectSentOn(
+      link,
+      link.sentSeq,
+      (type, target) =>
+        new MQError(
+          "TIMEOUT",
+          `The connection to ${link.address} closed before the reply to ${type} from actor ${target} came (the peer exited or restarted): retry.`,
+        ),
+    );
   }
 
   /** Puts the frames of an unsent batch whose deadline has not passed back in front of the link's queue. */

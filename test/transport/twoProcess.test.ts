@@ -97,6 +97,25 @@ describe("two processes", () => {
     assert.equal(await exited(s2.child), 0, "closed node exits by itself");
   });
 
+  it("an ask the peer held fails as soon as the peer is killed, not at its timeout", async () => {
+    const s = await startServer();
+    children.push(s.child);
+    const node = await ActorNode.start({ listen: null });
+    try {
+      const echo = node.ref(s.line.address as string, "echo");
+      await echo.ask({ type: "ECHO", text: "up" });
+      const held = echo.ask({ type: "HOLD" }, { timeoutMs: 60_000 });
+      // the HOLD is on the peer once a later ask on the same connection has been answered
+      await echo.ask({ type: "ECHO", text: "after" });
+      const t0 = Date.now();
+      s.child.kill("SIGKILL");
+      await assert.rejects(held, (e: unknown) => isMQError(e, "TIMEOUT") && /connection .* closed/.test(String(e)));
+      assert.ok(Date.now() - t0 < 10_000, `failed after ${Date.now() - t0} ms, not at its 60 s timeout`);
+    } finally {
+      await node.close();
+    }
+  });
+
   it("a frame that expires queued behind a batch waiting for the peer is dropped, not sent late", async () => {
     const s1 = await startServer();
     children.push(s1.child);
