@@ -26,3 +26,22 @@ export function lazyClientLogger(name: string): () => Logger {
   let logger: Logger | null = null;
   return () => (logger ??= createLogger(name, defaultLogLevel("client")));
 }
+
+/** Lets a log line per key through at most once per `intervalMs`, counting the ones held back. */
+export class LogThrottle {
+  private readonly last = new Map<string, { at: number; held: number }>();
+
+  constructor(private readonly intervalMs: number) {}
+
+  /** How many lines of `key` were held back since its last one, when this one may go out; else undefined. */
+  pass(key: string): number | undefined {
+    const now = Date.now();
+    const l = this.last.get(key);
+    if (l && now - l.at < this.intervalMs) {
+      l.held++;
+      return undefined;
+    }
+    this.last.set(key, { at: now, held: 0 });
+    return l?.held ?? 0;
+  }
+}

@@ -21,7 +21,7 @@ import {
   PullSysFlag,
   RETRY_GROUP_TOPIC_PREFIX,
 } from "../../transport/protocol.ts";
-import { lazyClientLogger } from "../logger.ts";
+import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
@@ -73,15 +73,12 @@ export function pullFailureLogger(
   group: string,
   intervalMs = PULL_FAILURE_LOG_INTERVAL_MS,
 ): (request: PullRequest, error: unknown) => void {
-  const lastLogged = new Map<string, number>();
+  const throttle = new LogThrottle(intervalMs);
   return (request, e) => {
     const { mq } = request;
     if (isMQError(e, "FLOW_CONTROL") || mq.topic.startsWith(RETRY_GROUP_TOPIC_PREFIX)) return;
     const key = `${mq.topic}@${mq.brokerName}@${mq.queueId}`;
-    const now = Date.now();
-    const last = lastLogged.get(key);
-    if (last !== undefined && now - last < intervalMs) return;
-    lastLogged.set(key, now);
+    if (throttle.pass(key) === undefined) return;
     const code = isMQError(e) ? e.code : undefined;
     const message = e instanceof Error ? e.message : String(e);
     const target = findBrokerAddressInSubscribe(host, mq.brokerName, request.brokerId);

@@ -13,7 +13,7 @@ import {
   MessageConst,
   RETRY_GROUP_TOPIC_PREFIX,
 } from "../../transport/protocol.ts";
-import { lazyClientLogger } from "../logger.ts";
+import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
 
 /** How long a send-back may take before the message is retried locally instead (RocketMQ: 5 s). */
@@ -77,19 +77,14 @@ export function createSendBack(
 ): SendBackFn {
   // a failed send-back leaves the message to be consumed again locally, past maxReconsumeTimes if
   // it keeps failing: say so (RocketMQ logs each one), once per error code per interval
-  const logged = new Map<string, { at: number; suppressed: number }>();
+  const throttle = new LogThrottle(SEND_BACK_FAILURE_LOG_INTERVAL_MS);
   const logFailure = (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): void => {
     const code = isMQError(e) ? e.code : addr ? "UNKNOWN" : "NO_ROUTE";
-    const now = Date.now();
-    const last = logged.get(code);
-    if (last && now - last.at < SEND_BACK_FAILURE_LOG_INTERVAL_MS) {
-      last.suppressed++;
-      return;
-    }
-    logged.set(code, { at: now, suppressed: 0 });
+    const suppressed = throttle.pass(code);
+    if (suppressed === undefined) return;
     const error = e instanceof Error ? e.message : String(e);
     sendBackLog().warn(
-      { group, topic: m.topic, msgId: m.msgId, broker: addr, delayLevel, code, error, suppressed: last?.suppressed ?? 0 },
+      { group, topic: m.topic, msgId: m.msgId, broker: addr, delayLevel, code, error, suppressed },
       `Sending message ${m.msgId} of ${m.topic} back for group ${group} failed with ${code}: ${error} ` +
         `The consumer keeps the message and retries it locally; failures with this code are logged at most once every ${SEND_BACK_FAILURE_LOG_INTERVAL_MS / 1000} s.`,
     );
