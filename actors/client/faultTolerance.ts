@@ -23,6 +23,33 @@ interface FaultItem {
   availableAtMs: number;
 }
 
+/**
+ * The fault strategy's tables (defaults for the one not given): non-empty arrays of non-negative
+ * milliseconds, one duration per threshold; throws MQError ILLEGAL_ARGUMENT.
+ */
+export function checkFaultTables(latencyMax: unknown, notAvailableDuration: unknown): void {
+  const tables = [
+    ["latencyMax", latencyMax, DEFAULT_LATENCY_MAX],
+    ["notAvailableDuration", notAvailableDuration, DEFAULT_NOT_AVAILABLE_DURATION],
+  ] as const;
+  for (const [name, v, dflt] of tables) {
+    if (v !== undefined && (!Array.isArray(v) || v.length === 0 || !v.every((x) => typeof x === "number" && Number.isFinite(x) && x >= 0)))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `${name} must be a non-empty array of non-negative numbers of milliseconds, such as [${dflt.join(", ")}].`,
+      );
+  }
+  const thresholds = (latencyMax ?? DEFAULT_LATENCY_MAX) as readonly number[];
+  const durations = (notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION) as readonly number[];
+  if (thresholds.length !== durations.length) {
+    const given = (v: unknown) => (v === undefined ? " (the default)" : "");
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `latencyMax has ${thresholds.length} thresholds${given(latencyMax)} but notAvailableDuration ${durations.length} durations${given(notAvailableDuration)}: give one duration per threshold, setting both options together.`,
+    );
+  }
+}
+
 /** Per broker name: last latency and the time from which it may be chosen again. */
 export class LatencyFaultTolerance {
   private readonly items = new Map<string, FaultItem>();
@@ -31,13 +58,9 @@ export class LatencyFaultTolerance {
   private readonly now: () => number;
 
   constructor(opts: FaultToleranceOptions = {}) {
+    checkFaultTables(opts.latencyMax, opts.notAvailableDuration);
     this.latencyMax = opts.latencyMax ?? DEFAULT_LATENCY_MAX;
     this.notAvailable = opts.notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION;
-    if (this.latencyMax.length !== this.notAvailable.length)
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        "latencyMax and notAvailableDuration must have the same length: give one duration per threshold.",
-      );
     this.now = opts.now ?? Date.now;
   }
 

@@ -17,7 +17,7 @@ import {
   type SendStatus,
 } from "../../transport/protocol.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
-import { DEFAULT_LATENCY_MAX, DEFAULT_NOT_AVAILABLE_DURATION, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
+import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
 import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
 import type { TopicPublishInfo } from "./routeCache.ts";
 
@@ -81,33 +81,6 @@ export type MessageQueueSelector = (queues: MessageQueue[], msg: Message | Messa
 export interface SendOptions {
   selector?: MessageQueueSelector;
   arg?: unknown;
-}
-
-/**
- * The fault strategy's tables (defaults for the one not given): non-empty arrays of non-negative
- * milliseconds, one duration per threshold; throws MQError ILLEGAL_ARGUMENT.
- */
-function checkFaultTables(latencyMax: unknown, notAvailableDuration: unknown): void {
-  const tables = [
-    ["latencyMax", latencyMax, DEFAULT_LATENCY_MAX],
-    ["notAvailableDuration", notAvailableDuration, DEFAULT_NOT_AVAILABLE_DURATION],
-  ] as const;
-  for (const [name, v, dflt] of tables) {
-    if (v !== undefined && (!Array.isArray(v) || v.length === 0 || !v.every((x) => typeof x === "number" && Number.isFinite(x) && x >= 0)))
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `${name} must be a non-empty array of non-negative numbers of milliseconds, such as [${dflt.join(", ")}].`,
-      );
-  }
-  const thresholds = (latencyMax ?? DEFAULT_LATENCY_MAX) as readonly number[];
-  const durations = (notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION) as readonly number[];
-  if (thresholds.length !== durations.length) {
-    const given = (v: unknown) => (v === undefined ? " (the default)" : "");
-    throw new MQError(
-      "ILLEGAL_ARGUMENT",
-      `latencyMax has ${thresholds.length} thresholds${given(latencyMax)} but notAvailableDuration ${durations.length} durations${given(notAvailableDuration)}: give one duration per threshold, setting both options together.`,
-    );
-  }
 }
 
 /** What a send given null options uses: one shared object, none per send. */
