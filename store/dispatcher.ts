@@ -91,7 +91,7 @@ export class Dispatcher {
   private cqBuf = Buffer.allocUnsafe(CQ_ENTRY_BYTES * 1024);
   /** store time of the last record dispatched (the checkpoint's logics/index timestamp) */
   lastStoreTimestamp = 0;
-  /** commit-log offset past the last record whose index entries were added (after a failed dispatch: how far indexing got) */
+  /** after a dispatch that threw: the commit-log offset below which every record has its index entries */
   indexedEnd = 0;
   private listeners: Array<(a: ArrivalNotice) => void> = [];
 
@@ -123,7 +123,6 @@ export class Dispatcher {
    * below `indexFrom` get no index entries (a dispatch again after a failed one: they have theirs).
    */
   dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true, toQueues = true, indexFrom = 0): void {
-    this.indexedEnd = basePhy;
     let p = start;
     let runTopicPos = -1;
     let runTopicLen = 0;
@@ -160,89 +159,94 @@ export class Dispatcher {
       runCount = 0;
     };
 
-    while (p + 8 <= end) {
-      const total = int32BE(buf, p);
-      if (total <= 0 || uint32BE(buf, p + 4) === BLANK_MAGIC || p + total > end) break;
-      const phy = basePhy + (p - start);
-      const queueId = int32BE(buf, p + RecordOffset.QUEUE_ID);
-      const queueOffset = int64BE(buf, p + RecordOffset.QUEUE_OFFSET);
-      const sysFlag = int32BE(buf, p + RecordOffset.SYS_FLAG);
-      const storeTs = int64BE(buf, p + RecordOffset.STORE_TIMESTAMP);
-      const bodyLen = int32BE(buf, p + RecordOffset.BODY_LENGTH);
-      const topicLenPos = p + RecordOffset.BODY + bodyLen;
-      const topicLen = buf[topicLenPos]!;
-      const topicPos = topicLenPos + 1;
-      const propsStart = topicPos + topicLen + 2;
-      const propsEnd = p + total - CRC_RESERVED_BYTES;
-      if (isUndispatchedTransaction(sysFlag)) {
-        p += total;
-        continue;
-      }
-
-      const sameTopic = runTopicPos >= 0 && runTopicLen === topicLen && bytesEqual(buf, runTopicPos, buf, topicPos, topicLen);
-      if (!sameTopic || queueId !== runQueueId || queueOffset !== runFirstOffset + runCount) {
-        flushRun();
-        if (!sameTopic) {
-          runTopic = buf.toString("utf8", topicPos, topicPos + topicLen);
-          topicHash = javaHashCode(`${runTopic}#`);
+    try {
+      while (p + 8 <= end) {
+        const total = int32BE(buf, p);
+        if (total <= 0 || uint32BE(buf, p + 4) === BLANK_MAGIC || p + total > end) break;
+        const phy = basePhy + (p - start);
+        const queueId = int32BE(buf, p + RecordOffset.QUEUE_ID);
+        const queueOffset = int64BE(buf, p + RecordOffset.QUEUE_OFFSET);
+        const sysFlag = int32BE(buf, p + RecordOffset.SYS_FLAG);
+        const storeTs = int64BE(buf, p + RecordOffset.STORE_TIMESTAMP);
+        const bodyLen = int32BE(buf, p + RecordOffset.BODY_LENGTH);
+        const topicLenPos = p + RecordOffset.BODY + bodyLen;
+        const topicLen = buf[topicLenPos]!;
+        const topicPos = topicLenPos + 1;
+        const propsStart = topicPos + topicLen + 2;
+        const propsEnd = p + total - CRC_RESERVED_BYTES;
+        if (isUndispatchedTransaction(sysFlag)) {
+          p += total;
+          continue;
         }
-        runTopicPos = topicPos;
-        runTopicLen = topicLen;
-        runQueueId = queueId;
-        runFirstOffset = queueOffset;
-      }
 
-      let tagsCode = 0;
-      let delayLevel = 0;
-      const indexed = phy >= indexFrom;
-      let i = propsStart;
-      while (i < propsEnd) {
-        const sep = buf.indexOf(1, i);
-        if (sep < 0 || sep >= propsEnd) break;
-        let ve = buf.indexOf(2, sep + 1);
-        if (ve < 0 || ve > propsEnd) ve = propsEnd;
-        const name = propName(buf, i, sep);
-        if (name === Prop.TAGS) {
-          tagsCode = javaHashContinue(0, buf, sep + 1, ve);
-        } else if (name === Prop.UNIQ) {
-          if (indexed) this.index.add(javaHashContinue(topicHash, buf, sep + 1, ve), phy, storeTs);
-        } else if (name === Prop.KEYS && indexed) {
-          let ks = sep + 1;
-          for (let k = sep + 1; k <= ve; k++) {
-            if (k === ve || buf[k] === 32) {
-              if (k > ks) this.index.add(javaHashContinue(topicHash, buf, ks, k), phy, storeTs);
-              ks = k + 1;
-            }
+        const sameTopic = runTopicPos >= 0 && runTopicLen === topicLen && bytesEqual(buf, runTopicPos, buf, topicPos, topicLen);
+        if (!sameTopic || queueId !== runQueueId || queueOffset !== runFirstOffset + runCount) {
+          flushRun();
+          if (!sameTopic) {
+            runTopic = buf.toString("utf8", topicPos, topicPos + topicLen);
+            topicHash = javaHashCode(`${runTopic}#`);
           }
-        } else if (name === Prop.DELAY) {
-          delayLevel = Number(buf.toString("latin1", sep + 1, ve)) | 0;
+          runTopicPos = topicPos;
+          runTopicLen = topicLen;
+          runQueueId = queueId;
+          runFirstOffset = queueOffset;
         }
-        i = ve + 1;
-      }
-      if (topicLen === SCHEDULE_TOPIC.length && runTopic === SCHEDULE_TOPIC) tagsCode = this.deliverTime(storeTs, delayLevel);
 
-      if (runCount === 0) {
-        runTagsCode = tagsCode;
-        runStoreTs = storeTs;
-        runPropsStart = propsStart;
-        runPropsEnd = propsEnd;
+        let tagsCode = 0;
+        let delayLevel = 0;
+        const indexed = phy >= indexFrom;
+        let i = propsStart;
+        while (i < propsEnd) {
+          const sep = buf.indexOf(1, i);
+          if (sep < 0 || sep >= propsEnd) break;
+          let ve = buf.indexOf(2, sep + 1);
+          if (ve < 0 || ve > propsEnd) ve = propsEnd;
+          const name = propName(buf, i, sep);
+          if (name === Prop.TAGS) {
+            tagsCode = javaHashContinue(0, buf, sep + 1, ve);
+          } else if (name === Prop.UNIQ) {
+            if (indexed) this.index.add(javaHashContinue(topicHash, buf, sep + 1, ve), phy, storeTs);
+          } else if (name === Prop.KEYS && indexed) {
+            let ks = sep + 1;
+            for (let k = sep + 1; k <= ve; k++) {
+              if (k === ve || buf[k] === 32) {
+                if (k > ks) this.index.add(javaHashContinue(topicHash, buf, ks, k), phy, storeTs);
+                ks = k + 1;
+              }
+            }
+          } else if (name === Prop.DELAY) {
+            delayLevel = Number(buf.toString("latin1", sep + 1, ve)) | 0;
+          }
+          i = ve + 1;
+        }
+        if (topicLen === SCHEDULE_TOPIC.length && runTopic === SCHEDULE_TOPIC) tagsCode = this.deliverTime(storeTs, delayLevel);
+
+        if (runCount === 0) {
+          runTagsCode = tagsCode;
+          runStoreTs = storeTs;
+          runPropsStart = propsStart;
+          runPropsEnd = propsEnd;
+        }
+        const need = (runCount + 1) * CQ_ENTRY_BYTES;
+        if (need > this.cqBuf.length) {
+          const bigger = Buffer.allocUnsafe(this.cqBuf.length * 2);
+          this.cqBuf.copy(bigger, 0, 0, runCount * CQ_ENTRY_BYTES);
+          this.cqBuf = bigger;
+        }
+        const e = runCount * CQ_ENTRY_BYTES;
+        putInt64BE(this.cqBuf, e, phy);
+        putInt32BE(this.cqBuf, e + 8, total);
+        putInt64BE(this.cqBuf, e + 12, tagsCode);
+        runCount++;
+        p += total;
+        if (storeTs > this.lastStoreTimestamp) this.lastStoreTimestamp = storeTs;
       }
-      const need = (runCount + 1) * CQ_ENTRY_BYTES;
-      if (need > this.cqBuf.length) {
-        const bigger = Buffer.allocUnsafe(this.cqBuf.length * 2);
-        this.cqBuf.copy(bigger, 0, 0, runCount * CQ_ENTRY_BYTES);
-        this.cqBuf = bigger;
-      }
-      const e = runCount * CQ_ENTRY_BYTES;
-      putInt64BE(this.cqBuf, e, phy);
-      putInt32BE(this.cqBuf, e + 8, total);
-      putInt64BE(this.cqBuf, e + 12, tagsCode);
-      runCount++;
-      p += total;
-      this.indexedEnd = phy + total;
-      if (storeTs > this.lastStoreTimestamp) this.lastStoreTimestamp = storeTs;
+      flushRun();
+      this.index.writePending();
+    } catch (e) {
+      // how far indexing got: every record before `p` has its index entries (dispatching again skips them)
+      this.indexedEnd = basePhy + (p - start);
+      throw e;
     }
-    flushRun();
-    this.index.writePending();
   }
 }
