@@ -196,7 +196,8 @@ export class HAService {
    * Fails a slave's transfer with ILLEGAL_ARGUMENT; logs it the first time since the slave was last
    * served, at most once per {@link REFUSAL_WARN_INTERVAL_MS} (a flood of peers costs no log flood).
    */
-  private refuse(key: string, reply: Replier, what: string, message: string, now = Date.now()): void {
+  private refuse(key: string, reply: Replier, what: string, message: string): void {
+    const now = Date.now();
     const known = this.refused.delete(key);
     this.refused.set(key, now);
     if (this.refused.size > MAX_REFUSED_SLAVES) this.refused.delete(this.refused.keys().next().value as string);

@@ -16,6 +16,7 @@ import {
   MessageConst,
   type MessageModel,
   MQError,
+  mqKey,
   type PullMessageReply,
   type PullMessageRequest,
   PullSysFlag,
@@ -77,7 +78,7 @@ export function pullFailureLogger(
   return (request, e) => {
     const { mq } = request;
     if (isMQError(e, "FLOW_CONTROL") || mq.topic.startsWith(RETRY_GROUP_TOPIC_PREFIX)) return;
-    const key = `${mq.topic}@${mq.brokerName}@${mq.queueId}`;
+    const key = mqKey(mq);
     if (throttle.pass(key) === undefined) return;
     const code = isMQError(e) ? e.code : undefined;
     const message = e instanceof Error ? e.message : String(e);
