@@ -612,7 +612,8 @@ export function createUniqId(): string {
  */
 export function decodeRecords(buf: Buffer, brokerName: string, decompressBody = true): MessageExt[] {
   const out: MessageExt[] = [];
-  inflateBudget = MAX_INFLATED_PULL_BYTES;
+  // what the pull's compressed records may still inflate to; null: bodies stay as stored
+  const inflate: InflateBudget | null = decompressBody ? { left: MAX_INFLATED_PULL_BYTES } : null;
   let pos = 0;
   while (pos < buf.length) {
     const total = checkRecord(buf, pos, buf.length - pos);
@@ -622,7 +623,7 @@ export function decodeRecords(buf: Buffer, brokerName: string, decompressBody = 
         `A stored record at byte ${pos} of the pulled data fails its size or CRC check; it was not delivered. Pull again with verifyRecords (the push and pull consumers do): the broker then checks every record it serves and skips a damaged one.`,
       );
     }
-    out.push(decodeCheckedRecord(buf, pos, total, brokerName, decompressBody));
+    out.push(decodeCheckedRecord(buf, pos, total, brokerName, inflate));
     pos += total;
   }
   return out;
@@ -688,8 +689,10 @@ export const MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024;
 /** Most bytes the compressed records of one pull body may inflate to together; past it they are delivered as stored. */
 export const MAX_INFLATED_PULL_BYTES = 256 * 1024 * 1024;
 
-/** What one {@link decodeRecords} call may still inflate (decoding is synchronous: one call at a time). */
-let inflateBudget = MAX_INFLATED_PULL_BYTES;
+/** What the compressed records of one pull body may still inflate to, in bytes. */
+export interface InflateBudget {
+  left: number;
+}
 
 /**
  * The inflated body of a COMPRESSED record: zlib (compression type 0 from RocketMQ 4.x, or ZLIB);
@@ -698,20 +701,29 @@ let inflateBudget = MAX_INFLATED_PULL_BYTES;
  * (a few KiB of deflate can claim gigabytes). Handing over the stored bytes, flagged, is better than
  * losing the message or stopping the consumer's queue on it.
  */
-export function inflatedBody(stored: Buffer, sysFlag: number): Buffer | null {
+function inflatedBody(stored: Buffer, sysFlag: number, budget: InflateBudget): Buffer | null {
   const type = sysFlag & MessageSysFlag.COMPRESSION_TYPE_MASK;
   if (type !== 0 && type !== MessageSysFlag.COMPRESSION_ZLIB_TYPE) return null;
   try {
-    const body = inflateSync(stored, { maxOutputLength: Math.max(1, Math.min(MAX_INFLATED_BODY_BYTES, inflateBudget)) });
-    inflateBudget -= body.length;
+    const body = inflateSync(stored, { maxOutputLength: Math.max(1, Math.min(MAX_INFLATED_BODY_BYTES, budget.left)) });
+    budget.left -= body.length;
     return body;
   } catch {
     return null;
   }
 }
 
-/** Decodes one record already checked with {@link checkRecord}; `decompressBody` as in {@link decodeRecords}. */
-export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, brokerName: string, decompressBody = true): MessageExt {
+/**
+ * Decodes one record already checked with {@link checkRecord}; a COMPRESSED body is inflated within
+ * `inflate` (null: left as stored, as {@link decodeRecords} with `decompressBody` false).
+ */
+export function decodeCheckedRecord(
+  buf: Buffer,
+  pos: number,
+  total: number,
+  brokerName: string,
+  inflate: InflateBudget | null = { left: MAX_INFLATED_PULL_BYTES },
+): MessageExt {
   const bodyLen = int32BE(buf, pos + RecordOffset.BODY_LENGTH);
   const bodyStart = pos + RecordOffset.BODY;
   const topicLenPos = bodyStart + bodyLen;
@@ -725,8 +737,8 @@ export function decodeCheckedRecord(buf: Buffer, pos: number, total: number, bro
   const offsetId = storeHosts.idFor(commitLogOffset);
   let sysFlag = int32BE(buf, pos + RecordOffset.SYS_FLAG);
   let body = buf.subarray(bodyStart, bodyStart + bodyLen);
-  if (decompressBody && (sysFlag & MessageSysFlag.COMPRESSED) !== 0) {
-    const inflated = inflatedBody(body, sysFlag);
+  if (inflate !== null && (sysFlag & MessageSysFlag.COMPRESSED) !== 0) {
+    const inflated = inflatedBody(body, sysFlag, inflate);
     // the delivered flag describes the delivered body: COMPRESSED stays only on bytes still compressed
     if (inflated) {
       body = inflated;
