@@ -218,15 +218,8 @@ export class ConsumerOffsetManager {
    * take-over waits (that one becomes the holder, and this one waits for its release), or after
    * `timeoutMs` from now. From then on `clientId` is the holder.
    */
-  takeOver(
-    group: string,
-    topic: string,
-    queueId: number,
-    clientId: string,
-    isMember: (clientId: string) => boolean,
-    timeoutMs: number,
-    answer: () => void,
-  ): void {
+  takeOver(group: string, topic: string, queueId: number, clientId: string, timeoutMs: number, answer: () => void): void {
+    const isMember = (id: string) => this.isMember(group, id);
     const h = this.holderOf(group, topic, queueId);
     if (h.owner === undefined || h.owner === clientId || !isMember(h.owner)) {
       h.owner = clientId;
@@ -488,8 +481,7 @@ export function takeOverConsumerOffset(
   const queueId = int(req.queueId, "queueId");
   const clientId = str(req.clientId, "clientId");
   const timeoutMs = (ctx.config as OffsetTuning).queueHandOverTimeoutMs ?? DEFAULT_QUEUE_HANDOVER_TIMEOUT_MS;
-  const members = consumerTableOf(ctx);
-  offsets.takeOver(group, topic, queueId, clientId, (id) => members.group(group)?.clients.has(id) === true, timeoutMs, respond);
+  offsets.takeOver(group, topic, queueId, clientId, timeoutMs, respond);
 }
 
 /** GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry topic). */
