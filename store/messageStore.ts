@@ -1452,17 +1452,23 @@ export class MessageStore {
 
   /** What a replica holds as the entry at `at` (within `at`'s segment, below `end`): record bytes, or a filler or BLANK header; null when nothing there. */
   private entryImage(at: number, end: number): Buffer | null {
-    const rec = this.readRecord(at);
-    if (rec) return rec;
+    const found = this.readRecord(at) ?? this.markerAt(at);
+    if (found) return found;
+    const seg = this.commitLog.segmentFor(at);
+    if (!seg) return null;
+    const image = this.standInFor(at, seg.start, Math.min(this.commitLog.writeOffset, seg.start + this.commitLog.segmentBytes));
+    return image.length > 0 && at + image.readInt32BE(0) <= end ? image : null;
+  }
+
+  /** The BLANK marker that ends `at`'s segment there, or a filler's header beginning at `at`; null when neither. */
+  private markerAt(at: number): Buffer | null {
     const seg = this.commitLog.segmentFor(at);
     if (!seg) return null;
     const segEnd = seg.start + this.commitLog.segmentBytes;
     const head = this.commitLog.read(at, Math.min(FILLER_HEADER_BYTES, segEnd - at));
     if (!head || head.length < BLANK_MARKER_BYTES) return null;
     if (head.readUInt32BE(4) === BLANK_MAGIC && head.readInt32BE(0) === segEnd - at) return head.subarray(0, BLANK_MARKER_BYTES);
-    if (fillerBytes(head, 0, head.length) > 0) return head;
-    const image = this.standInFor(at, seg.start, Math.min(this.commitLog.writeOffset, segEnd));
-    return image.length > 0 && at + image.readInt32BE(0) <= end ? image : null;
+    return fillerBytes(head, 0, head.length) > 0 ? head : null;
   }
 
   /**
@@ -1474,15 +1480,7 @@ export class MessageStore {
     const log = this.commitLog;
     if (phy === log.minOffset || phy === log.writeOffset || phy % log.segmentBytes === 0) return true;
     if (phy < log.minOffset || phy > log.writeOffset) return false;
-    if (this.readRecord(phy)) return true;
-    const seg = log.segmentFor(phy);
-    if (!seg) return false;
-    const head = log.read(phy, Math.min(FILLER_HEADER_BYTES, seg.start + log.segmentBytes - phy));
-    if (!head || head.length < BLANK_MARKER_BYTES) return false;
-    return (
-      (head.readUInt32BE(4) === BLANK_MAGIC && head.readInt32BE(0) === seg.start + log.segmentBytes - phy) ||
-      fillerBytes(head, 0, head.length) > 0
-    );
+    return this.readRecord(phy) !== null || this.markerAt(phy) !== null;
   }
 
   /**
