@@ -424,13 +424,18 @@ async function pollCluster() {
   }
 }
 
-/** Forgets every live record: the server restarted and numbers its records from 1 again. */
-function resetLive() {
+/** Forgets every record on the page and the charts drawn from them. */
+function clearRecords() {
   app.entries = [];
   app.bySeq.clear();
   app.lastEventBySession.clear();
   app.charts.clear();
   app.chartKey = null;
+}
+
+/** Forgets every live record: the server restarted and numbers its records from 1 again. */
+function resetLive() {
+  clearRecords();
   app.expanded.clear();
   app.cursor = null;
   if (app.mode === "paused") app.mode = "live";
@@ -496,10 +501,7 @@ function step(dir) {
 function goLive() {
   if (app.mode === "file") {
     app.mode = "live";
-    app.entries = [];
-    app.bySeq.clear();
-    app.lastEventBySession.clear();
-    app.charts.clear();
+    clearRecords();
     app.fileCharts = null;
     app.fileData = null;
     $("export-json").setAttribute("href", "/api/export");
@@ -569,11 +571,7 @@ function loadTimeline(text, name) {
   app.mode = "file";
   app.fileName = name;
   app.fileData = text;
-  app.entries = [];
-  app.bySeq.clear();
-  app.lastEventBySession.clear();
-  app.charts.clear();
-  app.chartKey = null;
+  clearRecords();
   app.fileCharts = isObject(data.charts) ? data.charts : {};
   app.nodes = fileNodes(data.nodes);
   app.stats = isObject(data.stats) ? data.stats : null;
