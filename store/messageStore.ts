@@ -1027,6 +1027,38 @@ export class MessageStore {
     verify = false,
   ): GetMessageResult {
     this.checkOpen();
+    return this.getMessageUpTo(
+      group,
+      topic,
+      queueId,
+      offset,
+      maxMsgNums,
+      filter,
+      maxMsgBytes,
+      verify,
+      offset + MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES,
+      false,
+    );
+  }
+
+  /**
+   * {@link getMessage} that goes on past records the filter or a damaged record left out, as RocketMQ
+   * goes on until the batch is full or `maxFilterMessageSize` of entries were scanned: `scanEnd` is
+   * the queue offset where filtered pulls stop looking, for this call and the ones it continues with.
+   * `continued`: the batch already has records, so the first record here must fit `maxMsgBytes` too.
+   */
+  private getMessageUpTo(
+    group: string,
+    topic: string,
+    queueId: number,
+    offset: number,
+    maxMsgNums: number,
+    filter: MessageFilter | null | undefined,
+    maxMsgBytes: number | undefined,
+    verify: boolean,
+    scanEnd: number,
+    continued: boolean,
+  ): GetMessageResult {
     void group;
     const q = this.queue(topic, queueId, false);
     const res: GetMessageResult = {
@@ -1073,7 +1105,7 @@ export class MessageStore {
     // up to 16 000 bytes of entries are scanned (RocketMQ's maxFilterMessageSize), as a filter or
     // entries into removed files may skip many; without a filter the first read takes only as many
     // entries as the batch needs and the rest are read only when some were skipped
-    const scanEntries = Math.max(MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES, maxNums);
+    const scanEntries = Math.max(scanEnd - offset, maxNums);
     let entries = q.read(offset, tags || filter?.matchProperties ? scanEntries : maxNums);
     if (!entries) {
       res.status = "OFFSET_FOUND_NULL";
@@ -1096,7 +1128,7 @@ export class MessageStore {
         const e = i * CQ_ENTRY_BYTES;
         const phy = int64BE(entries, e);
         let size = int32BE(entries, e + 8);
-        if (candPhy.length > 0 && (candPhy.length >= maxNums || bytes + size > maxBytes)) {
+        if ((candPhy.length > 0 || continued) && (candPhy.length >= maxNums || bytes + size > maxBytes)) {
           full = true;
           break;
         }
@@ -1126,6 +1158,7 @@ export class MessageStore {
     const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
     const records = this.readRecords(candPhy, candSize, verify);
     let damaged = 0;
+    let rejected = 0;
     for (let i = 0; i < records.length; i++) {
       let rec = records[i];
       if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[i]!)) {
@@ -1135,18 +1168,22 @@ export class MessageStore {
           continue;
         }
       }
-      if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) continue;
+      if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) {
+        rejected++;
+        continue;
+      }
       res.buffers.push(rec);
       res.lastPhysicalOffset = rec === records[i] ? candPhy[i]! : readLong(rec, RecordOffset.PHYSICAL_OFFSET);
     }
     res.messageCount = res.buffers.length;
     res.nextBeginOffset = next;
     res.status = res.messageCount > 0 ? "FOUND" : removed && candPhy.length === 0 ? "MESSAGE_WAS_REMOVING" : "NO_MATCHED_MESSAGE";
-    // damaged records took batch places they do not fill: go on past them, as RocketMQ skips an unreadable entry
-    if (damaged > 0 && res.messageCount < maxNums && next < max) {
+    // damaged records and records the SQL92 filter refused took batch places they do not fill: go on
+    // past them, as RocketMQ skips an unreadable entry and reads on until the batch is full
+    if ((damaged > 0 || (rejected > 0 && next < scanEnd)) && res.messageCount < maxNums && next < max) {
       let served = 0;
       for (const b of res.buffers) served += b.length;
-      const more = this.getMessage(
+      const more = this.getMessageUpTo(
         group,
         topic,
         queueId,
@@ -1155,6 +1192,8 @@ export class MessageStore {
         filter,
         Math.max(100, maxBytes - served),
         verify,
+        scanEnd,
+        res.messageCount > 0,
       );
       if (more.status === "FOUND" || more.status === "NO_MATCHED_MESSAGE" || more.status === "MESSAGE_WAS_REMOVING") {
         for (const b of more.buffers) res.buffers.push(b);

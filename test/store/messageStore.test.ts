@@ -123,6 +123,36 @@ test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCH
   assert.equal(s.searchOffsetByTime("T", 0, Date.now() + 60_000), 10);
 });
 
+test("getMessage with a SQL92 filter reads on past refused records until the batch is full or 800 entries were scanned", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, consumeQueueEntries: 4096 }));
+  t.after(() => s.close());
+  for (let i = 0; i < 1000; i += 100) {
+    const msgs = [];
+    for (let j = i; j < i + 100; j++) msgs.push({ body: `b${j}`, props: { n: String(j) } });
+    await s.putMessages(batch("F", 0, msgs));
+  }
+  const bodies = (g: { buffers: Buffer[] }) => decodeRecords(Buffer.concat(g.buffers), "g").map((m) => m.body.toString());
+  // one match in every 10: a batch of 4 needs 40 records read, not the first 4
+  let g = s.getMessage("g", "F", 0, 0, 4, { matchProperties: (p) => Number(p.n) % 10 === 9 });
+  assert.equal(g.status, "FOUND");
+  assert.deepEqual(bodies(g), ["b9", "b19", "b29", "b39"]);
+  assert.equal(g.nextBeginOffset, 40);
+  // nothing matches: the pull stops after 800 entries (16 000 bytes of consume queue), as RocketMQ's does
+  g = s.getMessage("g", "F", 0, 0, 32, { matchProperties: (p) => p.n === "999" });
+  assert.deepEqual([g.status, g.nextBeginOffset, g.messageCount], ["NO_MATCHED_MESSAGE", 800, 0]);
+  g = s.getMessage("g", "F", 0, 800, 32, { matchProperties: (p) => p.n === "999" });
+  assert.deepEqual([g.status, g.nextBeginOffset, bodies(g)], ["FOUND", 1000, ["b999"]]);
+  // the byte limit holds across the records read on: only a batch's first record may exceed it
+  const sizeAt = (o: number) => s.getMessage("g", "F", 0, o, 1).buffers[0]!.length;
+  const nines = { matchProperties: (p: Record<string, string>) => Number(p.n) % 10 === 9 };
+  g = s.getMessage("g", "F", 0, 0, 32, nines, sizeAt(9) + sizeAt(19));
+  assert.deepEqual([bodies(g), g.nextBeginOffset], [["b9", "b19"], 20]);
+  g = s.getMessage("g", "F", 0, 0, 32, nines, sizeAt(9) + sizeAt(19) - 1);
+  assert.deepEqual([bodies(g), g.nextBeginOffset], [["b9"], 10]);
+});
+
 test("expired segments are deleted and min offsets move: OFFSET_TOO_SMALL", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
