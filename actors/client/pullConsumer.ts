@@ -9,11 +9,13 @@ import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
   type ConsumeFromWhere,
   type ConsumerData,
+  ConsumptionActorFor,
   checkRetryTopicFits,
   MASTER_ID,
   type MessageQueue,
   MQError,
   mqKey,
+  type QueueOffsetRequest,
 } from "../../transport/protocol.ts";
 import {
   type AllocateOptions,
@@ -23,7 +25,7 @@ import {
   getAllocateStrategy,
 } from "./allocateStrategies.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
-import { RemoteOffsetStore } from "./offsetStore.ts";
+import { OFFSET_REQUEST_TIMEOUT_MS, RemoteOffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere } from "./pullFromWhere.ts";
 import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
@@ -299,13 +301,23 @@ export class PullConsumer {
     return out;
   }
 
-  /** Moves a held queue to `offset`: buffered messages are discarded, pulling restarts there. */
+  /**
+   * Moves a held queue to `offset`, which must lie within the queue's [min, max] offsets:
+   * buffered messages are discarded, pulling restarts there.
+   */
   async seek(queue: MessageQueue, offset: number): Promise<void> {
     const k = mqKey(queue);
-    const h = this.held.get(k);
-    if (!h) throw new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
+    const notHeld = () => new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
+    if (!this.held.has(k)) throw notHeld();
     if (!Number.isInteger(offset) || offset < 0)
       throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${offset}.`);
+    // an offset outside the queue would be moved by the broker, but the next commit would store it
+    // (RocketMQ's DefaultLitePullConsumerImpl.seek refuses it the same way)
+    const [min, max] = await Promise.all([this.queueOffset(queue, "GET_MIN_OFFSET"), this.queueOffset(queue, "GET_MAX_OFFSET")]);
+    if (offset < min || offset > max)
+      throw new MQError("ILLEGAL_ARGUMENT", `Seek offset illegal: ${offset} is outside ${k}'s offsets [${min}, ${max}]; seek within them.`);
+    const h = this.held.get(k);
+    if (!h) throw notHeld();
     h.pq.dropped = true;
     this.dropBuffered(k);
     // committed by the next commit, like what poll returns (without autoCommit, only commit() moves the stored offset)
@@ -339,6 +351,21 @@ export class PullConsumer {
     await this.host.release();
   }
 
+  /** GET_MIN_OFFSET / GET_MAX_OFFSET of a queue, asked of its master (RocketMQ's MQAdminImpl.minOffset / maxOffset). */
+  private async queueOffset(mq: MessageQueue, type: "GET_MIN_OFFSET" | "GET_MAX_OFFSET"): Promise<number> {
+    const addr = this.host.brokerAddress(mq.brokerName, MASTER_ID);
+    if (!addr)
+      throw new MQError(
+        "SERVICE_NOT_AVAILABLE",
+        `No address is known for the master of broker ${mq.brokerName}; seek ${mqKey(mq)} once it is back.`,
+      );
+    const req: QueueOffsetRequest = { topic: mq.topic, queueId: mq.queueId };
+    const r = await this.host.node
+      .ref(addr, ConsumptionActorFor[type])
+      .ask<{ offset: number }>({ type, ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
+    return Number(r.fields.offset);
+  }
+
   private startQueue(mq: MessageQueue, offset: number): void {
     const pq = new ProcessQueue<MessageExt>();
     const request: PullRequest = { consumerGroup: this.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
@@ -362,6 +389,8 @@ export class PullConsumer {
     const h = this.held.get(k);
     if (!h || h.pq !== req.pq) return;
     this.dropBuffered(k);
+    // what poll returned (or a seek) before the move would be committed over the broker's offset
+    this.consumed.delete(k);
     this.offsetStore.updateAndFreeze(req.mq, req.nextOffset);
     await this.offsetStore.persist(req.mq);
     this.offsetStore.removeOffset(req.mq);

@@ -161,3 +161,86 @@ test("pull consumer: a subscribe that fails leaves it free to assign", async () 
     await cleanup();
   }
 });
+
+const offsetIllegalOf = (pc: PullConsumer): number =>
+  (pc as unknown as { pullService: { stats: { offsetIllegal: number } } }).pullService.stats.offsetIllegal;
+/** The held entry of a consumer's only queue: a new one once a moved offset is handled (assign restarts the queue). */
+const heldOf = (pc: PullConsumer): unknown => [...(pc as unknown as { held: Map<string, unknown> }).held.values()][0];
+
+test("pull consumer: seek outside the queue's offsets is refused; seek to the max offset is not", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-seekrange-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgSeekRange", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  let pc: PullConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "SeekRange", readQueueNums: 1, writeQueueNums: 1 });
+    for (let i = 0; i < 10; i++) await producer.send({ topic: "SeekRange", body: `a${i}` });
+    pc = await PullConsumer.start({
+      group: "cgSeekRange",
+      nameservers: cluster.nameservers,
+      autoCommit: false,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    });
+    const [q] = await pc.fetchMessageQueues("SeekRange");
+    await pc.assign([q!]);
+    let n = 0;
+    await waitFor(async () => (n += (await pc!.poll(200)).length) === 10, 10_000, "10 polled");
+    await pc.commit();
+    // a stale or mistyped offset past the end would be committed by the next commit and stick
+    await assert.rejects(pc.seek(q!, 1_000_000), (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /Seek offset illegal/.test(String(e)));
+    await assert.rejects(pc.seek(q!, 11), (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT"));
+    assert.equal(offsetIllegalOf(pc), 0, "a refused seek does not move the pull");
+    await pc.commit();
+    const p = (await admin.consumerProgress("cgSeekRange")).find((x) => x.topic === "SeekRange")!;
+    assert.equal(p.consumerOffset, 10, "a refused seek commits nothing");
+    // the max offset is where the next message goes: a seek there waits for it
+    await pc.seek(q!, 10);
+    await producer.send({ topic: "SeekRange", body: "b10" });
+    const got = await waitFor(async () => (await pc!.poll(200)).map((m) => m.queueOffset).join(), 10_000, "the next message");
+    assert.equal(got, "10");
+  } finally {
+    await pc?.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: an offset the broker moved (admin reset) is not committed over by what poll returned before", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-reset-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgReset", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  let pc: PullConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "ResetPolled", readQueueNums: 1, writeQueueNums: 1 });
+    for (let i = 0; i < 10; i++) await producer.send({ topic: "ResetPolled", body: `a${i}` });
+    pc = await PullConsumer.start({
+      group: "cgResetPolled",
+      nameservers: cluster.nameservers,
+      autoCommit: false,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    });
+    const [q] = await pc.fetchMessageQueues("ResetPolled");
+    await pc.assign([q!]);
+    let n = 0;
+    await waitFor(async () => (n += (await pc!.poll(200)).length) === 10, 10_000, "10 polled");
+    // polled, not committed; the operator rewinds the group to the beginning
+    await admin.resetOffsetByTimestamp("cgResetPolled", "ResetPolled", 0);
+    // the held pull wakes, the broker moves it to the reset offset, the queue restarts there
+    const before = heldOf(pc);
+    await producer.send({ topic: "ResetPolled", body: "wake" });
+    await waitFor(() => offsetIllegalOf(pc!) >= 1 && heldOf(pc!) !== before, 10_000, "PULL_OFFSET_MOVED handled");
+    await pc.commit();
+    const p = (await admin.consumerProgress("cgResetPolled")).find((x) => x.topic === "ResetPolled")!;
+    assert.equal(p.consumerOffset, 0, "the reset survives a commit of nothing newly polled");
+  } finally {
+    await pc?.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
