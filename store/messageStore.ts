@@ -967,6 +967,14 @@ export class MessageStore {
     return this.queue(topic, queueId, false)?.maxOffset ?? 0;
   }
 
+  /** Commit-log offset of the queue's entry at `offset` (RocketMQ's getCommitLogOffsetInQueue), or -1 without one. */
+  getCommitLogOffsetInQueue(topic: string, queueId: number, offset: number): number {
+    const q = this.queue(topic, queueId, false);
+    if (!q || offset < q.minOffset || offset >= q.maxOffset) return -1;
+    const e = q.read(offset, 1);
+    return e && e.length >= CQ_ENTRY_BYTES ? readLong(e, 0) : -1;
+  }
+
   /** Store time of the message at `offset`, or -1. */
   getStoreTime(topic: string, queueId: number, offset: number): number {
     const q = this.queue(topic, queueId, false);

@@ -24,6 +24,7 @@ import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR, type ConfigLogger, readBrokerJson } from "./configFile.ts";
 import { consumerTableOf } from "./consumerManager.ts";
+import { checkInDiskByCommitOffset, haTuningOf } from "./haTuning.ts";
 import { RateCounter } from "./rateCounter.ts";
 
 /** File under `<storeDir>/config/` that holds the committed offsets. */
@@ -421,11 +422,15 @@ export function queryConsumerOffset(
   const queueId = int(req.queueId, "queueId");
   const off = offsets.queryOffset(group, topic, queueId);
   if (off >= 0) return { offset: off };
-  // RocketMQ answers 0 while the queue still starts at 0 and its first message is readable (or
-  // nothing was ever written), so a new group does not skip the queue's first messages
+  // RocketMQ answers 0 while the queue still starts at 0 and its first message is readable and
+  // still "in memory" (or nothing was ever written), so a new group does not skip a young queue's
+  // first messages; a group new to a long history starts where consumeFromWhere says
+  const { store } = ctx;
   const startsAtZero =
-    ctx.store.getMinOffset(topic, queueId) <= 0 &&
-    (ctx.store.getMaxOffset(topic, queueId) === 0 || ctx.store.getStoreTime(topic, queueId, 0) >= 0);
+    store.getMinOffset(topic, queueId) <= 0 &&
+    (store.getMaxOffset(topic, queueId) === 0 ||
+      (store.getStoreTime(topic, queueId, 0) >= 0 &&
+        !checkInDiskByCommitOffset(store.maxPhyOffset, store.getCommitLogOffsetInQueue(topic, queueId, 0), haTuningOf(ctx.config))));
   if (req.setZeroIfNotFound !== false && startsAtZero) {
     return { offset: 0 };
   }

@@ -81,5 +81,17 @@ export function suggestPullingFromSlave(
   t: Pick<Required<HaTuning>, "accessMessageInMemoryMaxRatio" | "physicalMemoryBytes">,
 ): boolean {
   if (lastPulledPhyOffset < 0) return false;
-  return maxPhyOffset - lastPulledPhyOffset > (t.physicalMemoryBytes * t.accessMessageInMemoryMaxRatio) / 100;
+  return checkInDiskByCommitOffset(maxPhyOffset, lastPulledPhyOffset, t);
+}
+
+/**
+ * RocketMQ's `checkInDiskByCommitOffset`: the record at `phyOffset` is no longer "in memory", i.e.
+ * more than `accessMessageInMemoryMaxRatio` % of physical memory behind the commit log's end.
+ */
+export function checkInDiskByCommitOffset(
+  maxPhyOffset: number,
+  phyOffset: number,
+  t: Pick<Required<HaTuning>, "accessMessageInMemoryMaxRatio" | "physicalMemoryBytes">,
+): boolean {
+  return maxPhyOffset - phyOffset > (t.physicalMemoryBytes * t.accessMessageInMemoryMaxRatio) / 100;
 }

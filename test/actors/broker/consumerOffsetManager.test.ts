@@ -60,6 +60,24 @@ test("once the queue's first messages are deleted: QUERY_NOT_FOUND, and a pull b
   }
 });
 
+test("no stored offset: QUERY_NOT_FOUND once offset 0 is no longer in memory (40 % of RAM behind the commit log's end)", async () => {
+  // 40 % of 100 KiB: a message is "on disk" once the commit log has grown 40 KiB past it
+  const s = await startFixture({ physicalMemoryBytes: 100 * 1024 });
+  try {
+    await s.broker.createTopic({ topic: "Hist", readQueueNums: 2, writeQueueNums: 2 });
+    const q = (queueId: number) => s.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: "New", topic: "Hist", queueId });
+    await s.send("Hist", 0, [{ body: "x".repeat(1024) }]);
+    assert.equal((await q(0)).fields.offset, 0, "a young queue: a new group reads it from 0");
+    for (let i = 0; i < 50; i++) await s.send("Hist", 0, [{ body: "x".repeat(1024) }]);
+    await assert.rejects(q(0), (e: unknown) => isMQError(e, "QUERY_NOT_FOUND"), "offset 0 is 50 KiB behind: on disk");
+    // the rule is the distance from the commit log's end, not the queue's length
+    await s.send("Hist", 1, [{}]);
+    assert.equal((await q(1)).fields.offset, 0, "a queue whose message 0 was just written");
+  } finally {
+    await s.close();
+  }
+});
+
 test("UPDATE_CONSUMER_OFFSET is kept in memory, written every interval and at close, read back after a restart", async () => {
   await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 1, commitOffset: 7 });
   await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 2, commitOffset: 3 });
