@@ -279,11 +279,16 @@ export class PullConsumer {
     if (this.closing) throw new MQError("CLOSED", "The pull consumer is closed.");
     if (this.buffer.length === 0 && timeoutMs > 0) {
       await new Promise<void>((resolve) => {
-        const t = setTimeout(done, timeoutMs);
-        function done() {
+        const done = () => {
           clearTimeout(t);
           resolve();
-        }
+        };
+        // a poll that times out takes its wake-up with it: idle polls would pile them up until a message came
+        const t = setTimeout(() => {
+          const i = this.waiters.indexOf(done);
+          if (i >= 0) this.waiters.splice(i, 1);
+          done();
+        }, timeoutMs);
         this.waiters.push(done);
       });
     }

@@ -244,3 +244,33 @@ test("pull consumer: an offset the broker moved (admin reset) is not committed o
     await cleanup();
   }
 });
+
+test("pull consumer: idle polls that time out leave no wake-up behind; a waiting poll still wakes on a message", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-idle-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgIdle", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  let pc: PullConsumer | undefined;
+  const waiters = () => (pc as unknown as { waiters: unknown[] }).waiters.length;
+  try {
+    await admin.createTopic({ topic: "IdlePolled", readQueueNums: 1, writeQueueNums: 1 });
+    pc = await PullConsumer.start({ group: "cgIdlePolled", nameservers: cluster.nameservers });
+    await pc.assign(await pc.fetchMessageQueues("IdlePolled"));
+    for (let i = 0; i < 50; i++) assert.deepEqual(await pc.poll(1), []);
+    assert.equal(waiters(), 0, "each timed-out poll removed its wake-up");
+    const polled = pc.poll(10_000);
+    assert.equal(waiters(), 1);
+    await producer.send({ topic: "IdlePolled", body: "wake" });
+    assert.deepEqual(
+      (await polled).map((m) => m.body.toString()),
+      ["wake"],
+    );
+    assert.equal(waiters(), 0);
+  } finally {
+    await pc?.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
