@@ -18,6 +18,7 @@ import {
   type QueryConsumerOffsetRequest,
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
+import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import { DEFAULT_INSTANCE_NAME } from "./clientInstance.ts";
 import { OFFSET_NOT_FOUND, OFFSET_QUERY_FAILED, OffsetTable, type ReadOffsetType } from "./offsetTable.ts";
 import type { ConsumerHost } from "./pullRequest.ts";
@@ -35,6 +36,36 @@ export const TAKE_OVER_REQUEST_TIMEOUT_MS = 15_000;
 export type { ReadOffsetType };
 /** Default directory of broadcasting offset files (RocketMQ: ~/.rocketmq_offsets). */
 export const DEFAULT_OFFSET_STORE_DIR = path.join(homedir(), ".actormq_offsets");
+/** Failed writes of broadcasting offsets files, at warn (ACTORMQ_LOG_LEVEL). */
+export const offsetLog = lazyClientLogger("client:offsets");
+/** A broadcasting consumer's offsets file that keeps failing is logged at most once per this interval. */
+export const LOCAL_OFFSETS_FAILURE_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * What a broadcasting consumer does with a failed write of its offsets file: a warning naming the
+ * file and the error, at most once per `intervalMs` (the periodic persist retries every interval),
+ * and always at close (its last write). A member that cannot write it would otherwise run on
+ * silently and, once restarted, start again from older offsets or consumeFromWhere.
+ */
+export function localPersistFailureLogger(
+  file: string,
+  group: string,
+  intervalMs = LOCAL_OFFSETS_FAILURE_LOG_INTERVAL_MS,
+): (error: unknown, closing: boolean) => void {
+  const throttle = new LogThrottle(intervalMs);
+  return (e, closing) => {
+    const suppressed = throttle.pass(file);
+    if (suppressed === undefined && !closing) return;
+    const error = e instanceof Error ? e.message : String(e);
+    offsetLog().warn(
+      { group, file, error, closing, suppressed: suppressed ?? 0 },
+      `Writing the offsets of broadcasting group ${group} to ${file}${closing ? " at close" : ""} failed: ${error} ` +
+        (closing
+          ? "A member restarted with this instance name resumes from older offsets, or from consumeFromWhere without any; make offsetStoreDir writable."
+          : `Offsets stay in memory and the write is retried every persist interval (logged at most once every ${Math.round(intervalMs / 1000)} s); make offsetStoreDir writable.`),
+    );
+  };
+}
 
 /** What the consumer asks of an offset store. */
 export interface OffsetStore {

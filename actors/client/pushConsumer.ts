@@ -51,6 +51,7 @@ import {
   LocalFileOffsetStore,
   localOffsetsClientId,
   localOffsetsPath,
+  localPersistFailureLogger,
   type OffsetStore,
   RemoteOffsetStore,
 } from "./offsetStore.ts";
@@ -274,6 +275,8 @@ export class PushConsumer {
   readonly orderlyService: ConsumeOrderlyService | null = null;
   /** orderly clustering consumers: the broker locks of held queues (null otherwise) */
   readonly queueLocks: QueueLocks | null = null;
+  /** a failed write of the local offsets file (broadcasting): logged; the remote store reports nothing here */
+  private readonly persistFailed: (error: unknown, closing: boolean) => void;
 
   private constructor(
     private readonly host: ConsumerHost,
@@ -285,6 +288,7 @@ export class PushConsumer {
     const prefix = `${group}/`;
     this.names = { rebalancer: `${prefix}rebalancer`, pull: `${prefix}pull`, consume: `${prefix}consume`, locks: `${prefix}locks` };
     this.rebalanceTrigger = new RebalanceTrigger(host.node, this.names.rebalancer);
+    this.persistFailed = offsetStore instanceof LocalFileOffsetStore ? localPersistFailureLogger(offsetStore.file, group) : () => {};
     if (opts.orderly) this.createOrderly(host, offsetStore);
     this.consumeService = new ConsumeService({
       group,
@@ -561,7 +565,7 @@ export class PushConsumer {
 
   /** Persists every held queue's offset now. */
   async persistOffsets(): Promise<void> {
-    await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq)).catch(() => {});
+    await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq)).catch((e) => this.persistFailed(e, false));
   }
 
   /** Stops pulling and consuming, persists offsets, leaves the group, releases everything. */
@@ -582,7 +586,7 @@ export class PushConsumer {
     for (const name of [this.names.rebalancer, this.names.pull, this.names.consume, this.names.locks]) node.stopActor(name);
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
-    await this.offsetStore.persistAll(mqs).catch(() => {});
+    await this.offsetStore.persistAll(mqs).catch((e) => this.persistFailed(e, true));
     // orderly: the queues are free for the group's other members once their offsets are stored,
     // and so are those a rebalance round had just locked for a gain it will not complete
     // a round locking a queue now gives it back itself when its answer comes: wait for it
@@ -603,7 +607,8 @@ export class PushConsumer {
   private async onOffsetIllegal(req: PullRequest): Promise<void> {
     const { mq } = req;
     this.offsetStore.updateAndFreeze(mq, req.nextOffset);
-    await this.offsetStore.persist(mq);
+    // a local file that cannot be written must not stop the queue's rebuild (nor reject unhandled)
+    await this.offsetStore.persist(mq).catch((e) => this.persistFailed(e, false));
     const k = mqKey(mq);
     if (this.held.get(k)?.pq === req.pq) this.held.delete(k);
     this.offsetStore.removeOffset(mq);

@@ -3,10 +3,11 @@
  * file, so a member restarted resumes where it left off.
  */
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
+import { LocalFileOffsetStore, offsetLog } from "../../actors/client/offsetStore.ts";
 import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -60,6 +61,106 @@ test("broadcasting: 3 consumers each get all messages; a restarted one resumes f
     assert.equal(redelivered, 0, "the restarted member resumed from its file, no message twice");
   } finally {
     for (const c of cs) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("broadcasting: an offsets file that cannot be written is logged at warn, naming the file, and again at close", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-consume-bcast-unwritable-");
+  // a regular file where the offsets directory should be: every write fails
+  const offsetStoreDir = path.join(dir, "offsets-here");
+  await writeFile(offsetStoreDir, "not a directory");
+  const cluster = await startLocalCluster({ dir: path.join(dir, "store"), broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgU", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const warns: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void warns.push({ fields, msg }));
+  let c: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "BcastU", readQueueNums: 1, writeQueueNums: 1 });
+    let n = 0;
+    c = await PushConsumer.start({
+      group: "cgBU",
+      nameservers: cluster.nameservers,
+      instanceName: "u",
+      model: "BROADCASTING",
+      offsetStoreDir,
+      persistConsumerOffsetIntervalMs: 100,
+      subscriptions: { BcastU: "*" },
+      listener: async (msgs: MessageExt[]) => {
+        n += msgs.length;
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await producer.send({ topic: "BcastU", body: "m" });
+    await waitFor(() => n === 1, 10_000, "consumed");
+    const file = path.join(offsetStoreDir, `${hostname()}@u`, "cgBU", "offsets.json");
+    await waitFor(() => warns.length > 0, 10_000, "a warning of the periodic persist");
+    assert.equal(warns[0]!.fields.file, file);
+    assert.match(warns[0]!.msg, new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}`));
+    assert.match(String(warns[0]!.fields.error), /ENOTDIR|EEXIST/);
+    // several periodic persists later: still the one line (throttled)
+    const persists = t.mock.method(c.offsetStore, "persistAll");
+    await waitFor(() => persists.mock.callCount() >= 3, 10_000, "more periodic persists");
+    assert.equal(warns.length, 1, "logged once per interval");
+    await c.close();
+    c = undefined;
+    assert.equal(warns.length, 2, "the write at close is always reported");
+    assert.equal(warns[1]!.fields.closing, true);
+  } finally {
+    await c?.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("broadcasting: an offset the broker moved whose write fails is logged, and the queue resumes at the moved offset", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-consume-bcast-moved-");
+  const offsetStoreDir = path.join(dir, "offsets");
+  const cluster = await startLocalCluster({ dir: path.join(dir, "store"), broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgM", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const warns: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void warns.push({ fields, msg }));
+  let c: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "BcastM", readQueueNums: 1, writeQueueNums: 1 });
+    await producer.send({ topic: "BcastM", body: "m0" });
+    const brokerName = (await admin.topicRoute("BcastM")).brokerDatas[0]!.brokerName;
+    // the member's file says offset 100, past the queue's end: its first pull is moved back to 1
+    const file = path.join(offsetStoreDir, `${hostname()}@m`, "cgBM", "offsets.json");
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, JSON.stringify({ offsetTable: { [`BcastM@${brokerName}@0`]: 100 } }));
+    // and the moved offset cannot be written
+    t.mock.method(LocalFileOffsetStore.prototype as unknown as { write(): Promise<void> }, "write", async () => {
+      throw new Error("EIO: i/o error, write");
+    });
+    const got: number[] = [];
+    c = await PushConsumer.start({
+      group: "cgBM",
+      nameservers: cluster.nameservers,
+      instanceName: "m",
+      model: "BROADCASTING",
+      offsetStoreDir,
+      subscriptions: { BcastM: "*" },
+      listener: async (msgs: MessageExt[]) => {
+        for (const m of msgs) got.push(m.queueOffset);
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => c!.pullService.stats.offsetIllegal >= 1 && warns.length > 0, 10_000, "the moved offset and its failed write");
+    assert.equal(warns[0]!.fields.file, file);
+    assert.match(String(warns[0]!.fields.error), /EIO/);
+    await producer.send({ topic: "BcastM", body: "m1" });
+    await waitFor(() => got.includes(1), 10_000, "the next message, at the moved offset");
+    assert.deepEqual(got, [1]);
+  } finally {
+    await c?.close();
     await admin.close();
     await producer.close();
     await cluster.close();

@@ -2,7 +2,15 @@ import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import { test } from "node:test";
 import { setup } from "xstate";
-import { LocalFileOffsetStore, localOffsetsClientId, localOffsetsPath, RemoteOffsetStore } from "../../../actors/client/offsetStore.ts";
+import {
+  LOCAL_OFFSETS_FAILURE_LOG_INTERVAL_MS,
+  LocalFileOffsetStore,
+  localOffsetsClientId,
+  localOffsetsPath,
+  localPersistFailureLogger,
+  offsetLog,
+  RemoteOffsetStore,
+} from "../../../actors/client/offsetStore.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { type MessageQueue, MQError } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir } from "../../helpers.ts";
@@ -100,5 +108,39 @@ test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; pe
   } finally {
     await client.close();
     await broker.close();
+  }
+});
+
+test("local file store: a file that cannot be written rejects persistAll; its warning names the file, once per interval, always at close", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    await writeFile(`${dir}/not-a-dir`, "x");
+    const file = localOffsetsPath(`${dir}/not-a-dir`, "host@u", "g");
+    const s = new LocalFileOffsetStore(file);
+    s.updateOffset(q0, 3, true);
+    const err = await s.persistAll([q0]).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof Error, "the write fails");
+    t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+    t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    const warn = localPersistFailureLogger(file, "g");
+    warn(err, false);
+    assert.equal(lines.length, 1);
+    assert.deepEqual(lines[0]!.fields, { group: "g", file, error: (err as Error).message, closing: false, suppressed: 0 });
+    assert.ok(lines[0]!.msg.includes(file));
+    warn(err, false);
+    assert.equal(lines.length, 1, "held back within the interval");
+    t.mock.timers.tick(LOCAL_OFFSETS_FAILURE_LOG_INTERVAL_MS);
+    warn(err, false);
+    assert.equal(lines.length, 2);
+    assert.equal(lines[1]!.fields.suppressed, 1);
+    warn(err, true);
+    assert.equal(lines.length, 3, "the write at close is always reported");
+    assert.match(lines[2]!.msg, /at close/);
+  } finally {
+    await cleanup();
   }
 });
