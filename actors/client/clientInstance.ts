@@ -223,7 +223,8 @@ export class ClientInstance {
   /**
    * Fetches a topic's route and caches it. An unknown topic falls back to the auto-create route
    * (TBW102) when `allowDefault` is set — a producer may send there and the broker creates the
-   * topic. Returns undefined when neither exists. Concurrent calls for a topic share one request.
+   * topic. Returns undefined when neither exists; a real route already cached stays when the name
+   * servers answer TOPIC_NOT_EXIST. Concurrent calls for a topic share one request.
    */
   updateRoute(topic: string, allowDefault = false): Promise<TopicPublishInfo | undefined> {
     const key = `${topic}\u0000${allowDefault}`;
@@ -242,6 +243,10 @@ export class ClientInstance {
       route = await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic });
     } catch (e) {
       if (!isMQError(e, "TOPIC_NOT_EXIST")) throw e;
+      // a real route once learned is kept, as RocketMQ's updateTopicRouteInfoFromNameServer keeps it: a
+      // name server that just restarted knows no topic until each broker's next registration (up to 30 s)
+      const known = this.routes.isProvisional(topic) ? undefined : this.routes.publishInfo(topic);
+      if (known && (!allowDefault || known.queues.length > 0)) return known;
       if (!allowDefault) {
         if (this.routes.delete(topic)) this.routeChanged(topic);
         return undefined;
@@ -254,6 +259,7 @@ export class ClientInstance {
         provisional = true;
       } catch (e2) {
         if (!isMQError(e2, "TOPIC_NOT_EXIST")) throw e2;
+        if (known) return known;
         if (this.routes.delete(topic)) this.routeChanged(topic);
         return undefined;
       }

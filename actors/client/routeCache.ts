@@ -88,7 +88,7 @@ export class RouteCache {
     return true;
   }
 
-  /** Forgets a topic (its route is gone from every name server). */
+  /** Forgets a topic (a provisional route whose TBW102 route is gone, or a route never learned). */
   delete(topic: string): boolean {
     return this.topics.delete(topic);
   }

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { it } from "node:test";
+import { Broker } from "../../../actors/broker/broker.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
-import { EPHEMERAL } from "../../helpers.ts";
+import { isMQError } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
 
 it("an acquire made while the last holder releases gets a live instance, not the closing one", async (t) => {
   const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
@@ -26,5 +28,41 @@ it("an acquire made while the last holder releases gets a live instance, not the
     await third.release();
   } finally {
     await inst.release();
+  }
+});
+
+it("a route already learned survives a name server that restarted and knows no topic yet", async () => {
+  const { dir } = await tempDir();
+  let ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const addr = ns.address;
+  const broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [addr],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  const inst = await ClientInstance.acquire({ nameservers: [addr] });
+  try {
+    await broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+    assert.equal((await inst.updateRoute("T"))?.queues.length, 2);
+    // the broker re-registers only after registerIntervalMs (30 s): until then the name server answers TOPIC_NOT_EXIST
+    await ns.close();
+    ns = await NameServer.start({ listen: addr, logLevel: "silent" });
+    await assert.rejects(inst.askNameserver({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+    await inst.refreshAllRoutes();
+    assert.equal(inst.routes.publishInfo("T")?.queues.length, 2, "the periodic refresh kept the route");
+    assert.equal(inst.routes.subscribeQueues("T").length, 2);
+    assert.equal(inst.routes.masterAddress("broker-a"), broker.address, "and its broker's address");
+    assert.equal((await inst.updateRoute("T"))?.queues.length, 2, "a consumer's route query gets the cached route");
+    assert.equal((await inst.updateRoute("T", true))?.queues.length, 2, "a producer's refresh after a failed send too");
+    // a topic that never had a route is still unknown
+    assert.equal(await inst.updateRoute("Never"), undefined);
+    assert.equal(inst.routes.publishInfo("Never"), undefined);
+  } finally {
+    await inst.release();
+    await broker.close();
+    await ns.close();
   }
 });
