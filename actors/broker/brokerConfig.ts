@@ -73,7 +73,10 @@ export interface BrokerOptions {
   diskCleanForciblyPercent?: number;
   /** disk use in percent from which sends are refused with DISK_FULL (RocketMQ's diskSpaceWarningLevelRatio, 90 there). @default off */
   diskFullPercent?: number;
-  /** broker-wide permission (`brokerPermission`): 6 = read and write. @default 6 */
+  /**
+   * broker-wide permission (`brokerPermission`): 6 = read and write, 4 = read only, 2 = write only;
+   * short of 6, the broker registers each topic with `perm & brokerPermission`. @default 6
+   */
   brokerPermission?: number;
   /** @default 30000 */
   registerIntervalMs?: number;

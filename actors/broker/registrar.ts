@@ -4,7 +4,7 @@
  * `registerBrokerAll`), and unregisters on a clean shutdown so routes drop the broker at once.
  */
 import { assign, fromCallback, fromPromise, setup } from "xstate";
-import { NAMESRV_ACTOR, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
+import { NAMESRV_ACTOR, PERM_READ_WRITE, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
@@ -30,13 +30,19 @@ export interface RegistrarInput {
 /** The REGISTER_BROKER fields for this broker now. */
 export function registerRequest(ctx: BrokerContext): RegisterBrokerRequest {
   const c = ctx.config;
+  const topicConfigTable = ctx.topics.all();
+  // a broker that refuses reads or writes registers each topic with perm & brokerPermission (RocketMQ's
+  // registerBrokerAll), so routes send no producer or consumer there; `all()` hands out copies
+  if ((c.brokerPermission & PERM_READ_WRITE) !== PERM_READ_WRITE) {
+    for (const tc of Object.values(topicConfigTable)) tc.perm &= c.brokerPermission;
+  }
   return {
     clusterName: c.clusterName,
     brokerName: c.brokerName,
     brokerAddr: ctx.brokerAddr,
     brokerId: c.brokerId,
     heartbeatTimeoutMillis: c.heartbeatTimeoutMs,
-    topicConfigTable: ctx.topics.all(),
+    topicConfigTable,
     dataVersion: ctx.topics.dataVersion,
   };
 }

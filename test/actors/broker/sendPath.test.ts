@@ -328,6 +328,29 @@ test("topic configs survive a broker restart", async () => {
   }
 });
 
+test("a broker registers its topics with their perm masked by brokerPermission, so producers do not route to a read-only broker", async () => {
+  const { dir: d4, cleanup: c4 } = await tempDir();
+  const ro = await Broker.start({
+    brokerName: "ro",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: d4,
+    flush: "async",
+    brokerPermission: 4,
+  });
+  try {
+    await admin.createTopic({ topic: "Masked", brokers: ["a", "ro"], readQueueNums: 2, writeQueueNums: 2 });
+    const route = await admin.topicRoute("Masked");
+    const perms = Object.fromEntries(route.queueDatas.map((q) => [q.brokerName, q.perm]));
+    assert.deepEqual(perms, { a: 6, ro: 4 });
+    assert.equal(ro.ctx.topics.get("Masked")?.perm, 6, "the broker's own config keeps the perm asked for");
+    for (let i = 0; i < 6; i++) assert.equal((await producer.send({ topic: "Masked", body: `m${i}` })).queue.brokerName, "a");
+  } finally {
+    await ro.close();
+    await c4();
+  }
+});
+
 test("fileReservedTimeHours sets how long commit-log segments are kept; a bad value is ILLEGAL_ARGUMENT", async () => {
   const { dir: d4, cleanup: c4 } = await tempDir();
   const start = (hours?: number) =>
