@@ -59,7 +59,7 @@ export type AdminOptions = ClientInstanceOptions;
 /** Options of `Admin.createTopic`. */
 export interface AdminCreateTopicOptions {
   topic: string;
-  /** broker names; default every master of every cluster */
+  /** broker names; default every live master of every cluster (a name with only slaves registered is skipped) */
   brokers?: string[];
   /** @default 8 */
   readQueueNums?: number;
@@ -98,12 +98,23 @@ export class Admin {
     checkTopic(opts?.topic);
     checkNotSystemTopic(opts.topic);
     const info = await this.clusterInfo();
-    const names = opts.brokers ?? Object.keys(info.brokerAddrTable).sort();
-    if (names.length === 0) throw new MQError("NO_ROUTE", "No broker is registered with the name servers: start a broker first.");
+    const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
+    // every master: a broker name whose master is down (only slaves registered) is skipped, as
+    // RocketMQ's fetchMasterAddrByClusterName skips it; a name given explicitly is refused below
+    const names = opts.brokers ?? Object.keys(info.brokerAddrTable).filter(masterOf).sort();
+    if (names.length === 0) {
+      const known = Object.keys(info.brokerAddrTable);
+      throw new MQError(
+        "NO_ROUTE",
+        known.length === 0
+          ? "No broker is registered with the name servers: start a broker first."
+          : `No broker has a live master registered with the name servers (known brokers: ${known.join(", ")}); start their masters first.`,
+      );
+    }
     const readQueueNums = opts.readQueueNums ?? opts.writeQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
     const writeQueueNums = opts.writeQueueNums ?? opts.readQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
     const targets = names.map((name) => {
-      const addr = info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
+      const addr = masterOf(name);
       if (!addr)
         throw new MQError(
           "NO_ROUTE",

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Admin, Producer, startLocalCluster } from "../../index.ts";
-import { tempDir } from "../helpers.ts";
+import { isMQError } from "../../transport/protocol.ts";
+import { tempDir, waitFor } from "../helpers.ts";
 
 test("startLocalCluster runs a name server and two brokers; Admin.createTopic reaches every master", async () => {
   const { dir, cleanup } = await tempDir();
@@ -27,6 +28,34 @@ test("startLocalCluster runs a name server and two brokers; Admin.createTopic re
     assert.deepEqual([...brokers].sort(), ["broker-a", "broker-b"]);
   } finally {
     await producer.close();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("Admin.createTopic without brokers skips a broker name whose master is down; named, it is refused", async () => {
+  const { dir, cleanup } = await tempDir();
+  const cluster = await startLocalCluster({ brokers: 2, slavesPerBroker: 1, dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  try {
+    await cluster.brokers.find((b) => b.brokerName === "broker-b" && b.ctx.config.brokerId === 0)!.close();
+    await waitFor(async () => {
+      const b = (await admin.clusterInfo()).brokerAddrTable["broker-b"];
+      return b && !b.brokerAddrs["0"];
+    });
+    const created = await admin.createTopic({ topic: "MastersOnly", readQueueNums: 2, writeQueueNums: 2 });
+    assert.equal(created.length, 1);
+    const route = await admin.topicRoute("MastersOnly");
+    assert.deepEqual(
+      route.queueDatas.map((q) => q.brokerName),
+      ["broker-a"],
+    );
+    await assert.rejects(
+      admin.createTopic({ topic: "Named", brokers: ["broker-a", "broker-b"] }),
+      (e) => isMQError(e, "NO_ROUTE") && /broker-b has no live master/.test(e.message),
+    );
+  } finally {
     await admin.close();
     await cluster.close();
     await cleanup();
