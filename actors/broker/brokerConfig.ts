@@ -22,6 +22,8 @@ export const DEFAULT_QUEUE_NUMS = 4;
 export const DEFAULT_REGISTER_INTERVAL_MS = 30_000;
 /** How long name servers keep this broker without a registration. */
 export const DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 120_000;
+/** Longest delay setTimeout keeps (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
 /** Puts the store actor accepts at once before answering SYSTEM_BUSY. */
 export const DEFAULT_STORE_MAX_IN_FLIGHT = 4096;
 /** A sync-flush put that has not reached disk within this time answers FLUSH_DISK_TIMEOUT (`syncFlushTimeout`). */
@@ -78,9 +80,9 @@ export interface BrokerOptions {
    * short of 6, the broker registers each topic with `perm & brokerPermission`. @default 6
    */
   brokerPermission?: number;
-  /** @default 30000 */
+  /** ms between registrations with every name server, an integer > 0 (RocketMQ's registerNameServerPeriod). @default 30000 */
   registerIntervalMs?: number;
-  /** @default 120000 */
+  /** ms the name servers keep this broker without a registration, an integer > 0. @default 120000 */
   heartbeatTimeoutMs?: number;
   /** @default 4096 */
   storeMaxInFlight?: number;
@@ -175,5 +177,21 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
     );
   if (typeof cfg.fileReservedTimeHours !== "number" || !(cfg.fileReservedTimeHours > 0))
     throw new MQError("ILLEGAL_ARGUMENT", `fileReservedTimeHours must be a number of hours > 0, not ${String(cfg.fileReservedTimeHours)}.`);
+  // 0, NaN or past setTimeout's range (which fires at once) would re-register with every name server back to back
+  if (!Number.isInteger(cfg.registerIntervalMs) || cfg.registerIntervalMs < 1 || cfg.registerIntervalMs > MAX_TIMER_MS)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `registerIntervalMs must be an integer number of ms from 1 to ${MAX_TIMER_MS} (default ${DEFAULT_REGISTER_INTERVAL_MS}), not ${String(cfg.registerIntervalMs)}.`,
+    );
+  if (!Number.isInteger(cfg.heartbeatTimeoutMs) || cfg.heartbeatTimeoutMs < 1)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `heartbeatTimeoutMs must be an integer number of ms > 0 (default ${DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS}), not ${String(cfg.heartbeatTimeoutMs)}.`,
+    );
+  if (!Number.isInteger(cfg.brokerPermission) || cfg.brokerPermission < 0 || cfg.brokerPermission > 15)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `brokerPermission must be a PermName bit set from 0 to 15 (READ 4 | WRITE 2: 6 read and write, 4 read only, 2 write only), not ${String(cfg.brokerPermission)}.`,
+    );
   return cfg;
 }
