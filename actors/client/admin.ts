@@ -97,6 +97,11 @@ export class Admin {
     this.checkOpen();
     checkTopic(opts?.topic);
     checkNotSystemTopic(opts.topic);
+    if (opts.brokers !== undefined && (!Array.isArray(opts.brokers) || opts.brokers.length === 0))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "brokers (CLI --brokers) names no broker: give broker names such as broker-a, or leave it out to create the topic on every master.",
+      );
     const info = await this.clusterInfo();
     const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
     // every master: a broker name whose master is down (only slaves registered) is skipped, as

@@ -34,7 +34,7 @@ test("startLocalCluster runs a name server and two brokers; Admin.createTopic re
   }
 });
 
-test("Admin.createTopic without brokers skips a broker name whose master is down; named, it is refused", async () => {
+test("Admin.createTopic without brokers skips a broker name whose master is down; named, it is refused; an empty list is ILLEGAL_ARGUMENT", async () => {
   const { dir, cleanup } = await tempDir();
   const cluster = await startLocalCluster({ brokers: 2, slavesPerBroker: 1, dir, broker: { flush: "async" } });
   const admin = await Admin.start({ nameservers: cluster.nameservers });
@@ -54,6 +54,11 @@ test("Admin.createTopic without brokers skips a broker name whose master is down
     await assert.rejects(
       admin.createTopic({ topic: "Named", brokers: ["broker-a", "broker-b"] }),
       (e) => isMQError(e, "NO_ROUTE") && /broker-b has no live master/.test(e.message),
+    );
+    // an empty list names no broker: not "no broker is registered", which is untrue
+    await assert.rejects(
+      admin.createTopic({ topic: "Named", brokers: [] }),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /names no broker/.test(e.message),
     );
   } finally {
     await admin.close();

@@ -39,6 +39,9 @@ test("topic create, list and route show the topic on both brokers", async () => 
   const missing = await cli(["topic", "route", "NoSuchTopic"], { env });
   assert.equal(missing.code, 1);
   assert.match(oneLine(missing.err), /^actormq: error TOPIC_NOT_EXIST: /);
+  const none = await cli(["topic", "create", "CliNone", "--brokers", ""], { env });
+  assert.equal(none.code, 1);
+  assert.match(oneLine(none.err), /^actormq: error ILLEGAL_ARGUMENT: .*names no broker/);
 });
 
 test("send from args and stdin, consume --from first --count, progress and reset-offset", async () => {
