@@ -10,8 +10,10 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   isGroupName,
   isMQError,
+  MASTER_ID,
   type MessageQueue,
   MQError,
+  Perm,
   type SendMessageReply,
   type SendMessageRequest,
   type SendStatus,
@@ -234,14 +236,7 @@ export class Producer {
         `No route info of topic ${topic}: create it (Admin.createTopic) or start a broker with autoCreateTopic, and check the name server addresses.`,
       );
     }
-    if (info.queues.length === 0) {
-      if (info.route.queueDatas.length > 0)
-        throw new MQError(
-          "NO_PERMISSION",
-          `Topic ${topic} is not writable on any broker (read-only or no master); change its perm or send elsewhere.`,
-        );
-      throw new MQError("NO_ROUTE", `Topic ${topic} has no live broker in its route; check that its brokers are running.`);
-    }
+    if (info.queues.length === 0) throw noWritableQueue(info);
     return info;
   }
 
@@ -335,4 +330,20 @@ export class Producer {
     }
     return found;
   }
+}
+
+/** Why a route gives a producer no queue: no broker, none writable with a master, or writable ones with 0 write queues. */
+function noWritableQueue({ topic, route }: TopicPublishInfo): MQError {
+  if (route.queueDatas.length === 0)
+    return new MQError("NO_ROUTE", `Topic ${topic} has no live broker in its route; check that its brokers are running.`);
+  const withMaster = new Set(route.brokerDatas.filter((b) => b.brokerAddrs[String(MASTER_ID)] !== undefined).map((b) => b.brokerName));
+  if (route.queueDatas.some((qd) => (qd.perm & Perm.WRITE) !== 0 && withMaster.has(qd.brokerName)))
+    return new MQError(
+      "NO_ROUTE",
+      `Topic ${topic} has 0 write queues on every broker that takes writes; raise its writeQueueNums (Admin.createTopic, topic create --queues).`,
+    );
+  return new MQError(
+    "NO_PERMISSION",
+    `Topic ${topic} is not writable on any broker (read-only or no master); change its perm or send elsewhere.`,
+  );
 }

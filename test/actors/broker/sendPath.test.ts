@@ -152,6 +152,12 @@ test("bad input gets its code and the broker keeps serving", async () => {
   await assert.rejects(producer.send({ topic: "bad topic!", body: "x" }), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
   await admin.createTopic({ topic: "ReadOnly", brokers: ["a"], readQueueNums: 2, writeQueueNums: 2, perm: 4 });
   await assert.rejects(producer.send({ topic: "ReadOnly", body: "x" }), (e) => isMQError(e, "NO_PERMISSION"));
+  // perm 6 but no write queue: the fix is writeQueueNums, not the perm
+  await admin.createTopic({ topic: "NoWriteQueues", brokers: ["a"], readQueueNums: 0, writeQueueNums: 0 });
+  await assert.rejects(
+    producer.send({ topic: "NoWriteQueues", body: "x" }),
+    (e) => isMQError(e, "NO_ROUTE") && /0 write queues/.test(e.message) && /writeQueueNums/.test(e.message),
+  );
 
   const ref = raw.ref(broker.address, BrokerActor.BROKER);
   const base = { producerGroup: "pg", topic: "RR", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() };
