@@ -4,6 +4,7 @@
  * broker's store actor wraps it and serialises calls.
  */
 import fs from "node:fs";
+import { isIPv4 } from "node:net";
 import path from "node:path";
 import { crc32 } from "node:zlib";
 import { int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "../transport/bigEndian.ts";
@@ -62,6 +63,14 @@ export const DEFAULT_CLEAN_INTERVAL_MS = 10_000;
 /** Segments deleted before they expire per check at most (RocketMQ's deleteFileBatchMax). */
 const FORCIBLE_DELETES_PER_CHECK = 10;
 
+/** Whether `host` is `a.b.c.d:port`, the only form a store host can be written in. */
+function isIPv4HostPort(host: unknown): boolean {
+  if (typeof host !== "string") return false;
+  const colon = host.lastIndexOf(":");
+  const port = host.slice(colon + 1);
+  return colon > 0 && isIPv4(host.slice(0, colon)) && /^\d{1,5}$/.test(port) && Number(port) <= 65535;
+}
+
 /** Percent of the file system holding `dir` in use, or NaN when it cannot be read. */
 export function statfsUsedPercent(dir: string): number {
   try {
@@ -101,7 +110,7 @@ export interface MessageStoreOptions {
   flushIntervalMs?: number;
   /** async flush byte threshold. @default 4 MiB */
   flushLeastBytes?: number;
-  /** the `ip:port` stamped in records and offset message ids. @default "127.0.0.1:10911" */
+  /** the IPv4 `ip:port` stamped in records and offset message ids (a host name is refused: resolve it first). @default "127.0.0.1:10911" */
   storeHost?: string;
   /** delay levels for SCHEDULE_TOPIC_XXXX delivery times. @default "1s 5s 10s 30s 1m ... 2h" */
   messageDelayLevel?: string;
@@ -320,6 +329,12 @@ export class MessageStore {
     if (!opts.dir) throw new MQError("ILLEGAL_ARGUMENT", "MessageStore.open needs a dir.");
     if (opts.flush !== "sync" && opts.flush !== "async")
       throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not ${String(opts.flush)}.`);
+    // strict where a born host is not: a store host written as 0.0.0.0 would give brokers on one port the same offset msg ids
+    if (!isIPv4HostPort(opts.storeHost))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `storeHost "${String(opts.storeHost)}" is not an IPv4 ip:port (offset message ids carry 4 address bytes and the port): pass the broker's resolved address, e.g. "10.0.0.2:10911".`,
+      );
     if (!(opts.commitLogSegmentBytes >= 4096)) throw new MQError("ILLEGAL_ARGUMENT", "commitLogSegmentBytes must be at least 4096.");
     try {
       parseDelayLevels(opts.messageDelayLevel);

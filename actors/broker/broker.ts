@@ -4,7 +4,9 @@
  * under `<storeDir>/config/`. Resolves once the broker serves and has registered with its name
  * servers; `close()` unregisters, drains puts, and releases every socket, timer and file.
  */
+import { lookup } from "node:dns/promises";
 import { mkdir } from "node:fs/promises";
+import { isIPv4 } from "node:net";
 import path from "node:path";
 import { MessageStore } from "../../store/index.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
@@ -38,12 +40,31 @@ export interface CreateTopicOptions {
   order?: boolean;
 }
 
-/** "ip:port" of a tcp endpoint, for store hosts and message ids. */
-function hostOf(address: string): string {
-  const m = /^tcp:\/\/([^:/]+):(\d+)/.exec(address);
-  if (!m) return "127.0.0.1:0";
-  const host = m[1] === "localhost" || m[1] === "*" || m[1] === "0.0.0.0" ? "127.0.0.1" : m[1]!;
-  return `${host}:${m[2]}`;
+/**
+ * "ip:port" of the broker's tcp endpoint, stamped in records and offset msg ids: RocketMQ's store
+ * host is a resolved IPv4 address (reference §10.1), so a host name is looked up here; left as a
+ * name it would be written as 0.0.0.0, and brokers on the same port would hand out the same ids.
+ */
+async function storeHostOf(address: string, what: string): Promise<string> {
+  const m = /^tcp:\/\/([^:/[\]]+):(\d+)$/.exec(address);
+  const refuse = (why: string) =>
+    new MQError(
+      "ILLEGAL_ARGUMENT",
+      `The ${what} endpoint ${address} ${why}; offset message ids carry the broker's IPv4 address and port. ` +
+        "Use tcp://<IPv4 address or a host name that resolves to one>:<port>, e.g. --advertise tcp://10.0.0.2:10911.",
+    );
+  if (!m) throw refuse(address.startsWith("tcp://[") ? "is an IPv6 address" : "is not tcp://host:port");
+  const host = m[1]!;
+  const port = m[2]!;
+  // a wildcard bind without an advertised address names no one host: the loopback address stands for it
+  if (host === "*" || host === "0.0.0.0") return `127.0.0.1:${port}`;
+  if (isIPv4(host)) return `${host}:${port}`;
+  try {
+    const { address: ip } = await lookup(host, { family: 4 });
+    return `${ip}:${port}`;
+  } catch (e) {
+    throw refuse(`cannot be resolved to an IPv4 address (${(e as Error).message})`);
+  }
 }
 
 /** A running broker. */
@@ -93,7 +114,7 @@ export class Broker {
     const heapReserve = holdHeapReserve(config.heapReserveMb);
     try {
       const brokerAddr = node.address!;
-      const storeHost = hostOf(brokerAddr);
+      const storeHost = await storeHostOf(brokerAddr, config.advertise ? "advertise" : "listen");
       store = await MessageStore.open({
         dir: config.storeDir,
         flush: config.flush,

@@ -612,3 +612,19 @@ test("putMessagesGroup: queues of different topics with the same queue id count 
   assert.deepEqual(bodies("TopicA"), ["a0", "a1", "a2", "a3"]);
   assert.deepEqual(bodies("TopicB"), ["b0", "b1", "b2", "b3"]);
 });
+
+test("storeHost must be an IPv4 ip:port: a host name or IPv6 address is refused, not stamped as 0.0.0.0", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  for (const storeHost of ["broker-a.example.com:10911", "[::1]:10911", "10.0.0.256:10911", "10.0.0.2", "10.0.0.2:70000", "10.0.0.2:"]) {
+    await assert.rejects(
+      MessageStore.open(small(path.join(dir, "refused"), { storeHost })),
+      (e) => isCode("ILLEGAL_ARGUMENT")(e) && (e as Error).message.includes(storeHost),
+      storeHost,
+    );
+  }
+  const s = await MessageStore.open(small(dir, { storeHost: "10.0.0.2:10911" }));
+  t.after(() => s.close());
+  const r = await s.putMessage({ topic: "T", queueId: 0, body: Buffer.from("x"), bornTimestamp: Date.now(), bornHost: "client-host:5" });
+  assert.equal(r.offsetMsgIds.slice(0, 16), "0A00000200002A9F");
+});

@@ -4,11 +4,13 @@
  * bad or unmatched requests.
  */
 import assert from "node:assert/strict";
+import net from "node:net";
+import path from "node:path";
 import { after, before, test } from "node:test";
-import { Admin, isMQError, type LocalCluster, Producer, type SendResult, startLocalCluster } from "../../../index.ts";
+import { Admin, Broker, isMQError, type LocalCluster, NameServer, Producer, type SendResult, startLocalCluster } from "../../../index.ts";
 import { parseOffsetMsgId } from "../../../transport/messageRecord.ts";
 import { QUERY_MESSAGE_ACTOR } from "../../../transport/protocol.ts";
-import { tempDir } from "../../helpers.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
 
 let cluster: LocalCluster;
 let admin: Admin;
@@ -110,4 +112,73 @@ test("the query actor answers bad and unmatched requests with coded errors", asy
 
   const r = await ref.ask<{ count: number }>({ type: "VIEW_MESSAGE_BY_ID", offset: 0 });
   assert.ok(r.body && r.body.length > 0, "the record at offset 0 comes back as the body");
+});
+
+/** A port free on 127.0.0.1 a moment ago (brokers of several hosts share one, as every broker at :10911). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer().once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+test("brokers advertised by host name stamp its IPv4 address in offset msg ids: two on one port each answer with their own message", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-hostname-");
+  t.after(cleanup);
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  t.after(() => ns.close());
+  const port = await freePort();
+  // "127.1" and "127.2" are host names to the broker (not dotted quads) that every resolver maps to 127.0.0.1 / 127.0.0.2
+  const start = (name: string, ip: string, host: string) =>
+    Broker.start({
+      brokerName: name,
+      nameservers: [ns.address!],
+      storeDir: path.join(dir, name),
+      listen: `tcp://${ip}:${port}`,
+      advertise: `tcp://${host}:${port}`,
+      flush: "async",
+    });
+  const a = await start("host-a", "127.0.0.1", "127.1");
+  t.after(() => a.close());
+  const b = await start("host-b", "127.0.0.2", "127.2");
+  t.after(() => b.close());
+  const adm = await Admin.start({ nameservers: [ns.address!] });
+  t.after(() => adm.close());
+  await adm.createTopic({ topic: "OnHostA", brokers: ["host-a"], readQueueNums: 1, writeQueueNums: 1 });
+  await adm.createTopic({ topic: "OnHostB", brokers: ["host-b"], readQueueNums: 1, writeQueueNums: 1 });
+  const p = await Producer.start({ group: "hostname-pg", nameservers: [ns.address!] });
+  t.after(() => p.close());
+  const ra = await p.send({ topic: "OnHostA", body: "on host-a" });
+  const rb = await p.send({ topic: "OnHostB", body: "on host-b" });
+  assert.equal(parseOffsetMsgId(ra.offsetMsgId).storeHost, `127.0.0.1:${port}`);
+  assert.equal(parseOffsetMsgId(rb.offsetMsgId).storeHost, `127.0.0.2:${port}`);
+  for (const [r, body] of [
+    [ra, "on host-a"],
+    [rb, "on host-b"],
+  ] as const) {
+    const m = await adm.viewMessage(r.offsetMsgId);
+    assert.equal(m?.brokerName, r.queue.brokerName);
+    assert.equal(m?.body.toString(), body);
+    assert.equal(m?.storeHost, parseOffsetMsgId(r.offsetMsgId).storeHost);
+  }
+});
+
+test("a broker whose address has no IPv4 address for offset msg ids is refused at start, not run with 0.0.0.0 or port 0", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-hostname-");
+  t.after(cleanup);
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  t.after(() => ns.close());
+  for (const advertise of ["tcp://[::1]:10911", "tcp://no-such-host.invalid:10911"]) {
+    await assert.rejects(
+      Broker.start({ brokerName: "nohost", nameservers: [ns.address!], storeDir: path.join(dir, "b"), listen: EPHEMERAL, advertise }),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && e.message.includes(advertise) && /IPv4/.test(e.message),
+      advertise,
+    );
+  }
+  // the refused starts released the store: a good start on the same directory works
+  const ok = await Broker.start({ brokerName: "nohost", nameservers: [ns.address!], storeDir: path.join(dir, "b"), listen: EPHEMERAL });
+  await ok.close();
 });
