@@ -71,6 +71,38 @@ function isIPv4HostPort(host: unknown): boolean {
   return colon > 0 && isIPv4(host.slice(0, colon)) && /^\d{1,5}$/.test(port) && Number(port) <= 65535;
 }
 
+const isWhole = (min: number) => (v: number) => Number.isSafeInteger(v) && v >= min;
+/** Node runs a timer of more ms than this after 1 ms */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+const isTimerMs = (min: number) => (v: number) => v >= min && v <= MAX_TIMER_MS;
+const isPercentOrOff = (v: number) => (v > 0 && v <= 100) || v === Number.POSITIVE_INFINITY;
+
+/** The numeric options, what each takes, and that range in words. */
+const NUMERIC_OPTIONS: ReadonlyArray<[keyof MessageStoreOptions, (v: number) => boolean, string]> = [
+  ["commitLogSegmentBytes", isWhole(4096), "an integer number of bytes >= 4096"],
+  ["consumeQueueEntries", isWhole(1), "an integer number of entries per file >= 1"],
+  ["indexSlots", isWhole(1), "an integer number of hash slots >= 1"],
+  ["maxMessageBytes", isWhole(1), "an integer number of bytes >= 1"],
+  ["maxTransferBytes", isWhole(1), "an integer number of bytes >= 1"],
+  ["maxTransferCount", isWhole(1), "an integer number of messages >= 1"],
+  ["flushLeastBytes", isWhole(0), "an integer number of bytes >= 0"],
+  ["fileReservedTimeHours", (v) => v > 0, "a number of hours > 0"],
+  ["flushIntervalMs", isTimerMs(1), `a number of ms from 1 to ${MAX_TIMER_MS}`],
+  ["syncFlushTimeoutMs", isTimerMs(1), `a number of ms from 1 to ${MAX_TIMER_MS}`],
+  ["cleanIntervalMs", isTimerMs(0), `a number of ms from 0 (no timer) to ${MAX_TIMER_MS}`],
+  ["checkpointIntervalMs", isTimerMs(0), `a number of ms from 0 (no timer) to ${MAX_TIMER_MS}`],
+  ["diskCleanForciblyPercent", isPercentOrOff, "a percentage in (0, 100], or Infinity (off)"],
+  ["diskFullPercent", isPercentOrOff, "a percentage in (0, 100], or Infinity (off)"],
+];
+
+/** Throws MQError ILLEGAL_ARGUMENT naming the first numeric option out of its range (one that would give NaN file names, empty index answers or busy timers). */
+function checkNumericOptions(opts: Required<MessageStoreOptions>): void {
+  for (const [name, ok, range] of NUMERIC_OPTIONS) {
+    const v = opts[name];
+    if (typeof v !== "number" || !ok(v)) throw new MQError("ILLEGAL_ARGUMENT", `${name} must be ${range}, not ${String(v)}.`);
+  }
+}
+
 /** Percent of the file system holding `dir` in use, or NaN when it cannot be read. */
 export function statfsUsedPercent(dir: string): number {
   try {
@@ -335,7 +367,7 @@ export class MessageStore {
         "ILLEGAL_ARGUMENT",
         `storeHost "${String(opts.storeHost)}" is not an IPv4 ip:port (offset message ids carry 4 address bytes and the port): pass the broker's resolved address, e.g. "10.0.0.2:10911".`,
       );
-    if (!(opts.commitLogSegmentBytes >= 4096)) throw new MQError("ILLEGAL_ARGUMENT", "commitLogSegmentBytes must be at least 4096.");
+    checkNumericOptions(opts);
     try {
       parseDelayLevels(opts.messageDelayLevel);
     } catch (e) {

@@ -59,7 +59,7 @@ export interface BrokerOptions {
   defaultQueueNums?: number;
   /** @default true */
   longPolling?: boolean;
-  /** commit-log segment size in bytes. @default 1 GiB */
+  /** commit-log segment size in bytes, an integer >= 4096. @default 1 GiB */
   segmentBytes?: number;
   /** @default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" */
   messageDelayLevel?: string;
@@ -175,6 +175,12 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
       "ILLEGAL_ARGUMENT",
       `heapReserveMb must be an integer number of MiB from 0 (none) to 1024, not ${String(cfg.heapReserveMb)}.`,
     );
+  // checked here, under the broker's names: the store's check names commitLogSegmentBytes, and
+  // comes after the node has sized its inbound limit from maxMessageBytes
+  if (cfg.segmentBytes !== undefined && !(Number.isSafeInteger(cfg.segmentBytes) && cfg.segmentBytes >= 4096))
+    throw new MQError("ILLEGAL_ARGUMENT", `segmentBytes must be an integer number of bytes >= 4096, not ${String(cfg.segmentBytes)}.`);
+  if (!(Number.isSafeInteger(cfg.maxMessageBytes) && cfg.maxMessageBytes >= 1))
+    throw new MQError("ILLEGAL_ARGUMENT", `maxMessageBytes must be an integer number of bytes >= 1, not ${String(cfg.maxMessageBytes)}.`);
   if (typeof cfg.fileReservedTimeHours !== "number" || !(cfg.fileReservedTimeHours > 0))
     throw new MQError("ILLEGAL_ARGUMENT", `fileReservedTimeHours must be a number of hours > 0, not ${String(cfg.fileReservedTimeHours)}.`);
   // 0, NaN or past setTimeout's range (which fires at once) would re-register with every name server back to back

@@ -628,3 +628,68 @@ test("storeHost must be an IPv4 ip:port: a host name or IPv6 address is refused,
   const r = await s.putMessage({ topic: "T", queueId: 0, body: Buffer.from("x"), bornTimestamp: Date.now(), bornHost: "client-host:5" });
   assert.equal(r.offsetMsgIds.slice(0, 16), "0A00000200002A9F");
 });
+
+test("numeric options out of range are refused with ILLEGAL_ARGUMENT naming the option and its range, before any file is made", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const bad: Array<[keyof MessageStoreOptions, number[]]> = [
+    ["commitLogSegmentBytes", [65536.5, 4095, Number.NaN]],
+    ["consumeQueueEntries", [0, -1, 1.5, Number.NaN]],
+    ["indexSlots", [0, -1, 2.5]],
+    ["maxMessageBytes", [0, Number.NaN]],
+    ["maxTransferBytes", [0]],
+    ["maxTransferCount", [0, 2.5]],
+    ["flushLeastBytes", [-1]],
+    ["fileReservedTimeHours", [0, -1, Number.NaN]],
+    ["flushIntervalMs", [0, Number.NaN, 2 ** 31]],
+    ["syncFlushTimeoutMs", [0, Number.POSITIVE_INFINITY]],
+    ["cleanIntervalMs", [-1, Number.NaN]],
+    ["checkpointIntervalMs", [-1, 2 ** 31]],
+    ["diskCleanForciblyPercent", [0, 101]],
+    ["diskFullPercent", [0, Number.NaN]],
+  ];
+  const at = path.join(dir, "refused");
+  for (const [option, values] of bad) {
+    for (const v of values) {
+      await assert.rejects(
+        MessageStore.open(small(at, { [option]: v })),
+        (e) =>
+          isCode("ILLEGAL_ARGUMENT")(e) && (e as Error).message.startsWith(`${option} must be`) && (e as Error).message.includes(String(v)),
+        `${option} ${v}`,
+      );
+    }
+  }
+  assert.equal(fs.existsSync(at), false, "nothing was created");
+  // the edges of each range open
+  const s = await MessageStore.open(
+    small(dir, {
+      commitLogSegmentBytes: 4096,
+      consumeQueueEntries: 1,
+      indexSlots: 1,
+      flushLeastBytes: 0,
+      checkpointIntervalMs: 0,
+      fileReservedTimeHours: 0.5,
+      diskFullPercent: 100,
+    }),
+  );
+  t.after(() => s.close());
+  const r = await s.putMessage({
+    topic: "T",
+    queueId: 0,
+    body: Buffer.from("x"),
+    properties: { KEYS: "k1" },
+    bornTimestamp: Date.now(),
+    bornHost: "1.2.3.4:5",
+  });
+  await s.putMessage({
+    topic: "T",
+    queueId: 0,
+    body: Buffer.from("y"),
+    properties: { KEYS: "k2" },
+    bornTimestamp: Date.now(),
+    bornHost: "1.2.3.4:5",
+  });
+  assert.equal(s.getMessage("g", "T", 0, 1, 32).status, "FOUND");
+  assert.equal(s.queryMessageByKey("T", "k1", 4).length, 1);
+  assert.equal(r.status, "PUT_OK");
+});

@@ -45,3 +45,10 @@ test("brokerConfig: registerIntervalMs and heartbeatTimeoutMs must be positive i
   assert.deepEqual([c.registerIntervalMs, c.heartbeatTimeoutMs, c.brokerPermission], [300, 1500, 4]);
   for (const p of [0, 2, 6]) assert.equal(resolveBrokerConfig({ ...base, brokerPermission: p }).brokerPermission, p);
 });
+
+test("brokerConfig: segmentBytes and maxMessageBytes must be whole numbers of bytes; segmentBytes 0 is refused, not taken as the default", () => {
+  for (const v of [65536.5, 4095, 0, Number.NaN]) refused({ segmentBytes: v }, new RegExp(`^segmentBytes must be .*>= 4096.*not ${v}`));
+  for (const v of [0, -1, 1.5, Number.NaN]) refused({ maxMessageBytes: v }, new RegExp(`^maxMessageBytes must be .*not ${v}`));
+  assert.equal(resolveBrokerConfig({ ...base, segmentBytes: 4096 }).segmentBytes, 4096);
+  assert.equal(resolveBrokerConfig(base).segmentBytes, undefined);
+});
