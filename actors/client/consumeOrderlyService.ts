@@ -15,7 +15,7 @@
  */
 import { setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import type { MessageModel, MessageQueue } from "../../transport/protocol.ts";
+import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
@@ -110,11 +110,13 @@ export interface ConsumeOrderlyStats {
   lockWaits: number;
 }
 
-/** Per-queue state: the local lock and what is scheduled. */
+/** Per-process-queue state: the local lock and what is scheduled. */
 interface QueueRun {
   mq: MessageQueue;
+  /** mqKey(mq): the queue's process queues, old and new, share it */
+  key: string;
   pq: ProcessQueue<MessageExt>;
-  /** the consume loop in progress (the local lock), or null */
+  /** the consume loop in progress or waiting for the queue's previous one (the local lock), or null */
   running: Promise<void> | null;
   /** work arrived while the loop ran: run once more */
   again: boolean;
@@ -129,6 +131,12 @@ interface QueueRun {
 export class ConsumeOrderlyService {
   readonly stats: ConsumeOrderlyStats = { batches: 0, consumed: 0, suspended: 0, deadLettered: 0, lockWaits: 0 };
   private readonly runs = new Map<ProcessQueue<MessageExt>, QueueRun>();
+  /**
+   * Per queue key, the loop that runs (or waits) last: a process queue that replaced a dropped
+   * one (offset reset, lock regained) must not start while the old one's batch is in the listener
+   * (RocketMQ's MessageQueueLock is per message queue, not per process queue).
+   */
+  private readonly lastLoops = new Map<string, Promise<void>>();
   private stopped = false;
   private stopping: Promise<void> | null = null;
 
@@ -198,10 +206,19 @@ export class ConsumeOrderlyService {
   private runOf(mq: MessageQueue, pq: ProcessQueue<MessageExt>): QueueRun {
     let run = this.runs.get(pq);
     if (!run) {
-      run = { mq, pq, running: null, again: false, timer: null, releasing: false, deadLettered: new Set() };
+      // dropped process queues that are idle (e.g. an empty one replaced after an offset reset) are done
+      for (const r of this.runs.values()) if (r.pq.dropped && !r.running) this.forget(r);
+      run = { mq, key: mqKey(mq), pq, running: null, again: false, timer: null, releasing: false, deadLettered: new Set() };
       this.runs.set(pq, run);
     }
     return run;
+  }
+
+  /** A dropped process queue with no loop: nothing will use it again, so its cached messages go. */
+  private forget(run: QueueRun): void {
+    if (run.timer) clearTimeout(run.timer);
+    run.timer = null;
+    if (this.runs.get(run.pq) === run) this.runs.delete(run.pq);
   }
 
   /** Runs the queue's consume loop after `delayMs`, unless it runs or is scheduled already. */
@@ -221,17 +238,24 @@ export class ConsumeOrderlyService {
   }
 
   private start(run: QueueRun): void {
-    if (this.stopped || run.pq.dropped || run.running) return;
+    if (run.running) return;
+    if (run.pq.dropped) this.forget(run);
+    if (this.stopped || run.pq.dropped) return;
     run.again = false;
-    run.running = this.consumeLoop(run)
+    const previous = this.lastLoops.get(run.key);
+    const running: Promise<void> = (previous ? previous.then(() => this.consumeLoop(run)) : this.consumeLoop(run))
       .catch(() => {
         // a failure of the bookkeeping (not of the listener) retries the queue after a pause
         this.schedule(run.mq, run.pq, this.deps.settings.suspendCurrentQueueTimeMillis);
       })
       .finally(() => {
         run.running = null;
-        if (run.again && !run.timer && !this.stopped && !run.pq.dropped) this.schedule(run.mq, run.pq, 0);
+        if (this.lastLoops.get(run.key) === running) this.lastLoops.delete(run.key);
+        if (run.pq.dropped) this.forget(run);
+        else if (run.again && !run.timer && !this.stopped) this.schedule(run.mq, run.pq, 0);
       });
+    run.running = running;
+    this.lastLoops.set(run.key, running);
   }
 
   private lockValid(pq: ProcessQueue<MessageExt>): boolean {
@@ -245,6 +269,7 @@ export class ConsumeOrderlyService {
     const { mq, pq } = run;
     run.timer = setTimeout(() => {
       run.timer = null;
+      if (pq.dropped) this.forget(run);
       if (this.stopped || pq.dropped) return;
       const lock = this.deps.lockQueue ? this.deps.lockQueue(mq, pq) : Promise.resolve(false);
       void lock.then(

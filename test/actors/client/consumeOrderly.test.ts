@@ -280,6 +280,55 @@ test("release: the batch in hand finishes and commits although the queue was dro
   await service.stop();
 });
 
+test("a queue's replaced process queue waits for the old one's batch in hand, and the old one is let go", async () => {
+  // an offset reset (PULL_OFFSET_MOVED) or a regained lock drops the queue's process queue and
+  // gives the queue a new one while the old one's batch may still be in the listener
+  let inListener = 0;
+  let maxConcurrent = 0;
+  let finishOld!: () => void;
+  const seen: number[] = [];
+  const {
+    service,
+    pq: oldPq,
+    offsets,
+  } = setup(async (msgs) => {
+    inListener++;
+    maxConcurrent = Math.max(maxConcurrent, inListener);
+    seen.push(msgs[0]!.queueOffset);
+    if (msgs[0]!.queueOffset === 60) await new Promise<void>((r) => (finishOld = r));
+    inListener--;
+    return "SUCCESS";
+  });
+  feed(service, oldPq, [60, 61]);
+  await waitFor(() => finishOld !== undefined, 2_000, "old batch in the listener");
+  oldPq.dropped = true;
+  const newPq = new ProcessQueue<MessageExt>();
+  newPq.locked = true;
+  feed(service, newPq, [0, 1]);
+  // the new process queue's first batch would start now: it must not while the old one is in hand
+  await waitFor(() => seen.length > 1, 300, "a second batch").catch(() => {});
+  assert.deepEqual(seen, [60], "the new process queue waits for the old batch");
+  finishOld();
+  await waitFor(() => newPq.msgCount === 0 && service.activeCount === 0, 5_000, "new process queue drained");
+  assert.equal(maxConcurrent, 1, "one batch of the queue at a time");
+  assert.deepEqual(seen, [60, 0, 1], "nothing more of the dropped process queue");
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [1, 2],
+    "the dropped process queue commits no offset",
+  );
+  const runs = (service as unknown as { runs: Map<ProcessQueue<MessageExt>, unknown> }).runs;
+  assert.equal(runs.has(oldPq), false, "the dropped process queue (and its cached messages) is let go");
+  // one dropped while idle goes when the queue gets its next process queue
+  newPq.dropped = true;
+  const thirdPq = new ProcessQueue<MessageExt>();
+  thirdPq.locked = true;
+  feed(service, thirdPq, [2]);
+  assert.equal(runs.has(newPq), false, "an idle dropped process queue is let go");
+  await waitFor(() => thirdPq.msgCount === 0 && service.activeCount === 0, 5_000, "third process queue drained");
+  await service.stop();
+});
+
 test("suspend time: -1 means the consumer's setting; clamped to 10 ms .. 30 s", () => {
   assert.equal(orderlySuspendTime(-1, 1000), 1000);
   assert.equal(orderlySuspendTime(5, 1000), 10);
