@@ -183,11 +183,20 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
  * can never allocate a queue is refused instead of leaving the consumer idle. Returns the options
  * to use (`consumeridcs` read once into an array).
  * @throws MQError ILLEGAL_ARGUMENT for BY_MACHINE_ROOM without rooms or without `machineRoomOf`,
- * and for BY_CONFIG without `messageQueueList`.
+ * for BY_CONFIG without `messageQueueList`, and for CONSISTENT_HASH with a `virtualNodes` that is
+ * not a non-negative integer.
  */
 export function checkAllocateOptions(name: AllocateStrategyName, options: AllocateOptions | undefined): AllocateOptions | undefined {
   if (name === "BY_CONFIG" && !Array.isArray(options?.messageQueueList)) {
     throw new MQError("ILLEGAL_ARGUMENT", "The BY_CONFIG allocation needs the queue list: pass allocateOptions.messageQueueList.");
+  }
+  // the strategy would throw at every rebalance, which the rebalancer takes for "try next round"
+  const vn: unknown = options?.virtualNodes;
+  if (name === "CONSISTENT_HASH" && vn !== undefined && !(typeof vn === "number" && Number.isInteger(vn) && vn >= 0)) {
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `allocateOptions.virtualNodes must be a non-negative integer (virtual nodes per consumer on the CONSISTENT_HASH ring, default ${DEFAULT_VIRTUAL_NODES}), got ${typeof vn === "string" ? JSON.stringify(vn) : String(vn)}.`,
+    );
   }
   if (name !== "BY_MACHINE_ROOM") return options;
   const idcs = options?.consumeridcs;

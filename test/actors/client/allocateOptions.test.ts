@@ -1,7 +1,7 @@
 /**
  * PushConsumer.start and PullConsumer.start refuse an allocation configuration that can never
  * allocate a queue (BY_MACHINE_ROOM without rooms or without a broker-to-room mapping, BY_CONFIG
- * without its queue list) with ILLEGAL_ARGUMENT, before they connect to anything, rather than
+ * without its queue list, CONSISTENT_HASH with a bad virtualNodes) with ILLEGAL_ARGUMENT, before they connect to anything, rather than
  * start a consumer that silently holds nothing.
  */
 import assert from "node:assert/strict";
@@ -35,6 +35,30 @@ test("a consumer whose allocation can never match a queue is refused at start", 
       PullConsumer.start({ group: "cgAlloc", nameservers, allocateStrategy, ...(allocateOptions ? { allocateOptions } : {}) }),
       refused,
       `pull, ${allocateStrategy}: ${what}`,
+    );
+  }
+});
+
+test("CONSISTENT_HASH with a virtualNodes that is not a non-negative integer is refused at start", async () => {
+  for (const virtualNodes of [-1, 2.5, "10", Number.NaN]) {
+    const allocateOptions = { virtualNodes } as unknown as AllocateOptions;
+    const refused = (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /virtualNodes/.test(e.message);
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgAlloc",
+        nameservers,
+        subscriptions: { T: "*" },
+        allocateStrategy: "CONSISTENT_HASH",
+        allocateOptions,
+        listener: async () => "CONSUME_SUCCESS",
+      }),
+      refused,
+      `push, virtualNodes ${String(virtualNodes)}`,
+    );
+    await assert.rejects(
+      PullConsumer.start({ group: "cgAlloc", nameservers, allocateStrategy: "CONSISTENT_HASH", allocateOptions }),
+      refused,
+      `pull, virtualNodes ${String(virtualNodes)}`,
     );
   }
 });
