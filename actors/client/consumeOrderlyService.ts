@@ -56,7 +56,7 @@ export interface ConsumeOrderlyContext {
   messageQueue: MessageQueue;
   /** always true: offsets are committed after SUCCESS */
   autoCommit: boolean;
-  /** pause after SUSPEND_CURRENT_QUEUE_A_MOMENT for this batch; -1 = the consumer's setting */
+  /** pause after SUSPEND_CURRENT_QUEUE_A_MOMENT for this batch; -1 (or not a finite number) = the consumer's setting */
   suspendCurrentQueueTimeMillis: number;
 }
 
@@ -79,9 +79,10 @@ export function defaultConsumeOrderlySettings(): ConsumeOrderlySettings {
   };
 }
 
-/** Suspend time of a batch: -1 => the consumer's setting, clamped to 10 ms .. 30 s. */
+/** Suspend time of a batch: -1 (or a listener's non-finite value) => the consumer's setting, clamped to 10 ms .. 30 s. */
 export function orderlySuspendTime(requested: number, consumerSetting: number): number {
-  const t = requested === -1 ? consumerSetting : requested;
+  // NaN would survive the clamp and the timer would fire at once: a queue retried without pause
+  const t = requested === -1 || !Number.isFinite(requested) ? consumerSetting : requested;
   return Math.min(MAX_SUSPEND_TIME_MS, Math.max(MIN_SUSPEND_TIME_MS, t));
 }
 

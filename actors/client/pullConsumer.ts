@@ -38,7 +38,7 @@ import {
   pullFailureLogger,
   pullServiceMachine,
 } from "./pullService.ts";
-import { checkGroup, checkRange, consumerHostOf } from "./pushConsumer.ts";
+import { checkGroup, checkRange, consumerHostOf, MAX_TIMER_MS } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -48,8 +48,6 @@ export const DEFAULT_LITE_PULL_BATCH_SIZE = 10;
 export const DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000;
 /** @default 5000 */
 export const DEFAULT_POLL_TIMEOUT_MS = 5_000;
-/** Longest delay a timer takes (2^31 - 1 ms); a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
 const CONSUME_FROM_WHERE: readonly ConsumeFromWhere[] = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"];
 
 /** Options of {@link PullConsumer.start} (API.md). */

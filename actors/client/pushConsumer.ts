@@ -82,6 +82,8 @@ import { SubscriptionTable } from "./subscriptions.ts";
 export const DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60_000;
 /** @default 16 */
 export const DEFAULT_MAX_RECONSUME_TIMES = 16;
+/** Longest delay a timer takes (2^31 - 1 ms); a longer one fires at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
 
 /** What a push consumer's listener gets besides the messages (concurrent or orderly). */
 export type ConsumeContext = ConsumeConcurrentlyContext | ConsumeOrderlyContext;
@@ -438,6 +440,10 @@ export class PushConsumer {
     checkRange("consumeConcurrentlyMaxSpan", o.consumeConcurrentlyMaxSpan, 1, 65535);
     checkRange("consumeMessageBatchMaxSize", o.consumeMessageBatchMaxSize, 1, 1024);
     checkRange("consumeThreads", o.consumeThreads, 1, 1000);
+    // timer delays: NaN, 0 or below would fire at once (lock renewals, suspended queues retried without pause)
+    checkRange("suspendCurrentQueueTimeMillis", o.suspendCurrentQueueTimeMillis, 1, MAX_TIMER_MS);
+    checkRange("rebalanceLockIntervalMs", o.rebalanceLockIntervalMs, 1, MAX_TIMER_MS);
+    checkRange("rebalanceLockMaxLiveTimeMs", o.rebalanceLockMaxLiveTimeMs, 1, MAX_TIMER_MS);
     getAllocateStrategy(o.allocateStrategy);
     o.allocateOptions = checkAllocateOptions(o.allocateStrategy, o.allocateOptions);
     const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);

@@ -1,7 +1,8 @@
 /**
  * ConsumeOrderlyService with fake offset store, locks and send-back: one batch at a time per
  * queue in offset order, commit on SUCCESS, suspend and redeliver on SUSPEND or throw, DLQ after
- * maxReconsumeTimes, consumption only under a valid lock, release commits the batch in hand.
+ * maxReconsumeTimes, consumption only under a valid lock, release commits the batch in hand; and
+ * PushConsumer.start's checks of the orderly timing options.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -13,6 +14,7 @@ import {
 } from "../../../actors/client/consumeOrderlyService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
+import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageQueue } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
@@ -329,9 +331,41 @@ test("a queue's replaced process queue waits for the old one's batch in hand, an
   await service.stop();
 });
 
-test("suspend time: -1 means the consumer's setting; clamped to 10 ms .. 30 s", () => {
+test("suspend time: -1 (or not a finite number) means the consumer's setting; clamped to 10 ms .. 30 s", () => {
   assert.equal(orderlySuspendTime(-1, 1000), 1000);
   assert.equal(orderlySuspendTime(5, 1000), 10);
   assert.equal(orderlySuspendTime(60_000, 1000), 30_000);
   assert.equal(orderlySuspendTime(250, 1000), 250);
+  // a listener's non-number in the context would make the pause ~1 ms: the consumer's setting instead
+  for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, "1s" as unknown as number])
+    assert.equal(orderlySuspendTime(bad, 1000), 1000, String(bad));
+});
+
+test("orderly timing options out of range are refused at start with ILLEGAL_ARGUMENT naming the option", async () => {
+  const bad: [keyof PushConsumerOptions, unknown][] = [
+    ["suspendCurrentQueueTimeMillis", Number.NaN],
+    ["suspendCurrentQueueTimeMillis", -1],
+    ["suspendCurrentQueueTimeMillis", 2.5],
+    ["suspendCurrentQueueTimeMillis", "1s"],
+    ["rebalanceLockIntervalMs", 0],
+    ["rebalanceLockIntervalMs", -1000],
+    ["rebalanceLockIntervalMs", "20s"],
+    ["rebalanceLockIntervalMs", 2 ** 31],
+    ["rebalanceLockMaxLiveTimeMs", 0],
+    ["rebalanceLockMaxLiveTimeMs", Number.POSITIVE_INFINITY],
+  ];
+  for (const [name, value] of bad) {
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgOrderlyOpts",
+        nameservers: ["tcp://127.0.0.1:1"],
+        subscriptions: { T: "*" },
+        orderly: true,
+        listener: async () => "SUCCESS",
+        [name]: value,
+      }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith(name),
+      `${name}: ${String(value)}`,
+    );
+  }
 });
