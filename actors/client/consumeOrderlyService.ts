@@ -5,7 +5,10 @@
  * lock has not expired in the client's view.
  *
  * Listener results: SUCCESS commits the batch (the offset moves to last + 1), and so do RocketMQ's
- * deprecated COMMIT and ROLLBACK, as RocketMQ does with autoCommit.
+ * deprecated COMMIT and ROLLBACK, as RocketMQ does with autoCommit. A listener that sets
+ * `ctx.autoCommit = false` for its batch commits by hand, as RocketMQ does: SUCCESS leaves the
+ * batch taken but uncommitted, COMMIT commits everything taken, ROLLBACK puts everything taken
+ * back and pauses the queue for the suspend time.
  * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw) puts the batch back and pauses the queue for
  * `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
  * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
@@ -47,14 +50,19 @@ export const ORDERLY_CLOSE_GRACE_MS = 3_000;
 
 /**
  * What an orderly listener returns; a throw counts as SUSPEND_CURRENT_QUEUE_A_MOMENT. RocketMQ's
- * deprecated COMMIT and ROLLBACK, returned by untyped code, act as SUCCESS (autoCommit).
+ * deprecated COMMIT and ROLLBACK act as SUCCESS unless the listener set `ctx.autoCommit = false`.
  */
-export type ConsumeOrderlyStatus = "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+export type ConsumeOrderlyStatus = "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" | "COMMIT" | "ROLLBACK";
 
 /** Given to an orderly listener with each batch. */
 export interface ConsumeOrderlyContext {
   messageQueue: MessageQueue;
-  /** always true: offsets are committed after SUCCESS */
+  /**
+   * true (each batch's default): SUCCESS commits the batch. Set false for this batch to commit by
+   * hand (RocketMQ's deprecated mode): SUCCESS leaves it taken but uncommitted, COMMIT commits
+   * everything taken so far, ROLLBACK puts everything taken since the last commit back and
+   * redelivers it after the suspend time.
+   */
   autoCommit: boolean;
   /** pause after SUSPEND_CURRENT_QUEUE_A_MOMENT for this batch; -1 (or not a finite number) = the consumer's setting */
   suspendCurrentQueueTimeMillis: number;
@@ -126,6 +134,8 @@ interface QueueRun {
   releasing: boolean;
   /** offsets already parked in the dead-letter queue, skipped when their batch comes again */
   deadLettered: Set<number>;
+  /** the listener set autoCommit false for its last batch: a batch it never sees follows suit */
+  manualCommit: boolean;
 }
 
 /** The orderly consumption of one push consumer. */
@@ -209,7 +219,17 @@ export class ConsumeOrderlyService {
     if (!run) {
       // dropped process queues that are idle (e.g. an empty one replaced after an offset reset) are done
       for (const r of this.runs.values()) if (r.pq.dropped && !r.running) this.forget(r);
-      run = { mq, key: mqKey(mq), pq, running: null, again: false, timer: null, releasing: false, deadLettered: new Set() };
+      run = {
+        mq,
+        key: mqKey(mq),
+        pq,
+        running: null,
+        again: false,
+        timer: null,
+        releasing: false,
+        deadLettered: new Set(),
+        manualCommit: false,
+      };
       this.runs.set(pq, run);
     }
     return run;
@@ -310,12 +330,19 @@ export class ConsumeOrderlyService {
           status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
         }
         this.stats.batches++;
+        run.manualCommit = ctx.autoCommit === false;
+      } else if (run.manualCommit) {
+        // only dead-lettered messages: no commit of what a manual-commit listener has not committed
+        ctx.autoCommit = false;
       }
       if (!(await this.processResult(run, taken, msgs, status, ctx))) return;
     }
   }
 
-  /** Commits or suspends; returns true when the loop may take the next batch. */
+  /**
+   * Commits, keeps or suspends (RocketMQ's processConsumeResult); returns true when the loop may
+   * take the next batch.
+   */
   private async processResult(
     run: QueueRun,
     taken: MessageExt[],
@@ -323,50 +350,76 @@ export class ConsumeOrderlyService {
     status: string,
     ctx: ConsumeOrderlyContext,
   ): Promise<boolean> {
-    const { mq, pq } = run;
-    // COMMIT and ROLLBACK are RocketMQ's deprecated statuses: with autoCommit (always, here) it
-    // acknowledges both like SUCCESS
-    const success = status === "SUCCESS" || status === "CONSUME_SUCCESS" || status === "COMMIT" || status === "ROLLBACK";
-    if (!success) {
-      this.stats.suspended++;
-      const max = this.deps.settings.maxReconsumeTimes;
-      const exhausted = msgs.filter((m) => m.reconsumeTimes >= max);
-      let mustSuspend = exhausted.length < msgs.length;
-      if (exhausted.length > 0) {
-        let unsent: MessageExt[] = [];
-        if (this.deps.sendBack && this.deps.model === "CLUSTERING")
-          unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true });
-        else for (const m of exhausted) this.deps.onSkipped?.(m);
-        for (const m of exhausted) {
-          if (unsent.includes(m)) continue;
-          run.deadLettered.add(m.queueOffset);
-          this.stats.deadLettered++;
-        }
-        if (unsent.length > 0) mustSuspend = true;
-      }
-      if (mustSuspend) {
-        for (const m of msgs) if (!run.deadLettered.has(m.queueOffset)) m.reconsumeTimes++;
-        pq.makeMessageToConsumeAgain(taken);
-        if (!this.stopped && !pq.dropped) {
-          run.timer = setTimeout(
-            () => {
-              run.timer = null;
-              this.start(run);
-            },
-            orderlySuspendTime(ctx.suspendCurrentQueueTimeMillis, this.deps.settings.suspendCurrentQueueTimeMillis),
-          );
-        }
-        return false;
-      }
+    const { pq } = run;
+    const autoCommit = ctx.autoCommit !== false;
+    if (status === "SUCCESS" || status === "CONSUME_SUCCESS") {
+      this.stats.consumed += msgs.length;
+      // autoCommit false: the batch stays taken until a COMMIT (or comes back on a ROLLBACK)
+      if (autoCommit) this.commit(run);
+      return true;
     }
-    const offset = pq.commit();
+    if (status === "COMMIT" || status === "ROLLBACK") {
+      // RocketMQ's deprecated statuses: with autoCommit it acknowledges both like SUCCESS
+      if (autoCommit || status === "COMMIT") {
+        this.stats.consumed += msgs.length;
+        this.commit(run);
+        return true;
+      }
+      // everything taken since the last commit comes again, in order, after the pause (no retry counted)
+      this.stats.suspended++;
+      pq.rollback();
+      this.suspendLater(run, ctx);
+      return false;
+    }
+    this.stats.suspended++;
+    const max = this.deps.settings.maxReconsumeTimes;
+    const exhausted = msgs.filter((m) => m.reconsumeTimes >= max);
+    let mustSuspend = exhausted.length < msgs.length;
+    if (exhausted.length > 0) {
+      let unsent: MessageExt[] = [];
+      if (this.deps.sendBack && this.deps.model === "CLUSTERING")
+        unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true });
+      else for (const m of exhausted) this.deps.onSkipped?.(m);
+      for (const m of exhausted) {
+        if (unsent.includes(m)) continue;
+        run.deadLettered.add(m.queueOffset);
+        this.stats.deadLettered++;
+      }
+      if (unsent.length > 0) mustSuspend = true;
+    }
+    if (mustSuspend) {
+      for (const m of msgs) if (!run.deadLettered.has(m.queueOffset)) m.reconsumeTimes++;
+      pq.makeMessageToConsumeAgain(taken);
+      this.suspendLater(run, ctx);
+      return false;
+    }
+    // every message went to the dead-letter queue: the queue moves past them (autoCommit false: at its COMMIT)
     this.stats.consumed += msgs.length;
-    for (const m of taken) run.deadLettered.delete(m.queueOffset);
+    if (autoCommit) this.commit(run);
+    return true;
+  }
+
+  /** Commits everything taken: the offset moves past it, unless the queue was dropped meanwhile. */
+  private commit(run: QueueRun): void {
+    const { mq, pq } = run;
+    const offset = pq.commit();
+    if (run.deadLettered.size > 0) for (const o of run.deadLettered) if (o < offset) run.deadLettered.delete(o);
     if (offset >= 0 && (!pq.dropped || run.releasing)) {
       this.deps.offsetStore.updateOffset(mq, offset, false);
       if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
     }
-    return true;
+  }
+
+  /** Runs the queue again after the batch's suspend time. */
+  private suspendLater(run: QueueRun, ctx: ConsumeOrderlyContext): void {
+    if (this.stopped || run.pq.dropped) return;
+    run.timer = setTimeout(
+      () => {
+        run.timer = null;
+        this.start(run);
+      },
+      orderlySuspendTime(ctx.suspendCurrentQueueTimeMillis, this.deps.settings.suspendCurrentQueueTimeMillis),
+    );
   }
 }
 

@@ -91,8 +91,8 @@ export type ConsumeContext = ConsumeConcurrentlyContext | ConsumeOrderlyContext;
 /** How long a lost orderly queue may wait for its batch in hand before it is unlocked anyway (UNLOCK_DELAY_TIME_MILLS). */
 export const ORDERLY_RELEASE_MAX_WAIT_MS = 20_000;
 
-/** Listener results: concurrent and orderly statuses. */
-export type ConsumeStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER" | "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+/** Listener results: concurrent and orderly statuses (orderly's deprecated COMMIT and ROLLBACK: see ConsumeOrderlyContext.autoCommit). */
+export type ConsumeStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER" | "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" | "COMMIT" | "ROLLBACK";
 
 /** Options of {@link PushConsumer.start} (API.md). */
 export interface PushConsumerOptions extends ClientInstanceOptions {
@@ -100,7 +100,8 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   subscriptions: Record<string, SubscriptionExpression>;
   /**
    * async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER" (a throw counts as RECONSUME_LATER);
-   * orderly: "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" (a throw counts as SUSPEND)
+   * orderly: "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" (a throw counts as SUSPEND); with
+   * `ctx.autoCommit = false` set for the batch, SUCCESS does not commit and "COMMIT" | "ROLLBACK" do
    */
   listener: (msgs: MessageExt[], ctx: ConsumeContext) => Promise<ConsumeStatus>;
   /** @default "CLUSTERING" */

@@ -185,6 +185,72 @@ test("RocketMQ's deprecated COMMIT and ROLLBACK statuses commit like SUCCESS (au
   await service.stop();
 });
 
+test("ctx.autoCommit = false: SUCCESS leaves the batch uncommitted, COMMIT commits all taken, ROLLBACK redelivers", async () => {
+  // per delivery: the listener's answer with autoCommit false (RocketMQ's deprecated manual mode), then autoCommit
+  const script = ["SUCCESS", "ROLLBACK", "SUCCESS", "COMMIT", "SUSPEND_CURRENT_QUEUE_A_MOMENT", "COMMIT"];
+  const calls: { offset: number; reconsume: number; at: number }[] = [];
+  const { service, pq, offsets } = setup(
+    async (msgs, ctx) => {
+      calls.push({ offset: msgs[0]!.queueOffset, reconsume: msgs[0]!.reconsumeTimes, at: Date.now() });
+      const status = script[calls.length - 1];
+      if (status === undefined) return "SUCCESS";
+      ctx.autoCommit = false;
+      return status;
+    },
+    {},
+    { suspendCurrentQueueTimeMillis: 40 },
+  );
+  feed(service, pq, [0, 1, 2, 3]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(
+    calls.map((c) => c.offset),
+    [0, 1, 0, 1, 2, 2, 3],
+    "ROLLBACK puts back everything taken since the last commit; SUSPEND only its batch",
+  );
+  assert.ok(calls[2]!.at - calls[1]!.at >= 35, "ROLLBACK pauses the queue for the suspend time");
+  assert.deepEqual(
+    calls.map((c) => c.reconsume),
+    [0, 0, 0, 0, 0, 1, 0],
+    "a rolled-back batch is not counted as a retry",
+  );
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [2, 3, 4],
+    "only COMMIT (and SUCCESS with autoCommit) moves the offset",
+  );
+  await service.stop();
+});
+
+test("ctx.autoCommit = false: a dead-lettered message waits for the COMMIT and is not redelivered after a ROLLBACK", async () => {
+  const script = ["SUSPEND_CURRENT_QUEUE_A_MOMENT", "ROLLBACK", "COMMIT"];
+  const delivered: number[] = [];
+  const sentBack: number[] = [];
+  const { service, pq, offsets } = setup(
+    async (msgs, ctx) => {
+      delivered.push(msgs[0]!.queueOffset);
+      ctx.autoCommit = false;
+      return script[delivered.length - 1] ?? "COMMIT";
+    },
+    {
+      sendBack: async (msgs) => {
+        sentBack.push(...msgs.map((m) => m.queueOffset));
+        return [];
+      },
+    },
+    { maxReconsumeTimes: 0, suspendCurrentQueueTimeMillis: 10 },
+  );
+  feed(service, pq, [70, 71]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(sentBack, [70]);
+  assert.deepEqual(delivered, [70, 71, 71], "70, rolled back with 71, is skipped: it is in the dead-letter queue");
+  assert.deepEqual(
+    offsets.updates.map(([o]) => o),
+    [72],
+    "nothing committed before the COMMIT",
+  );
+  await service.stop();
+});
+
 test("after maxReconsumeTimes the message goes to the DLQ (delay level -1) and the queue moves on", async () => {
   const sentBack: { offsets: number[]; level: number; times: number[]; inPlace: boolean | undefined }[] = [];
   const delivered: number[] = [];
