@@ -264,15 +264,18 @@ export class ConsumeOrderlyService {
     if (this.stopped || run.pq.dropped) return;
     run.again = false;
     const previous = this.lastLoops.get(run.key);
+    let failed = false;
     const running: Promise<void> = (previous ? previous.then(() => this.consumeLoop(run)) : this.consumeLoop(run))
       .catch(() => {
-        // a failure of the bookkeeping (not of the listener) retries the queue after a pause
-        this.schedule(run.mq, run.pq, this.deps.settings.suspendCurrentQueueTimeMillis);
+        failed = true;
       })
       .finally(() => {
         run.running = null;
         if (this.lastLoops.get(run.key) === running) this.lastLoops.delete(run.key);
         if (run.pq.dropped) this.forget(run);
+        // a failure of the bookkeeping (not of the listener) retries the queue after a pause; scheduled
+        // here, once the run no longer counts as running, or schedule() would take it as running still
+        else if (failed) this.schedule(run.mq, run.pq, this.deps.settings.suspendCurrentQueueTimeMillis);
         else if (run.again && !run.timer && !this.stopped) this.schedule(run.mq, run.pq, 0);
       });
     run.running = running;

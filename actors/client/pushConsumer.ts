@@ -442,7 +442,8 @@ export class PushConsumer {
     checkRange("consumeMessageBatchMaxSize", o.consumeMessageBatchMaxSize, 1, 1024);
     checkRange("consumeThreads", o.consumeThreads, 1, 1000);
     // timer delays: NaN, 0 or below would fire at once (lock renewals, suspended queues retried without pause)
-    checkRange("suspendCurrentQueueTimeMillis", o.suspendCurrentQueueTimeMillis, 1, MAX_TIMER_MS);
+    // 0 is RocketMQ's 10 ms floor, as a listener's value is (orderlySuspendTime)
+    checkRange("suspendCurrentQueueTimeMillis", o.suspendCurrentQueueTimeMillis, 0, MAX_TIMER_MS);
     checkRange("rebalanceLockIntervalMs", o.rebalanceLockIntervalMs, 1, MAX_TIMER_MS);
     checkRange("rebalanceLockMaxLiveTimeMs", o.rebalanceLockMaxLiveTimeMs, 1, MAX_TIMER_MS);
     getAllocateStrategy(o.allocateStrategy);

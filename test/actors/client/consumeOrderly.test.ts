@@ -397,6 +397,25 @@ test("a queue's replaced process queue waits for the old one's batch in hand, an
   await service.stop();
 });
 
+test("a failure in the consume loop's own bookkeeping retries the queue after the suspend time", async () => {
+  const seen: number[] = [];
+  const { service, pq, offsets } = setup(async (msgs) => {
+    seen.push(...msgs.map((m) => m.queueOffset));
+    return "SUCCESS";
+  });
+  const update = offsets.updateOffset;
+  let failures = 1;
+  offsets.updateOffset = (q, offset, inc) => {
+    if (failures-- > 0) throw new Error("offset table unavailable");
+    update(q, offset, inc);
+  };
+  feed(service, pq, [0, 1, 2]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained after the failed commit");
+  assert.deepEqual(seen, [0, 1, 2]);
+  assert.deepEqual(offsets.updates.at(-1), [3, false]);
+  await service.stop();
+});
+
 test("suspend time: -1 (or not a finite number) means the consumer's setting; clamped to 10 ms .. 30 s", () => {
   assert.equal(orderlySuspendTime(-1, 1000), 1000);
   assert.equal(orderlySuspendTime(5, 1000), 10);
@@ -411,6 +430,7 @@ test("orderly timing options out of range are refused at start with ILLEGAL_ARGU
   const bad: [keyof PushConsumerOptions, unknown][] = [
     ["suspendCurrentQueueTimeMillis", Number.NaN],
     ["suspendCurrentQueueTimeMillis", -1],
+    ["suspendCurrentQueueTimeMillis", 2 ** 31],
     ["suspendCurrentQueueTimeMillis", 2.5],
     ["suspendCurrentQueueTimeMillis", "1s"],
     ["rebalanceLockIntervalMs", 0],
