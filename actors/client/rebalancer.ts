@@ -36,6 +36,7 @@ import type { OffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
 import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
+import { findBrokerAddressInSubscribe } from "./pullService.ts";
 import type { SubscriptionTable } from "./subscriptions.ts";
 
 /** @default 20000 — RebalanceService's period. */
@@ -193,12 +194,16 @@ export class Rebalancer {
     return this.updateProcessQueueTable(topic, target);
   }
 
-  /** GET_CONSUMER_LIST_BY_GROUP from a broker hosting the topic (tries each until one answers). */
+  /**
+   * GET_CONSUMER_LIST_BY_GROUP from a broker hosting the topic (tries each until one answers): its
+   * master, else a slave (RocketMQ's selectBrokerAddr), so a consumer that starts or rebalances
+   * while the master is down still gets its queues and reads them from the slave.
+   */
   private async findConsumerIdList(mqAll: MessageQueue[]): Promise<string[] | null> {
     const names = [...new Set(mqAll.map((q) => q.brokerName))];
     const start = Math.floor(Math.random() * names.length);
     for (let i = 0; i < names.length; i++) {
-      const addr = this.deps.host.brokerAddress(names[(start + i) % names.length]!, MASTER_ID);
+      const addr = findBrokerAddressInSubscribe(this.deps.host, names[(start + i) % names.length]!, MASTER_ID)?.addr;
       if (!addr) continue;
       try {
         const r = await this.deps.host.node

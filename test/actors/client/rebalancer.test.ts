@@ -96,6 +96,50 @@ test("a client the broker does not list registers again at once; one still not l
   assert.equal(b.held.size, 8);
 });
 
+test("the group's members are asked of a slave while the master is out of the route, so a consumer started then still gets its queues", async () => {
+  const asked: string[] = [];
+  const node = {
+    ref: (addr: string) => ({
+      ask: async () => {
+        asked.push(addr);
+        return { fields: { consumerIdList: ["c1"] } };
+      },
+    }),
+  } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      // only slaves are in the route: the masters are down
+      brokerAddress: (name, id = 0) => (id === 1 ? `tcp://slave-${name}:1` : undefined),
+      fetchSubscribeQueues: async () => queues(4),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      readOffset: async () => 7,
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {},
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  assert.equal(await r.doRebalance(), true);
+  assert.deepEqual([...held.keys()].sort(), ["T@a@0", "T@a@1", "T@b@0", "T@b@1"]);
+  assert.ok(asked.length > 0 && asked.every((a) => a.startsWith("tcp://slave-")), `asked ${asked.join(", ")}`);
+});
+
 test("clustering hand-over: a lost queue's listener batch ends before its final offset is released; a gained queue is taken over", async () => {
   const members = { ids: ["c1"] };
   const memory = new Map<string, number>();
