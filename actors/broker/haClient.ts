@@ -18,11 +18,9 @@ import {
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { type HaTuning, haTuningOf } from "./haTuning.ts";
+import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
 import { syncFromMaster } from "./slaveSync.ts";
 
-/** Least extra time a transfer request may take beyond the master's hold (the margin is the hold itself when longer). */
-const MIN_TRANSFER_MARGIN_MS = 1_000;
 const NAMESRV_TIMEOUT_MS = 3_000;
 
 /** What a slave's replication loop reports (runtime info, tests). */
@@ -138,10 +136,7 @@ export class HAClient {
     }
     const r = await ctx.node
       .ref(master, BrokerActor.HA)
-      .ask<HaTransferReply>(
-        { type: "HA_TRANSFER", ...req },
-        { timeoutMs: this.tuning.haHoldMs + Math.max(MIN_TRANSFER_MARGIN_MS, this.tuning.haHoldMs) },
-      );
+      .ask<HaTransferReply>({ type: "HA_TRANSFER", ...req }, { timeoutMs: this.tuning.haHoldMs + haTransferMarginMs(this.tuning) });
     if (this.stopped) return;
     if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
     this.status.connected = true;

@@ -10,7 +10,7 @@ import { fromCallback, setup } from "xstate";
 import { type HaTransferReply, type HaTransferRequest, MQError, type SendStatus } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { type HaTuning, haTuningOf } from "./haTuning.ts";
+import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
 
 /** Refused slaves remembered (each is logged once while remembered); the oldest is forgotten past this. */
 const MAX_REFUSED_SLAVES = 1024;
@@ -23,11 +23,15 @@ export interface SlaveConnection {
   slaveAddr: string;
   /** the commit-log offset the slave last acknowledged */
   ackedOffset: number;
+  /** when its last request came */
   lastSeenMs: number;
+  /** when the master last answered it (its next request is due soon after) */
+  lastAnsweredMs: number;
 }
 
 interface HeldTransfer {
   key: string;
+  slave: SlaveConnection;
   offset: number;
   reply: Replier;
   deadline: number;
@@ -61,19 +65,36 @@ export class HAService {
   private waiters: SyncWaiter[] = [];
   private closed = false;
 
+  /** see {@link haTransferMarginMs} */
+  private readonly marginMs: number;
+
   constructor(private readonly ctx: BrokerContext) {
     this.tuning = haTuningOf(ctx.config);
+    this.marginMs = haTransferMarginMs(this.tuning);
   }
 
-  /** Slaves heard from within `haSlaveExpireMs`. */
+  /** The slaves counted as connected (see {@link HAService.isLive}). */
   liveSlaves(now = Date.now()): SlaveConnection[] {
-    return [...this.slaves.values()].filter((s) => now - s.lastSeenMs <= this.tuning.haSlaveExpireMs);
+    return [...this.slaves.values()].filter((s) => this.isLive(s, now));
+  }
+
+  /**
+   * A connected slave always has a transfer request here: held (at most `haHoldMs`), or on its way
+   * once answered. RocketMQ's HAConnection ends with the slave's socket; a ROUTER cannot tell which
+   * peer left, so a slave with no request held and none within the margin after the hold's end
+   * (or the last answer, if later: a busy master) counts as gone, long before `haSlaveExpireMs`
+   * forgets it. A held request keeps it connected however late this master is in answering.
+   */
+  private isLive(s: SlaveConnection, now: number): boolean {
+    if (now - Math.max(s.lastSeenMs + this.tuning.haHoldMs, s.lastAnsweredMs) <= this.marginMs) return true;
+    for (const h of this.held) if (h.slave === s) return true;
+    return false;
   }
 
   /** The highest offset any live slave acknowledged; -1 without one (`push2SlaveMaxOffset`). */
   slaveAckedOffset(now = Date.now()): number {
     let max = -1;
-    for (const s of this.liveSlaves(now)) max = Math.max(max, s.ackedOffset);
+    for (const s of this.slaves.values()) if (s.ackedOffset > max && this.isLive(s, now)) max = s.ackedOffset;
     return max;
   }
 
@@ -184,11 +205,18 @@ export class HAService {
     this.refused.delete(key);
     const prev = this.slaves.get(key);
     if (!prev) this.ctx.logger.info({ slaveId, slaveAddr, offset }, "slave connected");
-    this.slaves.set(key, { slaveId, slaveAddr, ackedOffset: offset, lastSeenMs: now });
+    const slave: SlaveConnection = {
+      slaveId,
+      slaveAddr,
+      ackedOffset: offset,
+      lastSeenMs: now,
+      lastAnsweredMs: prev?.lastAnsweredMs ?? now,
+    };
+    this.slaves.set(key, slave);
     // a slave has one request outstanding at a time: a new one replaces what it left held
     this.held = this.held.filter((h) => h.key !== key);
     this.releaseWaiters(offset);
-    const h: HeldTransfer = { key, offset, reply, deadline: now + this.tuning.haHoldMs };
+    const h: HeldTransfer = { key, slave, offset, reply, deadline: now + this.tuning.haHoldMs };
     if (!this.serve(h)) this.held.push(h);
   }
 
@@ -287,6 +315,7 @@ export class HAService {
   }
 
   private answer(h: HeldTransfer, bytes: Buffer): void {
+    h.slave.lastAnsweredMs = Date.now();
     const fields: HaTransferReply = {
       offset: h.offset,
       masterMaxOffset: this.ctx.store.maxPhyOffset,

@@ -14,7 +14,10 @@ export const DEFAULT_HA_HOLD_MS = 5_000;
 export const DEFAULT_HA_SYNC_TIMEOUT_MS = 5_000;
 /** A slave further behind than this answers SYNC_MASTER sends SLAVE_NOT_AVAILABLE (`haMaxGapNotInSync`). */
 export const DEFAULT_HA_MAX_GAP_NOT_IN_SYNC = 256 * 1024 * 1024;
-/** A slave not heard from for this long no longer counts as connected (`haHousekeepingInterval`). */
+/**
+ * A slave not heard from for this long is forgotten (`haHousekeepingInterval`); it stops counting
+ * as connected much sooner, see {@link haTransferMarginMs}.
+ */
 export const DEFAULT_HA_SLAVE_EXPIRE_MS = 20_000;
 /** Delay before a slave tries its master again after a failed transfer. */
 export const DEFAULT_HA_RECONNECT_MS = 1_000;
@@ -43,6 +46,19 @@ export interface HaTuning {
   accessMessageInMemoryMaxRatio?: number;
   /** the memory figure the 40 % rule uses; smaller values make the rule testable. @default os.totalmem() */
   physicalMemoryBytes?: number;
+}
+
+/** Least extra time a slave's transfer request may take beyond the master's hold. */
+const MIN_HA_TRANSFER_MARGIN_MS = 1_000;
+
+/**
+ * How long a transfer may take beyond the master's hold: the slave's request times out after
+ * `haHoldMs` + this, and the master stops counting a slave as connected when no request of it is
+ * held and none came within this of the last hold's end (or of the last answer, if later). It is
+ * the hold itself when longer than 1 s, so a busy event loop on either side does not drop a live slave.
+ */
+export function haTransferMarginMs(t: Pick<Required<HaTuning>, "haHoldMs">): number {
+  return Math.max(MIN_HA_TRANSFER_MARGIN_MS, t.haHoldMs);
 }
 
 /** Every {@link HaTuning} default. */

@@ -329,6 +329,44 @@ test("SYNC_MASTER: SEND_OK once the slave has the message; SLAVE_NOT_AVAILABLE w
   }
 });
 
+test("SYNC_MASTER: a slave that vanishes without a word (kill -9) stops counting as connected after its hold and the slave's ask margin, not haSlaveExpireMs; sends then answer SLAVE_NOT_AVAILABLE at once", async () => {
+  const hold = 500;
+  const margin = Math.max(1000, hold); // the slave's own ask timeout is hold + margin
+  const master = await startBroker({ brokerName: "ha7", role: "SYNC_MASTER", storeDir: path.join(dir, "ha7-m"), haHoldMs: hold });
+  const slave = await startBroker({
+    brokerName: "ha7",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha7-s"),
+    haHoldMs: hold,
+  });
+  const ha = haServiceOf(master.ctx);
+  await waitFor(() => ha.liveSlaves().length === 1, 10_000, "slave connected");
+  // idle, the slave's requests are held and renewed: it counts as connected all along
+  let notCounted = 0;
+  const watch = setInterval(() => {
+    if (ha.liveSlaves().length === 0) notCounted++;
+  }, 20);
+  try {
+    const firstSeen = ha.liveSlaves()[0]!.lastSeenMs;
+    await waitFor(() => (ha.liveSlaves()[0]?.lastSeenMs ?? 0) >= firstSeen + 4 * hold, 10_000, "several held requests renewed");
+    assert.equal((await send(master, "Sync", "while connected")).status, "SEND_OK");
+  } finally {
+    clearInterval(watch);
+  }
+  assert.equal(notCounted, 0, "a live slave between two requests still counts");
+
+  await closeBroker(slave); // no goodbye reaches the master, as with kill -9
+  const t0 = Date.now();
+  await waitFor(() => ha.liveSlaves().length === 0, 10_000, "the vanished slave no longer counts");
+  const took = Date.now() - t0;
+  assert.ok(took < hold + margin + 2000, `dropped after ${took} ms, not the ${ha.tuning.haSlaveExpireMs} ms of haSlaveExpireMs`);
+  const t1 = Date.now();
+  assert.equal((await send(master, "Sync", "after the slave vanished")).status, "SLAVE_NOT_AVAILABLE");
+  assert.ok(Date.now() - t1 < 1000, "answered without waiting for the slave");
+  await closeBroker(master);
+});
+
 /** Collects the messages `b`'s logger warns with. */
 function warningsOf(b: Broker): string[] {
   const warnings: string[] = [];
