@@ -133,6 +133,8 @@ export class PeerLink extends Link {
   /** asks queued on this link so far, and how many of them the socket has taken */
   askSeq = 0;
   sentSeq = 0;
+  /** the connection closed or could not be made, and none has completed its handshake since */
+  unreachable = false;
   readonly flush: () => void;
   constructor(
     readonly address: string,
@@ -345,9 +347,28 @@ export class ZmqNode {
     link = new PeerLink(address, sock, this);
     this.peers.set(address, link);
     const peerLink = link;
-    sock.events.on("disconnect", () => this.onPeerDisconnect(peerLink));
+    sock.events.on("disconnect", () => {
+      peerLink.unreachable = true;
+      this.onPeerDisconnect(peerLink);
+    });
+    sock.events.on("connect:retry", () => {
+      peerLink.unreachable = true;
+    });
+    sock.events.on("handshake", () => {
+      peerLink.unreachable = false;
+    });
     void this.receiveLoop(sock, false, link);
     return link;
+  }
+
+  /**
+   * True while the connection to `address` is lost: it closed (the peer exited or was killed, or
+   * missed the ZMTP heartbeats) or could not be made, and no new one has completed its handshake
+   * since. False while connected, and for an address this node never sent to. ZeroMQ reconnects by
+   * itself, so this turns false as soon as the peer is back.
+   */
+  peerUnreachable(address: string): boolean {
+    return this.peers.get(address)?.unreachable === true;
   }
 
   /** Sends an ask; resolves with the reply or rejects with MQError (TIMEOUT, SYSTEM_BUSY, CLOSED, remote code). */

@@ -129,7 +129,7 @@ abstract class TableOffsetStore {
 /** Clustering: offsets kept in memory, pushed to the queue's master broker. */
 export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
   constructor(
-    private readonly host: Pick<ConsumerHost, "node" | "brokerAddress">,
+    private readonly host: Pick<ConsumerHost, "node" | "brokerAddress" | "isBrokerUnreachable">,
     private readonly group: string,
   ) {
     super();

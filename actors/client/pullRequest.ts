@@ -37,6 +37,11 @@ export interface ConsumerHost {
   readonly clientId: string;
   /** address of a broker by name and id (master for 0); undefined when no route names it */
   brokerAddress(brokerName: string, brokerId?: number): string | undefined;
+  /**
+   * true while the connection to this broker address is lost (closed, or cannot be made) and not
+   * made again: a killed master, which the name servers list until its registration expires
+   */
+  isBrokerUnreachable?(addr: string): boolean;
   /** the readable queues of a topic, from a fresh route (throws NO_ROUTE / TOPIC_NOT_EXIST) */
   fetchSubscribeQueues(topic: string): Promise<MessageQueue[]>;
   registerConsumer(c: ConsumerRegistration): void;

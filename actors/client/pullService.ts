@@ -13,6 +13,7 @@ import { decodeRecords, type MessageExt } from "../../transport/messageRecord.ts
 import {
   ConsumptionActorFor,
   isMQError,
+  MASTER_ID,
   MessageConst,
   type MessageModel,
   MQError,
@@ -111,21 +112,32 @@ const PULL_ROUTE_CHECK_MS = 1_000;
  * RocketMQ's `findBrokerAddressInSubscribe`: the broker the pull is told to use (master, or the
  * slave the broker suggested), else the master, else any slave of the broker name (the master is
  * down or out of the route).
+ *
+ * A broker whose connection is lost (`isBrokerUnreachable`: a killed master) is passed over for
+ * another of the same name. RocketMQ's name server drops a broker whose connection closes, so its
+ * consumers turn to the slave within a route poll; a ROUTER cannot tell which peer left, so the
+ * name servers keep a killed master until its registration expires (120 s) and the client judges
+ * by its own connection instead. When every broker of the name is unreachable, the usual choice.
  */
 export function findBrokerAddressInSubscribe(
-  host: Pick<ConsumerHost, "brokerAddress">,
+  host: Pick<ConsumerHost, "brokerAddress" | "isBrokerUnreachable">,
   brokerName: string,
   brokerId: number,
 ): { addr: string; brokerId: number } | undefined {
   const exact = host.brokerAddress(brokerName, brokerId);
-  if (exact) return { addr: exact, brokerId };
-  const master = host.brokerAddress(brokerName, 0);
-  if (master) return { addr: master, brokerId: 0 };
+  if (exact && !host.isBrokerUnreachable?.(exact)) return { addr: exact, brokerId };
+  const master = brokerId === MASTER_ID ? exact : host.brokerAddress(brokerName, MASTER_ID);
+  if (master && !host.isBrokerUnreachable?.(master)) return { addr: master, brokerId: MASTER_ID };
+  let slave: { addr: string; brokerId: number } | undefined;
   for (let id = 1; id <= MAX_SLAVE_ID_PROBED; id++) {
-    const a = host.brokerAddress(brokerName, id);
-    if (a) return { addr: a, brokerId: id };
+    const a = id === brokerId ? undefined : host.brokerAddress(brokerName, id);
+    if (!a) continue;
+    if (!host.isBrokerUnreachable?.(a)) return { addr: a, brokerId: id };
+    slave ??= { addr: a, brokerId: id };
   }
-  return undefined;
+  if (exact) return { addr: exact, brokerId };
+  if (master) return { addr: master, brokerId: MASTER_ID };
+  return slave;
 }
 
 /** A pull in flight, so that one whose broker left the route can be given up without waiting for its timeout. */
@@ -134,7 +146,8 @@ interface InflightPull {
   brokerId: number;
   addr: string;
   settled: boolean;
-  abandon(): void;
+  /** `why`: what happened to the broker ("left the route", "lost its connection") */
+  abandon(why: string): void;
 }
 
 /** The pull-side knobs of a push consumer. */
@@ -192,7 +205,7 @@ interface QueueFlight {
 /** What the pull service works with. */
 export interface PullServiceDeps {
   /** with `clientId`, pulls name their puller: the broker knows who holds each queue (hand-over) */
-  host: Pick<ConsumerHost, "node" | "brokerAddress"> & Partial<Pick<ConsumerHost, "clientId">>;
+  host: Pick<ConsumerHost, "node" | "brokerAddress" | "isBrokerUnreachable"> & Partial<Pick<ConsumerHost, "clientId">>;
   group: string;
   model: MessageModel;
   subscriptions: SubscriptionTable;
@@ -259,10 +272,15 @@ export class PullService {
 
   constructor(private readonly deps: PullServiceDeps) {}
 
-  /** Gives up pulls in flight to an address the route no longer lists for their broker (killed master): they are retried elsewhere. */
+  /**
+   * Gives up pulls in flight to an address the route no longer lists for their broker, or whose
+   * connection is lost while another broker of the name is reachable (a killed master): they are
+   * retried there.
+   */
   private checkInflightRoutes(): void {
     for (const p of this.inflightPulls) {
-      if (this.deps.host.brokerAddress(p.brokerName, p.brokerId) !== p.addr) p.abandon();
+      if (findBrokerAddressInSubscribe(this.deps.host, p.brokerName, p.brokerId)?.addr === p.addr) continue;
+      p.abandon(this.deps.host.brokerAddress(p.brokerName, p.brokerId) === p.addr ? "lost its connection" : "left the route");
     }
   }
 
@@ -447,7 +465,7 @@ export class PullService {
       brokerId: target.brokerId,
       addr,
       settled: false,
-      abandon: () => {
+      abandon: (why) => {
         if (flight.settled) return;
         flight.settled = true;
         this.inflightPulls.delete(flight);
@@ -457,7 +475,7 @@ export class PullService {
             ok: false,
             error: new MQError(
               "NO_ROUTE",
-              `Broker ${mq.brokerName}/${target.brokerId} at ${addr} left the route while a pull was waiting; pulling from another broker of ${mq.brokerName}.`,
+              `Broker ${mq.brokerName}/${target.brokerId} at ${addr} ${why} while a pull was waiting; pulling from another broker of ${mq.brokerName}.`,
             ),
           });
       },

@@ -218,6 +218,7 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
     node: inst.node,
     clientId: inst.clientId,
     brokerAddress: (name, id) => inst.routes.brokerAddress(name, id),
+    isBrokerUnreachable: (addr) => inst.node.peerUnreachable(addr),
     async fetchSubscribeQueues(topic) {
       const info = await inst.updateRoute(topic);
       if (!info) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);

@@ -58,7 +58,10 @@ export interface HeldQueue {
 }
 
 export interface RebalancerDeps {
-  host: Pick<ConsumerHost, "node" | "clientId" | "brokerAddress" | "fetchSubscribeQueues" | "sendHeartbeatToAllBrokers">;
+  host: Pick<
+    ConsumerHost,
+    "node" | "clientId" | "brokerAddress" | "isBrokerUnreachable" | "fetchSubscribeQueues" | "sendHeartbeatToAllBrokers"
+  >;
   group: string;
   model: MessageModel;
   strategy: AllocateStrategy;

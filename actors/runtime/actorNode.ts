@@ -122,6 +122,11 @@ export class ActorNode implements RefHost {
     return h && h.status === "running" ? h.actor : undefined;
   }
 
+  /** True while this node's connection to `address` is lost and not yet made again (see {@link ZmqNode.peerUnreachable}). */
+  peerUnreachable(address: string): boolean {
+    return this.transport.peerUnreachable(address);
+  }
+
   /** A handle to actor `name` at `address`; null or this node's own address gives a local handle. */
   ref(address: string | null, name: string): Ref {
     if (address === null || address === this.address) {

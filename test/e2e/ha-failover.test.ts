@@ -119,3 +119,52 @@ test("kill -9 of a SYNC_MASTER while producing: every acknowledged message is co
     await cleanup();
   }
 });
+
+test("kill -9 of a master with default broker timings: a consumer reads the backlog from the slave within seconds, not once the name server drops the master (120 s)", async () => {
+  const { dir, cleanup } = await tempDir("actormq-ha-k9-");
+  const ns = await spawnServer("nameserver", { listen: EPHEMERAL });
+  // default registration and expiry (heartbeatTimeoutMs 120 s): the route lists the dead master for two minutes
+  const common = { brokerName: "k9", listen: EPHEMERAL, nameservers: [ns.address], flush: "sync" };
+  const master = await spawnServer("broker", { ...common, role: "SYNC_MASTER", storeDir: path.join(dir, "master") });
+  const slave = await spawnServer("broker", { ...common, brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "slave") });
+  const clientTiming = { nameservers: [ns.address], pollNameServerIntervalMs: 1000 };
+  const admin = await Admin.start(clientTiming);
+  const producer = await Producer.start({ group: "k9p", ...clientTiming, retryTimesWhenSendFailed: 0 });
+  const got = new Set<string>();
+  let consumer: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "K9", readQueueNums: 2, writeQueueNums: 2 });
+    await waitFor(
+      async () => (await producer.send({ topic: "K9", body: "warm" }).catch(() => null))?.status === "SEND_OK",
+      15_000,
+      "the slave confirms sends",
+    );
+    consumer = await PushConsumer.start({
+      group: "k9g",
+      ...clientTiming,
+      subscriptions: { K9: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs: MessageExt[]) => {
+        for (const m of msgs) got.add(m.body.toString());
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => got.has("warm"), 20_000, "warm-up consumed");
+    await consumer.suspend();
+    // SYNC_MASTER: SEND_OK means the slave holds the message
+    for (let i = 0; i < 20; i++) assert.equal((await producer.send({ topic: "K9", body: `b${i}` })).status, "SEND_OK");
+    await killServer(master);
+    const t0 = Date.now();
+    await consumer.resume();
+    await waitFor(() => got.size >= 21, 30_000, "the backlog consumed from the slave", 200);
+    const took = Date.now() - t0;
+    assert.ok(took < 30_000, `consumed from the slave ${took} ms after the kill`);
+  } finally {
+    await consumer?.close();
+    await producer.close();
+    await admin.close();
+    await stopServer(slave);
+    await stopServer(ns);
+    await cleanup();
+  }
+});

@@ -116,6 +116,39 @@ describe("two processes", () => {
     }
   });
 
+  it("a peer reads unreachable from the moment its connection closes, or cannot be made, until a new connection's handshake", async () => {
+    const s1 = await startServer();
+    children.push(s1.child);
+    const address = s1.line.address as string;
+    const node = await ActorNode.start({ listen: null });
+    // an address nothing listens on any more
+    const gone = await ActorNode.start({ listen: "tcp://127.0.0.1:*" });
+    const goneAddress = gone.address!;
+    await gone.close();
+    try {
+      const echo = node.ref(address, "echo");
+      await echo.ask({ type: "ECHO", text: "up" });
+      assert.equal(node.peerUnreachable(address), false, "connected");
+      assert.equal(node.peerUnreachable("tcp://127.0.0.1:9"), false, "never sent to: nothing known");
+
+      s1.child.kill("SIGKILL");
+      await exited(s1.child);
+      await waitFor(() => node.peerUnreachable(address), 5000, "the closed connection noticed");
+      const refused = node.ref(goneAddress, "echo").ask({ type: "ECHO", text: "x" }, { timeoutMs: 300 });
+      await waitFor(() => node.peerUnreachable(goneAddress), 5000, "a connection that cannot be made noticed");
+      await assert.rejects(refused, (e) => isMQError(e, "TIMEOUT"));
+
+      const s2 = await startServer(address);
+      children.push(s2.child);
+      await waitFor(() => !node.peerUnreachable(address), 10_000, "reachable again once the peer is back");
+      assert.equal((await echo.ask<{ pid: number }>({ type: "ECHO", text: "back" }, { timeoutMs: 5000 })).fields.pid, s2.child.pid);
+      s2.child.kill("SIGKILL");
+      await exited(s2.child);
+    } finally {
+      await node.close();
+    }
+  });
+
   it("a frame that expires queued behind a batch waiting for the peer is dropped, not sent late", async () => {
     const s1 = await startServer();
     children.push(s1.child);

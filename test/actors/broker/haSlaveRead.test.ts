@@ -135,4 +135,20 @@ test("client broker choice: the suggested broker, else the master, else any slav
   assert.deepEqual(findBrokerAddressInSubscribe(host, "a", 3), { addr: "m", brokerId: 0 });
   assert.deepEqual(findBrokerAddressInSubscribe(host, "b", 0), { addr: "s2", brokerId: 2 }, "master down: a slave");
   assert.equal(findBrokerAddressInSubscribe(host, "c", 0), undefined);
+
+  // a master whose connection is lost (killed, still in the route): a reachable slave of its name
+  const down = new Set(["m"]);
+  const watching = { ...host, isBrokerUnreachable: (addr: string) => down.has(addr) };
+  assert.deepEqual(findBrokerAddressInSubscribe(watching, "a", 0), { addr: "s1", brokerId: 1 }, "master unreachable: its slave");
+  assert.deepEqual(findBrokerAddressInSubscribe(watching, "a", 1), { addr: "s1", brokerId: 1 });
+  down.add("s1");
+  assert.deepEqual(findBrokerAddressInSubscribe(watching, "a", 0), { addr: "m", brokerId: 0 }, "none reachable: the usual choice");
+  assert.deepEqual(findBrokerAddressInSubscribe(watching, "a", 1), { addr: "s1", brokerId: 1 });
+  down.clear();
+  down.add("s1");
+  assert.deepEqual(
+    findBrokerAddressInSubscribe(watching, "a", 1),
+    { addr: "m", brokerId: 0 },
+    "the suggested slave unreachable: the master",
+  );
 });
