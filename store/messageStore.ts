@@ -1082,38 +1082,6 @@ export class MessageStore {
     verify = false,
   ): GetMessageResult {
     this.checkOpen();
-    return this.getMessageUpTo(
-      group,
-      topic,
-      queueId,
-      offset,
-      maxMsgNums,
-      filter,
-      maxMsgBytes,
-      verify,
-      offset + MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES,
-      false,
-    );
-  }
-
-  /**
-   * {@link getMessage} that goes on past records the filter or a damaged record left out, as RocketMQ
-   * goes on until the batch is full or `maxFilterMessageSize` of entries were scanned: `scanEnd` is
-   * the queue offset where filtered pulls stop looking, for this call and the ones it continues with.
-   * `continued`: the batch already has records, so the first record here must fit `maxMsgBytes` too.
-   */
-  private getMessageUpTo(
-    group: string,
-    topic: string,
-    queueId: number,
-    offset: number,
-    maxMsgNums: number,
-    filter: MessageFilter | null | undefined,
-    maxMsgBytes: number | undefined,
-    verify: boolean,
-    scanEnd: number,
-    continued: boolean,
-  ): GetMessageResult {
     void group;
     const q = this.queue(topic, queueId, false);
     const res: GetMessageResult = {
@@ -1160,104 +1128,96 @@ export class MessageStore {
     // up to 16 000 bytes of entries are scanned (RocketMQ's maxFilterMessageSize), as a filter or
     // entries into removed files may skip many; without a filter the first read takes only as many
     // entries as the batch needs and the rest are read only when some were skipped
-    const scanEntries = Math.max(scanEnd - offset, maxNums);
-    let entries = q.read(offset, tags || filter?.matchProperties ? scanEntries : maxNums);
+    const scanEnd = offset + Math.max(MAX_FILTER_SCAN_BYTES / CQ_ENTRY_BYTES, maxNums);
+    let entries = q.read(offset, tags || filter?.matchProperties ? scanEnd - offset : maxNums);
     if (!entries) {
       res.status = "OFFSET_FOUND_NULL";
       res.nextBeginOffset = q.nextFileOffset(offset);
       return res;
     }
-    // pick candidates from the consume queue first, then read their records in as few reads as possible
     const candPhy: number[] = [];
     const candSize: number[] = [];
     const candOffset: number[] = [];
-    let bytes = 0;
-    let next = offset;
+    const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
     const minPhy = this.commitLog.minOffset;
+    let served = 0; // bytes of the records in the batch
+    let next = offset;
     let removed = false;
-    let base = offset;
+    let anyCandidate = false;
+    let base = offset; // the queue offset of entries' first entry
+    let i = 0; // the entry of `entries` to look at next
+    // rounds: pick candidates from the consume queue, then read their records in as few reads as
+    // possible; records the SQL92 filter refuses, or damaged ones, leave batch places that the next
+    // round fills from where this one stopped, as RocketMQ reads on until the batch is full
     for (;;) {
-      const n = entries.length / CQ_ENTRY_BYTES;
-      let full = false;
-      for (let i = 0; i < n; i++) {
-        const e = i * CQ_ENTRY_BYTES;
-        const phy = int64BE(entries, e);
-        let size = int32BE(entries, e + 8);
-        if ((candPhy.length > 0 || continued) && (candPhy.length >= maxNums || bytes + size > maxBytes)) {
-          full = true;
+      candPhy.length = 0;
+      candSize.length = 0;
+      candOffset.length = 0;
+      let bytes = served;
+      for (;;) {
+        const n = entries.length / CQ_ENTRY_BYTES;
+        for (; i < n; i++) {
+          const e = i * CQ_ENTRY_BYTES;
+          const phy = int64BE(entries, e);
+          let size = int32BE(entries, e + 8);
+          // only a batch's first record may exceed the byte limit
+          if ((candPhy.length > 0 || res.buffers.length > 0) && (candPhy.length >= maxNums || bytes + size > maxBytes)) break;
+          next = base + i + 1;
+          if (size <= 0) {
+            if (phy === 0 && size === 0) continue; // a hole: a record recovery could not read
+            size = 0; // a damaged entry: its record is looked for below
+          }
+          if (phy < 0)
+            size = 0; // a damaged entry: its record is looked for below
+          else if (phy < minPhy) {
+            removed = true;
+            continue;
+          }
+          if (tags && !tags.has(int64BE(entries, e + 12))) continue;
+          candPhy.push(phy);
+          candSize.push(size);
+          candOffset.push(base + i);
+          bytes += size;
+        }
+        if (i < n || n === 0 || base + n >= scanEnd || base + n >= max) break;
+        const more = q.read(base + n, scanEnd - (base + n));
+        if (!more) break;
+        base += n;
+        entries = more;
+        i = 0;
+      }
+      if (candPhy.length > 0) anyCandidate = true;
+      const records = this.readRecords(candPhy, candSize, verify);
+      let left = 0; // damaged, or refused by the filter
+      for (let k = 0; k < records.length; k++) {
+        // a later round takes a whole batch of candidates, as refused ones are likely to follow refused
+        // ones; once the batch is full the rest are left for the next pull
+        if (res.buffers.length >= maxNums) {
+          next = candOffset[k]!;
           break;
         }
-        next = base + i + 1;
-        if (size <= 0) {
-          if (phy === 0 && size === 0) continue; // a hole: a record recovery could not read
-          size = 0; // a damaged entry: its record is looked for below
+        let rec = records[k];
+        if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[k]!)) {
+          rec = this.refindRecord(q, candOffset[k]!, topicBytes);
+          if (!rec) {
+            left++;
+            continue;
+          }
         }
-        if (phy < 0)
-          size = 0; // a damaged entry: its record is looked for below
-        else if (phy < minPhy) {
-          removed = true;
+        if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) {
+          left++;
           continue;
         }
-        if (tags && !tags.has(int64BE(entries, e + 12))) continue;
-        candPhy.push(phy);
-        candSize.push(size);
-        candOffset.push(base + i);
-        bytes += size;
+        res.buffers.push(rec);
+        served += rec.length;
+        res.lastPhysicalOffset = rec === records[k] ? candPhy[k]! : readLong(rec, RecordOffset.PHYSICAL_OFFSET);
       }
-      base += n;
-      if (full || candPhy.length >= maxNums || n === 0 || base - offset >= scanEntries || base >= max) break;
-      const more = q.read(base, scanEntries - (base - offset));
-      if (!more) break;
-      entries = more;
-    }
-    const topicBytes = this.topicBytes.get(topic) ?? Buffer.from(topic, "utf8");
-    const records = this.readRecords(candPhy, candSize, verify);
-    let damaged = 0;
-    let rejected = 0;
-    for (let i = 0; i < records.length; i++) {
-      let rec = records[i];
-      if (!rec || !this.recordMatches(rec, topicBytes, queueId, candOffset[i]!)) {
-        rec = this.refindRecord(q, candOffset[i]!, topicBytes);
-        if (!rec) {
-          damaged++;
-          continue;
-        }
-      }
-      if (filter?.matchProperties && !filter.matchProperties(recordProperties(rec))) {
-        rejected++;
-        continue;
-      }
-      res.buffers.push(rec);
-      res.lastPhysicalOffset = rec === records[i] ? candPhy[i]! : readLong(rec, RecordOffset.PHYSICAL_OFFSET);
+      // a round that left nothing out stopped at the batch's count or byte limit, or the scan's end
+      if (left === 0 || res.buffers.length >= maxNums || next >= max || next >= scanEnd) break;
     }
     res.messageCount = res.buffers.length;
     res.nextBeginOffset = next;
-    res.status = res.messageCount > 0 ? "FOUND" : removed && candPhy.length === 0 ? "MESSAGE_WAS_REMOVING" : "NO_MATCHED_MESSAGE";
-    // damaged records and records the SQL92 filter refused took batch places they do not fill: go on
-    // past them, as RocketMQ skips an unreadable entry and reads on until the batch is full
-    if ((damaged > 0 || (rejected > 0 && next < scanEnd)) && res.messageCount < maxNums && next < max) {
-      let served = 0;
-      for (const b of res.buffers) served += b.length;
-      const more = this.getMessageUpTo(
-        group,
-        topic,
-        queueId,
-        next,
-        maxNums - res.messageCount,
-        filter,
-        Math.max(100, maxBytes - served),
-        verify,
-        scanEnd,
-        res.messageCount > 0,
-      );
-      if (more.status === "FOUND" || more.status === "NO_MATCHED_MESSAGE" || more.status === "MESSAGE_WAS_REMOVING") {
-        for (const b of more.buffers) res.buffers.push(b);
-        if (more.messageCount > 0) res.lastPhysicalOffset = more.lastPhysicalOffset;
-        res.messageCount = res.buffers.length;
-        res.nextBeginOffset = more.nextBeginOffset;
-        if (res.messageCount > 0) res.status = "FOUND";
-      }
-    }
+    res.status = res.messageCount > 0 ? "FOUND" : removed && !anyCandidate ? "MESSAGE_WAS_REMOVING" : "NO_MATCHED_MESSAGE";
     return res;
   }
 
