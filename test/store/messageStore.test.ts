@@ -144,6 +144,21 @@ test("getMessage with a SQL92 filter reads on past refused records until the bat
   assert.deepEqual([g.status, g.nextBeginOffset, g.messageCount], ["NO_MATCHED_MESSAGE", 800, 0]);
   g = s.getMessage("g", "F", 0, 800, 32, { matchProperties: (p) => p.n === "999" });
   assert.deepEqual([g.status, g.nextBeginOffset, bodies(g)], ["FOUND", 1000, ["b999"]]);
+  // a nearly full batch followed by refused records: the records read on are read in batches, not
+  // one read (and one consume-queue read) per record
+  const realRead = segmentIo.readSync;
+  let reads = 0;
+  segmentIo.readSync = (fd, buf, off, len, pos) => {
+    reads++;
+    return realRead(fd, buf, off, len, pos);
+  };
+  try {
+    g = s.getMessage("g", "F", 0, 0, 32, { matchProperties: (p) => Number(p.n) < 31 });
+  } finally {
+    segmentIo.readSync = realRead;
+  }
+  assert.deepEqual([g.messageCount, g.nextBeginOffset], [31, 800]);
+  assert.ok(reads < 100, `${reads} reads for one pull`);
   // the byte limit holds across the records read on: only a batch's first record may exceed it
   const sizeAt = (o: number) => s.getMessage("g", "F", 0, o, 1).buffers[0]!.length;
   const nines = { matchProperties: (p: Record<string, string>) => Number(p.n) % 10 === 9 };
