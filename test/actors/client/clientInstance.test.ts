@@ -4,7 +4,7 @@ import { Broker } from "../../../actors/broker/broker.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 it("an acquire made while the last holder releases gets a live instance, not the closing one", async (t) => {
   const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
@@ -32,7 +32,7 @@ it("an acquire made while the last holder releases gets a live instance, not the
 });
 
 it("a route already learned survives a name server that restarted and knows no topic yet", async () => {
-  const { dir } = await tempDir();
+  const { dir, cleanup } = await tempDir();
   let ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
   const addr = ns.address;
   const broker = await Broker.start({
@@ -49,7 +49,12 @@ it("a route already learned survives a name server that restarted and knows no t
     assert.equal((await inst.updateRoute("T"))?.queues.length, 2);
     // the broker re-registers only after registerIntervalMs (30 s): until then the name server answers TOPIC_NOT_EXIST
     await ns.close();
-    ns = await NameServer.start({ listen: addr, logLevel: "silent" });
+    // the same port again; another process on this machine may hold it for a moment
+    ns = await waitFor(
+      () => NameServer.start({ listen: addr, logLevel: "silent" }).catch(() => null),
+      20_000,
+      "the name server back on its port",
+    );
     await assert.rejects(inst.askNameserver({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
     await inst.refreshAllRoutes();
     assert.equal(inst.routes.publishInfo("T")?.queues.length, 2, "the periodic refresh kept the route");
@@ -64,5 +69,6 @@ it("a route already learned survives a name server that restarted and knows no t
     await inst.release();
     await broker.close();
     await ns.close();
+    await cleanup();
   }
 });
