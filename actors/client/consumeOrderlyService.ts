@@ -268,6 +268,9 @@ export class ConsumeOrderlyService {
     const running: Promise<void> = (previous ? previous.then(() => this.consumeLoop(run)) : this.consumeLoop(run))
       .catch(() => {
         failed = true;
+        // what the failed loop had taken but neither committed nor put back comes again, in order:
+        // the next batch's commit would otherwise move the offset past it unconsumed
+        run.pq.rollback();
       })
       .finally(() => {
         run.running = null;
@@ -275,7 +278,7 @@ export class ConsumeOrderlyService {
         if (run.pq.dropped) this.forget(run);
         // a failure of the bookkeeping (not of the listener) retries the queue after a pause; scheduled
         // here, once the run no longer counts as running, or schedule() would take it as running still
-        else if (failed) this.schedule(run.mq, run.pq, this.deps.settings.suspendCurrentQueueTimeMillis);
+        else if (failed) this.schedule(run.mq, run.pq, orderlySuspendTime(-1, this.deps.settings.suspendCurrentQueueTimeMillis));
         else if (run.again && !run.timer && !this.stopped) this.schedule(run.mq, run.pq, 0);
       });
     run.running = running;

@@ -416,6 +416,53 @@ test("a failure in the consume loop's own bookkeeping retries the queue after th
   await service.stop();
 });
 
+test("a batch whose bookkeeping failed comes again: the next batch's commit does not move past it", async () => {
+  const delivered: number[] = [];
+  const deadLettered: number[] = [];
+  let sendBacks = 0;
+  const { service, pq, offsets } = setup(
+    async (msgs) => {
+      delivered.push(msgs[0]!.queueOffset);
+      return msgs[0]!.queueOffset === 0 ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
+    },
+    {
+      sendBack: async (msgs) => {
+        if (sendBacks++ === 0) throw new Error("send-back bookkeeping failed");
+        deadLettered.push(...msgs.map((m) => m.queueOffset));
+        return [];
+      },
+    },
+    { maxReconsumeTimes: 0, suspendCurrentQueueTimeMillis: 10 },
+  );
+  feed(service, pq, [0, 1]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.deepEqual(deadLettered, [0], "offset 0 reached the DLQ before the queue moved past it");
+  assert.deepEqual(delivered, [0, 0, 1]);
+  assert.deepEqual(offsets.updates.at(-1), [2, false]);
+  await service.stop();
+});
+
+test("a consume loop that keeps failing retries at the suspend floor (10 ms), not in a busy loop", async () => {
+  let runs = 0;
+  const { service, pq, offsets } = setup(async () => "SUCCESS", {}, { suspendCurrentQueueTimeMillis: 0 });
+  offsets.updateOffset = () => {
+    runs++;
+    throw new Error("offset table unavailable");
+  };
+  // each run consumes one message and fails at its commit
+  feed(
+    service,
+    pq,
+    Array.from({ length: 30 }, (_, i) => i),
+  );
+  await waitFor(() => runs >= 1, 5_000, "a failed run");
+  const t0 = Date.now();
+  await waitFor(() => runs >= 11, 5_000, "ten more failed runs");
+  // ten pauses of at least 10 ms each (timers may fire a millisecond early)
+  assert.ok(Date.now() - t0 >= 90, `ten retries took ${Date.now() - t0} ms`);
+  await service.stop();
+});
+
 test("suspend time: -1 (or not a finite number) means the consumer's setting; clamped to 10 ms .. 30 s", () => {
   assert.equal(orderlySuspendTime(-1, 1000), 1000);
   assert.equal(orderlySuspendTime(5, 1000), 10);
