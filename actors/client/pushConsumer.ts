@@ -346,6 +346,7 @@ export class PushConsumer {
       held: this.held,
       startPull: (req) => this.startPull(req),
       dropPullExpired: true,
+      onPersistFailed: (e) => this.persistFailed(e, false),
       ...(this.queueLocks
         ? {
             lockQueue: (mq: MessageQueue) => this.queueLocks!.lock(mq, undefined, true),

@@ -89,6 +89,8 @@ export interface RebalancerDeps {
    * was consumed (a pull consumer without autoCommit). @default true
    */
   autoCommit?: boolean;
+  /** broadcasting: a lost queue's offset could not be written to the local file (logged; the round goes on) */
+  onPersistFailed?(error: unknown): void;
 }
 
 /** Rebalance results, one line per change (ACTORMQ_LOG_LEVEL; quiet under the test runner). */
@@ -319,6 +321,8 @@ export class Rebalancer {
       await waitForQueueListeners(h.pq, this.deps.releaseWaitMs ?? DEFAULT_QUEUE_RELEASE_WAIT_MS);
       if (this.deps.autoCommit !== false) offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
       await offsetStore.release(h.mq, this.deps.host.clientId);
+    } else if (this.deps.onPersistFailed) {
+      await offsetStore.persist(h.mq).catch((e) => this.deps.onPersistFailed!(e));
     } else {
       await offsetStore.persist(h.mq);
     }

@@ -334,3 +334,47 @@ test("orderly: stop() waits for a round whose lock request is in flight, and the
   assert.deepEqual(unlocked, ["T@a@0"], "the round gave the lock back before stop resolved");
   assert.equal(held.size, 0);
 });
+
+test("broadcasting: a lost queue whose offset cannot be written is reported and the round goes on", async () => {
+  let count = 8;
+  const failures: unknown[] = [];
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node: { ref: () => ({ ask: async () => ({ fields: { consumerIdList: [] } }) }) } as unknown as ActorNode,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async () => queues(count),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "BROADCASTING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "BROADCASTING"),
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      readOffset: async () => 0,
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {
+        throw new Error("ENOSPC: no space left on device");
+      },
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+    onPersistFailed: (e) => void failures.push(e),
+  });
+  await r.doRebalance();
+  assert.equal(held.size, 8);
+  // the topic shrinks to 4 queues: 4 are lost, and their offsets cannot be written
+  count = 4;
+  await r.doRebalance();
+  assert.equal(held.size, 4);
+  assert.equal(failures.length, 4);
+  assert.match(String(failures[0]), /ENOSPC/);
+});
