@@ -1,7 +1,9 @@
 /**
  * The `registrar` actor: registers the broker and its topic configs with every name server at
  * start, every `registerIntervalMs` (30 s) and whenever a topic changes (RocketMQ's
- * `registerBrokerAll`), and unregisters on a clean shutdown so routes drop the broker at once.
+ * `registerBrokerAll`), and unregisters on a clean shutdown so routes drop the broker at once. A
+ * topic whose every broker is gone has no route left; clients keep their last one for it (as
+ * RocketMQ's do), so sends to it time out on the old addresses rather than fail with NO_ROUTE.
  */
 import { assign, fromCallback, fromPromise, setup } from "xstate";
 import { NAMESRV_ACTOR, PERM_READ_WRITE, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";

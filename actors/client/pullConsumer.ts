@@ -9,13 +9,11 @@ import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
   type ConsumeFromWhere,
   type ConsumerData,
-  ConsumptionActorFor,
   checkRetryTopicFits,
   MASTER_ID,
   type MessageQueue,
   MQError,
   mqKey,
-  type QueueOffsetRequest,
 } from "../../transport/protocol.ts";
 import {
   type AllocateOptions,
@@ -28,7 +26,7 @@ import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts"
 import { OFFSET_REQUEST_TIMEOUT_MS, RemoteOffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere } from "./pullFromWhere.ts";
-import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
+import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
 import {
   BROKER_SUSPEND_MAX_TIME_MILLIS,
   CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
@@ -356,17 +354,13 @@ export class PullConsumer {
 
   /** GET_MIN_OFFSET / GET_MAX_OFFSET of a queue, asked of its master (RocketMQ's MQAdminImpl.minOffset / maxOffset). */
   private async queueOffset(mq: MessageQueue, type: "GET_MIN_OFFSET" | "GET_MAX_OFFSET"): Promise<number> {
-    const addr = this.host.brokerAddress(mq.brokerName, MASTER_ID);
-    if (!addr)
+    const offset = await askMasterOffset(this.host, mq, type, OFFSET_REQUEST_TIMEOUT_MS);
+    if (offset === undefined)
       throw new MQError(
         "SERVICE_NOT_AVAILABLE",
         `No address is known for the master of broker ${mq.brokerName}; seek ${mqKey(mq)} once it is back.`,
       );
-    const req: QueueOffsetRequest = { topic: mq.topic, queueId: mq.queueId };
-    const r = await this.host.node
-      .ref(addr, ConsumptionActorFor[type])
-      .ask<{ offset: number }>({ type, ...req }, { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS });
-    return Number(r.fields.offset);
+    return offset;
   }
 
   private startQueue(mq: MessageQueue, offset: number): void {

@@ -4,7 +4,14 @@
  * ({@link ConsumerHost}), so each can be tested with a fake host.
  */
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import type { ConsumerData, MessageQueue } from "../../transport/protocol.ts";
+import {
+  type ConsumerData,
+  ConsumptionActorFor,
+  MASTER_ID,
+  type MessageQueue,
+  type QueueOffsetRequest,
+  type SearchOffsetRequest,
+} from "../../transport/protocol.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 
@@ -50,4 +57,24 @@ export interface ConsumerHost {
   sendHeartbeatToAllBrokers(): Promise<void>;
   /** releases this consumer's share of the instance */
   release(): Promise<void>;
+}
+
+/**
+ * A queue offset asked of the queue's master (GET_MIN_OFFSET / GET_MAX_OFFSET /
+ * SEARCH_OFFSET_BY_TIMESTAMP, RocketMQ's MQAdminImpl asks the master too); undefined when no
+ * master address is known.
+ */
+export async function askMasterOffset(
+  host: Pick<ConsumerHost, "node" | "brokerAddress">,
+  mq: MessageQueue,
+  type: "GET_MIN_OFFSET" | "GET_MAX_OFFSET" | "SEARCH_OFFSET_BY_TIMESTAMP",
+  timeoutMs: number,
+  timestamp?: number,
+): Promise<number | undefined> {
+  const addr = host.brokerAddress(mq.brokerName, MASTER_ID);
+  if (!addr) return undefined;
+  const fields: QueueOffsetRequest | SearchOffsetRequest =
+    timestamp === undefined ? { topic: mq.topic, queueId: mq.queueId } : { topic: mq.topic, queueId: mq.queueId, timestamp };
+  const r = await host.node.ref(addr, ConsumptionActorFor[type]).ask<{ offset: number }>({ type, ...fields }, { timeoutMs });
+  return Number(r.fields.offset);
 }

@@ -25,8 +25,6 @@ import {
   type MessageModel,
   type MessageQueue,
   mqKey,
-  type QueueOffsetRequest,
-  type SearchOffsetRequest,
 } from "../../transport/protocol.ts";
 import { lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
@@ -35,7 +33,7 @@ import { waitForQueueListeners } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
-import type { ConsumerHost, PullRequest } from "./pullRequest.ts";
+import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
 import { findBrokerAddressInSubscribe } from "./pullService.ts";
 import type { SubscriptionTable } from "./subscriptions.ts";
 
@@ -332,9 +330,9 @@ export class Rebalancer {
   /** The broker look-ups of computePullFromWhere. */
   readonly lookups: PullFromWhereLookups = {
     readOffset: (mq) => this.deps.offsetStore.readOffset(mq, "READ_FROM_STORE"),
-    maxOffset: (mq) => this.askOffset(mq, "GET_MAX_OFFSET", { topic: mq.topic, queueId: mq.queueId } satisfies QueueOffsetRequest),
-    searchOffset: (mq, timestamp) =>
-      this.askOffset(mq, "SEARCH_OFFSET_BY_TIMESTAMP", { topic: mq.topic, queueId: mq.queueId, timestamp } satisfies SearchOffsetRequest),
+    maxOffset: async (mq) => (await askMasterOffset(this.deps.host, mq, "GET_MAX_OFFSET", REBALANCE_REQUEST_TIMEOUT_MS)) ?? -1,
+    searchOffset: async (mq, timestamp) =>
+      (await askMasterOffset(this.deps.host, mq, "SEARCH_OFFSET_BY_TIMESTAMP", REBALANCE_REQUEST_TIMEOUT_MS, timestamp)) ?? -1,
   };
 
   /** The look-ups of a gained queue: the committed offset is read by a take-over (clustering). */
@@ -347,15 +345,6 @@ export class Rebalancer {
         : store.readOffset(mq, "READ_FROM_STORE");
     },
   };
-
-  private async askOffset(mq: MessageQueue, type: "GET_MAX_OFFSET" | "SEARCH_OFFSET_BY_TIMESTAMP", fields: object): Promise<number> {
-    const addr = this.deps.host.brokerAddress(mq.brokerName, MASTER_ID);
-    if (!addr) return -1;
-    const r = await this.deps.host.node
-      .ref(addr, ConsumptionActorFor[type])
-      .ask<{ offset: number }>({ type, ...fields }, { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS });
-    return Number(r.fields.offset);
-  }
 }
 
 /** True for `%RETRY%` topics (re-exported for callers deciding on missing routes). */
