@@ -184,7 +184,7 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
  * to use (`consumeridcs` read once into an array).
  * @throws MQError ILLEGAL_ARGUMENT for BY_MACHINE_ROOM without rooms or without `machineRoomOf`,
  * for BY_CONFIG without `messageQueueList`, and for CONSISTENT_HASH with a `virtualNodes` that is
- * not a non-negative integer.
+ * not a positive integer (0 leaves the ring empty: RocketMQ takes it and allocates nothing).
  */
 export function checkAllocateOptions(name: AllocateStrategyName, options: AllocateOptions | undefined): AllocateOptions | undefined {
   if (name === "BY_CONFIG" && !Array.isArray(options?.messageQueueList)) {
@@ -192,10 +192,10 @@ export function checkAllocateOptions(name: AllocateStrategyName, options: Alloca
   }
   // the strategy would throw at every rebalance, which the rebalancer takes for "try next round"
   const vn: unknown = options?.virtualNodes;
-  if (name === "CONSISTENT_HASH" && vn !== undefined && !(typeof vn === "number" && Number.isInteger(vn) && vn >= 0)) {
+  if (name === "CONSISTENT_HASH" && vn !== undefined && !(typeof vn === "number" && Number.isInteger(vn) && vn >= 1)) {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `allocateOptions.virtualNodes must be a non-negative integer (virtual nodes per consumer on the CONSISTENT_HASH ring, default ${DEFAULT_VIRTUAL_NODES}), got ${typeof vn === "string" ? JSON.stringify(vn) : String(vn)}.`,
+      `allocateOptions.virtualNodes must be a positive integer (virtual nodes per consumer on the CONSISTENT_HASH ring, default ${DEFAULT_VIRTUAL_NODES}), got ${typeof vn === "string" ? JSON.stringify(vn) : String(vn)}.`,
     );
   }
   if (name !== "BY_MACHINE_ROOM") return options;

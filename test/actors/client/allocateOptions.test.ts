@@ -39,8 +39,9 @@ test("a consumer whose allocation can never match a queue is refused at start", 
   }
 });
 
-test("CONSISTENT_HASH with a virtualNodes that is not a non-negative integer is refused at start", async () => {
-  for (const virtualNodes of [-1, 2.5, "10", Number.NaN]) {
+test("CONSISTENT_HASH with a virtualNodes that is not a positive integer is refused at start", async () => {
+  // 0: an empty ring, every consumer idle
+  for (const virtualNodes of [-1, 0, 2.5, "10", Number.NaN]) {
     const allocateOptions = { virtualNodes } as unknown as AllocateOptions;
     const refused = (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /virtualNodes/.test(e.message);
     await assert.rejects(
