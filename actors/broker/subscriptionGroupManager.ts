@@ -6,6 +6,8 @@
 import {
   checkNotReserved,
   isGroupName,
+  isInt32,
+  MAX_QUEUE_NUMS,
   MQError,
   type SubscriptionGroupConfig,
   type UpdateSubscriptionGroupRequest,
@@ -47,6 +49,45 @@ export function checkGroupName(group: unknown): asserts group is string {
   checkNotReserved(group, "consumer group");
 }
 
+const BOOLEAN_FIELDS = [
+  "consumeEnable",
+  "consumeFromMinEnable",
+  "consumeBroadcastEnable",
+  "consumeMessageOrderly",
+  "notifyConsumerIdsChangedEnable",
+] as const;
+
+/** Integer fields and their ranges (retryQueueNums is the queue count of the group's retry topic). */
+const INT_FIELDS: readonly (readonly [keyof SubscriptionGroupConfig, number, number])[] = [
+  ["retryQueueNums", 0, MAX_QUEUE_NUMS],
+  ["retryMaxTimes", -1, 0x7fffffff],
+  ["brokerId", 0, 0x7fffffff],
+  ["whichBrokerWhenConsumeSlowly", 0, 0x7fffffff],
+  ["consumeTimeoutMinute", 0, 0x7fffffff],
+];
+
+/** A refused value as the message shows it: strings quoted, so "15" is not read as 15. */
+function shown(v: unknown): string {
+  return typeof v === "string" ? JSON.stringify(v) : String(v);
+}
+
+/**
+ * Checks a whole group config (admin updates, subscriptionGroup.json entries); throws MQError
+ * INVALID_PARAMETER. A value the broker cannot use would fail later and elsewhere: retryQueueNums
+ * 2000 makes every heartbeat of the group fail creating its retry topic.
+ */
+export function checkSubscriptionGroupConfig(cfg: SubscriptionGroupConfig): void {
+  checkGroupName(cfg.groupName);
+  for (const k of BOOLEAN_FIELDS)
+    if (typeof cfg[k] !== "boolean")
+      throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be true or false, not ${shown(cfg[k])}.`);
+  for (const [k, min, max] of INT_FIELDS) {
+    const v = cfg[k];
+    if (!isInt32(v) || v < min || v > max)
+      throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be an integer from ${min} to ${max}, not ${shown(v)}.`);
+  }
+}
+
 /** Subscription group configs of one broker, persisted. */
 export class SubscriptionGroupManager {
   private readonly table = new Map<string, SubscriptionGroupConfig>();
@@ -73,17 +114,25 @@ export class SubscriptionGroupManager {
     const stored = (await m.file.load(opts.logger)) as Partial<Stored> | null;
     const table = m.file.tableOf(stored, "subscriptionGroupTable") as Record<string, SubscriptionGroupConfig>;
     if (stored) {
-      const skipped: string[] = [];
+      const skipped: { group: string; error: string }[] = [];
       for (const [name, cfg] of Object.entries(table)) {
-        if (cfg && typeof cfg === "object") m.table.set(name, { ...defaultSubscriptionGroupConfig(name), ...cfg, groupName: name });
-        else skipped.push(name);
+        try {
+          if (!cfg || typeof cfg !== "object") throw new Error("It is not an object.");
+          const full = { ...defaultSubscriptionGroupConfig(name), ...cfg, groupName: name };
+          checkSubscriptionGroupConfig(full);
+          m.table.set(name, full);
+        } catch (e) {
+          skipped.push({ group: name, error: (e as Error).message });
+        }
       }
+      // as topics.json: an entry damaged by hand is skipped rather than stopping the broker (or every
+      // heartbeat of the group), but said so, and the file kept as it is: the next write leaves it out
       if (skipped.length > 0) {
         const keptAs = m.file.keepCopy();
-        for (const group of skipped)
+        for (const s of skipped)
           opts.logger?.warn(
-            { file: m.file.path, group, keptAs },
-            `group "${group}" in ${SUBSCRIPTION_GROUP_FILE} is not an object and was skipped; a copy of the file is kept as ${keptAs ?? "(copy failed)"}`,
+            { file: m.file.path, group: s.group, error: s.error, keptAs },
+            `group "${s.group}" in ${SUBSCRIPTION_GROUP_FILE} is not valid and was skipped: ${s.error} Fix it (a copy of the file is kept as ${keptAs ?? "(copy failed)"}) or update the group again.`,
           );
       }
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
@@ -109,10 +158,14 @@ export class SubscriptionGroupManager {
     return cfg;
   }
 
-  /** Creates or updates a group (fields not given keep their value or default); resolves when on disk. */
+  /**
+   * Creates or updates a group (fields not given keep their value or default); resolves when on
+   * disk. A config the broker could not use is refused (INVALID_PARAMETER) and nothing changes.
+   */
   async createOrUpdate(req: UpdateSubscriptionGroupRequest): Promise<SubscriptionGroupConfig> {
     checkGroupName(req.groupName);
     const cfg = { ...defaultSubscriptionGroupConfig(req.groupName), ...this.table.get(req.groupName), ...req };
+    checkSubscriptionGroupConfig(cfg);
     this.table.set(req.groupName, cfg);
     this.version++;
     await this.file.persist();

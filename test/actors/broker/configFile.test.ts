@@ -136,6 +136,40 @@ test("SubscriptionGroupManager: a broken subscriptionGroup.json without a .bak r
   );
 });
 
+test("SubscriptionGroupManager: an entry of subscriptionGroup.json the broker could not use is skipped with a warning, and the file is kept", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const text = JSON.stringify({
+    subscriptionGroupTable: {
+      good: { retryQueueNums: 2, retryMaxTimes: -1 },
+      wide: { retryQueueNums: 2000 },
+      words: { retryQueueNums: "two" },
+      off: { consumeEnable: "false" },
+      "bad name": {},
+    },
+    dataVersion: 4,
+  });
+  const f = writeConfig(dir, "subscriptionGroup.json", text);
+  const logger = recordingLogger();
+  const m = await SubscriptionGroupManager.load({ storeDir: dir, autoCreateSubscriptionGroup: true, logger });
+  assert.equal(m.get("good")?.retryQueueNums, 2);
+  assert.deepEqual(Object.keys(m.all()), ["good"]);
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.file, l.fields.group]),
+    [
+      [f, "wide"],
+      [f, "words"],
+      [f, "off"],
+      [f, "bad name"],
+    ],
+  );
+  assert.match(logger.lines[0]!.msg, /group "wide" in subscriptionGroup.json is not valid and was skipped: retryQueueNums .*2000/);
+  assert.match(logger.lines[2]!.msg, /consumeEnable/);
+  // the next write leaves the entries out; the user's version survives as the copy
+  await m.createOrUpdate({ groupName: "other" });
+  assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), text);
+});
+
 test("Broker.start refuses a store whose topics.json is not JSON and has no backup, and releases what it opened", async (t) => {
   const { dir, cleanup } = await tempDir("cfgfile-");
   t.after(cleanup);

@@ -4,7 +4,14 @@ import { fromCallback } from "xstate";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { parseSubscription } from "../../../filter/index.ts";
 import { decodeRecords } from "../../../transport/messageRecord.ts";
-import { CLIENT_ACTOR, ConsumptionActorFor, type HeartbeatRequest, isMQError, type MessageModel } from "../../../transport/protocol.ts";
+import {
+  BrokerActor,
+  CLIENT_ACTOR,
+  ConsumptionActorFor,
+  type HeartbeatRequest,
+  isMQError,
+  type MessageModel,
+} from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
@@ -159,6 +166,39 @@ test("a clustering group too long for its retry topic is refused with ILLEGAL_AR
   await c.heartbeat(f, longest, { T: "*" });
   assert.deepEqual(await members(f, longest), ["10.0.4.1@1"]);
   assert.equal(f.broker.ctx.topics.get(`%RETRY%${longest}`)?.topicName.length, 127);
+});
+
+test("a subscription group config the broker could not use is refused with INVALID_PARAMETER; the group's heartbeats keep registering", async () => {
+  const c = await fakeClient("10.0.5.1@1");
+  const admin = f.client.ref(f.broker.address, BrokerActor.BROKER);
+  const bad: [string, unknown][] = [
+    ["retryQueueNums", 2000],
+    ["retryQueueNums", "two"],
+    ["retryQueueNums", -1],
+    ["retryMaxTimes", -2],
+    ["retryMaxTimes", 1.5],
+    ["consumeEnable", "false"],
+    ["consumeMessageOrderly", 1],
+    ["brokerId", -1],
+    ["whichBrokerWhenConsumeSlowly", null],
+    ["consumeTimeoutMinute", "15"],
+  ];
+  for (const [field, value] of bad)
+    await assert.rejects(
+      admin.ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "Cfg", [field]: value }),
+      (e: unknown) => isMQError(e, "INVALID_PARAMETER") && e.message.includes(field) && e.message.includes('"Cfg"'),
+      `${field} ${JSON.stringify(value)}`,
+    );
+  assert.equal(f.broker.ctx.groups.get("Cfg"), undefined, "nothing stored");
+  // an existing group keeps its config when an update is refused
+  await admin.ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "Cfg", retryQueueNums: 3, retryMaxTimes: -1 });
+  await assert.rejects(admin.ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "Cfg", retryQueueNums: 2000 }), (e: unknown) =>
+    isMQError(e, "INVALID_PARAMETER"),
+  );
+  assert.equal(f.broker.ctx.groups.get("Cfg")?.retryQueueNums, 3);
+  await c.heartbeat(f, "Cfg", { T: "*" });
+  assert.deepEqual(await members(f, "Cfg"), ["10.0.5.1@1"]);
+  assert.equal(f.broker.ctx.topics.get("%RETRY%Cfg")?.writeQueueNums, 3);
 });
 
 test("a member silent past the expiry is removed by the scan and the survivors are notified", async () => {
