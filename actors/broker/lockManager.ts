@@ -20,7 +20,14 @@ type Asked = { reply?: Replier };
 export type LocksEvent =
   | ({ type: "LOCK_BATCH_MQ" } & LockBatchRequest & Asked)
   | ({ type: "UNLOCK_BATCH_MQ" } & LockBatchRequest & Asked)
+  | ({ type: typeof GROUP_HOLDS_LIVE_LOCK; consumerGroup: string } & Asked)
   | ({ type: string } & Asked);
+
+/**
+ * Local request (the send path asks it): whether a group holds any live lock, i.e. consumes
+ * orderly (RocketMQ's `isLockAllExpired`). Replies `{ locked }`.
+ */
+export const GROUP_HOLDS_LIVE_LOCK = "GROUP_HOLDS_LIVE_LOCK";
 
 export interface LocksContext {
   ctx: BrokerContext;
@@ -64,6 +71,8 @@ export const locksMachine = setup({
           const { group, clientId, mqs } = lockArgs(event as Partial<LockBatchRequest>);
           context.table.unlockBatch(group, mqs, clientId);
           reply?.ok({});
+        } else if (event.type === GROUP_HOLDS_LIVE_LOCK) {
+          reply?.ok({ locked: !context.table.isLockAllExpired(String((event as { consumerGroup?: unknown }).consumerGroup)) });
         } else {
           throw new MQError(
             "REQUEST_CODE_NOT_SUPPORTED",

@@ -12,19 +12,25 @@ import {
   isUndispatchedTransaction,
 } from "../../transport/messageRecord.ts";
 import {
+  BrokerActor,
   checkTopic,
   isInt32,
+  MessageConst,
   MQError,
+  PERM_READ_WRITE,
   Perm,
   RETRY_GROUP_TOPIC_PREFIX,
   type SendMessageReply,
   type SendMessageRequest,
   type SendStatus,
+  type SubscriptionGroupConfig,
   SYSTEM_TOPICS,
 } from "../../transport/protocol.ts";
-import type { BrokerContext } from "./brokerContext.ts";
+import { type BrokerContext, STORE_ASK_TIMEOUT_MS } from "./brokerContext.ts";
 import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting.ts";
 import { haServiceOf } from "./haService.ts";
+import { GROUP_HOLDS_LIVE_LOCK } from "./lockManager.ts";
+import { DLQ_NUMS_PER_GROUP, dlqTopic, shouldDivertRetrySendToDLQ } from "./retryPolicy.ts";
 
 /** bornHost when the producer gives none (it does not listen, so it has no address). */
 const UNKNOWN_HOST = "127.0.0.1:0";
@@ -59,6 +65,48 @@ export class OpenQueueChooser {
     this.next = (this.next + 1) & 0x7fffffff;
     return q;
   }
+}
+
+/** The consumer group of a `%RETRY%<group>` topic: found, auto-created, or SUBSCRIPTION_GROUP_NOT_EXIST. */
+function retryGroupOf(ctx: BrokerContext, topic: string): SubscriptionGroupConfig {
+  const group = topic.slice(RETRY_GROUP_TOPIC_PREFIX.length);
+  const cfg = ctx.groups.findOrAutoCreate(group);
+  if (!cfg)
+    throw new MQError(
+      "SUBSCRIPTION_GROUP_NOT_EXIST",
+      `Subscription group ${group} does not exist on broker ${ctx.config.brokerName}, so ${topic} takes no messages: create the group (Admin) or enable autoCreateSubscriptionGroup.`,
+    );
+  return cfg;
+}
+
+/**
+ * RocketMQ's handleRetryAndDLQ, for a plain send to a group's retry topic (a client's own retry
+ * copy, when its send-back failed): past the maximum retries (the message's MAX_RECONSUME_TIMES,
+ * else the group's retryMaxTimes), or while the group holds a live orderly lock (an orderly group
+ * must not re-order through its retry topic), the message goes to `%DLQ%<group>` queue 0 without
+ * its delay level. Returns that topic and the properties to store, or undefined to keep the topic.
+ */
+async function retrySendToDLQ(
+  ctx: BrokerContext,
+  group: SubscriptionGroupConfig,
+  reconsumeTimes: number,
+  encodedProperties: string,
+): Promise<{ topic: string; properties: string } | undefined> {
+  const properties = decodeProperties(encodedProperties);
+  const requested = properties[MessageConst.MAX_RECONSUME_TIMES];
+  const fromMessage = requested !== undefined && /^-?\d{1,10}$/.test(requested) ? Number(requested) : Number.NaN;
+  const max = isInt32(fromMessage) ? fromMessage : group.retryMaxTimes;
+  const locked =
+    reconsumeTimes <= max &&
+    (
+      await ctx
+        .ref(BrokerActor.LOCKS)
+        .ask<{ locked: boolean }>({ type: GROUP_HOLDS_LIVE_LOCK, consumerGroup: group.groupName }, { timeoutMs: STORE_ASK_TIMEOUT_MS })
+    ).fields.locked;
+  if (!shouldDivertRetrySendToDLQ(reconsumeTimes, max, locked)) return undefined;
+  const dlq = ctx.topics.createIfAbsent(dlqTopic(group.groupName), DLQ_NUMS_PER_GROUP, PERM_READ_WRITE);
+  delete properties[MessageConst.DELAY];
+  return { topic: dlq.topicName, properties: encodeProperties(properties) };
 }
 
 /** Handles one send request; resolves with the reply fields or rejects with a coded MQError. */
@@ -122,6 +170,8 @@ export async function processSend(
     single = { properties, flag: intField(ev.flag, "flag", 0) };
     batchBody = encodeMessageBatch([{ body, flag: single.flag, properties }]);
   }
+  // before the retry topic is auto-created: a copy for a group the broker does not know is refused
+  const retryGroup = single && topic.startsWith(RETRY_GROUP_TOPIC_PREFIX) ? retryGroupOf(ctx, topic) : undefined;
 
   const tc = topics.getOrAutoCreate(topic);
   if (!tc) {
@@ -144,10 +194,15 @@ export async function processSend(
     );
   }
 
-  // a delay level sends the message to SCHEDULE_TOPIC_XXXX; the scheduler moves it back when due
   let putTopic = topic;
   let putQueueId = queueId;
-  if (single && mayCarryDelay(single.properties)) {
+  const dlq = retryGroup && single ? await retrySendToDLQ(ctx, retryGroup, reconsumeTimes, single.properties) : undefined;
+  if (dlq && single) {
+    putTopic = dlq.topic;
+    putQueueId = 0;
+    batchBody = encodeMessageBatch([{ body, flag: single.flag, properties: dlq.properties }]);
+  } else if (single && mayCarryDelay(single.properties)) {
+    // a delay level sends the message to SCHEDULE_TOPIC_XXXX; the scheduler moves it back when due
     const target = scheduleTarget(topic, queueId, decodeProperties(single.properties), brokerDelayLevels(config.messageDelayLevel).length);
     if (target) {
       putTopic = target.topic;

@@ -5,8 +5,18 @@ import { Broker } from "../../../actors/broker/broker.ts";
 import { Admin, Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
-import { decodeRecords, encodeMessageBatch } from "../../../transport/messageRecord.ts";
-import { BrokerActor, isMQError, type MessageQueue, type MQError, type SendMessageReply } from "../../../transport/protocol.ts";
+import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../../transport/messageRecord.ts";
+import {
+  BrokerActor,
+  ConsumptionActorFor,
+  isMQError,
+  MessageConst,
+  type MessageQueue,
+  type MQError,
+  PERM_READ_WRITE,
+  SCHEDULE_TOPIC,
+  type SendMessageReply,
+} from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 let ns: NameServer;
@@ -143,6 +153,90 @@ test("scaling write queues down: a cached route's queue that still exists for re
     ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 8 }, { body: Buffer.from("q8") }),
     (e) => isMQError(e, "SYSTEM_ERROR") && (e as MQError).retriable,
   );
+});
+
+test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<group> past the group's retries or while the group holds an orderly lock", async () => {
+  await raw.ref(broker.address, BrokerActor.BROKER).ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "rg", retryMaxTimes: 2 });
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  const retrySend = async (reconsumeTimes: number, props: Record<string, string> = {}) => {
+    const properties = encodeProperties({ [MessageConst.RETRY_TOPIC]: "Orders", [MessageConst.UNIQ_KEY]: `U${reconsumeTimes}`, ...props });
+    const fields = {
+      producerGroup: "pg",
+      topic: "%RETRY%rg",
+      queueId: 0,
+      sysFlag: 0,
+      bornTimestamp: Date.now(),
+      reconsumeTimes,
+      properties,
+    };
+    return (await ref.ask<SendMessageReply>({ type: "SEND_MESSAGE", ...fields }, { body: Buffer.from(`r${reconsumeTimes}`) })).fields;
+  };
+  const scheduled = () => broker.store.getMaxOffset(SCHEDULE_TOPIC, 4);
+  const scheduledBefore = scheduled();
+
+  // reconsumeTimes 2 is not past retryMaxTimes 2: stored for the retry topic, through its delay level
+  const kept = await retrySend(2, { [MessageConst.DELAY]: "5" });
+  assert.equal(kept.status, "SEND_OK");
+  assert.equal(scheduled(), scheduledBefore + 1, "scheduled at level 5");
+  assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 0);
+
+  // past it: the dead-letter queue, queue 0, at once (its DELAY dropped), created with one READ|WRITE queue
+  const dead = await retrySend(3, { [MessageConst.DELAY]: "5" });
+  assert.equal(dead.status, "SEND_OK");
+  assert.equal(scheduled(), scheduledBefore + 1, "not scheduled");
+  const dlq = broker.ctx.topics.get("%DLQ%rg")!;
+  assert.deepEqual([dlq.readQueueNums, dlq.writeQueueNums, dlq.perm], [1, 1, PERM_READ_WRITE]);
+  const m = stored("%DLQ%rg", 0, 0);
+  assert.equal(m.body.toString(), "r3");
+  assert.equal(m.reconsumeTimes, 3);
+  assert.equal(m.properties[MessageConst.DELAY], undefined);
+  assert.equal(m.properties[MessageConst.RETRY_TOPIC], "Orders");
+
+  // the message's MAX_RECONSUME_TIMES, when it has one, is the maximum instead of the group's
+  await retrySend(3, { [MessageConst.MAX_RECONSUME_TIMES]: "3" });
+  assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 1);
+  assert.equal(broker.store.getMaxOffset("%RETRY%rg", 0), 1);
+  await retrySend(3, { [MessageConst.MAX_RECONSUME_TIMES]: "1" });
+  assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 2);
+
+  // a group that holds a live orderly lock consumes in order: its retry copies go to the DLQ at once
+  const locks = raw.ref(broker.address, ConsumptionActorFor.LOCK_BATCH_MQ);
+  const lock = { consumerGroup: "rg", clientId: "10.0.0.9@1", mqSet: [{ topic: "Orders", brokerName: "a", queueId: 0 }] };
+  await locks.ask({ type: "LOCK_BATCH_MQ", ...lock });
+  await retrySend(0);
+  assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 3);
+  await locks.ask({ type: "UNLOCK_BATCH_MQ", ...lock });
+  await retrySend(0);
+  assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 3);
+  assert.equal(broker.store.getMaxOffset("%RETRY%rg", 0), 2);
+
+  // an unknown group is created when the broker auto-creates groups, as for a send-back
+  assert.equal((await producer.send({ topic: "%RETRY%newGroup", body: "x" })).status, "SEND_OK");
+  assert.equal(broker.ctx.groups.get("newGroup")?.retryMaxTimes, 16);
+});
+
+test("a plain send to %RETRY%<group> of a group the broker does not know, without auto-creation, is SUBSCRIPTION_GROUP_NOT_EXIST", async () => {
+  const { dir: d6, cleanup: c6 } = await tempDir();
+  const b = await Broker.start({
+    brokerName: "nogroups",
+    listen: EPHEMERAL,
+    nameservers: [],
+    storeDir: d6,
+    flush: "async",
+    autoCreateSubscriptionGroup: false,
+  });
+  try {
+    const fields = { producerGroup: "pg", topic: "%RETRY%nobody", queueId: -1, sysFlag: 0, bornTimestamp: Date.now() };
+    await assert.rejects(
+      raw.ref(b.address, BrokerActor.BROKER).ask({ type: "SEND_MESSAGE", ...fields }, { body: Buffer.from("x") }),
+      (e) => isMQError(e, "SUBSCRIPTION_GROUP_NOT_EXIST") && /nobody/.test((e as Error).message),
+    );
+    assert.equal(b.ctx.topics.get("%RETRY%nobody"), undefined, "no retry topic created for it");
+    assert.equal(b.store.maxPhyOffset, 0, "nothing stored");
+  } finally {
+    await b.close();
+    await c6();
+  }
 });
 
 test("bad input gets its code and the broker keeps serving", async () => {
