@@ -261,7 +261,7 @@ export function checkTopic(topic: unknown): asserts topic is string {
 const RESERVED_NAME = "__proto__";
 
 /** Throws the MQError for a name that is {@link RESERVED_NAME} (MESSAGE_ILLEGAL for what a message carries). */
-export function checkNotReserved(name: string, what: "topic" | "property" | "consumer group" | "broker"): void {
+export function checkNotReserved(name: string, what: "topic" | "property" | "consumer group" | "broker" | "cluster"): void {
   if (name !== RESERVED_NAME) return;
   throw new MQError(
     what === "topic" || what === "property" ? "MESSAGE_ILLEGAL" : "ILLEGAL_ARGUMENT",

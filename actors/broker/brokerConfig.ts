@@ -24,6 +24,8 @@ export const DEFAULT_REGISTER_INTERVAL_MS = 30_000;
 export const DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 120_000;
 /** Longest delay setTimeout keeps (2^31 - 1 ms); a longer one fires at once. */
 const MAX_TIMER_MS = 2_147_483_647;
+/** Characters of broker and cluster names. */
+const BROKER_NAME_PATTERN = /^[a-zA-Z0-9_.-]+$/;
 /** Puts the store actor accepts at once before answering SYSTEM_BUSY. */
 export const DEFAULT_STORE_MAX_IN_FLIGHT = 4096;
 /** A sync-flush put that has not reached disk within this time answers FLUSH_DISK_TIMEOUT (`syncFlushTimeout`). */
@@ -38,7 +40,7 @@ export interface BrokerOptions {
   brokerName: string;
   /** 0 = master, > 0 = slave (one id per slave of a brokerName). @default 0 */
   brokerId?: number;
-  /** @default "DefaultCluster" */
+  /** letters, digits, '.', '_' and '-', as brokerName. @default "DefaultCluster" */
   clusterName?: string;
   /** ZeroMQ endpoint to bind. @default "tcp://127.0.0.1:10911" */
   listen?: string;
@@ -84,7 +86,7 @@ export interface BrokerOptions {
   registerIntervalMs?: number;
   /** ms the name servers keep this broker without a registration, an integer > 0. @default 120000 */
   heartbeatTimeoutMs?: number;
-  /** @default 4096 */
+  /** puts the store actor takes at once before answering SYSTEM_BUSY, an integer >= 1. @default 4096 */
   storeMaxInFlight?: number;
   /** pino level; @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
@@ -134,10 +136,18 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   const defined = Object.fromEntries(Object.entries(opts ?? {}).filter(([, v]) => v !== undefined)) as BrokerOptions;
   const cfg = { ...defaultBrokerOptions(), ...defined } as BrokerConfig;
   if (opts?.brokerId !== undefined && opts.brokerId > 0 && opts.role === undefined) cfg.role = "SLAVE";
-  if (typeof cfg.brokerName !== "string" || !/^[a-zA-Z0-9_.-]+$/.test(cfg.brokerName)) {
+  if (typeof cfg.brokerName !== "string" || !BROKER_NAME_PATTERN.test(cfg.brokerName)) {
     throw new MQError("ILLEGAL_ARGUMENT", `brokerName "${String(cfg.brokerName)}" is not valid: use letters, digits, '.', '_' and '-'.`);
   }
   checkNotReserved(cfg.brokerName, "broker");
+  // the name servers refuse a registration without one: the broker would run and never be routed
+  if (typeof cfg.clusterName !== "string" || !BROKER_NAME_PATTERN.test(cfg.clusterName)) {
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `clusterName ${typeof cfg.clusterName === "string" ? `"${cfg.clusterName}"` : String(cfg.clusterName)} is not valid: use letters, digits, '.', '_' and '-' (default "${DEFAULT_CLUSTER}").`,
+    );
+  }
+  checkNotReserved(cfg.clusterName, "cluster");
   if (!Array.isArray(cfg.nameservers) || cfg.nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
     throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be an array of name server addresses such as tcp://127.0.0.1:9876.");
   }
@@ -193,6 +203,13 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `heartbeatTimeoutMs must be an integer number of ms > 0 (default ${DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS}), not ${String(cfg.heartbeatTimeoutMs)}.`,
+    );
+  // 0 or less answers every send SYSTEM_BUSY; NaN makes the store actor's in-flight count NaN, so
+  // puts are never answered and close waits for them
+  if (!Number.isSafeInteger(cfg.storeMaxInFlight) || cfg.storeMaxInFlight < 1)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `storeMaxInFlight must be an integer number of puts >= 1 (default ${DEFAULT_STORE_MAX_IN_FLIGHT}), not ${String(cfg.storeMaxInFlight)}.`,
     );
   if (!Number.isInteger(cfg.brokerPermission) || cfg.brokerPermission < 0 || cfg.brokerPermission > 15)
     throw new MQError(

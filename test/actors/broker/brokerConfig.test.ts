@@ -52,3 +52,17 @@ test("brokerConfig: segmentBytes and maxMessageBytes must be whole numbers of by
   assert.equal(resolveBrokerConfig({ ...base, segmentBytes: 4096 }).segmentBytes, 4096);
   assert.equal(resolveBrokerConfig(base).segmentBytes, undefined);
 });
+
+test("brokerConfig: storeMaxInFlight must be an integer >= 1 (0 or less answers every send SYSTEM_BUSY, NaN never answers)", () => {
+  for (const v of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, "4096"])
+    refused({ storeMaxInFlight: v as never }, new RegExp(`^storeMaxInFlight must be an integer .*not ${String(v)}`));
+  assert.equal(resolveBrokerConfig({ ...base, storeMaxInFlight: 1 }).storeMaxInFlight, 1);
+  assert.equal(resolveBrokerConfig(base).storeMaxInFlight, 4096);
+});
+
+test("brokerConfig: clusterName must be a name the name servers register (not empty, a broker name's characters)", () => {
+  for (const v of ["", "a b", "c@d", 7, null]) refused({ clusterName: v as never }, /^clusterName .* is not valid/);
+  refused({ clusterName: "__proto__" }, /reserved/);
+  assert.equal(resolveBrokerConfig({ ...base, clusterName: "Prod-1.eu_west" }).clusterName, "Prod-1.eu_west");
+  assert.equal(resolveBrokerConfig(base).clusterName, "DefaultCluster");
+});
