@@ -182,9 +182,11 @@ export async function processSend(
   }
   if ((tc.perm & Perm.WRITE) === 0)
     throw new MQError("NO_PERMISSION", `Topic ${topic} is not writable on broker ${config.brokerName} (perm ${tc.perm}).`);
-  if (tc.writeQueueNums === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} has no write queues on broker ${config.brokerName}.`);
-  if (queueId < 0) queueId = chooser.choose(tc.writeQueueNums);
-  else if (queueId >= Math.max(tc.writeQueueNums, tc.readQueueNums)) {
+  if (queueId < 0) {
+    // only a queue the broker picks needs a write queue: a chosen one still readable is stored to (below)
+    if (tc.writeQueueNums === 0) throw new MQError("NO_PERMISSION", `Topic ${topic} has no write queues on broker ${config.brokerName}.`);
+    queueId = chooser.choose(tc.writeQueueNums);
+  } else if (queueId >= Math.max(tc.writeQueueNums, tc.readQueueNums)) {
     // RocketMQ's msgCheck: a queue past the write queues that still exists for reading (a scale-down
     // in progress, a producer's cached route) is stored to; past both it is SYSTEM_ERROR, which the
     // producer retries on another queue after refreshing the route

@@ -153,6 +153,17 @@ test("scaling write queues down: a cached route's queue that still exists for re
     ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 8 }, { body: Buffer.from("q8") }),
     (e) => isMQError(e, "SYSTEM_ERROR") && (e as MQError).retriable,
   );
+  // down to no write queue at all: the read queues are still stored to; with none chosen there is none to pick
+  await broker.createTopic({ topic: "Shrink", readQueueNums: 8, writeQueueNums: 0 });
+  const r6again = await ref.ask<SendMessageReply>({ type: "SEND_MESSAGE", ...base, queueId: 6 }, { body: Buffer.from("q6 again") });
+  assert.equal(stored("Shrink", 6, r6again.fields.queueOffset).body.toString(), "q6 again");
+  await assert.rejects(
+    ref.ask({ type: "SEND_MESSAGE", ...base, queueId: -1 }, { body: Buffer.from("any") }),
+    (e) => isMQError(e, "NO_PERMISSION") && /no write queues/.test((e as Error).message),
+  );
+  await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: 8 }, { body: Buffer.from("q8") }), (e) =>
+    isMQError(e, "SYSTEM_ERROR"),
+  );
 });
 
 test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<group> past the group's retries or while the group holds an orderly lock", async () => {
