@@ -136,7 +136,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   consumeThreads?: number;
   /** -1 means the default, as unset @default 16 (concurrent), unlimited (orderly) */
   maxReconsumeTimes?: number;
-  /** @default 15 */
+  /** how long a message may stay in a concurrent listener before it is sent back, minutes (> 0) @default 15 */
   consumeTimeoutMinutes?: number;
   /** broadcasting's offsets directory @default ~/.actormq_offsets */
   offsetStoreDir?: string;
@@ -443,6 +443,13 @@ export class PushConsumer {
     checkRange("consumeConcurrentlyMaxSpan", o.consumeConcurrentlyMaxSpan, 1, 65535);
     checkRange("consumeMessageBatchMaxSize", o.consumeMessageBatchMaxSize, 1, 1024);
     checkRange("consumeThreads", o.consumeThreads, 1, 1000);
+    // 0 or below would send back messages the listener is still working on (delivered twice), NaN
+    // would run the clean-up every millisecond; a fraction of a minute is fine
+    if (typeof o.consumeTimeoutMinutes !== "number" || !Number.isFinite(o.consumeTimeoutMinutes) || o.consumeTimeoutMinutes <= 0)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `consumeTimeoutMinutes must be a number of minutes above 0 (default ${DEFAULT_CONSUME_TIMEOUT_MINUTES}), got ${String(o.consumeTimeoutMinutes)}.`,
+      );
     // timer delays: NaN, 0 or below would fire at once (lock renewals, suspended queues retried without pause)
     // 0 is RocketMQ's 10 ms floor, as a listener's value is (orderlySuspendTime)
     checkRange("suspendCurrentQueueTimeMillis", o.suspendCurrentQueueTimeMillis, 0, MAX_TIMER_MS);

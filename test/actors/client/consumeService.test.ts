@@ -5,6 +5,7 @@ import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { OffsetTable } from "../../../actors/client/offsetTable.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import type { SendBackFn } from "../../../actors/client/sendBack.ts";
+import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageModel, MessageQueue } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
@@ -130,6 +131,31 @@ test("without a send-back, messages past consumeTimeoutMinutes are handed back t
   await waitFor(() => calls === 2, 2_000, "handed back");
   hang();
   await s.stop();
+});
+
+test("consumeTimeoutMinutes that is not a number of minutes above 0 is refused at start with ILLEGAL_ARGUMENT", async () => {
+  // 0 or below would send back every message a listener has been working on for a second
+  // (delivered twice); NaN would run the clean-up timer every millisecond
+  const bad: [keyof PushConsumerOptions, unknown][] = [
+    ["consumeTimeoutMinutes", 0],
+    ["consumeTimeoutMinutes", -1],
+    ["consumeTimeoutMinutes", Number.NaN],
+    ["consumeTimeoutMinutes", Number.POSITIVE_INFINITY],
+    ["consumeTimeoutMinutes", "15"],
+  ];
+  for (const [name, value] of bad) {
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgConsumeOpts",
+        nameservers: ["tcp://127.0.0.1:1"],
+        subscriptions: { T: "*" },
+        listener: async () => "CONSUME_SUCCESS",
+        [name]: value,
+      }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith(name),
+      `${name}: ${String(value)}`,
+    );
+  }
 });
 
 test("a listener that empties or reorders its msgs array: the batch is still acknowledged", async () => {
