@@ -455,6 +455,12 @@ export class PushConsumer {
     checkRange("suspendCurrentQueueTimeMillis", o.suspendCurrentQueueTimeMillis, 0, MAX_TIMER_MS);
     checkRange("rebalanceLockIntervalMs", o.rebalanceLockIntervalMs, 1, MAX_TIMER_MS);
     checkRange("rebalanceLockMaxLiveTimeMs", o.rebalanceLockMaxLiveTimeMs, 1, MAX_TIMER_MS);
+    // rebalance rounds and offset persists back to back, every pull timing out on the broker at once
+    checkRange("rebalanceIntervalMs", o.rebalanceIntervalMs, 1, MAX_TIMER_MS);
+    checkRange("persistConsumerOffsetIntervalMs", o.persistConsumerOffsetIntervalMs, 1, MAX_TIMER_MS);
+    checkRange("brokerSuspendMaxTimeMillis", o.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS);
+    // 0 redelivers a failed batch at once, as a timer does
+    checkRange("reconsumeLaterDelayMs", o.reconsumeLaterDelayMs, 0, MAX_TIMER_MS);
     getAllocateStrategy(o.allocateStrategy);
     o.allocateOptions = checkAllocateOptions(o.allocateStrategy, o.allocateOptions);
     const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);

@@ -158,6 +158,36 @@ test("consumeTimeoutMinutes that is not a number of minutes above 0 is refused a
   }
 });
 
+test("push consumer timer options out of range are refused at start with ILLEGAL_ARGUMENT naming the option", async () => {
+  // NaN, 0 or below (or above 2^31 - 1 ms) would fire at once: rebalance rounds and offset persists
+  // back to back, every pull timing out on the broker at once, failed batches redelivered at once
+  const bad: [keyof PushConsumerOptions, unknown][] = [
+    ["rebalanceIntervalMs", 0],
+    ["rebalanceIntervalMs", Number.NaN],
+    ["rebalanceIntervalMs", 2 ** 31],
+    ["persistConsumerOffsetIntervalMs", 0],
+    ["persistConsumerOffsetIntervalMs", "5s"],
+    ["brokerSuspendMaxTimeMillis", Number.NaN],
+    ["brokerSuspendMaxTimeMillis", 0],
+    ["reconsumeLaterDelayMs", -5],
+    ["reconsumeLaterDelayMs", 1.5],
+    ["reconsumeLaterDelayMs", Number.POSITIVE_INFINITY],
+  ];
+  for (const [name, value] of bad) {
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgConsumeOpts",
+        nameservers: ["tcp://127.0.0.1:1"],
+        subscriptions: { T: "*" },
+        listener: async () => "CONSUME_SUCCESS",
+        [name]: value,
+      }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith(name),
+      `${name}: ${String(value)}`,
+    );
+  }
+});
+
 test("a listener that empties or reorders its msgs array: the batch is still acknowledged", async () => {
   let seen = 0;
   const { s, store, pq } = service(
