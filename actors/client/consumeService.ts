@@ -1,10 +1,11 @@
 /**
  * Concurrent consumption (RocketMQ's `ConsumeMessageConcurrentlyService`, reference §12.1): a
  * pool of `consumeThreads` listener calls at a time, each given a batch of at most
- * `consumeMessageBatchMaxSize` messages. CONSUME_SUCCESS removes the batch from its process queue
- * and moves the queue's offset to what the process queue says may be committed. RECONSUME_LATER
- * (or a listener that throws) leaves the messages uncommitted and hands them to the listener again
- * after a delay, until the broker's retry topic takes this over. Broadcasting commits regardless.
+ * `consumeMessageBatchMaxSize` messages. CONSUME_SUCCESS (or SUCCESS) removes the batch from its
+ * process queue and moves the queue's offset to what the process queue says may be committed.
+ * RECONSUME_LATER (or a listener that throws, or returns an unknown status: logged at warn) leaves
+ * the messages uncommitted and hands them to the listener again after a delay, until the
+ * broker's retry topic takes this over. Broadcasting commits regardless.
  * Messages in the listener longer than `consumeTimeoutMinutes` are sent back (delay level 3) and
  * removed from their process queue once that succeeded, so a listener that hangs on one cannot
  * hold its queue's offset (RocketMQ's `cleanExpiredMsg`, reference §5).
@@ -12,6 +13,7 @@
 import { setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MessageConst, type MessageModel, type MessageQueue } from "../../transport/protocol.ts";
+import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { restoreRetryTopic, type SendBackFn } from "./sendBack.ts";
@@ -26,6 +28,10 @@ export const DEFAULT_CONSUME_TIMEOUT_MINUTES = 15;
 export const CONSUME_TIMEOUT_SEND_BACK_DELAY_LEVEL = 3;
 /** Delay before a RECONSUME_LATER batch is handed to the listener again (RocketMQ's local re-submit). */
 export const RECONSUME_LATER_DELAY_MS = 5_000;
+/** A listener's unknown result is logged at most once per this long per consumer. */
+export const UNKNOWN_STATUS_LOG_INTERVAL_MS = 30_000;
+/** Listener results the concurrent service does not know, at warn (ACTORMQ_LOG_LEVEL). */
+export const consumeLog = lazyClientLogger("client:consume");
 /** How long close waits for listener calls in flight so their offsets are committed. */
 export const CLOSE_GRACE_MS = 3_000;
 
@@ -150,6 +156,7 @@ export class ConsumeService {
   private stopping: Promise<void> | null = null;
   /** expired messages whose send-back is in flight (not sent again by the next cleaning round) */
   private readonly sendingBackExpired = new Set<MessageExt>();
+  private readonly unknownStatusThrottle = new LogThrottle(UNKNOWN_STATUS_LOG_INTERVAL_MS);
 
   constructor(private readonly deps: ConsumeServiceDeps) {}
 
@@ -266,7 +273,10 @@ export class ConsumeService {
   private processResult(req: ConsumeRequest, status: string, ctx: ConsumeConcurrentlyContext): Promise<void> | undefined {
     const { mq, pq, msgs } = req;
     let sendingBack: Promise<void> | undefined;
-    let ackIndex = status === "CONSUME_SUCCESS" ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
+    // "SUCCESS" is the orderly name for it; the orderly service takes CONSUME_SUCCESS the same way
+    const success = status === "CONSUME_SUCCESS" || status === "SUCCESS";
+    if (!success && status !== "RECONSUME_LATER") this.warnUnknownStatus(mq, status);
+    let ackIndex = success ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
     if (this.deps.model === "BROADCASTING") ackIndex = msgs.length - 1;
     let done = msgs;
     if (ackIndex < msgs.length - 1) {
@@ -293,6 +303,26 @@ export class ConsumeService {
       if (pq.msgCount === 0) this.deps.onDrained?.(mq, pq);
     }
     return sendingBack;
+  }
+
+  /**
+   * A listener result that is neither success nor RECONSUME_LATER counts as RECONSUME_LATER, as a
+   * null or unknown status does in RocketMQ; said once per interval, since it may be a typo that
+   * sends every message to the dead-letter queue.
+   */
+  private warnUnknownStatus(mq: MessageQueue, status: unknown): void {
+    const suppressed = this.unknownStatusThrottle.pass("");
+    if (suppressed === undefined) return;
+    // never String() an arbitrary object: one without a prototype would throw here
+    const shown =
+      typeof status === "string" ? JSON.stringify(status) : status == null ? String(status) : `a value of type ${typeof status}`;
+    const { group } = this.deps;
+    consumeLog().warn(
+      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status: shown, suppressed },
+      `The listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not a concurrent ` +
+        `consume status: the batch counts as RECONSUME_LATER. Return "CONSUME_SUCCESS" or "RECONSUME_LATER" ` +
+        `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+    );
   }
 
   /**

@@ -99,7 +99,8 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   group: string;
   subscriptions: Record<string, SubscriptionExpression>;
   /**
-   * async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER" (a throw counts as RECONSUME_LATER);
+   * async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER" (a throw counts as RECONSUME_LATER, so
+   * does any other status, logged at warn; "SUCCESS" counts as CONSUME_SUCCESS);
    * orderly: "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" (a throw counts as SUSPEND); with
    * `ctx.autoCommit = false` set for the batch, SUCCESS does not commit and "COMMIT" | "ROLLBACK" do
    */

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { type ConcurrentListener, ConsumeService, waitForQueueListeners } from "../../../actors/client/consumeService.ts";
+import {
+  type ConcurrentListener,
+  ConsumeService,
+  consumeLog,
+  UNKNOWN_STATUS_LOG_INTERVAL_MS,
+  waitForQueueListeners,
+} from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { OffsetTable } from "../../../actors/client/offsetTable.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
@@ -102,6 +108,47 @@ test("RECONSUME_LATER and throwing listeners: uncommitted, redelivered locally w
   assert.equal(calls.get(6), 2);
   assert.equal(batch[0]!.reconsumeTimes, 1);
   assert.equal(s.stats.reconsumeLater, 2);
+  await s.stop();
+});
+
+test('"SUCCESS" (the orderly listener\'s name, which the listener type allows) acknowledges like CONSUME_SUCCESS', async (t) => {
+  const warned: unknown[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: unknown) => void warned.push(fields));
+  let calls = 0;
+  const { s, store, pq } = service(async () => {
+    calls++;
+    return "SUCCESS";
+  });
+  const batch = msgs(0, 3);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 3, 5_000, "offset 3");
+  assert.equal(calls, 3);
+  assert.equal(s.stats.reconsumeLater, 0);
+  assert.equal(s.stats.consumed, 3);
+  assert.deepEqual(warned, []);
+  await s.stop();
+});
+
+test("an unknown listener status counts as RECONSUME_LATER and is logged at warn, at most once per interval", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const returned: unknown[] = ["OK", undefined, Object.create(null), "CONSUME_SUCCESS"];
+  let calls = 0;
+  const { s, store, pq } = service(async () => returned[calls++] as string);
+  const batch = msgs(7, 1);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 8, 5_000, "consumed at the fourth delivery");
+  assert.equal(calls, 4);
+  assert.equal(batch[0]!.reconsumeTimes, 3);
+  assert.equal(s.stats.reconsumeLater, 3);
+  assert.equal(lines.length, 1, `one line per ${UNKNOWN_STATUS_LOG_INTERVAL_MS} ms`);
+  assert.equal(lines[0]!.fields.group, "g");
+  assert.equal(lines[0]!.fields.status, '"OK"');
+  assert.match(lines[0]!.msg, /"OK"/);
+  assert.match(lines[0]!.msg, /RECONSUME_LATER/);
+  assert.match(lines[0]!.msg, /CONSUME_SUCCESS/);
   await s.stop();
 });
 
