@@ -34,6 +34,7 @@ export const DEFAULT_PULL_BATCH_SIZE = 32;
 export const DEFAULT_PULL_THRESHOLD_FOR_QUEUE = 1000;
 /** @default 100 MiB cached per queue */
 export const DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE = 100;
+const MIB = 1024 * 1024;
 /** @default 2000 offsets between the first and last cached message */
 export const DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN = 2000;
 /** Re-pull delay when a cache threshold is hit. */
@@ -188,6 +189,8 @@ interface QueuePipeline {
   knownMaxOffset: number;
   /** messages the latest answer carried: what a speculative pull asks for (a byte limit may cut batches) */
   stride: number;
+  /** average body bytes of the messages this queue cached, as last seen (0: none yet) */
+  msgBytes: number;
 }
 
 /** One pull of a queue in flight, at the offset it asked for. */
@@ -378,7 +381,7 @@ export class PullService {
     }
     let pl = this.pipelines.get(request);
     if (!pl) {
-      pl = { flights: [], knownMaxOffset: -1, stride: s.pullBatchSize };
+      pl = { flights: [], knownMaxOffset: -1, stride: s.pullBatchSize, msgBytes: 0 };
       this.pipelines.set(request, pl);
     }
     // pulls in flight that no longer start where the queue goes on are dropped
@@ -389,11 +392,20 @@ export class PullService {
     const depth = Math.max(1, s.pullsInFlightPerQueue ?? DEFAULT_PULLS_IN_FLIGHT_PER_QUEUE);
     if (depth > 1 && !s.orderly && sd.expressionType === "TAG" && sd.tagsSet.length === 0) {
       const stride = pl.stride;
+      // the flow control above sees only what is cached: the pulls in flight count too (bytes by
+      // the message size seen last, kept while the cache is empty), or they overshoot the MiB
+      // limit many times over with large messages, and the span by up to depth x pullBatchSize
+      if (pq.msgCount > 0) pl.msgBytes = pq.msgSize / pq.msgCount;
+      const pullBytes = stride * pl.msgBytes;
+      const maxBytes = s.pullThresholdSizeForQueue * MIB;
+      const spanFrom = pq.firstOffset() ?? request.nextOffset;
       while (pl.flights.length < depth && pl.flights.length > 0 && !this.suspended) {
         const last = pl.flights[pl.flights.length - 1]!;
         const next = last.offset + last.count;
         if (next + stride > pl.knownMaxOffset) break;
         if (pq.msgCount + (pl.flights.length + 1) * stride > s.pullThresholdForQueue) break;
+        if (pq.msgSize + (pl.flights.length + 1) * pullBytes > maxBytes) break;
+        if (next + stride - 1 - spanFrom > s.consumeConcurrentlyMaxSpan) break;
         this.issue(request, pl, sd, next, stride, true);
       }
     }
