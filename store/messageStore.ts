@@ -29,7 +29,7 @@ import {
   writeHost,
   writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
-import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, isMQError, MessageConst, MQError } from "../transport/protocol.ts";
+import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, isMQError, MAX_TIMER_MS, MessageConst, MQError } from "../transport/protocol.ts";
 import {
   checkpointMinTimestamp,
   type QueueMark,
@@ -73,7 +73,6 @@ function isIPv4HostPort(host: unknown): boolean {
 
 const isWhole = (min: number) => (v: number) => Number.isSafeInteger(v) && v >= min;
 /** Node runs a timer of more ms than this after 1 ms */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 const isTimerMs = (min: number) => (v: number) => v >= min && v <= MAX_TIMER_MS;
 const isPercentOrOff = (v: number) => (v > 0 && v <= 100) || v === Number.POSITIVE_INFINITY;
 

@@ -170,6 +170,8 @@ export const AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102";
 /** Topics the broker manages itself: producers may not send to them, admins may not create or change them. */
 export const SYSTEM_TOPICS: ReadonlySet<string> = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** The longest delay a Node timer keeps (2^31 - 1 ms); a longer one fires after 1 ms, so timing options stop here. */
+export const MAX_TIMER_MS = 2_147_483_647;
 export const TOPIC_MAX_LENGTH = 127;
 export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
 /** Longest producer or consumer group name. */

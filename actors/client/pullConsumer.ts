@@ -11,6 +11,7 @@ import {
   type ConsumerData,
   checkRetryTopicFits,
   MASTER_ID,
+  MAX_TIMER_MS,
   type MessageQueue,
   MQError,
   mqKey,
@@ -32,11 +33,12 @@ import {
   CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+  PULL_TIMEOUT_MARGIN_MS,
   PullService,
   pullFailureLogger,
   pullServiceMachine,
 } from "./pullService.ts";
-import { checkGroup, checkRange, consumerHostOf, MAX_TIMER_MS } from "./pushConsumer.ts";
+import { checkGroup, checkRange, consumerHostOf } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -119,7 +121,7 @@ export class PullConsumer {
         consumeConcurrentlyMaxSpan: Number.MAX_SAFE_INTEGER,
         orderly: false,
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
-        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + 15_000),
+        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + PULL_TIMEOUT_MARGIN_MS),
       },
       onFound: (req, msgs) => this.onFound(req, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
@@ -167,7 +169,8 @@ export class PullConsumer {
     checkRange("pullBatchSize", opts.pullBatchSize, 1, 1024);
     checkRange("pullThresholdForQueue", opts.pullThresholdForQueue, 1, 65535);
     checkRange("pullThresholdSizeForQueue", opts.pullThresholdSizeForQueue, 1, 1024);
-    checkRange("brokerSuspendMaxTimeMillis", opts.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS);
+    // the pull's own timeout is 15 s longer and must still be a timer Node keeps
+    checkRange("brokerSuspendMaxTimeMillis", opts.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS - PULL_TIMEOUT_MARGIN_MS);
     checkRange("rebalanceIntervalMs", opts.rebalanceIntervalMs, 1, MAX_TIMER_MS);
     if (!Number.isFinite(opts.consumeTimestamp))
       throw new MQError("ILLEGAL_ARGUMENT", `consumeTimestamp must be a time in ms since the epoch, got ${String(opts.consumeTimestamp)}.`);

@@ -49,6 +49,8 @@ export const PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1000;
 export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
 /** Client timeout of a long-polling pull. */
 export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
+/** A held pull's own timeout: the broker's suspend time plus this (RocketMQ's 15 s). */
+export const PULL_TIMEOUT_MARGIN_MS = 15_000;
 /**
  * Pulls kept in flight per queue while the queue is known to hold more than they ask for. The
  * first pull of a queue is RocketMQ's; the others are issued at the offsets the earlier ones will

@@ -14,6 +14,7 @@ import {
   checkNotReserved,
   checkRetryTopicFits,
   isGroupName,
+  MAX_TIMER_MS,
   type MessageModel,
   type MessageQueue,
   MQError,
@@ -64,6 +65,7 @@ import {
   DEFAULT_PULL_BATCH_SIZE,
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+  PULL_TIMEOUT_MARGIN_MS,
   PullService,
   pullFailureLogger,
   pullServiceMachine,
@@ -82,8 +84,6 @@ import { SubscriptionTable } from "./subscriptions.ts";
 export const DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60_000;
 /** @default 16 */
 export const DEFAULT_MAX_RECONSUME_TIMES = 16;
-/** Longest delay a timer takes (2^31 - 1 ms); a longer one fires at once. */
-export const MAX_TIMER_MS = 2_147_483_647;
 
 /** What a push consumer's listener gets besides the messages (concurrent or orderly). */
 export type ConsumeContext = ConsumeConcurrentlyContext | ConsumeOrderlyContext;
@@ -327,7 +327,7 @@ export class PushConsumer {
         consumeConcurrentlyMaxSpan: opts.consumeConcurrentlyMaxSpan,
         orderly: opts.orderly,
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
-        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + 15_000),
+        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + PULL_TIMEOUT_MARGIN_MS),
       },
       onFound: (req, msgs, dispatch) =>
         this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs),
@@ -459,7 +459,8 @@ export class PushConsumer {
     // rebalance rounds and offset persists back to back, every pull timing out on the broker at once
     checkRange("rebalanceIntervalMs", o.rebalanceIntervalMs, 1, MAX_TIMER_MS);
     checkRange("persistConsumerOffsetIntervalMs", o.persistConsumerOffsetIntervalMs, 1, MAX_TIMER_MS);
-    checkRange("brokerSuspendMaxTimeMillis", o.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS);
+    // the pull's own timeout is 15 s longer and must still be a timer Node keeps
+    checkRange("brokerSuspendMaxTimeMillis", o.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS - PULL_TIMEOUT_MARGIN_MS);
     // 0 redelivers a failed batch at once, as a timer does
     checkRange("reconsumeLaterDelayMs", o.reconsumeLaterDelayMs, 0, MAX_TIMER_MS);
     getAllocateStrategy(o.allocateStrategy);

@@ -216,6 +216,7 @@ test("push consumer timer options out of range are refused at start with ILLEGAL
     ["persistConsumerOffsetIntervalMs", "5s"],
     ["brokerSuspendMaxTimeMillis", Number.NaN],
     ["brokerSuspendMaxTimeMillis", 0],
+    ["brokerSuspendMaxTimeMillis", 2 ** 31 - 1],
     ["reconsumeLaterDelayMs", -5],
     ["reconsumeLaterDelayMs", 1.5],
     ["reconsumeLaterDelayMs", Number.POSITIVE_INFINITY],

@@ -21,6 +21,8 @@ test("pull consumer options out of range are refused with ILLEGAL_ARGUMENT namin
     ["pullThresholdForQueue", 0],
     ["pullThresholdSizeForQueue", Number.NaN],
     ["brokerSuspendMaxTimeMillis", -1],
+    // its pull timeout, 15 s longer, would be past the longest timer Node keeps and fire at once
+    ["brokerSuspendMaxTimeMillis", 2 ** 31 - 1],
     ["rebalanceIntervalMs", Number.NaN],
     ["consumeTimestamp", Number.NaN],
     ["consumeFromWhere", "CONSUME_FROM_NOWHERE"],
