@@ -48,9 +48,18 @@ export const MAX_ROUTER_LINKS = 65_536;
  */
 export const EAGER_FLUSH_BYTES = 128 * 1024;
 /**
+ * Most bytes of queued frames sent as one ZeroMQ message (a larger frame goes alone). A receiver
+ * cuts off a peer whose message exceeds its maxInboundBytes even when every frame in it fits, and
+ * frames pile up while a send waits (a burst of big sends, a backlog held while the peer was
+ * unreachable). 4 MiB, RocketMQ's default maxMessageSize: a limit sized for the largest message is
+ * never exceeded by a batch.
+ */
+export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+/**
  * Largest ZeroMQ message a listening node takes from a peer (libzmq's ZMQ_MAXMSGSIZE: a peer that
- * sends more is disconnected before the message is buffered whole). Requests are at most a message
- * batch (4 MiB by default) plus the frames batched with it; RocketMQ caps frames at 16 MiB.
+ * sends more is disconnected before the message is buffered whole). A peer sends queued frames in
+ * messages of at most MAX_BATCH_BYTES, or one larger frame alone (a message batch, 4 MiB by default,
+ * plus its header); RocketMQ caps frames at 16 MiB.
  */
 export const DEFAULT_MAX_INBOUND_BYTES = 64 * 1024 * 1024;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
@@ -72,7 +81,9 @@ export interface ZmqNodeOptions {
   sendHighWaterMark?: number;
   /**
    * Largest message a peer may send to this node's ROUTER; a peer that sends a larger one is
-   * disconnected (its request times out). Raise it with a broker's maxMessageBytes. @default 64 MiB
+   * disconnected (its request times out). Peers send queued requests in messages of at most 4 MiB
+   * ({@link MAX_BATCH_BYTES}) unless one request is larger. Raise it with a broker's maxMessageBytes.
+   * @default 64 MiB
    */
   maxInboundBytes?: number;
 }
@@ -126,7 +137,10 @@ export abstract class Link {
 export class PeerLink extends Link {
   flushing = false;
   scheduled = false;
-  /** per queued frame: its deadline (sender's clock) and its number of parts; a DEALER's send can wait */
+  /**
+   * per queued frame: its deadline (sender's clock), its number of parts (a DEALER's send can wait),
+   * and `askSeq` when it was queued (the asks the socket has taken once it takes the frame)
+   */
   frameMeta: number[] = [];
   /** the socket's sendTimeout as last set (set only when it changes) */
   sendTimeout = -1;
@@ -437,11 +451,16 @@ export class ZmqNode {
 
   /** Queues one frame on `link`; sends the link's batch at once past EAGER_FLUSH_BYTES, else at the end of the tick. */
   private enqueue(link: Link, header: Buffer, body: BodyParts, bodyBytes: number, deadline: number): void {
+    const frameBytes = FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
+    // a ROUTER's queue is sent within the tick, so it never holds more than one frame over the
+    // batch bound: sending what it holds before a frame that would take it past keeps it so
+    if (link.bytes + frameBytes > MAX_BATCH_BYTES && link.queued > 0 && link instanceof RouterLink && this.router && !this.closed)
+      this.sendRouterBatch(this.router, link);
     const before = link.parts.length;
     link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
-    if (link instanceof PeerLink) link.frameMeta.push(deadline, link.parts.length - before);
-    link.bytes += FRAME_PREFIX_BYTES + header.length + Math.max(bodyBytes, 0);
+    if (link instanceof PeerLink) link.frameMeta.push(deadline, link.parts.length - before, link.askSeq);
+    link.bytes += frameBytes;
     link.queued++;
     if (link.bytes < EAGER_FLUSH_BYTES) this.schedule(link);
     else if (link instanceof PeerLink) {
@@ -486,7 +505,7 @@ export class ZmqNode {
       while (link.queued > 0 && !this.closed) {
         const meta = link.frameMeta;
         let earliest = Infinity;
-        for (let i = 0; i < meta.length; i += 2) if (meta[i]! < earliest) earliest = meta[i]!;
+        for (let i = 0; i < meta.length; i += 3) if (meta[i]! < earliest) earliest = meta[i]!;
         const now = Date.now();
         if (earliest <= now) {
           // frames that expired while an earlier batch waited for the peer
@@ -501,14 +520,16 @@ export class ZmqNode {
           link.sendTimeout = wait;
         }
         const parts = link.parts;
-        const upTo = link.askSeq;
         const frame = takeBatch(link);
+        // frames past MAX_BATCH_BYTES stay queued for the next round
+        const taken = meta.length - link.frameMeta.length;
+        const upTo = meta[taken - 1]!;
         try {
           await link.socket.send(frame);
           link.sentSeq = upTo;
         } catch (e) {
           if (this.closed) return;
-          if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, Date.now());
+          if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, Date.now(), taken);
           else this.stats.sendFailures++;
         }
       }
@@ -536,19 +557,22 @@ export class ZmqNode {
     );
   }
 
-  /** Puts the frames of an unsent batch whose deadline has not passed back in front of the link's queue. */
-  private requeueUnexpired(link: PeerLink, parts: Uint8Array[], meta: number[], now: number): void {
+  /**
+   * Puts the frames of an unsent batch (the first `metaEnd` entries of `meta`) whose deadline has
+   * not passed back in front of the link's queue.
+   */
+  private requeueUnexpired(link: PeerLink, parts: Uint8Array[], meta: number[], now: number, metaEnd = meta.length): void {
     const keptParts: Uint8Array[] = [];
     const keptMeta: number[] = [];
     let p = 0;
-    for (let i = 0; i < meta.length; i += 2) {
+    for (let i = 0; i < metaEnd; i += 3) {
       const n = meta[i + 1]!;
       if (meta[i]! > now) {
         for (let k = 0; k < n; k++) {
           keptParts.push(parts[p + k]!);
           link.bytes += parts[p + k]!.byteLength;
         }
-        keptMeta.push(meta[i]!, n);
+        keptMeta.push(meta[i]!, n, meta[i + 2]!);
       } else {
         this.stats.staleDropped++;
       }
@@ -556,7 +580,7 @@ export class ZmqNode {
     }
     link.parts = keptParts.concat(link.parts);
     link.frameMeta = keptMeta.concat(link.frameMeta);
-    link.queued += keptMeta.length / 2;
+    link.queued += keptMeta.length / 3;
   }
 
   /**
@@ -576,7 +600,7 @@ export class ZmqNode {
     }
   }
 
-  /** Sends everything queued on a router link as one frame (sendTimeout 0: synchronous). */
+  /** Sends everything queued on a router link as one frame (sendTimeout 0: synchronous; see enqueue for its size). */
   private sendRouterBatch(router: zmq.Router, link: RouterLink): void {
     try {
       router.send([link.rid, takeBatch(link)]).then(undefined, this.onRouterSendError);
@@ -776,10 +800,39 @@ export class ZmqNode {
   }
 }
 
-/** Takes everything queued on a link as one batch frame. */
+/**
+ * Takes what is queued on a link as one batch frame: everything, or on a DEALER holding more than
+ * MAX_BATCH_BYTES the whole frames that fit in it (at least one), leaving the rest queued.
+ */
 function takeBatch(link: Link): Buffer {
+  if (link.bytes > MAX_BATCH_BYTES && link.queued > 1 && link instanceof PeerLink) return takeBatchPrefix(link);
   const frame = Buffer.concat(link.parts, link.bytes);
   takeQueue(link);
+  return frame;
+}
+
+/** The leading frames of a DEALER's queue that fit in MAX_BATCH_BYTES (at least one), as one batch frame. */
+function takeBatchPrefix(link: PeerLink): Buffer {
+  const parts = link.parts;
+  const meta = link.frameMeta;
+  let bytes = 0;
+  let p = 0;
+  let m = 0;
+  while (m < meta.length) {
+    const n = meta[m + 1]!;
+    let frameBytes = 0;
+    for (let k = 0; k < n; k++) frameBytes += parts[p + k]!.byteLength;
+    if (m > 0 && bytes + frameBytes > MAX_BATCH_BYTES) break;
+    bytes += frameBytes;
+    p += n;
+    m += 3;
+  }
+  // new arrays for the rest: the caller keeps the taken ones to requeue them if the send times out
+  const frame = Buffer.concat(parts.slice(0, p), bytes);
+  link.parts = parts.slice(p);
+  link.frameMeta = meta.slice(m);
+  link.bytes -= bytes;
+  link.queued -= m / 3;
   return frame;
 }
 

@@ -8,6 +8,7 @@ import { setup } from "xstate";
 import * as zmq from "zeromq";
 import { ActorNode, type Replier } from "../../actors/runtime/index.ts";
 import { isMQError } from "../../transport/protocol.ts";
+import { MAX_BATCH_BYTES } from "../../transport/zmqNode.ts";
 import { EPHEMERAL } from "../helpers.ts";
 
 const echo = setup({ types: { events: {} as { type: "ECHO"; body?: Buffer; reply?: Replier } } }).createMachine({
@@ -45,6 +46,31 @@ describe("maxInboundBytes", () => {
     }
     // the cut-off client reconnects and is served again
     assert.equal((await ref.ask<{ bytes: number }>({ type: "ECHO" }, { body: Buffer.alloc(10) })).fields.bytes, 10);
+  });
+
+  it("requests that each fit are not sent together in a message over the limit: the queue leaves in batches of at most MAX_BATCH_BYTES", async () => {
+    const limit = 2 * MAX_BATCH_BYTES;
+    const srv = await ActorNode.start({ listen: EPHEMERAL, maxInboundBytes: limit });
+    srv.spawn("echo", echo);
+    const cli = await ActorNode.start({ listen: null, requestTimeoutMs: 20_000 });
+    try {
+      const ref = cli.ref(srv.address, "echo");
+      const big = Buffer.alloc((MAX_BATCH_BYTES * 3) / 4, 7);
+      const small = Buffer.alloc(64 * 1024, 8);
+      // queued in one tick while the first send is under way: 7 big and 200 small ones, over 4 limits in all
+      const sizes = [...Array<number>(6).fill(big.length), ...Array<number>(200).fill(small.length), big.length];
+      const replies = await Promise.all(
+        sizes.map((n) => ref.ask<{ bytes: number }>({ type: "ECHO" }, { body: n === big.length ? big : small })),
+      );
+      assert.deepEqual(
+        replies.map((r) => r.fields.bytes),
+        sizes,
+      );
+      assert.equal(cli.stats().sendFailures, 0);
+    } finally {
+      await cli.close();
+      await srv.close();
+    }
   });
 
   it("refuses a limit below 1 KiB", async () => {
