@@ -5,7 +5,9 @@
  * zeromq v6 ships no ZAP handler, and libzmq accepts every CURVE client that knows the server key
  * unless a handler bound at `inproc://zeromq.zap.01` in the same context says otherwise. One
  * handler serves the whole process (only one socket can bind that endpoint); each listening node
- * registers its own ZAP domain with its allowed keys.
+ * registers its own ZAP domain with its allowed keys. While the handler is bound, libzmq asks it
+ * about every CURVE handshake of the process, also on sockets without a domain (nodes that allow
+ * any client knowing the server key).
  */
 import * as zmq from "zeromq";
 import { MQError } from "./protocol.ts";
@@ -152,6 +154,10 @@ class ZapHandler {
       let ok = true;
       if (allowed !== undefined) {
         ok = mechanism === "CURVE" && req[6] !== undefined && allowed.has(req[6].toString("hex"));
+      } else if (domain !== "" && mechanism === "CURVE") {
+        // a socket that restricts its clients but whose keys are gone (its node closed or failed to
+        // start): refuse rather than let everyone in
+        ok = false;
       }
       if (!ok) this.rejected++;
       try {

@@ -62,6 +62,8 @@ export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
  * plus its header); RocketMQ caps frames at 16 MiB.
  */
 export const DEFAULT_MAX_INBOUND_BYTES = 64 * 1024 * 1024;
+/** ZAP domains registered by this process so far: each node's is unique, also when node ids repeat. */
+let zapDomainCount = 0;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
 const MAX_SEND_WAIT_MS = 2_147_483_647;
 
@@ -283,7 +285,9 @@ export class ZmqNode {
         router.curvePublicKey = opts.curve.publicKey;
         router.curveSecretKey = opts.curve.secretKey;
         if (opts.curve.allowedClientKeys) {
-          zapDomain = `actormq/${opts.nodeId}`;
+          // not the node id, which need not be unique: two nodes sharing a domain would share (and
+          // drop) one key set; nor long, since libzmq takes at most 255 bytes
+          zapDomain = `actormq/${++zapDomainCount}`;
           try {
             await zapHandler.register(zapDomain, opts.curve.allowedClientKeys);
           } catch (e) {

@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { setup } from "xstate";
+import * as zmq from "zeromq";
 import { ActorNode, type Replier } from "../../actors/runtime/index.ts";
-import { curveKeyPair, z85Decode } from "../../transport/curve.ts";
+import { curveKeyPair, z85Decode, zapHandler } from "../../transport/curve.ts";
 import { isMQError } from "../../transport/protocol.ts";
-import { EPHEMERAL } from "../helpers.ts";
+import { EPHEMERAL, waitFor } from "../helpers.ts";
 
 const echo = setup({ types: { events: {} as { type: "ECHO"; reply?: Replier } | { type: "NOTE" } } }).createMachine({
   on: { ECHO: { actions: ({ event }) => event.reply?.ok({ ok: true }) }, NOTE: { actions: () => void seen++ } },
@@ -62,6 +63,54 @@ describe("CURVE", () => {
     nodes.push(c, plain);
     assert.deepEqual((await c.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
     await assert.rejects(plain.ref(srv.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 300 }), (e) => isMQError(e, "TIMEOUT"));
+  });
+
+  it("nodes of one process with the same nodeId each keep their own allowed keys, also after the other closes", async () => {
+    const keyA = curveKeyPair();
+    const keyB = curveKeyPair();
+    const a = await ActorNode.start({ nodeId: "svc", listen: EPHEMERAL, curve: { ...server, allowedClientKeys: [keyA.publicKey] } });
+    const b = await ActorNode.start({ nodeId: "svc", listen: EPHEMERAL, curve: { ...server, allowedClientKeys: [keyB.publicKey] } });
+    nodes.push(a, b);
+    a.spawn("echo", echo);
+    b.spawn("echo", echo);
+    const client = async (keys: { publicKey: string; secretKey: string }) => {
+      const c = await ActorNode.start({ listen: null, curveClient: { ...keys, serverKeys: server.publicKey } });
+      nodes.push(c);
+      return c;
+    };
+    const withA = await client(keyA);
+    const withB = await client(keyB);
+    assert.deepEqual((await withA.ref(a.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+    assert.deepEqual((await withB.ref(b.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+    await assert.rejects(withB.ref(a.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 400 }), (e) => isMQError(e, "TIMEOUT"));
+    await assert.rejects(withA.ref(b.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 400 }), (e) => isMQError(e, "TIMEOUT"));
+    await b.close();
+    const strangerClient = await client(stranger);
+    await assert.rejects(strangerClient.ref(a.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 400 }), (e) => isMQError(e, "TIMEOUT"));
+    assert.deepEqual((await withA.ref(a.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 2000 })).fields, { ok: true });
+  });
+
+  it("a CURVE socket whose ZAP domain is not registered (its node gone) refuses every client", async () => {
+    // a node with allowed keys keeps the process's ZAP handler bound
+    const keeper = await ActorNode.start({ listen: EPHEMERAL, curve: { ...server, allowedClientKeys: [allowed.publicKey] } });
+    nodes.push(keeper);
+    const orphan = new zmq.Router({ linger: 0 });
+    orphan.curveServer = true;
+    orphan.curvePublicKey = server.publicKey;
+    orphan.curveSecretKey = server.secretKey;
+    orphan.zapDomain = "actormq/a-node-that-closed";
+    await orphan.bind(EPHEMERAL);
+    const c = await ActorNode.start({ listen: null, curveClient: { ...allowed, serverKeys: server.publicKey } });
+    nodes.push(c);
+    const rejected = zapHandler.rejected;
+    try {
+      c.ref(orphan.lastEndpoint, "echo").send({ type: "NOTE" });
+      await waitFor(() => zapHandler.rejected > rejected, 5000, "the handshake refused");
+      const got = await Promise.race([orphan.receive().then(() => "received"), new Promise((r) => setTimeout(r, 300, "nothing"))]);
+      assert.equal(got, "nothing");
+    } finally {
+      orphan.close();
+    }
   });
 
   it("refuses a client with no server key for the address", async () => {
