@@ -180,16 +180,20 @@ export class RouterLink extends Link {
 }
 
 /**
- * A tcp endpoint's port must be `*` or 0-65535: libzmq takes a larger number modulo 65536 and
- * binds a port nobody asked for.
+ * A tcp endpoint to bind needs a port from 0 to 65535 or `*`, an address to connect to (`connect`)
+ * one from 1 to 65535: libzmq takes a larger number modulo 65536 and binds, or connects to, a port
+ * nobody asked for. Throws MQError ILLEGAL_ARGUMENT naming `what` and the endpoint.
  */
-function checkTcpPort(endpoint: string, what: string): void {
+export function checkTcpPort(endpoint: string, what: string, connect = false): void {
   if (!endpoint.startsWith("tcp://")) return;
   const port = endpoint.slice(endpoint.lastIndexOf(":") + 1);
-  if (port === "*" || (/^\d{1,5}$/.test(port) && Number(port) <= 65535)) return;
+  const n = /^\d{1,5}$/.test(port) ? Number(port) : -1;
+  if (connect ? n >= 1 && n <= 65535 : port === "*" || (n >= 0 && n <= 65535)) return;
   throw new MQError(
     "ILLEGAL_ARGUMENT",
-    `${what} endpoint ${endpoint} has no valid port: use a port from 0 to 65535, or * for any free port (tcp://127.0.0.1:*).`,
+    connect
+      ? `${what} ${endpoint} has no valid port: use a port from 1 to 65535 (tcp://127.0.0.1:9876).`
+      : `${what} endpoint ${endpoint} has no valid port: use a port from 0 to 65535, or * for any free port (tcp://127.0.0.1:*).`,
   );
 }
 
@@ -330,6 +334,7 @@ export class ZmqNode {
     let link = this.peers.get(address);
     if (link) return link;
     if (this.closed) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; start a new one to reach ${address}.`);
+    checkTcpPort(address, "The address", true);
     const sock = new zmq.Dealer({
       linger: 0,
       immediate: true,

@@ -13,6 +13,7 @@ import {
   MQError,
   PERM_READ_WRITE,
 } from "../../transport/protocol.ts";
+import { checkTcpPort } from "../../transport/zmqNode.ts";
 import { defaultLogLevel } from "../logger.ts";
 import { DEFAULT_HEAP_RESERVE_MB } from "./heapReserve.ts";
 
@@ -151,6 +152,8 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   if (!Array.isArray(cfg.nameservers) || cfg.nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
     throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be an array of name server addresses such as tcp://127.0.0.1:9876.");
   }
+  for (const a of cfg.nameservers) checkTcpPort(a, "nameservers entry", true);
+  if (typeof cfg.masterAddress === "string") checkTcpPort(cfg.masterAddress, "masterAddress", true);
   if (typeof cfg.storeDir !== "string" || cfg.storeDir.length === 0) {
     throw new MQError("ILLEGAL_ARGUMENT", "storeDir is required: the directory that holds the broker's commit log and config.");
   }

@@ -25,6 +25,7 @@ import {
   NAMESRV_ACTOR,
   type TopicRouteData,
 } from "../../transport/protocol.ts";
+import { checkTcpPort } from "../../transport/zmqNode.ts";
 import { ActorNode, type Ref, type Replier, type WireEvent } from "../runtime/index.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
 
@@ -124,6 +125,7 @@ export class ClientInstance {
     if (!Array.isArray(nameservers) || nameservers.length === 0 || nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
       throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be a non-empty array of name server addresses such as tcp://127.0.0.1:9876.");
     }
+    for (const a of nameservers) checkTcpPort(a, "nameservers entry", true);
     const instanceName = options.instanceName ?? DEFAULT_INSTANCE_NAME;
     const key = keyOf(nameservers, instanceName);
     for (;;) {

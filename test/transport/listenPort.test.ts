@@ -25,3 +25,23 @@ test("a tcp endpoint's port must be 0-65535 or *: libzmq would bind another port
   assert.match(n.address!, /^tcp:\/\/127\.0\.0\.1:\d+$/);
   await n.close();
 });
+
+test("a connect address's port must be 1-65535: libzmq would connect to another port (port + 65536 reaches port)", async () => {
+  const srv = await ActorNode.start({ listen: "tcp://127.0.0.1:*" });
+  const cli = await ActorNode.start({ listen: null });
+  try {
+    const port = Number(srv.address!.split(":").pop());
+    for (const address of [`tcp://127.0.0.1:${port + 65536}`, "tcp://127.0.0.1:99999", "tcp://127.0.0.1:0", "tcp://127.0.0.1:-1"]) {
+      assert.throws(
+        () => cli.ref(address, "echo"),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && (e as Error).message.includes(address) && /port/.test((e as Error).message),
+        address,
+      );
+    }
+    assert.equal((cli.transport as unknown as { peers: Map<string, unknown> }).peers.size, 0, "no socket made for them");
+    await assert.rejects(cli.ref(srv.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 3000 }), (e) => isMQError(e, "SYSTEM_ERROR"));
+  } finally {
+    await cli.close();
+    await srv.close();
+  }
+});

@@ -66,3 +66,8 @@ test("brokerConfig: clusterName must be a name the name servers register (not em
   assert.equal(resolveBrokerConfig({ ...base, clusterName: "Prod-1.eu_west" }).clusterName, "Prod-1.eu_west");
   assert.equal(resolveBrokerConfig(base).clusterName, "DefaultCluster");
 });
+
+test("brokerConfig: a name server address with a port above 65535 is refused (libzmq would connect to port mod 65536)", () => {
+  refused({ nameservers: ["tcp://127.0.0.1:9876", "tcp://127.0.0.1:75412"] }, /nameservers.*tcp:\/\/127\.0\.0\.1:75412.*port/);
+  assert.deepEqual(resolveBrokerConfig({ ...base, nameservers: ["tcp://127.0.0.1:9876"] }).nameservers, ["tcp://127.0.0.1:9876"]);
+});

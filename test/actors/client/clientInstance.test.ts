@@ -3,6 +3,7 @@ import { it } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
+import { Admin, Producer } from "../../../index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
@@ -71,4 +72,13 @@ it("a route already learned survives a name server that restarted and knows no t
     await ns.close();
     await cleanup();
   }
+});
+
+it("a name server address with a port above 65535 is refused at start (libzmq would connect to port mod 65536)", async () => {
+  const nameservers = ["tcp://127.0.0.1:9876", "tcp://127.0.0.1:75412"];
+  const refused = (e: unknown) =>
+    isMQError(e, "ILLEGAL_ARGUMENT") && /nameservers.*tcp:\/\/127\.0\.0\.1:75412.*port/.test((e as Error).message);
+  await assert.rejects(ClientInstance.acquire({ nameservers }), refused);
+  await assert.rejects(Producer.start({ group: "pg", nameservers }), refused);
+  await assert.rejects(Admin.start({ nameservers }), refused);
 });
