@@ -64,6 +64,15 @@ export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_MAX_INBOUND_BYTES = 64 * 1024 * 1024;
 /** ZAP domains registered by this process so far: each node's is unique, also when node ids repeat. */
 let zapDomainCount = 0;
+/**
+ * A DEALER whose peer has been unreachable this long, and that has sent nothing for as long, is
+ * closed and forgotten, as RocketMQ's broker expires a silent channel after 120 s: a peer gone for
+ * good (a broker restarted on another port or pod address) would otherwise keep a socket, its fds
+ * and a reconnect attempt every second for the life of the node. A later send connects anew.
+ */
+export const PEER_EXPIRY_MS = 120_000;
+/** How often links are checked against PEER_EXPIRY_MS. */
+const PEER_EXPIRY_CHECK_MS = 10_000;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
 const MAX_SEND_WAIT_MS = 2_147_483_647;
 
@@ -132,6 +141,8 @@ export abstract class Link {
   origin: unknown = undefined;
   /** node id of the peer, learnt from the requests it sent */
   peerNodeId = "";
+  /** closed and forgotten after PEER_EXPIRY_MS: sends through a ref kept from before go to a new link */
+  retired = false;
   abstract readonly description: string;
 }
 
@@ -151,6 +162,10 @@ export class PeerLink extends Link {
   sentSeq = 0;
   /** the connection closed or could not be made, and none has completed its handshake since */
   unreachable = false;
+  /** when `unreachable` last turned true (ms) */
+  unreachableSince = 0;
+  /** deadline of the last frame queued (ms): the link is unused once it is long past */
+  lastDeadline = 0;
   readonly flush: () => void;
   constructor(
     readonly address: string,
@@ -236,6 +251,8 @@ export class ZmqNode {
   private closed = false;
   private zapDomain: string | null = null;
   private handler: RequestHandler = () => {};
+  private peerForgotten: (address: string) => void = () => {};
+  private readonly expiryTimer: NodeJS.Timeout;
 
   private constructor(
     opts: Required<Pick<ZmqNodeOptions, "nodeId" | "requestTimeoutMs" | "sendHighWaterMark">>,
@@ -247,6 +264,8 @@ export class ZmqNode {
     this.requestTimeoutMs = opts.requestTimeoutMs;
     this.sendHighWaterMark = opts.sendHighWaterMark;
     this.address = address;
+    this.expiryTimer = setInterval(() => this.forgetIdlePeers(), PEER_EXPIRY_CHECK_MS);
+    this.expiryTimer.unref();
   }
 
   /** Binds the ROUTER (when `listen` is set) and returns the running node. */
@@ -325,6 +344,11 @@ export class ZmqNode {
     this.handler = handler;
   }
 
+  /** Sets the function told of each address whose link was closed and forgotten (see {@link PEER_EXPIRY_MS}). */
+  onPeerForgotten(handler: (address: string) => void): void {
+    this.peerForgotten = handler;
+  }
+
   get isClosed(): boolean {
     return this.closed;
   }
@@ -371,11 +395,11 @@ export class ZmqNode {
     this.peers.set(address, link);
     const peerLink = link;
     sock.events.on("disconnect", () => {
-      peerLink.unreachable = true;
+      markUnreachable(peerLink);
       this.onPeerDisconnect(peerLink);
     });
     sock.events.on("connect:retry", () => {
-      peerLink.unreachable = true;
+      markUnreachable(peerLink);
     });
     sock.events.on("handshake", () => {
       peerLink.unreachable = false;
@@ -387,11 +411,30 @@ export class ZmqNode {
   /**
    * True while the connection to `address` is lost: it closed (the peer exited or was killed, or
    * missed the ZMTP heartbeats) or could not be made, and no new one has completed its handshake
-   * since. False while connected, and for an address this node never sent to. ZeroMQ reconnects by
-   * itself, so this turns false as soon as the peer is back.
+   * since. False while connected, and for an address this node never sent to or forgot (unreachable
+   * and unused for {@link PEER_EXPIRY_MS}). ZeroMQ reconnects by itself, so this turns false as soon
+   * as the peer is back.
    */
   peerUnreachable(address: string): boolean {
     return this.peers.get(address)?.unreachable === true;
+  }
+
+  /**
+   * @internal closes and forgets the DEALERs whose peer has been unreachable for PEER_EXPIRY_MS and
+   * that have queued nothing for as long (so no ask on them still waits), and tells the runtime to
+   * drop its refs to them. A peer still sent to (a consumer's heartbeats to a killed master that is
+   * still in the route) keeps its link, so it keeps reading unreachable. Runs every 10 s; tests pass
+   * a later `now`.
+   */
+  forgetIdlePeers(now = Date.now()): void {
+    const since = now - PEER_EXPIRY_MS;
+    for (const [address, link] of this.peers) {
+      if (!link.unreachable || link.unreachableSince > since || link.lastDeadline > since || link.queued > 0 || link.flushing) continue;
+      this.peers.delete(address);
+      link.retired = true;
+      link.socket.close();
+      this.peerForgotten(address);
+    }
   }
 
   /** Sends an ask; resolves with the reply or rejects with MQError (TIMEOUT, SYSTEM_BUSY, CLOSED, remote code). */
@@ -403,6 +446,7 @@ export class ZmqNode {
     timeoutMs: number,
   ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
+    if (link.retired) link = this.peer((link as PeerLink).address);
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
     const seq = link instanceof PeerLink ? ++link.askSeq : 0;
     const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
@@ -413,6 +457,7 @@ export class ZmqNode {
   /** One-way send; throws MQError SYSTEM_BUSY past the queue bound, CLOSED after close. */
   post(link: Link, target: string, event: { type: string }, body: BodyParts): void {
     if (this.closed) throw this.closedError();
+    if (link.retired) link = this.peer((link as PeerLink).address);
     if (link.queued >= this.sendHighWaterMark) throw this.busyError(link);
     this.enqueueRequest(link, 0, target, event, body, this.requestTimeoutMs);
   }
@@ -440,7 +485,8 @@ export class ZmqNode {
   }
 
   private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {
-    if (this.closed || corrId <= 0) return;
+    // a forgotten link's connection, which the request came in on, is gone
+    if (this.closed || corrId <= 0 || link.retired) return;
     // replies get twice the bound: dropping them only turns a served request into a timeout
     if (link.queued >= 2 * this.sendHighWaterMark) {
       this.stats.sendFailures++;
@@ -468,7 +514,10 @@ export class ZmqNode {
     const before = link.parts.length;
     link.parts.push(framePrefix(header.length), header);
     pushBody(link.parts, body);
-    if (link instanceof PeerLink) link.frameMeta.push(deadline, link.parts.length - before, link.askSeq);
+    if (link instanceof PeerLink) {
+      link.frameMeta.push(deadline, link.parts.length - before, link.askSeq);
+      link.lastDeadline = deadline;
+    }
     link.bytes += frameBytes;
     link.queued++;
     if (link.bytes < EAGER_FLUSH_BYTES) this.schedule(link);
@@ -798,6 +847,7 @@ export class ZmqNode {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.expiryTimer);
     this.pending.rejectAll(new MQError("CLOSED", `The node ${this.nodeId} was closed while the request was waiting for its reply.`));
     for (const link of this.peers.values()) link.socket.close();
     this.peers.clear();
@@ -843,6 +893,13 @@ function takeBatchPrefix(link: PeerLink): Buffer {
   link.bytes -= bytes;
   link.queued -= m / 3;
   return frame;
+}
+
+/** Marks a link unreachable; `unreachableSince` keeps the first of a loss's disconnect and retries. */
+function markUnreachable(link: PeerLink): void {
+  if (link.unreachable) return;
+  link.unreachable = true;
+  link.unreachableSince = Date.now();
 }
 
 /** Empties a link's queue (the caller holds on to what it needs of it). */

@@ -73,6 +73,10 @@ export class ActorNode implements RefHost {
     transport.onRequest((link, code, corrId, target, sender, event, body) =>
       this.onRemote(link, code, corrId, target, sender, event, body),
     );
+    // refs made later connect anew; refs kept from before send on a new link by themselves
+    transport.onPeerForgotten((address) => {
+      for (const [key, r] of this.remoteRefs) if (r.address === address) this.remoteRefs.delete(key);
+    });
   }
 
   /** Starts a node: binds its ROUTER when `listen` is set. */

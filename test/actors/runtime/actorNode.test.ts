@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
+import { readdirSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { assign, setup } from "xstate";
 import { ActorNode, type Origin, type Replier } from "../../../actors/runtime/index.ts";
 import { isMQError, MQError } from "../../../transport/protocol.ts";
+import { PEER_EXPIRY_MS } from "../../../transport/zmqNode.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
 type EchoEvent =
@@ -146,5 +148,90 @@ describe("ActorNode ask/send", () => {
       () => ref.send({ type: "COUNT", n: 1 }),
       (e) => isMQError(e, "CLOSED"),
     );
+  });
+});
+
+describe("connections to peers that went away", () => {
+  const openFds = () => readdirSync("/proc/self/fd").length;
+
+  it("are closed once unreachable and unused for PEER_EXPIRY_MS; a later ref, or one kept from before, connects anew", async () => {
+    const client = await ActorNode.start({ listen: null, requestTimeoutMs: 3000 });
+    const peers = (client.transport as unknown as { peers: Map<string, unknown> }).peers;
+    const live = await ActorNode.start({ listen: EPHEMERAL });
+    live.spawn("echo", echoMachine);
+    const gone: string[] = [];
+    try {
+      assert.equal((await client.ref(live.address, "echo").ask<{ text: string }>({ type: "ECHO", text: "a" })).fields.text, "a");
+      // peers reached once, then gone for good (a broker restarted on another port or pod address)
+      for (let i = 0; i < 5; i++) {
+        const srv = await ActorNode.start({ listen: EPHEMERAL });
+        srv.spawn("echo", echoMachine);
+        await client.ref(srv.address, "echo").ask({ type: "ECHO", text: "x" });
+        gone.push(srv.address!);
+        await srv.close();
+      }
+      const kept = client.ref(gone[0]!, "echo");
+      await waitFor(() => gone.every((a) => client.peerUnreachable(a)), 10_000, "the closed connections noticed");
+      const fds = openFds();
+
+      client.transport.forgetIdlePeers(Date.now() + PEER_EXPIRY_MS / 2);
+      assert.equal(peers.size, 6, "not unreachable and unused for long enough yet: all kept");
+      client.transport.forgetIdlePeers(Date.now() + PEER_EXPIRY_MS + 10_000);
+      assert.deepEqual([...peers.keys()], [live.address], "the live connection stays");
+      assert.equal(client.peerUnreachable(gone[0]!), false, "a forgotten address is not known");
+      await waitFor(() => openFds() <= fds - 2 * gone.length, 5000, "the closed sockets' fds released");
+
+      // the peer comes back at the same address: a new ref and the one kept from before both reach it
+      const back = await ActorNode.start({ listen: gone[0]! });
+      try {
+        back.spawn("echo", echoMachine);
+        const fresh = client.ref(gone[0]!, "echo");
+        assert.notEqual(fresh, kept, "the node's refs to the forgotten address were dropped");
+        assert.equal((await fresh.ask<{ text: string }>({ type: "ECHO", text: "new" })).fields.text, "new");
+        assert.equal((await kept.ask<{ text: string }>({ type: "ECHO", text: "old" })).fields.text, "old");
+        kept.send({ type: "COUNT", n: 2 });
+        assert.equal((await fresh.ask<{ total: number }>({ type: "GET" })).fields.total, 2);
+        assert.equal(peers.size, 2);
+      } finally {
+        await back.close();
+      }
+      // live links are never forgotten, however long they go unused
+      client.transport.forgetIdlePeers(Date.now() + 10 * PEER_EXPIRY_MS);
+      assert.ok(peers.has(live.address!));
+    } finally {
+      await client.close();
+      await live.close();
+    }
+  });
+
+  it("a peer unreachable for long but still sent to (a consumer's heartbeats to a killed master) keeps its link and reads unreachable", async () => {
+    const client = await ActorNode.start({ listen: null });
+    type LinkState = { unreachableSince: number; lastDeadline: number; queued: number; flushing: boolean };
+    const peers = (client.transport as unknown as { peers: Map<string, LinkState> }).peers;
+    const srv = await ActorNode.start({ listen: EPHEMERAL });
+    const address = srv.address!;
+    await srv.close();
+    try {
+      await assert.rejects(client.ref(address, "echo").ask({ type: "ECHO", text: "x" }, { timeoutMs: 200 }), (e) =>
+        isMQError(e, "TIMEOUT"),
+      );
+      await waitFor(() => client.peerUnreachable(address), 5000, "the failed connection noticed");
+      const ageLink = () => {
+        const link = peers.get(address)!;
+        link.unreachableSince -= 2 * PEER_EXPIRY_MS;
+        link.lastDeadline -= 2 * PEER_EXPIRY_MS;
+      };
+      ageLink();
+      client.ref(address, "echo").send({ type: "COUNT", n: 1 });
+      client.transport.forgetIdlePeers();
+      assert.equal(peers.size, 1, "sent to just now: kept");
+      assert.equal(client.peerUnreachable(address), true);
+      await waitFor(() => peers.get(address)!.queued === 0 && !peers.get(address)!.flushing, 10_000, "the send dropped at its deadline");
+      ageLink();
+      client.transport.forgetIdlePeers();
+      assert.equal(peers.size, 0, "unused as long as unreachable: forgotten");
+    } finally {
+      await client.close();
+    }
   });
 });
