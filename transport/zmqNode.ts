@@ -88,7 +88,7 @@ export interface ZmqNodeOptions {
   curveClient?: CurveClientOptions;
   /** @default 3000 */
   requestTimeoutMs?: number;
-  /** @default 10000 */
+  /** Frames a link may queue before sends fail with SYSTEM_BUSY: an integer from 1 to 2^31-1. @default 10000 */
   sendHighWaterMark?: number;
   /**
    * Largest message a peer may send to this node's ROUTER; a peer that sends a larger one is
@@ -273,8 +273,13 @@ export class ZmqNode {
     const opts = { ...defaultZmqNodeOptions(), ...stripUndefined(options) };
     if (!(opts.requestTimeoutMs > 0))
       throw new MQError("ILLEGAL_ARGUMENT", `requestTimeoutMs must be a positive number of ms, got ${opts.requestTimeoutMs}.`);
-    if (!(opts.sendHighWaterMark > 0))
-      throw new MQError("ILLEGAL_ARGUMENT", `sendHighWaterMark must be a positive count, got ${opts.sendHighWaterMark}.`);
+    // the sockets' high-water marks are C ints: libzmq refuses a fraction or more with EINVAL, and a
+    // DEALER's only when the first ref() makes it
+    if (!Number.isInteger(opts.sendHighWaterMark) || opts.sendHighWaterMark < 1 || opts.sendHighWaterMark > 2_147_483_647)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `sendHighWaterMark must be an integer count of frames from 1 to 2147483647 (default ${DEFAULT_SEND_HIGH_WATER_MARK}), got ${opts.sendHighWaterMark}.`,
+      );
     if (!Number.isSafeInteger(opts.maxInboundBytes) || opts.maxInboundBytes < 1024)
       throw new MQError("ILLEGAL_ARGUMENT", `maxInboundBytes must be an integer number of bytes >= 1024, got ${opts.maxInboundBytes}.`);
     if (opts.listen) checkTcpPort(opts.listen, "listen");

@@ -235,3 +235,18 @@ describe("connections to peers that went away", () => {
     }
   });
 });
+
+it("refuses a sendHighWaterMark that is not an integer from 1 to 2^31-1 (ZeroMQ's int option) at start", async () => {
+  for (const sendHighWaterMark of [0, -1, 1.5, 2 ** 31, 1e12, Number.POSITIVE_INFINITY, Number.NaN]) {
+    for (const listen of [EPHEMERAL, null]) {
+      await assert.rejects(
+        ActorNode.start({ listen, sendHighWaterMark }).then((n) => n.close()),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /sendHighWaterMark/.test((e as Error).message),
+        `${sendHighWaterMark} ${listen}`,
+      );
+    }
+  }
+  const n = await ActorNode.start({ listen: null, sendHighWaterMark: 2 ** 31 - 1 });
+  n.ref("tcp://127.0.0.1:5", "x");
+  await n.close();
+});
