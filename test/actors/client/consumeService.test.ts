@@ -90,14 +90,18 @@ test("at most consumeThreads listener calls at once, batches of consumeMessageBa
 
 test("RECONSUME_LATER and throwing listeners: uncommitted, redelivered locally with reconsumeTimes + 1", async () => {
   const calls = new Map<number, number>();
-  const { s, store, pq } = service(async (m) => {
-    const off = m[0]!.queueOffset;
-    const n = (calls.get(off) ?? 0) + 1;
-    calls.set(off, n);
-    if (off === 5 && n === 1) return "RECONSUME_LATER";
-    if (off === 6 && n === 1) throw new Error("boom");
-    return "CONSUME_SUCCESS";
-  });
+  const { s, store, pq } = service(
+    async (m) => {
+      const off = m[0]!.queueOffset;
+      const n = (calls.get(off) ?? 0) + 1;
+      calls.set(off, n);
+      if (off === 5 && n === 1) return "RECONSUME_LATER";
+      if (off === 6 && n === 1) throw new Error("boom");
+      return "CONSUME_SUCCESS";
+    },
+    // the local redelivery waits long enough for the check below to see 5 and 6 in flight on a busy machine
+    { delay: 1_000 },
+  );
   const batch = msgs(5, 3);
   pq.putMessages(batch);
   s.submit(mq, pq, batch);
