@@ -5,9 +5,16 @@
  * draws every actor's statechart and an event timeline.
  */
 import { MQError } from "../../transport/protocol.ts";
-import { ActorNode, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
+import {
+  ActorNode,
+  INSPECTION_HEARTBEAT_EVENT,
+  INSPECTION_HEARTBEAT_INTERVAL_MS,
+  InspectionCollector,
+  type InspectionRecord,
+} from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
+  DEFAULT_HEARTBEATS_MISSED_BEFORE_GONE,
   DEFAULT_PROBE_FAILURES_BEFORE_GONE,
   DEFAULT_PUSH_INTERVAL_MS,
   defaultInspectorOptions,
@@ -24,6 +31,9 @@ import { TimelineBuffer } from "./timelineBuffer.ts";
 /** Format tag of exported timelines. */
 export const TIMELINE_FORMAT = "actormq-timeline";
 export const TIMELINE_FORMAT_VERSION = 1;
+
+/** Silence after which a process that sends heartbeats is shown as gone. */
+const SILENT_GONE_MS = DEFAULT_HEARTBEATS_MISSED_BEFORE_GONE * INSPECTION_HEARTBEAT_INTERVAL_MS;
 
 /** The lease a probe asks for: a node keeps publishing through a few missed probes, not longer. */
 function inspectionLeaseMs(probeIntervalMs: number): number {
@@ -52,6 +62,8 @@ export class Inspector {
   private idleTimer: NodeJS.Timeout | null = null;
   /** when the page or its API was last requested */
   private lastViewed = 0;
+  /** when collecting last started: publishers heard nothing to send before */
+  private activatedAt = 0;
   /** counts deactivations, so an activation that was stopped meanwhile starts no timers */
   private generation = 0;
   private closing: Promise<void> | null = null;
@@ -124,6 +136,7 @@ export class Inspector {
   activate(): Promise<void> {
     if (!this.activation) {
       this.lastViewed = Date.now();
+      this.activatedAt = this.lastViewed;
       this.collector.resume();
       const generation = this.generation;
       this.activation = (async () => {
@@ -264,6 +277,8 @@ export class Inspector {
       this.malformed++;
       return;
     }
+    // liveness only: kept out of the timeline
+    if (r.kind === "event" && r.type === INSPECTION_HEARTBEAT_EVENT) return;
     this.server?.publish(this.buffer.push(kept, bytes));
   }
 
@@ -271,6 +286,9 @@ export class Inspector {
     for (const [node] of this.localNodes) {
       if (node.transport.isClosed) this.tree.markGone(node.nodeId);
     }
+    // processes that publish on their own have no probe: their heartbeats stopping is the sign
+    const now = Date.now();
+    if (now - this.activatedAt >= SILENT_GONE_MS) this.tree.markSilentGone(now - SILENT_GONE_MS);
     for (const p of this.probes.values()) if (!p.busy) void this.probe(p);
   }
 

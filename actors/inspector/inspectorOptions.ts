@@ -12,6 +12,8 @@ export const DEFAULT_INSPECTOR_LISTEN = "127.0.0.1:0";
 export const DEFAULT_PROBE_INTERVAL_MS = 1000;
 /** Failed probes in a row after which a process is shown as gone. @default 2 */
 export const DEFAULT_PROBE_FAILURES_BEFORE_GONE = 2;
+/** Heartbeat intervals without a word from a publishing process after which it is shown as gone. @default 3 */
+export const DEFAULT_HEARTBEATS_MISSED_BEFORE_GONE = 3;
 /** With collectOnFirstView, how long collecting outlives the last page view. @default 60000 */
 export const DEFAULT_COLLECT_IDLE_MS = 60_000;
 /** Pause between pushes of new records to open pages (one write per page per tick). @default 50 */

@@ -3,7 +3,7 @@
  * from inspection records. Keeps the last state of every actor, also after its process is gone,
  * and the machine definitions needed to draw statecharts.
  */
-import { INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../runtime/index.ts";
+import { INSPECTION_HEARTBEAT_EVENT, INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../runtime/index.ts";
 import { type Assignment, assignmentsFromContext, queueIn } from "./clusterView.ts";
 
 /** Actors remembered per process; stopped ones are forgotten first. @default 2000 */
@@ -59,6 +59,8 @@ interface NodeState {
   lastSeen: number;
   goneAt?: number;
   records: number;
+  /** sends heartbeats: shown as gone when they stop (see {@link ProcessTree.markSilentGone}) */
+  heartbeats: boolean;
   actors: Map<string, ActorView>;
   bySession: Map<string, ActorView>;
 }
@@ -96,13 +98,18 @@ export class ProcessTree {
       return;
     }
     const n = this.node(r.nodeId);
-    n.records++;
     n.lastSeen = Date.now();
     if (n.status === "gone") {
       n.status = "alive";
       n.goneAt = undefined;
       this.gone.delete(n.nodeId);
     }
+    // a liveness signal only: not a record of the process's actors
+    if (r.kind === "event" && r.type === INSPECTION_HEARTBEAT_EVENT) {
+      n.heartbeats = true;
+      return;
+    }
+    n.records++;
     let a = n.bySession.get(r.sessionId);
     if (r.kind === "actor") {
       if (r.definition !== undefined && r.machineId) this.remember(r.nodeId, r.machineId, r.definition);
@@ -172,6 +179,14 @@ export class ProcessTree {
         this.forget(id);
       }
     }
+  }
+
+  /**
+   * Marks as gone every alive process that sends heartbeats and was last heard from (any record,
+   * or a probe answer) before `time`: a process that died without its farewell (kill -9).
+   */
+  markSilentGone(time: number): void {
+    for (const n of this.nodes.values()) if (n.heartbeats && n.status === "alive" && n.lastSeen < time) this.markGone(n.nodeId);
   }
 
   /** Drops everything known about a process. */
@@ -251,7 +266,10 @@ export class ProcessTree {
   private node(nodeId: string): NodeState {
     let n = this.nodes.get(nodeId);
     if (!n)
-      this.nodes.set(nodeId, (n = { nodeId, status: "alive", lastSeen: Date.now(), records: 0, actors: new Map(), bySession: new Map() }));
+      this.nodes.set(
+        nodeId,
+        (n = { nodeId, status: "alive", lastSeen: Date.now(), records: 0, heartbeats: false, actors: new Map(), bySession: new Map() }),
+      );
     return n;
   }
 

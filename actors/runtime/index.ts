@@ -4,7 +4,13 @@ export { curveKeyPair } from "../../transport/curve.ts";
 export type { ActorNodeEvents, ActorNodeOptions, ActorNodeStats, SpawnOptions } from "./actorNode.ts";
 export { ActorNode, DEFAULT_INSPECTION_LEASE_MS, MAX_INSPECTION_PUBLISHERS } from "./actorNode.ts";
 export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, InspectionRecord, SnapshotRecord } from "./inspection.ts";
-export { INSPECTION_NODE_CLOSED_EVENT, machineDefinition, summarize } from "./inspection.ts";
+export {
+  INSPECTION_HEARTBEAT_EVENT,
+  INSPECTION_HEARTBEAT_INTERVAL_MS,
+  INSPECTION_NODE_CLOSED_EVENT,
+  machineDefinition,
+  summarize,
+} from "./inspection.ts";
 export { InspectionCollector } from "./inspectionCollector.ts";
 export { INSPECTION_QUEUE_LIMIT } from "./inspectionPublisher.ts";
 export type { AskOptions, Origin, Ref, Replier, Reply, SendOptions, WireEvent } from "./refs.ts";

@@ -62,6 +62,15 @@ export const INSPECTION_FLUSH_INTERVAL_MS = 250;
 export const INSPECTION_NODE_CLOSED_EVENT = "@node.closed";
 /** Actor name of records about the node itself. */
 export const NODE_ACTOR_NAME = "(node)";
+/**
+ * Event type of the record (actor name {@link NODE_ACTOR_NAME}) a publisher sends every
+ * {@link INSPECTION_HEARTBEAT_INTERVAL_MS} while an inspector is subscribed: a process that
+ * nobody can probe (a client publishing on its own) and that dies without its farewell
+ * ({@link INSPECTION_NODE_CLOSED_EVENT}) is shown as gone when its heartbeats stop.
+ */
+export const INSPECTION_HEARTBEAT_EVENT = "@node.heartbeat";
+/** How often a subscribed publisher sends {@link INSPECTION_HEARTBEAT_EVENT}. @default 2000 */
+export const INSPECTION_HEARTBEAT_INTERVAL_MS = 2000;
 /** Event type of the record that reports events dropped by the per-actor budget (payload `{ events, sinceMs }`). */
 export const INSPECTION_DROPPED_EVENT = "@inspect.dropped";
 

@@ -5,12 +5,21 @@
  * snapshot) and its end (`immediate` makes a lost connection an unsubscription too), so a node
  * whose inspector has gone keeps no xstate observer and encodes nothing. A publisher asked for
  * over the wire (INSPECT_SUBSCRIBE) also holds a lease its requester renews by asking again (the
- * inspector does with every probe); an unrenewed lease closes the socket.
+ * inspector does with every probe); an unrenewed lease closes the socket. While subscribed it
+ * also sends a small heartbeat record every {@link INSPECTION_HEARTBEAT_INTERVAL_MS}, so the
+ * inspector notices a process that died without saying so.
  */
 import * as zmq from "zeromq";
 import { encode } from "../../transport/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { INSPECTION_NODE_CLOSED_EVENT, type InspectionHub, type InspectionRecord, NODE_ACTOR_NAME } from "./inspection.ts";
+import {
+  INSPECTION_HEARTBEAT_EVENT,
+  INSPECTION_HEARTBEAT_INTERVAL_MS,
+  INSPECTION_NODE_CLOSED_EVENT,
+  type InspectionHub,
+  type InspectionRecord,
+  NODE_ACTOR_NAME,
+} from "./inspection.ts";
 
 /** How long a closing node waits for its last inspection records to leave. */
 const FINAL_INSPECTION_FLUSH_MS = 200;
@@ -31,6 +40,8 @@ export class InspectionPublisher {
   /** settles when the queue is empty */
   private pumping: Promise<void> = Promise.resolve();
   private leaseTimer: NodeJS.Timeout | null = null;
+  /** runs only while a subscriber is there */
+  private heartbeatTimer: NodeJS.Timeout | null = null;
   /** null: no lease, publishes until stopped */
   private leaseUntil: number | null = null;
   private closed = false;
@@ -88,6 +99,7 @@ export class InspectionPublisher {
     this.closed = true;
     if (this.leaseTimer) clearTimeout(this.leaseTimer);
     this.leaseTimer = null;
+    this.stopHeartbeat();
     const subscribed = this.subscribed;
     // the queue keeps the last records (the actors' final snapshots) for the bounded flush below
     this.detach?.();
@@ -137,8 +149,10 @@ export class InspectionPublisher {
       if (kind === SUBSCRIBE) {
         // the first subscription attaches (the hub announces every actor to a new listener);
         // a repeated one only replays
-        if (this.detach === null) this.detach = this.hub.add(this.push);
-        else this.hub.replay(this.push);
+        if (this.detach === null) {
+          this.detach = this.hub.add(this.push);
+          this.startHeartbeat();
+        } else this.hub.replay(this.push);
       } else if (kind === UNSUBSCRIBE) this.unsubscribe();
     }
   }
@@ -146,8 +160,33 @@ export class InspectionPublisher {
   private unsubscribe(): void {
     const d = this.detach;
     this.detach = null;
+    this.stopHeartbeat();
     this.queue = [];
     d?.();
+  }
+
+  /** Beats at once (the inspector learns this process beats, even if it dies before the next), then every interval. */
+  private startHeartbeat(): void {
+    if (this.heartbeatTimer !== null) return;
+    this.heartbeat();
+    this.heartbeatTimer = setInterval(this.heartbeat, INSPECTION_HEARTBEAT_INTERVAL_MS);
+    this.heartbeatTimer.unref();
+  }
+
+  private readonly heartbeat = (): void =>
+    this.push({
+      kind: "event",
+      nodeId: this.nodeId,
+      actorName: NODE_ACTOR_NAME,
+      sessionId: "",
+      time: Date.now(),
+      type: INSPECTION_HEARTBEAT_EVENT,
+      payload: {},
+    });
+
+  private stopHeartbeat(): void {
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = null;
   }
 
   private readonly push = (r: InspectionRecord): void => {

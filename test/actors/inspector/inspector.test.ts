@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import http from "node:http";
+import path from "node:path";
 import { after, describe, it } from "node:test";
 import { setup } from "xstate";
 import * as zmq from "zeromq";
@@ -139,6 +141,35 @@ describe("Inspector", () => {
     await node.close();
     const gone = await waitFor(async () => ((await proc())?.status === "gone" ? proc() : null), 3000, "client gone after close");
     assert.equal(gone!.actors.length, 1, "its actor is still listed");
+  });
+
+  it("shows a publishing-only client process killed with SIGKILL as gone, with its actors' last states", async () => {
+    const insp = await Inspector.start({ probeIntervalMs: 200 });
+    cleanups.push(() => insp.close());
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", path.join(import.meta.dirname, "fixtures", "publishingClient.ts"), insp.collectorEndpoint],
+      {
+        stdio: ["ignore", "pipe", "inherit"],
+      },
+    );
+    cleanups.push(async () => child.kill("SIGKILL"));
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    const nodeId = (await waitFor(() => /ready (\S+)/.exec(out), 30_000, "client ready"))[1]!;
+    const proc = async () =>
+      (
+        JSON.parse((await get(`${insp.url}api/state`)).body) as {
+          nodes: { nodeId: string; status: string; actors: { actorName: string; value: unknown }[] }[];
+        }
+      ).nodes.find((n) => n.nodeId === nodeId);
+    await waitFor(async () => (await proc())?.actors.some((a) => a.actorName === "toggle" && a.value === "on"), 10_000, "toggle on seen");
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGKILL");
+    await exited;
+    // no farewell and nothing to probe: the client's heartbeats stop
+    const gone = await waitFor(async () => ((await proc())?.status === "gone" ? proc() : null), 15_000, "killed client gone");
+    assert.equal(gone!.actors.find((a) => a.actorName === "toggle")?.value, "on", "last state kept");
   });
 
   it("serves charts, an export that loads back, and refuses foreign hosts and addresses", async () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it, mock } from "node:test";
 import { ProcessTree } from "../../../actors/inspector/processTree.ts";
-import { INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../../../actors/runtime/index.ts";
+import { INSPECTION_HEARTBEAT_EVENT, INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../../../actors/runtime/index.ts";
 
 /** A short-lived client process: a rebalancer holding a queue, then its farewell. */
 function clientRun(tree: ProcessTree, i: number): void {
@@ -43,5 +43,39 @@ describe("process tree", () => {
     assert.equal(ids.filter((id) => id.startsWith("alive:")).length, 10);
     assert.ok(ids.includes("client:1"), "back again, so not among the gone");
     assert.deepEqual(ids.filter((id) => id.startsWith("client:") && id !== "client:1").sort(), ["client:4", "client:5"]);
+  });
+
+  it("shows processes whose heartbeats stopped as gone, within its bound, and leaves those that send none", () => {
+    mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+    const tree = new ProcessTree(2000, 3);
+    const heartbeat = (nodeId: string): InspectionRecord => ({
+      nodeId,
+      actorName: "(node)",
+      sessionId: "",
+      time: Date.now(),
+      kind: "event",
+      type: INSPECTION_HEARTBEAT_EVENT,
+      payload: {},
+    });
+    for (let i = 0; i < 10; i++) {
+      tree.apply({ nodeId: `killed:${i}`, actorName: "toggle", sessionId: `s${i}`, time: Date.now(), kind: "actor", machineId: "toggle" });
+      tree.apply(heartbeat(`killed:${i}`));
+    }
+    mock.timers.tick(6000);
+    tree.markAlive("probed");
+    tree.apply(heartbeat("late"));
+    tree.markSilentGone(Date.now() - 1000);
+    mock.timers.reset();
+    const view = tree.view();
+    const late = view.find((n) => n.nodeId === "late")!;
+    assert.equal(view.find((n) => n.nodeId === "probed")?.status, "alive", "no heartbeats: left to its probes");
+    assert.equal(late.status, "alive", "heard from since");
+    const gone = view.filter((n) => n.status === "gone");
+    assert.equal(gone.length, 3, "the bound of gone processes holds");
+    assert.ok(
+      gone.every((n) => n.nodeId.startsWith("killed:") && n.actors.length === 1),
+      "last state kept",
+    );
+    assert.equal(late.records, 0, "a heartbeat is not a record of the process's actors");
   });
 });
