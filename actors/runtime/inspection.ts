@@ -121,6 +121,28 @@ export function summarize(v: unknown, depth = 0): unknown {
 
 const definitions = new WeakMap<object, unknown>();
 
+interface StateNodeLike {
+  always?: unknown[];
+  states?: Record<string, StateNodeLike>;
+}
+interface DefinitionNode {
+  transitions?: unknown[];
+  states?: Record<string, DefinitionNode>;
+}
+
+/**
+ * Appends each state's eventless (`always`) transitions, which xstate's toJSON() leaves out, to
+ * its `transitions` (event type `""`), so they are drawn like the others.
+ */
+function addEventless(node: StateNodeLike | undefined, def: DefinitionNode | undefined): void {
+  if (node === undefined || def === null || typeof def !== "object") return;
+  if (Array.isArray(node.always) && node.always.length > 0) {
+    const always = JSON.parse(JSON.stringify(node.always)) as unknown[];
+    def.transitions = Array.isArray(def.transitions) ? [...def.transitions, ...always] : always;
+  }
+  if (node.states && def.states) for (const k of Object.keys(node.states)) addEventless(node.states[k], def.states[k]);
+}
+
 /** The machine definition of an actor's logic as plain JSON, computed once per machine. */
 export function machineDefinition(logic: unknown): unknown {
   if (logic === null || typeof logic !== "object" || typeof (logic as { toJSON?: unknown }).toJSON !== "function") return undefined;
@@ -129,6 +151,7 @@ export function machineDefinition(logic: unknown): unknown {
     try {
       // toJSON() holds cycles/deep references; a JSON round-trip flattens it for msgpack
       d = JSON.parse(JSON.stringify((logic as { toJSON(): unknown }).toJSON()));
+      addEventless((logic as { root?: StateNodeLike }).root, d as DefinitionNode);
     } catch {
       d = null;
     }

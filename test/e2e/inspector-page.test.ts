@@ -157,3 +157,53 @@ test("xstate's internal names read as words: delays, invoked actors and their do
   assert.equal(await done.first().textContent(), "done: fetching");
   assert.deepEqual(b.errors, []);
 });
+
+const gateMachine = setup({
+  types: {} as { context: { ticks: number }; events: { type: "GO" } | { type: "TICK" } },
+  guards: { enough: ({ context }) => context.ticks >= 2 },
+}).createMachine({
+  id: "gate",
+  initial: "idle",
+  context: { ticks: 0 },
+  states: {
+    idle: { on: { GO: "checking" } },
+    checking: { always: "waiting" },
+    waiting: {
+      always: { guard: "enough", target: "open" },
+      on: { TICK: { actions: assign({ ticks: ({ context }) => context.ticks + 1 }) } },
+    },
+    open: {},
+  },
+});
+
+test("eventless (always) transitions are drawn and marked as the last transition when taken", async () => {
+  const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "gate-node" });
+  cleanups.push(() => node.close());
+  const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 300 });
+  cleanups.push(() => insp.close());
+  const b = await openBrowser();
+  cleanups.push(() => b.close());
+  const { page } = b;
+  await page.goto(insp.url);
+  node.spawn("gate", gateMachine);
+  await page.click('li.actor[data-actor-name="gate"]');
+  await page.waitForSelector('#chart svg g.state.active[data-state="gate.idle"]');
+  const always = (source: string) => `#chart svg g.transition[data-event=""][data-source="${source}"]`;
+  assert.equal(await page.locator(always("gate.checking")).count(), 1);
+  assert.equal(await page.locator(always("gate.waiting")).count(), 1);
+  assert.match((await page.locator(always("gate.waiting")).textContent()) ?? "", /always/);
+
+  // GO, then at once checking -> waiting without an event: both marked
+  node.ref(null, "gate").send({ type: "GO" });
+  await page.waitForSelector('#chart svg g.state.active[data-state="gate.waiting"]');
+  await page.waitForSelector(`${always("gate.checking")}.last`);
+  assert.equal(await page.locator('#chart svg g.transition.last[data-event="GO"]').count(), 1);
+
+  // TICKs change only the context, until the guard lets waiting -> open go
+  node.ref(null, "gate").send({ type: "TICK" });
+  node.ref(null, "gate").send({ type: "TICK" });
+  await page.waitForSelector('#chart svg g.state.active[data-state="gate.open"]');
+  await page.waitForSelector(`${always("gate.waiting")}.last`);
+  assert.equal(await page.locator("#chart svg g.transition.last").count(), 1);
+  assert.deepEqual(b.errors, []);
+});

@@ -322,6 +322,26 @@ async function renderChart() {
     let cands = chart.transitions.filter((t) => t.event === ev && prevActive.has(t.source));
     if (cands.length === 0) cands = chart.transitions.filter((t) => t.event === ev && t.targets.some((x) => active.has(x)));
     for (const t of cands) lastIds.add(t.id);
+    // eventless (always) transitions have no event of their own: the snapshot names the event of
+    // the step they were taken in. Taken: from a state active before or entered in the step (or
+    // inside one entered), into a state active only now.
+    const parentOf = new Map(chart.states.map((s) => [s.id, s.parent]));
+    const entered = new Set(cands.flatMap((t) => t.targets));
+    const wasIn = (id) => {
+      if (prevActive.has(id)) return true;
+      for (let s = id; s; s = parentOf.get(s)) if (entered.has(s)) return true;
+      return false;
+    };
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const t of chart.transitions) {
+        if (t.event !== "" || lastIds.has(t.id) || !wasIn(t.source)) continue;
+        if (!t.targets.some((x) => active.has(x) && !prevActive.has(x))) continue;
+        lastIds.add(t.id);
+        for (const x of t.targets) entered.add(x);
+        grew = true;
+      }
+    }
   }
   for (const g of svg.querySelectorAll("[data-transition]")) g.classList.toggle("last", lastIds.has(g.getAttribute("data-transition")));
 }

@@ -100,6 +100,24 @@ describe("definition -> statechart graph", () => {
     );
   });
 
+  it("draws eventless (always) transitions, guarded or not, at every level", () => {
+    const m = setup({ guards: { ready: () => false } }).createMachine({
+      id: "ev",
+      initial: "idle",
+      states: {
+        idle: { always: { guard: "ready", target: "registering" }, on: { GO: "registering" } },
+        registering: { initial: "a", states: { a: { always: "b" }, b: { always: [{ guard: "ready", target: "#ev.idle" }] } } },
+      },
+    });
+    const edges = definitionToGraph(machineDefinition(m))!.transitions.map((t) => `${t.source}-${t.label}->${t.targets.join(",")}`);
+    assert.deepEqual(edges.sort(), [
+      "ev.idle-GO->ev.registering",
+      "ev.idle-always->ev.registering",
+      "ev.registering.a-always->ev.registering.b",
+      "ev.registering.b-always->ev.idle",
+    ]);
+  });
+
   it("refuses what is not a definition and drops edges to unknown states", () => {
     assert.equal(definitionToGraph(null), null);
     assert.equal(definitionToGraph({ id: 3 }), null);
