@@ -225,10 +225,26 @@ export class InspectionHub {
     this.names.set(actor.sessionId, name);
     this.emitActor(actor, undefined);
     this.emitSnapshot(actor, actor.getSnapshot(), undefined);
+    this.announceChildren(actor);
     this.attached.set(
       actor,
       actor.system.inspect((ev: InspectionEvent) => this.onInspection(ev)),
     );
+  }
+
+  /**
+   * Announces the children `actor` already has: those invoked as it started were created before
+   * any observer was there to see them.
+   */
+  private announceChildren(actor: AnyActorRef): void {
+    const children = (actor.getSnapshot() as { children?: Record<string, AnyActorRef | undefined> } | undefined)?.children;
+    if (!children) return;
+    for (const child of Object.values(children)) {
+      if (child === undefined) continue;
+      this.emitActor(child, actor);
+      this.emitSnapshot(child, child.getSnapshot(), undefined);
+      this.announceChildren(child);
+    }
   }
 
   /** Reports a supervision failure. */

@@ -102,6 +102,45 @@ describe("inspection", () => {
     );
   });
 
+  it("lists the child actors a hosted actor invoked as it started, whether the listener came before or after", async () => {
+    const kid = setup({}).createMachine({ id: "kid", initial: "a", states: { a: { on: { PING: "b" } }, b: {} } });
+    const parent = setup({ actors: { kid, ticker: fromCallback(() => () => {}) } }).createMachine({
+      id: "parent",
+      invoke: [
+        { id: "kid", src: "kid" },
+        { id: "tick", src: "ticker" },
+      ],
+      initial: "run",
+      states: { run: {} },
+    });
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    const before: InspectionRecord[] = [];
+    const stopBefore = node.inspect((r) => before.push(r));
+    node.spawn("p1", parent);
+    stopBefore();
+    node.spawn("p2", parent);
+    const later: InspectionRecord[] = [];
+    const stopLater = node.inspect((r) => later.push(r));
+    closers.push(async () => stopLater());
+    for (const [records, name] of [
+      [before, "p1"],
+      [later, "p2"],
+    ] as const) {
+      const p = records.find((r) => r.kind === "actor" && r.actorName === name);
+      assert.ok(p, `${name} announced`);
+      for (const child of ["kid", "tick"]) {
+        const c = records.find((r) => r.kind === "actor" && r.actorName === `${name}/${child}`);
+        assert.ok(c && c.kind === "actor", `${name}/${child} announced`);
+        assert.equal(c.parentSessionId, p.sessionId);
+        assert.ok(records.some((r) => r.kind === "snapshot" && r.sessionId === c.sessionId && r.status === "active"));
+      }
+      const kidDef = records.find((r) => r.kind === "actor" && r.actorName === `${name}/kid`);
+      assert.equal(kidDef?.kind === "actor" && kidDef.machineId, "kid");
+      assert.ok(records.some((r) => r.kind === "snapshot" && r.actorName === `${name}/kid` && r.value === "a"));
+    }
+  });
+
   it("publishes the stream over the wire, replaying definition and latest snapshot on subscribe", async () => {
     const node = await ActorNode.start({ listen: EPHEMERAL });
     closers.push(() => node.close());
