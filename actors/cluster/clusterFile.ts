@@ -53,8 +53,11 @@ export function clusterFilePath(dir: string): string {
   return path.join(path.resolve(dir), CLUSTER_FILE_NAME);
 }
 
-/** Reads and checks a cluster file; a missing or damaged one is an MQError saying what to do. */
-export function readClusterFile(dir: string): ClusterFile {
+/**
+ * Reads and checks a cluster file; a missing or damaged one is an MQError saying what to do.
+ * `flag` is the option the caller took `dir` from, named in the advice. @default "--dir"
+ */
+export function readClusterFile(dir: string, flag = "--dir"): ClusterFile {
   const file = clusterFilePath(dir);
   let text: string;
   try {
@@ -62,7 +65,7 @@ export function readClusterFile(dir: string): ClusterFile {
   } catch {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `No cluster file at ${file}: start one with \`actormq cluster up --dir ${dir}\` or pass the right --dir.`,
+      `No cluster file at ${file}: start one with \`actormq cluster up --dir ${dir}\` or pass the right ${flag}.`,
     );
   }
   let cf: ClusterFile;

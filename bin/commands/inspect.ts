@@ -27,9 +27,10 @@ export function clusterAddresses(where: string): string[] {
   try {
     if (statSync(where).isFile()) dir = path.dirname(where);
   } catch {
-    // missing: readClusterFile reports it with what to do
+    // missing: a name ending in .json meant the file (readClusterFile reports it with what to do)
+    if (path.basename(where).endsWith(".json")) dir = path.dirname(where);
   }
-  const cf = readClusterFile(dir);
+  const cf = readClusterFile(dir, "--cluster");
   return [...new Set([...cf.nameservers, ...cf.processes.map((p) => p.address)])];
 }
 

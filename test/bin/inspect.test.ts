@@ -147,5 +147,10 @@ test("inspect refuses a non-loopback page without --allow-remote, and an empty t
   assert.match(nothing.err, /Nothing to inspect/);
   const missing = await cli(["inspect", "--cluster", path.join(root, "no-such-dir", "cluster.json")]);
   assert.notEqual(missing.code, 0);
-  assert.match(missing.err, /No cluster file/);
+  // the file named, once; the advice names the directory and the flag that was used
+  assert.ok(missing.err.includes(`No cluster file at ${path.join(root, "no-such-dir", "cluster.json")}:`), missing.err);
+  assert.doesNotMatch(missing.err, /cluster\.json\/cluster\.json/);
+  assert.match(missing.err, /`actormq cluster up --dir \S*no-such-dir` or pass the right --cluster\./);
+  const missingDir = await cli(["inspect", "--cluster", path.join(root, "no-such-dir")]);
+  assert.ok(missingDir.err.includes(`No cluster file at ${path.join(root, "no-such-dir", "cluster.json")}:`), missingDir.err);
 });
