@@ -14,6 +14,7 @@ import {
 } from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
+  checkCollectAddress,
   DEFAULT_HEARTBEATS_MISSED_BEFORE_GONE,
   DEFAULT_PROBE_FAILURES_BEFORE_GONE,
   DEFAULT_PUSH_INTERVAL_MS,
@@ -21,7 +22,7 @@ import {
   type InspectorOptions,
   parseListen,
 } from "./inspectorOptions.ts";
-import { type InspectorStats, PageServer } from "./pageServer.ts";
+import { type InspectorStats, PageServer, type UnreachableView } from "./pageServer.ts";
 import { ProcessTree } from "./processTree.ts";
 import { checkRecord, estimateSize } from "./recordCheck.ts";
 import { definitionToGraph } from "./statechartGraph.ts";
@@ -89,11 +90,14 @@ export class Inspector {
 
   /**
    * Starts collecting and serving. Resolves once the page is served at {@link url} and every
-   * `collect` address has been asked once (unreachable ones are retried and shown as gone).
+   * `collect` address has been asked once (unreachable ones are retried: listed as unreachable
+   * until they first answer, shown as gone when they stop answering). Throws ILLEGAL_ARGUMENT for
+   * a `collect` address that is not `tcp://host:port`.
    */
   static async start(options: InspectorOptions = {}): Promise<Inspector> {
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
+    for (const a of opts.collect) checkCollectAddress(a);
     if (!Number.isInteger(opts.capacity) || opts.capacity < 1)
       throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
     if (!Number.isFinite(opts.capacityBytes) || opts.capacityBytes < opts.maxRecordBytes)
@@ -211,8 +215,12 @@ export class Inspector {
     this.idleTimer.unref();
   }
 
-  /** Asks the node at `address` to publish here, and keeps probing it for liveness. */
+  /**
+   * Asks the node at `address` (`tcp://host:port`, else ILLEGAL_ARGUMENT) to publish here, and
+   * keeps probing it for liveness.
+   */
   async collect(address: string): Promise<void> {
+    checkCollectAddress(address);
     if (this.closing) return;
     for (const n of this.localNodes.keys()) if (n.address === address) return;
     let p = this.probes.get(address);
@@ -315,6 +323,15 @@ export class Inspector {
     }
   }
 
+  /** Probed addresses that never answered (after as many failures as make a process gone). */
+  private unreachable(): UnreachableView[] {
+    const out: UnreachableView[] = [];
+    for (const p of this.probes.values())
+      if (p.nodeId === undefined && p.failures >= DEFAULT_PROBE_FAILURES_BEFORE_GONE)
+        out.push({ address: p.address, failures: p.failures });
+    return out;
+  }
+
   private addressesOf(role: "nameserver" | "broker"): string[] {
     return this.tree
       .view()
@@ -348,6 +365,7 @@ export class Inspector {
         return this.stats();
       },
       nodes: () => this.tree.view(),
+      unreachable: () => this.unreachable(),
       timeline: (after: number, limit: number) => this.buffer.since(after, limit),
       lastSeq: () => this.buffer.lastSeq,
       chart: (nodeId: string, machineId: string) => this.chart(nodeId, machineId),

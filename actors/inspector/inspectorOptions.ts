@@ -26,7 +26,8 @@ export interface InspectorOptions {
   allowRemote?: boolean;
   /**
    * Node addresses (`tcp://host:port`, the ROUTER of a name server, broker or listening client)
-   * asked to publish their inspection streams here (INSPECT_SUBSCRIBE) and probed for liveness.
+   * asked to publish their inspection streams here (INSPECT_SUBSCRIBE) and probed for liveness;
+   * an address that never answered is listed as unreachable. Anything else is refused (ILLEGAL_ARGUMENT).
    * Processes that do not listen publish themselves: `node.publishInspection(inspector.collectorEndpoint)`.
    */
   collect?: string[];
@@ -89,6 +90,19 @@ export function parseListen(listen: string, allowRemote: boolean): { host: strin
     );
   }
   return { host, port };
+}
+
+const COLLECT_ADDRESS = /^tcp:\/\/(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):(\d{1,5})$/;
+
+/** Refuses a `collect` address that is not `tcp://host:port` (a node's ROUTER endpoint). */
+export function checkCollectAddress(address: string): void {
+  const m = typeof address === "string" ? COLLECT_ADDRESS.exec(address) : null;
+  const port = m ? Number(m[2]) : 0;
+  if (port < 1 || port > 65535)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `Bad collect address "${address}": use tcp://host:port, the endpoint a name server, broker or listening client serves on (e.g. tcp://127.0.0.1:9876).`,
+    );
 }
 
 /** True for host names that mean this machine. */

@@ -38,10 +38,18 @@ export interface InspectorStats {
   pages: number;
 }
 
+/** A `collect` address that has not answered a probe yet. */
+export interface UnreachableView {
+  address: string;
+  /** failed probes so far */
+  failures: number;
+}
+
 /** What the server reads from the inspector. */
 export interface PageData {
   stats(): InspectorStats;
   nodes(): NodeView[];
+  unreachable(): UnreachableView[];
   timeline(after: number, limit: number): TimelineEntry[];
   lastSeq(): number;
   chart(nodeId: string, machineId: string): Promise<RenderedChart | null>;
@@ -139,7 +147,13 @@ export class PageServer {
     if (st) return this.send(res, 200, st.type, await this.file(st.file));
     switch (url.pathname) {
       case "/api/state":
-        return this.json(res, { epoch: this.epoch, stats: this.data.stats(), lastSeq: this.data.lastSeq(), nodes: this.data.nodes() });
+        return this.json(res, {
+          epoch: this.epoch,
+          stats: this.data.stats(),
+          lastSeq: this.data.lastSeq(),
+          nodes: this.data.nodes(),
+          unreachable: this.data.unreachable(),
+        });
       case "/api/timeline": {
         const after = Number(url.searchParams.get("after") ?? 0) || 0;
         const limit = Math.min(MAX_TIMELINE_PAGE, Number(url.searchParams.get("limit") ?? MAX_TIMELINE_PAGE) || MAX_TIMELINE_PAGE);

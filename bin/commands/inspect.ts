@@ -31,7 +31,8 @@ export function clusterAddresses(where: string): string[] {
     if (path.basename(where).endsWith(".json")) dir = path.dirname(where);
   }
   const cf = readClusterFile(dir, "--cluster");
-  return [...new Set([...cf.nameservers, ...cf.processes.map((p) => p.address)])];
+  // a process that never came up (an interrupted `cluster up`) has no address yet
+  return [...new Set([...cf.nameservers, ...cf.processes.map((p) => p.address)])].filter((a) => a !== "");
 }
 
 /** Adds `inspect` to the program. */

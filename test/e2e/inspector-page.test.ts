@@ -207,3 +207,19 @@ test("eventless (always) transitions are drawn and marked as the last transition
   assert.equal(await page.locator("#chart svg g.transition.last").count(), 1);
   assert.deepEqual(b.errors, []);
 });
+
+test("a collect address that never answered is listed as unreachable", async () => {
+  const gone = await ActorNode.start({ listen: EPHEMERAL, nodeId: "never-node" });
+  const address = gone.address!;
+  await gone.close();
+  const insp = await Inspector.start({ collect: [address], probeIntervalMs: 100 });
+  cleanups.push(() => insp.close());
+  const b = await openBrowser();
+  cleanups.push(() => b.close());
+  const { page } = b;
+  await page.goto(insp.url);
+  const row = page.locator(`li.proc.unreachable[data-address="${address}"]`);
+  await row.waitFor();
+  assert.match((await row.textContent()) ?? "", new RegExp(`${address.replace(/[.]/g, "\\.")}.*unreachable`));
+  assert.deepEqual(b.errors, []);
+});

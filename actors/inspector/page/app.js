@@ -55,6 +55,7 @@ const app = {
   bySeq: new Map(),
   lastEventBySession: new Map(),
   nodes: [],
+  unreachable: [], // collect addresses that never answered: { address, failures }
   stats: null,
   selected: null, // actor key `${nodeId}|${actorName}`
   cursor: null, // seq shown while paused / in a file; null = follow
@@ -213,6 +214,12 @@ function renderTree() {
       );
     }
     html.push("</ul></li>");
+  }
+  for (const u of app.unreachable) {
+    html.push(
+      `<li class="proc unreachable" data-address="${esc(u.address)}"><div class="proc-head">${esc(u.address)}` +
+        `<span class="badge status">unreachable</span> <span class="badge">${num(u.failures)} failed probes</span></div></li>`,
+    );
   }
   $("tree").innerHTML = html.join("");
   $("tree-counts").textContent = `(${procs} processes, ${actors} actors)`;
@@ -427,6 +434,7 @@ async function pollState() {
     // a timeline file loaded meanwhile: its processes stay
     if (app.mode === "file") return;
     app.nodes = s.nodes;
+    app.unreachable = Array.isArray(s.unreachable) ? s.unreachable.filter((u) => isObject(u) && typeof u.address === "string") : [];
     app.stats = s.stats;
     scheduleRender();
   } catch {
@@ -594,6 +602,7 @@ function loadTimeline(text, name) {
   clearRecords();
   app.fileCharts = isObject(data.charts) ? data.charts : {};
   app.nodes = fileNodes(data.nodes);
+  app.unreachable = [];
   app.stats = isObject(data.stats) ? data.stats : null;
   addEntries(fileEntries(data.entries));
   app.cursor = app.entries.length ? app.entries[app.entries.length - 1].seq : 0;

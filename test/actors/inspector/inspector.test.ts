@@ -206,6 +206,38 @@ describe("Inspector", () => {
     await remote.close();
   });
 
+  it("lists collect addresses that never answered as unreachable until they do, and refuses ones that are not tcp://host:port", async () => {
+    for (const bad of ["garbage", "tcp://127.0.0.1:*", "ipc:///tmp/x", "tcp://127.0.0.1:70000", "tcp://127.0.0.1"])
+      await assert.rejects(
+        Inspector.start({ collect: [bad] }),
+        (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && e.message.includes(bad) && /tcp:\/\/host:port/.test(e.message),
+        bad,
+      );
+    // an address nothing listens on yet
+    const first = await ActorNode.start({ listen: EPHEMERAL, nodeId: "late-1" });
+    const address = first.address!;
+    await first.close();
+    const insp = await Inspector.start({ collect: [address], probeIntervalMs: 100 });
+    cleanups.push(() => insp.close());
+    await assert.rejects(insp.collect("not an address"), (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT");
+    type State = { nodes: { nodeId: string; status: string }[]; unreachable: { address: string; failures: number }[] };
+    const state = async () => JSON.parse((await get(`${insp.url}api/state`)).body) as State;
+    const u = await waitFor(async () => (await state()).unreachable.find((x) => x.address === address), 5000, "listed unreachable");
+    assert.ok(u.failures >= 2);
+    assert.deepEqual((await state()).nodes, []);
+    const node = await waitFor(() => ActorNode.start({ listen: address, nodeId: "late-1" }).catch(() => null), 5000, "the address bound");
+    cleanups.push(() => node.close());
+    // it may publish before a probe's answer comes back in time (a loaded machine): wait for both
+    await waitFor(
+      async () => {
+        const st = await state();
+        return st.nodes.some((n) => n.nodeId === "late-1" && n.status === "alive") && st.unreachable.length === 0;
+      },
+      10_000,
+      "answering at last, no longer unreachable",
+    );
+  });
+
   it("leaves no publisher feeding on a node's actors once the inspector that asked for it has closed", async () => {
     const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "proc-release" });
     cleanups.push(() => node.close());
