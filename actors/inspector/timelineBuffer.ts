@@ -104,7 +104,8 @@ export class TimelineBuffer {
   since(after = 0, limit = this.capacity): TimelineEntry[] {
     const out: TimelineEntry[] = [];
     const first = this.count === 0 ? this.nextSeq : this.ring[this.head]!.seq;
-    const start = Math.max(0, after + 1 - first, this.count - limit);
+    // both may come from a query string: a fraction would index between the ring's slots
+    const start = Math.max(0, Math.floor(after) + 1 - first, this.count - Math.floor(limit));
     for (let k = start; k < this.count; k++) out.push(this.ring[(this.head + k) % this.capacity]!);
     return out;
   }

@@ -76,6 +76,19 @@ describe("timeline buffer", () => {
     assert.deepEqual(new TimelineBuffer(2).since(0), []);
   });
 
+  it("takes a fractional or out-of-range `after` and `limit` (from a query string) as whole numbers", () => {
+    const b = new TimelineBuffer(10);
+    for (let i = 1; i <= 6; i++) b.push(ev(i));
+    const seqs = (after?: number, limit?: number) => b.since(after, limit).map((e) => e?.seq);
+    assert.deepEqual(seqs(3.5), [4, 5, 6]);
+    assert.deepEqual(seqs(0, 2.5), [5, 6]);
+    assert.deepEqual(seqs(3.5, 1.9), [6]);
+    assert.deepEqual(seqs(-2.5), [1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(seqs(0, -1), []);
+    assert.deepEqual(seqs(Number.POSITIVE_INFINITY), []);
+    assert.deepEqual(seqs(0, Number.POSITIVE_INFINITY), [1, 2, 3, 4, 5, 6]);
+  });
+
   it("refuses a capacity that is not a positive integer", () => {
     assert.throws(() => new TimelineBuffer(0), RangeError);
     assert.throws(() => new TimelineBuffer(1.5), RangeError);
