@@ -4,6 +4,8 @@
  * Pure functions: no layout, no DOM.
  */
 
+import { MAX_STATE_DEPTH } from "../runtime/index.ts";
+
 /** One state node of a machine. */
 export interface ChartState {
   /** xstate state node id (`machine.parent.child`), used as `data-state` in the SVG */
@@ -44,8 +46,11 @@ export interface StatechartGraph {
   tooLarge?: { states: number; transitions: number };
 }
 
-/** Deepest nesting drawn; deeper definitions are cut (a guard against hostile input). */
-export const MAX_STATE_DEPTH = 12;
+/**
+ * Deepest nesting drawn; deeper definitions are cut (a guard against hostile input). The runtime
+ * sends snapshot values as deep, so every level drawn can be lit.
+ */
+export { MAX_STATE_DEPTH };
 /**
  * Most states and transitions laid out per machine. The layout runs on the inspector's event loop
  * (a broker's, under `actormq start`) and its time grows quickly with the edges: these bounds keep

@@ -8,6 +8,7 @@ export {
   INSPECTION_HEARTBEAT_EVENT,
   INSPECTION_HEARTBEAT_INTERVAL_MS,
   INSPECTION_NODE_CLOSED_EVENT,
+  MAX_STATE_DEPTH,
   machineDefinition,
   summarize,
 } from "./inspection.ts";

@@ -77,9 +77,15 @@ export const INSPECTION_DROPPED_EVENT = "@inspect.dropped";
 const MAX_DEPTH = 4;
 const MAX_KEYS = 50;
 const MAX_STRING = 512;
+/**
+ * Deepest state nesting a snapshot's value is sent with, a limit of its own (contexts are cut at
+ * 4 levels): the inspector draws statecharts as deep, and lights a state only from a value that
+ * reaches it. @default 12
+ */
+export const MAX_STATE_DEPTH = 12;
 
-/** A JSON/msgpack-safe summary of a value: bytes become their length, refs their id, depth bounded. */
-export function summarize(v: unknown, depth = 0): unknown {
+/** A JSON/msgpack-safe summary of a value: bytes become their length, refs their id, depth bounded by `maxDepth`. */
+export function summarize(v: unknown, depth = 0, maxDepth = MAX_DEPTH): unknown {
   if (v === null || v === undefined) return v;
   switch (typeof v) {
     case "string":
@@ -94,14 +100,14 @@ export function summarize(v: unknown, depth = 0): unknown {
       return undefined;
   }
   if (v instanceof Uint8Array) return { bytes: v.byteLength };
-  if (depth >= MAX_DEPTH) return "…";
+  if (depth >= maxDepth) return "…";
   const o = v as Record<string, unknown>;
   if (typeof o.send === "function" && typeof o.sessionId === "string") return { actor: o.id ?? o.sessionId };
   if (v instanceof Map) return { map: v.size };
   if (v instanceof Set) return { set: v.size };
   if (v instanceof Error) return { error: v.message };
   if (Array.isArray(v)) {
-    const out = v.slice(0, MAX_KEYS).map((x) => summarize(x, depth + 1));
+    const out = v.slice(0, MAX_KEYS).map((x) => summarize(x, depth + 1, maxDepth));
     if (v.length > MAX_KEYS) out.push(`…(${v.length})`);
     return out;
   }
@@ -113,7 +119,7 @@ export function summarize(v: unknown, depth = 0): unknown {
       out["…"] = true;
       break;
     }
-    const s = summarize(o[k], depth + 1);
+    const s = summarize(o[k], depth + 1, maxDepth);
     if (s !== undefined) out[k] = s;
   }
   return out;
@@ -440,7 +446,7 @@ export class InspectionHub {
       time: Date.now(),
       kind: "snapshot",
       status: String(s?.status ?? "active"),
-      value: summarize(s?.value),
+      value: summarize(s?.value, 0, MAX_STATE_DEPTH),
       context: summarize(s?.context),
       eventType,
     };

@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { assign, fromCallback, fromPromise, setup } from "xstate";
+import { activeStateIds, definitionToGraph } from "../../../actors/inspector/statechartGraph.ts";
 import {
   ActorNode,
   InspectionCollector,
   type InspectionRecord,
   MAX_INSPECTION_PUBLISHERS,
+  machineDefinition,
   type Replier,
 } from "../../../actors/runtime/index.ts";
 import { INSPECTION_DROPPED_EVENT } from "../../../actors/runtime/inspection.ts";
@@ -139,6 +141,26 @@ describe("inspection", () => {
       assert.equal(kidDef?.kind === "actor" && kidDef.machineId, "kid");
       assert.ok(records.some((r) => r.kind === "snapshot" && r.actorName === `${name}/kid` && r.value === "a"));
     }
+  });
+
+  it("sends a snapshot's state value as deep as charts are drawn, its context cut as before", async () => {
+    // 13 levels of states, l0 ... l12: the deepest a chart draws
+    let states: Record<string, unknown> = { l12: {} };
+    for (let i = 11; i >= 0; i--) states = { [`l${i}`]: { initial: `l${i + 1}`, states } };
+    const deep = setup({}).createMachine({ id: "deep", initial: "l0", states, context: { a: { b: { c: { d: { e: 1 } } } } } } as never);
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    const records: InspectionRecord[] = [];
+    const stop = node.inspect((r) => records.push(r));
+    closers.push(async () => stop());
+    node.spawn("deep", deep);
+    const snap = records.find((r) => r.kind === "snapshot" && r.actorName === "deep");
+    assert.ok(snap && snap.kind === "snapshot");
+    assert.deepEqual(snap.value, node.actorOf("deep")!.getSnapshot().value);
+    assert.deepEqual(snap.context, { a: { b: { c: { d: "…" } } } });
+    const graph = definitionToGraph(machineDefinition(deep))!;
+    assert.equal(graph.states.at(-1)!.id, "deep.l0.l1.l2.l3.l4.l5.l6.l7.l8.l9.l10.l11.l12");
+    assert.equal(activeStateIds(graph, snap.value).length, 13, "every level lit");
   });
 
   it("publishes the stream over the wire, replaying definition and latest snapshot on subscribe", async () => {
