@@ -20,6 +20,7 @@ import {
   DEFAULT_PUSH_INTERVAL_MS,
   defaultInspectorOptions,
   type InspectorOptions,
+  MIN_PROBE_INTERVAL_MS,
   parseListen,
 } from "./inspectorOptions.ts";
 import { type InspectorStats, PageServer, type UnreachableView } from "./pageServer.ts";
@@ -98,6 +99,14 @@ export class Inspector {
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
     for (const a of opts.collect) checkCollectAddress(a);
+    // 0 or NaN would probe in a tight loop; a bound below 1 byte would drop every record
+    if (!Number.isFinite(opts.probeIntervalMs) || opts.probeIntervalMs < MIN_PROBE_INTERVAL_MS)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Inspector probeIntervalMs must be a number of milliseconds of at least ${MIN_PROBE_INTERVAL_MS}, got ${opts.probeIntervalMs}.`,
+      );
+    if (!Number.isFinite(opts.maxRecordBytes) || opts.maxRecordBytes < 1)
+      throw new MQError("ILLEGAL_ARGUMENT", `Inspector maxRecordBytes must be a positive number of bytes, got ${opts.maxRecordBytes}.`);
     if (!Number.isInteger(opts.capacity) || opts.capacity < 1)
       throw new MQError("ILLEGAL_ARGUMENT", `Inspector capacity must be a positive integer, got ${opts.capacity}.`);
     if (!Number.isFinite(opts.capacityBytes) || opts.capacityBytes < opts.maxRecordBytes)

@@ -10,6 +10,8 @@ import { DEFAULT_TIMELINE_BYTES, DEFAULT_TIMELINE_CAPACITY } from "./timelineBuf
 export const DEFAULT_INSPECTOR_LISTEN = "127.0.0.1:0";
 /** How often collected processes are probed for liveness. @default 1000 */
 export const DEFAULT_PROBE_INTERVAL_MS = 1000;
+/** Shortest probe interval accepted. */
+export const MIN_PROBE_INTERVAL_MS = 10;
 /** Failed probes in a row after which a process is shown as gone. @default 2 */
 export const DEFAULT_PROBE_FAILURES_BEFORE_GONE = 2;
 /** Heartbeat intervals without a word from a publishing process after which it is shown as gone. @default 3 */
@@ -41,7 +43,7 @@ export interface InspectorOptions {
   capacityBytes?: number;
   /** Inspection records larger than this (estimated bytes) are dropped and counted. @default 1 MiB */
   maxRecordBytes?: number;
-  /** @default 1000 */
+  /** How often `collect` addresses are probed, in ms (at least 10). @default 1000 */
   probeIntervalMs?: number;
   /** Where the cluster view's data comes from; by default asked of the collected name servers and brokers. */
   cluster?: ClusterSource;

@@ -291,6 +291,21 @@ describe("Inspector", () => {
     );
   });
 
+  it("refuses a probe interval or a record bound that is not a positive number", async () => {
+    for (const bad of [
+      { probeIntervalMs: 0 },
+      { probeIntervalMs: Number.NaN },
+      { probeIntervalMs: -5 },
+      { maxRecordBytes: -1 },
+      { maxRecordBytes: Number.NaN },
+    ])
+      await assert.rejects(
+        Inspector.start(bad),
+        (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && new RegExp(Object.keys(bad)[0]!).test(e.message),
+        JSON.stringify(bad),
+      );
+  });
+
   it("bounds its timeline in bytes as well as in records", async () => {
     await assert.rejects(Inspector.start({ capacityBytes: 1000 }), (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT");
     const insp = await Inspector.start({ capacityBytes: 4 * 1024 * 1024 });
