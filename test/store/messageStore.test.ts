@@ -404,6 +404,45 @@ test("the store lock: a live holder refuses; a dead, zombie or reused-pid holder
   }
 });
 
+test("the store lock: contenders racing for one directory, free or held by a dead pid, leave exactly one holder", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const rounds = 30;
+  const dirs = Array.from({ length: rounds }, (_, i) => path.join(dir, String(i)));
+  for (const [i, d] of dirs.entries()) {
+    fs.mkdirSync(d);
+    // a third of the rounds race for a free directory, the rest take over a dead holder's lock, and
+    // half of those also the guard of a takeover whose contender died while it held the guard
+    if (i % 3 !== 0) fs.writeFileSync(path.join(d, "lock"), "999999999");
+    if (i % 3 === 2) fs.writeFileSync(path.join(d, "lock.takeover"), "999999999");
+  }
+  const fixture = path.join(import.meta.dirname, "fixtures", "lockContender.ts");
+  const contenders = Array.from({ length: 4 }, () => {
+    const child = spawn(process.execPath, ["--import", "tsx", fixture, "4", ...dirs], { stdio: ["pipe", "pipe", "inherit"] });
+    const c = { child, out: "" };
+    child.stdout!.on("data", (b: Buffer) => (c.out += b.toString()));
+    return c;
+  });
+  t.after(() => {
+    for (const c of contenders) c.child.kill("SIGKILL");
+  });
+  await waitFor(() => contenders.every((c) => c.out.startsWith("ready\n")), 60_000, "the contenders to start");
+  const at = String(Date.now() + 100);
+  for (const c of contenders) c.child.stdin!.write(at);
+  await waitFor(() => contenders.every((c) => c.out.endsWith("done\n")), 30_000, "the contenders to race");
+  for (let i = 0; i < rounds; i++) {
+    const results = contenders.map((c) =>
+      c.out
+        .split("\n")
+        .find((l) => l.startsWith(`${i} `))!
+        .slice(String(i).length + 1),
+    );
+    assert.deepEqual([...results].sort(), ["GOT", "STORE_LOCKED", "STORE_LOCKED", "STORE_LOCKED"], `round ${i}: ${results}`);
+    assert.deepEqual(fs.readdirSync(dirs[i]!), ["lock"], `round ${i}: no guard or temp file left`);
+  }
+  for (const c of contenders) c.child.stdin!.end();
+});
+
 test("startReplicaAt: an empty store begins at a segment boundary and reopens there; refused when unaligned or not empty", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
