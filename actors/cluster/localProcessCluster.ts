@@ -324,8 +324,17 @@ export async function clusterKill(dir: string, name: string): Promise<ClusterPro
   return p;
 }
 
-/** Stops one process if it runs, starts it again with the same arguments and ports, updates the file. */
-export async function clusterRestart(dir: string, name: string, readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<ClusterProcess> {
+/**
+ * Stops one process if it runs, starts it again with the same arguments and ports, updates the
+ * file. The new pid is written as soon as it is spawned, so a restart killed outright leaves it to
+ * `status` and `down`; when `signal` aborts (the command line's Ctrl-C), the new process is stopped.
+ */
+export async function clusterRestart(
+  dir: string,
+  name: string,
+  readyTimeoutMs = DEFAULT_READY_TIMEOUT_MS,
+  signal?: AbortSignal,
+): Promise<ClusterProcess> {
   const file = readClusterFile(dir);
   if (file.starting)
     throw new MQError(
@@ -333,8 +342,22 @@ export async function clusterRestart(dir: string, name: string, readyTimeoutMs =
       `cluster up did not finish in ${dir}, so ${name} may lack the addresses it was to be given: run \`actormq cluster down --dir ${dir}\`, then \`actormq cluster up\` again.`,
     );
   const p = member(file, name);
+  const interrupted = () =>
+    new MQError("CLOSED", `cluster restart was interrupted: ${name} is stopped; \`actormq cluster restart ${name}\` starts it again.`);
   if (isRunning(p)) await stopPid(p.pid);
-  const info = await startProcess(p, readyTimeoutMs);
+  if (signal?.aborted) throw interrupted();
+  let info: Awaited<ReturnType<typeof startProcess>>;
+  try {
+    info = await startProcess(p, readyTimeoutMs, {
+      signal,
+      onSpawn: (pid) => {
+        p.pid = pid;
+        writeClusterFile(dir, file);
+      },
+    });
+  } catch (e) {
+    throw signal?.aborted ? interrupted() : e;
+  }
   p.pid = info.pid;
   p.address = info.address;
   if (info.metrics) p.metrics = info.metrics;

@@ -8,11 +8,32 @@ import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } fr
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
 const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
-const UP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 function memberRow(p: ClusterProcess & { state?: string }): string[] {
   const role = p.role === "nameserver" ? "nameserver" : `${p.role} ${p.brokerName}/${p.brokerId}`;
   return [p.name, role, p.address, p.metrics ? `http://${p.metrics}/metrics` : "-", String(p.pid), ...(p.state ? [p.state] : []), p.dir];
+}
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) while `up` or `restart` starts processes: they are detached and
+ * would outlive us, so the start is aborted to stop them first; the caller exits 128 + signal number.
+ */
+function interruptOnSignals(): { signal: AbortSignal; signalled: () => NodeJS.Signals | undefined; dispose: () => void } {
+  const interrupt = new AbortController();
+  let signalled: NodeJS.Signals | undefined;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signalled ??= sig;
+    interrupt.abort();
+  };
+  for (const sig of START_SIGNALS) process.on(sig, onSignal);
+  return {
+    signal: interrupt.signal,
+    signalled: () => signalled,
+    dispose: () => {
+      for (const sig of START_SIGNALS) process.off(sig, onSignal);
+    },
+  };
 }
 
 async function run(body: () => Promise<void>): Promise<void> {
@@ -59,25 +80,18 @@ export function addClusterCommands(program: Command): void {
             cliProgress.Presets.shades_classic,
           );
           bar.start(total, 0, { name: "" });
-          // Ctrl-C (or SIGTERM, SIGHUP) while processes start: they are detached and would outlive
-          // us with no cluster file naming them, so stop them first; exit 128 + signal number
-          const interrupt = new AbortController();
-          let signalled: NodeJS.Signals | undefined;
-          const onSignal = (sig: NodeJS.Signals) => {
-            signalled ??= sig;
-            interrupt.abort();
-          };
-          for (const sig of UP_SIGNALS) process.on(sig, onSignal);
+          const { signal, signalled, dispose } = interruptOnSignals();
           let cf: ClusterFile;
           try {
-            cf = await clusterUp({ ...f, signal: interrupt.signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
+            cf = await clusterUp({ ...f, signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
           } catch (e) {
             bar.stop();
-            if (signalled) fail(e, 128 + os.constants.signals[signalled]);
+            const sig = signalled();
+            if (sig) fail(e, 128 + os.constants.signals[sig]);
             throw e;
           } finally {
             bar.stop();
-            for (const sig of UP_SIGNALS) process.off(sig, onSignal);
+            dispose();
           }
           process.stdout.write(
             formatTable(
@@ -149,7 +163,17 @@ export function addClusterCommands(program: Command): void {
     .addOption(dirOption())
     .action((name: string, f: { dir: string }) =>
       run(async () => {
-        const p = await clusterRestart(f.dir, name);
+        const { signal, signalled, dispose } = interruptOnSignals();
+        let p: ClusterProcess;
+        try {
+          p = await clusterRestart(f.dir, name, undefined, signal);
+        } catch (e) {
+          const sig = signalled();
+          if (sig) fail(e, 128 + os.constants.signals[sig]);
+          throw e;
+        } finally {
+          dispose();
+        }
         process.stdout.write(`restarted ${p.name} (pid ${p.pid}) at ${p.address}\n`);
       }),
     );

@@ -292,3 +292,51 @@ test("cluster up killed with SIGKILL while starting: the cluster file names what
     await cleanup();
   }
 });
+
+test("cluster restart interrupted after it spawned the new process: Ctrl-C stops it and exits 130; a SIGKILL leaves it named in the cluster file", async () => {
+  const { dir, cleanup } = await tempDir();
+  const c = path.join(dir, "c");
+  const restart = () =>
+    spawn(process.execPath, [bin, "cluster", "restart", "broker-a", "--dir", c], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+    });
+  const readyFile = path.join(c, "broker-a", "ready.json");
+  /** The broker-a processes running now, but not `old`. */
+  const brokerA = (old: number) => actormqProcessesUnder(dir).filter((pid) => pid !== old && cmdlineOf(pid)!.includes(readyFile));
+  try {
+    await clusterUp({ dir: c, logLevel: "warn" });
+    const old = readCf(c).processes.find((p) => p.name === "broker-a")!.pid;
+
+    const r = restart();
+    let err = "";
+    r.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    r.stdout.resume();
+    const exit = new Promise<number | null>((res) => r.once("exit", (code) => res(code)));
+    const spawned = await waitFor(() => brokerA(old)[0], 30_000, "the new broker-a to be spawned", 5);
+    r.kill("SIGINT");
+    assert.equal(await exit, 130, err);
+    const lines = err.split(/[\r\n]/).filter((l) => l.startsWith("actormq:"));
+    assert.equal(lines.length, 1, err);
+    assert.match(lines[0]!, /^actormq: error CLOSED: cluster restart was interrupted/);
+    assert.ok(!isAlive(spawned), "the process the interrupted restart spawned is stopped");
+    assert.deepEqual(brokerA(old), []);
+
+    const k = restart();
+    k.stdout.resume();
+    k.stderr.resume();
+    const killed = new Promise<void>((res) => k.once("exit", () => res()));
+    const named = () => readCf(c).processes.find((p) => p.name === "broker-a")!.pid;
+    const second = await waitFor(() => (named() !== spawned ? named() : 0), 30_000, "the file to name the new broker-a", 5);
+    assert.ok(!existsSync(readyFile), "named as soon as it is spawned, before it is ready");
+    k.kill("SIGKILL");
+    await killed;
+    assert.deepEqual(brokerA(old), [second], "the process the file names is the one running");
+    const down = await cli(["cluster", "down", "--dir", c]);
+    assert.equal(down.code, 0, down.err);
+    assert.deepEqual(actormqProcessesUnder(dir), []);
+  } finally {
+    killAll(actormqProcessesUnder(dir));
+    await cleanup();
+  }
+});
