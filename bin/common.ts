@@ -87,18 +87,31 @@ export function fail(e: unknown, code: number = ExitCode.ERROR): never {
 
 /**
  * Runs a client command body; a failure is one line and exit 1. Resources the body registered
- * with `onExit` are released first, so nothing is left half-open.
+ * with `onExit` are released first, so nothing is left half-open. When the reader of stdout goes
+ * away (`| head`: EPIPE) they are released too and the command exits 0 without a word: nothing
+ * more can be shown.
  */
 export async function runClient(body: (onExit: (fn: () => Promise<unknown>) => void) => Promise<void>): Promise<void> {
   const cleanups: (() => Promise<unknown>)[] = [];
+  let released: Promise<void> | undefined;
+  const release = () =>
+    (released ??= (async () => {
+      for (const c of cleanups.reverse()) await c().catch(() => {});
+    })());
+  let readerGone = false;
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    readerGone ||= e.code === "EPIPE";
+    void release().then(() => (readerGone ? process.exit(ExitCode.OK) : fail(e)));
+  });
   let failure: unknown;
   try {
     await body((fn) => cleanups.push(fn));
   } catch (e) {
     failure = e;
   }
-  for (const c of cleanups.reverse()) await c().catch(() => {});
-  if (failure !== undefined) fail(failure);
+  await release();
+  // a body that failed only because its output had no reader (a closed producer) is no error
+  if (failure !== undefined && !readerGone) fail(failure);
   process.exit(ExitCode.OK);
 }
 

@@ -83,6 +83,7 @@ export function addConsumeCommand(program: Command): void {
       }
       const expr: SubscriptionExpression = f.sql ? { sql92: f.sql } : (f.tag ?? "*");
       let printed = 0;
+      let stdoutFailed = false;
       let done!: () => void;
       const finished = new Promise<void>((r) => (done = r));
       let releaseHeld!: () => void;
@@ -95,14 +96,22 @@ export function addConsumeCommand(program: Command): void {
         ...f.from,
         consumeThreads: 1,
         listener: async (msgs) => {
-          // Past --count a message is held until close has stopped the consume service: a batch
-          // that fails then is neither acknowledged nor sent to %RETRY%<group>, so the group's
-          // next run starts at it.
-          if (f.count !== undefined && printed >= f.count) {
+          // Past --count, or once stdout failed (its reader went away: `| head`), a message is held
+          // until close has stopped the consume service: a batch that fails then is neither
+          // acknowledged nor sent to %RETRY%<group>, so the group's next run starts at it.
+          if ((f.count !== undefined && printed >= f.count) || stdoutFailed) {
             await closing;
             return "RECONSUME_LATER";
           }
-          for (const m of msgs) process.stdout.write(`${formatMessage(m)}\n`);
+          const unprinted = await new Promise<Error | null | undefined>((r) =>
+            process.stdout.write(msgs.map((m) => `${formatMessage(m)}\n`).join(""), r),
+          );
+          if (unprinted) {
+            stdoutFailed = true;
+            done();
+            await closing;
+            return "RECONSUME_LATER";
+          }
           printed += msgs.length;
           if (f.count !== undefined && printed >= f.count) done();
           return "CONSUME_SUCCESS";

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import { tempDir } from "../helpers.ts";
-import { cli } from "./cliRun.ts";
+import { bin, cli } from "./cliRun.ts";
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
@@ -158,4 +159,46 @@ test("message --key with --topic lists the key's messages; --id shows the one se
   const none = await cli(["message", "--key", "nobody", "--topic", "CliLookup"], { env });
   assert.equal(none.code, 1);
   assert.match(oneLine(none.err), /error QUERY_NOT_FOUND: No message found/);
+});
+
+test("a reader that closes the pipe early (`| head`): consume and send exit 0 quietly; consume commits the printed messages, not the unprinted", async () => {
+  await cli(["topic", "create", "CliPipe", "--queues", "1", "--brokers", "broker-a"], { env });
+  const s = await cli(["send", "--topic", "CliPipe", "-q", "p1", "p2", "p3"], { env });
+  assert.equal(s.code, 0, s.err);
+  /** The command with stdout read until `lines` lines arrived, then closed, as `| head -<lines>` does. */
+  const headed = (args: string[], lines: number) => {
+    const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env } });
+    let out = "";
+    let err = "";
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const headDone = new Promise<void>((resolve) =>
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+        if (out.split("\n").length > lines) {
+          child.stdout.destroy();
+          resolve();
+        }
+      }),
+    );
+    const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    return { child, headDone, exit, out: () => out, err: () => err };
+  };
+
+  const c = headed(["consume", "--topic", "CliPipe", "--group", "cli-pipe", "--from", "first"], 3);
+  c.child.stdin.end();
+  await c.headDone;
+  // written after the reader went away: EPIPE
+  const s2 = await cli(["send", "--topic", "CliPipe", "-q", "p4", "p5"], { env });
+  assert.equal(s2.code, 0, s2.err);
+  assert.equal(await c.exit, 0, c.err());
+  assert.doesNotMatch(c.err(), /EPIPE|Unhandled|at /);
+  const p = await cli(["progress", "--group", "cli-pipe"], { env });
+  assert.match(p.out, /^CliPipe\s+broker-a\s+0\s+5\s+3\s+2$/m, "the three printed are committed, the two unprinted are not");
+
+  const snd = headed(["send", "--topic", "CliPipe"], 1);
+  snd.child.stdin.write("q1\n");
+  await snd.headDone;
+  snd.child.stdin.end("q2\nq3\n");
+  assert.equal(await snd.exit, 0, snd.err());
+  assert.doesNotMatch(snd.err(), /EPIPE|Unhandled|at /);
 });
