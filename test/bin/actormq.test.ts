@@ -1,10 +1,12 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Broker } from "../../actors/broker/broker.ts";
 import { Producer } from "../../actors/client/index.ts";
+import { cmdlineOf, isAlive } from "../../actors/cluster/index.ts";
 import { NameServer } from "../../actors/nameserver/index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 import { cli } from "./cliRun.ts";
@@ -140,6 +142,41 @@ test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in us
     s.child.kill("SIGTERM");
     assert.equal(await s.exit, 0);
     assert.match(s.out(), /stopped/);
+    await cleanup();
+  }
+});
+
+test("npm start stops the server it runs on SIGTERM to npm (a process manager's stop), not only npm", async () => {
+  const { dir, cleanup } = await tempDir();
+  const store = path.join(dir, "data");
+  const npm = spawn("npm", ["start", "--", "--store", store, ...anyPort, "--no-inspector"], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+  });
+  let out = "";
+  npm.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+  npm.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  const exit = new Promise<void>((r) => npm.once("exit", () => r()));
+  const servers = () =>
+    readdirSync("/proc")
+      .filter((n) => /^\d+$/.test(n))
+      .map(Number)
+      .filter((pid) => {
+        const argv = cmdlineOf(pid);
+        return !!argv && path.basename(argv[0] ?? "") === "node" && argv.includes(store);
+      });
+  try {
+    await waitFor(() => /Press Ctrl-C/.test(out), 60_000, `npm start to be ready (${out})`);
+    const [server] = servers();
+    assert.ok(server, "the server runs node");
+    npm.kill("SIGTERM");
+    await exit;
+    await waitFor(() => !isAlive(server), 20_000, `the server (pid ${server}) to stop`);
+    assert.match(out, /stopped/);
+  } finally {
+    npm.kill("SIGKILL");
+    for (const pid of servers()) process.kill(pid, "SIGKILL");
     await cleanup();
   }
 });
