@@ -4,7 +4,7 @@
  * Run: npx tsx examples/multinode.ts
  */
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { clusterDown, clusterUp } from "../actors/cluster/index.ts";
 import { Admin, Producer, PushConsumer } from "../index.ts";
@@ -12,13 +12,26 @@ import { Admin, Producer, PushConsumer } from "../index.ts";
 // 1. Spawn the processes. Each gets its own ports, data dir and log file under `dir`, and
 //    `dir/cluster.json` lists them (try `npx tsx bin/actormq.ts cluster status --dir <dir>`).
 const dir = await mkdtemp(path.join(tmpdir(), "actormq-multinode-"));
+console.log(`cluster dir: ${dir}`);
+// Ctrl-C (or SIGTERM): the processes are detached and would outlive this one, so stop them first.
+const interrupt = new AbortController();
+for (const sig of ["SIGINT", "SIGTERM"] as const) process.once(sig, () => interrupt.abort(sig));
+async function exitOnSignal(): Promise<never> {
+  // an aborted clusterUp has already stopped what it spawned (and left no cluster file)
+  await clusterDown(dir).catch(() => {});
+  await rm(dir, { recursive: true, force: true });
+  process.exit(128 + os.constants.signals[interrupt.signal.reason as NodeJS.Signals]);
+}
 const cluster = await clusterUp({
   dir,
   nameservers: 1,
   brokers: 2,
   logLevel: "warn",
+  signal: interrupt.signal,
   onProgress: (n, total, p) => console.log(`ready ${n}/${total}: ${p.name} ${p.address}`),
-});
+}).catch((e) => (interrupt.signal.aborted ? exitOnSignal() : Promise.reject(e)));
+if (interrupt.signal.aborted) await exitOnSignal();
+interrupt.signal.addEventListener("abort", exitOnSignal);
 const nameservers = cluster.nameservers;
 
 try {

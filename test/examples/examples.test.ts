@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { isAlive } from "../../actors/cluster/index.ts";
+import { waitFor } from "../helpers.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -51,6 +55,52 @@ test("multinode spawns processes, consumes from both brokers and stops them", as
   assert.match(line, /'broker-a': [1-9]\d*/, r.out);
   assert.match(line, /'broker-b': [1-9]\d*/, r.out);
   assert.match(r.out, /stopped 3 processes/);
+});
+
+test("multinode interrupted (Ctrl-C once running, SIGTERM while starting) stops the processes it spawned and exits", async () => {
+  for (const [sig, when] of [
+    ["SIGINT", /^ready 3\/3/m],
+    ["SIGTERM", /^ready 1\/3/m],
+  ] as const) {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "examples", "multinode.ts")], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+    const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+    // the cluster's processes are detached children of the example
+    const children = () =>
+      readdirSync("/proc")
+        .filter((n) => /^\d+$/.test(n))
+        .map(Number)
+        .filter((pid) => {
+          try {
+            const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+            return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === child.pid;
+          } catch {
+            return false;
+          }
+        });
+    let spawned: number[] = [];
+    try {
+      await waitFor(() => when.test(out), 60_000, `multinode to print ${when} (${out})`);
+      spawned = children();
+      assert.ok(spawned.length > 0, out);
+      child.kill(sig);
+      assert.equal(await exit, 128 + os.constants.signals[sig], out);
+      assert.match(out, /^cluster dir: \S+actormq-multinode-/m, "the example says where its processes live");
+      assert.deepEqual(
+        spawned.filter((pid) => isAlive(pid)),
+        [],
+        `${sig}: the processes the example spawned are stopped\n${out}`,
+      );
+    } finally {
+      child.kill("SIGKILL");
+      for (const pid of spawned) if (isAlive(pid)) process.kill(pid, "SIGKILL");
+    }
+  }
 });
 
 test("sql-filter delivers only the matching readings", async () => {
