@@ -3,6 +3,7 @@
  * the one-line error convention (`error CODE: message`, exit code 1), tables, and the
  * run-until-signal loop of the servers.
  */
+import os from "node:os";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { MQError } from "../transport/protocol.ts";
 
@@ -116,15 +117,22 @@ export async function runClient(body: (onExit: (fn: () => Promise<unknown>) => v
 }
 
 /**
- * Runs until SIGINT/SIGTERM, then closes; a second signal exits at once. Call it before announcing
- * readiness (banner, ready file): a signal that arrives before the handlers kills the process.
+ * Signals that stop a server or a consume cleanly: Ctrl-C, a process manager's stop, and the
+ * terminal or ssh session closing (SIGHUP, whose default would kill the process uncleanly).
+ */
+export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+/**
+ * Runs until SIGINT/SIGTERM/SIGHUP, then closes; a second signal exits at once with 128 + its
+ * number. Call it before announcing readiness (banner, ready file): a signal that arrives before
+ * the handlers kills the process.
  */
 export function runUntilSignal(close: () => Promise<void>): void {
   let stopping = false;
   const onSignal = (sig: NodeJS.Signals) => {
     if (stopping) {
       process.stderr.write(`actormq: ${sig} again, exiting without a clean shutdown\n`);
-      process.exit(130);
+      process.exit(128 + os.constants.signals[sig]);
     }
     stopping = true;
     process.stdout.write(`\nactormq: ${sig} received, shutting down...\n`);
@@ -139,8 +147,7 @@ export function runUntilSignal(close: () => Promise<void>): void {
       },
     );
   };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  for (const sig of STOP_SIGNALS) process.on(sig, onSignal);
 }
 
 /** A plain aligned text table. */

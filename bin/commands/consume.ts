@@ -8,7 +8,7 @@ import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, intArg, runClient, timeArg } from "../common.ts";
+import { clientCommand, intArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
 
 interface ConsumeFlags {
   namesrv: string[];
@@ -88,6 +88,9 @@ export function addConsumeCommand(program: Command): void {
       const finished = new Promise<void>((r) => (done = r));
       let releaseHeld!: () => void;
       const closing = new Promise<void>((r) => (releaseHeld = r));
+      // before the start: messages are printed as soon as the first rebalance assigns queues,
+      // and a signal without a handler kills the process with nothing committed
+      for (const sig of STOP_SIGNALS) process.once(sig, () => done());
       const consumer = await PushConsumer.start({
         group: f.group ?? `actormq-cli-${process.pid}`,
         nameservers: f.namesrv,
@@ -122,9 +125,6 @@ export function addConsumeCommand(program: Command): void {
         releaseHeld();
         return closed;
       });
-      const stop = () => done();
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
       await finished;
       process.stderr.write(`actormq: consumed ${printed} message(s)\n`);
     }),

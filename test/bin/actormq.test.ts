@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -142,6 +142,24 @@ test("start serves, prints its addresses, stops cleanly on SIGTERM; a port in us
     s.child.kill("SIGTERM");
     assert.equal(await s.exit, 0);
     assert.match(s.out(), /stopped/);
+    await cleanup();
+  }
+});
+
+test("start shuts down cleanly on SIGHUP (terminal closed): no abort marker, the next start recovers normally", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    for (const round of [1, 2]) {
+      const s = run(["start", "--store", "data", ...anyPort, "--no-inspector"], dir);
+      await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.err()})`);
+      if (round === 2) assert.doesNotMatch(s.out() + s.err(), /abnormal/i, "the store was closed cleanly");
+      s.child.kill("SIGHUP");
+      assert.equal(await s.exit, 0, s.out() + s.err());
+      assert.match(s.out(), /SIGHUP received, shutting down/);
+      assert.match(s.out(), /stopped/);
+      assert.ok(!existsSync(path.join(dir, "data", "broker-a", "abort")), "no abort marker left");
+    }
+  } finally {
     await cleanup();
   }
 });

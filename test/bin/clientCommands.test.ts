@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
-import { tempDir } from "../helpers.ts";
+import { tempDir, waitFor } from "../helpers.ts";
 import { bin, cli } from "./cliRun.ts";
 
 let cluster: LocalCluster;
@@ -201,4 +201,29 @@ test("a reader that closes the pipe early (`| head`): consume and send exit 0 qu
   snd.child.stdin.end("q2\nq3\n");
   assert.equal(await snd.exit, 0, snd.err());
   assert.doesNotMatch(snd.err(), /EPIPE|Unhandled|at /);
+});
+
+test("consume stops cleanly on SIGHUP (terminal closed): exit 0, the printed messages committed", async () => {
+  await cli(["topic", "create", "CliHup", "--queues", "1", "--brokers", "broker-a"], { env });
+  const s = await cli(["send", "--topic", "CliHup", "-q", "h1", "h2"], { env });
+  assert.equal(s.code, 0, s.err);
+  const child = spawn(process.execPath, [bin, "consume", "--topic", "CliHup", "--group", "cli-hup", "--from", "first"], {
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env },
+  });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+  child.stdin.end();
+  const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  try {
+    await waitFor(() => out.split("\n").length > 2, 30_000, `the two messages to be printed (${err})`);
+    child.kill("SIGHUP");
+    assert.equal(await exit, 0, err);
+    assert.match(err, /consumed 2 message\(s\)/);
+    const p = await cli(["progress", "--group", "cli-hup"], { env });
+    assert.match(p.out, /^CliHup\s+broker-a\s+0\s+2\s+2\s+0$/m);
+  } finally {
+    child.kill("SIGKILL");
+  }
 });

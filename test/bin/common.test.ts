@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "commander";
-import { hoursArg, intArg, percentArg, timeArg } from "../../bin/common.ts";
+import { hoursArg, intArg, percentArg, runUntilSignal, timeArg } from "../../bin/common.ts";
 
 const refuses = (parse: (v: string) => unknown, v: string) =>
   assert.throws(() => parse(v), InvalidArgumentError, `${parse.name}(${JSON.stringify(v)}) is a usage error`);
@@ -37,4 +37,32 @@ test("timeArg refuses dates that do not exist instead of rolling them over", () 
     "123",
   ])
     refuses(timeArg, v);
+});
+
+test("runUntilSignal: SIGHUP (terminal closed) shuts down like SIGINT and SIGTERM; a second signal exits 128 + its number", (t) => {
+  const exits: (number | undefined)[] = [];
+  t.mock.method(process, "exit", (code?: number) => void exits.push(code));
+  t.mock.method(process.stdout, "write", () => true);
+  t.mock.method(process.stderr, "write", () => true);
+  const signals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+  for (const [first, second, code] of [
+    ["SIGHUP", "SIGTERM", 143],
+    ["SIGINT", "SIGINT", 130],
+    ["SIGTERM", "SIGHUP", 129],
+  ] as const) {
+    const before = new Map(signals.map((s) => [s, process.listeners(s)]));
+    let closes = 0;
+    runUntilSignal(() => {
+      closes++;
+      return new Promise(() => {}); // still shutting down when the second signal comes
+    });
+    try {
+      process.emit(first, first);
+      assert.equal(closes, 1, `${first} starts the shutdown`);
+      process.emit(second, second);
+      assert.deepEqual(exits.splice(0), [code], `${second} during the shutdown exits ${code}`);
+    } finally {
+      for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)!.includes(l)) process.off(s, l);
+    }
+  }
 });
