@@ -11,6 +11,7 @@ import { JsonFile } from "../../store/index.ts";
 import {
   type ConsumeStatsReply,
   type GetConsumeStatsRequest,
+  isGroupName,
   MQError,
   type QueryConsumerOffsetRequest,
   type QueueConsumeStats,
@@ -489,7 +490,23 @@ export function takeOverConsumerOffset(
   offsets.takeOver(group, topic, queueId, clientId, timeoutMs, respond);
 }
 
-/** GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry topic). */
+/**
+ * Throws SUBSCRIPTION_GROUP_NOT_EXIST unless this broker knows `group`: in its subscription group
+ * table, with committed offsets, or with consumers online. As in RocketMQ, a reset of any other
+ * group is refused, so a mistyped name does not create offsets (and lag) for a group nobody runs.
+ */
+function checkKnownGroup(ctx: BrokerContext, offsets: ConsumerOffsetManager, group: string): void {
+  if (ctx.groups.get(group) || offsets.topicsOf(group).length > 0 || consumerTableOf(ctx).group(group)) return;
+  throw new MQError(
+    "SUBSCRIPTION_GROUP_NOT_EXIST",
+    `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}${isGroupName(group) ? "" : " (nor is it a valid group name)"}: check the name; a group exists once a consumer of it has started.`,
+  );
+}
+
+/**
+ * GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry
+ * topic); SUBSCRIPTION_GROUP_NOT_EXIST for a group the broker does not know.
+ */
 export function consumeStats(
   ctx: BrokerContext,
   offsets: ConsumerOffsetManager,
@@ -497,6 +514,7 @@ export function consumeStats(
   subscribedTopics: Iterable<string> = [],
 ): ConsumeStatsReply {
   const group = str(req.consumerGroup, "consumerGroup");
+  checkKnownGroup(ctx, offsets, group);
   const topics = new Set<string>();
   if (typeof req.topic === "string" && req.topic.length > 0) {
     topics.add(req.topic);
@@ -528,6 +546,7 @@ export function consumeStats(
  * INVOKE_BROKER_TO_RESET_OFFSET, server side (`useServerSideResetOffset`): per readable queue the
  * first offset stored at or after `timestamp` (the consumer's offset when it is already earlier,
  * unless `isForce`), committed and answered once to the queue's next pull as PULL_OFFSET_MOVED.
+ * A group the broker does not know is refused (SUBSCRIPTION_GROUP_NOT_EXIST).
  */
 export function resetOffset(
   ctx: BrokerContext,
@@ -540,6 +559,7 @@ export function resetOffset(
     throw new MQError("INVALID_PARAMETER", "INVOKE_BROKER_TO_RESET_OFFSET needs a numeric timestamp (ms since the epoch).");
   const tc = ctx.topics.get(topic);
   if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; nothing to reset.`);
+  checkKnownGroup(ctx, offsets, group);
   const force = req.isForce !== false;
   const offsetTable: { queueId: number; offset: number }[] = [];
   for (let queueId = 0; queueId < tc.readQueueNums; queueId++) {

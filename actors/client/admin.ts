@@ -16,6 +16,7 @@ import {
   compareMessageQueue,
   DEFAULT_QUERY_MAX_NUM,
   type GetConsumeStatsRequest,
+  isGroupName,
   isMQError,
   MASTER_ID,
   MQError,
@@ -77,6 +78,28 @@ export interface QueryMessageByKeyOptions {
   /** store-time window, ms since the epoch @default 0 .. no end */
   beginTimestamp?: number;
   endTimestamp?: number;
+}
+
+/**
+ * The replies of the masters that know `group`. A master that does not know it answers
+ * SUBSCRIPTION_GROUP_NOT_EXIST (it never served the group: nothing to show or reset there); when
+ * none knows it, that is the error. Any other failure is thrown.
+ */
+function knownGroupReplies<T>(group: string, settled: PromiseSettledResult<T>[]): T[] {
+  const out: T[] = [];
+  let unknown = 0;
+  for (const r of settled) {
+    if (r.status === "fulfilled") out.push(r.value);
+    else if (isMQError(r.reason, "SUBSCRIPTION_GROUP_NOT_EXIST")) unknown++;
+    else throw r.reason;
+  }
+  if (out.length === 0 && unknown > 0) {
+    throw new MQError(
+      "SUBSCRIPTION_GROUP_NOT_EXIST",
+      `Consumer group ${group} does not exist on any master${isGroupName(group) ? "" : " (nor is it a valid group name)"}: check the name; a group exists once a consumer of it has started.`,
+    );
+  }
+  return out;
 }
 
 export class Admin {
@@ -187,16 +210,22 @@ export class Admin {
   /**
    * RocketMQ's examineConsumeStats: the per-queue progress of {@link consumerProgress} and the
    * group's consume TPS, the messages per second its pulls took over the last minute (summed
-   * over the masters).
+   * over the masters). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no master knows the group.
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
     const masters = await this.masterAddresses();
-    const replies = await Promise.all(
-      masters.map((addr) =>
-        this.instance
-          .refAt(addr, ConsumptionActorFor.GET_CONSUME_STATS)
-          .ask<ConsumeStatsReply>({ type: "GET_CONSUME_STATS", consumerGroup: group } satisfies GetConsumeStatsRequest & { type: string }),
+    const replies = knownGroupReplies(
+      group,
+      await Promise.allSettled(
+        masters.map((addr) =>
+          this.instance.refAt(addr, ConsumptionActorFor.GET_CONSUME_STATS).ask<ConsumeStatsReply>({
+            type: "GET_CONSUME_STATS",
+            consumerGroup: group,
+          } satisfies GetConsumeStatsRequest & {
+            type: string;
+          }),
+        ),
       ),
     );
     const out: ConsumerProgressEntry[] = [];
@@ -211,7 +240,9 @@ export class Admin {
   /**
    * Moves a group's offsets of a topic, on every master serving it, to the first message stored
    * at or after `timestamp` (server side: the next pull of each queue starts there).
-   * Returns the new offset per queue.
+   * Returns the new offset per queue. A master that does not know the group resets nothing; when
+   * none does, MQError SUBSCRIPTION_GROUP_NOT_EXIST (as RocketMQ refuses it: no offsets are made
+   * for a mistyped group).
    */
   async resetOffsetByTimestamp(
     group: string,
@@ -222,7 +253,7 @@ export class Admin {
     checkTopic(topic);
     const route = await this.topicRoute(topic);
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
-    await Promise.all(
+    const settled = await Promise.allSettled(
       route.brokerDatas.map(async (bd) => {
         const addr = bd.brokerAddrs[String(MASTER_ID)];
         if (!addr) return;
@@ -238,6 +269,7 @@ export class Admin {
         for (const e of r.fields.offsetTable ?? []) out.push({ topic, brokerName: bd.brokerName, queueId: e.queueId, offset: e.offset });
       }),
     );
+    knownGroupReplies(group, settled);
     return out.sort(compareMessageQueue);
   }
 

@@ -227,3 +227,17 @@ test("consume stops cleanly on SIGHUP (terminal closed): exit 0, the printed mes
     child.kill("SIGKILL");
   }
 });
+
+test("reset-offset and progress of a group no broker knows (a typo, an invalid name): one line, exit 1, nothing created", async () => {
+  await cli(["topic", "create", "CliPhantom", "--queues", "2"], { env });
+  const s = await cli(["send", "--topic", "CliPhantom", "-q", "x1", "x2"], { env });
+  assert.equal(s.code, 0, s.err);
+  for (const group of ["typo-group", "not a group!"]) {
+    const r = await cli(["reset-offset", "--group", group, "--topic", "CliPhantom", "--time", "2000-01-01T00:00:00Z"], { env });
+    assert.equal(r.code, 1, r.out);
+    assert.match(oneLine(r.err), /^actormq: error SUBSCRIPTION_GROUP_NOT_EXIST: .*does not exist/);
+    const p = await cli(["progress", "--group", group], { env });
+    assert.equal(p.code, 1, p.out);
+    assert.match(oneLine(p.err), /^actormq: error SUBSCRIPTION_GROUP_NOT_EXIST: .*does not exist/);
+  }
+});

@@ -189,6 +189,32 @@ test("consume stats: broker offset, consumer offset and last consumed store time
   assert.deepEqual([...new Set(all.fields.offsetTable.map((q) => q.topic))], ["T"]);
 });
 
+test("reset and consume stats of a group the broker does not know (a typo, an invalid name): SUBSCRIPTION_GROUP_NOT_EXIST, no offsets made", async () => {
+  await f.broker.createTopic({ topic: "Phantom", readQueueNums: 2, writeQueueNums: 2 });
+  await f.send("Phantom", 0, [{}, {}]);
+  for (const group of ["typo-group", "not a group!"]) {
+    await assert.rejects(
+      f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "Phantom", group, timestamp: 0 }),
+      (e: unknown) => isMQError(e, "SUBSCRIPTION_GROUP_NOT_EXIST") && e.message.includes(group),
+    );
+    // still unknown after the refused reset: it made no offsets (a group with offsets is known)
+    await assert.rejects(f.ask("GET_CONSUME_STATS", { consumerGroup: group }), (e: unknown) =>
+      isMQError(e, "SUBSCRIPTION_GROUP_NOT_EXIST"),
+    );
+  }
+  // a group that committed is known: its reset goes through
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "Real", topic: "Phantom", queueId: 0, commitOffset: 2 });
+  const reset = await f.ask<{ offsetTable: { queueId: number; offset: number }[] }>("INVOKE_BROKER_TO_RESET_OFFSET", {
+    topic: "Phantom",
+    group: "Real",
+    timestamp: 0,
+  });
+  assert.deepEqual(reset.fields.offsetTable, [
+    { queueId: 0, offset: 0 },
+    { queueId: 1, offset: 0 },
+  ]);
+});
+
 test("reset by timestamp: committed at once, answered once to the next pull as PULL_OFFSET_MOVED", async () => {
   await f.broker.createTopic({ topic: "R", readQueueNums: 1, writeQueueNums: 1 });
   await f.send("R", 0, [{}, {}, {}, {}]);
