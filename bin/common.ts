@@ -58,8 +58,11 @@ export function timeArg(v: string): number {
   return t;
 }
 
-export function logLevelOption(): Option {
-  return new Option("--log-level <level>", "log level (default: $ACTORMQ_LOG_LEVEL or info)").choices(LOG_LEVELS).env("ACTORMQ_LOG_LEVEL");
+/** `--log-level`; `fallback` is the level without it or $ACTORMQ_LOG_LEVEL (actors/logger.ts: info for servers, warn for clients). */
+export function logLevelOption(fallback: "info" | "warn" = "info"): Option {
+  return new Option("--log-level <level>", `log level (default: $ACTORMQ_LOG_LEVEL or ${fallback})`)
+    .choices(LOG_LEVELS)
+    .env("ACTORMQ_LOG_LEVEL");
 }
 
 /** `--namesrv` for client commands: comma-separated endpoints, default $ACTORMQ_NAMESRV or tcp://127.0.0.1:9876. */
@@ -72,7 +75,7 @@ export function namesrvOption(): Option {
 
 /** Adds the client flags every client command takes. */
 export function clientCommand(cmd: Command): Command {
-  return cmd.addOption(namesrvOption()).addOption(logLevelOption());
+  return cmd.addOption(namesrvOption()).addOption(logLevelOption("warn"));
 }
 
 /** One line on stderr and exit code 1: `error CODE: message` for MQErrors, `error: message` otherwise. */

@@ -57,6 +57,7 @@ test("--help describes the commands", async () => {
   assert.match(s.out(), /--flush/);
   assert.match(s.out(), /--max-semi-space-size=8 --initial-old-space-size=64/, "start --help gives the brokers' node flags");
   assert.match(s.out(), /--heap-reserve <MiB>/);
+  assert.match(s.out(), /log level \(default: \$ACTORMQ_LOG_LEVEL\s+or\s+info\)/);
 });
 
 test("no command (actormq, actormq topic) is a usage error: help on stderr, exit 2; help asked for exits 0", async () => {

@@ -105,6 +105,7 @@ test("bad input: malformed time, unknown flag, malformed --from, --tag with --sq
   const h = await cli(["send", "--help"]);
   assert.equal(h.code, 0);
   assert.match(h.out, /--delay-level/);
+  assert.match(h.out, /log level \(default: \$ACTORMQ_LOG_LEVEL\s+or\s+warn\)/, "clients log at warn unless told otherwise");
 });
 
 test("consume --count leaves the messages past the count to the group: none sent to %RETRY%, the next run starts after the printed ones", async () => {
