@@ -1178,7 +1178,7 @@ export class MessageStore {
           candOffset.push(base + i);
           bytes += size;
         }
-        if (i < n || n === 0 || base + n >= scanEnd || base + n >= max) break;
+        if (i < n || candPhy.length >= maxNums || n === 0 || base + n >= scanEnd || base + n >= max) break;
         const more = q.read(base + n, scanEnd - (base + n));
         if (!more) break;
         base += n;

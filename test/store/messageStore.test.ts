@@ -3,6 +3,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { ConsumeQueue } from "../../store/consumeQueue.ts";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
@@ -144,6 +145,19 @@ test("getMessage with a SQL92 filter reads on past refused records until the bat
   assert.deepEqual([g.status, g.nextBeginOffset, g.messageCount], ["NO_MATCHED_MESSAGE", 800, 0]);
   g = s.getMessage("g", "F", 0, 800, 32, { matchProperties: (p) => p.n === "999" });
   assert.deepEqual([g.status, g.nextBeginOffset, bodies(g)], ["FOUND", 1000, ["b999"]]);
+  // without a filter a full batch takes one consume-queue read of exactly its entries
+  const cqRead = ConsumeQueue.prototype.read;
+  const cqReads: number[] = [];
+  ConsumeQueue.prototype.read = function (this: ConsumeQueue, from: number, max: number) {
+    cqReads.push(max);
+    return cqRead.call(this, from, max);
+  };
+  try {
+    g = s.getMessage("g", "F", 0, 100, 32);
+  } finally {
+    ConsumeQueue.prototype.read = cqRead;
+  }
+  assert.deepEqual([g.messageCount, g.nextBeginOffset, cqReads], [32, 132, [32]]);
   // a nearly full batch followed by refused records: the records read on are read in batches, not
   // one read (and one consume-queue read) per record
   const realRead = segmentIo.readSync;
