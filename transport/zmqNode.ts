@@ -283,7 +283,8 @@ export class ZmqNode {
     if (!Number.isSafeInteger(opts.maxInboundBytes) || opts.maxInboundBytes < 1024)
       throw new MQError("ILLEGAL_ARGUMENT", `maxInboundBytes must be an integer number of bytes >= 1024, got ${opts.maxInboundBytes}.`);
     if (opts.listen) checkTcpPort(opts.listen, "listen");
-    if (opts.advertise) checkTcpPort(opts.advertise, "advertise");
+    // peers connect to the advertised address: 0 or * would register an address no one can reach
+    if (opts.advertise) checkTcpPort(opts.advertise, "The advertised address", true);
     if (opts.curveClient) {
       checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
       checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");

@@ -352,10 +352,11 @@ export class ClientInstance {
     // consumers heartbeat to slaves too, so a slave serving while its master is down knows the group (RocketMQ does the same)
     const masters = [...this.routes.brokers().values()].flatMap((a) => Object.values(a)).filter((a): a is string => !!a);
     await Promise.all(
+      // ref() throws at once for an address it cannot connect to (a route naming a bad port): that
+      // broker is skipped like an unreachable one, the others still get the heartbeat
       masters.map((addr) =>
-        this.node
-          .ref(addr, BrokerActor.CONSUMERS)
-          .ask({ type: "HEART_BEAT", ...hb })
+        Promise.resolve()
+          .then(() => this.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "HEART_BEAT", ...hb }))
           .catch(() => undefined),
       ),
     );

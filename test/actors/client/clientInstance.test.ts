@@ -82,3 +82,28 @@ it("a name server address with a port above 65535 is refused at start (libzmq wo
   await assert.rejects(Producer.start({ group: "pg", nameservers }), refused);
   await assert.rejects(Admin.start({ nameservers }), refused);
 });
+
+it("a heartbeat skips a broker whose routed address has no valid port instead of rejecting (an unhandled rejection in its timer)", async () => {
+  const inst = await ClientInstance.acquire({ nameservers: ["tcp://127.0.0.1:9"] });
+  try {
+    inst.routes.put("T", {
+      queueDatas: [{ brokerName: "bad", readQueueNums: 1, writeQueueNums: 1, perm: 6 }],
+      brokerDatas: [{ cluster: "c", brokerName: "bad", brokerAddrs: { "0": "tcp://127.0.0.1:0" } }],
+    } as never);
+    const remove = inst.addHeartbeatSource(() => ({
+      consumerData: [
+        {
+          groupName: "g",
+          consumeType: "CONSUME_PASSIVELY",
+          messageModel: "CLUSTERING",
+          consumeFromWhere: "CONSUME_FROM_LAST_OFFSET",
+          subscriptionDataSet: [],
+        },
+      ],
+    }));
+    await inst.sendHeartbeatToAllBrokers();
+    remove();
+  } finally {
+    await inst.release();
+  }
+});
