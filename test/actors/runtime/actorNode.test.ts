@@ -182,7 +182,8 @@ describe("connections to peers that went away", () => {
       await waitFor(() => openFds() <= fds - 2 * gone.length, 5000, "the closed sockets' fds released");
 
       // the peer comes back at the same address: a new ref and the one kept from before both reach it
-      const back = await ActorNode.start({ listen: gone[0]! });
+      // (another process on this machine may hold the port for a moment)
+      const back = await waitFor(() => ActorNode.start({ listen: gone[0]! }).catch(() => null), 20_000, "the peer back on its port");
       try {
         back.spawn("echo", echoMachine);
         const fresh = client.ref(gone[0]!, "echo");
