@@ -63,7 +63,12 @@ try {
   console.log("consumed per broker:", Object.fromEntries(perBroker));
   await producer.close();
   await consumer.close();
+} catch (e) {
+  // interrupted: the requests to the processes being stopped fail; that is not this run's error
+  if (!interrupt.signal.aborted) throw e;
 } finally {
+  // interrupted: exitOnSignal stops the processes and exits with the signal's code
+  if (interrupt.signal.aborted) await new Promise<never>(() => {});
   // 4. Stop exactly the processes this cluster file names.
   const { stopped } = await clusterDown(dir);
   console.log(`stopped ${stopped.length} processes`);
