@@ -107,15 +107,7 @@ export class InspectionPublisher {
     this.onClosed();
     if (final && subscribed && !this.pub.closed) {
       // the node is closing: say so, and give the last records a moment to leave (bounded)
-      this.push({
-        kind: "event",
-        nodeId: this.nodeId,
-        actorName: NODE_ACTOR_NAME,
-        sessionId: "",
-        time: Date.now(),
-        type: INSPECTION_NODE_CLOSED_EVENT,
-        payload: {},
-      });
+      this.pushNodeEvent(INSPECTION_NODE_CLOSED_EVENT);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([this.pumping, new Promise((r) => (timer = setTimeout(r, FINAL_INSPECTION_FLUSH_MS)))]);
       clearTimeout(timer);
@@ -173,16 +165,12 @@ export class InspectionPublisher {
     this.heartbeatTimer.unref();
   }
 
-  private readonly heartbeat = (): void =>
-    this.push({
-      kind: "event",
-      nodeId: this.nodeId,
-      actorName: NODE_ACTOR_NAME,
-      sessionId: "",
-      time: Date.now(),
-      type: INSPECTION_HEARTBEAT_EVENT,
-      payload: {},
-    });
+  private readonly heartbeat = (): void => this.pushNodeEvent(INSPECTION_HEARTBEAT_EVENT);
+
+  /** An event of the process itself (not of one of its actors): closed, heartbeat. */
+  private pushNodeEvent(type: string): void {
+    this.push({ kind: "event", nodeId: this.nodeId, actorName: NODE_ACTOR_NAME, sessionId: "", time: Date.now(), type, payload: {} });
+  }
 
   private stopHeartbeat(): void {
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
