@@ -13,7 +13,7 @@ import { offsetsMachine } from "./consumerOffsetManager.ts";
 import { haClientMachine } from "./haClient.ts";
 import { haMachine } from "./haService.ts";
 import { holdDirect, holdMachine } from "./holdService.ts";
-import { GROUP_HOLDS_LIVE_LOCK, locksMachine } from "./lockManager.ts";
+import { locksMachine } from "./lockManager.ts";
 import { pullDirect, pullMachine } from "./pullProcessor.ts";
 import { queryMessageMachine } from "./queryMessageProcessor.ts";
 import { registrarMachine } from "./registrar.ts";
@@ -59,7 +59,7 @@ export const brokerActors: BrokerActorEntry[] = [
     direct: holdDirect,
     localOnly: ["HOLD_PULL", "ARRIVAL", "CHECK", "EXPIRE"],
   },
-  { name: BrokerActor.LOCKS, logic: locksMachine, localOnly: [GROUP_HOLDS_LIVE_LOCK] },
+  { name: BrokerActor.LOCKS, logic: locksMachine },
   // delay levels and retries: the scheduler stops (and persists its progress) before the store drains
   {
     name: BrokerActor.SCHEDULER,

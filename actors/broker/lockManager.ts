@@ -20,14 +20,22 @@ type Asked = { reply?: Replier };
 export type LocksEvent =
   | ({ type: "LOCK_BATCH_MQ" } & LockBatchRequest & Asked)
   | ({ type: "UNLOCK_BATCH_MQ" } & LockBatchRequest & Asked)
-  | ({ type: typeof GROUP_HOLDS_LIVE_LOCK; consumerGroup: string } & Asked)
   | ({ type: string } & Asked);
 
+const tables = new WeakMap<BrokerContext, LockTable>();
+
 /**
- * Local request (the send path asks it): whether a group holds any live lock, i.e. consumes
- * orderly (RocketMQ's `isLockAllExpired`). Replies `{ locked }`.
+ * The lock table of a broker, shared by the `locks` actor and the send path (whether a group holds
+ * a live lock, RocketMQ's `isLockAllExpired`).
  */
-export const GROUP_HOLDS_LIVE_LOCK = "GROUP_HOLDS_LIVE_LOCK";
+export function lockTableOf(ctx: BrokerContext): LockTable {
+  let t = tables.get(ctx);
+  if (!t) {
+    const maxLive = (ctx.config as LockTuning).lockMaxLiveTimeMs;
+    tables.set(ctx, (t = new LockTable(maxLive ? { lockMaxLiveTimeMs: maxLive } : {})));
+  }
+  return t;
+}
 
 export interface LocksContext {
   ctx: BrokerContext;
@@ -71,8 +79,6 @@ export const locksMachine = setup({
           const { group, clientId, mqs } = lockArgs(event as Partial<LockBatchRequest>);
           context.table.unlockBatch(group, mqs, clientId);
           reply?.ok({});
-        } else if (event.type === GROUP_HOLDS_LIVE_LOCK) {
-          reply?.ok({ locked: !context.table.isLockAllExpired(String((event as { consumerGroup?: unknown }).consumerGroup)) });
         } else {
           throw new MQError(
             "REQUEST_CODE_NOT_SUPPORTED",
@@ -86,10 +92,7 @@ export const locksMachine = setup({
   },
 }).createMachine({
   id: "locks",
-  context: ({ input }) => {
-    const maxLive = (input.ctx.config as LockTuning).lockMaxLiveTimeMs;
-    return { ctx: input.ctx, table: new LockTable(maxLive ? { lockMaxLiveTimeMs: maxLive } : {}) };
-  },
+  context: ({ input }) => ({ ctx: input.ctx, table: lockTableOf(input.ctx) }),
   initial: "serving",
   states: {
     serving: {

@@ -12,7 +12,6 @@ import {
   isUndispatchedTransaction,
 } from "../../transport/messageRecord.ts";
 import {
-  BrokerActor,
   checkTopic,
   isInt32,
   MessageConst,
@@ -26,11 +25,11 @@ import {
   type SubscriptionGroupConfig,
   SYSTEM_TOPICS,
 } from "../../transport/protocol.ts";
-import { type BrokerContext, STORE_ASK_TIMEOUT_MS } from "./brokerContext.ts";
+import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting.ts";
 import { haServiceOf } from "./haService.ts";
-import { GROUP_HOLDS_LIVE_LOCK } from "./lockManager.ts";
-import { DLQ_NUMS_PER_GROUP, dlqTopic, shouldDivertRetrySendToDLQ } from "./retryPolicy.ts";
+import { lockTableOf } from "./lockManager.ts";
+import { DLQ_NUMS_PER_GROUP, dlqTopic, groupOfRetryOrDlqTopic, isRetryTopic, shouldDivertRetrySendToDLQ } from "./retryPolicy.ts";
 
 /** bornHost when the producer gives none (it does not listen, so it has no address). */
 const UNKNOWN_HOST = "127.0.0.1:0";
@@ -69,7 +68,7 @@ export class OpenQueueChooser {
 
 /** The consumer group of a `%RETRY%<group>` topic: found, auto-created, or SUBSCRIPTION_GROUP_NOT_EXIST. */
 function retryGroupOf(ctx: BrokerContext, topic: string): SubscriptionGroupConfig {
-  const group = topic.slice(RETRY_GROUP_TOPIC_PREFIX.length);
+  const group = groupOfRetryOrDlqTopic(topic)!;
   const cfg = ctx.groups.findOrAutoCreate(group);
   if (!cfg)
     throw new MQError(
@@ -86,23 +85,17 @@ function retryGroupOf(ctx: BrokerContext, topic: string): SubscriptionGroupConfi
  * must not re-order through its retry topic), the message goes to `%DLQ%<group>` queue 0 without
  * its delay level. Returns that topic and the properties to store, or undefined to keep the topic.
  */
-async function retrySendToDLQ(
+function retrySendToDLQ(
   ctx: BrokerContext,
   group: SubscriptionGroupConfig,
   reconsumeTimes: number,
   encodedProperties: string,
-): Promise<{ topic: string; properties: string } | undefined> {
+): { topic: string; properties: string } | undefined {
   const properties = decodeProperties(encodedProperties);
   const requested = properties[MessageConst.MAX_RECONSUME_TIMES];
   const fromMessage = requested !== undefined && /^-?\d{1,10}$/.test(requested) ? Number(requested) : Number.NaN;
   const max = isInt32(fromMessage) ? fromMessage : group.retryMaxTimes;
-  const locked =
-    reconsumeTimes <= max &&
-    (
-      await ctx
-        .ref(BrokerActor.LOCKS)
-        .ask<{ locked: boolean }>({ type: GROUP_HOLDS_LIVE_LOCK, consumerGroup: group.groupName }, { timeoutMs: STORE_ASK_TIMEOUT_MS })
-    ).fields.locked;
+  const locked = reconsumeTimes <= max && !lockTableOf(ctx).isLockAllExpired(group.groupName);
   if (!shouldDivertRetrySendToDLQ(reconsumeTimes, max, locked)) return undefined;
   const dlq = ctx.topics.createIfAbsent(dlqTopic(group.groupName), DLQ_NUMS_PER_GROUP, PERM_READ_WRITE);
   delete properties[MessageConst.DELAY];
@@ -171,7 +164,7 @@ export async function processSend(
     batchBody = encodeMessageBatch([{ body, flag: single.flag, properties }]);
   }
   // before the retry topic is auto-created: a copy for a group the broker does not know is refused
-  const retryGroup = single && topic.startsWith(RETRY_GROUP_TOPIC_PREFIX) ? retryGroupOf(ctx, topic) : undefined;
+  const retryGroup = single && isRetryTopic(topic) ? retryGroupOf(ctx, topic) : undefined;
 
   const tc = topics.getOrAutoCreate(topic);
   if (!tc) {
@@ -198,7 +191,7 @@ export async function processSend(
 
   let putTopic = topic;
   let putQueueId = queueId;
-  const dlq = retryGroup && single ? await retrySendToDLQ(ctx, retryGroup, reconsumeTimes, single.properties) : undefined;
+  const dlq = retryGroup && single ? retrySendToDLQ(ctx, retryGroup, reconsumeTimes, single.properties) : undefined;
   if (dlq && single) {
     putTopic = dlq.topic;
     putQueueId = 0;
