@@ -24,7 +24,6 @@ export const DEFAULT_QUEUE_NUMS = 4;
 export const DEFAULT_REGISTER_INTERVAL_MS = 30_000;
 /** How long name servers keep this broker without a registration. */
 export const DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 120_000;
-/** Longest delay setTimeout keeps (2^31 - 1 ms); a longer one fires at once. */
 /** Characters of broker and cluster names. */
 const BROKER_NAME_PATTERN = /^[a-zA-Z0-9_.-]+$/;
 /** Puts the store actor accepts at once before answering SYSTEM_BUSY. */

@@ -52,10 +52,10 @@ export interface OffsetTuning {
 
 /** A take-over waiting for the queue's holder to let go. */
 interface TakeOverWait {
+  group: string;
   clientId: string;
   answer: () => void;
   timer: NodeJS.Timeout;
-  isMember: (clientId: string) => boolean;
 }
 
 /** Who holds one queue of a group (hand-over between members, internals §6.5). */
@@ -221,14 +221,13 @@ export class ConsumerOffsetManager {
    * `timeoutMs` from now. From then on `clientId` is the holder.
    */
   takeOver(group: string, topic: string, queueId: number, clientId: string, timeoutMs: number, answer: () => void): void {
-    const isMember = (id: string) => this.isMember(group, id);
     const h = this.holderOf(group, topic, queueId);
-    if (h.owner === undefined || h.owner === clientId || !isMember(h.owner)) {
+    if (h.owner === undefined || h.owner === clientId || !this.isMember(group, h.owner)) {
       h.owner = clientId;
       answer();
       return;
     }
-    const w: TakeOverWait = { clientId, answer, isMember, timer: setTimeout(() => this.endWait(h, w), timeoutMs) };
+    const w: TakeOverWait = { group, clientId, answer, timer: setTimeout(() => this.endWait(h, w), timeoutMs) };
     w.timer.unref?.();
     if (h.waits) h.waits.push(w);
     else h.waits = [w];
@@ -290,7 +289,7 @@ export class ConsumerOffsetManager {
     while (h.waits && h.waits.length > 0) {
       const w = h.waits[0]!;
       this.endWait(h, w);
-      if (w.isMember(w.clientId)) return;
+      if (this.isMember(w.group, w.clientId)) return;
     }
   }
 

@@ -205,14 +205,10 @@ export class HAService {
     this.refused.delete(key);
     const prev = this.slaves.get(key);
     if (!prev) this.ctx.logger.info({ slaveId, slaveAddr, offset }, "slave connected");
-    const slave: SlaveConnection = {
-      slaveId,
-      slaveAddr,
-      ackedOffset: offset,
-      lastSeenMs: now,
-      lastAnsweredMs: prev?.lastAnsweredMs ?? now,
-    };
-    this.slaves.set(key, slave);
+    const slave: SlaveConnection = prev ?? { slaveId, slaveAddr, ackedOffset: offset, lastSeenMs: now, lastAnsweredMs: now };
+    slave.ackedOffset = offset;
+    slave.lastSeenMs = now;
+    if (!prev) this.slaves.set(key, slave);
     // a slave has one request outstanding at a time: a new one replaces what it left held
     this.held = this.held.filter((h) => h.key !== key);
     this.releaseWaiters(offset);

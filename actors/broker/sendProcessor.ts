@@ -68,14 +68,7 @@ export class OpenQueueChooser {
 
 /** The consumer group of a `%RETRY%<group>` topic: found, auto-created, or SUBSCRIPTION_GROUP_NOT_EXIST. */
 function retryGroupOf(ctx: BrokerContext, topic: string): SubscriptionGroupConfig {
-  const group = groupOfRetryOrDlqTopic(topic)!;
-  const cfg = ctx.groups.findOrAutoCreate(group);
-  if (!cfg)
-    throw new MQError(
-      "SUBSCRIPTION_GROUP_NOT_EXIST",
-      `Subscription group ${group} does not exist on broker ${ctx.config.brokerName}, so ${topic} takes no messages: create the group (Admin) or enable autoCreateSubscriptionGroup.`,
-    );
-  return cfg;
+  return ctx.groups.findOrAutoCreateOrThrow(groupOfRetryOrDlqTopic(topic)!, ctx.config.brokerName, `, so ${topic} takes no messages`);
 }
 
 /**

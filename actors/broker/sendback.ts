@@ -67,13 +67,7 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
     );
   const group = ev.group;
   checkRetryTopicFits(group);
-  const groupConfig = groups.findOrAutoCreate(group);
-  if (!groupConfig) {
-    throw new MQError(
-      "SUBSCRIPTION_GROUP_NOT_EXIST",
-      `Subscription group ${group} does not exist on broker ${config.brokerName}: create it (Admin) or enable autoCreateSubscriptionGroup.`,
-    );
-  }
+  const groupConfig = groups.findOrAutoCreateOrThrow(group, config.brokerName);
   if (groupConfig.retryQueueNums <= 0) return { topic: "", toDLQ: false, delayLevel: 0, reconsumeTimes: 0 };
 
   const retry = topics.createIfAbsent(retryTopic(group), groupConfig.retryQueueNums, PERM_READ_WRITE);

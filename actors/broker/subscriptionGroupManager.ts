@@ -159,6 +159,19 @@ export class SubscriptionGroupManager {
   }
 
   /**
+   * {@link findOrAutoCreate}, or MQError SUBSCRIPTION_GROUP_NOT_EXIST saying what to do; `broker`
+   * and `consequence` (", so ...") complete the message.
+   */
+  findOrAutoCreateOrThrow(group: string, broker: string, consequence = ""): SubscriptionGroupConfig {
+    const cfg = this.findOrAutoCreate(group);
+    if (cfg) return cfg;
+    throw new MQError(
+      "SUBSCRIPTION_GROUP_NOT_EXIST",
+      `Subscription group ${group} does not exist on broker ${broker}${consequence}: create it (Admin) or enable autoCreateSubscriptionGroup.`,
+    );
+  }
+
+  /**
    * Creates or updates a group (fields not given keep their value or default); resolves when on
    * disk. A config the broker could not use is refused (INVALID_PARAMETER) and nothing changes.
    */
