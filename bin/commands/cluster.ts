@@ -3,7 +3,7 @@
 import os from "node:os";
 import cliProgress from "cli-progress";
 import { type Command, Option } from "commander";
-import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
+import type { ClusterProcess } from "../../actors/cluster/index.ts";
 import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
@@ -17,9 +17,9 @@ function memberRow(p: ClusterProcess & { state?: string }): string[] {
 
 /**
  * Ctrl-C (or SIGTERM, SIGHUP) while `up` or `restart` starts processes: they are detached and
- * would outlive us, so the start is aborted to stop them first; the caller exits 128 + signal number.
+ * would outlive us, so the start is aborted to stop them first, and the command exits 128 + signal number.
  */
-function interruptOnSignals(): { signal: AbortSignal; signalled: () => NodeJS.Signals | undefined; dispose: () => void } {
+async function withInterrupt<T>(start: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const interrupt = new AbortController();
   let signalled: NodeJS.Signals | undefined;
   const onSignal = (sig: NodeJS.Signals) => {
@@ -27,13 +27,14 @@ function interruptOnSignals(): { signal: AbortSignal; signalled: () => NodeJS.Si
     interrupt.abort();
   };
   for (const sig of START_SIGNALS) process.on(sig, onSignal);
-  return {
-    signal: interrupt.signal,
-    signalled: () => signalled,
-    dispose: () => {
-      for (const sig of START_SIGNALS) process.off(sig, onSignal);
-    },
-  };
+  try {
+    return await start(interrupt.signal);
+  } catch (e) {
+    if (signalled) fail(e, 128 + os.constants.signals[signalled]);
+    throw e;
+  } finally {
+    for (const sig of START_SIGNALS) process.off(sig, onSignal);
+  }
 }
 
 async function run(body: () => Promise<void>): Promise<void> {
@@ -80,19 +81,10 @@ export function addClusterCommands(program: Command): void {
             cliProgress.Presets.shades_classic,
           );
           bar.start(total, 0, { name: "" });
-          const { signal, signalled, dispose } = interruptOnSignals();
-          let cf: ClusterFile;
-          try {
-            cf = await clusterUp({ ...f, signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) });
-          } catch (e) {
-            bar.stop();
-            const sig = signalled();
-            if (sig) fail(e, 128 + os.constants.signals[sig]);
-            throw e;
-          } finally {
-            bar.stop();
-            dispose();
-          }
+          // the bar stops before an interrupted start exits
+          const cf = await withInterrupt((signal) =>
+            clusterUp({ ...f, signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) }).finally(() => bar.stop()),
+          );
           process.stdout.write(
             formatTable(
               ["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "DIR"],
@@ -163,17 +155,7 @@ export function addClusterCommands(program: Command): void {
     .addOption(dirOption())
     .action((name: string, f: { dir: string }) =>
       run(async () => {
-        const { signal, signalled, dispose } = interruptOnSignals();
-        let p: ClusterProcess;
-        try {
-          p = await clusterRestart(f.dir, name, undefined, signal);
-        } catch (e) {
-          const sig = signalled();
-          if (sig) fail(e, 128 + os.constants.signals[sig]);
-          throw e;
-        } finally {
-          dispose();
-        }
+        const p = await withInterrupt((signal) => clusterRestart(f.dir, name, undefined, signal));
         process.stdout.write(`restarted ${p.name} (pid ${p.pid}) at ${p.address}\n`);
       }),
     );
