@@ -190,7 +190,7 @@ export class ConsumeOrderlyService {
       clearTimeout(t);
       if (timedOut) return false;
     }
-    this.runs.delete(pq);
+    this.forget(run);
     return true;
   }
 

@@ -56,7 +56,7 @@ export interface ConsumeConcurrentlyContext {
  * broker decides), and the result stays in int range. The broker refuses a non-integer level, and
  * a refused send-back would loop the message locally, never retried nor dead-lettered.
  */
-export function delayLevelWhenNextConsumeOf(v: unknown): number {
+function delayLevelWhenNextConsumeOf(v: unknown): number {
   if (typeof v !== "number" || Number.isNaN(v)) return 0;
   return Math.max(-0x80000000, Math.min(0x7fffffff, Math.trunc(v))) || 0;
 }

@@ -186,7 +186,7 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
 }
 
 /** zlib level of compressed bodies (RocketMQ's default `rocketmq.message.compressLevel`). */
-export const COMPRESS_LEVEL = 5;
+const COMPRESS_LEVEL = 5;
 /** The sysFlag bits of a body {@link compressBody} compressed: COMPRESSED, compression type ZLIB (RocketMQ 5). */
 export const ZLIB_COMPRESSED_SYS_FLAG = MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_ZLIB_TYPE;
 

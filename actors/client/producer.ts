@@ -10,10 +10,8 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   isGroupName,
   isMQError,
-  MASTER_ID,
   type MessageQueue,
   MQError,
-  Perm,
   type SendMessageReply,
   type SendMessageRequest,
   type SendStatus,
@@ -21,7 +19,7 @@ import {
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
 import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
-import type { TopicPublishInfo } from "./routeCache.ts";
+import { type TopicPublishInfo, writableQueueDatas } from "./routeCache.ts";
 
 export const DEFAULT_SEND_TIMEOUT_MS = 3000;
 export const DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED = 2;
@@ -336,8 +334,7 @@ export class Producer {
 function noWritableQueue({ topic, route }: TopicPublishInfo): MQError {
   if (route.queueDatas.length === 0)
     return new MQError("NO_ROUTE", `Topic ${topic} has no live broker in its route; check that its brokers are running.`);
-  const withMaster = new Set(route.brokerDatas.filter((b) => b.brokerAddrs[String(MASTER_ID)] !== undefined).map((b) => b.brokerName));
-  if (route.queueDatas.some((qd) => (qd.perm & Perm.WRITE) !== 0 && withMaster.has(qd.brokerName)))
+  if (writableQueueDatas(route).length > 0)
     return new MQError(
       "NO_ROUTE",
       `Topic ${topic} has 0 write queues on every broker that takes writes; raise its writeQueueNums (Admin.createTopic, topic create --queues).`,

@@ -30,13 +30,13 @@ import { computePullFromWhere } from "./pullFromWhere.ts";
 import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
 import {
   BROKER_SUSPEND_MAX_TIME_MILLIS,
-  CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
-  PULL_TIMEOUT_MARGIN_MS,
+  MAX_BROKER_SUSPEND_MS,
   PullService,
   pullFailureLogger,
   pullServiceMachine,
+  pullTimeoutFor,
 } from "./pullService.ts";
 import { checkGroup, checkRange, consumerHostOf } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
@@ -121,7 +121,7 @@ export class PullConsumer {
         consumeConcurrentlyMaxSpan: Number.MAX_SAFE_INTEGER,
         orderly: false,
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
-        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + PULL_TIMEOUT_MARGIN_MS),
+        pullTimeoutMillis: pullTimeoutFor(opts.brokerSuspendMaxTimeMillis),
       },
       onFound: (req, msgs) => this.onFound(req, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
@@ -169,8 +169,7 @@ export class PullConsumer {
     checkRange("pullBatchSize", opts.pullBatchSize, 1, 1024);
     checkRange("pullThresholdForQueue", opts.pullThresholdForQueue, 1, 65535);
     checkRange("pullThresholdSizeForQueue", opts.pullThresholdSizeForQueue, 1, 1024);
-    // the pull's own timeout is 15 s longer and must still be a timer Node keeps
-    checkRange("brokerSuspendMaxTimeMillis", opts.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS - PULL_TIMEOUT_MARGIN_MS);
+    checkRange("brokerSuspendMaxTimeMillis", opts.brokerSuspendMaxTimeMillis, 1, MAX_BROKER_SUSPEND_MS);
     checkRange("rebalanceIntervalMs", opts.rebalanceIntervalMs, 1, MAX_TIMER_MS);
     if (!Number.isFinite(opts.consumeTimestamp))
       throw new MQError("ILLEGAL_ARGUMENT", `consumeTimestamp must be a time in ms since the epoch, got ${String(opts.consumeTimestamp)}.`);

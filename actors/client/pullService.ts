@@ -14,6 +14,7 @@ import {
   ConsumptionActorFor,
   isMQError,
   MASTER_ID,
+  MAX_TIMER_MS,
   MessageConst,
   type MessageModel,
   MQError,
@@ -50,7 +51,14 @@ export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
 /** Client timeout of a long-polling pull. */
 export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
 /** A held pull's own timeout: the broker's suspend time plus this (RocketMQ's 15 s). */
-export const PULL_TIMEOUT_MARGIN_MS = 15_000;
+const PULL_TIMEOUT_MARGIN_MS = 15_000;
+/** Longest brokerSuspendMaxTimeMillis: the pull's own timeout, 15 s longer, must still be a timer Node keeps. */
+export const MAX_BROKER_SUSPEND_MS = MAX_TIMER_MS - PULL_TIMEOUT_MARGIN_MS;
+
+/** The timeout of a pull the broker may hold `brokerSuspendMaxTimeMillis` (at least 30 s, RocketMQ's). */
+export function pullTimeoutFor(brokerSuspendMaxTimeMillis: number): number {
+  return Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, brokerSuspendMaxTimeMillis + PULL_TIMEOUT_MARGIN_MS);
+}
 /**
  * Pulls kept in flight per queue while the queue is known to hold more than they ask for. The
  * first pull of a queue is RocketMQ's; the others are issued at the offsets the earlier ones will

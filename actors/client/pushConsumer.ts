@@ -60,15 +60,15 @@ import type { ProcessQueue } from "./processQueue.ts";
 import type { ConsumerHost, ConsumerRegistration, PullRequest } from "./pullRequest.ts";
 import {
   BROKER_SUSPEND_MAX_TIME_MILLIS,
-  CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND,
   DEFAULT_CONSUME_CONCURRENTLY_MAX_SPAN,
   DEFAULT_PULL_BATCH_SIZE,
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
-  PULL_TIMEOUT_MARGIN_MS,
+  MAX_BROKER_SUSPEND_MS,
   PullService,
   pullFailureLogger,
   pullServiceMachine,
+  pullTimeoutFor,
 } from "./pullService.ts";
 import {
   DEFAULT_REBALANCE_LOCK_INTERVAL_MS,
@@ -327,7 +327,7 @@ export class PushConsumer {
         consumeConcurrentlyMaxSpan: opts.consumeConcurrentlyMaxSpan,
         orderly: opts.orderly,
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
-        pullTimeoutMillis: Math.max(CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND, opts.brokerSuspendMaxTimeMillis + PULL_TIMEOUT_MARGIN_MS),
+        pullTimeoutMillis: pullTimeoutFor(opts.brokerSuspendMaxTimeMillis),
       },
       onFound: (req, msgs, dispatch) =>
         this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs),
@@ -459,8 +459,7 @@ export class PushConsumer {
     // rebalance rounds and offset persists back to back, every pull timing out on the broker at once
     checkRange("rebalanceIntervalMs", o.rebalanceIntervalMs, 1, MAX_TIMER_MS);
     checkRange("persistConsumerOffsetIntervalMs", o.persistConsumerOffsetIntervalMs, 1, MAX_TIMER_MS);
-    // the pull's own timeout is 15 s longer and must still be a timer Node keeps
-    checkRange("brokerSuspendMaxTimeMillis", o.brokerSuspendMaxTimeMillis, 1, MAX_TIMER_MS - PULL_TIMEOUT_MARGIN_MS);
+    checkRange("brokerSuspendMaxTimeMillis", o.brokerSuspendMaxTimeMillis, 1, MAX_BROKER_SUSPEND_MS);
     // 0 redelivers a failed batch at once, as a timer does
     checkRange("reconsumeLaterDelayMs", o.reconsumeLaterDelayMs, 0, MAX_TIMER_MS);
     getAllocateStrategy(o.allocateStrategy);

@@ -319,10 +319,9 @@ export class Rebalancer {
       await waitForQueueListeners(h.pq, this.deps.releaseWaitMs ?? DEFAULT_QUEUE_RELEASE_WAIT_MS);
       if (this.deps.autoCommit !== false) offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
       await offsetStore.release(h.mq, this.deps.host.clientId);
-    } else if (this.deps.onPersistFailed) {
-      await offsetStore.persist(h.mq).catch((e) => this.deps.onPersistFailed!(e));
     } else {
-      await offsetStore.persist(h.mq);
+      const persisted = offsetStore.persist(h.mq);
+      await (this.deps.onPersistFailed ? persisted.catch(this.deps.onPersistFailed) : persisted);
     }
     offsetStore.removeOffset(h.mq);
   }

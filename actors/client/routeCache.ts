@@ -4,7 +4,7 @@
  * route from a name server, the queues a producer may write to, the queues a consumer may read,
  * and broker addresses by name.
  */
-import { MASTER_ID, type MessageQueue, Perm, type TopicRouteData } from "../../transport/protocol.ts";
+import { MASTER_ID, type MessageQueue, Perm, type QueueData, type TopicRouteData } from "../../transport/protocol.ts";
 
 /** What a producer needs for a topic. */
 export interface TopicPublishInfo {
@@ -15,13 +15,17 @@ export interface TopicPublishInfo {
   route: TopicRouteData;
 }
 
-/** The writable queues of a route: per queue data with WRITE permission whose broker has a master. */
-export function publishQueuesOf(topic: string, route: TopicRouteData): MessageQueue[] {
+/** The queue data a producer may write to: WRITE permission, on a broker that has a master. */
+export function writableQueueDatas(route: TopicRouteData): QueueData[] {
   const withMaster = new Set(route.brokerDatas.filter((b) => b.brokerAddrs[String(MASTER_ID)] !== undefined).map((b) => b.brokerName));
+  return route.queueDatas.filter((qd) => (qd.perm & Perm.WRITE) !== 0 && withMaster.has(qd.brokerName));
+}
+
+/** The writable queues of a route ({@link writableQueueDatas}), by broker name then queue id. */
+export function publishQueuesOf(topic: string, route: TopicRouteData): MessageQueue[] {
   const out: MessageQueue[] = [];
-  const qds = [...route.queueDatas].sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0));
+  const qds = writableQueueDatas(route).sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0));
   for (const qd of qds) {
-    if ((qd.perm & Perm.WRITE) === 0 || !withMaster.has(qd.brokerName)) continue;
     for (let i = 0; i < qd.writeQueueNums; i++) out.push({ topic, brokerName: qd.brokerName, queueId: i });
   }
   return out;

@@ -11,6 +11,7 @@ import {
   type ConsumerSendMsgBackRequest,
   isMQError,
   MessageConst,
+  MQError,
   RETRY_GROUP_TOPIC_PREFIX,
 } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
@@ -79,7 +80,7 @@ export function createSendBack(
   // it keeps failing: say so (RocketMQ logs each one), once per error code per interval
   const throttle = new LogThrottle(SEND_BACK_FAILURE_LOG_INTERVAL_MS);
   const logFailure = (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): void => {
-    const code = isMQError(e) ? e.code : addr ? "UNKNOWN" : "NO_ROUTE";
+    const code = isMQError(e) ? e.code : "UNKNOWN";
     const suppressed = throttle.pass(code);
     if (suppressed === undefined) return;
     const error = e instanceof Error ? e.message : String(e);
@@ -92,7 +93,7 @@ export function createSendBack(
   const one = async (m: MessageExt, delayLevel: number, opts: SendBackOptions | undefined): Promise<boolean> => {
     const addr = host.brokerAddress(m.brokerName, 0);
     if (!addr) {
-      logFailure(m, delayLevel, addr, `No address for the master of broker ${m.brokerName} (not in the route).`);
+      logFailure(m, delayLevel, addr, new MQError("NO_ROUTE", `No address for the master of broker ${m.brokerName} (not in the route).`));
       return false;
     }
     try {
