@@ -358,25 +358,26 @@ export class ConsumeOrderlyService {
   ): Promise<boolean> {
     const { pq } = run;
     const autoCommit = ctx.autoCommit !== false;
-    if (status === "SUCCESS" || status === "CONSUME_SUCCESS") {
-      this.stats.consumed += msgs.length;
-      // autoCommit false: the batch stays taken until a COMMIT (or comes back on a ROLLBACK)
-      if (autoCommit) this.commit(run);
-      return true;
-    }
-    if (status === "COMMIT" || status === "ROLLBACK") {
-      // RocketMQ's deprecated statuses: with autoCommit it acknowledges both like SUCCESS
-      if (autoCommit || status === "COMMIT") {
-        this.stats.consumed += msgs.length;
-        this.commit(run);
-        return true;
-      }
+    const acknowledged = status === "SUCCESS" || status === "CONSUME_SUCCESS" || status === "COMMIT" || status === "ROLLBACK";
+    if (status === "ROLLBACK" && !autoCommit) {
       // everything taken since the last commit comes again, in order, after the pause (no retry counted)
       this.stats.suspended++;
       pq.rollback();
       this.suspendLater(run, ctx);
       return false;
     }
+    // SUSPEND (or a throw): suspended, unless every message went to the dead-letter queue, which
+    // moves the queue past them as SUCCESS does
+    if (!acknowledged && (await this.suspendOrDeadLetter(run, taken, msgs, ctx))) return false;
+    // SUCCESS, or RocketMQ's deprecated COMMIT / ROLLBACK, which with autoCommit acknowledge like it;
+    // autoCommit false: the batch stays taken until a COMMIT (or comes back on a ROLLBACK)
+    this.stats.consumed += msgs.length;
+    if (autoCommit || status === "COMMIT") this.commit(run);
+    return true;
+  }
+
+  /** A batch the listener did not consume: retried in place after the pause, or dead-lettered past maxReconsumeTimes; true when suspended. */
+  private async suspendOrDeadLetter(run: QueueRun, taken: MessageExt[], msgs: MessageExt[], ctx: ConsumeOrderlyContext): Promise<boolean> {
     this.stats.suspended++;
     const max = this.deps.settings.maxReconsumeTimes;
     const exhausted = msgs.filter((m) => m.reconsumeTimes >= max);
@@ -393,15 +394,10 @@ export class ConsumeOrderlyService {
       }
       if (unsent.length > 0) mustSuspend = true;
     }
-    if (mustSuspend) {
-      for (const m of msgs) if (!run.deadLettered.has(m.queueOffset)) m.reconsumeTimes++;
-      pq.makeMessageToConsumeAgain(taken);
-      this.suspendLater(run, ctx);
-      return false;
-    }
-    // every message went to the dead-letter queue: the queue moves past them (autoCommit false: at its COMMIT)
-    this.stats.consumed += msgs.length;
-    if (autoCommit) this.commit(run);
+    if (!mustSuspend) return false;
+    for (const m of msgs) if (!run.deadLettered.has(m.queueOffset)) m.reconsumeTimes++;
+    run.pq.makeMessageToConsumeAgain(taken);
+    this.suspendLater(run, ctx);
     return true;
   }
 
