@@ -91,7 +91,11 @@ export class Dispatcher {
   private cqBuf = Buffer.allocUnsafe(CQ_ENTRY_BYTES * 1024);
   /** store time of the last record dispatched (the checkpoint's logics/index timestamp) */
   lastStoreTimestamp = 0;
-  /** after a dispatch that threw: the commit-log offset below which every record has its index entries */
+  /**
+   * After a dispatch that threw: the commit-log offset below which every record has its index
+   * entries, so dispatching those records again adds none (index entries are not positional). The
+   * store sets it back to 0 once what the failure left is dispatched.
+   */
   indexedEnd = 0;
   private listeners: Array<(a: ArrivalNotice) => void> = [];
 
@@ -120,9 +124,10 @@ export class Dispatcher {
    * Dispatches the whole records in `buf[start, end)`, the first of which sits at commit-log
    * offset `basePhy`. Stops at a BLANK marker. `notify` false during recovery; `toQueues` false
    * writes index entries only (recovery rebuilding a lost index under kept consume queues); records
-   * below `indexFrom` get no index entries (a dispatch again after a failed one: they have theirs).
+   * below {@link indexedEnd} get no index entries (a dispatch again after a failed one: they have theirs).
    */
-  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true, toQueues = true, indexFrom = 0): void {
+  dispatch(buf: Buffer, start: number, end: number, basePhy: number, notify = true, toQueues = true): void {
+    const indexFrom = this.indexedEnd;
     let p = start;
     let runTopicPos = -1;
     let runTopicLen = 0;
@@ -245,7 +250,7 @@ export class Dispatcher {
       this.index.writePending();
     } catch (e) {
       // how far indexing got: every record before `p` has its index entries (dispatching again skips them)
-      this.indexedEnd = basePhy + (p - start);
+      this.indexedEnd = Math.max(this.indexedEnd, basePhy + (p - start));
       throw e;
     }
   }

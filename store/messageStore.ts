@@ -320,8 +320,6 @@ export class MessageStore {
   private closed = false;
   /** Commit-log offset from which appended records wait to be dispatched again after a failed consume-queue or index write; -1: none. */
   private undispatchedFrom = -1;
-  /** how far the failed dispatches got with index entries: dispatching again adds none below it (they are not positional) */
-  private undispatchedIndexedTo = -1;
   /** disk use at the last check, when at or above diskFullPercent: puts are refused */
   private diskFullAt: number | null = null;
   private checkpointing: Promise<void> | null = null;
@@ -774,7 +772,6 @@ export class MessageStore {
       this.dispatcher.dispatch(buf, 0, len, phy0);
     } catch (e) {
       if (this.undispatchedFrom < 0) this.undispatchedFrom = phy0;
-      this.undispatchedIndexedTo = Math.max(this.undispatchedIndexedTo, this.dispatcher.indexedEnd);
       throw e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Dispatch failed: ${(e as Error).message}`, { cause: e });
     }
   }
@@ -793,9 +790,8 @@ export class MessageStore {
       const segEnd = seg ? Math.min(end, seg.start + this.commitLog.segmentBytes) : end;
       const buf = seg ? this.commitLog.read(phy, segEnd - phy) : null;
       try {
-        if (buf) this.dispatcher.dispatch(buf, 0, buf.length, phy, true, true, this.undispatchedIndexedTo);
+        if (buf) this.dispatcher.dispatch(buf, 0, buf.length, phy);
       } catch (e) {
-        this.undispatchedIndexedTo = Math.max(this.undispatchedIndexedTo, this.dispatcher.indexedEnd);
         const why = e instanceof Error ? e.message : String(e);
         throw new MQError(
           e instanceof MQError ? e.code : "SYSTEM_ERROR",
@@ -806,7 +802,7 @@ export class MessageStore {
       phy = segEnd;
     }
     this.undispatchedFrom = -1;
-    this.undispatchedIndexedTo = -1;
+    this.dispatcher.indexedEnd = 0;
   }
 
   /** The checkpoint's dispatched position: `end`, or where a failed dispatch stopped (recovery dispatches from there). */
