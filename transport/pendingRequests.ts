@@ -101,9 +101,9 @@ export class PendingRequests {
 
   /**
    * Fails, with `err(type, target)`, the asks that went out on `link` numbered up to `seq` (those the
-   * socket had taken when its connection closed: their replies cannot come back). Returns how many.
+   * socket had taken when its connection closed: their replies cannot come back).
    */
-  rejectSentOn(link: object, seq: number, err: (type: string, target: string) => MQError): number {
+  rejectSentOn(link: object, seq: number, err: (type: string, target: string) => MQError): void {
     const gone: Array<[number, Pending]> = [];
     for (const e of this.byId) if (e[1].link === link && e[1].seq <= seq) gone.push(e);
     for (const [id, p] of gone) {
@@ -111,7 +111,6 @@ export class PendingRequests {
       p.bucket.delete(id);
       p.reject(err(p.type, p.target));
     }
-    return gone.length;
   }
 
   /** Removes and returns ask `id` if it went out on `from`; null (left waiting) if on another link. */

@@ -5,13 +5,7 @@
  * draws every actor's statechart and an event timeline.
  */
 import { MQError } from "../../transport/protocol.ts";
-import {
-  ActorNode,
-  INSPECTION_HEARTBEAT_EVENT,
-  INSPECTION_HEARTBEAT_INTERVAL_MS,
-  InspectionCollector,
-  type InspectionRecord,
-} from "../runtime/index.ts";
+import { ActorNode, INSPECTION_HEARTBEAT_INTERVAL_MS, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
   checkCollectAddress,
@@ -288,14 +282,15 @@ export class Inspector {
       kept = rest;
       bytes = estimateSize(kept, this.opts.maxRecordBytes);
     }
+    let forTimeline: boolean;
     try {
-      this.tree.apply(r);
+      forTimeline = this.tree.apply(r);
     } catch {
       this.malformed++;
       return;
     }
-    // liveness only: kept out of the timeline
-    if (r.kind === "event" && r.type === INSPECTION_HEARTBEAT_EVENT) return;
+    // a heartbeat is liveness only: kept out of the timeline
+    if (!forTimeline) return;
     this.server?.publish(this.buffer.push(kept, bytes));
   }
 

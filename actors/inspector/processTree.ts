@@ -90,12 +90,12 @@ export class ProcessTree {
     private readonly maxGoneProcesses = DEFAULT_MAX_GONE_PROCESSES,
   ) {}
 
-  /** Updates the tree with one (checked) record. */
-  apply(r: InspectionRecord): void {
+  /** Updates the tree with one (checked) record; false for a liveness signal, which is not for the timeline. */
+  apply(r: InspectionRecord): boolean {
     // a closing node's farewell: gone now, its actors' last states kept (no probe needed)
     if (r.kind === "event" && r.type === INSPECTION_NODE_CLOSED_EVENT) {
       this.markGone(r.nodeId);
-      return;
+      return true;
     }
     const n = this.node(r.nodeId);
     n.lastSeen = Date.now();
@@ -107,7 +107,7 @@ export class ProcessTree {
     // a liveness signal only: not a record of the process's actors
     if (r.kind === "event" && r.type === INSPECTION_HEARTBEAT_EVENT) {
       n.heartbeats = true;
-      return;
+      return false;
     }
     n.records++;
     let a = n.bySession.get(r.sessionId);
@@ -131,10 +131,10 @@ export class ProcessTree {
       n.actors.set(r.actorName, a);
       n.bySession.set(r.sessionId, a);
       this.trim(n);
-      return;
+      return true;
     }
     if (a === undefined) a = n.actors.get(r.actorName);
-    if (a === undefined) return;
+    if (a === undefined) return true;
     a.lastTime = r.time;
     if (r.kind === "event") {
       a.events++;
@@ -159,6 +159,7 @@ export class ProcessTree {
       a.lastError = r.error;
       if (r.action === "stop") a.status = "stopped";
     }
+    return true;
   }
 
   /** Records a process's address (from a probe). */

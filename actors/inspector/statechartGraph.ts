@@ -47,11 +47,6 @@ export interface StatechartGraph {
 }
 
 /**
- * Deepest nesting drawn; deeper definitions are cut (a guard against hostile input). The runtime
- * sends snapshot values as deep, so every level drawn can be lit.
- */
-export { MAX_STATE_DEPTH };
-/**
  * Most states and transitions laid out per machine. The layout runs on the inspector's event loop
  * (a broker's, under `actormq start`) and its time grows quickly with the edges: these bounds keep
  * one chart well under a second; actormq's own machines have at most 5 states and 9 transitions.
