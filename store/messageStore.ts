@@ -29,7 +29,15 @@ import {
   writeHost,
   writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
-import { checkTopic, DEFAULT_MAX_MESSAGE_BYTES, isMQError, MAX_TIMER_MS, MessageConst, MQError } from "../transport/protocol.ts";
+import {
+  checkTopic,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  isMQError,
+  isPortText,
+  MAX_TIMER_MS,
+  MessageConst,
+  MQError,
+} from "../transport/protocol.ts";
 import {
   checkpointMinTimestamp,
   type QueueMark,
@@ -68,7 +76,7 @@ function isIPv4HostPort(host: unknown): boolean {
   if (typeof host !== "string") return false;
   const colon = host.lastIndexOf(":");
   const port = host.slice(colon + 1);
-  return colon > 0 && isIPv4(host.slice(0, colon)) && /^\d{1,5}$/.test(port) && Number(port) <= 65535;
+  return colon > 0 && isIPv4(host.slice(0, colon)) && isPortText(port, 0);
 }
 
 const isWhole = (min: number) => (v: number) => Number.isSafeInteger(v) && v >= min;

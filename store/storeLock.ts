@@ -166,7 +166,7 @@ export function acquireStoreLock(dir: string): () => void {
   return () => {
     heldHere.delete(key);
     try {
-      if (Number(fs.readFileSync(file, "utf8").trim().split(" ")[0]) === process.pid) fs.rmSync(file, { force: true });
+      if (Number(readOrNull(file)?.trim().split(" ")[0]) === process.pid) fs.rmSync(file, { force: true });
     } catch {
       /* already gone */
     }

@@ -170,6 +170,10 @@ export const AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102";
 /** Topics the broker manages itself: producers may not send to them, admins may not create or change them. */
 export const SYSTEM_TOPICS: ReadonlySet<string> = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** Whether `text` is a decimal TCP port from `min` (0 to bind any, 1 to connect) to 65535. */
+export function isPortText(text: string, min: number): boolean {
+  return /^\d{1,5}$/.test(text) && Number(text) >= min && Number(text) <= 65535;
+}
 /** The longest delay a Node timer keeps (2^31 - 1 ms); a longer one fires after 1 ms, so timing options stop here. */
 export const MAX_TIMER_MS = 2_147_483_647;
 export const TOPIC_MAX_LENGTH = 127;

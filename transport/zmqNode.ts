@@ -27,7 +27,7 @@ import {
 } from "./codec.ts";
 import { type CurveClientOptions, type CurveServerOptions, checkCurveKey, zapHandler } from "./curve.ts";
 import { PendingRequests, type ReplyMessage } from "./pendingRequests.ts";
-import { MQError, RequestCode, ResponseCode } from "./protocol.ts";
+import { isPortText, MQError, RequestCode, ResponseCode } from "./protocol.ts";
 
 /** @default 3000 */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 3000;
@@ -202,8 +202,7 @@ export class RouterLink extends Link {
 export function checkTcpPort(endpoint: string, what: string, connect = false): void {
   if (!endpoint.startsWith("tcp://")) return;
   const port = endpoint.slice(endpoint.lastIndexOf(":") + 1);
-  const n = /^\d{1,5}$/.test(port) ? Number(port) : -1;
-  if (connect ? n >= 1 && n <= 65535 : port === "*" || (n >= 0 && n <= 65535)) return;
+  if (connect ? isPortText(port, 1) : port === "*" || isPortText(port, 0)) return;
   throw new MQError(
     "ILLEGAL_ARGUMENT",
     connect

@@ -1,6 +1,6 @@
 /** Options of {@link Inspector.start} and their defaults. */
 
-import { MQError } from "../../transport/protocol.ts";
+import { isPortText, MQError } from "../../transport/protocol.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
@@ -99,8 +99,7 @@ const COLLECT_ADDRESS = /^tcp:\/\/(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):(\d{1,5})$/;
 /** Refuses a `collect` address that is not `tcp://host:port` (a node's ROUTER endpoint). */
 export function checkCollectAddress(address: string): void {
   const m = typeof address === "string" ? COLLECT_ADDRESS.exec(address) : null;
-  const port = m ? Number(m[2]) : 0;
-  if (port < 1 || port > 65535)
+  if (!m || !isPortText(m[2]!, 1))
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `Bad collect address "${address}": use tcp://host:port, the endpoint a name server, broker or listening client serves on (e.g. tcp://127.0.0.1:9876).`,
