@@ -44,6 +44,8 @@ export function readBrokerJson(file: string, logger?: ConfigLogger): unknown {
 export class ConfigFile<T extends object> {
   readonly path: string;
   private writing: Promise<void> | null = null;
+  /** A write loop has not finished yet (set before it starts, cleared by it). */
+  private running = false;
   private dirty = false;
 
   constructor(
@@ -90,35 +92,36 @@ export class ConfigFile<T extends object> {
    */
   persist(): Promise<void> {
     this.dirty = true;
-    if (!this.writing) {
-      // JsonFile.write is synchronous, so the loop may settle before `writing` is assigned: it is
-      // cleared here, once assigned, rather than in the loop (a rejected write must not stay put)
-      const w = this.writeLoop();
-      this.writing = w;
-      const clear = () => {
-        if (this.writing === w) this.writing = null;
-      };
-      w.then(clear, clear);
+    // `running` is cleared by the loop itself, in the microtask of its last check: a persist made
+    // after that starts a new loop instead of getting the settled promise of one that will not
+    // write its change
+    if (!this.running) {
+      this.running = true;
+      this.writing = this.writeLoop();
     }
-    return this.writing;
+    return this.writing!;
   }
 
   private async writeLoop(): Promise<void> {
-    while (this.dirty) {
-      this.dirty = false;
-      try {
-        JsonFile.write(this.path, this.snapshot());
-      } catch (e) {
-        this.dirty = true;
-        throw e;
+    try {
+      while (this.dirty) {
+        this.dirty = false;
+        try {
+          JsonFile.write(this.path, this.snapshot());
+        } catch (e) {
+          this.dirty = true;
+          throw e;
+        }
+        // let changes made meanwhile join the next write instead of each costing one
+        await Promise.resolve();
       }
-      // let changes made meanwhile join the next write instead of each costing one
-      await Promise.resolve();
+    } finally {
+      this.running = false;
     }
   }
 
   /** Waits for pending writes; a failed one is not an error here (the next persist retries it). */
   async flush(): Promise<void> {
-    while (this.writing) await this.writing.catch(() => {});
+    while (this.running) await this.writing!.catch(() => {});
   }
 }

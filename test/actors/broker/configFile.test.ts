@@ -32,6 +32,23 @@ test("ConfigFile: a failed write does not wedge later writes", async (t) => {
   assert.deepEqual(JSON.parse(readFileSync(f.path, "utf8")), { v: 2 });
 });
 
+test("ConfigFile: a persist made any number of microtasks after another resolves only once its state is on disk", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  // two requests of one frame are handled a microtask or a few apart: one of them can land after
+  // the write loop's last check and before its promise settled
+  for (let ticks = 0; ticks < 8; ticks++) {
+    let state = { ticks, v: 1 };
+    const f = new ConfigFile(dir, "topics.json", () => state);
+    const first = f.persist();
+    for (let i = 0; i < ticks; i++) await Promise.resolve();
+    state = { ticks, v: 2 };
+    await f.persist();
+    assert.deepEqual(JSON.parse(readFileSync(f.path, "utf8")), state, `persist ${ticks} microtasks after the first: its state is on disk`);
+    await first;
+  }
+});
+
 test("TopicConfigManager: topics created during a failed write are written by the next change and by close", async (t) => {
   const { dir, cleanup } = await tempDir("cfgfile-");
   t.after(cleanup);
