@@ -3,11 +3,11 @@
  * not fit the rest of a segment leaves a BLANK marker there and goes to the next segment. Puts
  * that wait for durability share fdatasyncs (group commit).
  */
-import fs from "node:fs";
 import path from "node:path";
 import { crc32 } from "node:zlib";
 import { BLANK_MAGIC, BLANK_MARKER_BYTES } from "../transport/messageRecord.ts";
 import { MQError } from "../transport/protocol.ts";
+import { mkdirDurable } from "./durableDir.ts";
 import { fileBytes, listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /**
@@ -57,7 +57,7 @@ export class CommitLog {
   constructor(dir: string, segmentBytes: number) {
     this.dir = dir;
     this.segmentBytes = segmentBytes;
-    fs.mkdirSync(dir, { recursive: true });
+    mkdirDurable(dir);
     const longer = (file: string) => (has: number) =>
       `Commit-log file ${file} holds ${has} bytes but commitLogSegmentBytes is ${segmentBytes}: the store was written with commitLogSegmentBytes=${has}; open it with that.`;
     const found = listSegmentFiles(dir);

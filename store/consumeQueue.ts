@@ -8,6 +8,7 @@ import path from "node:path";
 import { MIN_RECORD_BYTES, readLong, writeLong } from "../transport/messageRecord.ts";
 import { MQError } from "../transport/protocol.ts";
 import type { QueueMark } from "./checkpoint.ts";
+import { mkdirDurable } from "./durableDir.ts";
 import { fileBytes, listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /** Bytes per consume-queue entry. */
@@ -63,7 +64,7 @@ export class ConsumeQueue {
   ) {
     this.dir = path.join(root, topic, String(queueId));
     this.fileBytes = entriesPerFile * CQ_ENTRY_BYTES;
-    fs.mkdirSync(this.dir, { recursive: true });
+    mkdirDurable(this.dir);
     // files of another consumeQueueEntries would map queue offsets to the wrong entries: refused
     const refuse = (file: string, entries: string) =>
       new MQError(

@@ -20,6 +20,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { putInt32BE, putInt64BE } from "../transport/bigEndian.ts";
 import { readLong, writeLong } from "../transport/messageRecord.ts";
+import { mkdirDurable } from "./durableDir.ts";
 import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
 
 /** Bytes of one index entry on disk. */
@@ -76,7 +77,7 @@ export class IndexService {
     this.slots = new Int32Array(slotCount);
     this.pending = Buffer.allocUnsafe(64 * 1024);
     this.fileBytes = INDEX_HEADER_BYTES + slotCount * 4 + entriesPerFile * INDEX_ENTRY_BYTES;
-    fs.mkdirSync(dir, { recursive: true });
+    mkdirDurable(dir);
   }
 
   private entryPos(i: number): number {

@@ -8,19 +8,8 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { fsyncDir, mkdirDurable } from "./durableDir.ts";
 import { ioError } from "./ioError.ts";
-
-function fsyncDir(dir: string): void {
-  let fd = -1;
-  try {
-    fd = fs.openSync(dir, "r");
-    fs.fsyncSync(fd);
-  } catch {
-    /* some file systems refuse directory fsync; the rename is still atomic */
-  } finally {
-    if (fd >= 0) fs.closeSync(fd);
-  }
-}
 
 type ReadResult = { ok: true; value: unknown } | { ok: false; missing: boolean; error: string };
 
@@ -75,7 +64,7 @@ export const JsonFile = {
     const tmp = `${file}.tmp`;
     const text = JSON.stringify(value, null, 2);
     try {
-      fs.mkdirSync(dir, { recursive: true });
+      mkdirDurable(dir);
       const fd = fs.openSync(tmp, "w");
       try {
         fs.writeFileSync(fd, text);

@@ -49,6 +49,7 @@ import {
 import { CommitLog, FILLER_HEADER_BYTES, FILLER_MAGIC, fillerBytes, writeFillerHeader } from "./commitLog.ts";
 import { ConsumeQueue, CQ_ENTRY_BYTES, listConsumeQueues } from "./consumeQueue.ts";
 import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
+import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
@@ -381,7 +382,7 @@ export class MessageStore {
         `messageDelayLevel "${opts.messageDelayLevel}" is not a list like "1s 5s 1m 2h": ${(e as Error).message}`,
       );
     }
-    fs.mkdirSync(opts.dir, { recursive: true });
+    mkdirDurable(opts.dir);
     const release = acquireStoreLock(opts.dir);
     let store: MessageStore | undefined;
     try {

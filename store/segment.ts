@@ -6,6 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { MQError } from "../transport/protocol.ts";
+import { fsyncDir } from "./durableDir.ts";
 import { ioError } from "./ioError.ts";
 
 const fdatasyncAsync = promisify(fs.fdatasync);
@@ -76,7 +77,10 @@ export class Segment {
             `${file} holds ${has} bytes, more than the configured ${size}: open the store with the file size it was written with.`,
         );
       }
-      if (!exists) fs.ftruncateSync(fd, size);
+      if (!exists) {
+        fs.ftruncateSync(fd, size);
+        fsyncDir(path.dirname(file));
+      }
     } catch (e) {
       if (fd >= 0) fs.closeSync(fd);
       throw e instanceof MQError ? e : ioError(e, `opening ${file}`);

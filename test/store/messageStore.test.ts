@@ -4,6 +4,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { ConsumeQueue } from "../../store/consumeQueue.ts";
+import { dirIo } from "../../store/durableDir.ts";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
@@ -82,6 +83,36 @@ test("round trip across commit-log and consume-queue roll-over, before and after
   const viewed = s.viewMessage(r.commitLogOffset);
   assert.ok(viewed);
   assert.equal(decodeRecords(viewed, "b")[0]!.body.toString(), "after");
+});
+
+test("new segment files and new directories are fsync'ed in their parent directory (their names survive a power loss)", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const synced: string[] = [];
+  const real = dirIo.fsync;
+  dirIo.fsync = (d) => {
+    synced.push(path.relative(dir, d) || ".");
+    real(d);
+  };
+  t.after(() => {
+    dirIo.fsync = real;
+  });
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  const count = (d: string) => synced.filter((x) => x === d).length;
+  assert.ok(count(".") >= 1, `the store directory holds the new commitlog directory: ${synced}`);
+  const logSyncs = count("commitlog");
+  assert.ok(logSyncs >= 1, `the first commit-log segment: ${synced}`);
+  await s.putMessages(batch("DurableDirs", 2, [{ body: "x", props: { KEYS: "k" } }]));
+  assert.ok(count("consumequeue") >= 1 && count(path.join("consumequeue", "DurableDirs")) >= 1, `the queue's new directories: ${synced}`);
+  assert.ok(count(path.join("consumequeue", "DurableDirs", "2")) >= 1, `the queue's first segment: ${synced}`);
+  synced.length = 0;
+  for (let i = 0; i < 80; i++) await s.putMessages(batch("DurableDirs", 2, [{ body: "y".repeat(200) }]));
+  assert.ok(count("commitlog") >= 2, `each rolled commit-log segment: ${synced}`);
+  assert.ok(count(path.join("consumequeue", "DurableDirs", "2")) >= 4, `each rolled consume-queue segment: ${synced}`);
+  synced.length = 0;
+  await s.putMessages(batch("DurableDirs", 2, [{ body: "z" }]));
+  assert.deepEqual(synced, [], "a put that creates no file syncs no directory");
 });
 
 test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCHED_MESSAGE, NO_MATCHED_LOGIC_QUEUE)", async (t) => {
