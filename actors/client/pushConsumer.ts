@@ -248,9 +248,11 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       for (const off of unsubs.get(group) ?? []) off();
       unsubs.delete(group);
       const req: UnregisterClientRequest = { clientID: inst.clientId, consumerGroup: group };
-      const masters = [...inst.routes.brokers().values()].map((a) => a["0"]).filter((a): a is string => !!a);
+      // every address, slaves too: consumers heartbeat to slaves (which answer the member list while
+      // their master is down), as RocketMQ's unregisterClient tells every broker address
+      const addrs = [...inst.routes.brokers().values()].flatMap((a) => Object.values(a)).filter((a): a is string => !!a);
       await Promise.all(
-        masters.map((addr) =>
+        addrs.map((addr) =>
           inst.node
             .ref(addr, BrokerActor.CONSUMERS)
             .ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000 })

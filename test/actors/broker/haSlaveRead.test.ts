@@ -2,11 +2,13 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
+import { consumerTableOf } from "../../../actors/broker/consumerManager.ts";
 import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { suggestPullingFromSlave } from "../../../actors/broker/haTuning.ts";
 import { findBrokerAddressInSubscribe } from "../../../actors/client/pullService.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
+import { PushConsumer } from "../../../index.ts";
 import { BrokerActor, type PullMessageReply, PullSysFlag, type SendMessageReply } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
@@ -151,4 +153,21 @@ test("client broker choice: the suggested broker, else the master, else any slav
     { addr: "m", brokerId: 0 },
     "the suggested slave unreachable: the master",
   );
+});
+
+test("a consumer that closes is removed from the slave's consumer table as from the master's (it heartbeats to both), not left there until expiry", async () => {
+  const consumer = await PushConsumer.start({
+    group: "leaving-cg",
+    nameservers: [ns.address],
+    subscriptions: { Slow: "*" },
+    listener: async () => "CONSUME_SUCCESS",
+  });
+  const members = (b: Broker) => consumerTableOf(b.ctx).group("leaving-cg")?.clients.size ?? 0;
+  try {
+    await waitFor(() => members(master) === 1 && members(slave) === 1, 15_000, "the consumer registered on master and slave");
+  } finally {
+    await consumer.close();
+  }
+  assert.equal(members(master), 0, "the master forgot the closed consumer");
+  assert.equal(members(slave), 0, "the slave forgot the closed consumer");
 });
