@@ -50,6 +50,8 @@ interface Seen {
   reconsumeTimes: number;
   ok: boolean;
   bornTimestamp: number;
+  /** where it was read: topic, queue id and offset (two stored copies differ here, a repeated delivery does not) */
+  from: string;
 }
 
 /** Body `d-<seq>-<f>-<level>`: the listener reads the rule from the message itself. */
@@ -122,7 +124,13 @@ test("delayed messages and failing listeners across broker kill -9 restarts: eac
         const ok = f !== ALWAYS && m.reconsumeTimes >= f;
         failed ||= !ok;
         const list = seen.get(body) ?? [];
-        list.push({ at, reconsumeTimes: m.reconsumeTimes, ok, bornTimestamp: m.bornTimestamp });
+        list.push({
+          at,
+          reconsumeTimes: m.reconsumeTimes,
+          ok,
+          bornTimestamp: m.bornTimestamp,
+          from: `${m.topic}:${m.queueId}@${m.queueOffset}`,
+        });
         seen.set(body, list);
       }
       return failed ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
@@ -208,6 +216,10 @@ test("delayed messages and failing listeners across broker kill -9 restarts: eac
   const problems: string[] = [];
   let duplicates = 0;
   let deadCount = 0;
+  /** A few duplicated messages with their deliveries (ms into the run, reconsumeTimes, ok), for the report. */
+  const duplicateExamples: string[] = [];
+  const describe = (body: string, ds: Seen[]) =>
+    `${body}: ${ds.map((d) => `${d.at - runStart}ms/r${d.reconsumeTimes}/${d.ok ? "ok" : "fail"}/${d.from}`).join(" ")}`;
   for (const body of acked) {
     const { f, level } = ruleOf(body);
     const ds = seen.get(body) ?? [];
@@ -238,6 +250,7 @@ test("delayed messages and failing listeners across broker kill -9 restarts: eac
       }
       deadCount += copies.length > 0 ? 1 : 0;
       duplicates += Math.max(0, copies.length - 1);
+      if (copies.length > 1 && duplicateExamples.length < 5) duplicateExamples.push(`${describe(body, ds)} (${copies.length} DLQ copies)`);
     } else {
       if (oks.length === 0)
         problems.push(
@@ -247,6 +260,7 @@ test("delayed messages and failing listeners across broker kill -9 restarts: eac
         if (d.reconsumeTimes !== f) problems.push(`${body}: consumed at reconsumeTimes ${d.reconsumeTimes}, expected ${f}`);
       if (dead.has(body)) problems.push(`${body}: fails ${f} <= ${MAX_RECONSUME_TIMES} times but is in ${DLQ}`);
       duplicates += Math.max(0, oks.length - 1);
+      if (oks.length > 1 && duplicateExamples.length < 5) duplicateExamples.push(describe(body, ds));
     }
   }
 
@@ -254,6 +268,8 @@ test("delayed messages and failing listeners across broker kill -9 restarts: eac
     `sent ${JSON.stringify(sendStats)}; acknowledged ${acked.size}; dead-lettered ${deadCount}; deliveries ${[...seen.values()].reduce((n, l) => n + l.length, 0)}`,
   );
   t.diagnostic(`restarts: ${JSON.stringify(restarts)}; duplicate successes or DLQ copies: ${duplicates}`);
+  if (duplicateExamples.length > 0)
+    t.diagnostic(`duplicated (ms into the run/reconsumeTimes/result/topic:queue@offset): ${duplicateExamples.join("; ")}`);
 
   assert.ok(restarts.length >= 1, "the broker was restarted at least once");
   assert.ok(
