@@ -38,7 +38,7 @@ import {
   pullServiceMachine,
   pullTimeoutFor,
 } from "./pullService.ts";
-import { checkGroup, checkRange, consumerHostOf } from "./pushConsumer.ts";
+import { checkGroup, checkRange, claimGroup, consumerHostOf, releaseGroup } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -182,14 +182,25 @@ export class PullConsumer {
     getAllocateStrategy(opts.allocateStrategy);
     const allocateOptions = checkAllocateOptions(opts.allocateStrategy, options.allocateOptions);
     const inst = await ClientInstance.acquire(options);
+    // a push or pull consumer of this group on the same client would take the same queues
+    await claimGroup(inst, opts.group);
     const host = consumerHostOf(inst);
-    const c = new PullConsumer(host, opts.group, { ...opts, allocateOptions });
-    host.registerConsumer({ group: opts.group, consumerData: () => c.consumerData(), rebalanceNow: () => c.rebalanceNow() });
-    host.node.spawn(c.names.pull, pullServiceMachine, {
-      input: { service: c.pullService, inspecting: () => host.node.inspecting },
-      supervision: { strategy: "stop" },
-      localOnly: "all",
-    });
+    let c: PullConsumer;
+    try {
+      c = new PullConsumer(host, opts.group, { ...opts, allocateOptions });
+      host.registerConsumer({ group: opts.group, consumerData: () => c.consumerData(), rebalanceNow: () => c.rebalanceNow() });
+      host.node.spawn(c.names.pull, pullServiceMachine, {
+        input: { service: c.pullService, inspecting: () => host.node.inspecting },
+        supervision: { strategy: "stop" },
+        localOnly: "all",
+      });
+    } catch (e) {
+      // the instance would keep heartbeating the group, and keep the process alive
+      await host.unregisterConsumer(opts.group);
+      releaseGroup(inst.clientId, opts.group);
+      await host.release();
+      throw e;
+    }
     if (opts.autoCommit) {
       c.commitTimer = setInterval(() => void c.commit().catch(() => {}), opts.autoCommitIntervalMs);
       c.commitTimer.unref();
@@ -351,6 +362,7 @@ export class PullConsumer {
     this.held.clear();
     this.buffer = [];
     await this.host.unregisterConsumer(this.group);
+    releaseGroup(this.host.clientId, this.group);
     await this.host.release();
   }
 

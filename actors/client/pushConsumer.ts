@@ -265,7 +265,31 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
   };
 }
 
+/**
+ * `clientId|group` of every running consumer of this process, push and pull: two consumers of one
+ * group on one client id are one member to the broker, and each would take every queue (RocketMQ's
+ * registerConsumer refuses the second one too).
+ */
 const activeGroups = new Set<string>();
+
+/** Claims `group` on the instance for one consumer; otherwise releases the instance and throws. */
+export async function claimGroup(inst: ClientInstance, group: string): Promise<void> {
+  const key = `${inst.clientId}|${group}`;
+  if (!activeGroups.has(key)) {
+    activeGroups.add(key);
+    return;
+  }
+  await inst.release();
+  throw new MQError(
+    "ILLEGAL_ARGUMENT",
+    `Consumer group ${group} already has a consumer on client ${inst.clientId}; close it first or give this one another instanceName.`,
+  );
+}
+
+/** Gives back what {@link claimGroup} claimed. */
+export function releaseGroup(clientId: string, group: string): void {
+  activeGroups.delete(`${clientId}|${group}`);
+}
 
 /** A push consumer: see API.md. */
 export class PushConsumer {
@@ -469,15 +493,7 @@ export class PushConsumer {
     const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);
 
     const inst = await ClientInstance.acquire(o);
-    const key = `${inst.clientId}|${o.group}`;
-    if (activeGroups.has(key)) {
-      await inst.release();
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `Consumer group ${o.group} already has a consumer on client ${inst.clientId}; close it first or give this one another instanceName.`,
-      );
-    }
-    activeGroups.add(key);
+    await claimGroup(inst, o.group);
     const host = consumerHostOf(inst);
     try {
       const offsetStore: OffsetStore =
@@ -489,7 +505,7 @@ export class PushConsumer {
       await c.begin();
       return c;
     } catch (e) {
-      activeGroups.delete(key);
+      releaseGroup(inst.clientId, o.group);
       await host.release();
       throw e;
     }
@@ -621,7 +637,7 @@ export class PushConsumer {
     if (locked.length > 0) await this.queueLocks!.unlock(locked);
     this.held.clear();
     await this.host.unregisterConsumer(this.group);
-    activeGroups.delete(`${this.host.clientId}|${this.group}`);
+    releaseGroup(this.host.clientId, this.group);
     await this.host.release();
   }
 

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { mock, test } from "node:test";
-import { Admin, isMQError, MQError, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
+import { Admin, isMQError, MQError, Producer, PullConsumer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset by timestamp", async () => {
@@ -270,6 +270,46 @@ test("pull consumer: idle polls that time out leave no wake-up behind; a waiting
     await pc?.close();
     await admin.close();
     await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: a second push or pull consumer of its group in one client is refused up front and leaves nothing open", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-dup-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  // a client of its own: the consumers' instance must close with them
+  const admin = await Admin.start({ nameservers: cluster.nameservers, instanceName: "admin" });
+  const opened: { close(): Promise<void> }[] = [];
+  const nodeOf = (c: unknown) => (c as { host: { node: { transport: { isClosed: boolean } } } }).host.node;
+  const dup = (e: unknown) =>
+    isMQError(e, "ILLEGAL_ARGUMENT") && /already has a consumer .*another instanceName/.test((e as Error).message);
+  try {
+    await admin.createTopic({ topic: "DupPolled", readQueueNums: 2, writeQueueNums: 2 });
+    const pushOpts = { subscriptions: { DupPolled: "*" }, listener: async () => "CONSUME_SUCCESS" as const };
+    // they would share one client id: the broker sees one member, and each would take every queue
+    const pull = await PullConsumer.start({ group: "cgDupPull", nameservers: cluster.nameservers });
+    opened.push(pull);
+    await pull.subscribe("DupPolled");
+    await assert.rejects(PullConsumer.start({ group: "cgDupPull", nameservers: cluster.nameservers }), dup);
+    await assert.rejects(PushConsumer.start({ group: "cgDupPull", nameservers: cluster.nameservers, ...pushOpts }), dup);
+    const push = await PushConsumer.start({ group: "cgDupPush", nameservers: cluster.nameservers, ...pushOpts });
+    opened.push(push);
+    await assert.rejects(PullConsumer.start({ group: "cgDupPush", nameservers: cluster.nameservers }), dup);
+    // another instanceName is another client
+    const other = await PullConsumer.start({ group: "cgDupPull", nameservers: cluster.nameservers, instanceName: "other" });
+    await other.close();
+    assert.equal(pull.assignment().length, 2);
+    // the refused starts gave back the client instance they acquired: the last close closes it
+    opened.splice(0);
+    await pull.close();
+    await push.close();
+    assert.ok(nodeOf(pull).transport.isClosed, "the client instance is closed once its consumers are");
+    // and the group is free again
+    opened.push(await PullConsumer.start({ group: "cgDupPull", nameservers: cluster.nameservers }));
+  } finally {
+    for (const c of opened) await c.close();
+    await admin.close();
     await cluster.close();
     await cleanup();
   }
