@@ -87,12 +87,19 @@ export class Inspector {
    * Starts collecting and serving. Resolves once the page is served at {@link url} and every
    * `collect` address has been asked once (unreachable ones are retried: listed as unreachable
    * until they first answer, shown as gone when they stop answering). Throws ILLEGAL_ARGUMENT for
-   * a `collect` address that is not `tcp://host:port`.
+   * a `collect` address that is not `tcp://host:port` and a `nodes` entry that is not an ActorNode;
+   * a start that fails closes what it opened.
    */
   static async start(options: InspectorOptions = {}): Promise<Inspector> {
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
     for (const a of opts.collect) checkCollectAddress(a);
+    // checked here: they are first used once the collector, client node and page server are open
+    if (!Array.isArray(opts.nodes) || !opts.nodes.every((n) => n instanceof ActorNode))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "Inspector nodes must be an array of ActorNodes of this process (as ActorNode.start returns them); use collect for other processes.",
+      );
     // 0 or NaN would probe in a tight loop; a bound below 1 byte would drop every record
     if (!Number.isFinite(opts.probeIntervalMs) || opts.probeIntervalMs < MIN_PROBE_INTERVAL_MS)
       throw new MQError(
@@ -130,7 +137,15 @@ export class Inspector {
     }
     // nobody looks yet: processes that publish here on their own (ACTORMQ_INSPECTOR) stay detached
     if (opts.collectOnFirstView) collector.pause();
-    else await insp.activate();
+    else {
+      try {
+        await insp.activate();
+      } catch (e) {
+        // the sockets, node and server would keep the process alive
+        await insp.close();
+        throw e;
+      }
+    }
     return insp;
   }
 

@@ -306,6 +306,21 @@ describe("Inspector", () => {
       );
   });
 
+  it("refuses nodes that are not ActorNodes, and a start that fails leaves nothing open (the process exits by itself)", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(import.meta.dirname, "fixtures", "failedStart.ts")], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    cleanups.push(async () => child.kill("SIGKILL"));
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    let code: number | null | undefined;
+    child.once("exit", (c) => (code = c));
+    await waitFor(() => code !== undefined, 30_000, "the failed starts' process to exit by itself");
+    assert.equal(code, 0, out);
+    assert.match(out, /^not a node: ILLEGAL_ARGUMENT: .*nodes/m);
+    assert.match(out, /^activate: .*cannot listen to this node/m);
+  });
+
   it("bounds its timeline in bytes as well as in records", async () => {
     await assert.rejects(Inspector.start({ capacityBytes: 1000 }), (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT");
     const insp = await Inspector.start({ capacityBytes: 4 * 1024 * 1024 });
