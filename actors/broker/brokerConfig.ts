@@ -152,7 +152,13 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
     throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be an array of name server addresses such as tcp://127.0.0.1:9876.");
   }
   for (const a of cfg.nameservers) checkTcpPort(a, "nameservers entry", true);
-  if (typeof cfg.masterAddress === "string") checkTcpPort(cfg.masterAddress, "masterAddress", true);
+  // anything else would start a slave that fails to connect every second and never replicates
+  if (cfg.masterAddress !== undefined && typeof cfg.masterAddress !== "string")
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `masterAddress must be the master's endpoint as a string such as tcp://127.0.0.1:10911, got ${typeof cfg.masterAddress} ${String(cfg.masterAddress)}.`,
+    );
+  if (cfg.masterAddress !== undefined) checkTcpPort(cfg.masterAddress, "masterAddress", true);
   if (typeof cfg.storeDir !== "string" || cfg.storeDir.length === 0) {
     throw new MQError("ILLEGAL_ARGUMENT", "storeDir is required: the directory that holds the broker's commit log and config.");
   }

@@ -71,3 +71,14 @@ test("brokerConfig: a name server address with a port above 65535 is refused (li
   refused({ nameservers: ["tcp://127.0.0.1:9876", "tcp://127.0.0.1:75412"] }, /nameservers.*tcp:\/\/127\.0\.0\.1:75412.*port/);
   assert.deepEqual(resolveBrokerConfig({ ...base, nameservers: ["tcp://127.0.0.1:9876"] }).nameservers, ["tcp://127.0.0.1:9876"]);
 });
+
+test("brokerConfig: a masterAddress that is not a string is refused (the slave would start and never replicate)", () => {
+  for (const v of [10911, null, ["tcp://127.0.0.1:10911"]])
+    refused({ role: "SLAVE", brokerId: 1, masterAddress: v as never }, /^masterAddress must be .*tcp:\/\/.*got /);
+  refused({ masterAddress: "tcp://127.0.0.1:70000" }, /masterAddress tcp:\/\/127\.0\.0\.1:70000 has no valid port/);
+  assert.equal(
+    resolveBrokerConfig({ ...base, role: "SLAVE", brokerId: 1, masterAddress: "tcp://127.0.0.1:10911" }).masterAddress,
+    "tcp://127.0.0.1:10911",
+  );
+  assert.equal(resolveBrokerConfig({ ...base, role: "SLAVE", brokerId: 1 }).masterAddress, undefined);
+});
