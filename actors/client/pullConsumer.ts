@@ -202,7 +202,7 @@ export class PullConsumer {
       throw e;
     }
     if (opts.autoCommit) {
-      c.commitTimer = setInterval(() => void c.commit().catch(() => {}), opts.autoCommitIntervalMs);
+      c.commitTimer = setInterval(() => void c.commitConsumed().catch(() => {}), opts.autoCommitIntervalMs);
       c.commitTimer.unref();
     }
     return c;
@@ -224,6 +224,7 @@ export class PullConsumer {
 
   /** Subscribes to a topic; its queues are shared with the group's other members by rebalance. */
   async subscribe(topic: string, expr: SubscriptionExpression = "*"): Promise<void> {
+    this.checkOpen();
     if (this.mode === "assign")
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses assign(); subscribe and assign cannot be mixed.");
     const had = this.subscriptions.get(topic);
@@ -247,6 +248,7 @@ export class PullConsumer {
 
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
   async assign(queues: MessageQueue[]): Promise<void> {
+    this.checkOpen();
     if (this.mode === "subscribe")
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
     this.mode = "assign";
@@ -285,7 +287,7 @@ export class PullConsumer {
    * it returns counts as consumed: committed by the next commit (automatic or manual).
    */
   async poll(timeoutMs: number = DEFAULT_POLL_TIMEOUT_MS): Promise<MessageExt[]> {
-    if (this.closing) throw new MQError("CLOSED", "The pull consumer is closed.");
+    this.checkOpen();
     if (this.buffer.length === 0 && timeoutMs > 0) {
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -320,6 +322,7 @@ export class PullConsumer {
    * buffered messages are discarded, pulling restarts there.
    */
   async seek(queue: MessageQueue, offset: number): Promise<void> {
+    this.checkOpen();
     const k = mqKey(queue);
     const notHeld = () => new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
     if (!this.held.has(k)) throw notHeld();
@@ -341,6 +344,12 @@ export class PullConsumer {
 
   /** Commits the offsets of what poll returned, to the brokers. */
   async commit(): Promise<void> {
+    this.checkOpen();
+    await this.commitConsumed();
+  }
+
+  /** What {@link commit} does; also close's last commit. */
+  private async commitConsumed(): Promise<void> {
     for (const { mq, offset, rewind } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, !rewind);
     this.consumed.clear();
     await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq));
@@ -351,12 +360,17 @@ export class PullConsumer {
     return this.closing;
   }
 
+  /** Its queues, subscriptions and client instance are gone once close began. */
+  private checkOpen(): void {
+    if (this.closing) throw new MQError("CLOSED", `The pull consumer of group ${this.group} was closed; start a new one.`);
+  }
+
   private async doClose(): Promise<void> {
     if (this.commitTimer) clearInterval(this.commitTimer);
     void this.rebalancer.stop();
     this.pullService.stop();
     for (const w of this.waiters.splice(0)) w();
-    if (this.opts.autoCommit) await this.commit().catch(() => {});
+    if (this.opts.autoCommit) await this.commitConsumed().catch(() => {});
     for (const name of [this.names.rebalancer, this.names.pull]) this.host.node.stopActor(name);
     for (const h of this.held.values()) h.pq.dropped = true;
     this.held.clear();

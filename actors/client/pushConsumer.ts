@@ -593,12 +593,14 @@ export class PushConsumer {
 
   /** Stops pulling (messages already cached are still consumed). */
   async suspend(): Promise<void> {
+    this.checkOpen();
     this.suspended = true;
     this.host.node.actorOf(this.names.pull)?.send({ type: "SUSPEND" });
   }
 
   /** Resumes pulling and rebalances. */
   async resume(): Promise<void> {
+    this.checkOpen();
     if (!this.suspended) return;
     this.suspended = false;
     this.host.node.actorOf(this.names.pull)?.send({ type: "RESUME" });
@@ -614,6 +616,11 @@ export class PushConsumer {
   close(): Promise<void> {
     if (!this.closing) this.closing = this.doClose();
     return this.closing;
+  }
+
+  /** Its pull and consume actors are stopped once close began. */
+  private checkOpen(): void {
+    if (this.closing) throw new MQError("CLOSED", `The push consumer of group ${this.group} was closed; start a new one.`);
   }
 
   private async doClose(): Promise<void> {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { ActorNode } from "../../actors/runtime/index.ts";
-import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { Admin, type LocalCluster, type MessageExt, MQError, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { parseOffsetMsgId, RecordOffset } from "../../transport/messageRecord.ts";
 import { BrokerActor } from "../../transport/protocol.ts";
 import { flipCommitLogByte, tempDir, waitFor } from "../helpers.ts";
@@ -243,4 +243,19 @@ test("flow control: with a slow listener the cached count stays near pullThresho
     release();
     await c.close();
   }
+});
+
+test("a closed push consumer refuses suspend and resume with CLOSED", async () => {
+  await admin.createTopic({ topic: "ClosedPush", readQueueNums: 1, writeQueueNums: 1 });
+  const c = await PushConsumer.start({
+    group: "cgClosedPush",
+    nameservers: cluster.nameservers,
+    subscriptions: { ClosedPush: "*" },
+    listener: async () => "CONSUME_SUCCESS",
+  });
+  await c.suspend();
+  await c.close();
+  const closed = (e: unknown) => e instanceof MQError && e.code === "CLOSED" && /cgClosedPush.*closed/.test(e.message);
+  await assert.rejects(c.suspend(), closed);
+  await assert.rejects(c.resume(), closed);
 });

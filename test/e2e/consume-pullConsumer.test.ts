@@ -314,3 +314,34 @@ test("pull consumer: a second push or pull consumer of its group in one client i
     await cleanup();
   }
 });
+
+test("pull consumer: once closed, poll, commit, seek, assign and subscribe refuse with CLOSED", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-closed-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgClosed", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  try {
+    await admin.createTopic({ topic: "ClosedPolled", readQueueNums: 1, writeQueueNums: 1 });
+    await producer.send({ topic: "ClosedPolled", body: "one" });
+    const pc = await PullConsumer.start({ group: "cgClosedPoll", nameservers: cluster.nameservers, autoCommit: false });
+    const queues = await pc.fetchMessageQueues("ClosedPolled");
+    await pc.assign(queues);
+    await pc.seek(queues[0]!, 0);
+    await waitFor(async () => (await pc.poll(200)).length > 0, 10_000, "the message");
+    await pc.close();
+    // each resolved or acted on the closed consumer (a commit stored nothing of what poll returned)
+    const closed = (e: unknown) => isMQError(e, "CLOSED") && /cgClosedPoll.*closed/.test((e as Error).message);
+    await assert.rejects(pc.poll(0), closed);
+    await assert.rejects(pc.commit(), closed);
+    await assert.rejects(pc.seek(queues[0]!, 0), closed);
+    await assert.rejects(pc.assign(queues), closed);
+    await assert.rejects(pc.assign([]), closed);
+    await assert.rejects(pc.subscribe("ClosedPolled"), closed);
+    assert.deepEqual(pc.assignment(), []);
+  } finally {
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
