@@ -126,18 +126,27 @@ export async function runClient(body: (onExit: (fn: () => Promise<unknown>) => v
 export const STOP_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 /**
- * Runs until SIGINT/SIGTERM/SIGHUP, then closes; a second signal exits at once with 128 + its
- * number. Call it before announcing readiness (banner, ready file): a signal that arrives before
- * the handlers kills the process.
+ * A repeat of the first stop signal this soon after it is the same Ctrl-C delivered twice: a
+ * terminal signals its whole foreground process group, so under `npm start` node gets the SIGINT
+ * from the terminal and the one npm forwards.
  */
-export function runUntilSignal(close: () => Promise<void>): void {
-  let stopping = false;
+export const SIGNAL_REPEAT_GRACE_MS = 1000;
+
+/**
+ * Runs until SIGINT/SIGTERM/SIGHUP, then closes; a second signal exits at once with 128 + its
+ * number (the same signal only once {@link SIGNAL_REPEAT_GRACE_MS} have passed). Call it before
+ * announcing readiness (banner, ready file): a signal that arrives before the handlers kills the
+ * process.
+ */
+export function runUntilSignal(close: () => Promise<void>, now: () => number = Date.now): void {
+  let first: { sig: NodeJS.Signals; at: number } | undefined;
   const onSignal = (sig: NodeJS.Signals) => {
-    if (stopping) {
+    if (first) {
+      if (sig === first.sig && now() - first.at < SIGNAL_REPEAT_GRACE_MS) return;
       process.stderr.write(`actormq: ${sig} again, exiting without a clean shutdown\n`);
       process.exit(128 + os.constants.signals[sig]);
     }
-    stopping = true;
+    first = { sig, at: now() };
     process.stdout.write(`\nactormq: ${sig} received, shutting down...\n`);
     close().then(
       () => {

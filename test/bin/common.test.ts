@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "commander";
-import { hoursArg, intArg, percentArg, runUntilSignal, timeArg } from "../../bin/common.ts";
+import { hoursArg, intArg, percentArg, runUntilSignal, SIGNAL_REPEAT_GRACE_MS, timeArg } from "../../bin/common.ts";
 
 const refuses = (parse: (v: string) => unknown, v: string) =>
   assert.throws(() => parse(v), InvalidArgumentError, `${parse.name}(${JSON.stringify(v)}) is a usage error`);
@@ -39,12 +39,13 @@ test("timeArg refuses dates that do not exist instead of rolling them over", () 
     refuses(timeArg, v);
 });
 
-test("runUntilSignal: SIGHUP (terminal closed) shuts down like SIGINT and SIGTERM; a second signal exits 128 + its number", (t) => {
+test("runUntilSignal: SIGHUP (terminal closed) shuts down like SIGINT and SIGTERM; a second signal exits 128 + its number, the same one only after the repeat grace (one Ctrl-C reaches node twice under npm start)", (t) => {
   const exits: (number | undefined)[] = [];
   t.mock.method(process, "exit", (code?: number) => void exits.push(code));
   t.mock.method(process.stdout, "write", () => true);
   t.mock.method(process.stderr, "write", () => true);
   const signals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+  let clock = 0;
   for (const [first, second, code] of [
     ["SIGHUP", "SIGTERM", 143],
     ["SIGINT", "SIGINT", 130],
@@ -52,13 +53,23 @@ test("runUntilSignal: SIGHUP (terminal closed) shuts down like SIGINT and SIGTER
   ] as const) {
     const before = new Map(signals.map((s) => [s, process.listeners(s)]));
     let closes = 0;
-    runUntilSignal(() => {
-      closes++;
-      return new Promise(() => {}); // still shutting down when the second signal comes
-    });
+    runUntilSignal(
+      () => {
+        closes++;
+        return new Promise(() => {}); // still shutting down when the second signal comes
+      },
+      () => clock,
+    );
     try {
       process.emit(first, first);
       assert.equal(closes, 1, `${first} starts the shutdown`);
+      if (second === first) {
+        clock += SIGNAL_REPEAT_GRACE_MS - 1;
+        process.emit(second, second);
+        assert.deepEqual(exits, [], `${second} repeated within the grace is the same Ctrl-C: ignored`);
+        assert.equal(closes, 1, "and starts no second shutdown");
+        clock += 1;
+      }
       process.emit(second, second);
       assert.deepEqual(exits.splice(0), [code], `${second} during the shutdown exits ${code}`);
     } finally {
