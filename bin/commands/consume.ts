@@ -91,7 +91,7 @@ export function addConsumeCommand(program: Command): void {
       // before the start: messages are printed as soon as the first rebalance assigns queues,
       // and a signal without a handler kills the process with nothing committed
       for (const sig of STOP_SIGNALS) process.once(sig, () => done());
-      const consumer = await PushConsumer.start({
+      const started = PushConsumer.start({
         group: f.group ?? `actormq-cli-${process.pid}`,
         nameservers: f.namesrv,
         subscriptions: { [f.topic]: expr },
@@ -120,11 +120,17 @@ export function addConsumeCommand(program: Command): void {
           return "CONSUME_SUCCESS";
         },
       });
-      onExit(() => {
+      // registered before the start resolves: the reader of stdout can go away (`| head`, EPIPE)
+      // while it is still starting, and its exit must still close the consumer (commit what was
+      // printed, leave the group) rather than leave a member that holds queues until it expires
+      onExit(async () => {
+        const consumer = await started.catch(() => undefined);
+        if (!consumer) return;
         const closed = consumer.close();
         releaseHeld();
-        return closed;
+        await closed;
       });
+      await started;
       await finished;
       process.stderr.write(`actormq: consumed ${printed} message(s)\n`);
     }),

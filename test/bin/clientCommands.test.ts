@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
+import { consumerTableOf } from "../../actors/broker/consumerManager.ts";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 import { bin, cli } from "./cliRun.ts";
@@ -162,29 +163,29 @@ test("message --key with --topic lists the key's messages; --id shows the one se
   assert.match(oneLine(none.err), /error QUERY_NOT_FOUND: No message found/);
 });
 
+/** The command with stdout read until `lines` lines arrived, then closed, as `| head -<lines>` does. */
+function headed(args: string[], lines: number) {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env } });
+  let out = "";
+  let err = "";
+  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+  const headDone = new Promise<void>((resolve) =>
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (out.split("\n").length > lines) {
+        child.stdout.destroy();
+        resolve();
+      }
+    }),
+  );
+  const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  return { child, headDone, exit, out: () => out, err: () => err };
+}
+
 test("a reader that closes the pipe early (`| head`): consume and send exit 0 quietly; consume commits the printed messages, not the unprinted", async () => {
   await cli(["topic", "create", "CliPipe", "--queues", "1", "--brokers", "broker-a"], { env });
   const s = await cli(["send", "--topic", "CliPipe", "-q", "p1", "p2", "p3"], { env });
   assert.equal(s.code, 0, s.err);
-  /** The command with stdout read until `lines` lines arrived, then closed, as `| head -<lines>` does. */
-  const headed = (args: string[], lines: number) => {
-    const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env } });
-    let out = "";
-    let err = "";
-    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
-    const headDone = new Promise<void>((resolve) =>
-      child.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-        if (out.split("\n").length > lines) {
-          child.stdout.destroy();
-          resolve();
-        }
-      }),
-    );
-    const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-    return { child, headDone, exit, out: () => out, err: () => err };
-  };
-
   const c = headed(["consume", "--topic", "CliPipe", "--group", "cli-pipe", "--from", "first"], 3);
   c.child.stdin.end();
   await c.headDone;
@@ -202,6 +203,26 @@ test("a reader that closes the pipe early (`| head`): consume and send exit 0 qu
   snd.child.stdin.end("q2\nq3\n");
   assert.equal(await snd.exit, 0, snd.err());
   assert.doesNotMatch(snd.err(), /EPIPE|Unhandled|at /);
+});
+
+test("`consume | head` whose reader leaves while the consumer is still starting (messages already on several queues): it closes the consumer, commits what it printed and leaves the group", async () => {
+  await cli(["topic", "create", "CliPipeEarly", "--queues", "8", "--brokers", "broker-a"], { env });
+  const s = await cli(["send", "--topic", "CliPipeEarly", "-q", "--count", "40", "m"], { env });
+  assert.equal(s.code, 0, s.err);
+  const c = headed(["consume", "--topic", "CliPipeEarly", "--group", "cli-pipe-early", "--from", "first"], 3);
+  c.child.stdin.end();
+  await c.headDone;
+  // a write after the reader left gets EPIPE; when every message was printed before it left, the
+  // next one (sent here until the command exits) is that write
+  let exited = false;
+  const exit = c.exit.finally(() => (exited = true));
+  while (!exited) await cli(["send", "--topic", "CliPipeEarly", "-q", "more"], { env });
+  assert.equal(await exit, 0, c.err());
+  const p = await cli(["progress", "--group", "cli-pipe-early"], { env });
+  const committed = [...p.out.matchAll(/^CliPipeEarly\s+broker-a\s+\d+\s+\d+\s+(\d+)\s+\d+$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+  assert.ok(committed >= 3, `the printed messages are committed: ${p.out}`);
+  for (const b of cluster.brokers)
+    assert.equal(consumerTableOf(b.ctx).group("cli-pipe-early")?.clients.size ?? 0, 0, `${b.address} still lists the gone consumer`);
 });
 
 test("consume stops cleanly on SIGHUP (terminal closed): exit 0, the printed messages committed", async () => {
