@@ -16,7 +16,7 @@ import { drain, sendBatches } from "./_load.ts";
 import { startServer, stopServer } from "./_server.ts";
 import type { BenchOptions, BenchResult } from "./index.ts";
 
-/** the bound for the broker during W1 */
+/** the bound for the broker's RSS during W1 (README, Performance) */
 const BROKER_RSS_TARGET_MIB = 300;
 const QUEUES = 4;
 const SAMPLE_MS = 100;
