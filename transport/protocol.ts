@@ -176,6 +176,13 @@ export function isPortText(text: string, min: number): boolean {
 }
 /** The longest delay a Node timer keeps (2^31 - 1 ms); a longer one fires after 1 ms, so timing options stop here. */
 export const MAX_TIMER_MS = 2_147_483_647;
+
+/** Refuses an option that is not an integer in [min, max] (ILLEGAL_ARGUMENT, naming it). */
+export function checkRange(name: string, v: unknown, min: number, max: number): void {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${String(v)}.`);
+  }
+}
 export const TOPIC_MAX_LENGTH = 127;
 export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
 /** Longest producer or consumer group name. */

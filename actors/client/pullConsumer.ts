@@ -9,6 +9,7 @@ import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
   type ConsumeFromWhere,
   type ConsumerData,
+  checkRange,
   checkRetryTopicFits,
   MASTER_ID,
   MAX_TIMER_MS,
@@ -38,7 +39,7 @@ import {
   pullServiceMachine,
   pullTimeoutFor,
 } from "./pullService.ts";
-import { checkGroup, checkRange, claimGroup, consumerHostOf, releaseGroup } from "./pushConsumer.ts";
+import { checkGroup, claimGroup, consumerHostOf, releaseGroup } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 

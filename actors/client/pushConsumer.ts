@@ -12,6 +12,7 @@ import {
   type ConsumeFromWhere,
   type ConsumerData,
   checkNotReserved,
+  checkRange,
   checkRetryTopicFits,
   isGroupName,
   MAX_TIMER_MS,
@@ -183,13 +184,6 @@ export function defaultPushConsumerOptions() {
 export function effectiveMaxReconsumeTimes(configured: number | undefined, orderly: boolean): number {
   if (configured === undefined || configured === -1) return orderly ? ORDERLY_DEFAULT_MAX_RECONSUME_TIMES : DEFAULT_MAX_RECONSUME_TIMES;
   return configured;
-}
-
-/** Refuses an option that is not an integer in [min, max] (ILLEGAL_ARGUMENT, naming it). */
-export function checkRange(name: string, v: unknown, min: number, max: number): void {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
-    throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${String(v)}.`);
-  }
 }
 
 /** Validates a consumer group name (RocketMQ's group rules match topic names). */

@@ -3,7 +3,7 @@
  * with every name server; any number may run.
  */
 
-import { NAMESRV_ACTOR } from "../../transport/protocol.ts";
+import { checkRange, MAX_TIMER_MS, NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { createLogger, defaultLogLevel, type Logger } from "../logger.ts";
 import { ActorNode } from "../runtime/index.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
@@ -32,11 +32,14 @@ export class NameServer {
   ) {}
 
   static async start(opts: NameServerOptions = {}): Promise<NameServer> {
+    // 0, NaN or a negative delay scans every timer tick; a longer one than a timer holds fires at once
+    const scanIntervalMs = opts.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS;
+    checkRange("scanIntervalMs", scanIntervalMs, 1, MAX_TIMER_MS);
     const logger = createLogger("namesrv", opts.logLevel ?? defaultLogLevel());
     const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise });
     node.spawn(NAMESRV_ACTOR, namesrvMachine, {
       input: {
-        scanIntervalMs: opts.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS,
+        scanIntervalMs,
         onExpired: (addrs: string[]) => logger.warn({ brokers: addrs }, "brokers expired: no registration within their timeout"),
       },
     });

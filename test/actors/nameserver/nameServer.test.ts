@@ -92,3 +92,14 @@ test("unknown topics, malformed and unknown requests get coded errors and the se
   await ref.ask({ type: "UNREGISTER_BROKER", clusterName: "C", brokerName: "b", brokerAddr: "tcp://127.0.0.1:2", brokerId: 0 });
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
 });
+
+test("a scanIntervalMs that is not a whole number of ms from 1 to 2^31 - 1 is refused before the server binds", async () => {
+  // 0, NaN and negative scans fire every timer tick (a core spinning idle); a string ran out of heap
+  for (const v of [0, -5, Number.NaN, 1.5, 2 ** 31, "5000"]) {
+    await assert.rejects(
+      NameServer.start({ listen: EPHEMERAL, scanIntervalMs: v as number, logLevel: "error" }).then((n) => n.close()),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /scanIntervalMs/.test(e.message),
+      String(v),
+    );
+  }
+});
