@@ -19,8 +19,10 @@ import {
   CLIENT_ACTOR,
   type ClusterInfo,
   type ConsumerData,
+  checkRange,
   type HeartbeatRequest,
   isMQError,
+  MAX_TIMER_MS,
   MQError,
   NAMESRV_ACTOR,
   type TopicRouteData,
@@ -126,6 +128,9 @@ export class ClientInstance {
       throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be a non-empty array of name server addresses such as tcp://127.0.0.1:9876.");
     }
     for (const a of nameservers) checkTcpPort(a, "nameservers entry", true);
+    // 0, NaN or a negative interval is setInterval's 1 ms: a heartbeat or route poll every millisecond
+    for (const name of ["pollNameServerIntervalMs", "heartbeatBrokerIntervalMs", "requestTimeoutMs"] as const)
+      if (options[name] !== undefined) checkRange(name, options[name], 1, MAX_TIMER_MS);
     const instanceName = options.instanceName ?? DEFAULT_INSTANCE_NAME;
     const key = keyOf(nameservers, instanceName);
     for (;;) {

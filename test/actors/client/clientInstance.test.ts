@@ -107,3 +107,22 @@ it("a heartbeat skips a broker whose routed address has no valid port instead of
     await inst.release();
   }
 });
+
+it("client timer options that are not an integer from 1 to 2^31 - 1 ms are refused at acquire, naming the option", async () => {
+  // 0, NaN, negative or string intervals became setInterval's 1 ms: a heartbeat or route poll every millisecond
+  const nameservers = ["tcp://127.0.0.1:1"];
+  for (const name of ["heartbeatBrokerIntervalMs", "pollNameServerIntervalMs", "requestTimeoutMs"]) {
+    for (const v of [0, -1, Number.NaN, 1.5, 2 ** 31, "30000"]) {
+      await assert.rejects(
+        ClientInstance.acquire({ nameservers, instanceName: `iv-${name}`, [name]: v }).then((i) => i.release()),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && e.message.startsWith(name),
+        `${name}: ${String(v)}`,
+      );
+    }
+  }
+  // and every client kind goes through it
+  await assert.rejects(Producer.start({ group: "pgIv", nameservers, heartbeatBrokerIntervalMs: 0 }), (e) =>
+    isMQError(e, "ILLEGAL_ARGUMENT"),
+  );
+  await assert.rejects(Admin.start({ nameservers, pollNameServerIntervalMs: -1 }), (e) => isMQError(e, "ILLEGAL_ARGUMENT"));
+});
