@@ -39,7 +39,7 @@ import {
   pullServiceMachine,
   pullTimeoutFor,
 } from "./pullService.ts";
-import { checkGroup, claimGroup, consumerHostOf, releaseGroup } from "./pushConsumer.ts";
+import { checkConsumeTimestamp, checkGroup, claimGroup, consumerHostOf, releaseGroup } from "./pushConsumer.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -172,8 +172,7 @@ export class PullConsumer {
     checkRange("pullThresholdSizeForQueue", opts.pullThresholdSizeForQueue, 1, 1024);
     checkRange("brokerSuspendMaxTimeMillis", opts.brokerSuspendMaxTimeMillis, 1, MAX_BROKER_SUSPEND_MS);
     checkRange("rebalanceIntervalMs", opts.rebalanceIntervalMs, 1, MAX_TIMER_MS);
-    if (!Number.isFinite(opts.consumeTimestamp))
-      throw new MQError("ILLEGAL_ARGUMENT", `consumeTimestamp must be a time in ms since the epoch, got ${String(opts.consumeTimestamp)}.`);
+    checkConsumeTimestamp(opts.consumeTimestamp);
     if (!CONSUME_FROM_WHERE.includes(opts.consumeFromWhere)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",

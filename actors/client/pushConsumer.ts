@@ -203,6 +203,16 @@ export function checkGroup(group: unknown): asserts group is string {
     );
 }
 
+/** Refuses a consumeTimestamp that is not a number of ms since the epoch (ILLEGAL_ARGUMENT). */
+export function checkConsumeTimestamp(v: unknown): void {
+  // RocketMQ's "yyyyMMddHHmmss" strings included: the broker's offset search refuses them at every rebalance
+  if (typeof v !== "number" || !Number.isFinite(v))
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `consumeTimestamp must be a time in ms since the epoch (such as Date.parse("2020-01-01T00:00:00Z")), got ${String(v)}.`,
+    );
+}
+
 /** RocketMQ's `MixAll.DEFAULT_CONSUMER_GROUP`. */
 export const DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER";
 
@@ -458,6 +468,7 @@ export class PushConsumer {
         `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${String(o.consumeFromWhere)}.`,
       );
     }
+    checkConsumeTimestamp(o.consumeTimestamp);
     checkRange("pullBatchSize", o.pullBatchSize, 1, 1024);
     checkRange("pullThresholdForQueue", o.pullThresholdForQueue, 1, 65535);
     checkRange("pullThresholdSizeForQueue", o.pullThresholdSizeForQueue, 1, 1024);

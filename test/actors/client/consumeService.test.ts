@@ -240,6 +240,24 @@ test("push consumer timer options out of range are refused at start with ILLEGAL
   }
 });
 
+test("a consumeTimestamp that is not a number of ms since the epoch is refused at start, as the pull consumer refuses it", async () => {
+  // RocketMQ's "yyyyMMddHHmmss" string was taken, and every rebalance then failed INVALID_PARAMETER: no queue held
+  for (const value of ["20200101000000", Number.NaN, Number.POSITIVE_INFINITY, null]) {
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgConsumeOpts",
+        nameservers: ["tcp://127.0.0.1:1"],
+        subscriptions: { T: "*" },
+        listener: async () => "CONSUME_SUCCESS",
+        consumeFromWhere: "CONSUME_FROM_TIMESTAMP",
+        consumeTimestamp: value as number,
+      }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /^consumeTimestamp .*ms since the epoch/.test(e.message),
+      String(value),
+    );
+  }
+});
+
 test("a listener that empties or reorders its msgs array: the batch is still acknowledged", async () => {
   let seen = 0;
   const { s, store, pq } = service(
