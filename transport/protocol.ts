@@ -183,6 +183,17 @@ export function checkRange(name: string, v: unknown, min: number, max: number): 
     throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${String(v)}.`);
   }
 }
+
+/** How an option's value is shown in an error: a string quoted, so "false" does not read as false. */
+export function shownValue(v: unknown): string {
+  return typeof v === "string" ? JSON.stringify(v) : String(v);
+}
+
+/** Refuses an option that is set but not true or false (ILLEGAL_ARGUMENT, naming it): "false" would read as true. */
+export function checkBoolean(name: string, v: unknown): void {
+  if (v !== undefined && typeof v !== "boolean")
+    throw new MQError("ILLEGAL_ARGUMENT", `${name} must be true or false, got ${shownValue(v)}.`);
+}
 export const TOPIC_MAX_LENGTH = 127;
 export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
 /** Longest producer or consumer group name. */

@@ -41,7 +41,8 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
         readQueueNums: int(ev.readQueueNums, "readQueueNums", q),
         writeQueueNums: int(ev.writeQueueNums, "writeQueueNums", q),
         perm: int(ev.perm, "perm", PERM_READ_WRITE),
-        order: ev.order === true,
+        // createOrUpdate refuses anything but true or false
+        order: (ev.order ?? false) as boolean,
       });
       await ctx.registerNow();
       return { topicConfig: tc };

@@ -5,6 +5,7 @@
 
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import {
+  checkBoolean,
   checkNotReserved,
   DEFAULT_CLUSTER,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -162,6 +163,7 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   if (typeof cfg.storeDir !== "string" || cfg.storeDir.length === 0) {
     throw new MQError("ILLEGAL_ARGUMENT", "storeDir is required: the directory that holds the broker's commit log and config.");
   }
+  for (const k of ["autoCreateTopic", "autoCreateSubscriptionGroup", "longPolling"] as const) checkBoolean(k, cfg[k]);
   if (cfg.flush !== "sync" && cfg.flush !== "async")
     throw new MQError("ILLEGAL_ARGUMENT", `flush must be "sync" or "async", not "${String(cfg.flush)}".`);
   if (!Number.isInteger(cfg.defaultQueueNums) || cfg.defaultQueueNums < 1 || cfg.defaultQueueNums > 1024) {

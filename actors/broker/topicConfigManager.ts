@@ -5,9 +5,11 @@
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   checkTopicConfig,
+  MQError,
   PERM_READ_WRITE,
   Perm,
   SCHEDULE_TOPIC,
+  shownValue,
   type TopicConfig,
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
@@ -115,12 +117,15 @@ export class TopicConfigManager {
 
   /** Creates or replaces a topic's config; resolves when it is on disk. */
   async createOrUpdate(tc: TopicConfig): Promise<TopicConfig> {
+    // read by truthiness, "false" made an ordered topic
+    if (typeof tc.order !== "boolean")
+      throw new MQError("INVALID_PARAMETER", `order of topic "${tc.topicName}" must be true or false, not ${shownValue(tc.order)}.`);
     const next: TopicConfig = {
       topicName: tc.topicName,
       readQueueNums: tc.readQueueNums,
       writeQueueNums: tc.writeQueueNums,
       perm: tc.perm,
-      order: !!tc.order,
+      order: tc.order,
     };
     checkTopicConfig(next);
     this.table.set(next.topicName, next);

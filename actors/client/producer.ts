@@ -7,6 +7,7 @@
  */
 import {
   BrokerActor,
+  checkBoolean,
   DEFAULT_MAX_MESSAGE_BYTES,
   isGroupName,
   isMQError,
@@ -150,6 +151,7 @@ export class Producer {
       }
     }
     checkFaultTables(opts.latencyMax, opts.notAvailableDuration);
+    checkBoolean("sendLatencyFaultEnable", opts.sendLatencyFaultEnable);
     const instance = await ClientInstance.acquire(opts);
     try {
       return new Producer(instance, opts.group, opts);

@@ -9,6 +9,7 @@ import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
   type ConsumeFromWhere,
   type ConsumerData,
+  checkBoolean,
   checkRange,
   checkRetryTopicFits,
   MASTER_ID,
@@ -163,8 +164,7 @@ export class PullConsumer {
       group: options.group,
     };
     for (const [k, v] of Object.entries(options)) if (v !== undefined && k in opts) (opts as Record<string, unknown>)[k] = v;
-    if (typeof opts.autoCommit !== "boolean")
-      throw new MQError("ILLEGAL_ARGUMENT", `autoCommit must be true or false, got ${String(opts.autoCommit)}.`);
+    checkBoolean("autoCommit", opts.autoCommit);
     // timer delays above 2^31 - 1 ms fire at once, as NaN does
     checkRange("autoCommitIntervalMs", opts.autoCommitIntervalMs, 1000, MAX_TIMER_MS);
     checkRange("pullBatchSize", opts.pullBatchSize, 1, 1024);

@@ -11,6 +11,7 @@ import {
   BrokerActor,
   type ConsumeFromWhere,
   type ConsumerData,
+  checkBoolean,
   checkNotReserved,
   checkRange,
   checkRetryTopicFits,
@@ -457,6 +458,7 @@ export class PushConsumer {
     checkGroup(o.group);
     if (typeof o.listener !== "function")
       throw new MQError("ILLEGAL_ARGUMENT", 'PushConsumer needs a listener: async (msgs, ctx) => "CONSUME_SUCCESS" | "RECONSUME_LATER".');
+    checkBoolean("orderly", o.orderly);
     checkRange("maxReconsumeTimes", o.maxReconsumeTimes, -1, ORDERLY_DEFAULT_MAX_RECONSUME_TIMES);
     o.maxReconsumeTimes = effectiveMaxReconsumeTimes(options.maxReconsumeTimes, o.orderly);
     if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING")

@@ -4,7 +4,7 @@
  * keeps them in a bounded buffer, tracks which processes are alive, and serves a local page that
  * draws every actor's statechart and an event timeline.
  */
-import { MQError } from "../../transport/protocol.ts";
+import { checkBoolean, MQError } from "../../transport/protocol.ts";
 import { ActorNode, INSPECTION_HEARTBEAT_INTERVAL_MS, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
@@ -93,6 +93,7 @@ export class Inspector {
   static async start(options: InspectorOptions = {}): Promise<Inspector> {
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
+    checkBoolean("collectOnFirstView", opts.collectOnFirstView);
     for (const a of opts.collect) checkCollectAddress(a);
     // checked here: they are first used once the collector, client node and page server are open
     if (!Array.isArray(opts.nodes) || !opts.nodes.every((n) => n instanceof ActorNode))

@@ -1,6 +1,6 @@
 /** Options of {@link Inspector.start} and their defaults. */
 
-import { isPortText, MQError } from "../../transport/protocol.ts";
+import { checkBoolean, isPortText, MQError } from "../../transport/protocol.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
@@ -80,6 +80,8 @@ const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
 
 /** Splits `host:port` and refuses non-loopback hosts unless allowed. */
 export function parseListen(listen: string, allowRemote: boolean): { host: string; port: number } {
+  // "false" is truthy: it would serve on every interface
+  checkBoolean("allowRemote", allowRemote);
   const m = /^(\[[^\]]+\]|[^:]+|[0-9a-fA-F:]+):(\d{1,5})$/.exec(listen.replace(/^https?:\/\//, ""));
   if (!m) throw new MQError("ILLEGAL_ARGUMENT", `Bad inspector listen address "${listen}": use host:port, e.g. 127.0.0.1:0.`);
   const host = m[1]!.replace(/^\[|\]$/g, "");

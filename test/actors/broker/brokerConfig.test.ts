@@ -82,3 +82,11 @@ test("brokerConfig: a masterAddress that is not a string is refused (the slave w
   );
   assert.equal(resolveBrokerConfig({ ...base, role: "SLAVE", brokerId: 1 }).masterAddress, undefined);
 });
+
+test('brokerConfig: autoCreateTopic, autoCreateSubscriptionGroup and longPolling must be true or false ("false" turned them on)', () => {
+  for (const k of ["autoCreateTopic", "autoCreateSubscriptionGroup", "longPolling"] as const) {
+    for (const v of ["false", "true", 0, 1, null]) refused({ [k]: v as never }, new RegExp(`^${k} must be true or false`));
+    assert.equal(resolveBrokerConfig({ ...base, [k]: false })[k], false);
+    assert.equal(resolveBrokerConfig(base)[k], true);
+  }
+});

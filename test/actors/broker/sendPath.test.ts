@@ -540,6 +540,30 @@ test("system topics (TBW102, SCHEDULE_TOPIC_XXXX) cannot be created or updated t
   assert.equal(tc[0]?.readQueueNums, 2);
 });
 
+test('a topic\'s order must be true or false: "false" was stored as an ordered topic', async () => {
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  for (const order of ["false", "true", 1]) {
+    await assert.rejects(
+      broker.createTopic({ topic: "OrderFlag", order: order as never }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && /order .*true or false/.test((e as Error).message),
+      `broker.createTopic order ${String(order)}`,
+    );
+    await assert.rejects(
+      admin.createTopic({ topic: "OrderFlag", order: order as never }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && /order .*true or false/.test((e as Error).message),
+      `admin.createTopic order ${String(order)}`,
+    );
+    await assert.rejects(
+      ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName: "OrderFlag", order }),
+      (e) => isMQError(e, "INVALID_PARAMETER"),
+      `UPDATE_AND_CREATE_TOPIC order ${String(order)}`,
+    );
+  }
+  assert.equal(broker.ctx.topics.get("OrderFlag"), undefined);
+  assert.equal((await broker.createTopic({ topic: "OrderFlag", order: true })).order, true);
+  assert.equal((await admin.createTopic({ topic: "OrderFlag" }))[0]?.order, false);
+});
+
 test("a message the broker refuses (MESSAGE_ILLEGAL) does not make the producer avoid that broker", async () => {
   const { dir: d6, cleanup: c6 } = await tempDir();
   // broker "a" takes at most 64 KiB; "roomy" the default 4 MiB

@@ -258,6 +258,22 @@ test("a consumeTimestamp that is not a number of ms since the epoch is refused a
   }
 });
 
+test('orderly must be true or false: "false" started an orderly consumer', async () => {
+  for (const value of ["false", "true", 0, 1, null]) {
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgConsumeOpts",
+        nameservers: ["tcp://127.0.0.1:1"],
+        subscriptions: { T: "*" },
+        listener: async () => "CONSUME_SUCCESS",
+        orderly: value as never,
+      }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith("orderly must be true or false"),
+      String(value),
+    );
+  }
+});
+
 test("a listener that empties or reorders its msgs array: the batch is still acknowledged", async () => {
   let seen = 0;
   const { s, store, pq } = service(

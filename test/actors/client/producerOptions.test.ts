@@ -45,6 +45,18 @@ test("bad latencyMax / notAvailableDuration are refused with ILLEGAL_ARGUMENT an
   await p.close();
 });
 
+test("sendLatencyFaultEnable must be true or false (a string was read by truthiness)", async () => {
+  for (const v of ["false", "true", 0, null]) {
+    await assert.rejects(
+      Producer.start({ group: "pgBad", nameservers, instanceName: "badFault", sendLatencyFaultEnable: v as never }),
+      (e: unknown) =>
+        e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith("sendLatencyFaultEnable must be true or false"),
+      String(v),
+    );
+  }
+  assert.ok(await onlyHolder("badFault"), "the refused starts left no reference to the client instance");
+});
+
 test("a start that fails after taking the client instance gives it back", async (t) => {
   t.mock.method(ClientInstance.prototype, "addHeartbeatSource", () => {
     throw new Error("no heartbeat");

@@ -202,6 +202,17 @@ describe("Inspector", () => {
       Inspector.start({ listen: "0.0.0.0:0" }),
       (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /allowRemote/.test(e.message),
     );
+    // "false" is truthy: it served the page on every interface
+    for (const allowRemote of ["false", 1, null])
+      await assert.rejects(
+        Inspector.start({ listen: "0.0.0.0:0", allowRemote: allowRemote as never }),
+        (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /^allowRemote must be true or false/.test(e.message),
+        String(allowRemote),
+      );
+    await assert.rejects(
+      Inspector.start({ collectOnFirstView: "false" as never }),
+      (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /^collectOnFirstView must be true or false/.test(e.message),
+    );
     const remote = await Inspector.start({ listen: "0.0.0.0:0", allowRemote: true });
     await remote.close();
   });
