@@ -27,7 +27,7 @@ import {
 } from "./codec.ts";
 import { type CurveClientOptions, type CurveServerOptions, checkCurveKey, zapHandler } from "./curve.ts";
 import { PendingRequests, type ReplyMessage } from "./pendingRequests.ts";
-import { isPortText, MQError, RequestCode, ResponseCode } from "./protocol.ts";
+import { isPortText, MQError, RequestCode, ResponseCode, shownValue } from "./protocol.ts";
 
 /** @default 3000 */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 3000;
@@ -281,6 +281,16 @@ export class ZmqNode {
       );
     if (!Number.isSafeInteger(opts.maxInboundBytes) || opts.maxInboundBytes < 1024)
       throw new MQError("ILLEGAL_ARGUMENT", `maxInboundBytes must be an integer number of bytes >= 1024, got ${opts.maxInboundBytes}.`);
+    if (opts.listen != null && typeof opts.listen !== "string")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `listen must be an endpoint string such as tcp://127.0.0.1:10911, got ${shownValue(opts.listen)}.`,
+      );
+    if (opts.advertise !== undefined && typeof opts.advertise !== "string")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `advertise must be an endpoint string such as tcp://10.0.0.2:10911, got ${shownValue(opts.advertise)}.`,
+      );
     if (opts.listen) checkTcpPort(opts.listen, "listen");
     // peers connect to the advertised address: 0 or * would register an address no one can reach
     if (opts.advertise) checkTcpPort(opts.advertise, "The advertised address", true);

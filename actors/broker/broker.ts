@@ -201,6 +201,11 @@ export class Broker {
   /** Creates or updates a topic on this broker, then re-registers so routes show it. */
   async createTopic(opts: CreateTopicOptions): Promise<TopicConfig> {
     if (this.closing) throw new MQError("CLOSED", `Broker ${this.brokerName} is closed.`);
+    if (typeof opts !== "object" || opts === null)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "createTopic takes an options object: { topic, readQueueNums?, writeQueueNums?, perm?, order? }.",
+      );
     checkNotSystemTopic(opts.topic);
     const q = this.ctx.config.defaultQueueNums;
     const tc = await this.ctx.topics.createOrUpdate({

@@ -123,7 +123,7 @@ export class ClientInstance {
    * must be matched by one `release()`.
    */
   static async acquire(options: ClientInstanceOptions): Promise<ClientInstance> {
-    const nameservers = options.nameservers;
+    const nameservers = options?.nameservers;
     if (!Array.isArray(nameservers) || nameservers.length === 0 || nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
       throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be a non-empty array of name server addresses such as tcp://127.0.0.1:9876.");
     }

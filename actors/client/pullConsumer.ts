@@ -50,6 +50,13 @@ export const DEFAULT_LITE_PULL_BATCH_SIZE = 10;
 export const DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000;
 /** @default 5000 */
 export const DEFAULT_POLL_TIMEOUT_MS = 5_000;
+/** Whether `q` has a MessageQueue's fields (what assign() takes). */
+function isMessageQueue(q: unknown): q is MessageQueue {
+  const m = q as MessageQueue | null;
+  return (
+    typeof m === "object" && m !== null && typeof m.topic === "string" && typeof m.brokerName === "string" && Number.isInteger(m.queueId)
+  );
+}
 const CONSUME_FROM_WHERE: readonly ConsumeFromWhere[] = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"];
 
 /** Options of {@link PullConsumer.start} (API.md). */
@@ -147,6 +154,8 @@ export class PullConsumer {
   }
 
   static async start(options: PullConsumerOptions): Promise<PullConsumer> {
+    if (typeof options !== "object" || options === null)
+      throw new MQError("ILLEGAL_ARGUMENT", "PullConsumer.start takes an options object: { group, nameservers }.");
     checkGroup(options.group);
     // always clustering: the broker creates the group's retry topic when it heartbeats
     checkRetryTopicFits(options.group);
@@ -249,6 +258,11 @@ export class PullConsumer {
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
   async assign(queues: MessageQueue[]): Promise<void> {
     this.checkOpen();
+    if (!Array.isArray(queues) || !queues.every(isMessageQueue))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "assign takes an array of queues { topic, brokerName, queueId }, such as fetchMessageQueues(topic) returns.",
+      );
     if (this.mode === "subscribe")
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
     this.mode = "assign";

@@ -21,6 +21,7 @@ import {
   type MessageQueue,
   MQError,
   mqKey,
+  shownValue,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
 import {
@@ -450,6 +451,8 @@ export class PushConsumer {
    * never later), registers with every broker and runs the first rebalance.
    */
   static async start(options: PushConsumerOptions): Promise<PushConsumer> {
+    if (typeof options !== "object" || options === null)
+      throw new MQError("ILLEGAL_ARGUMENT", "PushConsumer.start takes an options object: { group, nameservers, subscriptions, listener }.");
     const o = {
       ...defaultPushConsumerOptions(),
       consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS,
@@ -495,6 +498,11 @@ export class PushConsumer {
     checkRange("brokerSuspendMaxTimeMillis", o.brokerSuspendMaxTimeMillis, 1, MAX_BROKER_SUSPEND_MS);
     // 0 redelivers a failed batch at once, as a timer does
     checkRange("reconsumeLaterDelayMs", o.reconsumeLaterDelayMs, 0, MAX_TIMER_MS);
+    if (o.offsetStoreDir !== undefined && typeof o.offsetStoreDir !== "string")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `offsetStoreDir must be a directory path (broadcasting offsets are kept there), got ${shownValue(o.offsetStoreDir)}.`,
+      );
     getAllocateStrategy(o.allocateStrategy);
     o.allocateOptions = checkAllocateOptions(o.allocateStrategy, o.allocateOptions);
     const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);

@@ -1,6 +1,6 @@
 /** Options of {@link Inspector.start} and their defaults. */
 
-import { checkBoolean, isPortText, MQError } from "../../transport/protocol.ts";
+import { checkBoolean, isPortText, MQError, shownValue } from "../../transport/protocol.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
@@ -82,6 +82,8 @@ const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
 export function parseListen(listen: string, allowRemote: boolean): { host: string; port: number } {
   // "false" is truthy: it would serve on every interface
   checkBoolean("allowRemote", allowRemote);
+  if (typeof listen !== "string")
+    throw new MQError("ILLEGAL_ARGUMENT", `Bad inspector listen address ${shownValue(listen)}: use a host:port string, e.g. 127.0.0.1:0.`);
   const m = /^(\[[^\]]+\]|[^:]+|[0-9a-fA-F:]+):(\d{1,5})$/.exec(listen.replace(/^https?:\/\//, ""));
   if (!m) throw new MQError("ILLEGAL_ARGUMENT", `Bad inspector listen address "${listen}": use host:port, e.g. 127.0.0.1:0.`);
   const host = m[1]!.replace(/^\[|\]$/g, "");

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { NameServer } from "../../actors/nameserver/index.ts";
 import { ActorNode } from "../../actors/runtime/index.ts";
 import { isMQError } from "../../transport/protocol.ts";
 
@@ -48,4 +49,21 @@ test("a connect address's port must be 1-65535: libzmq would connect to another 
     await cli.close();
     await srv.close();
   }
+});
+
+test("a listen or advertise that is not a string is refused with ILLEGAL_ARGUMENT, not a TypeError from inside", async () => {
+  for (const listen of [9876, { port: 9876 }, true])
+    await assert.rejects(
+      ActorNode.start({ listen: listen as never }).then((n) => n.close()),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^listen must be/.test((e as Error).message),
+      String(listen),
+    );
+  await assert.rejects(
+    ActorNode.start({ listen: "tcp://127.0.0.1:*", advertise: 9876 as never }).then((n) => n.close()),
+    (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^advertise must be/.test((e as Error).message),
+  );
+  await assert.rejects(
+    NameServer.start({ listen: 9876 as never, logLevel: "error" }).then((n) => n.close()),
+    (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^listen must be/.test((e as Error).message),
+  );
 });

@@ -559,6 +559,12 @@ test('a topic\'s order must be true or false: "false" was stored as an ordered t
       `UPDATE_AND_CREATE_TOPIC order ${String(order)}`,
     );
   }
+  for (const opts of [undefined, null, "OrderFlag"])
+    await assert.rejects(
+      broker.createTopic(opts as never),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /\{ topic/.test((e as Error).message),
+      String(opts),
+    );
   assert.equal(broker.ctx.topics.get("OrderFlag"), undefined);
   assert.equal((await broker.createTopic({ topic: "OrderFlag", order: true })).order, true);
   assert.equal((await admin.createTopic({ topic: "OrderFlag" }))[0]?.order, false);

@@ -126,3 +126,13 @@ it("client timer options that are not an integer from 1 to 2^31 - 1 ms are refus
   );
   await assert.rejects(Admin.start({ nameservers, pollNameServerIntervalMs: -1 }), (e) => isMQError(e, "ILLEGAL_ARGUMENT"));
 });
+
+it("Admin.start and ClientInstance.acquire without an options object are refused with ILLEGAL_ARGUMENT", async () => {
+  for (const options of [undefined, null]) {
+    await assert.rejects(Admin.start(options as never), (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /nameservers/.test(e.message));
+    await assert.rejects(
+      ClientInstance.acquire(options as never),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /nameservers/.test(e.message),
+    );
+  }
+});

@@ -274,6 +274,27 @@ test('orderly must be true or false: "false" started an orderly consumer', async
   }
 });
 
+test("PushConsumer.start without an options object, or with an offsetStoreDir that is not a path, is refused with ILLEGAL_ARGUMENT", async () => {
+  for (const options of [undefined, null, "cg"])
+    await assert.rejects(
+      PushConsumer.start(options as never),
+      (e: unknown) =>
+        e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /group.*nameservers.*subscriptions.*listener/.test(e.message),
+      String(options),
+    );
+  await assert.rejects(
+    PushConsumer.start({
+      group: "cgConsumeOpts",
+      nameservers: ["tcp://127.0.0.1:1"],
+      subscriptions: { T: "*" },
+      listener: async () => "CONSUME_SUCCESS",
+      model: "BROADCASTING",
+      offsetStoreDir: 5 as never,
+    }),
+    (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.startsWith("offsetStoreDir"),
+  );
+});
+
 test("a listener that empties or reorders its msgs array: the batch is still acknowledged", async () => {
   let seen = 0;
   const { s, store, pq } = service(

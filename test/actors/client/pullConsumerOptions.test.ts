@@ -35,3 +35,25 @@ test("pull consumer options out of range are refused with ILLEGAL_ARGUMENT namin
     );
   }
 });
+
+test("PullConsumer.start without an options object, and assign() without an array of queues, are refused with ILLEGAL_ARGUMENT", async () => {
+  for (const options of [undefined, null, "cg"])
+    await assert.rejects(
+      PullConsumer.start(options as never),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /group.*nameservers/.test(e.message),
+      String(options),
+    );
+  const pc = await PullConsumer.start({ ...base, group: "cgAssignArgs" });
+  try {
+    for (const queues of ["T", undefined, [null], [{ topic: "T" }], [{ topic: "T", brokerName: "b", queueId: "0" }]])
+      await assert.rejects(
+        pc.assign(queues as never),
+        (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /^assign takes an array of queues/.test(e.message),
+        JSON.stringify(queues),
+      );
+    // a refused assign leaves the consumer free to subscribe
+    assert.deepEqual(pc.assignment(), []);
+  } finally {
+    await pc.close();
+  }
+});

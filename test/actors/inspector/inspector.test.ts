@@ -209,6 +209,12 @@ describe("Inspector", () => {
         (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /^allowRemote must be true or false/.test(e.message),
         String(allowRemote),
       );
+    for (const listen of [5, null])
+      await assert.rejects(
+        Inspector.start({ listen: listen as never }),
+        (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /host:port/.test(e.message),
+        String(listen),
+      );
     await assert.rejects(
       Inspector.start({ collectOnFirstView: "false" as never }),
       (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && /^collectOnFirstView must be true or false/.test(e.message),
