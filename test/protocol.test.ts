@@ -12,6 +12,25 @@ test("checkTopic accepts RocketMQ's legal names and rejects the rest with MESSAG
   }
 });
 
+test("checkTopic says what the topic was for, and that a non-string is not a name", () => {
+  assert.throws(
+    () => checkTopic(""),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /topic is empty: give every message a topic name/.test(e.message),
+  );
+  assert.throws(
+    () => checkTopic(5, "createTopic"),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /^createTopic: the topic must be a topic name \(a string\), got 5\.$/.test(e.message),
+  );
+  assert.throws(
+    () => checkTopic("", "subscribe"),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /^subscribe: the topic is empty/.test(e.message) && !/message/.test(e.message),
+  );
+  assert.throws(
+    () => checkTopic("a b", "subscribe"),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /^subscribe: the topic "a b" has illegal characters/.test(e.message),
+  );
+});
+
 test("MQError round-trips over the wire shape and keeps retriable from the code table", () => {
   const e = MQError.fromWire(new MQError("SYSTEM_BUSY", "busy").toWire());
   assert.equal(e.code, "SYSTEM_BUSY");

@@ -180,7 +180,7 @@ export const MAX_TIMER_MS = 2_147_483_647;
 /** Refuses an option that is not an integer in [min, max] (ILLEGAL_ARGUMENT, naming it). */
 export function checkRange(name: string, v: unknown, min: number, max: number): void {
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
-    throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${String(v)}.`);
+    throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer in [${min}, ${max}], got ${shownValue(v)}.`);
   }
 }
 
@@ -260,19 +260,29 @@ export function checkNotSystemTopic(topic: string): void {
     );
 }
 
-/** Validates a topic name by RocketMQ's rules; throws MQError MESSAGE_ILLEGAL. */
-export function checkTopic(topic: unknown): asserts topic is string {
-  if (typeof topic !== "string" || topic.length === 0) {
-    throw new MQError("MESSAGE_ILLEGAL", "The topic is empty: give every message a topic name.");
+/**
+ * Validates a topic name by RocketMQ's rules; throws MQError MESSAGE_ILLEGAL. `what` names the call
+ * the topic was given to ("createTopic", "subscribe"); without it the topic is a message's.
+ */
+export function checkTopic(topic: unknown, what?: string): asserts topic is string {
+  const subject = what ? `${what}: the topic` : "The topic";
+  if (typeof topic !== "string") {
+    throw new MQError("MESSAGE_ILLEGAL", `${subject} must be a topic name (a string), got ${shownValue(topic)}.`);
+  }
+  if (topic.length === 0) {
+    throw new MQError(
+      "MESSAGE_ILLEGAL",
+      what ? `${subject} is empty: name a topic.` : "The topic is empty: give every message a topic name.",
+    );
   }
   if (topic.length > TOPIC_MAX_LENGTH) {
     throw new MQError(
       "MESSAGE_ILLEGAL",
-      `The topic "${topic.slice(0, 20)}..." is ${topic.length} characters long; at most ${TOPIC_MAX_LENGTH} are allowed.`,
+      `${subject} "${topic.slice(0, 20)}..." is ${topic.length} characters long; at most ${TOPIC_MAX_LENGTH} are allowed.`,
     );
   }
   if (!TOPIC_PATTERN.test(topic)) {
-    throw new MQError("MESSAGE_ILLEGAL", `The topic "${topic}" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.`);
+    throw new MQError("MESSAGE_ILLEGAL", `${subject} "${topic}" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.`);
   }
   checkNotReserved(topic, "topic");
 }
@@ -329,7 +339,7 @@ export const MAX_QUEUE_NUMS = 1024;
 
 /** Checks a topic config's name, queue numbers and permission (broker configs, and what a broker registers with the name server); throws MQError INVALID_PARAMETER. */
 export function checkTopicConfig(tc: TopicConfig): void {
-  checkTopic(tc.topicName);
+  checkTopic(tc.topicName, "topic config");
   for (const k of ["readQueueNums", "writeQueueNums"] as const) {
     const v = tc[k];
     if (!Number.isInteger(v) || v < 0 || v > MAX_QUEUE_NUMS) {

@@ -63,7 +63,7 @@ export function processQueryMessage(ctx: BrokerContext, ev: Fields<QueryMessageR
     throw invalid("QUERY_MESSAGE needs a key (a message key, or a UNIQ_KEY with uniqKey: true).");
   const key = ev.key;
   const uniq = ev.uniqKey === true;
-  if (ev.topic !== undefined || !uniq) checkTopic(ev.topic);
+  if (ev.topic !== undefined || !uniq) checkTopic(ev.topic, "QUERY_MESSAGE");
   const topic = ev.topic as string | undefined;
   const maxNum = Math.min(optionalInt(ev.maxNum, "maxNum") ?? DEFAULT_QUERY_MAX_NUM, MAX_QUERY_MAX_NUM);
   const begin = optionalInt(ev.beginTimestamp, "beginTimestamp") ?? 0;

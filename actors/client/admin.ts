@@ -118,7 +118,7 @@ export class Admin {
    */
   async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
     this.checkOpen();
-    checkTopic(opts?.topic);
+    checkTopic(opts?.topic, "createTopic");
     checkNotSystemTopic(opts.topic);
     if (opts.brokers !== undefined && (!Array.isArray(opts.brokers) || opts.brokers.length === 0))
       throw new MQError(
@@ -250,7 +250,7 @@ export class Admin {
     timestamp: number,
   ): Promise<{ topic: string; brokerName: string; queueId: number; offset: number }[]> {
     this.checkOpen();
-    checkTopic(topic);
+    checkTopic(topic, "resetOffsetByTimestamp");
     const route = await this.topicRoute(topic);
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
     const settled = await Promise.allSettled(
@@ -282,7 +282,7 @@ export class Admin {
    */
   async queryMessageByKey(topic: string, key: string, opts: QueryMessageByKeyOptions = {}): Promise<MessageExt[]> {
     this.checkOpen();
-    checkTopic(topic);
+    checkTopic(topic, "queryMessageByKey");
     if (typeof key !== "string" || key.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "queryMessageByKey needs a non-empty key.");
     const maxNum = opts.maxNum ?? DEFAULT_QUERY_MAX_NUM;
     const route = await this.topicRoute(topic);
@@ -304,7 +304,7 @@ export class Admin {
   async viewMessage(msgId: string, topic?: string): Promise<MessageExt | null> {
     this.checkOpen();
     if (typeof msgId !== "string" || msgId.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "viewMessage needs a message id.");
-    if (topic !== undefined) checkTopic(topic);
+    if (topic !== undefined) checkTopic(topic, "viewMessage");
     const targets = lookupTargets(Object.values((await this.clusterInfo()).brokerAddrTable));
     if (targets.length === 0) throw new MQError("NO_ROUTE", "No broker is registered with the name servers: start a broker first.");
     const byOffset = await this.viewByOffsetId(targets, msgId);

@@ -17,6 +17,7 @@ import {
   type MessageQueue,
   MQError,
   mqKey,
+  shownValue,
 } from "../../transport/protocol.ts";
 import {
   type AllocateOptions,
@@ -281,7 +282,14 @@ export class PullConsumer {
     }
     for (const [k, mq] of want) {
       if (this.held.has(k)) continue;
-      const offset = await computePullFromWhere(this.opts.consumeFromWhere, this.opts.consumeTimestamp, mq, this.rebalancer.lookups);
+      const offset = await computePullFromWhere(
+        this.opts.consumeFromWhere,
+        this.opts.consumeTimestamp,
+        mq,
+        this.rebalancer.lookups,
+        // no rebalance comes back to an assigned queue
+        "check the queue's broker name and that its broker is up, then call assign again",
+      );
       this.startQueue(mq, offset);
     }
   }
@@ -341,7 +349,7 @@ export class PullConsumer {
     const notHeld = () => new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
     if (!this.held.has(k)) throw notHeld();
     if (!Number.isInteger(offset) || offset < 0)
-      throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${offset}.`);
+      throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${shownValue(offset)}.`);
     // an offset outside the queue would be moved by the broker, but the next commit would store it
     // (RocketMQ's DefaultLitePullConsumerImpl.seek refuses it the same way)
     const [min, max] = await Promise.all([this.queueOffset(queue, "GET_MIN_OFFSET"), this.queueOffset(queue, "GET_MAX_OFFSET")]);

@@ -32,23 +32,22 @@ export function isRetryTopic(topic: string): boolean {
  * | TIMESTAMP | committed      | retry topic: max offset; else search(timestamp) |
  *
  * @throws MQError QUERY_NOT_FOUND when the committed offset could not be read, SYSTEM_ERROR on a
- * negative result; the rebalancer skips the queue this round and tries again next round.
+ * negative result; the rebalancer skips the queue this round and tries again next round. `then`
+ * ends those messages: what happens to the queue next.
  */
 export async function computePullFromWhere(
   mode: ConsumeFromWhere,
   consumeTimestamp: number,
   mq: MessageQueue,
   lookups: PullFromWhereLookups,
+  then = "the queue is retried at the next rebalance",
 ): Promise<number> {
   const last = await lookups.readOffset(mq);
   let result: number;
   if (last >= 0) {
     result = last;
   } else if (last !== OFFSET_NOT_FOUND) {
-    throw new MQError(
-      "QUERY_NOT_FOUND",
-      `The committed offset of ${mq.topic}@${mq.brokerName}@${mq.queueId} could not be read; the queue is retried at the next rebalance.`,
-    );
+    throw new MQError("QUERY_NOT_FOUND", `The committed offset of ${mq.topic}@${mq.brokerName}@${mq.queueId} could not be read; ${then}.`);
   } else if (mode === "CONSUME_FROM_FIRST_OFFSET") {
     result = 0;
   } else if (mode === "CONSUME_FROM_TIMESTAMP") {
@@ -57,10 +56,7 @@ export async function computePullFromWhere(
     result = isRetryTopic(mq.topic) ? 0 : await lookups.maxOffset(mq);
   }
   if (!(result >= 0)) {
-    throw new MQError(
-      "SYSTEM_ERROR",
-      `Found unexpected start offset ${result} for ${mq.topic}@${mq.brokerName}@${mq.queueId}; the queue is retried at the next rebalance.`,
-    );
+    throw new MQError("SYSTEM_ERROR", `Found unexpected start offset ${result} for ${mq.topic}@${mq.brokerName}@${mq.queueId}; ${then}.`);
   }
   return result;
 }

@@ -33,7 +33,7 @@ export class SubscriptionTable {
 
   /** Adds or replaces one topic's subscription. */
   subscribe(topic: string, expr: SubscriptionExpression): SubscriptionData {
-    checkTopic(topic);
+    checkTopic(topic, "subscribe");
     const sd = parseSubscription(topic, expr);
     this.subs.set(topic, sd);
     return sd;

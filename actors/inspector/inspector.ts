@@ -4,7 +4,7 @@
  * keeps them in a bounded buffer, tracks which processes are alive, and serves a local page that
  * draws every actor's statechart and an event timeline.
  */
-import { checkBoolean, MQError } from "../../transport/protocol.ts";
+import { checkBoolean, MQError, shownValue } from "../../transport/protocol.ts";
 import { ActorNode, INSPECTION_HEARTBEAT_INTERVAL_MS, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
@@ -94,6 +94,12 @@ export class Inspector {
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
     checkBoolean("collectOnFirstView", opts.collectOnFirstView);
+    // a lone string would be read character by character
+    if (!Array.isArray(opts.collect))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `collect must be an array of tcp://host:port addresses, got ${shownValue(opts.collect)}: write collect: [address].`,
+      );
     for (const a of opts.collect) checkCollectAddress(a);
     // checked here: they are first used once the collector, client node and page server are open
     if (!Array.isArray(opts.nodes) || !opts.nodes.every((n) => n instanceof ActorNode))

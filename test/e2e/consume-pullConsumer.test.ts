@@ -124,8 +124,26 @@ test("pull consumer: a subscribe that fails leaves it free to assign", async () 
     });
     await assert.rejects(pc.subscribe("PolledAfterBadSub", { sql92: "a >" }), (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED"));
     await assert.rejects(pc.subscribe("bad topic!", "*"), (e: unknown) => isMQError(e, "MESSAGE_ILLEGAL"));
+    // neither a message nor empty: say what it is
+    await assert.rejects(
+      pc.subscribe(5 as never, "*"),
+      (e: unknown) =>
+        isMQError(e, "MESSAGE_ILLEGAL") &&
+        /^subscribe: the topic must be a topic name \(a string\), got 5/.test(String((e as Error).message)),
+    );
+    await assert.rejects(
+      admin.createTopic({ topic: 5 as never }),
+      (e: unknown) =>
+        isMQError(e, "MESSAGE_ILLEGAL") &&
+        /^createTopic: the topic must be a topic name \(a string\), got 5/.test(String((e as Error).message)),
+    );
     await assert.rejects(pc.subscribe("NoSuchTopic", "*"), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
     const queues = await pc.fetchMessageQueues("PolledAfterBadSub");
+    // a queue whose committed offset cannot be read: assign mode has no rebalance that would retry it
+    await assert.rejects(
+      pc.assign([{ topic: "PolledAfterBadSub", brokerName: "no-such-broker", queueId: 0 }]),
+      (e: unknown) => isMQError(e, "QUERY_NOT_FOUND") && /assign/.test(String(e)) && !/rebalance/.test(String(e)),
+    );
     await pc.assign(queues);
     assert.equal(pc.assignment().length, 2);
     const got: string[] = [];
@@ -190,6 +208,7 @@ test("pull consumer: seek outside the queue's offsets is refused; seek to the ma
     // a stale or mistyped offset past the end would be committed by the next commit and stick
     await assert.rejects(pc.seek(q!, 1_000_000), (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /Seek offset illegal/.test(String(e)));
     await assert.rejects(pc.seek(q!, 11), (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT"));
+    await assert.rejects(pc.seek(q!, "1" as never), (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /got "1"/.test(String(e)));
     assert.equal(offsetIllegalOf(pc), 0, "a refused seek does not move the pull");
     await pc.commit();
     const p = (await admin.consumerProgress("cgSeekRange")).find((x) => x.topic === "SeekRange")!;

@@ -36,6 +36,18 @@ test("pull consumer options out of range are refused with ILLEGAL_ARGUMENT namin
   }
 });
 
+test("a string value is shown quoted in the error, so it does not read as the number or boolean it spells", async () => {
+  for (const [name, value] of [
+    ["pullBatchSize", "10"],
+    ["autoCommit", "true"],
+  ] as const)
+    await assert.rejects(
+      PullConsumer.start({ ...base, [name]: value }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message.endsWith(`got "${value}".`),
+      name,
+    );
+});
+
 test("PullConsumer.start without an options object, and assign() without an array of queues, are refused with ILLEGAL_ARGUMENT", async () => {
   for (const options of [undefined, null, "cg"])
     await assert.rejects(

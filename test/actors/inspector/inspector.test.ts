@@ -230,6 +230,12 @@ describe("Inspector", () => {
         (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && e.message.includes(bad) && /tcp:\/\/host:port/.test(e.message),
         bad,
       );
+    // a single address, not in an array: it was read character by character ("Bad collect address \"t\"")
+    await assert.rejects(
+      Inspector.start({ collect: "tcp://127.0.0.1:9876" as never }),
+      (e: Error & { code?: string }) =>
+        e.code === "ILLEGAL_ARGUMENT" && /^collect must be an array/.test(e.message) && e.message.includes("tcp://127.0.0.1:9876"),
+    );
     // an address nothing listens on yet
     const first = await ActorNode.start({ listen: EPHEMERAL, nodeId: "late-1" });
     const address = first.address!;
