@@ -211,7 +211,7 @@ export function checkConsumeTimestamp(v: unknown): void {
   if (typeof v !== "number" || !Number.isFinite(v))
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `consumeTimestamp must be a time in ms since the epoch (such as Date.parse("2020-01-01T00:00:00Z")), got ${String(v)}.`,
+      `consumeTimestamp must be a time in ms since the epoch (such as Date.parse("2020-01-01T00:00:00Z")), got ${shownValue(v)}.`,
     );
 }
 
