@@ -30,6 +30,8 @@ export const CRC_PROPERTY = "__CRC32#";
 export const CRC_RESERVED_BYTES = CRC_PROPERTY.length + 1 + 10 + 1;
 /** Longest properties section a record may carry (2-byte length). */
 export const MAX_PROPERTIES_BYTES = 32767;
+/** Longest properties a message may be sent with: the store appends the CRC property within the same 2-byte length. */
+export const MAX_MESSAGE_PROPERTIES_BYTES = MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES;
 /** Longest topic a V1 record can carry (1-byte length). */
 export const MAX_TOPIC_BYTES = 127;
 
@@ -190,12 +192,7 @@ export function encodeMessageBatch(msgs: ReadonlyArray<BatchMessage>): Buffer {
     const bodyLen = m.body.length;
     const pp = pos + 12 + bodyLen;
     const propsLen = m.properties ? out.write(m.properties, pp + 2, "utf8") : 0;
-    if (propsLen > MAX_PROPERTIES_BYTES) {
-      throw new MQError(
-        "MESSAGE_ILLEGAL",
-        `The message properties are ${propsLen} bytes; at most ${MAX_PROPERTIES_BYTES} are allowed: use fewer or shorter properties.`,
-      );
-    }
+    if (propsLen > MAX_MESSAGE_PROPERTIES_BYTES) throw propertiesTooLong(propsLen);
     const size = BATCH_ENTRY_FIXED + bodyLen + propsLen;
     putInt32BE(out, pos, size);
     putInt32BE(out, pos + 4, (m.flag ?? 0) | 0);
@@ -455,6 +452,14 @@ export interface RecordFields {
   storeHost: string;
   reconsumeTimes?: number;
   preparedTransactionOffset?: number;
+}
+
+/** MESSAGE_ILLEGAL for properties (tags, keys and user properties, encoded) of `bytes` bytes. */
+export function propertiesTooLong(bytes: number): MQError {
+  return new MQError(
+    "MESSAGE_ILLEGAL",
+    `The message properties are ${bytes} bytes; at most ${MAX_MESSAGE_PROPERTIES_BYTES} are allowed: use fewer or shorter properties.`,
+  );
 }
 
 /** Encodes one complete record (body CRC and whole-record CRC included). */

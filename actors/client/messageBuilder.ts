@@ -10,9 +10,11 @@ import {
   createUniqId,
   encodeMessageBatch,
   encodeProperty,
+  MAX_MESSAGE_PROPERTIES_BYTES,
   MessageSysFlag,
   NAME_VALUE_SEPARATOR,
   PROPERTY_SEPARATOR,
+  propertiesTooLong,
 } from "../../transport/messageRecord.ts";
 import {
   checkNotReserved,
@@ -23,6 +25,7 @@ import {
   MessageConst,
   MQError,
   RETRY_GROUP_TOPIC_PREFIX,
+  SYSTEM_TOPICS,
 } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
@@ -169,6 +172,12 @@ const WAIT_AND_UNIQ_KEY = `${encodeProperty(MessageConst.WAIT_STORE_MSG_OK, "tru
 export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): PreparedMessage {
   if (typeof msg !== "object" || msg === null) throw new MQError("MESSAGE_ILLEGAL", "The message must be an object { topic, body, ... }.");
   checkTopic(msg.topic);
+  // RocketMQ's Validators.checkMessage: refused here, so no broker is asked (and none is marked failed)
+  if (SYSTEM_TOPICS.has(msg.topic))
+    throw new MQError(
+      "NO_PERMISSION",
+      `Sending message to topic ${msg.topic} is forbidden: the broker manages it; choose another topic name.`,
+    );
   const body = toBuffer(msg.body);
   if (body.length === 0)
     throw new MQError("MESSAGE_ILLEGAL", `The message body for topic "${msg.topic}" is empty: send at least one byte.`);
@@ -182,7 +191,13 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
   if (!isInt32(flag))
     throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${String(flag)}.`);
   const uniqKey = createUniqId();
-  return { topic: msg.topic, body, flag, properties: buildProperties(msg, uniqKey), uniqKey };
+  const properties = buildProperties(msg, uniqKey);
+  // one UTF-16 unit is at most 3 UTF-8 bytes: only long properties are measured
+  if (properties.length * 3 > MAX_MESSAGE_PROPERTIES_BYTES) {
+    const bytes = Buffer.byteLength(properties);
+    if (bytes > MAX_MESSAGE_PROPERTIES_BYTES) throw propertiesTooLong(bytes);
+  }
+  return { topic: msg.topic, body, flag, properties, uniqKey };
 }
 
 /** zlib level of compressed bodies (RocketMQ's default `rocketmq.message.compressLevel`). */

@@ -8,6 +8,7 @@
 import {
   BrokerActor,
   checkBoolean,
+  checkTopic,
   DEFAULT_MAX_MESSAGE_BYTES,
   isGroupName,
   isMQError,
@@ -213,6 +214,8 @@ export class Producer {
 
   /** The writable queues of a topic (what a selector is given). */
   async fetchPublishQueues(topic: string): Promise<MessageQueue[]> {
+    this.checkOpen();
+    checkTopic(topic, "fetchPublishQueues");
     return (await this.publishInfo(topic)).queues.slice();
   }
 
@@ -270,6 +273,12 @@ export class Producer {
         bornTimestamp: Date.now(),
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };
+      // the route lookup can spend the whole budget (a name server down): then nothing is sent, as
+      // in RocketMQ's sendDefaultImpl; a request with 1 ms left would be stored and reported TIMEOUT
+      if (deadline - Date.now() <= 0) {
+        lastError ??= new MQError("TIMEOUT", "looking up the topic's route used the whole budget; the message was not sent");
+        break;
+      }
       const started = Date.now();
       try {
         const ref = this.instance.brokerRef(mq.brokerName, BrokerActor.BROKER);

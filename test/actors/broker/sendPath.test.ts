@@ -597,3 +597,52 @@ test("a message the broker refuses (MESSAGE_ILLEGAL) does not make the producer 
     await c6();
   }
 });
+
+test("sends to system topics are refused by the producer (NO_PERMISSION, no broker asked), so no broker is marked failed", async () => {
+  const faults = (producer as unknown as { faults: { isAvailable(b: string): boolean } }).faults;
+  for (const topic of ["SCHEDULE_TOPIC_XXXX", "TBW102"]) {
+    await assert.rejects(
+      producer.send({ topic, body: "x" }),
+      (e) => isMQError(e, "NO_PERMISSION") && /Sending message to topic .* is forbidden/.test((e as Error).message),
+      topic,
+    );
+    await assert.rejects(producer.sendBatch([{ topic, body: "x" }]), (e) => isMQError(e, "NO_PERMISSION"), `${topic} batch`);
+  }
+  assert.ok(faults.isAvailable("a"), "broker a is not avoided after the refused sends");
+});
+
+test("a send whose budget the route lookup used up is not sent (TIMEOUT saying so) and does not mark the broker failed", async () => {
+  const dead = "tcp://127.0.0.1:9"; // nothing listens there
+  const p = await Producer.start({ group: "pg-budget", nameservers: [dead, ns.address], sendTimeoutMs: 500, requestTimeoutMs: 1000 });
+  const inst = p.clientInstance as unknown as { nsIndex: number };
+  const faults = (p as unknown as { faults: { isAvailable(b: string): boolean } }).faults;
+  try {
+    await admin.createTopic({ topic: "Budget", readQueueNums: 1, writeQueueNums: 1 });
+    // the broker's connection is warm; only the next route lookup is slow: it asks the dead name server first
+    inst.nsIndex = 1;
+    await p.send({ topic: "Warm", body: "w" });
+    inst.nsIndex = 0;
+    await assert.rejects(
+      p.send({ topic: "Budget", body: "late" }),
+      (e) => isMQError(e, "TIMEOUT") && /route used the whole budget; the message was not sent/.test((e as Error).message),
+    );
+    assert.ok(faults.isAvailable("a"), "broker a is not avoided: it was never asked");
+    const r = await p.send({ topic: "Budget", body: "in time" });
+    assert.equal(r.status, "SEND_OK");
+    assert.equal(r.queueOffset, 0, "the message the budget ran out for was not stored before this one");
+  } finally {
+    await p.close();
+  }
+});
+
+test("fetchPublishQueues checks the topic name and refuses once the producer is closed", async () => {
+  const p = await Producer.start({ group: "pg-fetch", nameservers: [ns.address] });
+  await assert.rejects(
+    p.fetchPublishQueues("not a topic!"),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /fetchPublishQueues/.test(String(e)),
+  );
+  await assert.rejects(p.fetchPublishQueues(5 as never), (e) => isMQError(e, "MESSAGE_ILLEGAL"));
+  assert.ok((await p.fetchPublishQueues("Budget")).length > 0);
+  await p.close();
+  await assert.rejects(p.fetchPublishQueues("Budget"), (e) => isMQError(e, "CLOSED") && /Producer pg-fetch is closed/.test(String(e)));
+});

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { prepareBatch, prepareMessage } from "../../../actors/client/messageBuilder.ts";
-import { decodeProperties, forEachBatchMessage } from "../../../transport/messageRecord.ts";
+import { decodeProperties, forEachBatchMessage, MAX_MESSAGE_PROPERTIES_BYTES } from "../../../transport/messageRecord.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 
 test("properties carry tags, keys, delay and a unique key", () => {
@@ -115,4 +115,20 @@ test("a batch entry that is not a message object is MESSAGE_ILLEGAL naming its i
       JSON.stringify(batch),
     );
   }
+});
+
+test("properties are refused by the client at the limit the store applies (32 767 bytes less the CRC property it appends)", () => {
+  const limit = MAX_MESSAGE_PROPERTIES_BYTES;
+  const sized = (bytes: number) => {
+    // "big" \u0001 value \u0002 plus the WAIT and UNIQ_KEY properties every message carries
+    const base = Buffer.byteLength(prepareMessage({ topic: "T", body: "x", properties: { big: "v" } }).properties) - 1;
+    return { topic: "T", body: "x", properties: { big: "v".repeat(bytes - base) } };
+  };
+  assert.equal(Buffer.byteLength(prepareMessage(sized(limit)).properties), limit);
+  for (const build of [(m: ReturnType<typeof sized>) => prepareMessage(m), (m: ReturnType<typeof sized>) => prepareBatch([m])])
+    assert.throws(
+      () => build(sized(limit + 1)),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && new RegExp(`at most ${limit} are allowed`).test((e as Error).message),
+    );
+  assert.ok(prepareBatch([sized(limit)]).body.length > limit, "a batch member at the limit is taken");
 });
