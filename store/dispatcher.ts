@@ -72,20 +72,6 @@ export function javaHashContinue(h: number, buf: Buffer, s: number, e: number): 
   return h;
 }
 
-/** Parses a delay-level list like `"1s 5s 10s 30s 1m ... 2h"` (or `"100ms 200ms"`) into milliseconds per level (index 0 = level 1). */
-export function parseDelayLevels(spec: string): number[] {
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-  return spec
-    .trim()
-    .split(/\s+/)
-    .filter(Boolean)
-    .map((w) => {
-      const m = /^(\d+)(ms|s|m|h|d)$/.exec(w);
-      if (!m) throw new Error(`bad delay level "${w}"`);
-      return Number(m[1]) * unit[m[2]!]!;
-    });
-}
-
 /** Builds consume queues and the index from record bytes. */
 export class Dispatcher {
   private cqBuf = Buffer.allocUnsafe(CQ_ENTRY_BYTES * 1024);

@@ -1,8 +1,8 @@
 /** The store's public surface: the broker's store actor uses only what is exported here. */
 
 export { FILLER_HEADER_BYTES, FILLER_MAGIC } from "./commitLog.ts";
+export { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts";
 export type { ArrivalNotice } from "./dispatcher.ts";
-export { parseDelayLevels } from "./dispatcher.ts";
 export { JsonFile, type JsonFileDamage } from "./jsonFile.ts";
 export type {
   DamageStats,
@@ -19,7 +19,6 @@ export {
   DEFAULT_COMMIT_LOG_SEGMENT_BYTES,
   DEFAULT_CONSUME_QUEUE_ENTRIES,
   DEFAULT_FILE_RESERVED_TIME_HOURS,
-  DEFAULT_MESSAGE_DELAY_LEVEL,
   DEFAULT_STORE_HOST,
   defaultMessageStoreOptions,
   MessageStore,

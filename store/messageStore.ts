@@ -48,7 +48,8 @@ import {
 } from "./checkpoint.ts";
 import { CommitLog, FILLER_HEADER_BYTES, FILLER_MAGIC, fillerBytes, writeFillerHeader } from "./commitLog.ts";
 import { ConsumeQueue, CQ_ENTRY_BYTES, listConsumeQueues } from "./consumeQueue.ts";
-import { type ArrivalNotice, Dispatcher, parseDelayLevels } from "./dispatcher.ts";
+import { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts";
+import { type ArrivalNotice, Dispatcher } from "./dispatcher.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
@@ -61,7 +62,6 @@ export const DEFAULT_FLUSH_INTERVAL_MS = 500;
 /** async flush also starts when this many bytes are unflushed (RocketMQ: 4 pages; we batch more) */
 export const DEFAULT_FLUSH_LEAST_BYTES = 4 * 1024 * 1024;
 export const DEFAULT_STORE_HOST = "127.0.0.1:10911";
-export const DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 export const DEFAULT_SYNC_FLUSH_TIMEOUT_MS = 5000;
 /** maxTransferBytesOnMessageInMemory */
 export const DEFAULT_MAX_TRANSFER_BYTES = 256 * 1024;
@@ -374,14 +374,7 @@ export class MessageStore {
         `storeHost "${String(opts.storeHost)}" is not an IPv4 ip:port (offset message ids carry 4 address bytes and the port): pass the broker's resolved address, e.g. "10.0.0.2:10911".`,
       );
     checkNumericOptions(opts);
-    try {
-      parseDelayLevels(opts.messageDelayLevel);
-    } catch (e) {
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `messageDelayLevel "${opts.messageDelayLevel}" is not a list like "1s 5s 1m 2h": ${(e as Error).message}`,
-      );
-    }
+    parseDelayLevels(opts.messageDelayLevel);
     mkdirDurable(opts.dir);
     const release = acquireStoreLock(opts.dir);
     let store: MessageStore | undefined;

@@ -124,7 +124,7 @@ export class Broker {
         ...(config.diskFullPercent !== undefined ? { diskFullPercent: config.diskFullPercent } : {}),
         storeHost,
         ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
-        ...(config.messageDelayLevel ? { messageDelayLevel: config.messageDelayLevel } : {}),
+        ...(config.messageDelayLevel !== undefined ? { messageDelayLevel: config.messageDelayLevel } : {}),
       });
       const { mode, log } = store.recovery;
       (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 ? logger.info.bind(logger) : logger.warn.bind(logger))(

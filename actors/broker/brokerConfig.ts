@@ -16,6 +16,7 @@ import {
 } from "../../transport/protocol.ts";
 import { checkTcpPort } from "../../transport/zmqNode.ts";
 import { defaultLogLevel } from "../logger.ts";
+import { parseDelayLevels } from "./delayLevels.ts";
 import { DEFAULT_HEAP_RESERVE_MB } from "./heapReserve.ts";
 
 export const DEFAULT_BROKER_LISTEN = "tcp://127.0.0.1:10911";
@@ -226,5 +227,8 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
       "ILLEGAL_ARGUMENT",
       `brokerPermission must be a PermName bit set from 0 to 15 (READ 4 | WRITE 2: 6 read and write, 4 read only, 2 write only), not ${String(cfg.brokerPermission)}.`,
     );
+  // refused at start, as RocketMQ's ScheduleMessageService.load() does: with no levels the broker
+  // would run without a scheduler and answer every delayed send and send-back ILLEGAL_ARGUMENT
+  if (cfg.messageDelayLevel !== undefined) parseDelayLevels(cfg.messageDelayLevel);
   return cfg;
 }

@@ -728,6 +728,20 @@ test("storeHost must be an IPv4 ip:port: a host name or IPv6 address is refused,
   assert.equal(r.offsetMsgIds.slice(0, 16), "0A00000200002A9F");
 });
 
+test("messageDelayLevel that is empty, blank or not a string is refused at open, before any file is made", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const refused = path.join(dir, "refused");
+  for (const messageDelayLevel of ["", "   ", 5, "1s 1x"]) {
+    await assert.rejects(
+      MessageStore.open(small(refused, { messageDelayLevel: messageDelayLevel as never })),
+      (e) => isCode("ILLEGAL_ARGUMENT")(e) && /^messageDelayLevel /.test((e as Error).message),
+      String(messageDelayLevel),
+    );
+  }
+  assert.equal(fs.existsSync(refused), false);
+});
+
 test("numeric options out of range are refused with ILLEGAL_ARGUMENT naming the option and its range, before any file is made", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);

@@ -90,3 +90,11 @@ test('brokerConfig: autoCreateTopic, autoCreateSubscriptionGroup and longPolling
     assert.equal(resolveBrokerConfig(base)[k], true);
   }
 });
+
+test("brokerConfig: messageDelayLevel must be a list of durations (empty or blank left the broker with no scheduler and no send-back)", () => {
+  for (const v of ["", "   ", "\t"]) refused({ messageDelayLevel: v }, /^messageDelayLevel is empty/);
+  for (const v of [5, null, ["1s"]]) refused({ messageDelayLevel: v as never }, /^messageDelayLevel must be a string/);
+  refused({ messageDelayLevel: "1s 1x" }, /^messageDelayLevel entry 2 "1x"/);
+  assert.equal(resolveBrokerConfig({ ...base, messageDelayLevel: " 100ms 1s " }).messageDelayLevel, " 100ms 1s ");
+  assert.equal(resolveBrokerConfig(base).messageDelayLevel, undefined);
+});
