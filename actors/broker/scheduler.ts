@@ -112,8 +112,22 @@ export function timeUpBatch(m: MessageExt): PutBatch | null {
 
 /** Reads delayOffset.json; levels missing or damaged start at 0. */
 export function readDelayOffsets(file: string, levelCount: number): number[] {
-  const stored = JsonFile.read<Partial<DelayOffsetFile>>(file);
-  return delayOffsetsOf(stored?.offsetTable, new Array<number>(levelCount).fill(0));
+  return delayOffsetsOf(readDelayOffsetTable(file), new Array<number>(levelCount).fill(0));
+}
+
+/** Every well-formed entry of delayOffset.json, configured levels or not. */
+export function readDelayOffsetTable(file: string): Record<string, number> {
+  return wellFormedDelayOffsets(JsonFile.read<Partial<DelayOffsetFile>>(file)?.offsetTable);
+}
+
+/** The entries of an offsetTable in its stored form whose key is a level (1, 2, ...) and whose offset is an integer >= 0. */
+export function wellFormedDelayOffsets(table: unknown): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (!table || typeof table !== "object") return out;
+  for (const [k, v] of Object.entries(table as Record<string, unknown>)) {
+    if (/^[1-9]\d*$/.test(k) && typeof v === "number" && Number.isInteger(v) && v >= 0) out[k] = v;
+  }
+  return out;
 }
 
 /** Each level's offset from an offsetTable in its stored form (level as a string); `fallback[level - 1]` where it has none or a bad one. */
@@ -136,6 +150,12 @@ export function delayOffsetTable(offsets: readonly number[]): Record<string, num
 export class DelayDeliveryService {
   readonly stats: DelayDeliveryStats = { delivered: 0, batches: 0, putFailures: 0, persists: 0 };
   private readonly offsets: number[];
+  /**
+   * Stored progress of levels above the configured ones (from a run with more levels), written
+   * back unchanged, as RocketMQ keeps its whole offsetTable: configured again, they resume there
+   * instead of delivering their queues again from the start.
+   */
+  private readonly unconfigured: Record<string, number> = {};
   private readonly timers: Array<NodeJS.Timeout | null>;
   private readonly running: Array<Promise<void> | null>;
   private readonly rerun: boolean[];
@@ -157,7 +177,9 @@ export class DelayDeliveryService {
 
   /** Loads progress (corrected into each queue's bounds) and looks at every level that has work. */
   start(): void {
-    const loaded = readDelayOffsets(this.deps.offsetFile, this.deps.levels.length);
+    const stored = readDelayOffsetTable(this.deps.offsetFile);
+    const loaded = delayOffsetsOf(stored, new Array<number>(this.deps.levels.length).fill(0));
+    for (const k in stored) if (Number(k) > this.deps.levels.length) this.unconfigured[k] = stored[k]!;
     for (let level = 1; level <= this.deps.levels.length; level++) {
       const q = delayLevelToQueueId(level);
       const min = this.deps.store.getMinOffset(SCHEDULE_TOPIC, q);
@@ -177,6 +199,11 @@ export class DelayDeliveryService {
   /** The next schedule-queue offset of each level (index level - 1). */
   progress(): number[] {
     return [...this.offsets];
+  }
+
+  /** The whole offsetTable in its stored form: the configured levels' progress and the kept progress of the others. */
+  offsetTable(): Record<string, number> {
+    return { ...this.unconfigured, ...delayOffsetTable(this.offsets) };
   }
 
   /** A schedule queue got messages: an idle level looks at them (a waiting timer already covers older heads). */
@@ -326,7 +353,7 @@ export class DelayDeliveryService {
   persist(): void {
     this.dirty = false;
     try {
-      JsonFile.write(this.deps.offsetFile, { offsetTable: delayOffsetTable(this.offsets) } satisfies DelayOffsetFile);
+      JsonFile.write(this.deps.offsetFile, { offsetTable: this.offsetTable() } satisfies DelayOffsetFile);
       this.stats.persists++;
     } catch (e) {
       this.dirty = true;
@@ -383,7 +410,7 @@ export const schedulerMachine = setup({
       if (event.type === "TICK") context.service.tick((event as { level: number }).level);
     },
     answerOffsets: ({ context, event }) => {
-      (event as Asked).reply?.ok({ offsetTable: delayOffsetTable(context.service.progress()) });
+      (event as Asked).reply?.ok({ offsetTable: context.service.offsetTable() });
     },
     shutdown: ({ context, event }) => {
       const reply = (event as Asked).reply;

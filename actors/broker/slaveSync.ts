@@ -14,8 +14,7 @@ import { BrokerActor, type SubscriptionGroupConfig, type TopicConfig, type Topic
 import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR } from "./configFile.ts";
 import { type ConsumerOffsetFile, consumerOffsetsOf } from "./consumerOffsetManager.ts";
-import { brokerDelayLevels } from "./delayRouting.ts";
-import { DELAY_OFFSET_FILE, type DelayOffsetFile, delayOffsetsOf, delayOffsetTable, readDelayOffsets } from "./scheduler.ts";
+import { DELAY_OFFSET_FILE, type DelayOffsetFile, readDelayOffsetTable, wellFormedDelayOffsets } from "./scheduler.ts";
 
 const SYNC_TIMEOUT_MS = 3_000;
 
@@ -63,10 +62,13 @@ export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: s
     .ref(masterAddress, BrokerActor.SCHEDULER)
     .ask<DelayOffsetFile>({ type: "GET_ALL_DELAY_OFFSET" }, { timeoutMs: SYNC_TIMEOUT_MS });
   const file = path.join(ctx.config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE);
-  const mine = readDelayOffsets(file, brokerDelayLevels(ctx.config.messageDelayLevel).length);
-  const theirs = delayOffsetsOf(delay.fields.offsetTable, mine);
-  const differs = theirs.filter((o, i) => o !== mine[i]).length;
-  if (differs > 0) JsonFile.write(file, { offsetTable: delayOffsetTable(theirs) } satisfies DelayOffsetFile);
+  // a put-all over the whole table (RocketMQ's), levels this broker does not configure included:
+  // dropping them would make a broker configured with them again deliver their queues again
+  const mine = readDelayOffsetTable(file);
+  const theirs = { ...mine, ...wellFormedDelayOffsets(delay.fields.offsetTable) };
+  let differs = 0;
+  for (const k in theirs) if (theirs[k] !== mine[k]) differs++;
+  if (differs > 0) JsonFile.write(file, { offsetTable: theirs } satisfies DelayOffsetFile);
   changed += differs;
   if (changed > 0) ctx.logger.debug({ changed }, "offsets copied from master");
   return changed;

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
@@ -185,6 +185,13 @@ test("an empty slave of a master whose oldest segments are deleted begins at the
 });
 
 test("a slave copies its master's consumer offsets and delay-level progress", async () => {
+  // progress of levels above the 18 configured (from a run with more levels) is kept on both sides
+  const seedDelayOffsets = (storeDir: string, offsetTable: Record<string, number>) => {
+    mkdirSync(path.join(storeDir, "config"), { recursive: true });
+    writeFileSync(path.join(storeDir, "config", "delayOffset.json"), JSON.stringify({ offsetTable }));
+  };
+  seedDelayOffsets(path.join(dir, "ha5-m"), { "20": 6 });
+  seedDelayOffsets(path.join(dir, "ha5-s"), { "19": 4 });
   const master = await startBroker({ brokerName: "ha5", storeDir: path.join(dir, "ha5-m") });
   const slaveDir = path.join(dir, "ha5-s");
   const slave = await startBroker({
@@ -239,6 +246,8 @@ test("a slave copies its master's consumer offsets and delay-level progress", as
     15_000,
     "level 1's progress copied to the slave",
   );
+  const copied = (JSON.parse(readFileSync(delayFile, "utf8")) as { offsetTable: Record<string, number> }).offsetTable;
+  assert.deepEqual([copied["19"], copied["20"]], [4, 6], "the slave's own and the master's unconfigured levels kept");
   await closeBroker(slave);
   await closeBroker(master);
 });

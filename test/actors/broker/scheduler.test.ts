@@ -58,12 +58,12 @@ function startService(overrides: Partial<DelayDeliveryDeps> = {}): DelayDelivery
 }
 
 /** Stores a message with a delay level the way the send path does; returns its schedule store time. */
-async function sendDelayed(level: number, body: string, realQueue = 0): Promise<number> {
+async function sendDelayed(level: number, body: string, realQueue = 0, maxLevel = LEVEL_MS.length): Promise<number> {
   const t = scheduleTarget(
     "Real",
     realQueue,
     { [MessageConst.DELAY]: String(level), [MessageConst.UNIQ_KEY]: body, [MessageConst.TAGS]: "T" },
-    LEVEL_MS.length,
+    maxLevel,
   )!;
   const r = await store.putMessage({
     topic: t.topic,
@@ -156,6 +156,32 @@ test("a stored offset beyond the queue is corrected to its end; a damaged file s
   fs.writeFileSync(offsetFile(), "{ not json");
   fs.rmSync(`${offsetFile()}.bak`, { force: true });
   assert.deepEqual(readDelayOffsets(offsetFile(), 3), [0, 0, 0]);
+});
+
+test("progress of levels not configured now is kept, so configuring them again resumes there instead of re-delivering", async () => {
+  // level 5's three messages were delivered by a broker with 5 levels, then it restarted with 3
+  for (let i = 0; i < 3; i++) await sendDelayed(5, `old-${i}`, 0, 5);
+  fs.mkdirSync(path.dirname(offsetFile()), { recursive: true });
+  fs.writeFileSync(offsetFile(), JSON.stringify({ offsetTable: { "1": 0, "2": 0, "3": 0, "4": 0, "5": 3 } }));
+  const stored = () => (JSON.parse(fs.readFileSync(offsetFile(), "utf8")) as { offsetTable: Record<string, number> }).offsetTable;
+  const three = startService();
+  await sendDelayed(1, "now");
+  await waitFor(() => readDelayOffsets(offsetFile(), 3)[0] === 1, 5_000, "level 1's progress written");
+  assert.deepEqual(stored(), { "1": 1, "2": 0, "3": 0, "4": 0, "5": 3 }, "levels 4 and 5 kept by the periodic write");
+  assert.deepEqual(three.offsetTable(), { "1": 1, "2": 0, "3": 0, "4": 0, "5": 3 }, "and in GET_ALL_DELAY_OFFSET's answer");
+  await three.close();
+  services.splice(services.indexOf(three), 1);
+  assert.deepEqual(stored(), { "1": 1, "2": 0, "3": 0, "4": 0, "5": 3 }, "and by the write at close");
+
+  const five = startService({ levels: [...LEVEL_MS, 150, 150] });
+  assert.equal(five.progress()[4], 3, "level 5 resumes after its delivered messages");
+  // level 5 delivers in order: a reset level would re-deliver old-0..2 before this one
+  await sendDelayed(5, "new", 0, 5);
+  await waitFor(() => five.progress()[4] === 4, 5_000, "level 5's new message delivered");
+  assert.deepEqual(
+    realMessages().map((m) => m.body.toString()),
+    ["now", "new"],
+  );
 });
 
 test("a failed re-store is retried, and the message is delivered once", async () => {
