@@ -14,7 +14,7 @@
  * `{code, message}` with `code` an {@link ErrorCodes} name.
  */
 import { Packr } from "msgpackr";
-import { type ErrorCode, RequestCode, ResponseCode } from "./protocol.ts";
+import { type ErrorCode, MQError, RequestCode, ResponseCode, shownValue } from "./protocol.ts";
 
 export const KIND_REQUEST = 0;
 export const KIND_REPLY = 1;
@@ -59,13 +59,30 @@ export function responseCodeOf(code: ErrorCode): number {
 /** Body parts as the sender gives them. */
 export type BodyParts = Uint8Array | Uint8Array[] | undefined;
 
-/** Body length for the header: -1 when there is no body. */
+/**
+ * Body length for the header: -1 when there is no body. Throws MQError ILLEGAL_ARGUMENT for a body
+ * that is not bytes (a string has no byteLength: the queued batch would be cut to NaN bytes).
+ */
 export function bodyLength(body: BodyParts): number {
   if (body === undefined) return -1;
-  if (!Array.isArray(body)) return body.byteLength;
+  if (body instanceof Uint8Array) return body.byteLength;
+  if (!Array.isArray(body)) throw notBytes(body);
   let n = 0;
-  for (let i = 0; i < body.length; i++) n += body[i]!.byteLength;
+  for (let i = 0; i < body.length; i++) {
+    const part = body[i];
+    if (!(part instanceof Uint8Array)) throw notBytes(part);
+    n += part.byteLength;
+  }
   return n;
+}
+
+/** The ILLEGAL_ARGUMENT for a body (or a part of one) that is not bytes. */
+export function notBytes(v: unknown): MQError {
+  const shown = v === null || typeof v !== "object" ? shownValue(v).slice(0, 64) : (v.constructor?.name ?? "an object");
+  return new MQError(
+    "ILLEGAL_ARGUMENT",
+    `A body must be bytes: a Buffer or Uint8Array, or an array of them, got ${shown}. Encode text with Buffer.from(text).`,
+  );
 }
 
 /** Appends the body parts to `out`. */

@@ -465,7 +465,12 @@ export class ZmqNode {
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
     const seq = link instanceof PeerLink ? ++link.askSeq : 0;
     const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
-    this.enqueueRequest(link, id, target, event, body, timeoutMs);
+    try {
+      this.enqueueRequest(link, id, target, event, body, timeoutMs);
+    } catch (e) {
+      // nothing was queued: the ask fails now instead of timing out later
+      this.pending.reject(id, link, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Sending ${event.type} failed: ${e}`));
+    }
     return promise;
   }
 
@@ -490,13 +495,17 @@ export class ZmqNode {
   private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
     const bl = bodyLength(body);
     const deadline = Date.now() + timeoutMs;
-    this.enqueue(
-      link,
-      encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl]),
-      body,
-      bl,
-      deadline,
-    );
+    let header: Buffer;
+    try {
+      header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl]);
+    } catch (e) {
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The event ${event.type} to ${target} cannot be encoded: ${(e as Error)?.message ?? e}. Give it msgpack-able fields (BigInts within 64 bits, no cycles).`,
+        { cause: e },
+      );
+    }
+    this.enqueue(link, header, body, bl, deadline);
   }
 
   private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {

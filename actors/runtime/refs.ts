@@ -3,6 +3,7 @@
  * the origin of a remote request. A local and a remote handle behave the same: same replier,
  * same timeout, same errors; only local delivery skips msgpack.
  */
+import { bodyLength, notBytes } from "../../transport/codec.ts";
 import type { BodyParts, Link, ReplyMessage, ZmqNode } from "../../transport/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 
@@ -48,11 +49,19 @@ export interface RefHost {
   deliverLocal(name: string, event: WireEvent, body: Buffer | undefined, replier: Replier | undefined): void;
 }
 
-/** The one Buffer a receiver gets for a body given as bytes or a list of bytes. */
+/**
+ * The one Buffer a receiver gets for a body given as bytes or a list of bytes. Throws MQError
+ * ILLEGAL_ARGUMENT for a body that is not bytes, as a remote send does.
+ */
 export function toBodyBuffer(body: BodyParts): Buffer | undefined {
   if (body === undefined) return undefined;
-  if (Array.isArray(body)) return body.length === 1 ? toBodyBuffer(body[0]) : Buffer.concat(body);
-  return Buffer.isBuffer(body) ? body : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  if (Buffer.isBuffer(body)) return body;
+  if (Array.isArray(body)) {
+    const n = bodyLength(body);
+    return body.length === 1 ? toBodyBuffer(body[0]) : Buffer.concat(body, n);
+  }
+  if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  throw notBytes(body);
 }
 
 /** Replier for a request that came over the wire. */
@@ -126,8 +135,15 @@ export class LocalRef implements Ref {
   ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
     const t = this.host.transport;
     if (t.isClosed) return Promise.reject(new MQError("CLOSED", `The node is closed; cannot ask ${this.name}.`));
+    let body: Buffer | undefined;
+    try {
+      // before the ask is registered: one refused here must not be left to time out unhandled
+      body = toBodyBuffer(opts?.body);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     const { id, promise } = t.pending.add<T>(opts?.timeoutMs ?? t.requestTimeoutMs, event.type, this.name, null);
-    this.host.deliverLocal(this.name, event, toBodyBuffer(opts?.body), new LocalReplier(t, id));
+    this.host.deliverLocal(this.name, event, body, new LocalReplier(t, id));
     return promise;
   }
 }

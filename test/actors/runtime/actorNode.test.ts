@@ -151,6 +151,43 @@ describe("ActorNode ask/send", () => {
   });
 });
 
+describe("asks and sends the transport cannot carry", () => {
+  let server: ActorNode;
+  let client: ActorNode;
+  before(async () => {
+    server = await ActorNode.start({ listen: EPHEMERAL, requestTimeoutMs: 300 });
+    client = await ActorNode.start({ listen: null, requestTimeoutMs: 300 });
+    server.spawn("echo", echoMachine);
+  });
+  after(async () => {
+    await client.close();
+    await server.close();
+  });
+  const illegal = (what: RegExp) => (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && what.test((e as Error).message);
+
+  it("an event msgpack cannot encode is refused ILLEGAL_ARGUMENT and leaves no ask behind to time out unhandled", async () => {
+    const remote = client.ref(server.address, "echo");
+    await assert.rejects(remote.ask({ type: "ECHO", text: "x", big: 2n ** 70n }), illegal(/ECHO.*cannot be encoded/));
+    assert.throws(() => remote.send({ type: "COUNT", n: 1, big: 2n ** 70n }), illegal(/COUNT.*cannot be encoded/));
+    assert.equal(client.transport.pending.size, 0, "no ask left waiting");
+    assert.equal((await remote.ask<{ text: string }>({ type: "ECHO", text: "after" })).fields.text, "after");
+  });
+
+  it("a body that is not bytes is refused ILLEGAL_ARGUMENT, local and remote, and the link keeps working", async () => {
+    for (const ref of [client.ref(server.address, "echo"), server.ref(null, "echo")]) {
+      for (const body of ["text", 42, { a: 1 }, null, [Buffer.from("a"), "b"]]) {
+        const opts = { body: body as unknown as Uint8Array };
+        await assert.rejects(ref.ask({ type: "ECHO", text: "x" }, opts), illegal(/body must be bytes/), `ask ${JSON.stringify(body)}`);
+        assert.throws(() => ref.send({ type: "COUNT", n: 1 }, opts), illegal(/body must be bytes/), `send ${JSON.stringify(body)}`);
+      }
+      const r = await ref.ask<{ text: string }>({ type: "ECHO", text: "ok" }, { body: [Buffer.from("a"), new Uint8Array([98])] });
+      assert.equal(r.body?.toString(), "ab");
+    }
+    // an ask left behind would reject at its deadline with nobody listening
+    assert.equal(client.transport.pending.size + server.transport.pending.size, 0, "no ask left waiting");
+  });
+});
+
 describe("connections to peers that went away", () => {
   const openFds = () => readdirSync("/proc/self/fd").length;
 
