@@ -517,15 +517,19 @@ export class ZmqNode {
       return;
     }
     const bl = bodyLength(body);
+    let header: Buffer;
+    try {
+      header = encode([KIND_REPLY, corrId, code, payload, bl]);
+    } catch (e) {
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The reply to ${link.description} cannot be encoded: ${(e as Error)?.message ?? e}. Reply with msgpack-able fields (BigInts within 64 bits, no cycles).`,
+        { cause: e },
+      );
+    }
     // a reply the asker's side cannot take within the request timeout is useless to it: the ask has
     // timed out (only a DEALER's send waits; a ROUTER's never does)
-    this.enqueue(
-      link,
-      encode([KIND_REPLY, corrId, code, payload, bl]),
-      body,
-      bl,
-      link instanceof PeerLink ? Date.now() + this.requestTimeoutMs : 0,
-    );
+    this.enqueue(link, header, body, bl, link instanceof PeerLink ? Date.now() + this.requestTimeoutMs : 0);
   }
 
   /** Queues one frame on `link`; sends the link's batch at once past EAGER_FLUSH_BYTES, else at the end of the tick. */
@@ -687,6 +691,8 @@ export class ZmqNode {
     try {
       router.send([link.rid, takeBatch(link)]).then(undefined, this.onRouterSendError);
     } catch {
+      // what could not be sent is dropped (its asks time out): left queued, it would fail every later send to this client
+      takeQueue(link);
       this.onRouterSendError();
     }
   }

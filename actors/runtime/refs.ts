@@ -75,7 +75,13 @@ export class WireReplier implements Replier {
   ok(fields?: object, body?: Uint8Array | Uint8Array[]): void {
     if (this.done) return;
     this.done = true;
-    this.transport.reply(this.link, this.corrId, fields, body);
+    try {
+      this.transport.reply(this.link, this.corrId, fields, body);
+    } catch (e) {
+      // a body that is not bytes, fields msgpack cannot encode: the asker learns why (ok may be
+      // called from a promise callback, where a throw would go unhandled)
+      this.transport.replyError(this.link, this.corrId, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e)));
+    }
   }
   fail(err: MQError): void {
     if (this.done) return;
@@ -94,7 +100,14 @@ export class LocalReplier implements Replier {
   ok(fields?: object, body?: Uint8Array | Uint8Array[]): void {
     if (this.done) return;
     this.done = true;
-    const b = toBodyBuffer(body);
+    let b: Buffer | undefined;
+    try {
+      b = toBodyBuffer(body);
+    } catch (e) {
+      // as a remote reply: the asker gets ILLEGAL_ARGUMENT, the actor carries on
+      this.transport.pending.reject(this.corrId, null, e as MQError);
+      return;
+    }
     this.transport.pending.resolve(this.corrId, null, b === undefined ? { fields: fields ?? {} } : { fields: fields ?? {}, body: b });
   }
   fail(err: MQError): void {

@@ -151,6 +151,17 @@ describe("ActorNode ask/send", () => {
   });
 });
 
+type BadReplyEvent = { type: "TEXT" | "BIG" | "COUNT" | "RESET"; reply?: Replier };
+const badReplyMachine = setup({ types: { context: {} as { n: number }, events: {} as BadReplyEvent } }).createMachine({
+  context: { n: 0 },
+  on: {
+    TEXT: { actions: ({ event }) => event.reply?.ok({ kind: "text" }, "hello" as unknown as Uint8Array) },
+    BIG: { actions: ({ event }) => event.reply?.ok({ big: 2n ** 70n }) },
+    COUNT: { actions: [assign({ n: ({ context }) => context.n + 1 }), ({ context, event }) => event.reply?.ok({ n: context.n })] },
+    RESET: { actions: [assign({ n: 0 }), ({ event }) => event.reply?.ok({})] },
+  },
+});
+
 describe("asks and sends the transport cannot carry", () => {
   let server: ActorNode;
   let client: ActorNode;
@@ -158,6 +169,7 @@ describe("asks and sends the transport cannot carry", () => {
     server = await ActorNode.start({ listen: EPHEMERAL, requestTimeoutMs: 300 });
     client = await ActorNode.start({ listen: null, requestTimeoutMs: 300 });
     server.spawn("echo", echoMachine);
+    server.spawn("badReply", badReplyMachine);
   });
   after(async () => {
     await client.close();
@@ -185,6 +197,24 @@ describe("asks and sends the transport cannot carry", () => {
     }
     // an ask left behind would reject at its deadline with nobody listening
     assert.equal(client.transport.pending.size + server.transport.pending.size, 0, "no ask left waiting");
+  });
+
+  it("a reply the transport cannot carry fails that ask with ILLEGAL_ARGUMENT; the actor and the link to its client carry on", async () => {
+    const failures: unknown[] = [];
+    const off = server.on("actorFailure", (f) => failures.push(f.error));
+    try {
+      for (const ref of [client.ref(server.address, "badReply"), server.ref(null, "badReply")]) {
+        await assert.rejects(ref.ask({ type: "TEXT" }), illegal(/body must be bytes/));
+        // a local reply is not encoded: only a remote one can fail so
+        if (ref.address !== null) await assert.rejects(ref.ask({ type: "BIG" }), illegal(/reply to client .* cannot be encoded/));
+        // the same client's later asks are answered (its queue on the server was left holding the bad frame)
+        for (let i = 0; i < 3; i++) assert.equal((await ref.ask<{ n: number }>({ type: "COUNT" })).fields.n, i + 1);
+        await ref.ask({ type: "RESET" });
+      }
+      assert.deepEqual(failures, [], "the actor did not fail");
+    } finally {
+      off();
+    }
   });
 });
 
