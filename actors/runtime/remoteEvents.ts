@@ -9,6 +9,8 @@
  * only their own process drives) takes nothing from the network. Local refs deliver all of them.
  */
 
+import { MQError, shownValue } from "../../transport/protocol.ts";
+
 /** Types no actor takes from another process unless it is spawned with its own list. */
 export const DEFAULT_LOCAL_ONLY_EVENTS: readonly string[] = ["SHUTDOWN"];
 
@@ -27,8 +29,18 @@ export interface LocalOnlyTypes {
 
 const EVERY_TYPE: LocalOnlyTypes = { has: () => true };
 
-/** The local-only types of one actor: the defaults plus what it declares. */
+/**
+ * The local-only types of one actor: the defaults plus what it declares. Throws MQError
+ * ILLEGAL_ARGUMENT unless `declared` is "all" or an array of types: a string would be spread into
+ * its letters, and the type it names taken from the network.
+ */
 export function localOnlySet(declared: LocalOnlyEvents | undefined): LocalOnlyTypes {
   if (declared === "all") return EVERY_TYPE;
-  return new Set(declared === undefined ? DEFAULT_LOCAL_ONLY_EVENTS : [...DEFAULT_LOCAL_ONLY_EVENTS, ...declared]);
+  if (declared === undefined) return new Set(DEFAULT_LOCAL_ONLY_EVENTS);
+  if (!Array.isArray(declared) || declared.some((t) => typeof t !== "string"))
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `localOnly must be "all" or an array of event types such as ["TICK"], got ${Array.isArray(declared) ? "an array holding a non-string" : declared !== null && typeof declared === "object" ? "an object" : shownValue(declared)}.`,
+    );
+  return new Set([...DEFAULT_LOCAL_ONLY_EVENTS, ...declared]);
 }

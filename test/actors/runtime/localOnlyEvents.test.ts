@@ -93,4 +93,17 @@ describe("events remote senders may not send", () => {
     await local.ask({ type: "TICK" });
     assert.deepEqual((await get(local)).fields, { shutdowns: 0, ticks: 1 });
   });
+
+  it('localOnly that is neither "all" nor an array of types is refused at spawn (a string is not split into letters)', async () => {
+    for (const localOnly of ["TICK", "al", 42, { TICK: true }, ["TICK", 7], null]) {
+      assert.throws(
+        () => server.spawn("d", machine, { localOnly: localOnly as unknown as string[] }),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /localOnly/.test((e as Error).message) && /"all"/.test((e as Error).message),
+        JSON.stringify(localOnly),
+      );
+      assert.equal(server.actorOf("d"), undefined, "nothing spawned");
+    }
+    server.spawn("d", machine, { localOnly: [] });
+    await client.ref(server.address, "d").ask({ type: "TICK" });
+  });
 });
