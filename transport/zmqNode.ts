@@ -27,7 +27,7 @@ import {
 } from "./codec.ts";
 import { type CurveClientOptions, type CurveServerOptions, checkCurveKey, zapHandler } from "./curve.ts";
 import { PendingRequests, type ReplyMessage } from "./pendingRequests.ts";
-import { isPortText, MQError, RequestCode, ResponseCode, shownValue } from "./protocol.ts";
+import { checkRange, isPortText, MAX_TIMER_MS, MQError, RequestCode, ResponseCode, shownValue } from "./protocol.ts";
 
 /** @default 3000 */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 3000;
@@ -86,7 +86,7 @@ export interface ZmqNodeOptions {
   advertise?: string;
   curve?: CurveServerOptions;
   curveClient?: CurveClientOptions;
-  /** @default 3000 */
+  /** An ask's timeout unless it gives its own: an integer from 1 to 2^31-1 ms. @default 3000 */
   requestTimeoutMs?: number;
   /** Frames a link may queue before sends fail with SYSTEM_BUSY: an integer from 1 to 2^31-1. @default 10000 */
   sendHighWaterMark?: number;
@@ -270,8 +270,8 @@ export class ZmqNode {
   /** Binds the ROUTER (when `listen` is set) and returns the running node. */
   static async start(options: ZmqNodeOptions = {}): Promise<ZmqNode> {
     const opts = { ...defaultZmqNodeOptions(), ...stripUndefined(options) };
-    if (!(opts.requestTimeoutMs > 0))
-      throw new MQError("ILLEGAL_ARGUMENT", `requestTimeoutMs must be a positive number of ms, got ${opts.requestTimeoutMs}.`);
+    // every ask's deadline is Date.now() + it: a string would be concatenated, not added
+    checkRange("requestTimeoutMs", opts.requestTimeoutMs, 1, MAX_TIMER_MS);
     // the sockets' high-water marks are C ints: libzmq refuses a fraction or more with EINVAL, and a
     // DEALER's only when the first ref() makes it
     if (!Number.isInteger(opts.sendHighWaterMark) || opts.sendHighWaterMark < 1 || opts.sendHighWaterMark > 2_147_483_647)

@@ -5,7 +5,7 @@
  */
 import { bodyLength, notBytes } from "../../transport/codec.ts";
 import type { BodyParts, Link, ReplyMessage, ZmqNode } from "../../transport/index.ts";
-import { MQError } from "../../transport/protocol.ts";
+import { checkRange, MAX_TIMER_MS, MQError } from "../../transport/protocol.ts";
 
 /** An event on the wire: `type` is the RocketMQ request name where one exists. */
 export type WireEvent = { type: string; [field: string]: unknown };
@@ -17,7 +17,7 @@ export interface SendOptions {
   body?: Uint8Array | Uint8Array[];
 }
 export interface AskOptions extends SendOptions {
-  /** @default the node's requestTimeoutMs */
+  /** an integer from 1 to 2^31-1 ms. @default the node's requestTimeoutMs */
   timeoutMs?: number;
 }
 
@@ -62,6 +62,15 @@ export function toBodyBuffer(body: BodyParts): Buffer | undefined {
   }
   if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   throw notBytes(body);
+}
+
+/** An ask's timeout: `timeoutMs` when given (ILLEGAL_ARGUMENT unless an integer from 1 to 2^31-1), else the node's. */
+function askTimeout(t: ZmqNode, opts: AskOptions | undefined): number {
+  const ms = opts?.timeoutMs;
+  if (ms === undefined) return t.requestTimeoutMs;
+  // a string would make a local ask's deadline a string (it never times out) and a remote one MALFORMED
+  checkRange("timeoutMs", ms, 1, MAX_TIMER_MS);
+  return ms;
 }
 
 /** Replier for a request that came over the wire. */
@@ -130,7 +139,13 @@ export class RemoteRef implements Ref {
   }
   ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
     const t = this.host.transport;
-    return t.request<T>(this.link, this.name, event, opts?.body, opts?.timeoutMs ?? t.requestTimeoutMs);
+    let timeoutMs: number;
+    try {
+      timeoutMs = askTimeout(t, opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return t.request<T>(this.link, this.name, event, opts?.body, timeoutMs);
   }
 }
 
@@ -149,13 +164,15 @@ export class LocalRef implements Ref {
     const t = this.host.transport;
     if (t.isClosed) return Promise.reject(new MQError("CLOSED", `The node is closed; cannot ask ${this.name}.`));
     let body: Buffer | undefined;
+    let timeoutMs: number;
     try {
       // before the ask is registered: one refused here must not be left to time out unhandled
       body = toBodyBuffer(opts?.body);
+      timeoutMs = askTimeout(t, opts);
     } catch (e) {
       return Promise.reject(e);
     }
-    const { id, promise } = t.pending.add<T>(opts?.timeoutMs ?? t.requestTimeoutMs, event.type, this.name, null);
+    const { id, promise } = t.pending.add<T>(timeoutMs, event.type, this.name, null);
     this.host.deliverLocal(this.name, event, body, new LocalReplier(t, id));
     return promise;
   }

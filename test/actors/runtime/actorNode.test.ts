@@ -199,6 +199,19 @@ describe("asks and sends the transport cannot carry", () => {
     assert.equal(client.transport.pending.size + server.transport.pending.size, 0, "no ask left waiting");
   });
 
+  it("an ask's timeoutMs that is not an integer from 1 to 2^31-1 ms is refused ILLEGAL_ARGUMENT, local and remote", async () => {
+    for (const ref of [client.ref(server.address, "echo"), server.ref(null, "echo")]) {
+      for (const timeoutMs of ["300", Number.NaN, -5, 0, 1.5, Number.POSITIVE_INFINITY, 2 ** 31, null]) {
+        await assert.rejects(
+          ref.ask({ type: "COUNT", n: 0 }, { timeoutMs: timeoutMs as number }),
+          illegal(/timeoutMs must be an integer in \[1, 2147483647\]/),
+          `${ref.address} ${String(timeoutMs)}`,
+        );
+      }
+    }
+    assert.equal(client.transport.pending.size + server.transport.pending.size, 0, "no ask left waiting");
+  });
+
   it("a reply the transport cannot carry fails that ask with ILLEGAL_ARGUMENT; the actor and the link to its client carry on", async () => {
     const failures: unknown[] = [];
     const off = server.on("actorFailure", (f) => failures.push(f.error));
@@ -302,6 +315,16 @@ describe("connections to peers that went away", () => {
       await client.close();
     }
   });
+});
+
+it("refuses a requestTimeoutMs that is not an integer from 1 to 2^31-1 ms at start", async () => {
+  for (const requestTimeoutMs of ["500", 0, -1, 1.5, Number.POSITIVE_INFINITY, Number.NaN, 2 ** 31]) {
+    await assert.rejects(
+      ActorNode.start({ listen: null, requestTimeoutMs: requestTimeoutMs as number }).then((n) => n.close()),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /requestTimeoutMs must be an integer in \[1, 2147483647\]/.test((e as Error).message),
+      String(requestTimeoutMs),
+    );
+  }
 });
 
 it("refuses a sendHighWaterMark that is not an integer from 1 to 2^31-1 (ZeroMQ's int option) at start", async () => {
