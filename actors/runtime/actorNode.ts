@@ -6,12 +6,19 @@
 import { EventEmitter } from "node:events";
 import type { AnyActorLogic } from "xstate";
 import { type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
-import { MQError, RequestCode } from "../../transport/protocol.ts";
+import { MQError, RequestCode, shownValue } from "../../transport/protocol.ts";
 import { InspectionHub, type InspectionListener } from "./inspection.ts";
 import { InspectionPublisher } from "./inspectionPublisher.ts";
 import { LinkOrigin, LocalRef, type Ref, type RefHost, RemoteRef, type Replier, type WireEvent, WireReplier } from "./refs.ts";
 import { isReservedEventType, type LocalOnlyEvents, localOnlySet } from "./remoteEvents.ts";
-import { type ActorFailure, type DirectHandlers, defaultSupervision, HostedActor, type Supervision } from "./supervision.ts";
+import {
+  type ActorFailure,
+  checkSupervision,
+  type DirectHandlers,
+  defaultSupervision,
+  HostedActor,
+  type Supervision,
+} from "./supervision.ts";
 
 /** Options of {@link ActorNode.start}; see docs/internals.md §3. */
 export type ActorNodeOptions = ZmqNodeOptions;
@@ -97,6 +104,17 @@ export class ActorNode implements RefHost {
   spawn(name: string, logic: AnyActorLogic, opts: SpawnOptions = {}): void {
     if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; cannot spawn ${name}.`);
     if (typeof name !== "string" || name.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "An actor needs a non-empty name.");
+    // checked here, not at the first start: logic that is not an actor's would fail every start and
+    // be restarted, its asks answered SYSTEM_BUSY
+    const l = logic as Partial<AnyActorLogic> | null | undefined;
+    if (typeof l?.transition !== "function" || typeof l.getInitialSnapshot !== "function")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The actor ${name} needs actor logic (an xstate machine or fromPromise/fromCallback/... logic), got ${l === null || typeof l !== "object" ? shownValue(l) : "an object without transition and getInitialSnapshot"}.`,
+      );
+    if (opts === null || typeof opts !== "object")
+      throw new MQError("ILLEGAL_ARGUMENT", `The options of actor ${name} must be an object, got ${shownValue(opts)}.`);
+    if (opts.supervision !== undefined) checkSupervision(opts.supervision);
     const prev = this.hosted.get(name);
     if (prev && prev.status !== "stopped")
       throw new MQError("ILLEGAL_ARGUMENT", `An actor named ${name} already runs on ${this.nodeId}; stop it or choose another name.`);

@@ -4,6 +4,7 @@
  * to its declared strategy; every failure is reported to the node.
  */
 import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
+import { checkRange, MAX_TIMER_MS, MQError, shownValue } from "../../transport/protocol.ts";
 import type { LocalOnlyTypes } from "./remoteEvents.ts";
 
 /**
@@ -42,6 +43,26 @@ export const MAX_BACKOFF_MS = 30_000;
 
 export function defaultSupervision(): Supervision {
   return { strategy: "restart", maxRestarts: DEFAULT_MAX_RESTARTS, backoffMs: DEFAULT_BACKOFF_MS };
+}
+
+/**
+ * Refuses supervision the supervisor cannot follow (MQError ILLEGAL_ARGUMENT): a strategy other than
+ * "restart" or "stop" was taken as restart, a NaN maxRestarts restarted without end, a string
+ * backoffMs gave NaN backoffs.
+ */
+export function checkSupervision(s: unknown): asserts s is Supervision {
+  const strategy = s !== null && typeof s === "object" ? (s as { strategy?: unknown }).strategy : undefined;
+  if (strategy !== "restart" && strategy !== "stop")
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `supervision must be { strategy: "restart", maxRestarts?, backoffMs? } or { strategy: "stop" }, got ${
+        s !== null && typeof s === "object" ? `strategy ${shownValue(strategy)}` : shownValue(s)
+      }.`,
+    );
+  if (strategy === "stop") return;
+  const { maxRestarts, backoffMs } = s as { maxRestarts?: unknown; backoffMs?: unknown };
+  if (maxRestarts !== undefined) checkRange("supervision.maxRestarts", maxRestarts, 0, Number.MAX_SAFE_INTEGER);
+  if (backoffMs !== undefined) checkRange("supervision.backoffMs", backoffMs, 0, MAX_TIMER_MS);
 }
 
 /** A failure report: what failed and what the supervisor did about it. */

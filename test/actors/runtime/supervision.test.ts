@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { after, describe, it } from "node:test";
 import { assign, setup } from "xstate";
-import { type ActorFailure, ActorNode, type InspectionRecord, type Replier } from "../../../actors/runtime/index.ts";
+import {
+  type ActorFailure,
+  ActorNode,
+  type InspectionRecord,
+  type Replier,
+  type SpawnOptions,
+  type Supervision,
+} from "../../../actors/runtime/index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 
@@ -73,5 +80,52 @@ describe("supervision", () => {
     );
     assert.equal((failures[0]!.error as Error).message, "boom");
     await assert.rejects(node.ref(null, "once").ask({ type: "GET" }), (e) => isMQError(e, "SYSTEM_ERROR"));
+  });
+
+  it("spawn refuses supervision it cannot follow and logic that is not actor logic (ILLEGAL_ARGUMENT, nothing hosted)", async () => {
+    const node = await ActorNode.start({ listen: null });
+    nodes.push(node);
+    const failures: ActorFailure[] = [];
+    node.on("actorFailure", (f) => failures.push(f));
+    const badSupervision: unknown[] = [
+      null,
+      "stop",
+      { strategy: "Stop" },
+      {},
+      { strategy: "restart", maxRestarts: Number.NaN },
+      { strategy: "restart", maxRestarts: -1 },
+      { strategy: "restart", maxRestarts: 1.5 },
+      { strategy: "restart", maxRestarts: "3" },
+      { strategy: "restart", backoffMs: "fast" },
+      { strategy: "restart", backoffMs: -1 },
+      { strategy: "restart", backoffMs: 2 ** 31 },
+    ];
+    for (const supervision of badSupervision) {
+      assert.throws(
+        () => node.spawn("x", fragile, { supervision: supervision as Supervision }),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /supervision/.test((e as Error).message),
+        JSON.stringify(supervision),
+      );
+    }
+    for (const logic of [undefined, null, {}, "machine", { transition: () => {} }]) {
+      assert.throws(
+        () => node.spawn("x", logic as unknown as typeof fragile),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /actor logic/.test((e as Error).message),
+        JSON.stringify(logic),
+      );
+    }
+    assert.throws(
+      () => node.spawn("x", fragile, null as unknown as SpawnOptions),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT"),
+    );
+    assert.equal(node.actorOf("x"), undefined, "nothing hosted");
+    assert.equal(failures.length, 0);
+    node.spawn("x", fragile, { supervision: { strategy: "restart", maxRestarts: 0, backoffMs: 0 } });
+    node.ref(null, "x").send({ type: "BOOM" });
+    assert.deepEqual(
+      failures.map((f) => f.action),
+      ["stop"],
+      "no restart allowed: stopped at once",
+    );
   });
 });
