@@ -151,6 +151,11 @@ export class ActorNode implements RefHost {
 
   /** A handle to actor `name` at `address`; null or this node's own address gives a local handle. */
   ref(address: string | null, name: string): Ref {
+    if ((address !== null && typeof address !== "string") || typeof name !== "string")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `ref needs an address (a string such as tcp://127.0.0.1:10911, or null for this node) and an actor name (a string), got ${shownValue(address)} and ${shownValue(name)}.`,
+      );
     if (address === null || address === this.address) {
       let r = this.localRefs.get(name);
       if (!r) this.localRefs.set(name, (r = new LocalRef(this, name)));

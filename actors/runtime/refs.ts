@@ -5,7 +5,7 @@
  */
 import { bodyLength, notBytes } from "../../transport/codec.ts";
 import type { BodyParts, Link, ReplyMessage, ZmqNode } from "../../transport/index.ts";
-import { checkRange, MAX_TIMER_MS, MQError } from "../../transport/protocol.ts";
+import { checkRange, MAX_TIMER_MS, MQError, shownValue } from "../../transport/protocol.ts";
 
 /** An event on the wire: `type` is the RocketMQ request name where one exists. */
 export type WireEvent = { type: string; [field: string]: unknown };
@@ -62,6 +62,16 @@ export function toBodyBuffer(body: BodyParts): Buffer | undefined {
   }
   if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   throw notBytes(body);
+}
+
+/**
+ * Refuses an event without a string type (ILLEGAL_ARGUMENT): a local actor would fail inside xstate
+ * (restarted, its context lost), a remote one answer MALFORMED as if the versions differed.
+ */
+function checkEvent(event: WireEvent, target: string): void {
+  if (typeof event?.type === "string") return;
+  const got = event !== null && typeof event === "object" ? `type ${shownValue(event.type)}` : shownValue(event);
+  throw new MQError("ILLEGAL_ARGUMENT", `An event to actor ${target} needs a string type, such as { type: "PING" }; got ${got}.`);
 }
 
 /** An ask's timeout: `timeoutMs` when given (ILLEGAL_ARGUMENT unless an integer from 1 to 2^31-1), else the node's. */
@@ -135,12 +145,14 @@ export class RemoteRef implements Ref {
     readonly address: string | null,
   ) {}
   send(event: WireEvent, opts?: SendOptions): void {
+    checkEvent(event, this.name);
     this.host.transport.post(this.link, this.name, event, opts?.body);
   }
   ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
     const t = this.host.transport;
     let timeoutMs: number;
     try {
+      checkEvent(event, this.name);
       timeoutMs = askTimeout(t, opts);
     } catch (e) {
       return Promise.reject(e);
@@ -157,7 +169,8 @@ export class LocalRef implements Ref {
     readonly name: string,
   ) {}
   send(event: WireEvent, opts?: SendOptions): void {
-    if (this.host.transport.isClosed) throw new MQError("CLOSED", `The node is closed; cannot send ${event.type} to ${this.name}.`);
+    if (this.host.transport.isClosed) throw new MQError("CLOSED", `The node is closed; cannot send to ${this.name}.`);
+    checkEvent(event, this.name);
     this.host.deliverLocal(this.name, event, toBodyBuffer(opts?.body), undefined);
   }
   ask<T = Record<string, unknown>>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> {
@@ -167,6 +180,7 @@ export class LocalRef implements Ref {
     let timeoutMs: number;
     try {
       // before the ask is registered: one refused here must not be left to time out unhandled
+      checkEvent(event, this.name);
       body = toBodyBuffer(opts?.body);
       timeoutMs = askTimeout(t, opts);
     } catch (e) {

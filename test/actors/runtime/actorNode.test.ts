@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { assign, setup } from "xstate";
-import { ActorNode, type Origin, type Replier } from "../../../actors/runtime/index.ts";
+import { ActorNode, type Origin, type Replier, type WireEvent } from "../../../actors/runtime/index.ts";
 import { isMQError, MQError } from "../../../transport/protocol.ts";
 import { PEER_EXPIRY_MS } from "../../../transport/zmqNode.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
@@ -210,6 +210,44 @@ describe("asks and sends the transport cannot carry", () => {
       }
     }
     assert.equal(client.transport.pending.size + server.transport.pending.size, 0, "no ask left waiting");
+  });
+
+  it("an event without a string type is refused ILLEGAL_ARGUMENT at the sender, and the actor keeps its state", async () => {
+    const failures: unknown[] = [];
+    const off = server.on("actorFailure", (f) => failures.push(f.error));
+    try {
+      const local = server.ref(null, "echo");
+      const before = (await local.ask<{ total: number }>({ type: "GET" })).fields.total;
+      local.send({ type: "COUNT", n: 1 });
+      for (const ref of [client.ref(server.address, "echo"), local]) {
+        for (const event of [{}, { type: 42 }, { type: null }, null, undefined, "COUNT"]) {
+          const ev = event as unknown as WireEvent;
+          await assert.rejects(ref.ask(ev), illegal(/needs a string type/), `ask ${JSON.stringify(event)}`);
+          assert.throws(() => ref.send(ev), illegal(/needs a string type/), `send ${JSON.stringify(event)}`);
+        }
+      }
+      assert.equal((await local.ask<{ total: number }>({ type: "GET" })).fields.total, before + 1, "context kept");
+      assert.deepEqual(failures, [], "the actor did not fail");
+    } finally {
+      off();
+    }
+  });
+
+  it("ref refuses an address that is neither null nor a string, and a name that is not a string", () => {
+    for (const [address, name] of [
+      [undefined, "echo"],
+      [42, "echo"],
+      [{}, "echo"],
+      [null, undefined],
+      [null, 7],
+      [server.address, null],
+    ]) {
+      assert.throws(
+        () => client.ref(address as string | null, name as string),
+        illegal(/address|name/),
+        `${String(address)} ${String(name)}`,
+      );
+    }
   });
 
   it("a reply the transport cannot carry fails that ask with ILLEGAL_ARGUMENT; the actor and the link to its client carry on", async () => {
