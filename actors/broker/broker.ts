@@ -9,6 +9,7 @@ import { mkdir } from "node:fs/promises";
 import { isIPv4 } from "node:net";
 import path from "node:path";
 import { MessageStore } from "../../store/index.ts";
+import { ioError } from "../../store/ioError.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { ActorNode } from "../runtime/index.ts";
@@ -102,7 +103,18 @@ export class Broker {
   private static async startBroker(opts: BrokerOptions): Promise<Broker> {
     const config: BrokerConfig = resolveBrokerConfig(opts);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
-    await mkdir(config.storeDir, { recursive: true });
+    try {
+      await mkdir(config.storeDir, { recursive: true });
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "EEXIST" || code === "ENOTDIR")
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `The broker's storeDir ${config.storeDir} is not a directory: a file is in the way on its path. Move the file or choose another storeDir.`,
+          { cause: e },
+        );
+      throw ioError(e, `creating the store directory ${config.storeDir}`);
+    }
     const node = await ActorNode.start({
       listen: config.listen,
       advertise: config.advertise,

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
 import { test } from "node:test";
 import { Admin, Producer, startLocalCluster } from "../../index.ts";
 import { isMQError } from "../../transport/protocol.ts";
@@ -64,5 +66,20 @@ test("Admin.createTopic without brokers skips a broker name whose master is down
     await admin.close();
     await cluster.close();
     await cleanup();
+  }
+});
+
+test("startLocalCluster whose broker store directory is a file in the way fails ILLEGAL_ARGUMENT naming it, not a raw fs error", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const file = path.join(dir, "broker-a");
+  writeFileSync(file, "not a directory");
+  for (const d of [dir, file]) {
+    // under a file: mkdir fails ENOTDIR instead of EEXIST
+    await assert.rejects(
+      startLocalCluster({ dir: d, nameserver: { logLevel: "silent" }, broker: { logLevel: "silent" } }).then((c) => c.close()),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && e.message.includes(path.join(d, "broker-a")) && /not a directory/.test(e.message),
+      d,
+    );
   }
 });
