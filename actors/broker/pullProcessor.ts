@@ -29,6 +29,7 @@ import {
   type PullResponseStatus,
   PullSysFlag,
   type SubscriptionData,
+  shownValue,
 } from "../../transport/protocol.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
@@ -163,6 +164,17 @@ function checkRequest(req: PullMessageRequest): void {
     throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs an integer queueId, got ${String(req.queueId)}.`);
   if (!Number.isInteger(req.queueOffset) || req.queueOffset < 0)
     throw new MQError("INVALID_PARAMETER", `PULL_MESSAGE needs a queueOffset >= 0, got ${String(req.queueOffset)}.`);
+  // the offset a pull commits is stored as the group's, as UPDATE_CONSUMER_OFFSET stores one: 1.5
+  // would make every later pull from it invalid, Infinity read back as 0 after a restart
+  if (
+    typeof req.sysFlag === "number" &&
+    req.sysFlag & PullSysFlag.COMMIT_OFFSET &&
+    !(Number.isSafeInteger(req.commitOffset) && req.commitOffset! >= 0)
+  )
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `PULL_MESSAGE with the commit-offset flag needs an integer commitOffset >= 0, got ${shownValue(req.commitOffset)}.`,
+    );
 }
 
 /**

@@ -173,3 +173,24 @@ test("a pull carrying a commit offset updates the group's offset", async () => {
   const q2 = await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: "Committer", topic: "T", queueId: 0 });
   assert.equal(q2.fields.offset, 2);
 });
+
+test("a commit offset that is not an integer >= 0 is refused INVALID_PARAMETER and not stored (the group's offset would be unusable)", async () => {
+  for (const commitOffset of [1.5, Number.POSITIVE_INFINITY, -1, "2"]) {
+    await assert.rejects(
+      f.pull({
+        consumerGroup: "BadCommitter",
+        queueId: 0,
+        queueOffset: 0,
+        sysFlag: PullSysFlag.SUBSCRIPTION | PullSysFlag.COMMIT_OFFSET,
+        commitOffset: commitOffset as number,
+      }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && /integer commitOffset/.test((e as Error).message),
+      String(commitOffset),
+    );
+  }
+  const q = await f.ask<{ offset: number }>("QUERY_CONSUMER_OFFSET", { consumerGroup: "BadCommitter", topic: "T", queueId: 0 }).then(
+    (r) => r.fields.offset,
+    (e: unknown) => (e as { code?: string }).code,
+  );
+  assert.ok(q === "QUERY_NOT_FOUND" || q === -1 || q === 0, `nothing was committed: ${q}`);
+});
