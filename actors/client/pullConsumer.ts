@@ -32,9 +32,9 @@ import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere } from "./pullFromWhere.ts";
 import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
 import {
-  BROKER_SUSPEND_MAX_TIME_MILLIS,
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+  LITE_BROKER_SUSPEND_MAX_TIME_MILLIS,
   MAX_BROKER_SUSPEND_MS,
   PullService,
   pullFailureLogger,
@@ -81,7 +81,7 @@ export interface PullConsumerOptions extends ClientInstanceOptions {
   allocateStrategy?: AllocateStrategyName;
   /** settings of BY_CONFIG (messageQueueList), BY_MACHINE_ROOM (consumeridcs, machineRoomOf), CONSISTENT_HASH (virtualNodes) */
   allocateOptions?: AllocateOptions;
-  /** @default 15000 */
+  /** @default 20000 (RocketMQ's lite pull consumer; the push consumer's is 15000) */
   brokerSuspendMaxTimeMillis?: number;
   /** @default 20000 */
   rebalanceIntervalMs?: number;
@@ -169,7 +169,7 @@ export class PullConsumer {
       consumeFromWhere: "CONSUME_FROM_LAST_OFFSET" as ConsumeFromWhere,
       consumeTimestamp: Date.now() - 30 * 60_000,
       allocateStrategy: DEFAULT_ALLOCATE_STRATEGY,
-      brokerSuspendMaxTimeMillis: BROKER_SUSPEND_MAX_TIME_MILLIS,
+      brokerSuspendMaxTimeMillis: LITE_BROKER_SUSPEND_MAX_TIME_MILLIS,
       rebalanceIntervalMs: DEFAULT_REBALANCE_INTERVAL_MS,
       group: options.group,
     };

@@ -48,6 +48,8 @@ export const PULL_TIME_DELAY_MILLS_WHEN_SUSPEND = 1000;
 export const PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1000;
 /** How long the broker may hold a pull that finds nothing (long polling). */
 export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
+/** The same for the pull consumer (RocketMQ's DefaultLitePullConsumer holds its pulls longer). */
+export const LITE_BROKER_SUSPEND_MAX_TIME_MILLIS = 20_000;
 /** Client timeout of a long-polling pull. */
 export const CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND = 30_000;
 /** A held pull's own timeout: the broker's suspend time plus this (RocketMQ's 15 s). */

@@ -4,7 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { mock, test } from "node:test";
+import type { HoldContext } from "../../actors/broker/holdService.ts";
 import { Admin, isMQError, MQError, Producer, PullConsumer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { BrokerActor, type PullMessageRequest } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 test("pull consumer: assign, poll, seek, commit; subscribe; progress and reset by timestamp", async () => {
@@ -360,6 +362,46 @@ test("pull consumer: once closed, poll, commit, seek, assign and subscribe refus
   } finally {
     await admin.close();
     await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: its long-polled pulls ask the broker to hold them 20 s (RocketMQ's lite pull consumer), a push consumer's 15 s", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-suspend-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  // the broker's held pulls, read in place (a pick that takes none)
+  const held = () => {
+    const table = (cluster.brokers[0]!.ctx.node.actorOf(BrokerActor.HOLD)!.getSnapshot().context as HoldContext).table;
+    const reqs: PullMessageRequest[] = [];
+    for (const key of [...table.keys()])
+      table.take(key, (h) => {
+        reqs.push(h.req);
+        return false;
+      });
+    return reqs;
+  };
+  let pc: PullConsumer | undefined;
+  let push: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "EmptyLite", readQueueNums: 1, writeQueueNums: 1 });
+    pc = await PullConsumer.start({ group: "liteSuspend", nameservers: cluster.nameservers });
+    await pc.assign(await pc.fetchMessageQueues("EmptyLite"));
+    push = await PushConsumer.start({
+      group: "pushSuspend",
+      nameservers: cluster.nameservers,
+      subscriptions: { EmptyLite: "*" },
+      listener: async () => "CONSUME_SUCCESS",
+    });
+    await waitFor(() => new Set(held().map((r) => r.consumerGroup)).size === 2, 15_000, "both groups' pulls held");
+    const asked = new Map(held().map((r) => [r.consumerGroup, r.suspendTimeoutMillis]));
+    assert.equal(asked.get("liteSuspend"), 20_000);
+    assert.equal(asked.get("pushSuspend"), 15_000);
+  } finally {
+    await push?.close();
+    await pc?.close();
+    await admin.close();
     await cluster.close();
     await cleanup();
   }
