@@ -92,32 +92,52 @@ function not(n: Node): Node {
   };
 }
 
-function and(l: Node, r: Node): Node {
+/**
+ * Longest run of comparisons without AND/OR between them (`a = b = c ...`): each nests the one
+ * before, and evaluation recurses through all of them.
+ */
+const MAX_OPERATOR_CHAIN = 256;
+
+function chainTooLong(t: Token): never {
+  return fail(`more than ${MAX_OPERATOR_CHAIN} comparisons in a row without AND or OR`, t.pos);
+}
+
+/*
+ * `a AND b AND c ...` and `a OR b OR c ...` are one node over all their terms, evaluated in a loop
+ * left to right with the three-valued rules (the first false / true decides; else unknown if any
+ * term was). Nested two-term nodes would recurse once per term: a generated selector of ~8 000
+ * ORs overflowed the stack on every message, and the error counted as "no match".
+ */
+function and(terms: Node[]): Node {
+  if (terms.length === 1) return terms[0]!;
   return {
     kind: "bool",
-    text: `(${l.text} AND ${r.text})`,
+    text: `(${terms.map((t) => t.text).join(" AND ")})`,
     ev: (p) => {
-      const lv = l.ev(p);
-      if (lv === false) return false;
-      const rv = r.ev(p);
-      if (rv === false) return false;
-      if (lv === null || rv === null) return null;
-      return true;
+      let unknown = false;
+      for (let i = 0; i < terms.length; i++) {
+        const v = terms[i]!.ev(p);
+        if (v === false) return false;
+        if (v === null) unknown = true;
+      }
+      return unknown ? null : true;
     },
   };
 }
 
-function or(l: Node, r: Node): Node {
+function or(terms: Node[]): Node {
+  if (terms.length === 1) return terms[0]!;
   return {
     kind: "bool",
-    text: `(${l.text} OR ${r.text})`,
+    text: `(${terms.map((t) => t.text).join(" OR ")})`,
     ev: (p) => {
-      const lv = l.ev(p);
-      if (lv === true) return true;
-      const rv = r.ev(p);
-      if (rv === true) return true;
-      if (lv === null || rv === null) return null;
-      return false;
+      let unknown = false;
+      for (let i = 0; i < terms.length; i++) {
+        const v = terms[i]!.ev(p);
+        if (v === true) return true;
+        if (v === null) unknown = true;
+      }
+      return unknown ? null : false;
     },
   };
 }
@@ -195,11 +215,11 @@ function between(value: Node, low: Node, high: Node, pos: number): Node {
     }
     if (c < 0) fail(`illegal values of BETWEEN: the low bound ${low.text} must be less than or equal to the high bound ${high.text}`, pos);
   }
-  return and(ordered(value, low, ">=", pos), ordered(value, high, "<=", pos));
+  return and([ordered(value, low, ">=", pos), ordered(value, high, "<=", pos)]);
 }
 
 function notBetween(value: Node, low: Node, high: Node, pos: number): Node {
-  return or(ordered(value, low, "<", pos), ordered(value, high, ">", pos));
+  return or([ordered(value, low, "<", pos), ordered(value, high, ">", pos)]);
 }
 
 function inList(left: Node, values: string[], negated: boolean, pos: number): Node {
@@ -318,29 +338,32 @@ class Parser {
   }
 
   private orExpression(): Node {
-    let left = this.andExpression();
+    const first = this.andExpression();
+    if (this.peek().kind !== "OR") return first;
+    const terms = [asBoolean(first, this.peek().pos)];
     while (this.peek().kind === "OR") {
       const pos = this.next().pos;
-      const right = this.andExpression();
-      left = or(asBoolean(left, pos), asBoolean(right, pos));
+      terms.push(asBoolean(this.andExpression(), pos));
     }
-    return left;
+    return or(terms);
   }
 
   private andExpression(): Node {
-    let left = this.equalityExpression();
+    const first = this.equalityExpression();
+    if (this.peek().kind !== "AND") return first;
+    const terms = [asBoolean(first, this.peek().pos)];
     while (this.peek().kind === "AND") {
       const pos = this.next().pos;
-      const right = this.equalityExpression();
-      left = and(asBoolean(left, pos), asBoolean(right, pos));
+      terms.push(asBoolean(this.equalityExpression(), pos));
     }
-    return left;
+    return and(terms);
   }
 
   private equalityExpression(): Node {
     let left = this.comparisonExpression();
-    for (;;) {
+    for (let n = 0; ; n++) {
       const t = this.peek();
+      if (n === MAX_OPERATOR_CHAIN && (t.kind === "=" || t.kind === "<>" || t.kind === "IS")) chainTooLong(t);
       if (t.kind === "=") {
         this.next();
         left = equal(left, this.comparisonExpression(), t.pos);
@@ -365,9 +388,10 @@ class Parser {
 
   private comparisonExpression(): Node {
     let left = this.unaryExpr();
-    for (;;) {
+    for (let n = 0; ; n++) {
       const t = this.peek();
       if (!COMPARISON_STARTERS.has(t.kind)) return left;
+      if (n === MAX_OPERATOR_CHAIN) chainTooLong(t);
       this.next();
       let negated = false;
       let op = t.kind;

@@ -413,6 +413,38 @@ describe("SQL92 selectors: properties", () => {
 describe("SQL92 selectors: cost stays linear in the size of values and selectors", () => {
   // The broker evaluates selectors on its event loop, so a property value or a selector that made a
   // regular expression backtrack would stall every other request.
+  it("long AND / OR chains (generated selectors) evaluate in full: 20 000 terms match what they should", () => {
+    const n = 20_000;
+    const ors = compileSql92(Array.from({ length: n }, (_, i) => `id = '${i}'`).join(" OR "));
+    for (const [id, want] of [
+      ["0", true],
+      ["19999", true],
+      ["20000", false],
+    ] as const)
+      assert.equal(ors({ id }), want, `OR chain, id ${id}`);
+    assert.equal(ors({}), false, "OR of unknowns is not a match");
+    const ands = compileSql92(Array.from({ length: n }, (_, i) => `k${i % 7} = 'v'`).join(" AND "));
+    const all = Object.fromEntries(Array.from({ length: 7 }, (_, i) => [`k${i}`, "v"]));
+    assert.equal(ands(all), true, "AND chain, every term true");
+    assert.equal(ands({ ...all, k6: "w" }), false, "AND chain, one term false");
+    // three-valued: unknown OR true is true, unknown AND true is unknown (no match), NOT unknown is unknown
+    assert.equal(matches("a = 1 OR b = 'x'", { b: "x" }), true);
+    assert.equal(matches("NOT (a = 1 AND b = 'x')", { b: "x" }), false);
+    assert.equal(matches("NOT (a = 1 OR b = 'x')", { b: "y" }), false);
+    assert.equal(matches("NOT (a = 1 OR b = 'x' OR c = 2)", { b: "y", c: "3" }), false);
+    assert.equal(matches("NOT (a = 1 AND b = 'x' AND c = 2)", { a: "1", b: "y" }), true, "false AND unknown is false");
+  });
+
+  it("a run of more than 256 comparisons without AND or OR is refused SUBSCRIPTION_PARSE_FAILED (each nests the last)", () => {
+    assert.equal(matches(`a${" = a".repeat(255)}`, { a: "1" }), false, "256 compile");
+    for (const op of [" = a", " <> a", " IS NULL", " IS NOT NULL"])
+      assert.throws(
+        () => compileSql92(`a${op.repeat(300)}`),
+        (e) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED") && /more than 256 comparisons in a row/.test((e as Error).message),
+        op,
+      );
+  });
+
   it("a 30 000-digit property value compared with a float is decided quickly", () => {
     const f = compileSql92("a > 5.5");
     for (const [a, want] of [
