@@ -37,7 +37,12 @@ export function tagsCodeOf(tags: string | null | undefined): number {
 export function parseSubscription(topic: string, expr: SubscriptionExpression, subVersion: number = Date.now()): SubscriptionData {
   if (typeof expr === "object" && expr !== null && "sql92" in expr) {
     const sql = expr.sql92;
-    if (typeof sql !== "string" || sql.trim().length === 0) {
+    if (typeof sql !== "string")
+      throw new MQError(
+        "SUBSCRIPTION_PARSE_FAILED",
+        `The SQL92 subscription of topic "${topic}" must be a string such as { sql92: "a > 5 AND b = 'x'" }, got ${Array.isArray(sql) ? "an array" : sql === null ? "null" : typeof sql}.`,
+      );
+    if (sql.trim().length === 0) {
       throw new MQError(
         "SUBSCRIPTION_PARSE_FAILED",
         `The SQL92 subscription of topic "${topic}" is empty: give a selector such as { sql92: "a > 5 AND b = 'x'" }, or subscribe with "*".`,

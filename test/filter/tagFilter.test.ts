@@ -55,6 +55,19 @@ describe("parseSubscription (FilterAPI.buildSubscriptionData)", () => {
       );
     }
   });
+
+  it("an SQL92 selector that is not a string is told so, not called empty", () => {
+    for (const [bad, got] of [
+      [123, "number"],
+      [null, "null"],
+      [["a = 1"], "an array"],
+    ] as const)
+      assert.throws(
+        () => parseSubscription("T", { sql92: bad as unknown as string }),
+        (e: unknown) =>
+          isMQError(e, "SUBSCRIPTION_PARSE_FAILED") && new RegExp(`must be a string .* got ${got}\\.$`).test((e as Error).message),
+      );
+  });
 });
 
 describe("tag matching", () => {
