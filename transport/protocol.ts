@@ -174,6 +174,13 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 export function isPortText(text: string, min: number): boolean {
   return /^\d{1,5}$/.test(text) && Number(text) >= min && Number(text) <= 65535;
 }
+/** `tcp://host:port` (host a name, an IPv4 or a bracketed IPv6 address): what a node's ROUTER is reached at. */
+const TCP_ADDRESS = /^tcp:\/\/(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):(\d{1,5})$/;
+/** Whether `text` is an address a node can connect to: `tcp://host:port` with a port from 1 to 65535. */
+export function isTcpAddress(text: string): boolean {
+  const m = TCP_ADDRESS.exec(text);
+  return m !== null && isPortText(m[2]!, 1);
+}
 /** The longest delay a Node timer keeps (2^31 - 1 ms); a longer one fires after 1 ms, so timing options stop here. */
 export const MAX_TIMER_MS = 2_147_483_647;
 

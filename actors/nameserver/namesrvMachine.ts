@@ -6,6 +6,7 @@ import { setup } from "xstate";
 import {
   checkTopicConfig,
   isMQError,
+  isTcpAddress,
   MQError,
   type RegisterBrokerRequest,
   type TopicConfig,
@@ -72,6 +73,16 @@ function requireString(v: unknown, name: string): string {
   return v;
 }
 
+/** Every client connects to what a broker registers: an address it cannot connect to fails their sends and admin calls. */
+function requireAddress(v: unknown, name: string): string {
+  if (typeof v !== "string" || !isTcpAddress(v))
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `The request's ${name} ${JSON.stringify(v)} is not tcp://host:port with a port from 1 to 65535 (e.g. tcp://10.0.0.2:10911).`,
+    );
+  return v;
+}
+
 function requireBrokerId(v: unknown): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0)
     throw new MQError("INVALID_PARAMETER", "The request's brokerId must be an integer >= 0 (0 = master).");
@@ -101,9 +112,9 @@ export const namesrvMachine = setup({
           {
             clusterName: requireString(event.clusterName, "clusterName"),
             brokerName: requireString(event.brokerName, "brokerName"),
-            brokerAddr: requireString(event.brokerAddr, "brokerAddr"),
+            brokerAddr: requireAddress(event.brokerAddr, "brokerAddr"),
             brokerId: requireBrokerId(event.brokerId),
-            haServerAddr: typeof event.haServerAddr === "string" ? event.haServerAddr : undefined,
+            haServerAddr: event.haServerAddr == null ? undefined : requireAddress(event.haServerAddr, "haServerAddr"),
             heartbeatTimeoutMillis: typeof event.heartbeatTimeoutMillis === "number" ? event.heartbeatTimeoutMillis : undefined,
             topicConfigTable: topicConfigTable ?? {},
             dataVersion: typeof event.dataVersion === "number" ? event.dataVersion : 0,
@@ -118,7 +129,7 @@ export const namesrvMachine = setup({
         context.table.unregister({
           clusterName: requireString(event.clusterName, "clusterName"),
           brokerName: requireString(event.brokerName, "brokerName"),
-          brokerAddr: requireString(event.brokerAddr, "brokerAddr"),
+          brokerAddr: requireAddress(event.brokerAddr, "brokerAddr"),
           brokerId: requireBrokerId(event.brokerId),
         });
         return {};

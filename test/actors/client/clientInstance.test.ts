@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { it } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
+import { consumerHostOf } from "../../../actors/client/pushConsumer.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { Admin, Producer } from "../../../index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
@@ -103,6 +104,20 @@ it("a heartbeat skips a broker whose routed address has no valid port instead of
     }));
     await inst.sendHeartbeatToAllBrokers();
     remove();
+  } finally {
+    await inst.release();
+  }
+});
+
+it("unregistering a consumer skips a routed broker address ref() cannot connect to instead of rejecting (PushConsumer.close() rejected)", async () => {
+  const inst = await ClientInstance.acquire({ nameservers: ["tcp://127.0.0.1:9"] });
+  try {
+    inst.routes.put("T", {
+      queueDatas: [{ brokerName: "bad", readQueueNums: 1, writeQueueNums: 1, perm: 6 }],
+      brokerDatas: [{ cluster: "c", brokerName: "bad", brokerAddrs: { "0": "not-an-endpoint", "1": "tcp://127.0.0.1:0" } }],
+    } as never);
+    // ref() threw inside the map, before the per-address catch
+    await consumerHostOf(inst).unregisterConsumer("g");
   } finally {
     await inst.release();
   }

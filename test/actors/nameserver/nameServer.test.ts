@@ -93,6 +93,38 @@ test("unknown topics, malformed and unknown requests get coded errors and the se
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
 });
 
+test("a broker address (or HA address) that is not tcp://host:port is refused at register and unregister, and kept out of every route", async () => {
+  const ref = client.ref(ns.address, NAMESRV_ACTOR);
+  const good = {
+    clusterName: "C",
+    brokerName: "ep",
+    brokerAddr: "tcp://127.0.0.1:3",
+    brokerId: 0,
+    topicConfigTable: { E: { ...topicConfigTable.T, topicName: "E" } },
+  };
+  // clients could not connect to such an address: sends to its topics failed ILLEGAL_ARGUMENT, not retried elsewhere
+  for (const brokerAddr of [
+    "not-an-endpoint",
+    "tcp://127.0.0.1",
+    "tcp://127.0.0.1:0",
+    "tcp://127.0.0.1:70000",
+    "tcp://127.0.0.1:*",
+    "ipc:///tmp/x",
+  ]) {
+    await assert.rejects(
+      ref.ask({ type: "REGISTER_BROKER", ...good, brokerAddr }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && e.message.includes(brokerAddr) && /tcp:\/\/host:port/.test(e.message),
+      brokerAddr,
+    );
+    await assert.rejects(ref.ask({ type: "UNREGISTER_BROKER", ...good, brokerAddr }), (e) => isMQError(e, "INVALID_PARAMETER"), brokerAddr);
+  }
+  await assert.rejects(ref.ask({ type: "REGISTER_BROKER", ...good, haServerAddr: "nowhere" }), (e) => isMQError(e, "INVALID_PARAMETER"));
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "E" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  await ref.ask({ type: "REGISTER_BROKER", ...good, brokerAddr: "tcp://[::1]:3", haServerAddr: "tcp://broker-host:10912" });
+  await ref.ask({ type: "UNREGISTER_BROKER", ...good, brokerAddr: "tcp://[::1]:3" });
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "E" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+});
+
 test("a scanIntervalMs that is not a whole number of ms from 1 to 2^31 - 1 is refused before the server binds", async () => {
   // 0, NaN and negative scans fire every timer tick (a core spinning idle); a string ran out of heap
   for (const v of [0, -5, Number.NaN, 1.5, 2 ** 31, "5000"]) {
