@@ -203,6 +203,8 @@ export function checkBoolean(name: string, v: unknown): void {
 }
 export const TOPIC_MAX_LENGTH = 127;
 export const TOPIC_PATTERN = /^[%|a-zA-Z0-9_-]+$/;
+/** Characters of broker and cluster names (brokers check theirs at start, name servers every registration). */
+export const BROKER_NAME_PATTERN = /^[a-zA-Z0-9_.-]+$/;
 /** Longest producer or consumer group name. */
 export const GROUP_MAX_LENGTH = 255;
 

@@ -5,6 +5,7 @@
 
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import {
+  BROKER_NAME_PATTERN,
   checkBoolean,
   checkNotReserved,
   DEFAULT_CLUSTER,
@@ -26,8 +27,6 @@ export const DEFAULT_QUEUE_NUMS = 4;
 export const DEFAULT_REGISTER_INTERVAL_MS = 30_000;
 /** How long name servers keep this broker without a registration. */
 export const DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS = 120_000;
-/** Characters of broker and cluster names. */
-const BROKER_NAME_PATTERN = /^[a-zA-Z0-9_.-]+$/;
 /** Puts the store actor accepts at once before answering SYSTEM_BUSY. */
 export const DEFAULT_STORE_MAX_IN_FLIGHT = 4096;
 /** A sync-flush put that has not reached disk within this time answers FLUSH_DISK_TIMEOUT (`syncFlushTimeout`). */

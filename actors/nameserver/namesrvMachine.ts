@@ -4,6 +4,8 @@
  */
 import { setup } from "xstate";
 import {
+  BROKER_NAME_PATTERN,
+  checkNotReserved,
   checkTopicConfig,
   isMQError,
   isTcpAddress,
@@ -73,6 +75,21 @@ function requireString(v: unknown, name: string): string {
   return v;
 }
 
+/** A broker or cluster name as brokers check theirs at start: clients and cluster info key tables by it. */
+function requireName(v: unknown, name: "brokerName" | "clusterName"): string {
+  if (typeof v !== "string" || !BROKER_NAME_PATTERN.test(v))
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `The request's ${name} ${JSON.stringify(v)} is not valid: send a non-empty string of letters, digits, '.', '_' and '-'.`,
+    );
+  try {
+    checkNotReserved(v, name === "brokerName" ? "broker" : "cluster");
+  } catch (e) {
+    throw new MQError("INVALID_PARAMETER", `The request's ${name}: ${(e as Error).message}`);
+  }
+  return v;
+}
+
 /** Every client connects to what a broker registers: an address it cannot connect to fails their sends and admin calls. */
 function requireAddress(v: unknown, name: string): string {
   if (typeof v !== "string" || !isTcpAddress(v))
@@ -110,8 +127,8 @@ export const namesrvMachine = setup({
         if (topicConfigTable) for (const tc of Object.values(topicConfigTable)) checkRegisteredTopic(tc);
         return context.table.register(
           {
-            clusterName: requireString(event.clusterName, "clusterName"),
-            brokerName: requireString(event.brokerName, "brokerName"),
+            clusterName: requireName(event.clusterName, "clusterName"),
+            brokerName: requireName(event.brokerName, "brokerName"),
             brokerAddr: requireAddress(event.brokerAddr, "brokerAddr"),
             brokerId: requireBrokerId(event.brokerId),
             haServerAddr: event.haServerAddr == null ? undefined : requireAddress(event.haServerAddr, "haServerAddr"),
@@ -127,8 +144,8 @@ export const namesrvMachine = setup({
       if (event.type !== "UNREGISTER_BROKER") return;
       answer(event.reply, () => {
         context.table.unregister({
-          clusterName: requireString(event.clusterName, "clusterName"),
-          brokerName: requireString(event.brokerName, "brokerName"),
+          clusterName: requireName(event.clusterName, "clusterName"),
+          brokerName: requireName(event.brokerName, "brokerName"),
           brokerAddr: requireAddress(event.brokerAddr, "brokerAddr"),
           brokerId: requireBrokerId(event.brokerId),
         });

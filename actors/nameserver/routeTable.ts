@@ -137,10 +137,14 @@ export class RouteTable {
 
   /** Every broker and cluster the name server knows. */
   clusterInfo(): ClusterInfo {
-    const brokerAddrTable: Record<string, BrokerData> = {};
-    for (const [name, bd] of this.brokerAddrTable) brokerAddrTable[name] = { ...bd, brokerAddrs: { ...bd.brokerAddrs } };
-    const clusterAddrTable: Record<string, string[]> = {};
-    for (const [cluster, names] of this.clusterAddrTable) clusterAddrTable[cluster] = [...names].sort();
+    // fromEntries defines own properties: assigned, a "__proto__" key would set the prototype (the
+    // table then encodes as an array) instead of being an entry
+    const brokerAddrTable: Record<string, BrokerData> = Object.fromEntries(
+      [...this.brokerAddrTable].map(([name, bd]) => [name, { ...bd, brokerAddrs: { ...bd.brokerAddrs } }]),
+    );
+    const clusterAddrTable: Record<string, string[]> = Object.fromEntries(
+      [...this.clusterAddrTable].map(([cluster, names]) => [cluster, [...names].sort()]),
+    );
     return { brokerAddrTable, clusterAddrTable };
   }
 

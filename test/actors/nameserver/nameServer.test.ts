@@ -125,6 +125,36 @@ test("a broker address (or HA address) that is not tcp://host:port is refused at
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "E" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
 });
 
+test("a broker or cluster name brokers refuse at start (__proto__, a space, other characters) is refused at register and unregister", async () => {
+  const ref = client.ref(ns.address, NAMESRV_ACTOR);
+  const good = {
+    clusterName: "C",
+    brokerName: "nm",
+    brokerAddr: "tcp://127.0.0.1:4",
+    brokerId: 0,
+    topicConfigTable: { N: { ...topicConfigTable.T, topicName: "N" } },
+  };
+  await ref.ask({ type: "REGISTER_BROKER", ...good });
+  // a __proto__ cluster turned clusterAddrTable into an array on the wire, and every real cluster vanished from it
+  for (const [field, bad] of [
+    ["brokerName", "__proto__"],
+    ["clusterName", "__proto__"],
+    ["brokerName", "a b"],
+    ["clusterName", "c/d"],
+    ["brokerName", 5],
+  ] as const) {
+    for (const type of ["REGISTER_BROKER", "UNREGISTER_BROKER"])
+      await assert.rejects(
+        ref.ask({ type, ...good, brokerAddr: "tcp://127.0.0.1:5", [field]: bad }),
+        (e) => isMQError(e, "INVALID_PARAMETER") && e.message.includes(field),
+        `${type} ${field} ${bad}`,
+      );
+  }
+  const ci = await ref.ask<{ clusterAddrTable: Record<string, string[]> }>({ type: "GET_BROKER_CLUSTER_INFO" });
+  assert.deepEqual(ci.fields.clusterAddrTable, { C: ["nm"] });
+  await ref.ask({ type: "UNREGISTER_BROKER", ...good });
+});
+
 test("a scanIntervalMs that is not a whole number of ms from 1 to 2^31 - 1 is refused before the server binds", async () => {
   // 0, NaN and negative scans fire every timer tick (a core spinning idle); a string ran out of heap
   for (const v of [0, -5, Number.NaN, 1.5, 2 ** 31, "5000"]) {

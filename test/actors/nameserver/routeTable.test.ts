@@ -146,3 +146,15 @@ test("a topic named like an Object.prototype member leaves the route when its ma
   t.register(reg("a", "tcp://h:1", [tc("T")]), 10);
   assert.deepEqual(t.topicList(), ["T"]);
 });
+
+test("cluster info keeps every entry whatever the names: a __proto__ key is an entry, not the prototype", () => {
+  const t = new RouteTable();
+  t.register(reg("a", "tcp://h:1", [tc("T")]), 0);
+  t.register({ ...reg("b", "tcp://h:2", [tc("T")]), clusterName: "__proto__" }, 0);
+  t.register(reg("__proto__", "tcp://h:3", [tc("T")]), 0);
+  const ci = t.clusterInfo();
+  assert.ok(!Array.isArray(ci.clusterAddrTable));
+  assert.deepEqual(Object.keys(ci.clusterAddrTable).sort(), ["C", "__proto__"]);
+  assert.deepEqual(ci.clusterAddrTable.C, ["__proto__", "a"]);
+  assert.deepEqual(Object.keys(ci.brokerAddrTable).sort(), ["__proto__", "a", "b"]);
+});
