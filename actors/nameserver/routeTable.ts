@@ -98,8 +98,14 @@ export class RouteTable {
     return masterAddr ? { masterAddr, haServerAddr: this.brokerLiveTable.get(masterAddr)?.haServerAddr } : {};
   }
 
-  /** Removes one broker address (clean shutdown or expiry); a broker name with no address left leaves every route. */
+  /**
+   * Removes one broker address (clean shutdown); a broker name with no address left leaves every
+   * route. An address live under another broker name or id is left alone: dropping its liveness
+   * would keep that broker's routes for good, with nothing left to expire them.
+   */
   unregister(req: UnregisterBrokerRequest): void {
+    const live = this.brokerLiveTable.get(req.brokerAddr);
+    if (live !== undefined && (live.brokerName !== req.brokerName || live.brokerId !== req.brokerId)) return;
     this.removeAddress(req.brokerAddr, req.brokerName, req.brokerId, req.clusterName);
   }
 

@@ -158,3 +158,18 @@ test("cluster info keeps every entry whatever the names: a __proto__ key is an e
   assert.deepEqual(ci.clusterAddrTable.C, ["__proto__", "a"]);
   assert.deepEqual(Object.keys(ci.brokerAddrTable).sort(), ["__proto__", "a", "b"]);
 });
+
+test("an unregister naming another broker name or id than its address registered with changes nothing; the broker still expires", () => {
+  const t = new RouteTable();
+  t.register(reg("a", "tcp://h:1", [tc("T")], 0, { heartbeatTimeoutMillis: 1000 }), 0);
+  // the liveness entry went first: the route stayed, and nothing could expire it any more
+  t.unregister({ clusterName: "C", brokerName: "other", brokerAddr: "tcp://h:1", brokerId: 0 });
+  t.unregister({ clusterName: "C", brokerName: "a", brokerAddr: "tcp://h:1", brokerId: 1 });
+  assert.equal(t.liveBrokerCount, 1);
+  assert.deepEqual(t.getRoute("T").brokerDatas[0]!.brokerAddrs, { "0": "tcp://h:1" });
+  assert.deepEqual(t.scanNotActiveBrokers(10 * 60_000), ["tcp://h:1"]);
+  assert.throws(
+    () => t.getRoute("T"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
+});
