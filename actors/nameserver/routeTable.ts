@@ -19,7 +19,6 @@ import {
 export const DEFAULT_BROKER_EXPIRED_MS = 120_000;
 
 interface LiveBroker {
-  clusterName: string;
   brokerName: string;
   brokerId: number;
   lastUpdateMs: number;
@@ -49,20 +48,22 @@ export class RouteTable {
     // another broker name now registers on, would otherwise never expire (the same name under
     // another id is handled below, keeping its queues)
     const prev = this.brokerLiveTable.get(brokerAddr);
-    if (prev !== undefined && prev.brokerName !== brokerName)
-      this.removeAddress(brokerAddr, prev.brokerName, prev.brokerId, prev.clusterName);
+    if (prev !== undefined && prev.brokerName !== brokerName) this.removeAddress(brokerAddr, prev.brokerName, prev.brokerId);
+    let bd = this.brokerAddrTable.get(brokerName);
+    if (!bd) {
+      bd = { cluster: clusterName, brokerName, brokerAddrs: {} };
+      this.brokerAddrTable.set(brokerName, bd);
+    } else if (bd.cluster !== clusterName) {
+      // restarted under another cluster: listed under the old one too, it would stay there for good
+      this.removeFromClusters(brokerName);
+      bd.cluster = clusterName;
+    }
     let names = this.clusterAddrTable.get(clusterName);
     if (!names) {
       names = new Set();
       this.clusterAddrTable.set(clusterName, names);
     }
     names.add(brokerName);
-
-    let bd = this.brokerAddrTable.get(brokerName);
-    if (!bd) {
-      bd = { cluster: clusterName, brokerName, brokerAddrs: {} };
-      this.brokerAddrTable.set(brokerName, bd);
-    }
     // an address re-registering under another id (a slave promoted, a port reused) replaces its old entry
     for (const [id, addr] of Object.entries(bd.brokerAddrs)) {
       if (addr === brokerAddr && Number(id) !== brokerId) delete bd.brokerAddrs[id];
@@ -70,7 +71,6 @@ export class RouteTable {
     bd.brokerAddrs[String(brokerId)] = brokerAddr;
 
     this.brokerLiveTable.set(brokerAddr, {
-      clusterName,
       brokerName,
       brokerId,
       lastUpdateMs: nowMs,
@@ -106,7 +106,7 @@ export class RouteTable {
   unregister(req: UnregisterBrokerRequest): void {
     const live = this.brokerLiveTable.get(req.brokerAddr);
     if (live !== undefined && (live.brokerName !== req.brokerName || live.brokerId !== req.brokerId)) return;
-    this.removeAddress(req.brokerAddr, req.brokerName, req.brokerId, req.clusterName);
+    this.removeAddress(req.brokerAddr, req.brokerName, req.brokerId);
   }
 
   /** Drops brokers whose last registration is older than their timeout; returns the dropped addresses. */
@@ -115,7 +115,7 @@ export class RouteTable {
     for (const [addr, live] of this.brokerLiveTable) {
       if (nowMs - live.lastUpdateMs > live.timeoutMs) {
         dropped.push(addr);
-        this.removeAddress(addr, live.brokerName, live.brokerId, live.clusterName);
+        this.removeAddress(addr, live.brokerName, live.brokerId);
       }
     }
     return dropped;
@@ -164,7 +164,7 @@ export class RouteTable {
     return this.brokerLiveTable.size;
   }
 
-  private removeAddress(brokerAddr: string, brokerName: string, brokerId: number, clusterName: string): void {
+  private removeAddress(brokerAddr: string, brokerName: string, brokerId: number): void {
     this.brokerLiveTable.delete(brokerAddr);
     const bd = this.brokerAddrTable.get(brokerName);
     if (bd && bd.brokerAddrs[String(brokerId)] === brokerAddr) delete bd.brokerAddrs[String(brokerId)];
@@ -172,13 +172,16 @@ export class RouteTable {
     // and clients only publish to broker names that still have a master
     if (bd && Object.keys(bd.brokerAddrs).length > 0) return;
     this.brokerAddrTable.delete(brokerName);
-    const names = this.clusterAddrTable.get(clusterName);
-    if (names) {
-      names.delete(brokerName);
-      if (names.size === 0) this.clusterAddrTable.delete(clusterName);
-    }
+    this.removeFromClusters(brokerName);
     for (const [topic, byBroker] of this.topicQueueTable) {
       if (byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);
+    }
+  }
+
+  /** Takes a broker name out of every cluster (RocketMQ's onChannelDestroy), dropping clusters left empty. */
+  private removeFromClusters(brokerName: string): void {
+    for (const [cluster, names] of this.clusterAddrTable) {
+      if (names.delete(brokerName) && names.size === 0) this.clusterAddrTable.delete(cluster);
     }
   }
 }

@@ -173,3 +173,18 @@ test("an unregister naming another broker name or id than its address registered
     (e) => isMQError(e, "TOPIC_NOT_EXIST"),
   );
 });
+
+test("a broker re-registering under another cluster moves to it, and leaves every cluster when it expires", () => {
+  const t = new RouteTable();
+  t.register(reg("a", "tcp://h:1", [tc("T")]), 0);
+  t.register({ ...reg("a", "tcp://h:2", [], 1), clusterName: "C1" }, 0);
+  t.register(reg("b", "tcp://h:3", [tc("T")]), 0);
+  // restarted with another clusterName: it stayed listed under C for good
+  t.register({ ...reg("a", "tcp://h:1", [tc("T")]), clusterName: "C2" }, 1000);
+  assert.deepEqual(t.clusterInfo().clusterAddrTable, { C: ["b"], C2: ["a"] });
+  assert.equal(t.clusterInfo().brokerAddrTable.a!.cluster, "C2");
+  assert.equal(t.getRoute("T").brokerDatas.find((b) => b.brokerName === "a")!.cluster, "C2");
+  t.register(reg("b", "tcp://h:3", [tc("T")]), DEFAULT_BROKER_EXPIRED_MS + 500);
+  assert.deepEqual(t.scanNotActiveBrokers(DEFAULT_BROKER_EXPIRED_MS + 1001).sort(), ["tcp://h:1", "tcp://h:2"]);
+  assert.deepEqual(t.clusterInfo().clusterAddrTable, { C: ["b"] });
+});
