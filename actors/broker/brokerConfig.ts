@@ -85,7 +85,7 @@ export interface BrokerOptions {
   brokerPermission?: number;
   /** ms between registrations with every name server, an integer > 0 (RocketMQ's registerNameServerPeriod). @default 30000 */
   registerIntervalMs?: number;
-  /** ms the name servers keep this broker without a registration, an integer > 0. @default 120000 */
+  /** ms the name servers keep this broker without a registration, an integer from 1 to 2^31 - 1. @default 120000 */
   heartbeatTimeoutMs?: number;
   /** puts the store actor takes at once before answering SYSTEM_BUSY, an integer >= 1. @default 4096 */
   storeMaxInFlight?: number;
@@ -209,10 +209,11 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
       "ILLEGAL_ARGUMENT",
       `registerIntervalMs must be an integer number of ms from 1 to ${MAX_TIMER_MS} (default ${DEFAULT_REGISTER_INTERVAL_MS}), not ${String(cfg.registerIntervalMs)}.`,
     );
-  if (!Number.isInteger(cfg.heartbeatTimeoutMs) || cfg.heartbeatTimeoutMs < 1)
+  // name servers refuse more: a broker silent that long would in effect never leave the routes
+  if (!Number.isInteger(cfg.heartbeatTimeoutMs) || cfg.heartbeatTimeoutMs < 1 || cfg.heartbeatTimeoutMs > MAX_TIMER_MS)
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `heartbeatTimeoutMs must be an integer number of ms > 0 (default ${DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS}), not ${String(cfg.heartbeatTimeoutMs)}.`,
+      `heartbeatTimeoutMs must be an integer number of ms from 1 to ${MAX_TIMER_MS} (default ${DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS}), not ${String(cfg.heartbeatTimeoutMs)}.`,
     );
   // 0 or less answers every send SYSTEM_BUSY; NaN makes the store actor's in-flight count NaN, so
   // puts are never answered and close waits for them

@@ -9,6 +9,7 @@ import {
   checkTopicConfig,
   isMQError,
   isTcpAddress,
+  MAX_TIMER_MS,
   MQError,
   type RegisterBrokerRequest,
   type TopicConfig,
@@ -100,6 +101,16 @@ function requireAddress(v: unknown, name: string): string {
   return v;
 }
 
+/** The broker's own heartbeatTimeoutMs range: Infinity or a huge number and the broker would never expire. */
+function requireHeartbeatTimeout(v: unknown): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > MAX_TIMER_MS)
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `The request's heartbeatTimeoutMillis must be an integer number of ms from 1 to ${MAX_TIMER_MS}, not ${String(v)}; leave it out for 120000.`,
+    );
+  return v;
+}
+
 function requireBrokerId(v: unknown): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 0)
     throw new MQError("INVALID_PARAMETER", "The request's brokerId must be an integer >= 0 (0 = master).");
@@ -132,7 +143,8 @@ export const namesrvMachine = setup({
             brokerAddr: requireAddress(event.brokerAddr, "brokerAddr"),
             brokerId: requireBrokerId(event.brokerId),
             haServerAddr: event.haServerAddr == null ? undefined : requireAddress(event.haServerAddr, "haServerAddr"),
-            heartbeatTimeoutMillis: typeof event.heartbeatTimeoutMillis === "number" ? event.heartbeatTimeoutMillis : undefined,
+            heartbeatTimeoutMillis:
+              event.heartbeatTimeoutMillis == null ? undefined : requireHeartbeatTimeout(event.heartbeatTimeoutMillis),
             topicConfigTable: topicConfigTable ?? {},
             dataVersion: typeof event.dataVersion === "number" ? event.dataVersion : 0,
           },

@@ -39,7 +39,9 @@ test("brokerConfig: defaults stay: ASYNC_MASTER id 0, and brokerId > 0 alone mea
 test("brokerConfig: registerIntervalMs and heartbeatTimeoutMs must be positive integers, brokerPermission a perm bit set", () => {
   // registerIntervalMs 0 (or NaN, or past setTimeout's range) would re-register with every name server back to back
   for (const v of [0, -1, Number.NaN, 1.5, 2 ** 31, "30000"]) refused({ registerIntervalMs: v as never }, /registerIntervalMs must be/);
-  for (const v of [0, -5, Number.NaN, Number.POSITIVE_INFINITY]) refused({ heartbeatTimeoutMs: v as never }, /heartbeatTimeoutMs must be/);
+  // past 2^31 - 1 ms (24.8 days) a name server would in effect never drop the broker; name servers refuse it too
+  for (const v of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, 1.5, 2 ** 31, 1e300, "120000"])
+    refused({ heartbeatTimeoutMs: v as never }, /heartbeatTimeoutMs must be/);
   for (const v of [-1, 16, 2.5, Number.NaN, "6"]) refused({ brokerPermission: v as never }, /brokerPermission must be/);
   const c = resolveBrokerConfig({ ...base, registerIntervalMs: 300, heartbeatTimeoutMs: 1500, brokerPermission: 4 });
   assert.deepEqual([c.registerIntervalMs, c.heartbeatTimeoutMs, c.brokerPermission], [300, 1500, 4]);

@@ -155,6 +155,26 @@ test("a broker or cluster name brokers refuse at start (__proto__, a space, othe
   await ref.ask({ type: "UNREGISTER_BROKER", ...good });
 });
 
+test("a heartbeatTimeoutMillis that is not an integer number of ms from 1 to 2^31 - 1 is refused: that broker would never expire", async () => {
+  const ref = client.ref(ns.address, NAMESRV_ACTOR);
+  const good = {
+    clusterName: "C",
+    brokerName: "hb",
+    brokerAddr: "tcp://127.0.0.1:6",
+    brokerId: 0,
+    topicConfigTable: { H: { ...topicConfigTable.T, topicName: "H" } },
+  };
+  for (const v of [Number.POSITIVE_INFINITY, 1e300, 2 ** 31, 1.5, 0, -1, Number.NaN, "120000"])
+    await assert.rejects(
+      ref.ask({ type: "REGISTER_BROKER", ...good, heartbeatTimeoutMillis: v }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && /heartbeatTimeoutMillis/.test(e.message),
+      String(v),
+    );
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "H" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  await ref.ask({ type: "REGISTER_BROKER", ...good, heartbeatTimeoutMillis: 2 ** 31 - 1 });
+  await ref.ask({ type: "UNREGISTER_BROKER", ...good });
+});
+
 test("a scanIntervalMs that is not a whole number of ms from 1 to 2^31 - 1 is refused before the server binds", async () => {
   // 0, NaN and negative scans fire every timer tick (a core spinning idle); a string ran out of heap
   for (const v of [0, -5, Number.NaN, 1.5, 2 ** 31, "5000"]) {
