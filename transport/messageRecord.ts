@@ -455,10 +455,10 @@ export interface RecordFields {
 }
 
 /** MESSAGE_ILLEGAL for properties (tags, keys and user properties, encoded) of `bytes` bytes. */
-export function propertiesTooLong(bytes: number): MQError {
+export function propertiesTooLong(bytes: number, limit = MAX_MESSAGE_PROPERTIES_BYTES, why = ""): MQError {
   return new MQError(
     "MESSAGE_ILLEGAL",
-    `The message properties are ${bytes} bytes; at most ${MAX_MESSAGE_PROPERTIES_BYTES} are allowed: use fewer or shorter properties.`,
+    `The message properties are ${bytes} bytes; at most ${limit} are allowed${why}: use fewer or shorter properties.`,
   );
 }
 

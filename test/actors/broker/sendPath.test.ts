@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
-import { Admin, Producer } from "../../../actors/client/index.ts";
+import { Admin, Producer, type SendResult } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../../transport/messageRecord.ts";
@@ -645,4 +645,24 @@ test("fetchPublishQueues checks the topic name and refuses once the producer is 
   assert.ok((await p.fetchPublishQueues("Budget")).length > 0);
   await p.close();
   await assert.rejects(p.fetchPublishQueues("Budget"), (e) => isMQError(e, "CLOSED") && /Producer pg-fetch is closed/.test(String(e)));
+});
+
+test("a delayed message with properties at the client's limit for delayed messages is stored (the broker's REAL_TOPIC and REAL_QID fit)", async () => {
+  const p = await Producer.start({ group: "pg-delay-props", nameservers: [ns.address] });
+  try {
+    for (let size = 32_000; ; size += 64) {
+      const msg = { topic: "DelayProps", body: "x", delayLevel: 1, properties: { big: "v".repeat(size) } };
+      const r = await p.send(msg).catch((e: unknown) => e);
+      if (r instanceof Error) {
+        assert.ok(
+          isMQError(r, "MESSAGE_ILLEGAL") && /for a delayed message/.test(r.message),
+          `refused by the client, not the broker: ${r}`,
+        );
+        break;
+      }
+      assert.equal((r as SendResult).status, "SEND_OK");
+    }
+  } finally {
+    await p.close();
+  }
 });

@@ -132,3 +132,19 @@ test("properties are refused by the client at the limit the store applies (32 76
     );
   assert.ok(prepareBatch([sized(limit)]).body.length > limit, "a batch member at the limit is taken");
 });
+
+test("a delayed message leaves room for the REAL_TOPIC and REAL_QID properties the broker adds", () => {
+  const base = Buffer.byteLength(prepareMessage({ topic: "T", body: "x", delayLevel: 3, properties: { big: "v" } }).properties) - 1;
+  const delayed = (bytes: number) => ({ topic: "T", body: "x", delayLevel: 3, properties: { big: "v".repeat(bytes - base) } });
+  assert.throws(
+    () => prepareMessage(delayed(MAX_MESSAGE_PROPERTIES_BYTES)),
+    (e) =>
+      isMQError(e, "MESSAGE_ILLEGAL") && /for a delayed message \(the broker adds its real topic and queue\)/.test((e as Error).message),
+  );
+  const room = MAX_MESSAGE_PROPERTIES_BYTES - "REAL_TOPIC\u0001\u0002REAL_QID\u0001\u0002".length - 127 - 10;
+  assert.equal(Buffer.byteLength(prepareMessage(delayed(room)).properties), room);
+  assert.throws(
+    () => prepareMessage(delayed(room + 1)),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL"),
+  );
+});
