@@ -31,7 +31,7 @@ import { haServiceOf } from "./haService.ts";
 import { lockTableOf } from "./lockManager.ts";
 import { DLQ_NUMS_PER_GROUP, dlqTopic, groupOfRetryOrDlqTopic, isRetryTopic, shouldDivertRetrySendToDLQ } from "./retryPolicy.ts";
 
-/** bornHost when the producer gives none (it does not listen, so it has no address). */
+/** bornHost when the request gives none or a malformed one (actormq producers send their own IPv4, port 0). */
 const UNKNOWN_HOST = "127.0.0.1:0";
 const HOST_PATTERN = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d{1,5}$/;
 

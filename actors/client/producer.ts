@@ -18,6 +18,7 @@ import {
   type SendMessageRequest,
   type SendStatus,
 } from "../../transport/protocol.ts";
+import { bornHostOfThisProcess } from "./bornHost.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
 import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
@@ -114,6 +115,7 @@ export class Producer {
   private readonly maxMessageBytes: number;
   private readonly compressOver: number;
   private closed = false;
+  private readonly bornHost = bornHostOfThisProcess();
   private readonly removeHeartbeat: () => void;
 
   private constructor(
@@ -271,6 +273,7 @@ export class Producer {
         queueId: mq.queueId,
         sysFlag: out.sysFlag,
         bornTimestamp: Date.now(),
+        bornHost: this.bornHost,
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };
       // the route lookup can spend the whole budget (a name server down): then nothing is sent, as

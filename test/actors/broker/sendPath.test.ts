@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { networkInterfaces } from "node:os";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { Admin, Producer, type SendResult } from "../../../actors/client/index.ts";
@@ -664,5 +665,26 @@ test("a delayed message with properties at the client's limit for delayed messag
     }
   } finally {
     await p.close();
+  }
+});
+
+test("a stored message's bornHost is the producer's IPv4 (its first non-internal one), port 0, for sends and batches", async () => {
+  const mine = Object.values(networkInterfaces())
+    .flat()
+    .filter((a) => a?.family === "IPv4");
+  const external = mine.filter((a) => !a!.internal).map((a) => a!.address);
+  const single = await producer.send({ topic: "Born", body: "b" }, { selector: () => ({ topic: "Born", brokerName: "a", queueId: 0 }) });
+  const batch = await producer.sendBatch([{ topic: "Born", body: "c" }], {
+    selector: () => ({ topic: "Born", brokerName: "a", queueId: 0 }),
+  });
+  for (const offset of [single.queueOffset, batch.queueOffset]) {
+    const { bornHost } = stored("Born", 0, offset);
+    const [ip, port] = bornHost.split(":");
+    assert.equal(port, "0");
+    assert.ok(
+      mine.some((a) => a!.address === ip),
+      `${bornHost} is an address of this host`,
+    );
+    if (external.length > 0) assert.equal(ip, external[0], "the first non-internal IPv4, not loopback");
   }
 });
