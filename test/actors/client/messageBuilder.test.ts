@@ -42,6 +42,8 @@ test("bad messages are MESSAGE_ILLEGAL", () => {
     { topic: "T", body: "x", properties: { a: "  " } },
     { topic: "T", body: "x", flag: 1.5 },
     { topic: "T", body: "x", flag: 2 ** 31 },
+    // an array would be stored as properties named "0", "1"
+    { topic: "T", body: "x", properties: ["a", "b"] },
   ];
   for (const m of bad)
     assert.throws(
