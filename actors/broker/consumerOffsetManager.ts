@@ -85,7 +85,8 @@ function forEachStoredOffset(table: unknown, fn: (key: string, queueId: number, 
     if (!key.includes(TOPIC_GROUP_SEPARATOR) || !queues || typeof queues !== "object") continue;
     for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
       const q = Number(qid);
-      if (Number.isInteger(q) && q >= 0 && typeof off === "number" && Number.isFinite(off) && off >= 0) fn(key, q, off);
+      // a fractional offset would be answered to the group's pulls, each refused as INVALID_PARAMETER
+      if (Number.isInteger(q) && q >= 0 && Number.isSafeInteger(off) && (off as number) >= 0) fn(key, q, off as number);
     }
   }
 }
@@ -319,7 +320,7 @@ export class ConsumerOffsetManager {
 
   /**
    * Takes every offset of `table` (a master's, on a slave: RocketMQ's `syncConsumerOffset`, a
-   * put-all); entries that are not queue ids with offsets >= 0 are skipped. Returns how many changed.
+   * put-all); entries that are not queue ids with integer offsets >= 0 are skipped. Returns how many changed.
    */
   mergeFrom(table: unknown): number {
     let changed = 0;

@@ -228,3 +228,12 @@ test("ConsumerOffsetManager: consumerOffset.json that is not JSON loads its .bak
   assert.match(logger.lines[0]!.msg, /consumerOffset.json cannot be loaded: loaded its backup instead/);
   assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), "{ broken");
 });
+
+test("ConsumerOffsetManager: a fractional offset in consumerOffset.json is not loaded (every pull of it would be refused)", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const f = writeConfig(dir, "consumerOffset.json", JSON.stringify({ offsetTable: { "T@g": { "0": 2.5, "1": 3 } } }));
+  const m = ConsumerOffsetManager.load(f, recordingLogger());
+  assert.equal(m.queryOffset("g", "T", 0), -1);
+  assert.equal(m.queryOffset("g", "T", 1), 3);
+});
