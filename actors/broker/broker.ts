@@ -16,12 +16,12 @@ import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
-import { CONFIG_DIR, readBrokerJson } from "./configFile.ts";
+import { CONFIG_DIR } from "./configFile.ts";
 import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { watchFullGcs } from "./fullGcWatch.ts";
 import { holdHeapReserve } from "./heapReserve.ts";
 import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
-import { DELAY_OFFSET_FILE } from "./scheduler.ts";
+import { checkDelayOffsetFile, DELAY_OFFSET_FILE } from "./scheduler.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
 
@@ -158,7 +158,7 @@ export class Broker {
       // the offset files are read now, so that one that cannot be loaded refuses the start (as the
       // config files above) instead of failing the first request, or resetting progress, later
       consumerOffsetsOf(ctx);
-      readBrokerJson(path.join(config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE), logger);
+      checkDelayOffsetFile(path.join(config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE), logger);
       const knownTopics = new Set(Object.keys(topics.all()));
       topics.onChange((tc) => {
         const created = !knownTopics.has(tc.topicName);

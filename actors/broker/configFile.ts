@@ -40,6 +40,43 @@ export function readBrokerJson(file: string, logger?: ConfigLogger): unknown {
   return value ?? null;
 }
 
+/**
+ * The `field` table of a file read by {@link readBrokerJson} (`topicConfigTable`, `offsetTable`, ...):
+ * {} when there is no file, MALFORMED when the JSON is something else (an edit that dropped the
+ * wrapper would otherwise load as empty, and the next write would put an empty table over it).
+ */
+export function tableOf(file: string, stored: unknown, field: string): Record<string, unknown> {
+  if (stored === null) return {};
+  const table = typeof stored === "object" && !Array.isArray(stored) ? (stored as Record<string, unknown>)[field] : undefined;
+  if (!table || typeof table !== "object" || Array.isArray(table))
+    throw new MQError(
+      "MALFORMED",
+      `${file} has no "${field}" object ({"${field}": {...}}): fix the file, or remove it to start without its entries.`,
+    );
+  return table as Record<string, unknown>;
+}
+
+/** An entry of a broker JSON file that was skipped on load, and why. */
+export interface SkippedEntry {
+  /** what the entry is, as the warning names it (`offset of Orders@cg queue 0`) */
+  entry: string;
+  error: string;
+}
+
+/**
+ * Warns about each entry of `file` skipped on load and keeps a copy of the file as it is (the next
+ * write leaves the entries out); `then` says what happens without the entry.
+ */
+export function warnSkipped(file: string, skipped: readonly SkippedEntry[], then: string, logger?: ConfigLogger): void {
+  if (skipped.length === 0) return;
+  const keptAs = JsonFile.keepCopy(file);
+  for (const s of skipped)
+    logger?.warn(
+      { file, entry: s.entry, error: s.error, keptAs },
+      `${s.entry} in ${path.basename(file)} is not valid and was skipped: ${s.error} Fix it (a copy of the file is kept as ${keptAs ?? "(copy failed)"}); until then ${then}.`,
+    );
+}
+
 /** A coalescing atomic writer for one config file. */
 export class ConfigFile<T extends object> {
   readonly path: string;
@@ -70,14 +107,7 @@ export class ConfigFile<T extends object> {
    * when the JSON is something else (an edit that dropped the wrapper would otherwise load as empty).
    */
   tableOf(stored: unknown, field: string): Record<string, unknown> {
-    if (stored === null) return {};
-    const table = typeof stored === "object" && !Array.isArray(stored) ? (stored as Record<string, unknown>)[field] : undefined;
-    if (!table || typeof table !== "object" || Array.isArray(table))
-      throw new MQError(
-        "MALFORMED",
-        `${this.path} has no "${field}" object ({"${field}": {...}, "dataVersion": n}): fix the file, or remove it to start without its entries.`,
-      );
-    return table as Record<string, unknown>;
+    return tableOf(this.path, stored, field);
   }
 
   /** Keeps a copy of the file as it is on disk before a write drops entries that were skipped on load. */

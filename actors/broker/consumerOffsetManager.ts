@@ -19,11 +19,12 @@ import {
   RETRY_GROUP_TOPIC_PREFIX,
   type ResetOffsetRequest,
   type SearchOffsetRequest,
+  shownValue,
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { CONFIG_DIR, type ConfigLogger, readBrokerJson } from "./configFile.ts";
+import { CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
 import { consumerTableOf } from "./consumerManager.ts";
 import { checkInDiskByCommitOffset, haTuningOf } from "./haTuning.ts";
 import { RateCounter } from "./rateCounter.ts";
@@ -78,15 +79,36 @@ export interface ConsumerOffsetFile {
   offsetTable: Record<string, Record<string, number>>;
 }
 
-/** Calls `fn` for each well-formed entry of an offsetTable in its stored form (`topic@group` -> queue id -> offset). */
-function forEachStoredOffset(table: unknown, fn: (key: string, queueId: number, offset: number) => void): void {
+/**
+ * Calls `fn` for each well-formed entry of an offsetTable in its stored form (`topic@group` -> queue
+ * id -> offset), and `skip` (when given) for each other one.
+ */
+function forEachStoredOffset(
+  table: unknown,
+  fn: (key: string, queueId: number, offset: number) => void,
+  skip?: (s: SkippedEntry) => void,
+): void {
   if (!table || typeof table !== "object") return;
   for (const [key, queues] of Object.entries(table)) {
-    if (!key.includes(TOPIC_GROUP_SEPARATOR) || !queues || typeof queues !== "object") continue;
+    if (!key.includes(TOPIC_GROUP_SEPARATOR)) {
+      skip?.({ entry: `offsets of "${key}"`, error: `The key must be topic${TOPIC_GROUP_SEPARATOR}group.` });
+      continue;
+    }
+    if (!queues || typeof queues !== "object" || Array.isArray(queues)) {
+      skip?.({ entry: `offsets of "${key}"`, error: `They must be an object of queue id -> offset, not ${shownValue(queues)}.` });
+      continue;
+    }
     for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
       const q = Number(qid);
       // a fractional offset would be answered to the group's pulls, each refused as INVALID_PARAMETER
       if (Number.isInteger(q) && q >= 0 && Number.isSafeInteger(off) && (off as number) >= 0) fn(key, q, off as number);
+      else
+        skip?.({
+          entry: `offset of "${key}" queue ${qid}`,
+          error: !(Number.isInteger(q) && q >= 0)
+            ? `The queue id must be an integer >= 0.`
+            : `The offset must be an integer >= 0, not ${shownValue(off)}.`,
+        });
     }
   }
 }
@@ -106,17 +128,23 @@ export class ConsumerOffsetManager {
   constructor(readonly file: string) {}
 
   /**
-   * Loads the file (or its `.bak`, with a warning); damaged entries are skipped, a missing file is an
-   * empty table, a file that is not JSON and has no backup is MALFORMED (see {@link readBrokerJson}).
+   * Loads the file (or its `.bak`, with a warning); damaged entries are skipped with a warning and
+   * the file copied aside, a missing file is an empty table, a file that is not JSON and has no
+   * backup, or has no `offsetTable` object, is MALFORMED (see {@link readBrokerJson}).
    */
   static load(file: string, logger?: ConfigLogger): ConsumerOffsetManager {
     const m = new ConsumerOffsetManager(file);
-    const stored = readBrokerJson(file, logger) as Partial<ConsumerOffsetFile> | null;
-    forEachStoredOffset(stored && typeof stored === "object" ? stored.offsetTable : undefined, (key, queueId, offset) => {
-      let q = m.table.get(key);
-      if (!q) m.table.set(key, (q = new Map()));
-      q.set(queueId, offset);
-    });
+    const skipped: SkippedEntry[] = [];
+    forEachStoredOffset(
+      tableOf(file, readBrokerJson(file, logger), "offsetTable"),
+      (key, queueId, offset) => {
+        let q = m.table.get(key);
+        if (!q) m.table.set(key, (q = new Map()));
+        q.set(queueId, offset);
+      },
+      (s) => skipped.push(s),
+    );
+    warnSkipped(file, skipped, "the group starts such a queue where its consumeFromWhere says", logger);
     return m;
   }
 

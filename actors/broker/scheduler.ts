@@ -20,10 +20,10 @@ import type { Logger } from "pino";
 import { setup } from "xstate";
 import { type GetMessageResult, JsonFile, type PutBatch, type PutResult } from "../../store/index.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, type MessageExt } from "../../transport/messageRecord.ts";
-import { MessageConst, MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
+import { MessageConst, MQError, SCHEDULE_TOPIC, shownValue } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { CONFIG_DIR } from "./configFile.ts";
+import { CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
 import {
   computeDeliverTimestamp,
   correctDeliverTimestamp,
@@ -120,12 +120,30 @@ export function readDelayOffsetTable(file: string): Record<string, number> {
   return wellFormedDelayOffsets(JsonFile.read<Partial<DelayOffsetFile>>(file)?.offsetTable);
 }
 
-/** The entries of an offsetTable in its stored form whose key is a level (1, 2, ...) and whose offset is an integer >= 0. */
-export function wellFormedDelayOffsets(table: unknown): Record<string, number> {
+/**
+ * Reads delayOffset.json at the broker's start, so that a file the delivery service could not use
+ * refuses the start or is reported: not JSON without a readable `.bak`, or without an `offsetTable`
+ * object, is MALFORMED (every level would start again at 0, delivering again what it delivered);
+ * each invalid entry is warned about and the file copied aside (see {@link readBrokerJson}).
+ */
+export function checkDelayOffsetFile(file: string, logger?: ConfigLogger): void {
+  const skipped: SkippedEntry[] = [];
+  wellFormedDelayOffsets(tableOf(file, readBrokerJson(file, logger), "offsetTable"), (s) => skipped.push(s));
+  warnSkipped(file, skipped, "such a level starts again at the oldest message of its queue (delivering again what it delivered)", logger);
+}
+
+/**
+ * The entries of an offsetTable in its stored form whose key is a level (1, 2, ...) and whose offset
+ * is an integer >= 0; `skip` (when given) hears each other one.
+ */
+export function wellFormedDelayOffsets(table: unknown, skip?: (s: SkippedEntry) => void): Record<string, number> {
   const out: Record<string, number> = {};
   if (!table || typeof table !== "object") return out;
   for (const [k, v] of Object.entries(table as Record<string, unknown>)) {
-    if (/^[1-9]\d*$/.test(k) && typeof v === "number" && Number.isInteger(v) && v >= 0) out[k] = v;
+    if (!/^[1-9]\d*$/.test(k)) skip?.({ entry: `level "${k}"`, error: "The key must be a delay level (1, 2, ...)." });
+    else if (!Number.isSafeInteger(v) || (v as number) < 0)
+      skip?.({ entry: `offset of level ${k}`, error: `It must be an integer >= 0, not ${shownValue(v)}.` });
+    else out[k] = v as number;
   }
   return out;
 }

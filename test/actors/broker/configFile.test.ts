@@ -5,6 +5,7 @@ import { test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { ConfigFile } from "../../../actors/broker/configFile.ts";
 import { ConsumerOffsetManager } from "../../../actors/broker/consumerOffsetManager.ts";
+import { checkDelayOffsetFile } from "../../../actors/broker/scheduler.ts";
 import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
 import { MQError } from "../../../transport/protocol.ts";
@@ -236,4 +237,69 @@ test("ConsumerOffsetManager: a fractional offset in consumerOffset.json is not l
   const m = ConsumerOffsetManager.load(f, recordingLogger());
   assert.equal(m.queryOffset("g", "T", 0), -1);
   assert.equal(m.queryOffset("g", "T", 1), 3);
+});
+
+test("ConsumerOffsetManager: invalid entries of consumerOffset.json are skipped with a warning naming file and entry, and the file is kept", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const text = JSON.stringify({ offsetTable: { "T@g": { "0": "100", "1": 200, x: 3 }, NoGroup: { "0": 1 }, "U@g": [5] } });
+  const f = writeConfig(dir, "consumerOffset.json", text);
+  const logger = recordingLogger();
+  const m = ConsumerOffsetManager.load(f, logger);
+  assert.equal(m.queryOffset("g", "T", 0), -1);
+  assert.equal(m.queryOffset("g", "T", 1), 200);
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.file, l.fields.entry]),
+    [
+      [f, 'offset of "T@g" queue 0'],
+      [f, 'offset of "T@g" queue x'],
+      [f, 'offsets of "NoGroup"'],
+      [f, 'offsets of "U@g"'],
+    ],
+  );
+  assert.match(logger.lines[0]!.msg, /offset of "T@g" queue 0 in consumerOffset.json is not valid and was skipped: .*not "100"/);
+  // the next write leaves the entries out; the user's version survives as the copy
+  m.commitOffset("g", "T", 1, 201);
+  m.persist();
+  assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), text);
+});
+
+test("delayOffset.json: invalid entries are skipped with a warning naming file and level, and the file is kept", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const text = JSON.stringify({ offsetTable: { "1": "5", "2": 3, "3": 1.5, x: 2 } });
+  const f = writeConfig(dir, "delayOffset.json", text);
+  const logger = recordingLogger();
+  checkDelayOffsetFile(f, logger);
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.file, l.fields.entry]),
+    [
+      [f, "offset of level 1"],
+      [f, "offset of level 3"],
+      [f, 'level "x"'],
+    ],
+  );
+  assert.match(logger.lines[0]!.msg, /offset of level 1 in delayOffset.json is not valid and was skipped: .*not "5"/);
+  assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), text);
+});
+
+test("Broker.start refuses consumerOffset.json or delayOffset.json without an offsetTable object, and leaves it as it is", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const opts = { brokerName: "cfg", nameservers: [], storeDir: dir, listen: EPHEMERAL };
+  for (const [name, text] of [
+    ["consumerOffset.json", JSON.stringify({ "T@g": { "0": 100 } })],
+    ["delayOffset.json", JSON.stringify({ "1": 5 })],
+  ] as const) {
+    const f = writeConfig(dir, name, text);
+    // loading it as empty would restart every group (or delay level) at its start, then write that over the file
+    const started = Broker.start(opts).then(async (b) => void (await b.close()));
+    await assert.rejects(
+      started,
+      (e: unknown) => e instanceof MQError && e.code === "MALFORMED" && e.message.includes(f) && e.message.includes('"offsetTable"'),
+      name,
+    );
+    assert.equal(readFileSync(f, "utf8"), text);
+    rmSync(f);
+  }
 });
