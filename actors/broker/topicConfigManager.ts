@@ -50,12 +50,15 @@ export class TopicConfigManager {
         try {
           if (!tc || typeof tc !== "object") throw new Error("It is not an object.");
           checkTopicConfig(tc);
+          // read by truthiness, "false" made an ordered topic; no order is an unordered one
+          if (tc.order !== undefined && typeof tc.order !== "boolean")
+            throw new Error(`order must be true or false, not ${shownValue(tc.order)}.`);
           m.table.set(tc.topicName, {
             topicName: tc.topicName,
             readQueueNums: tc.readQueueNums,
             writeQueueNums: tc.writeQueueNums,
             perm: tc.perm,
-            order: !!tc.order,
+            order: tc.order === true,
           });
         } catch (e) {
           skipped.push({ topic: key, error: (e as Error).message });

@@ -303,3 +303,29 @@ test("Broker.start refuses consumerOffset.json or delayOffset.json without an of
     rmSync(f);
   }
 });
+
+test('TopicConfigManager: an order that is not a boolean in topics.json is an invalid entry ("false" made an ordered topic)', async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const f = writeConfig(
+    dir,
+    "topics.json",
+    JSON.stringify({
+      topicConfigTable: {
+        Good: GOOD,
+        Ordered: { ...GOOD, topicName: "Ordered", order: true },
+        Quoted: { ...GOOD, topicName: "Quoted", order: "false" },
+      },
+    }),
+  );
+  const logger = recordingLogger();
+  const m = await TopicConfigManager.load({ storeDir: dir, autoCreateTopic: false, defaultQueueNums: 4, logger });
+  assert.equal(m.get("Good")?.order, false, "no order is not ordered");
+  assert.equal(m.get("Ordered")?.order, true);
+  assert.equal(m.get("Quoted"), undefined);
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.file, l.fields.topic]),
+    [[f, "Quoted"]],
+  );
+  assert.match(logger.lines[0]!.msg, /topic "Quoted" in topics.json is not valid and was skipped: order .*true or false, not "false"/);
+});
