@@ -54,6 +54,7 @@ import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
+import { checkWrittenSizes } from "./writtenSizes.ts";
 
 export const DEFAULT_COMMIT_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024;
 export const DEFAULT_CONSUME_QUEUE_ENTRIES = 300_000;
@@ -379,8 +380,11 @@ export class MessageStore {
     const release = acquireStoreLock(opts.dir);
     let store: MessageStore | undefined;
     try {
+      // before any file is opened: a file of another size is never resized
+      const recordSizes = checkWrittenSizes(opts.dir, opts.commitLogSegmentBytes, opts.consumeQueueEntries);
       store = new MessageStore(opts, release);
       store.recover();
+      recordSizes();
       store.verifiedFrom = store.commitLog.writeOffset;
     } catch (e) {
       store?.closeFiles();

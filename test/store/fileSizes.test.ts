@@ -66,7 +66,7 @@ test("consume queues written with another consumeQueueEntries are refused, never
   t.after(cleanup);
   const o = { commitLogSegmentBytes: 1 << 20 };
   let s = await MessageStore.open(opts(dir, o));
-  await fill(s, "A", 5, 10); // one file: still fine for a larger value
+  await fill(s, "A", 5, 10); // one file: refused all the same for a larger value
   await fill(s, "B", 40, 10); // three files
   await s.close();
   const cqDir = path.join(dir, "consumequeue", "B", "0");
@@ -99,4 +99,55 @@ test("a segment file left short by a crash while it was created opens, and the l
   assert.equal(readAll(s, "T").length, 10);
   await fill(s, "T", 20, 500);
   assert.equal(readAll(s, "T").length, 30);
+});
+
+test("a store with one commit-log segment and one file per queue is refused at a larger size too, and nothing is resized", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await fill(s, "T", 5, 500);
+  await s.close();
+  const logDir = path.join(dir, "commitlog");
+  const cqDir = path.join(dir, "consumequeue", "T", "0");
+  assert.deepEqual(fileSizes(logDir), [8192]);
+  // the one segment would be taken for one left short by a crash, and grown to the larger size
+  await assert.rejects(MessageStore.open(opts(dir, { commitLogSegmentBytes: 1 << 20 })), refused("commitLogSegmentBytes", "8192"));
+  await assert.rejects(MessageStore.open(opts(dir, { consumeQueueEntries: 32 })), refused("consumeQueueEntries", "16"));
+  assert.deepEqual(fileSizes(logDir), [8192], "no file was resized");
+  assert.deepEqual(fileSizes(cqDir), [16 * 20], "no file was resized");
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.equal(readAll(s, "T").length, 5);
+});
+
+test("the last segment left short by a crash while its tail was zeroed opens, and the log goes on in it", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await fill(s, "T", 5, 500);
+  const end = s.maxPhyOffset;
+  await s.close();
+  // zeroFrom truncates to the valid end, then extends again: the process died in between
+  fs.truncateSync(path.join(dir, "commitlog", "0".repeat(20)), end);
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.equal(readAll(s, "T").length, 5);
+  await fill(s, "T", 20, 500);
+  assert.equal(readAll(s, "T").length, 25);
+});
+
+test("a store from before fileSizes.json is checked by its files and gets the record once a segment has the configured size", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await fill(s, "T", 5, 500);
+  await s.close();
+  const record = path.join(dir, "fileSizes.json");
+  assert.deepEqual(JSON.parse(fs.readFileSync(record, "utf8")), { commitLogSegmentBytes: 8192, consumeQueueEntries: 16 });
+  fs.rmSync(record);
+  s = await MessageStore.open(opts(dir));
+  await s.close();
+  assert.deepEqual(JSON.parse(fs.readFileSync(record, "utf8")), { commitLogSegmentBytes: 8192 });
+  await assert.rejects(MessageStore.open(opts(dir, { commitLogSegmentBytes: 1 << 20 })), refused("commitLogSegmentBytes", "8192"));
 });
