@@ -41,6 +41,9 @@ export const RECONNECT_INTERVAL_MS = 100;
 export const RECONNECT_INTERVAL_MAX_MS = 1000;
 /** Router links remembered (clients that sent us something); oldest forgotten first. */
 export const MAX_ROUTER_LINKS = 65_536;
+/** A ROUTER silent this long before a close has sent the replies of the work done before it (see flushReplies). */
+const REPLY_QUIET_MS = 20;
+
 /**
  * A link whose queued frames reach this many bytes is sent at once instead of at the end of the
  * tick: one pass that answers many pulls (or sends 8 produce batches) would otherwise leave as one
@@ -246,6 +249,8 @@ export class ZmqNode {
   private readonly routerLinks = new Map<string, RouterLink>();
   private routerDirty: RouterLink[] = [];
   private routerScheduled = false;
+  /** batches handed to the ROUTER so far: {@link flushReplies} waits for them to stop */
+  private routerSends = 0;
   private readonly flushRouter = () => this.pumpRouter();
   private closed = false;
   private zapDomain: string | null = null;
@@ -688,6 +693,7 @@ export class ZmqNode {
 
   /** Sends everything queued on a router link as one frame (sendTimeout 0: synchronous; see enqueue for its size). */
   private sendRouterBatch(router: zmq.Router, link: RouterLink): void {
+    this.routerSends++;
     try {
       router.send([link.rid, takeBatch(link)]).then(undefined, this.onRouterSendError);
     } catch {
@@ -873,7 +879,31 @@ export class ZmqNode {
     );
   }
 
-  /** Closes every socket (linger 0), fails pending asks with CLOSED, stops timers. */
+  /**
+   * Lets the replies to work already done reach their clients before {@link close}, which would
+   * drop them: a ROUTER closed with linger 0 drops what its pipes hold, and a client's DEALER
+   * (`immediate`) drops the replies it received but had not read when the connection closes. Waits
+   * until the ROUTER has sent nothing for REPLY_QUIET_MS (the replies of finished work are queued
+   * within a loop turn; the clients read what was sent meanwhile), at most `graceMs`, then gives
+   * the ROUTER a linger of `graceMs` for what it still holds.
+   */
+  async flushReplies(graceMs: number): Promise<void> {
+    const until = Date.now() + graceMs;
+    for (;;) {
+      const router = this.router;
+      if (this.closed || !router || router.closed) return;
+      const sent = this.routerSends;
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, Math.min(REPLY_QUIET_MS, until - Date.now()))));
+      if (this.closed || router.closed) return;
+      this.pumpRouter();
+      if (this.routerSends === sent || Date.now() >= until) {
+        router.linger = graceMs;
+        return;
+      }
+    }
+  }
+
+  /** Closes every socket (linger 0 unless {@link flushReplies} set one), fails pending asks with CLOSED, stops timers. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

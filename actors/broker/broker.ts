@@ -27,6 +27,8 @@ import { TopicConfigManager } from "./topicConfigManager.ts";
 
 /** Time a shutdown step may take before close moves on. */
 const SHUTDOWN_STEP_TIMEOUT_MS = 10_000;
+/** Longest a close waits for the replies to the requests it served to leave (ZmqNode.flushReplies). */
+const CLOSE_REPLY_GRACE_MS = 200;
 
 /** Options of `Broker.createTopic`. */
 export interface CreateTopicOptions {
@@ -249,6 +251,9 @@ export class Broker {
           logger.warn({ actor: e.name, err: (err as Error).message }, "shutdown step failed");
         });
     }
+    // the replies to the sends drained above are still on their way: closed now, the node would
+    // drop them, and the clients would take stored messages for failed ones and send them again
+    await node.transport.flushReplies(CLOSE_REPLY_GRACE_MS);
     await node.close();
     // the offsets actor persisted at its SHUTDOWN, but the node served commits (requests and pulls)
     // until it closed: write what they changed now that no more can come

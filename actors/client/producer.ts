@@ -312,11 +312,13 @@ export class Producer {
       }
     }
     if (lastError instanceof MQError && isMQError(lastError, "TIMEOUT")) {
-      throw new MQError(
-        "TIMEOUT",
-        `Sending to topic ${out.topic} did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`,
-        { cause: lastError },
-      );
+      // a closed connection fails an ask early: saying the budget ran out would send the reader to raise it
+      const elapsed = Date.now() - begin;
+      const what =
+        elapsed >= this.sendTimeoutMs
+          ? `did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`
+          : `failed after ${elapsed} ms (${lastError.message}); check the brokers.`;
+      throw new MQError("TIMEOUT", `Sending to topic ${out.topic} ${what}`, { cause: lastError });
     }
     if (lastError) throw lastError;
     throw new MQError("TIMEOUT", `Sending to topic ${out.topic} did not complete within sendTimeoutMs ${this.sendTimeoutMs} ms.`);

@@ -6,6 +6,7 @@ import { Broker } from "../../../actors/broker/broker.ts";
 import { Admin, Producer, type SendResult } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
+import { MessageStore } from "../../../store/index.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../../transport/messageRecord.ts";
 import {
   BrokerActor,
@@ -686,5 +687,49 @@ test("a stored message's bornHost is the producer's IPv4 (its first non-internal
       `${bornHost} is an address of this host`,
     );
     if (external.length > 0) assert.equal(ip, external[0], "the first non-internal IPv4, not loopback");
+  }
+});
+
+test("a broker closed under concurrent sends answers every send it stored SEND_OK; the others fail", async () => {
+  const { dir: d4, cleanup: c4 } = await tempDir();
+  const b = await Broker.start({ brokerName: "closing", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d4 });
+  await b.createTopic({ topic: "CloseLoad", readQueueNums: 4, writeQueueNums: 4 });
+  const p = await Producer.start({ group: "pg-close", nameservers: [ns.address], retryTimesWhenSendFailed: 0 });
+  const acked: SendResult[] = [];
+  let failed = 0;
+  let stop = false;
+  const worker = async () => {
+    while (!stop) {
+      const t0 = Date.now();
+      try {
+        acked.push(await p.send({ topic: "CloseLoad", body: Buffer.alloc(200, 1) }));
+      } catch (e) {
+        failed++;
+        // a send failed early by the closed connection does not claim its whole budget ran out
+        if (Date.now() - t0 < 3000) assert.doesNotMatch((e as Error).message, /within 3000 ms/);
+      }
+    }
+  };
+  const workers = Array.from({ length: 64 }, worker);
+  try {
+    await waitFor(() => acked.length >= 2000, 20_000, "sends acknowledged");
+    await b.close();
+    stop = true;
+    await Promise.all(workers);
+  } finally {
+    stop = true;
+    await p.close();
+    await b.close();
+  }
+  const store = await MessageStore.open({ dir: d4 });
+  try {
+    let total = 0;
+    for (let q = 0; q < 4; q++) total += store.getMaxOffset("CloseLoad", q);
+    for (const r of acked)
+      assert.equal(store.getMessage("t", "CloseLoad", r.queue.queueId, r.queueOffset, 1).messageCount, 1, "an acknowledged send is stored");
+    assert.equal(acked.length, total, `every stored send was acknowledged (${failed} sends failed)`);
+  } finally {
+    await store.close();
+    await c4();
   }
 });
