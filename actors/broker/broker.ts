@@ -10,7 +10,7 @@ import { isIPv4 } from "node:net";
 import path from "node:path";
 import { MessageStore } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
-import { checkNotSystemTopic, MQError, PERM_READ_WRITE, type TopicConfig } from "../../transport/protocol.ts";
+import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
@@ -20,7 +20,7 @@ import { CONFIG_DIR } from "./configFile.ts";
 import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { watchFullGcs } from "./fullGcWatch.ts";
 import { holdHeapReserve } from "./heapReserve.ts";
-import { BrokerMetrics, instrumentBroker, type MetricsServer, startMetricsServer } from "./metrics.ts";
+import { BrokerMetrics, instrumentBroker, type MetricsServer, parseHostPort, startMetricsServer } from "./metrics.ts";
 import { checkDelayOffsetFile, DELAY_OFFSET_FILE } from "./scheduler.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
@@ -88,7 +88,14 @@ export class Broker {
    */
   static async start(opts: BrokerOptions & { metricsListen?: string }): Promise<Broker> {
     const { metricsListen, ...brokerOpts } = opts ?? ({} as BrokerOptions);
+    // checked before the broker starts: past it, a bad address failed only after registering
+    if (metricsListen !== undefined && metricsListen !== null && typeof metricsListen !== "string")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `metricsListen must be a "host:port" string such as 127.0.0.1:9100 (port 0 picks a free port), got ${shownValue(metricsListen)}.`,
+      );
     if (!metricsListen) return Broker.startBroker(brokerOpts);
+    parseHostPort(metricsListen);
     const broker = await Broker.startBroker(brokerOpts);
     try {
       const m = new BrokerMetrics(broker.ctx);

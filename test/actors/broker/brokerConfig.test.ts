@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { test } from "node:test";
+import { Broker } from "../../../actors/broker/broker.ts";
 import { type BrokerOptions, resolveBrokerConfig } from "../../../actors/broker/brokerConfig.ts";
 import { MQError } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
 
 const base: BrokerOptions = { brokerName: "b", nameservers: [], storeDir: "/tmp/never-created" };
 
@@ -99,4 +103,21 @@ test("brokerConfig: messageDelayLevel must be a list of durations (empty or blan
   refused({ messageDelayLevel: "1s 1x" }, /^messageDelayLevel entry 2 "1x"/);
   assert.equal(resolveBrokerConfig({ ...base, messageDelayLevel: " 100ms 1s " }).messageDelayLevel, " 100ms 1s ");
   assert.equal(resolveBrokerConfig(base).messageDelayLevel, undefined);
+});
+
+test("Broker.start: a metricsListen that is no host:port string is ILLEGAL_ARGUMENT before anything starts", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const storeDir = path.join(dir, "store");
+    for (const metricsListen of [9100, 0, { port: 9100 }, "9100", "localhost"]) {
+      await assert.rejects(
+        Broker.start({ brokerName: "m", listen: EPHEMERAL, nameservers: [], storeDir, metricsListen } as unknown as BrokerOptions),
+        (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /metrics/.test(e.message),
+        String(metricsListen),
+      );
+      assert.equal(existsSync(storeDir), false, "the broker did not start");
+    }
+  } finally {
+    await cleanup();
+  }
 });
