@@ -15,7 +15,9 @@ export function defaultLogLevel(role: "server" | "client" = "server"): string {
 
 /** A pino logger named `name`; MQError ILLEGAL_ARGUMENT for an unknown level. */
 export function createLogger(name: string, level: string = defaultLogLevel()): Logger {
-  if (!(level in pino.levels.values) && level !== "silent") {
+  // own keys only: `in` took "toString" or "constructor" (Object.prototype) for a level, and the
+  // logger made from it wrote nothing, errors included
+  if (!(typeof level === "string" && Object.hasOwn(pino.levels.values, level)) && level !== "silent") {
     throw new MQError("ILLEGAL_ARGUMENT", `Unknown log level "${level}": use trace, debug, info, warn, error, fatal or silent.`);
   }
   return pino({ name, level });
