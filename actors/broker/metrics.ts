@@ -20,6 +20,7 @@ export class BrokerMetrics {
   private readonly inMsgs = new Map<string, number>();
   private readonly inBytes = new Map<string, number>();
   private readonly outMsgs = new Map<string, number>();
+  private readonly outBytes = new Map<string, number>();
   private readonly latencyBuckets = new Array<number>(FLUSH_LATENCY_BUCKETS_S.length).fill(0);
   private latencyCount = 0;
   private latencySum = 0;
@@ -35,9 +36,13 @@ export class BrokerMetrics {
     for (let i = 0; i < FLUSH_LATENCY_BUCKETS_S.length; i++) if (seconds <= FLUSH_LATENCY_BUCKETS_S[i]!) this.latencyBuckets[i]!++;
   }
 
-  /** Called once per store read that returned messages. */
-  recordGet(topic: string, count: number): void {
-    if (count > 0) this.outMsgs.set(topic, (this.outMsgs.get(topic) ?? 0) + count);
+  /** Called once per pull's store read that returned messages. */
+  recordGet(topic: string, r: GetMessageResult): void {
+    if (r.messageCount === 0) return;
+    let bytes = 0;
+    for (let i = 0; i < r.buffers.length; i++) bytes += r.buffers[i]!.byteLength;
+    this.outMsgs.set(topic, (this.outMsgs.get(topic) ?? 0) + r.messageCount);
+    this.outBytes.set(topic, (this.outBytes.get(topic) ?? 0) + bytes);
   }
 
   /** The exposition text. */
@@ -53,6 +58,8 @@ export class BrokerMetrics {
     for (const [t, v] of this.inBytes) lines.push(`actormq_bytes_in_total{${b},${labels({ topic: t })}} ${v}`);
     family("actormq_messages_out_total", "counter", "Messages read out of the store for pulls, per topic.");
     for (const [t, v] of this.outMsgs) lines.push(`actormq_messages_out_total{${b},${labels({ topic: t })}} ${v}`);
+    family("actormq_bytes_out_total", "counter", "Bytes read out of the store for pulls, per topic (commit-log records).");
+    for (const [t, v] of this.outBytes) lines.push(`actormq_bytes_out_total{${b},${labels({ topic: t })}} ${v}`);
 
     family("actormq_consumer_lag", "gauge", "Messages stored but not yet committed by the group, per topic (sum over queues).");
     for (const [key, lag] of this.lagByGroup()) {
@@ -113,7 +120,8 @@ function labels(l: Record<string, string>): string {
 
 /**
  * Wires the counters into a broker: wraps `ctx.put` (one call per batch) and the store's
- * `getMessage` (one call per pull). Returns a function that removes the wrappers.
+ * `getMessage` (one call per pull; the delay scheduler's scans, which read with no group, are not
+ * pulls). Returns a function that removes the wrappers.
  */
 export function instrumentBroker(ctx: BrokerContext, metrics: BrokerMetrics): () => void {
   const put = ctx.put;
@@ -127,7 +135,7 @@ export function instrumentBroker(ctx: BrokerContext, metrics: BrokerMetrics): ()
   };
   store.getMessage = function (this: typeof store, ...args: Parameters<typeof getMessage>): GetMessageResult {
     const r = getMessage.apply(store, args);
-    metrics.recordGet(args[1], r.messageCount);
+    if (args[0] !== "") metrics.recordGet(args[1], r);
     return r;
   };
   return () => {
