@@ -132,7 +132,7 @@ function buildProperties(msg: Message, uniqKey: string): string {
   if (msg.properties !== undefined) {
     // an array would be stored as properties named "0", "1", ...
     if (typeof msg.properties !== "object" || msg.properties === null || Array.isArray(msg.properties))
-      throw new MQError("MESSAGE_ILLEGAL", "properties must be an object of string values, such as { region: \"eu\" }.");
+      throw new MQError("MESSAGE_ILLEGAL", 'properties must be an object of string values, such as { region: "eu" }.');
     for (const [k, v] of Object.entries(msg.properties)) {
       if (typeof v !== "string") throw new MQError("MESSAGE_ILLEGAL", `Property "${k}" must be a string, not ${typeof v}.`);
       checkUserProperty(k, v);
