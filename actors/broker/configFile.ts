@@ -61,6 +61,8 @@ export interface SkippedEntry {
   /** what the entry is, as the warning names it (`offset of Orders@cg queue 0`) */
   entry: string;
   error: string;
+  /** more log fields naming it (`{ topic }`, `{ group }`) */
+  fields?: object;
 }
 
 /**
@@ -72,7 +74,7 @@ export function warnSkipped(file: string, skipped: readonly SkippedEntry[], then
   const keptAs = JsonFile.keepCopy(file);
   for (const s of skipped)
     logger?.warn(
-      { file, entry: s.entry, error: s.error, keptAs },
+      { file, ...s.fields, entry: s.entry, error: s.error, keptAs },
       `${s.entry} in ${path.basename(file)} is not valid and was skipped: ${s.error} Fix it (a copy of the file is kept as ${keptAs ?? "(copy failed)"}); until then ${then}.`,
     );
 }
@@ -108,11 +110,6 @@ export class ConfigFile<T extends object> {
    */
   tableOf(stored: unknown, field: string): Record<string, unknown> {
     return tableOf(this.path, stored, field);
-  }
-
-  /** Keeps a copy of the file as it is on disk before a write drops entries that were skipped on load. */
-  keepCopy(): string | undefined {
-    return JsonFile.keepCopy(this.path);
   }
 
   /**

@@ -12,7 +12,7 @@ import {
   type SubscriptionGroupConfig,
   type UpdateSubscriptionGroupRequest,
 } from "../../transport/protocol.ts";
-import { ConfigFile, type ConfigLogger } from "./configFile.ts";
+import { ConfigFile, type ConfigLogger, type SkippedEntry, warnSkipped } from "./configFile.ts";
 
 export const SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json";
 
@@ -114,7 +114,7 @@ export class SubscriptionGroupManager {
     const stored = (await m.file.load(opts.logger)) as Partial<Stored> | null;
     const table = m.file.tableOf(stored, "subscriptionGroupTable") as Record<string, SubscriptionGroupConfig>;
     if (stored) {
-      const skipped: { group: string; error: string }[] = [];
+      const skipped: SkippedEntry[] = [];
       for (const [name, cfg] of Object.entries(table)) {
         try {
           if (!cfg || typeof cfg !== "object") throw new Error("It is not an object.");
@@ -122,19 +122,12 @@ export class SubscriptionGroupManager {
           checkSubscriptionGroupConfig(full);
           m.table.set(name, full);
         } catch (e) {
-          skipped.push({ group: name, error: (e as Error).message });
+          skipped.push({ entry: `group "${name}"`, error: (e as Error).message, fields: { group: name } });
         }
       }
       // as topics.json: an entry damaged by hand is skipped rather than stopping the broker (or every
       // heartbeat of the group), but said so, and the file kept as it is: the next write leaves it out
-      if (skipped.length > 0) {
-        const keptAs = m.file.keepCopy();
-        for (const s of skipped)
-          opts.logger?.warn(
-            { file: m.file.path, group: s.group, error: s.error, keptAs },
-            `group "${s.group}" in ${SUBSCRIPTION_GROUP_FILE} is not valid and was skipped: ${s.error} Fix it (a copy of the file is kept as ${keptAs ?? "(copy failed)"}) or update the group again.`,
-          );
-      }
+      warnSkipped(m.file.path, skipped, "the broker does not have the group's settings (or update them again)", opts.logger);
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
     }
     return m;

@@ -13,7 +13,7 @@ import {
   type TopicConfig,
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
-import { ConfigFile, type ConfigLogger } from "./configFile.ts";
+import { ConfigFile, type ConfigLogger, type SkippedEntry, warnSkipped } from "./configFile.ts";
 
 export const TOPICS_FILE = "topics.json";
 /** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
@@ -45,7 +45,7 @@ export class TopicConfigManager {
     const stored = (await m.file.load(opts.logger)) as Partial<TopicConfigTable> | null;
     const table = m.file.tableOf(stored, "topicConfigTable") as Record<string, TopicConfig>;
     if (stored) {
-      const skipped: { topic: string; error: string }[] = [];
+      const skipped: SkippedEntry[] = [];
       for (const [key, tc] of Object.entries(table)) {
         try {
           if (!tc || typeof tc !== "object") throw new Error("It is not an object.");
@@ -61,19 +61,12 @@ export class TopicConfigManager {
             order: tc.order === true,
           });
         } catch (e) {
-          skipped.push({ topic: key, error: (e as Error).message });
+          skipped.push({ entry: `topic "${key}"`, error: (e as Error).message, fields: { topic: key } });
         }
       }
       // an entry damaged by hand is skipped rather than stopping the broker, but said so, and the
       // file kept as it is: the next write leaves the entry out
-      if (skipped.length > 0) {
-        const keptAs = m.file.keepCopy();
-        for (const s of skipped)
-          opts.logger?.warn(
-            { file: m.file.path, topic: s.topic, error: s.error, keptAs },
-            `topic "${s.topic}" in ${TOPICS_FILE} is not valid and was skipped: ${s.error} Fix it (a copy of the file is kept as ${keptAs ?? "(copy failed)"}) or create the topic again.`,
-          );
-      }
+      warnSkipped(m.file.path, skipped, "the broker does not have the topic (or create it again)", opts.logger);
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
     }
     if (opts.autoCreateTopic) {
