@@ -28,9 +28,6 @@ import { timerDelay } from "./timerDelay.ts";
 /** How often held pulls are rechecked against the store under long polling. */
 export const DEFAULT_HOLD_CHECK_INTERVAL_MS = 5_000;
 
-/** Time given to the answers of held pulls to leave the node before the broker closes it. */
-export const CLOSE_ANSWER_GRACE_MS = 100;
-
 /** Broker options this part reads (passed through `Broker.start` options). */
 export interface HoldTuning {
   /** @default 5000 (long polling) or shortPollingTimeMills (short polling) */
@@ -267,11 +264,8 @@ export const holdMachine = setup({
       const s = context.services;
       const held = context.table.drain();
       for (const h of held) answerNotFound(s, h);
-      if (event.type !== "SHUTDOWN" || !event.reply) return;
-      const reply = event.reply;
-      // the node closes its sockets without linger right after: let the answers reach the wire first
-      if (held.length > 0) setTimeout(() => reply.ok({}), CLOSE_ANSWER_GRACE_MS);
-      else reply.ok({});
+      // the broker lets these answers leave before it closes the node (ZmqNode.flushReplies)
+      if (event.type === "SHUTDOWN") event.reply?.ok({});
     },
   },
   guards: {
