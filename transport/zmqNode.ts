@@ -198,6 +198,23 @@ export class RouterLink extends Link {
 }
 
 /**
+ * The msgpack of a frame header: a request carrying event type `eventType` to `to`, or (null) a
+ * reply to `to`. A field msgpack cannot take is ILLEGAL_ARGUMENT saying which frame it was in.
+ */
+function encodeHeader(parts: unknown[], eventType: string | null, to: string | Link): Buffer {
+  try {
+    return encode(parts);
+  } catch (e) {
+    const who = typeof to === "string" ? to : to.description;
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `${eventType === null ? `The reply to ${who}` : `The event ${eventType} to ${who}`} cannot be encoded: ${(e as Error)?.message ?? e}. Give it msgpack-able fields (BigInts within 64 bits, no cycles).`,
+      { cause: e },
+    );
+  }
+}
+
+/**
  * A tcp endpoint to bind needs a port from 0 to 65535 or `*`, an address to connect to (`connect`)
  * one from 1 to 65535: libzmq takes a larger number modulo 65536 and binds, or connects to, a port
  * nobody asked for. Throws MQError ILLEGAL_ARGUMENT naming `what` and the endpoint.
@@ -500,16 +517,11 @@ export class ZmqNode {
   private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
     const bl = bodyLength(body);
     const deadline = Date.now() + timeoutMs;
-    let header: Buffer;
-    try {
-      header = encode([KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl]);
-    } catch (e) {
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `The event ${event.type} to ${target} cannot be encoded: ${(e as Error)?.message ?? e}. Give it msgpack-able fields (BigInts within 64 bits, no cycles).`,
-        { cause: e },
-      );
-    }
+    const header = encodeHeader(
+      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl],
+      event.type,
+      target,
+    );
     this.enqueue(link, header, body, bl, deadline);
   }
 
@@ -522,16 +534,7 @@ export class ZmqNode {
       return;
     }
     const bl = bodyLength(body);
-    let header: Buffer;
-    try {
-      header = encode([KIND_REPLY, corrId, code, payload, bl]);
-    } catch (e) {
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `The reply to ${link.description} cannot be encoded: ${(e as Error)?.message ?? e}. Reply with msgpack-able fields (BigInts within 64 bits, no cycles).`,
-        { cause: e },
-      );
-    }
+    const header = encodeHeader([KIND_REPLY, corrId, code, payload, bl], null, link);
     // a reply the asker's side cannot take within the request timeout is useless to it: the ask has
     // timed out (only a DEALER's send waits; a ROUTER's never does)
     this.enqueue(link, header, body, bl, link instanceof PeerLink ? Date.now() + this.requestTimeoutMs : 0);
