@@ -19,9 +19,10 @@ import {
   HOST_V6_FLAGS,
   javaHashCode,
   MAGIC_V1,
-  MAX_PROPERTIES_BYTES,
+  MAX_MESSAGE_PROPERTIES_BYTES,
   MIN_RECORD_BYTES,
   OffsetMsgIdWriter,
+  propertiesTooLong,
   RECORD_FIXED_BYTES,
   RecordOffset,
   readLong,
@@ -847,12 +848,7 @@ export class MessageStore {
           `A message body is ${bodyLen} bytes; the limit is ${maxBody} (maxMessageBytes): send smaller messages.`,
         );
       }
-      if (propsLen + CRC_RESERVED_BYTES > MAX_PROPERTIES_BYTES) {
-        throw new MQError(
-          "MESSAGE_ILLEGAL",
-          `A message's properties are ${propsLen} bytes; at most ${MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES} are allowed.`,
-        );
-      }
+      if (propsLen > MAX_MESSAGE_PROPERTIES_BYTES) throw propertiesTooLong(propsLen);
       total += fixed + bodyLen + propsLen;
     });
     if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
