@@ -26,7 +26,7 @@ export type ActorNodeOptions = ZmqNodeOptions;
 /** Options of {@link ActorNode.spawn}. */
 export interface SpawnOptions {
   input?: unknown;
-  /** @default restart, 5 restarts, 100 ms backoff doubling */
+  /** @default restart, 5 restarts, 100 ms backoff doubling, count reset after 60 s running */
   supervision?: Supervision;
   /** hot events the node may hand to their handler without a macrostep (see {@link DirectHandlers}) */
   direct?: DirectHandlers;

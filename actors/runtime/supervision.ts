@@ -34,15 +34,22 @@ export type Supervision =
       maxRestarts?: number;
       /** delay before the first restart, doubled on each further one (capped at 30 s). @default 100 */
       backoffMs?: number;
+      /**
+       * an instance that ran this long before failing had recovered: its failure counts as the first
+       * again (restart count and backoff start over), so rare failures over a long uptime never add up
+       * to `maxRestarts` (Erlang's restart intensity over a period, Akka's withinTimeRange). @default 60000
+       */
+      resetAfterMs?: number;
     }
   | { strategy: "stop" };
 
 export const DEFAULT_MAX_RESTARTS = 5;
 export const DEFAULT_BACKOFF_MS = 100;
 export const MAX_BACKOFF_MS = 30_000;
+export const DEFAULT_RESET_AFTER_MS = 60_000;
 
 export function defaultSupervision(): Supervision {
-  return { strategy: "restart", maxRestarts: DEFAULT_MAX_RESTARTS, backoffMs: DEFAULT_BACKOFF_MS };
+  return { strategy: "restart", maxRestarts: DEFAULT_MAX_RESTARTS, backoffMs: DEFAULT_BACKOFF_MS, resetAfterMs: DEFAULT_RESET_AFTER_MS };
 }
 
 /**
@@ -55,14 +62,15 @@ export function checkSupervision(s: unknown): asserts s is Supervision {
   if (strategy !== "restart" && strategy !== "stop")
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `supervision must be { strategy: "restart", maxRestarts?, backoffMs? } or { strategy: "stop" }, got ${
+      `supervision must be { strategy: "restart", maxRestarts?, backoffMs?, resetAfterMs? } or { strategy: "stop" }, got ${
         s !== null && typeof s === "object" ? `strategy ${shownValue(strategy)}` : shownValue(s)
       }.`,
     );
   if (strategy === "stop") return;
-  const { maxRestarts, backoffMs } = s as { maxRestarts?: unknown; backoffMs?: unknown };
+  const { maxRestarts, backoffMs, resetAfterMs } = s as { maxRestarts?: unknown; backoffMs?: unknown; resetAfterMs?: unknown };
   if (maxRestarts !== undefined) checkRange("supervision.maxRestarts", maxRestarts, 0, Number.MAX_SAFE_INTEGER);
   if (backoffMs !== undefined) checkRange("supervision.backoffMs", backoffMs, 0, MAX_TIMER_MS);
+  if (resetAfterMs !== undefined) checkRange("supervision.resetAfterMs", resetAfterMs, 1, Number.MAX_SAFE_INTEGER);
 }
 
 /** A failure report: what failed and what the supervisor did about it. */
@@ -89,6 +97,8 @@ export class HostedActor {
   /** event types refused when they come from another process (remoteEvents.ts) */
   readonly localOnly: LocalOnlyTypes;
   private timer: NodeJS.Timeout | null = null;
+  /** when the current instance started (performance.now()) */
+  private startedAt = 0;
 
   constructor(
     readonly name: string,
@@ -115,6 +125,7 @@ export class HostedActor {
   /** Starts the current instance (and announces it, so inspection can attach first). */
   start(): void {
     this.status = "running";
+    this.startedAt = performance.now();
     this.onStarted(this);
     this.actor.start();
   }
@@ -123,6 +134,7 @@ export class HostedActor {
     if (actor !== this.actor || this.status === "stopped") return;
     this.failures++;
     const s = this.supervision;
+    if (s.strategy === "restart" && performance.now() - this.startedAt >= (s.resetAfterMs ?? DEFAULT_RESET_AFTER_MS)) this.restarts = 0;
     if (s.strategy === "stop" || this.restarts >= (s.maxRestarts ?? DEFAULT_MAX_RESTARTS)) {
       this.status = "stopped";
       this.onFailure(this, error, "stop", 0);

@@ -67,6 +67,36 @@ describe("supervision", () => {
     stopInspect();
   });
 
+  it("an instance that ran resetAfterMs before failing starts the restart count and backoff over", async () => {
+    const node = await ActorNode.start({ listen: null });
+    nodes.push(node);
+    const failures: ActorFailure[] = [];
+    node.on("actorFailure", (f) => failures.push(f));
+    starts = 0;
+    const resetAfterMs = 150;
+    node.spawn("longLived", fragile, { supervision: { strategy: "restart", maxRestarts: 1, backoffMs: 5, resetAfterMs } });
+    const ref = node.ref(null, "longLived");
+    ref.send({ type: "BOOM" });
+    await waitFor(() => starts === 2, 2000, "first restart");
+    const restartedAt = performance.now();
+    // the instance recovers: it runs past resetAfterMs, so its failure is the first of a new run
+    await waitFor(() => performance.now() - restartedAt > resetAfterMs + 20, 2000, "instance ran resetAfterMs");
+    ref.send({ type: "BOOM" });
+    assert.deepEqual(
+      failures.map((f) => [f.action, f.backoffMs]),
+      [
+        ["restart", 5],
+        ["restart", 5],
+      ],
+      "restarted with the first backoff again, not stopped as the second of maxRestarts 1",
+    );
+    await waitFor(() => starts === 3, 2000, "second restart");
+    // failing again at once is the second failure of this run: maxRestarts 1 stops it
+    ref.send({ type: "BOOM" });
+    assert.equal(failures.at(-1)!.action, "stop");
+    await assert.rejects(ref.ask({ type: "GET" }), (e) => isMQError(e, "SYSTEM_ERROR"));
+  });
+
   it("strategy stop stops at the first failure", async () => {
     const node = await ActorNode.start({ listen: null });
     nodes.push(node);
@@ -99,6 +129,8 @@ describe("supervision", () => {
       { strategy: "restart", backoffMs: "fast" },
       { strategy: "restart", backoffMs: -1 },
       { strategy: "restart", backoffMs: 2 ** 31 },
+      { strategy: "restart", resetAfterMs: 0 },
+      { strategy: "restart", resetAfterMs: "1m" },
     ];
     for (const supervision of badSupervision) {
       assert.throws(
