@@ -50,10 +50,18 @@ export async function computePullFromWhere(
     throw new MQError("QUERY_NOT_FOUND", `The committed offset of ${mq.topic}@${mq.brokerName}@${mq.queueId} could not be read; ${then}.`);
   } else if (mode === "CONSUME_FROM_FIRST_OFFSET") {
     result = 0;
-  } else if (mode === "CONSUME_FROM_TIMESTAMP") {
-    result = isRetryTopic(mq.topic) ? await lookups.maxOffset(mq) : await lookups.searchOffset(mq, consumeTimestamp);
+  } else if (mode === "CONSUME_FROM_LAST_OFFSET" && isRetryTopic(mq.topic)) {
+    result = 0;
   } else {
-    result = isRetryTopic(mq.topic) ? 0 : await lookups.maxOffset(mq);
+    // a new group's LAST / TIMESTAMP start is asked of the queue's master (as in RocketMQ): -1 is
+    // a look-up that failed, most often because the master is down or unreachable
+    const byTime = mode === "CONSUME_FROM_TIMESTAMP" && !isRetryTopic(mq.topic);
+    result = byTime ? await lookups.searchOffset(mq, consumeTimestamp) : await lookups.maxOffset(mq);
+    if (result === -1)
+      throw new MQError(
+        "SYSTEM_ERROR",
+        `The ${byTime ? "offset by timestamp" : "max offset"} of ${mq.topic}@${mq.brokerName}@${mq.queueId}, where a group with no committed offset starts, could not be read from the master of ${mq.brokerName} (down or unreachable?); ${then}.`,
+      );
   }
   if (!(result >= 0)) {
     throw new MQError("SYSTEM_ERROR", `Found unexpected start offset ${result} for ${mq.topic}@${mq.brokerName}@${mq.queueId}; ${then}.`);
