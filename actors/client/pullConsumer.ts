@@ -240,20 +240,49 @@ export class PullConsumer {
     const had = this.subscriptions.get(topic);
     // the topic name and expression are checked before the mode changes: a subscribe that fails
     // leaves the consumer free to assign()
-    this.subscriptions.subscribe(topic, expr);
+    const sd = this.subscriptions.subscribe(topic, expr);
     this.mode = "subscribe";
+    // the topic's pulls held by the broker filter with the old expression and would move past what
+    // the new one matches: stop them now, start again once the brokers have the new subscription
+    const paused = had && (had.subString !== sd.subString || had.expressionType !== sd.expressionType) ? this.pauseTopic(topic) : [];
     try {
-      await this.host.fetchSubscribeQueues(topic);
-    } catch (e) {
-      // nor is a topic without a route kept (a re-subscribe keeps its earlier expression)
-      if (had) this.subscriptions.restore(topic, had);
-      else this.subscriptions.unsubscribe(topic);
-      if (this.subscriptions.topics().length === 0) this.mode = "none";
-      throw e;
+      try {
+        await this.host.fetchSubscribeQueues(topic);
+      } catch (e) {
+        // nor is a topic without a route kept (a re-subscribe keeps its earlier expression)
+        if (had) this.subscriptions.restore(topic, had);
+        else this.subscriptions.unsubscribe(topic);
+        if (this.subscriptions.topics().length === 0) this.mode = "none";
+        throw e;
+      }
+      await this.host.sendHeartbeatToAllBrokers();
+      await this.rebalancer.doRebalance();
+    } finally {
+      this.resumePaused(paused);
     }
-    await this.host.sendHeartbeatToAllBrokers();
-    await this.rebalancer.doRebalance();
     this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);
+  }
+
+  /**
+   * Drops the held queues of `topic` (their pulls in flight are ignored, their buffered messages
+   * discarded) but keeps them held, with the first offset poll has not returned yet: pulled again
+   * from there, nothing the new expression matches is skipped and nothing polled comes twice.
+   */
+  private pauseTopic(topic: string): { key: string; held: HeldQueue; offset: number }[] {
+    const paused: { key: string; held: HeldQueue; offset: number }[] = [];
+    for (const [key, h] of this.held) {
+      if (h.mq.topic !== topic) continue;
+      h.pq.dropped = true;
+      this.dropBuffered(key);
+      paused.push({ key, held: h, offset: h.pq.firstOffset() ?? h.request.nextOffset });
+    }
+    return paused;
+  }
+
+  /** Pulls again the queues {@link pauseTopic} stopped that are still held as they were (not lost to a rebalance, nor sought). */
+  private resumePaused(paused: { key: string; held: HeldQueue; offset: number }[]): void {
+    if (this.closing) return;
+    for (const { key, held, offset } of paused) if (this.held.get(key) === held) this.startQueue(held.mq, offset);
   }
 
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
