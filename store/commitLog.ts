@@ -52,6 +52,8 @@ export class CommitLog {
   flushedOffset = 0;
   private waiters: FlushWaiter[] = [];
   private syncing = false;
+  /** where a failed append left bytes it could not clear (see {@link append}); -1: none */
+  private dirtyFrom = -1;
   private blank = Buffer.alloc(BLANK_MARKER_BYTES);
 
   constructor(dir: string, segmentBytes: number) {
@@ -99,6 +101,7 @@ export class CommitLog {
    * after a BLANK marker when the run plus a marker does not fit what is left.
    */
   reserve(len: number): number {
+    if (this.dirtyFrom >= 0) this.clearDirtyTail();
     if (len + BLANK_MARKER_BYTES > this.segmentBytes) {
       throw new MQError(
         "MESSAGE_ILLEGAL",
@@ -135,18 +138,41 @@ export class CommitLog {
   append(buf: Buffer, len: number, phy: number): void {
     const seg = this.segmentFor(phy);
     if (!seg || phy !== this.writeOffset) throw new MQError("SYSTEM_ERROR", "commit-log append at an unreserved offset");
+    if (this.dirtyFrom >= 0) this.clearDirtyTail();
     try {
       seg.write(buf, 0, len, phy - seg.start);
     } catch (e) {
-      // A partly written batch must not look like records to a later recovery.
+      // The whole records of a partly written batch carry valid CRCs: left there, a later put
+      // would overwrite only some of them and recovery would take the rest for acknowledged
+      // records (with the queue offsets of later puts). Zeros are written, or, when that fails
+      // too, the rest of the segment is cut away (needs no space); else appends wait for that.
       try {
         seg.write(Buffer.alloc(len), 0, len, phy - seg.start);
       } catch {
-        /* the tail stays behind writeOffset and is cut by recovery's checks */
+        try {
+          seg.zeroFrom(phy - seg.start);
+        } catch {
+          this.dirtyFrom = phy;
+        }
       }
       throw e;
     }
     this.writeOffset = phy + len;
+  }
+
+  /** Cuts away what a failed append left past the write offset; throws (retriable) while it cannot. */
+  private clearDirtyTail(): void {
+    const seg = this.segmentFor(this.dirtyFrom);
+    try {
+      seg?.zeroFrom(this.dirtyFrom - seg.start);
+    } catch (e) {
+      throw new MQError(
+        "SYSTEM_ERROR",
+        `The commit log still holds part of a refused put at ${this.dirtyFrom} that could not be cleared (${(e as Error).message}): puts resume once it can be; check the disk.`,
+        { cause: e },
+      );
+    }
+    this.dirtyFrom = -1;
   }
 
   /**
@@ -154,6 +180,7 @@ export class CommitLog {
    * range of its master's log): header, then zeros.
    */
   appendFiller(total: number): void {
+    if (this.dirtyFrom >= 0) this.clearDirtyTail();
     const phy = this.writeOffset;
     const seg = this.segmentFor(phy);
     if (!seg || phy - seg.start + total > this.segmentBytes) {

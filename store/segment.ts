@@ -13,11 +13,13 @@ const fdatasyncAsync = promisify(fs.fdatasync);
 
 /**
  * The file primitives segments use. Tests swap `writeSync` to simulate a full disk (ENOSPC)
- * without filling one, and `readSync` to count what an open reads.
+ * without filling one, `readSync` to count what an open reads, and `ftruncateSync` to make
+ * {@link Segment.zeroFrom} fail.
  */
 export const segmentIo = {
   writeSync: fs.writeSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
   readSync: fs.readSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
+  ftruncateSync: fs.ftruncateSync as (fd: number, len: number) => void,
 };
 
 /** `00000000000000000000`-style name of a segment starting at `offset`. */
@@ -141,8 +143,8 @@ export class Segment {
     try {
       const len = Math.min(fs.fstatSync(this.fd).size, this.size);
       if (len <= pos) return;
-      fs.ftruncateSync(this.fd, pos);
-      fs.ftruncateSync(this.fd, len);
+      segmentIo.ftruncateSync(this.fd, pos);
+      segmentIo.ftruncateSync(this.fd, len);
     } catch (e) {
       throw ioError(e, `truncating ${this.file}`);
     }

@@ -326,6 +326,82 @@ test("a full disk fails the put with DISK_FULL and the store stays readable", as
   assert.equal(s.getMessage("g", "D", 0, 1, 32).messageCount, 1);
 });
 
+/**
+ * A commit-log write that fails part-way: the disk takes all of the batch's write but its last 50
+ * bytes (B1 and B2 whole, B3 torn), then fails every write (EIO), the zero-fill included.
+ */
+function failWriteMidBatch(): () => void {
+  const real = segmentIo.writeSync;
+  let calls = 0;
+  segmentIo.writeSync = (fd, buf, off, len, pos) => {
+    if (++calls === 1) return real(fd, buf, off, len - 50, pos);
+    throw Object.assign(new Error("i/o error"), { code: "EIO" });
+  };
+  return () => {
+    segmentIo.writeSync = real;
+  };
+}
+const refusedBatch = () =>
+  batch(
+    "Q",
+    0,
+    ["B1", "B2", "B3"].map((b) => ({ body: b + "b".repeat(300) })),
+  );
+const queueBodies = (st: MessageStore) =>
+  decodeRecords(Buffer.concat(st.getMessage("g", "Q", 0, 0, 32).buffers), "b").map(
+    (m) => `${m.queueOffset}:${m.body.toString().slice(0, 2)}`,
+  );
+
+test("a put refused part-way whose zero-fill fails too leaves no record behind: acknowledged puts keep their queue offsets after a restart", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, checkpointIntervalMs: 0 }));
+  await s.putMessages(batch("Q", 0, [{ body: "A" }]));
+  const restore = failWriteMidBatch();
+  try {
+    await assert.rejects(s.putMessages(refusedBatch()), isCode("SYSTEM_ERROR"));
+  } finally {
+    restore();
+  }
+  // C and D land inside B1's old bytes; B2 and B3 would follow them
+  assert.equal((await s.putMessages(batch("Q", 0, [{ body: "C" }]))).firstQueueOffset, 1);
+  assert.equal((await s.putMessages(batch("Q", 0, [{ body: "D" }]))).firstQueueOffset, 2);
+  await s.close();
+  s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, checkpointIntervalMs: 0 }));
+  t.after(() => s.close());
+  assert.deepEqual(queueBodies(s), ["0:A", "1:C", "2:D"]);
+});
+
+test("a refused put's bytes that can be neither zeroed nor truncated away refuse later puts (retriable) until they can", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, checkpointIntervalMs: 0 }));
+  await s.putMessages(batch("Q", 0, [{ body: "A" }]));
+  const realTruncate = segmentIo.ftruncateSync;
+  segmentIo.ftruncateSync = () => {
+    throw Object.assign(new Error("i/o error"), { code: "EIO" });
+  };
+  const restoreTruncate = () => {
+    segmentIo.ftruncateSync = realTruncate;
+  };
+  t.after(restoreTruncate);
+  const restore = failWriteMidBatch();
+  try {
+    await assert.rejects(s.putMessages(refusedBatch()), isCode("SYSTEM_ERROR"));
+  } finally {
+    restore();
+  }
+  await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "C" }])), (e) => isCode("SYSTEM_ERROR")(e) && (e as MQError).retriable);
+  assert.deepEqual(queueBodies(s), ["0:A"]);
+  restoreTruncate();
+  assert.equal((await s.putMessages(batch("Q", 0, [{ body: "C" }]))).firstQueueOffset, 1);
+  assert.equal((await s.putMessages(batch("Q", 0, [{ body: "D" }]))).firstQueueOffset, 2);
+  await s.close();
+  s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, checkpointIntervalMs: 0 }));
+  t.after(() => s.close());
+  assert.deepEqual(queueBodies(s), ["0:A", "1:C", "2:D"]);
+});
+
 test("a consume-queue write that fails leaves no queue offset to reuse: the records are indexed before the next put", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
