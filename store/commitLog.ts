@@ -50,6 +50,8 @@ export class CommitLog {
   writeOffset = 0;
   /** everything below is on disk */
   flushedOffset = 0;
+  /** told of each failed fdatasync: the segment file and the commit-log range [from, to) it was to make durable */
+  onSyncError: (error: MQError, file: string, from: number, to: number) => void = () => {};
   private waiters: FlushWaiter[] = [];
   private syncing = false;
   /** where a failed append left bytes it could not clear (see {@link append}); -1: none */
@@ -230,7 +232,14 @@ export class CommitLog {
         const from = this.flushedOffset;
         const dirty = this.segments.filter((s) => s.start + this.segmentBytes > from && s.start < target);
         try {
-          await Promise.all(dirty.map((s) => s.sync()));
+          await Promise.all(
+            dirty.map((s) =>
+              s.sync().catch((e: MQError) => {
+                this.onSyncError(e, s.file, Math.max(from, s.start), Math.min(target, s.start + this.segmentBytes));
+                throw e;
+              }),
+            ),
+          );
         } catch (e) {
           const w = this.waiters;
           this.waiters = [];

@@ -53,6 +53,7 @@ import { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts"
 import { type ArrivalNotice, Dispatcher } from "./dispatcher.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
+import { ioError } from "./ioError.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
 import { checkWrittenSizes } from "./writtenSizes.ts";
@@ -179,6 +180,23 @@ export interface MessageStoreOptions {
   checkpointIntervalMs?: number;
   /** told (once per store) when a damaged record is skipped on a read. @default a process warning */
   onDamage?: (message: string) => void;
+  /** told of every failed fdatasync (see {@link FlushError}); they are counted in `flushErrors`. @default a process warning */
+  onFlushError?: (failure: FlushError) => void;
+}
+
+/**
+ * A flush that failed. Linux reports an fdatasync error once and may drop the pages it could not
+ * write: a later fdatasync that succeeds does not bring them back, so what was written in the range
+ * may be missing after a power loss or an OS crash even though the log reads it back now.
+ */
+export interface FlushError {
+  /** the commit-log segment whose fdatasync failed; for a failed checkpoint (of a consume-queue, index or checkpoint file, named in the error), the checkpoint file */
+  file: string;
+  /** start of the commit-log range the flush was to make durable */
+  from: number;
+  /** end (exclusive) of that range */
+  to: number;
+  error: MQError;
 }
 
 /** Defaults for every {@link MessageStoreOptions} but `dir`. */
@@ -203,6 +221,8 @@ export function defaultMessageStoreOptions(): Required<Omit<MessageStoreOptions,
     diskUsedPercent: statfsUsedPercent,
     checkpointIntervalMs: DEFAULT_CHECKPOINT_INTERVAL_MS,
     onDamage: (message: string) => process.emitWarning(message, { code: "ACTORMQ_DAMAGED_RECORD" }),
+    onFlushError: (f: FlushError) =>
+      process.emitWarning(`${f.error.message} (commit-log range ${f.from}-${f.to} may not be on disk)`, { code: "ACTORMQ_FLUSH_ERROR" }),
   };
 }
 
@@ -347,6 +367,10 @@ export class MessageStore {
    * reader that has the cores for it: the clients, not the one broker they share.
    */
   private verifiedFrom = Number.MAX_SAFE_INTEGER;
+  /** failed flushes (commit-log fdatasyncs and checkpoints) since the store opened */
+  flushErrors = 0;
+  /** the commit-log offset the last checkpoint covered */
+  private checkpointedOffset = 0;
   /** damage met while serving reads */
   readonly damage: DamageStats = { damagedRecordsSkipped: 0, entriesRepaired: 0, replicationBytesSkipped: 0 };
 
@@ -359,6 +383,7 @@ export class MessageStore {
     putInt32BE(this.headBuf, RecordOffset.MAGIC, MAGIC_V1);
     this.storeHostBytes.copy(this.headBuf, RecordOffset.STORE_HOST);
     this.commitLog = new CommitLog(path.join(opts.dir, "commitlog"), opts.commitLogSegmentBytes);
+    this.commitLog.onSyncError = (error, file, from, to) => this.reportFlushError({ file, from, to, error });
     this.index = new IndexService(path.join(opts.dir, "index"), undefined, opts.indexSlots);
     this.dispatcher = new Dispatcher((t, q) => this.queue(t, q, true)!, this.index, parseDelayLevels(opts.messageDelayLevel));
   }
@@ -387,6 +412,7 @@ export class MessageStore {
       store.recover();
       recordSizes();
       store.verifiedFrom = store.commitLog.writeOffset;
+      store.checkpointedOffset = store.commitLog.writeOffset;
     } catch (e) {
       store?.closeFiles();
       release();
@@ -628,20 +654,28 @@ export class MessageStore {
       const target = this.commitLog.writeOffset;
       const queues = this.queueMarks();
       const indexEntries = this.index.entries;
+      // a failed commit-log fdatasync is reported by the commit log
       await this.commitLog.waitFlushed(target);
-      const syncs: Array<Promise<void>> = [this.index.sync()];
-      for (const m of this.queues.values()) for (const q of m.values()) syncs.push(q.sync());
-      await Promise.all(syncs);
-      if (this.closed) return;
-      await writeCheckpointAsync(this.checkpointFile, {
-        physicMsgTimestamp: ts,
-        logicsMsgTimestamp: ts,
-        indexMsgTimestamp: ts,
-        flushedOffset: target,
-        confirmOffset: this.dispatchedEnd(target),
-        indexEntries,
-        queues,
-      });
+      try {
+        const syncs: Array<Promise<void>> = [this.index.sync()];
+        for (const m of this.queues.values()) for (const q of m.values()) syncs.push(q.sync());
+        await Promise.all(syncs);
+        if (this.closed) return;
+        await writeCheckpointAsync(this.checkpointFile, {
+          physicMsgTimestamp: ts,
+          logicsMsgTimestamp: ts,
+          indexMsgTimestamp: ts,
+          flushedOffset: target,
+          confirmOffset: this.dispatchedEnd(target),
+          indexEntries,
+          queues,
+        });
+      } catch (e) {
+        const error = e instanceof MQError ? e : ioError(e, `writing ${this.checkpointFile}`);
+        this.reportFlushError({ file: this.checkpointFile, from: this.checkpointedOffset, to: target, error });
+        throw error;
+      }
+      this.checkpointedOffset = Math.max(this.checkpointedOffset, target);
     };
     this.checkpointing = run().finally(() => {
       this.checkpointing = null;
@@ -659,7 +693,7 @@ export class MessageStore {
           /* retried at the next interval and before the next put */
         }
         this.checkpoint().catch(() => {
-          /* retried at the next interval; close writes one */
+          /* reported (reportFlushError); retried at the next interval; close writes one */
         });
       }, this.options.checkpointIntervalMs);
       t.unref();
@@ -1312,6 +1346,12 @@ export class MessageStore {
       `The record of ${q.topic}/${q.queueId} offset ${offset}${self ? ` at commit-log offset ${self.phy}` : ""} is damaged and is skipped.`,
     );
     return null;
+  }
+
+  /** Counts a failed flush and reports it. */
+  private reportFlushError(failure: FlushError): void {
+    this.flushErrors++;
+    this.options.onFlushError(failure);
   }
 
   /** Counts a skipped damaged record and reports the first one. */

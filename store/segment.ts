@@ -9,17 +9,16 @@ import { MQError } from "../transport/protocol.ts";
 import { fsyncDir } from "./durableDir.ts";
 import { ioError } from "./ioError.ts";
 
-const fdatasyncAsync = promisify(fs.fdatasync);
-
 /**
  * The file primitives segments use. Tests swap `writeSync` to simulate a full disk (ENOSPC)
- * without filling one, `readSync` to count what an open reads, and `ftruncateSync` to make
- * {@link Segment.zeroFrom} fail.
+ * without filling one, `readSync` to count what an open reads, `ftruncateSync` to make
+ * {@link Segment.zeroFrom} fail and `fdatasync` to make {@link Segment.sync} fail.
  */
 export const segmentIo = {
   writeSync: fs.writeSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
   readSync: fs.readSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
   ftruncateSync: fs.ftruncateSync as (fd: number, len: number) => void,
+  fdatasync: promisify(fs.fdatasync) as (fd: number) => Promise<void>,
 };
 
 /** `00000000000000000000`-style name of a segment starting at `offset`. */
@@ -120,7 +119,7 @@ export class Segment {
   /** fdatasync on the libuv pool, so appends can continue meanwhile. */
   async sync(): Promise<void> {
     try {
-      await fdatasyncAsync(this.fd);
+      await segmentIo.fdatasync(this.fd);
     } catch (e) {
       throw ioError(e, `syncing ${this.file}`);
     }

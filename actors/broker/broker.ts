@@ -146,6 +146,9 @@ export class Broker {
         storeHost,
         ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
         ...(config.messageDelayLevel !== undefined ? { messageDelayLevel: config.messageDelayLevel } : {}),
+        // acknowledged messages in the range may be lost by a power loss: the operator must know
+        onFlushError: ({ file, from, to, error }) =>
+          logger.error({ file, from, to, code: error.code, err: error.message }, "store flush failed: the range may not be on disk"),
       });
       const { mode, log } = store.recovery;
       (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 ? logger.info.bind(logger) : logger.warn.bind(logger))(

@@ -71,6 +71,12 @@ export class BrokerMetrics {
     lines.push(`actormq_store_bytes{${b}} ${Math.max(0, ctx.store.maxPhyOffset - ctx.store.minPhyOffset)}`);
     family("actormq_store_max_phy_offset", "gauge", "Commit-log write position.");
     lines.push(`actormq_store_max_phy_offset{${b}} ${ctx.store.maxPhyOffset}`);
+    family(
+      "actormq_store_flush_errors_total",
+      "counter",
+      "Failed store flushes (commit-log fdatasyncs and checkpoints) since the broker started.",
+    );
+    lines.push(`actormq_store_flush_errors_total{${b}} ${ctx.store.flushErrors}`);
 
     family("actormq_pull_suspended", "gauge", "Pull requests held by long polling right now.");
     lines.push(`actormq_pull_suspended{${b}} ${this.suspendedPulls()}`);

@@ -585,6 +585,84 @@ test("startReplicaAt: an empty store begins at a segment boundary and reopens th
   await s.close();
 });
 
+/** Makes the next `n` fdatasyncs of commit-log files fail with EIO (reported once, as Linux does); returns the restore. */
+function failCommitLogSyncs(n: number): () => void {
+  const real = segmentIo.fdatasync;
+  segmentIo.fdatasync = (fd) => {
+    if (n > 0 && fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)) {
+      n--;
+      return Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    }
+    return real(fd);
+  };
+  return () => {
+    segmentIo.fdatasync = real;
+  };
+}
+
+test("a failed commit-log fdatasync is reported with its file and range and counted: async flush (puts already acknowledged) and sync flush (the put is refused)", async (t) => {
+  for (const flush of ["async", "sync"] as const) {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    const reports: Array<{ file: string; from: number; to: number; code: string }> = [];
+    const s = await MessageStore.open({
+      dir,
+      flush,
+      flushIntervalMs: 10,
+      commitLogSegmentBytes: 1 << 20,
+      cleanIntervalMs: 0,
+      checkpointIntervalMs: 0,
+      onFlushError: (f) => reports.push({ file: f.file, from: f.from, to: f.to, code: f.error.code }),
+    });
+    t.after(() => s.close());
+    await s.putMessages(batch("F", 0, [{ body: "a" }]));
+    await waitFor(() => s.commitLog.flushedOffset === s.maxPhyOffset, 5000, `${flush}: A flushed`);
+    const from = s.maxPhyOffset;
+    const restore = failCommitLogSyncs(1);
+    t.after(restore);
+    const put = s.putMessages(batch("F", 0, [{ body: "b" }]));
+    if (flush === "sync") await assert.rejects(put, isCode("SYSTEM_ERROR"));
+    else assert.equal((await put).status, "PUT_OK");
+    await waitFor(() => reports.length > 0, 5000, `${flush}: the failed fdatasync reported`);
+    assert.deepEqual(
+      reports,
+      [{ file: path.join(dir, "commitlog", "00000000000000000000"), from, to: s.maxPhyOffset, code: "SYSTEM_ERROR" }],
+      flush,
+    );
+    assert.equal(s.flushErrors, 1, flush);
+    restore();
+  }
+});
+
+test("a checkpoint whose consume-queue fdatasync fails is reported against the checkpoint file and counted", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const reports: Array<{ file: string; from: number; to: number; message: string }> = [];
+  const s = await MessageStore.open({
+    dir,
+    commitLogSegmentBytes: 1 << 20,
+    cleanIntervalMs: 0,
+    checkpointIntervalMs: 0,
+    onFlushError: (f) => reports.push({ file: f.file, from: f.from, to: f.to, message: f.error.message }),
+  });
+  t.after(() => s.close());
+  await s.putMessages(batch("F", 0, [{ body: "a" }]));
+  const real = segmentIo.fdatasync;
+  segmentIo.fdatasync = (fd) =>
+    fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}consumequeue${path.sep}`)
+      ? Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }))
+      : real(fd);
+  t.after(() => {
+    segmentIo.fdatasync = real;
+  });
+  await assert.rejects(s.checkpoint(), isCode("SYSTEM_ERROR"));
+  assert.equal(reports.length, 1);
+  assert.equal(reports[0]!.file, path.join(dir, "checkpoint"));
+  assert.deepEqual([reports[0]!.from, reports[0]!.to], [0, s.maxPhyOffset]);
+  assert.match(reports[0]!.message, /consumequeue/);
+  assert.equal(s.flushErrors, 1);
+});
+
 test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
