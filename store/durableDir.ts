@@ -6,6 +6,13 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { ioError } from "./ioError.ts";
+
+/**
+ * Codes of file systems that do not support a directory fsync (or opening a directory for one);
+ * what was written there still survives a process crash. Any other error (EIO, ENOSPC) is thrown.
+ */
+const DIR_FSYNC_UNSUPPORTED = new Set(["EINVAL", "ENOTSUP", "EOPNOTSUPP", "EISDIR", "EPERM", "EBADF"]);
 
 /** The primitive; tests swap it to see which directories are synced. */
 export const dirIo = {
@@ -14,8 +21,8 @@ export const dirIo = {
     try {
       fd = fs.openSync(dir, "r");
       fs.fsyncSync(fd);
-    } catch {
-      /* some file systems refuse directory fsync; what was written still survives a process crash */
+    } catch (e) {
+      if (!DIR_FSYNC_UNSUPPORTED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
     } finally {
       if (fd >= 0) fs.closeSync(fd);
     }
@@ -27,13 +34,34 @@ export function fsyncDir(dir: string): void {
   dirIo.fsync(dir);
 }
 
-/** `mkdir -p dir`, then fsync of the parent of each directory it created (nothing when it existed). */
+/**
+ * `mkdir -p dir`, then fsync of the parent of each directory it created (nothing when it existed).
+ * When an fsync fails, the directories it created are removed again, so that a retry creates them
+ * and syncs their parents again instead of finding them there.
+ */
 export function mkdirDurable(dir: string): void {
   const first = fs.mkdirSync(dir, { recursive: true });
   if (first === undefined) return;
   const top = path.dirname(first);
   for (let d = path.dirname(dir); ; d = path.dirname(d)) {
-    fsyncDir(d);
+    try {
+      fsyncDir(d);
+    } catch (e) {
+      removeQuietly(first);
+      throw ioError(e, `syncing the directory ${d}`);
+    }
     if (d === top || d === path.dirname(d)) break;
+  }
+}
+
+/**
+ * Removes what a failed creation made (a file, or a new directory and what was made in it) while
+ * the error being handled is the one to throw; one left behind is taken for an existing one later.
+ */
+export function removeQuietly(made: string): void {
+  try {
+    fs.rmSync(made, { recursive: true, force: true });
+  } catch {
+    /* the creation's own error is the one reported */
   }
 }

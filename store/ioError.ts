@@ -4,8 +4,10 @@
  */
 import { MQError } from "../transport/protocol.ts";
 
-/** Turns an fs error into an MQError that says what to do; `what` is the operation ("writing <file>"). */
+/** Turns an fs error into an MQError that says what to do; `what` is the operation ("writing <file>"). An MQError is returned as it is. */
 export function ioError(e: unknown, what: string): MQError {
+  // already said what to do (a step of the operation failed in a store helper)
+  if (e instanceof MQError) return e;
   const code = (e as NodeJS.ErrnoException)?.code;
   const options = { cause: e };
   if (code === "ENOSPC" || code === "EDQUOT") {

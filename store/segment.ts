@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { MQError } from "../transport/protocol.ts";
-import { fsyncDir } from "./durableDir.ts";
+import { fsyncDir, removeQuietly } from "./durableDir.ts";
 import { ioError } from "./ioError.ts";
 
 /**
@@ -67,8 +67,9 @@ export class Segment {
    */
   static open(file: string, start: number, size: number, longer?: (fileBytes: number) => string): Segment {
     let fd = -1;
+    let exists = true;
     try {
-      const exists = fs.existsSync(file);
+      exists = fs.existsSync(file);
       fd = fs.openSync(file, exists ? "r+" : "w+");
       const has = exists ? fs.fstatSync(fd).size : 0;
       if (has > size) {
@@ -84,6 +85,9 @@ export class Segment {
       }
     } catch (e) {
       if (fd >= 0) fs.closeSync(fd);
+      // a file made here whose size or directory entry failed is removed: a retry finds none and
+      // does both again, instead of taking it as one that existed
+      if (!exists) removeQuietly(file);
       throw e instanceof MQError ? e : ioError(e, `opening ${file}`);
     }
     return new Segment(file, start, size, fd);

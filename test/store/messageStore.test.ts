@@ -4,7 +4,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { ConsumeQueue } from "../../store/consumeQueue.ts";
-import { dirIo } from "../../store/durableDir.ts";
+import { dirIo, mkdirDurable } from "../../store/durableDir.ts";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
@@ -113,6 +113,105 @@ test("new segment files and new directories are fsync'ed in their parent directo
   synced.length = 0;
   await s.putMessages(batch("DurableDirs", 2, [{ body: "z" }]));
   assert.deepEqual(synced, [], "a put that creates no file syncs no directory");
+});
+
+/**
+ * Makes the fsync of every directory fail with `code` until the returned function is called; the
+ * directories whose fsync was tried are pushed to `tried`.
+ */
+function failDirFsyncs(code: string, tried: string[]): () => void {
+  const real = fs.fsyncSync;
+  fs.fsyncSync = (fd: number) => {
+    if (!fs.fstatSync(fd).isDirectory()) return real(fd);
+    tried.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
+    throw Object.assign(new Error(`${code}: fsync`), { code });
+  };
+  return () => {
+    fs.fsyncSync = real;
+  };
+}
+
+test("a new segment whose directory fsync fails with EIO refuses the put; the retry creates it again and redoes the fsync", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const logDir = path.join(dir, "commitlog");
+  let s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+  const big = "x".repeat(3000);
+  await s.putMessages(batch("D", 0, [{ body: big }]));
+  await s.putMessages(batch("D", 0, [{ body: big }]));
+  const tried: string[] = [];
+  const restore = failDirFsyncs("EIO", tried);
+  t.after(restore);
+  // the third does not fit the first segment: a new one is made
+  await assert.rejects(s.putMessages(batch("D", 0, [{ body: big }])), isCode("SYSTEM_ERROR"));
+  assert.ok(tried.includes(logDir), `the commit-log directory's fsync was tried: ${tried}`);
+  restore();
+  const synced: string[] = [];
+  const realDirFsync = dirIo.fsync;
+  dirIo.fsync = (d) => {
+    synced.push(d);
+    realDirFsync(d);
+  };
+  t.after(() => {
+    dirIo.fsync = realDirFsync;
+  });
+  assert.equal((await s.putMessages(batch("D", 0, [{ body: big }]))).firstQueueOffset, 2);
+  assert.ok(synced.includes(logDir), `the retry fsyncs the commit-log directory again: ${synced}`);
+  await s.close();
+  s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+  t.after(() => s.close());
+  assert.equal(s.getMaxOffset("D", 0), 3);
+});
+
+test("a store whose new commit-log directory cannot be fsync'ed (EIO) is not opened (SYSTEM_ERROR); a retry makes and syncs it", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const tried: string[] = [];
+  const restore = failDirFsyncs("EIO", tried);
+  t.after(restore);
+  await assert.rejects(MessageStore.open(small(dir)), isCode("SYSTEM_ERROR"));
+  assert.equal(fs.existsSync(path.join(dir, "commitlog")), false, "the directory whose entry could not be synced is removed");
+  restore();
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  assert.equal((await s.putMessages(batch("D", 0, [{ body: "x" }]))).status, "PUT_OK");
+});
+
+test("a file system that does not support directory fsync (EINVAL) does not stop puts", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const tried: string[] = [];
+  const restore = failDirFsyncs("EINVAL", tried);
+  t.after(restore);
+  const s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+  t.after(() => s.close());
+  for (let i = 0; i < 4; i++) assert.equal((await s.putMessages(batch("D", 0, [{ body: "x".repeat(3000) }]))).status, "PUT_OK");
+  assert.ok(tried.length > 0, "directory fsyncs were tried");
+});
+
+test("mkdirDurable whose parent fsync fails with EIO removes the directories it made, so a retry makes and syncs them again", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const tried: string[] = [];
+  const restore = failDirFsyncs("EIO", tried);
+  t.after(restore);
+  assert.throws(
+    () => mkdirDurable(path.join(dir, "a", "b")),
+    (e) => isCode("SYSTEM_ERROR")(e) && /EIO/.test((e as Error).message),
+  );
+  assert.equal(fs.existsSync(path.join(dir, "a")), false);
+  restore();
+  const synced: string[] = [];
+  const real = dirIo.fsync;
+  dirIo.fsync = (d) => {
+    synced.push(path.relative(dir, d) || ".");
+    real(d);
+  };
+  t.after(() => {
+    dirIo.fsync = real;
+  });
+  mkdirDurable(path.join(dir, "a", "b"));
+  assert.deepEqual(synced, ["a", "."]);
 });
 
 test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCHED_MESSAGE, NO_MATCHED_LOGIC_QUEUE)", async (t) => {
