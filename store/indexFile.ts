@@ -319,7 +319,13 @@ export class IndexService {
     if (f && this.unsynced.has(f)) this.writeHeader(f);
     const files = [...this.unsynced];
     this.unsynced.clear();
-    await Promise.all(files.map((x) => x.seg.sync()));
+    try {
+      await Promise.all(files.map((x) => x.seg.sync()));
+    } catch (e) {
+      // synced again next time (files removed meanwhile excepted)
+      for (const x of files) if (this.files.includes(x)) this.unsynced.add(x);
+      throw e;
+    }
   }
 
   /** Flushes every file now (close). */

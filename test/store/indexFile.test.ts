@@ -4,6 +4,7 @@ import path from "node:path";
 import { test } from "node:test";
 import fc from "fast-check";
 import { INDEX_ENTRY_BYTES, INDEX_HEADER_BYTES, IndexService } from "../../store/indexFile.ts";
+import { segmentIo } from "../../store/segment.ts";
 import { readLong } from "../../transport/messageRecord.ts";
 import { tempDir } from "../helpers.ts";
 import { bytesRead } from "./segmentReads.ts";
@@ -167,4 +168,27 @@ test("index: random adds, truncations and reloads agree with a plain list", asyn
     ),
     { numRuns: 40 },
   );
+});
+
+test("index: a sync whose fdatasync fails syncs the same files again the next time", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const idx = new IndexService(dir, PER_FILE, SLOTS);
+  t.after(() => idx.close());
+  fill(idx, 20);
+  const real = segmentIo.fdatasync;
+  let fail = true;
+  let synced = 0;
+  segmentIo.fdatasync = (fd) => {
+    if (fail) return Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    synced++;
+    return real(fd);
+  };
+  t.after(() => {
+    segmentIo.fdatasync = real;
+  });
+  await assert.rejects(idx.sync(), /EIO/);
+  fail = false;
+  await idx.sync();
+  assert.equal(synced, 1, "the file whose sync failed is synced again");
 });
