@@ -15,6 +15,7 @@ export const CONFIG_DIR = "config";
 /** Where a config file's problems are reported (the broker's pino logger). */
 export interface ConfigLogger {
   warn(fields: object, msg: string): void;
+  error(fields: object, msg: string): void;
 }
 
 /**
@@ -145,6 +146,19 @@ export class ConfigFile<T extends object> {
     } finally {
       this.running = false;
     }
+  }
+
+  /**
+   * {@link persist} for a change nobody waits for (an auto-created topic or group): a failed write
+   * (a full disk) is logged at error level, as nothing else would tell of it.
+   */
+  persistLater(logger: ConfigLogger | undefined): void {
+    this.persist().catch((e: unknown) =>
+      logger?.error(
+        { file: this.path, err: (e as Error).message },
+        `writing ${path.basename(this.path)} failed: the broker keeps the change in memory and the next change or close writes it again; free space or fix the directory's permissions`,
+      ),
+    );
   }
 
   /** Waits for pending writes; a failed one is not an error here (the next persist retries it). */

@@ -97,6 +97,7 @@ export class SubscriptionGroupManager {
   private constructor(
     private readonly autoCreate: boolean,
     storeDir: string,
+    private readonly logger?: ConfigLogger,
   ) {
     this.file = new ConfigFile(storeDir, SUBSCRIPTION_GROUP_FILE, () => ({
       subscriptionGroupTable: this.all(),
@@ -104,13 +105,13 @@ export class SubscriptionGroupManager {
     }));
   }
 
-  /** Loads `subscriptionGroup.json` (if any); `logger` hears about skipped entries and a file loaded from its backup. */
+  /** Loads `subscriptionGroup.json` (if any); `logger` hears about skipped entries, a file loaded from its backup and failed writes of auto-created groups. */
   static async load(opts: {
     storeDir: string;
     autoCreateSubscriptionGroup: boolean;
     logger?: ConfigLogger;
   }): Promise<SubscriptionGroupManager> {
-    const m = new SubscriptionGroupManager(opts.autoCreateSubscriptionGroup, opts.storeDir);
+    const m = new SubscriptionGroupManager(opts.autoCreateSubscriptionGroup, opts.storeDir, opts.logger);
     const stored = (await m.file.load(opts.logger)) as Partial<Stored> | null;
     const table = m.file.tableOf(stored, "subscriptionGroupTable") as Record<string, SubscriptionGroupConfig>;
     if (stored) {
@@ -145,9 +146,8 @@ export class SubscriptionGroupManager {
     const cfg = defaultSubscriptionGroupConfig(group);
     this.table.set(group, cfg);
     this.version++;
-    this.file.persist().catch(() => {
-      // retried by the next change or close
-    });
+    // retried by the next change or close
+    this.file.persistLater(this.logger);
     return cfg;
   }
 

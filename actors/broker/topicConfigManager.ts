@@ -24,7 +24,7 @@ export interface TopicConfigManagerOptions {
   autoCreateTopic: boolean;
   /** queues of an auto-created topic */
   defaultQueueNums: number;
-  /** hears about entries of topics.json that are skipped, and a file loaded from its backup */
+  /** hears about entries of topics.json that are skipped, a file loaded from its backup, and failed writes of auto-created topics */
   logger?: ConfigLogger;
 }
 
@@ -149,9 +149,8 @@ export class TopicConfigManager {
     checkTopicConfig(tc);
     this.table.set(topic, tc);
     this.changed(tc);
-    this.file.persist().catch(() => {
-      // the next change or close retries the write; the in-memory table stays authoritative
-    });
+    // the next change or close retries a failed write; the in-memory table stays authoritative
+    this.file.persistLater(this.opts.logger);
     return tc;
   }
 

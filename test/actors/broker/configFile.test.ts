@@ -9,7 +9,7 @@ import { checkDelayOffsetFile } from "../../../actors/broker/scheduler.ts";
 import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
 import { MQError } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 // A file where the config directory should be makes every write fail (like EACCES or ENOSPC)
 // until it is removed: a transient disk problem. The files already written go with the directory.
@@ -72,11 +72,36 @@ test("TopicConfigManager: topics created during a failed write are written by th
   assert.ok(again.includes("AutoCreatedBeforeClose"), `${again}`);
 });
 
-/** A logger that keeps what it is told. */
-function recordingLogger(): { warn: (fields: object, msg: string) => void; lines: { fields: Record<string, unknown>; msg: string }[] } {
+/** A logger that keeps what it is told: warnings in `lines`, errors in `errors`. */
+function recordingLogger() {
   const lines: { fields: Record<string, unknown>; msg: string }[] = [];
-  return { lines, warn: (fields, msg) => lines.push({ fields: fields as Record<string, unknown>, msg }) };
+  const errors: { fields: Record<string, unknown>; msg: string }[] = [];
+  return {
+    lines,
+    errors,
+    warn: (fields: object, msg: string) => lines.push({ fields: fields as Record<string, unknown>, msg }),
+    error: (fields: object, msg: string) => errors.push({ fields: fields as Record<string, unknown>, msg }),
+  };
 }
+
+test("auto-created topics and groups whose background write fails are logged at error level with the file", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const logger = recordingLogger();
+  const topics = await TopicConfigManager.load({ storeDir: dir, autoCreateTopic: true, defaultQueueNums: 4, logger });
+  const groups = await SubscriptionGroupManager.load({ storeDir: dir, autoCreateSubscriptionGroup: true, logger });
+  const unblock = blockConfigDir(dir);
+  topics.getOrAutoCreate("AutoCreatedOnFullDisk");
+  groups.findOrAutoCreate("auto-created-group");
+  await waitFor(() => logger.errors.length === 2, 5000, "both failed writes logged");
+  assert.deepEqual(
+    logger.errors.map((e) => path.basename(e.fields.file as string)),
+    ["topics.json", "subscriptionGroup.json"],
+  );
+  for (const e of logger.errors) assert.match(e.msg, /failed.*next change or close/);
+  assert.deepEqual(logger.lines, [], "no warnings");
+  unblock();
+});
 
 function writeConfig(dir: string, name: string, text: string): string {
   mkdirSync(path.join(dir, "config"), { recursive: true });
