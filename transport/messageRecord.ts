@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { crc32, inflateSync } from "node:zlib";
 import { bytesEqual, int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "./bigEndian.ts";
-import { MessageConst, MQError } from "./protocol.ts";
+import { MessageConst, MQError, TOPIC_MAX_LENGTH } from "./protocol.ts";
 
 if (typeof crc32 !== "function") {
   throw new MQError("SYSTEM_ERROR", "zlib.crc32 is missing: actormq needs Node.js 20.15 or newer.");
@@ -32,6 +32,28 @@ export const CRC_RESERVED_BYTES = CRC_PROPERTY.length + 1 + 10 + 1;
 export const MAX_PROPERTIES_BYTES = 32767;
 /** Longest properties a message may be sent with: the store appends the CRC property within the same 2-byte length. */
 export const MAX_MESSAGE_PROPERTIES_BYTES = MAX_PROPERTIES_BYTES - CRC_RESERVED_BYTES;
+/** Longest ORIGIN_MESSAGE_ID a send-back stores: a UNIQ_KEY or an offset message id (32 hex characters). */
+export const ORIGIN_MESSAGE_ID_MAX_LENGTH = 32;
+/** Digits of the longest delay level or queue id the broker writes into a property (a 32-bit int). */
+const INT32_DIGITS = 10;
+/**
+ * The most the broker adds to a message's properties after it was sent: RETRY_TOPIC (its topic),
+ * ORIGIN_MESSAGE_ID and DELAY when it sends the message back (the dead-letter copy adds only the
+ * first two), and REAL_TOPIC (`%RETRY%<group>` or the real topic, at most the longest topic) and
+ * REAL_QID when a delay level routes it through SCHEDULE_TOPIC_XXXX.
+ */
+export const BROKER_ADDED_PROPERTIES_BYTES =
+  encodeProperty(MessageConst.RETRY_TOPIC, "t".repeat(TOPIC_MAX_LENGTH)).length +
+  encodeProperty(MessageConst.ORIGIN_MESSAGE_ID, "0".repeat(ORIGIN_MESSAGE_ID_MAX_LENGTH)).length +
+  encodeProperty(MessageConst.DELAY, "0".repeat(INT32_DIGITS)).length +
+  encodeProperty(MessageConst.REAL_TOPIC, "t".repeat(TOPIC_MAX_LENGTH)).length +
+  encodeProperty(MessageConst.REAL_QUEUE_ID, "0".repeat(INT32_DIGITS)).length;
+/**
+ * Longest properties a producer may send (checked by the producer and by the broker's send path):
+ * the room {@link BROKER_ADDED_PROPERTIES_BYTES} is left, so a message taken can always be delayed,
+ * sent back for a retry and dead-lettered within {@link MAX_MESSAGE_PROPERTIES_BYTES}.
+ */
+export const MAX_SEND_PROPERTIES_BYTES = MAX_MESSAGE_PROPERTIES_BYTES - BROKER_ADDED_PROPERTIES_BYTES;
 /** Longest topic a V1 record can carry (1-byte length). */
 export const MAX_TOPIC_BYTES = 127;
 
@@ -459,6 +481,15 @@ export function propertiesTooLong(bytes: number, limit = MAX_MESSAGE_PROPERTIES_
   return new MQError(
     "MESSAGE_ILLEGAL",
     `The message properties are ${bytes} bytes; at most ${limit} are allowed${why}: use fewer or shorter properties.`,
+  );
+}
+
+/** MESSAGE_ILLEGAL for a sent message whose properties leave no room for what the broker adds on a retry. */
+export function sendPropertiesTooLong(bytes: number): MQError {
+  return propertiesTooLong(
+    bytes,
+    MAX_SEND_PROPERTIES_BYTES,
+    ` (the store's ${MAX_MESSAGE_PROPERTIES_BYTES} less ${BROKER_ADDED_PROPERTIES_BYTES} kept for the properties the broker adds when it delays the message or sends it back for retries)`,
   );
 }
 

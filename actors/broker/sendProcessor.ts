@@ -5,11 +5,13 @@
  * through the store actor with one put per request, and map the store's status to a send status.
  */
 import {
-  countMessageBatch,
   decodeProperties,
   encodeMessageBatch,
   encodeProperties,
   isUndispatchedTransaction,
+  MAX_SEND_PROPERTIES_BYTES,
+  sendPropertiesTooLong,
+  walkMessageBatch,
 } from "../../transport/messageRecord.ts";
 import {
   checkTopic,
@@ -95,6 +97,11 @@ function retrySendToDLQ(
   return { topic: dlq.topicName, properties: encodeProperties(properties) };
 }
 
+/** A batch member's properties, checked as {@link processSend} checks a single message's. */
+function checkBatchMemberProperties(_bodyStart: number, _bodyEnd: number, _flag: number, propsStart: number, propsEnd: number): void {
+  if (propsEnd - propsStart > MAX_SEND_PROPERTIES_BYTES) throw sendPropertiesTooLong(propsEnd - propsStart);
+}
+
 /** Handles one send request; resolves with the reply fields or rejects with a coded MQError. */
 export async function processSend(
   ctx: BrokerContext,
@@ -144,7 +151,7 @@ export async function processSend(
       throw illegal(`A batch cannot be sent to the retry topic ${topic}: send its messages one by one.`);
     let count = 0;
     try {
-      count = countMessageBatch(body);
+      count = walkMessageBatch(body, checkBatchMemberProperties);
     } catch (e) {
       throw e instanceof MQError ? e : illegal(String(e));
     }
@@ -153,6 +160,13 @@ export async function processSend(
   } else {
     const properties = ev.properties === undefined ? "" : ev.properties;
     if (typeof properties !== "string") throw illegal("The send request's properties must be an encoded string.");
+    // the producer's limit, for clients that do not check it: the room left is what a send-back and
+    // the delay route add, so the message can be retried and dead-lettered. A client's own retry
+    // copy to %RETRY%<group> already carries those properties and has the store's whole limit.
+    if (properties.length * 3 > MAX_SEND_PROPERTIES_BYTES && !isRetryTopic(topic)) {
+      const bytes = Buffer.byteLength(properties);
+      if (bytes > MAX_SEND_PROPERTIES_BYTES) throw sendPropertiesTooLong(bytes);
+    }
     single = { properties, flag: intField(ev.flag, "flag", 0) };
     batchBody = encodeMessageBatch([{ body, flag: single.flag, properties }]);
   }

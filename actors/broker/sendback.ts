@@ -7,7 +7,7 @@
  * RocketMQ 5), where it is not retried.
  */
 import { setup } from "xstate";
-import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import { decodeRecords, encodeMessageBatch, encodeProperties, ORIGIN_MESSAGE_ID_MAX_LENGTH } from "../../transport/messageRecord.ts";
 import {
   type ConsumerSendMsgBackRequest,
   checkRetryTopicFits,
@@ -36,6 +36,11 @@ type SendBackFields = Partial<Record<keyof ConsumerSendMsgBackRequest, unknown>>
 
 function badRequest(message: string): MQError {
   return new MQError("INVALID_PARAMETER", message);
+}
+
+/** An origin message id within the room sends leave for it (ASCII, at most 32 characters). */
+function originIdFits(id: string): boolean {
+  return id.length <= ORIGIN_MESSAGE_ID_MAX_LENGTH && Buffer.byteLength(id) === id.length;
 }
 
 /**
@@ -90,8 +95,10 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
   const properties: Record<string, string> = { ...msg.properties };
   if (!properties[MessageConst.RETRY_TOPIC]) properties[MessageConst.RETRY_TOPIC] = msg.topic;
   if (!properties[MessageConst.ORIGIN_MESSAGE_ID]) {
-    const requested = typeof ev.originMsgId === "string" && ev.originMsgId.length > 0 ? ev.originMsgId : undefined;
-    properties[MessageConst.ORIGIN_MESSAGE_ID] = requested ?? msg.msgId;
+    // the room a send left for the properties added here holds a 32-character id: a longer one (a
+    // foreign client's UNIQ_KEY or request) gives way to the record's offset message id
+    const requested = typeof ev.originMsgId === "string" && ev.originMsgId.length > 0 ? ev.originMsgId : msg.msgId;
+    properties[MessageConst.ORIGIN_MESSAGE_ID] = originIdFits(requested) ? requested : msg.offsetMsgId;
   }
   delete properties[MessageConst.DELAY];
 

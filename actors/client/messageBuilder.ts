@@ -10,11 +10,11 @@ import {
   createUniqId,
   encodeMessageBatch,
   encodeProperty,
-  MAX_MESSAGE_PROPERTIES_BYTES,
+  MAX_SEND_PROPERTIES_BYTES,
   MessageSysFlag,
   NAME_VALUE_SEPARATOR,
   PROPERTY_SEPARATOR,
-  propertiesTooLong,
+  sendPropertiesTooLong,
 } from "../../transport/messageRecord.ts";
 import {
   checkNotReserved,
@@ -26,7 +26,6 @@ import {
   MQError,
   RETRY_GROUP_TOPIC_PREFIX,
   SYSTEM_TOPICS,
-  TOPIC_MAX_LENGTH,
 } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
@@ -164,15 +163,6 @@ function buildProperties(msg: Message, uniqKey: string): string {
   return s + WAIT_AND_UNIQ_KEY + uniqKey + PROPERTY_SEPARATOR;
 }
 
-/**
- * What the broker adds to a delayed message's properties (REAL_TOPIC and REAL_QID, reference §13),
- * with the longest topic and a 10-digit queue id: reserved so the send is refused here, with sizes
- * the sender knows, rather than by the broker counting properties it added.
- */
-const DELAY_ROUTE_BYTES =
-  encodeProperty(MessageConst.REAL_TOPIC, "t".repeat(TOPIC_MAX_LENGTH)).length +
-  encodeProperty(MessageConst.REAL_QUEUE_ID, "0".repeat(10)).length;
-
 /** The two properties every message ends with; UNIQ_KEY's value follows. */
 const WAIT_AND_UNIQ_KEY = `${encodeProperty(MessageConst.WAIT_STORE_MSG_OK, "true")}${MessageConst.UNIQ_KEY}${NAME_VALUE_SEPARATOR}`;
 
@@ -203,13 +193,12 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
     throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${String(flag)}.`);
   const uniqKey = createUniqId();
   const properties = buildProperties(msg, uniqKey);
-  // one UTF-16 unit is at most 3 UTF-8 bytes: only long properties are measured
-  if (properties.length * 3 > MAX_MESSAGE_PROPERTIES_BYTES - DELAY_ROUTE_BYTES) {
+  // room is left for what the broker adds when it delays the message or sends it back, so a message
+  // taken can always be retried and dead-lettered; one UTF-16 unit is at most 3 UTF-8 bytes: only
+  // long properties are measured
+  if (properties.length * 3 > MAX_SEND_PROPERTIES_BYTES) {
     const bytes = Buffer.byteLength(properties);
-    const delayed = msg.delayLevel !== undefined && msg.delayLevel !== 0;
-    const limit = delayed ? MAX_MESSAGE_PROPERTIES_BYTES - DELAY_ROUTE_BYTES : MAX_MESSAGE_PROPERTIES_BYTES;
-    if (bytes > limit)
-      throw propertiesTooLong(bytes, limit, delayed ? " for a delayed message (the broker adds its real topic and queue)" : "");
+    if (bytes > MAX_SEND_PROPERTIES_BYTES) throw sendPropertiesTooLong(bytes);
   }
   return { topic: msg.topic, body, flag, properties, uniqKey };
 }

@@ -6,7 +6,9 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { prepareMessage } from "../../actors/client/messageBuilder.ts";
 import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { decodeRecords } from "../../transport/messageRecord.ts";
 import { MessageConst, PERM_READ_WRITE } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -229,6 +231,69 @@ test("a fractional delayLevelWhenNextConsume retries through %RETRY%<group> at t
         `retry ${i} came after ${gap} ms: level 1 (1.5 truncated) is ${LEVEL_STEP_MS} ms`,
       );
     }
+  } finally {
+    await consumer.close();
+  }
+});
+
+/** The longest value of property `big` the producer accepts for `topic` (a binary search over its check). */
+function largestAcceptedProperty(topic: string): string {
+  let lo = 1;
+  let hi = 64 * 1024;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    try {
+      prepareMessage({ topic, body: "x", properties: { big: "v".repeat(mid) } });
+      lo = mid;
+    } catch {
+      hi = mid - 1;
+    }
+  }
+  return "v".repeat(lo);
+}
+
+test("a message with properties as large as the producer accepts, on the longest topic and group, is sent back, dead-lettered after maxReconsumeTimes, and its queue's offset moves on", async () => {
+  // the longest names give the longest RETRY_TOPIC, REAL_TOPIC (%RETRY%<group>) the broker adds
+  const topic = "T".repeat(127);
+  const group = "g".repeat(120);
+  await admin.createTopic({ topic, readQueueNums: 1, writeQueueNums: 1 });
+  const big = largestAcceptedProperty(topic);
+  const deliveries: number[] = [];
+  const consumer = await PushConsumer.start({
+    group,
+    nameservers: cluster.nameservers,
+    subscriptions: { [topic]: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    maxReconsumeTimes: 1,
+    reconsumeLaterDelayMs: 100,
+    persistConsumerOffsetIntervalMs: 200,
+    listener: async (msgs) => {
+      for (const m of msgs) if (m.properties.big) deliveries.push(m.reconsumeTimes);
+      return msgs.some((m) => m.properties.big) ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    const sent = await producer.send({ topic, body: "poison", properties: { big } });
+    for (let i = 0; i < 3; i++) await producer.send({ topic, body: `after-${i}` });
+    const broker = cluster.brokers[0]!;
+    await waitFor(() => broker.store.getMaxOffset(`%DLQ%${group}`, 0) === 1 || deliveries.length > 4, 15_000, "the message in the DLQ");
+    assert.deepEqual(deliveries, [0, 1], "delivered maxReconsumeTimes + 1 times, through the retry topic");
+    const dead = broker.store.getMessage("x", `%DLQ%${group}`, 0, 0, 1);
+    assert.equal(dead.status, "FOUND");
+    const [m] = decodeRecords(Buffer.concat(dead.buffers), "x");
+    assert.equal(m!.msgId, sent.msgId);
+    assert.equal(m!.properties.big, big);
+    assert.equal(m!.properties[MessageConst.RETRY_TOPIC], topic);
+    let progress: Awaited<ReturnType<Admin["consumerProgress"]>> = [];
+    await waitFor(
+      async () => {
+        progress = (await admin.consumerProgress(group)).filter((p) => p.topic === topic);
+        return progress.length === 1 && progress[0]!.consumerOffset === 4;
+      },
+      15_000,
+      "the group's offset past the dead-lettered message",
+      100,
+    ).catch(() => assert.fail(`the group's progress on the topic: ${JSON.stringify(progress)}`));
   } finally {
     await consumer.close();
   }

@@ -7,7 +7,7 @@ import { Admin, Producer, type SendResult } from "../../../actors/client/index.t
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { MessageStore } from "../../../store/index.ts";
-import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../../transport/messageRecord.ts";
+import { decodeRecords, encodeMessageBatch, encodeProperties, MAX_SEND_PROPERTIES_BYTES } from "../../../transport/messageRecord.ts";
 import {
   BrokerActor,
   ConsumptionActorFor,
@@ -649,7 +649,7 @@ test("fetchPublishQueues checks the topic name and refuses once the producer is 
   await assert.rejects(p.fetchPublishQueues("Budget"), (e) => isMQError(e, "CLOSED") && /Producer pg-fetch is closed/.test(String(e)));
 });
 
-test("a delayed message with properties at the client's limit for delayed messages is stored (the broker's REAL_TOPIC and REAL_QID fit)", async () => {
+test("a delayed message with properties at the client's limit is stored (the broker's REAL_TOPIC and REAL_QID fit)", async () => {
   const p = await Producer.start({ group: "pg-delay-props", nameservers: [ns.address] });
   try {
     for (let size = 32_000; ; size += 64) {
@@ -657,7 +657,7 @@ test("a delayed message with properties at the client's limit for delayed messag
       const r = await p.send(msg).catch((e: unknown) => e);
       if (r instanceof Error) {
         assert.ok(
-          isMQError(r, "MESSAGE_ILLEGAL") && /for a delayed message/.test(r.message),
+          isMQError(r, "MESSAGE_ILLEGAL") && new RegExp(`at most ${MAX_SEND_PROPERTIES_BYTES} are allowed`).test(r.message),
           `refused by the client, not the broker: ${r}`,
         );
         break;
@@ -667,6 +667,34 @@ test("a delayed message with properties at the client's limit for delayed messag
   } finally {
     await p.close();
   }
+});
+
+test("the broker refuses sends whose properties leave no room for what a send-back adds, except a client's retry copy", async () => {
+  const ref = raw.ref(broker.address, BrokerActor.BROKER);
+  await ref.ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "rg-props" });
+  const props = (bytes: number, extra: Record<string, string> = {}) => {
+    const base = encodeProperties({ ...extra, big: "" }).length;
+    return encodeProperties({ ...extra, big: "v".repeat(bytes - base) });
+  };
+  const send = (topic: string, properties: string) =>
+    ref.ask<SendMessageReply>(
+      { type: "SEND_MESSAGE", producerGroup: "pg", topic, queueId: 0, sysFlag: 0, bornTimestamp: Date.now(), properties },
+      { body: Buffer.from("x") },
+    );
+  const tooLong = (e: unknown) =>
+    isMQError(e, "MESSAGE_ILLEGAL") && new RegExp(`at most ${MAX_SEND_PROPERTIES_BYTES} are allowed`).test((e as Error).message);
+  assert.equal((await send("BigProps", props(MAX_SEND_PROPERTIES_BYTES))).fields.status, "SEND_OK");
+  await assert.rejects(send("BigProps", props(MAX_SEND_PROPERTIES_BYTES + 1)), tooLong);
+  const batch = (bytes: number) =>
+    ref.ask<SendMessageReply>(
+      { type: "SEND_BATCH_MESSAGE", producerGroup: "pg", topic: "BigProps", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() },
+      { body: encodeMessageBatch([{ body: Buffer.from("a") }, { body: Buffer.from("b"), properties: props(bytes) }]) },
+    );
+  assert.equal((await batch(MAX_SEND_PROPERTIES_BYTES)).fields.status, "SEND_OK");
+  await assert.rejects(batch(MAX_SEND_PROPERTIES_BYTES + 1), tooLong);
+  // a retry copy carries RETRY_TOPIC, ORIGIN_MESSAGE_ID and DELAY already: the store's limit applies
+  const copy = props(MAX_SEND_PROPERTIES_BYTES + 200, { [MessageConst.RETRY_TOPIC]: "BigProps", [MessageConst.DELAY]: "1" });
+  assert.equal((await send("%RETRY%rg-props", copy)).fields.status, "SEND_OK");
 });
 
 test("a stored message's bornHost is the producer's IPv4 (its first non-internal one), port 0, for sends and batches", async () => {

@@ -11,7 +11,7 @@ import { processSendBack } from "../../../actors/broker/sendback.ts";
 import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
 import { MessageStore } from "../../../store/index.ts";
-import { decodeRecords, type MessageExt } from "../../../transport/messageRecord.ts";
+import { decodeRecords, encodeProperties, MAX_SEND_PROPERTIES_BYTES, type MessageExt } from "../../../transport/messageRecord.ts";
 import { isMQError, MessageConst, PERM_READ_WRITE, SCHEDULE_TOPIC } from "../../../transport/protocol.ts";
 import { tempDir } from "../../helpers.ts";
 
@@ -100,6 +100,28 @@ test("first send-back: a copy for %RETRY%<group> waits at level 3 in SCHEDULE_TO
   assert.equal(copy.properties[MessageConst.UNIQ_KEY], "U1");
   assert.equal(copy.tags, "TagA");
   assert.equal(copy.keys, "k1");
+});
+
+test("a message with properties at the send limit, on the longest topic and group, is sent back and dead-lettered; a longer origin id gives way to the offset id", async () => {
+  const topic = "T".repeat(127);
+  const group = "g".repeat(120);
+  // a foreign client's UNIQ_KEY longer than the 32 characters the send limit keeps room for
+  const uniq = "U".repeat(40);
+  const base = encodeProperties({ [MessageConst.UNIQ_KEY]: uniq, big: "" }).length;
+  const properties = { [MessageConst.UNIQ_KEY]: uniq, big: "v".repeat(MAX_SEND_PROPERTIES_BYTES - base) };
+  assert.equal(Buffer.byteLength(encodeProperties(properties)), MAX_SEND_PROPERTIES_BYTES);
+  const r = await store.putMessage({ topic, queueId: 0, body: Buffer.from("x"), properties, bornTimestamp: 1, bornHost: "10.0.0.1:1" });
+  const msg = readOne(topic, 0, r.firstQueueOffset);
+  const ask = { group, offset: r.commitLogOffset, delayLevel: 0, originMsgId: uniq, originTopic: topic, maxReconsumeTimes: 1 };
+  assert.equal((await processSendBack(ctx, ask)).toDLQ, false);
+  const copy = readOne(SCHEDULE_TOPIC, 2, 0);
+  assert.equal(copy.properties[MessageConst.REAL_TOPIC], `%RETRY%${group}`);
+  assert.equal(copy.properties[MessageConst.RETRY_TOPIC], topic);
+  assert.equal(copy.properties[MessageConst.ORIGIN_MESSAGE_ID], msg.offsetMsgId);
+  assert.equal(copy.properties.big, properties.big);
+  const dead = await processSendBack(ctx, { ...ask, offset: copy.commitLogOffset, delayLevel: -1 });
+  assert.equal(dead.toDLQ, true);
+  assert.equal(readOne(`%DLQ%${group}`, 0, 0).properties[MessageConst.ORIGIN_MESSAGE_ID], msg.offsetMsgId);
 });
 
 test("a retry message sent back again keeps RETRY_TOPIC and ORIGIN_MESSAGE_ID and waits one level longer", async () => {

@@ -119,34 +119,43 @@ test("a batch entry that is not a message object is MESSAGE_ILLEGAL naming its i
   }
 });
 
-test("properties are refused by the client at the limit the store applies (32 767 bytes less the CRC property it appends)", () => {
-  const limit = MAX_MESSAGE_PROPERTIES_BYTES;
-  const sized = (bytes: number) => {
-    // "big" \u0001 value \u0002 plus the WAIT and UNIQ_KEY properties every message carries
-    const base = Buffer.byteLength(prepareMessage({ topic: "T", body: "x", properties: { big: "v" } }).properties) - 1;
-    return { topic: "T", body: "x", properties: { big: "v".repeat(bytes - base) } };
+/**
+ * The most the broker adds to a message's properties: sending it back (RETRY_TOPIC = the longest
+ * topic, ORIGIN_MESSAGE_ID = a 32-character id, DELAY = a level) through the delay levels (REAL_TOPIC =
+ * the longest topic, %RETRY%<group> included, REAL_QID = a queue id), level and queue id 10 digits.
+ */
+const BROKER_ADDS =
+  ["RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "DELAY", "REAL_TOPIC", "REAL_QID"].reduce((n, name) => n + name.length + 2, 0) +
+  127 +
+  32 +
+  10 +
+  127 +
+  10;
+
+test("properties are refused by the client at the store's limit (32 767 bytes less the CRC property) less what the broker adds when it sends the message back", () => {
+  const limit = MAX_MESSAGE_PROPERTIES_BYTES - BROKER_ADDS;
+  const sized = (bytes: number, delayLevel?: number) => {
+    // "big" \u0001 value \u0002 plus the WAIT and UNIQ_KEY (and DELAY) properties every message carries
+    const base = Buffer.byteLength(prepareMessage({ topic: "T", body: "x", delayLevel, properties: { big: "v" } }).properties) - 1;
+    return { topic: "T", body: "x", delayLevel, properties: { big: "v".repeat(bytes - base) } };
   };
   assert.equal(Buffer.byteLength(prepareMessage(sized(limit)).properties), limit);
+  assert.equal(Buffer.byteLength(prepareMessage(sized(limit, 3)).properties), limit, "a delayed message has the same limit");
   for (const build of [(m: ReturnType<typeof sized>) => prepareMessage(m), (m: ReturnType<typeof sized>) => prepareBatch([m])])
     assert.throws(
       () => build(sized(limit + 1)),
-      (e) => isMQError(e, "MESSAGE_ILLEGAL") && new RegExp(`at most ${limit} are allowed`).test((e as Error).message),
+      (e) =>
+        isMQError(e, "MESSAGE_ILLEGAL") &&
+        new RegExp(`are ${limit + 1} bytes; at most ${limit} are allowed`).test((e as Error).message) &&
+        /retries/.test((e as Error).message),
     );
-  assert.ok(prepareBatch([sized(limit)]).body.length > limit, "a batch member at the limit is taken");
-});
-
-test("a delayed message leaves room for the REAL_TOPIC and REAL_QID properties the broker adds", () => {
-  const base = Buffer.byteLength(prepareMessage({ topic: "T", body: "x", delayLevel: 3, properties: { big: "v" } }).properties) - 1;
-  const delayed = (bytes: number) => ({ topic: "T", body: "x", delayLevel: 3, properties: { big: "v".repeat(bytes - base) } });
   assert.throws(
-    () => prepareMessage(delayed(MAX_MESSAGE_PROPERTIES_BYTES)),
-    (e) =>
-      isMQError(e, "MESSAGE_ILLEGAL") && /for a delayed message \(the broker adds its real topic and queue\)/.test((e as Error).message),
-  );
-  const room = MAX_MESSAGE_PROPERTIES_BYTES - "REAL_TOPIC\u0001\u0002REAL_QID\u0001\u0002".length - 127 - 10;
-  assert.equal(Buffer.byteLength(prepareMessage(delayed(room)).properties), room);
-  assert.throws(
-    () => prepareMessage(delayed(room + 1)),
+    () => prepareMessage(sized(limit + 1, 3)),
     (e) => isMQError(e, "MESSAGE_ILLEGAL"),
   );
+  assert.ok(prepareBatch([sized(limit)]).body.length > limit, "a batch member at the limit is taken");
+  // multi-byte text is counted in UTF-8 bytes
+  const wide = sized(limit - 2);
+  wide.properties.big = `${wide.properties.big.slice(1)}\u00e9`;
+  assert.equal(Buffer.byteLength(prepareMessage(wide).properties), limit - 1);
 });
