@@ -84,8 +84,36 @@ export function errorLine(e: unknown): string {
   return `error: ${e instanceof Error ? e.message : String(e)}`;
 }
 
-export function fail(e: unknown, code: number = ExitCode.ERROR): never {
+function writeErrorLine(e: unknown): void {
   process.stderr.write(`actormq: ${errorLine(e).replace(/\s*\n\s*/g, " ")}\n`);
+}
+
+export function fail(e: unknown, code: number = ExitCode.ERROR): never {
+  writeErrorLine(e);
+  process.exit(code);
+}
+
+/**
+ * Resolves once what was written to `stream` has been handed to the OS, or the stream failed (its
+ * reader went away: nothing more can be shown). Into a pipe, what a reader has not taken yet waits
+ * in the process, and process.exit would drop it.
+ */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.destroyed || stream.writableLength === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    // an EPIPE is also an 'error' event: one listener keeps it from being an uncaught exception
+    const done = () => {
+      stream.off("error", done);
+      resolve();
+    };
+    stream.on("error", done);
+    stream.write("", done);
+  });
+}
+
+/** process.exit(code) once stdout and stderr are flushed. */
+export async function exitFlushed(code: number): Promise<never> {
+  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
   process.exit(code);
 }
 
@@ -115,8 +143,11 @@ export async function runClient(body: (onExit: (fn: () => Promise<unknown>) => v
   }
   await release();
   // a body that failed only because its output had no reader (a closed producer) is no error
-  if (failure !== undefined && !readerGone) fail(failure);
-  process.exit(ExitCode.OK);
+  if (failure !== undefined && !readerGone) {
+    writeErrorLine(failure);
+    await exitFlushed(ExitCode.ERROR);
+  }
+  await exitFlushed(ExitCode.OK);
 }
 
 /**

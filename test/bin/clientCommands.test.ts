@@ -163,6 +163,47 @@ test("message --key with --topic lists the key's messages; --id shows the one se
   assert.match(oneLine(none.err), /error QUERY_NOT_FOUND: No message found/);
 });
 
+/** The command with a reader that starts reading stdout only after `lateMs` (`| less`, a busy `| jq`). */
+function lateReader(args: string[], lateMs: number): Promise<{ code: number | null; out: string; err: string }> {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env } });
+  child.stdin.end();
+  child.stdout.pause();
+  const chunks: Buffer[] = [];
+  let err = "";
+  child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+  const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  setTimeout(() => {
+    child.stdout.on("data", (d: Buffer) => chunks.push(d));
+    child.stdout.resume();
+  }, lateMs);
+  return new Promise((resolve) =>
+    child.stdout.once("close", async () => resolve({ code: await exit, out: Buffer.concat(chunks).toString(), err })),
+  );
+}
+
+test("output larger than a pipe's buffer reaches a reader that is late: message --id, message --key and consume print every byte before they exit", async () => {
+  await cli(["topic", "create", "CliLate", "--queues", "1"], { env });
+  const body = "b".repeat(1024 * 1024);
+  const s = await cli(["send", "--topic", "CliLate", "--keys", "late-k"], { env, input: `${body}\n` });
+  assert.equal(s.code, 0, s.err);
+  const msgId = s.out.trim().split(" ")[1]!;
+  for (const args of [
+    ["message", "--id", msgId],
+    ["message", "--key", "late-k", "--topic", "CliLate"],
+    ["consume", "--topic", "CliLate", "--group", "cli-late", "--from", "first", "--count", "1"],
+  ]) {
+    const r = await lateReader(args, 500);
+    assert.equal(r.code, 0, r.err);
+    assert.ok(r.out.endsWith(` ${body}\n`), `${args[0]} printed ${r.out.length} bytes of the ${body.length}-byte body's line`);
+  }
+  // a reader that leaves before the rest is flushed (`| head -c 100`): exit 0 without a word, no wait
+  const h = headed(["message", "--id", msgId], 0);
+  h.child.stdin.end();
+  await h.headDone;
+  assert.equal(await h.exit, 0, h.err());
+  assert.doesNotMatch(h.err(), /EPIPE|Unhandled|at /);
+});
+
 /** The command with stdout read until `lines` lines arrived, then closed, as `| head -<lines>` does. */
 function headed(args: string[], lines: number) {
   const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env } });
