@@ -401,9 +401,18 @@ export class ConsumeOrderlyService {
     return true;
   }
 
-  /** Commits everything taken: the offset moves past it, unless the queue was dropped meanwhile. */
+  /**
+   * Commits everything taken: the offset moves past it, unless the queue was dropped meanwhile or
+   * its lock lapsed while the batch was in the listener.
+   */
   private commit(run: QueueRun): void {
     const { mq, pq } = run;
+    if (!this.lockValid(pq)) {
+      // another member may have taken the queue and committed past this batch: committing it would
+      // move the offset back. It is put back; the relock rebuilds the queue from the broker's offset.
+      pq.rollback();
+      return;
+    }
     const offset = pq.commit();
     if (run.deadLettered.size > 0) for (const o of run.deadLettered) if (o < offset) run.deadLettered.delete(o);
     if (offset >= 0 && (!pq.dropped || run.releasing)) {

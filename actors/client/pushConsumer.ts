@@ -399,6 +399,7 @@ export class PushConsumer {
         ? new QueueLocks({
             host,
             group: this.group,
+            lockMaxLiveTimeMs: opts.rebalanceLockMaxLiveTimeMs,
             held: () => this.held.values(),
             onRegained: (q) => this.rebuildQueue(q.mq, q.pq),
             rebalanceNow: () => this.rebalanceNow(),
@@ -426,10 +427,14 @@ export class PushConsumer {
     (this as { queueLocks: QueueLocks | null }).queueLocks = locks;
   }
 
-  /** A lost orderly queue: the batch in hand finishes and commits, the offset is persisted, then the broker lock goes. */
+  /**
+   * A lost orderly queue: the batch in hand finishes and commits, the offset is persisted (unless the
+   * lock lapsed meanwhile), then the broker lock goes.
+   */
   private async releaseOrderlyQueue(h: HeldQueue): Promise<void> {
     await this.orderlyService!.release(h.pq, ORDERLY_RELEASE_MAX_WAIT_MS);
-    await this.offsetStore.persist(h.mq).catch(() => {});
+    // a lapsed lock's offset may be behind another member's (see persistableQueues)
+    if (this.queueLocks!.isLockHeld(h.pq)) await this.offsetStore.persist(h.mq).catch(() => {});
     // the queue came back to this client while it was released: keep the lock, the new entry uses it
     if (this.held.has(mqKey(h.mq))) return;
     this.offsetStore.removeOffset(h.mq);
@@ -622,9 +627,22 @@ export class PushConsumer {
     this.rebalanceNow();
   }
 
-  /** Persists every held queue's offset now. */
+  /** Persists every held queue's offset now (orderly: those whose lock still holds). */
   async persistOffsets(): Promise<void> {
-    await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq)).catch((e) => this.persistFailed(e, false));
+    await this.offsetStore.persistAll(this.persistableQueues()).catch((e) => this.persistFailed(e, false));
+  }
+
+  /**
+   * The held queues whose offsets may be stored. An orderly queue whose lock lapsed (its client
+   * frozen or cut off past rebalanceLockMaxLiveTimeMs) is left out, and its offset forgotten: another
+   * member may have consumed and committed past it meanwhile, and storing it would move the
+   * group's offset back. The queue's rebuild reads the broker's offset again when it is relocked.
+   */
+  private persistableQueues(): MessageQueue[] {
+    const locks = this.queueLocks;
+    const mqs: MessageQueue[] = [];
+    for (const h of this.held.values()) if (!locks || locks.isLockHeld(h.pq)) mqs.push(h.mq);
+    return mqs;
   }
 
   /** Stops pulling and consuming, persists offsets, leaves the group, releases everything. */
@@ -650,7 +668,7 @@ export class PushConsumer {
     for (const name of [this.names.rebalancer, this.names.pull, this.names.consume, this.names.locks]) node.stopActor(name);
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
-    await this.offsetStore.persistAll(mqs).catch((e) => this.persistFailed(e, true));
+    await this.offsetStore.persistAll(this.persistableQueues()).catch((e) => this.persistFailed(e, true));
     // orderly: the queues are free for the group's other members once their offsets are stored,
     // and so are those a rebalance round had just locked for a gain it will not complete
     // a round locking a queue now gives it back itself when its answer comes: wait for it

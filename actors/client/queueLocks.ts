@@ -5,7 +5,8 @@
  * is renewed every 20 s (first after 1 s), and a queue given up is unlocked (UNLOCK_BATCH_MQ)
  * once the batch in hand is committed. The broker lets one client of a group hold a queue at a
  * time and forgets a lock not renewed for 60 s; the client considers its own lock expired after
- * 30 s without renewal, so it stops consuming before the broker could hand the queue to another.
+ * 30 s without renewal, so it stops consuming before the broker could hand the queue to another,
+ * and takes a lock granted again after that for a regained one (its cache and offset rebuilt).
  *
  * {@link QueueLocks} does the requests; {@link queueLocksMachine} is the actor that renews.
  */
@@ -37,11 +38,17 @@ export interface LockedQueue {
 export interface QueueLocksDeps {
   host: Pick<ConsumerHost, "node" | "clientId" | "brokerAddress">;
   group: string;
+  /** the client's view of a lock's validity after its last renewal (default 30 s) */
+  lockMaxLiveTimeMs?: number;
   /** the queues held now */
   held(): Iterable<LockedQueue>;
   /** a held queue's lock was confirmed (consumption may go on) */
   onLocked?(q: LockedQueue): void;
-  /** a held queue whose lock had been lost is locked again: its cache and offset are stale */
+  /**
+   * a held queue whose lock had been lost (refused, or not renewed within lockMaxLiveTimeMs) is
+   * locked again: another member may have consumed and committed it meanwhile, so its cache and
+   * offset are stale
+   */
   onRegained?(q: LockedQueue): void;
   /** a new queue could not be locked: run a rebalance again soon */
   rebalanceNow?(): void;
@@ -63,6 +70,24 @@ export class QueueLocks {
 
   constructor(private readonly deps: QueueLocksDeps) {}
 
+  /**
+   * Whether `pq`'s lock holds in the client's view: granted and renewed within lockMaxLiveTimeMs.
+   * Once it does not, the broker may have given the queue to another member (a client frozen or
+   * cut off gets no "not locked" answer), so a new grant is a regain, not a renewal.
+   */
+  isLockHeld(pq: ProcessQueue<MessageExt>, now = Date.now()): boolean {
+    return pq.locked && now - pq.lastLockTimestamp <= (this.deps.lockMaxLiveTimeMs ?? DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS);
+  }
+
+  /** Marks a held queue locked as of `now`; one whose lock had lapsed is reported regained. */
+  private granted(q: LockedQueue, now: number): void {
+    const regained = !this.isLockHeld(q.pq, now);
+    q.pq.locked = true;
+    q.pq.lastLockTimestamp = now;
+    if (regained) this.deps.onRegained?.(q);
+    else this.deps.onLocked?.(q);
+  }
+
   /** LOCK_BATCH_MQ for the given queues of one broker; resolves with the keys locked (empty on failure). */
   private async lockOnBroker(brokerName: string, mqs: MessageQueue[], timeoutMs: number): Promise<Set<string> | null> {
     const addr = this.deps.host.brokerAddress(brokerName, MASTER_ID);
@@ -83,17 +108,14 @@ export class QueueLocks {
 
   /**
    * Locks one queue (at rebalance, before it is pulled, and when consumption finds its lock
-   * expired). Marks `pq` locked when given. A failure asks for another rebalance in 500 ms when
-   * `retryRebalance` is set.
+   * expired). Marks `pq` locked when given, and reports it regained when its lock had lapsed. A
+   * failure asks for another rebalance in 500 ms when `retryRebalance` is set.
    */
   async lock(mq: MessageQueue, pq?: ProcessQueue<MessageExt>, retryRebalance = false): Promise<boolean> {
     if (this.stopped) return false;
     const locked = await this.lockOnBroker(mq.brokerName, [mq], LOCK_REQUEST_TIMEOUT_MS);
     const ok = locked?.has(mqKey(mq)) === true;
-    if (pq && ok) {
-      pq.locked = true;
-      pq.lastLockTimestamp = Date.now();
-    }
+    if (pq && ok) this.granted({ mq, pq }, Date.now());
     if (!ok && retryRebalance) this.rebalanceLater();
     return ok;
   }
@@ -121,15 +143,8 @@ export class QueueLocks {
         const now = Date.now();
         for (const q of qs) {
           if (q.pq.dropped) continue;
-          if (locked.has(mqKey(q.mq))) {
-            const wasLocked = q.pq.locked;
-            q.pq.locked = true;
-            q.pq.lastLockTimestamp = now;
-            if (!wasLocked) this.deps.onRegained?.(q);
-            else this.deps.onLocked?.(q);
-          } else {
-            q.pq.locked = false;
-          }
+          if (locked.has(mqKey(q.mq))) this.granted(q, now);
+          else q.pq.locked = false;
         }
       }),
     );

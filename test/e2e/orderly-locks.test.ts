@@ -25,13 +25,23 @@
  * Unbroken, it passes (5 runs in a row, 3 at once). The larger orderly e2e test
  * (orderly-consume.test.ts) cannot catch these: its 10 ms batches end before a newcomer starts.
  *
+ * The second test freezes a member (SIGSTOP) past its lock's life while another takes its queues
+ * over, and checks that once woken (SIGCONT) it does not replay its stale cache when it gets them
+ * back: it was seen failing before the client took a lock granted again after it had lapsed for a
+ * regain (the member went back to its pre-freeze offsets, behind the other's commits).
+ *
  * The broker's lock expiry is 3 s (`lockMaxLiveTimeMs`, default 60 s); the clients renew every
  * 500 ms and consider a lock lost after 1.5 s, below the broker's expiry.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import path from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { Admin, type MessageQueue, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
 
 const QUEUES = 8;
 /** ~4 batches a second per queue for ~15 s at most: the backlog never runs out. */
@@ -181,6 +191,110 @@ test("orderly: a queue changes hands only after its previous owner's batch ended
     assert.ok(handOvers >= 6, `queues changed hands ${handOvers} times`);
   } finally {
     for (const c of consumers.values()) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+interface ChildBatch {
+  client: string;
+  queueId: number;
+  start: number;
+  end: number;
+  offsets: number[];
+}
+
+/** An orderly consumer in its own process (fixtures/orderlyConsumer.ts), so it can be frozen. */
+function orderlyChild(name: string, env: Record<string, string>, batches: ChildBatch[]) {
+  const proc = spawn(process.execPath, ["--import", "tsx", path.join(here, "fixtures", "orderlyConsumer.ts")], {
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "silent", INSTANCE: name, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let ready = false;
+  let rest = "";
+  proc.stdout!.setEncoding("utf8");
+  proc.stdout!.on("data", (chunk: string) => {
+    rest += chunk;
+    let i: number;
+    while ((i = rest.indexOf("\n")) >= 0) {
+      const line = rest.slice(0, i);
+      rest = rest.slice(i + 1);
+      const f = line.split(" ");
+      if (line === "READY") ready = true;
+      else if (f[0] === "E" && f.length === 5) {
+        const offsets = f[4]!.split(",").map((item) => Number(item.split(":")[0]));
+        batches.push({ client: name, queueId: Number(f[1]), start: Number(f[2]), end: Number(f[3]), offsets });
+      }
+    }
+  });
+  const exited = new Promise<void>((resolve) => proc.on("exit", () => resolve()));
+  return { proc, exited, ready: () => waitFor(() => ready, 30_000, `orderly consumer ${name} READY`) };
+}
+
+test("orderly: a member frozen past its lock's life does not replay its stale cache when it gets its queues back", async () => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-freeze-");
+  const cluster = await startLocalCluster({
+    dir,
+    broker: { flush: "async", lockMaxLiveTimeMs: 3000, channelExpiredTimeoutMs: 2000, clientScanIntervalMs: 250 } as object,
+  });
+  const producer = await Producer.start({ group: "pgOrdFreeze", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const queues = 4;
+  const batches: ChildBatch[] = [];
+  const env = { NAMESRV: cluster.nameservers[0]!, GROUP: "cgOrdFreeze", TOPIC: "OrdFreeze", DELAY_MS: "200" };
+  const a = orderlyChild("A", env, batches);
+  let b: ReturnType<typeof orderlyChild> | undefined;
+  const began = (client: string, q: number, since: number) =>
+    batches.filter((x) => x.client === client && x.queueId === q && x.start >= since).length;
+  try {
+    await admin.createTopic({ topic: "OrdFreeze", readQueueNums: queues, writeQueueNums: queues });
+    for (let q = 0; q < queues; q++) {
+      const msgs = Array.from({ length: 200 }, (_, i) => ({ topic: "OrdFreeze", body: `${q}:${i}` }));
+      await producer.sendBatch(msgs, { selector: (mqs: MessageQueue[]) => mqs.find((m) => m.queueId === q), arg: q });
+    }
+    await a.ready();
+    b = orderlyChild("B", env, batches);
+    await b.ready();
+    const tB = Date.now();
+    const held = (client: string) => [...new Set(batches.filter((x) => x.client === client && x.start >= tB).map((x) => x.queueId))];
+    await waitFor(() => held("A").length === 2 && held("B").length === 2, 20_000, "A and B each consuming 2 queues");
+    const aQueues = held("A");
+    await waitFor(() => aQueues.every((q) => began("A", q, tB) >= 2), 10_000, "A consuming its queues");
+
+    // A freezes (often inside a batch): its lock lapses, the broker gives its queues to B
+    const tStop = Date.now();
+    a.proc.kill("SIGSTOP");
+    try {
+      await waitFor(() => aQueues.every((q) => began("B", q, tStop) >= 3), 20_000, "B consuming A's queues while A is frozen");
+    } finally {
+      a.proc.kill("SIGCONT");
+    }
+    const tCont = Date.now();
+    await waitFor(() => aQueues.every((q) => began("A", q, tCont) >= 3), 20_000, "A consuming its queues again after waking");
+
+    for (const q of aQueues) {
+      const mine = batches.filter((x) => x.queueId === q).sort((x, y) => x.start - y.start);
+      // before the freeze: A's batches, the one in hand when it froze included (its result is not committed)
+      const before = mine.filter((x) => x.client === "A" && x.start < tStop).flatMap((x) => x.offsets);
+      const after = mine.filter((x) => !(x.client === "A" && x.start < tStop)).flatMap((x) => x.offsets);
+      // B starts where A's last stored offset was: what A consumed past it comes again, nothing is skipped
+      assert.ok(after[0]! <= before.at(-1)! + 1, `queue ${q}: B began at ${after[0]} after A's ${before.at(-1)}: a gap`);
+      // from then on, across B and the woken A, each offset once and in order: A resumes after B's
+      // last commit, not from its own cache of before the freeze
+      assert.deepEqual(
+        after,
+        Array.from({ length: after.length }, (_, i) => after[0]! + i),
+        `queue ${q}: offsets after the freeze consumed once each, in order (B then the woken A)`,
+      );
+    }
+  } finally {
+    for (const c of [a, b]) {
+      if (!c || c.proc.exitCode !== null || c.proc.signalCode !== null) continue;
+      c.proc.kill("SIGKILL");
+      await c.exited;
+    }
     await admin.close();
     await producer.close();
     await cluster.close();

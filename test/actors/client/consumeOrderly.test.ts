@@ -1,7 +1,8 @@
 /**
  * ConsumeOrderlyService with fake offset store, locks and send-back: one batch at a time per
  * queue in offset order, commit on SUCCESS, suspend and redeliver on SUSPEND or throw, DLQ after
- * maxReconsumeTimes, consumption only under a valid lock, release commits the batch in hand; and
+ * maxReconsumeTimes, consumption only under a valid lock, release commits the batch in hand, a
+ * lock that lapsed is a regain (QueueLocks) and a batch under it is not committed; and
  * PushConsumer.start's checks of the orderly timing options.
  */
 import assert from "node:assert/strict";
@@ -14,6 +15,7 @@ import {
 } from "../../../actors/client/consumeOrderlyService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
+import { type LockedQueue, QueueLocks } from "../../../actors/client/queueLocks.ts";
 import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageQueue } from "../../../transport/protocol.ts";
@@ -333,6 +335,92 @@ test("clustering: no consumption without a valid lock; the lock is retried and c
   await waitFor(() => delivered.length === 1, 6_000, "consumed once locked");
   assert.ok(lockCalls.length >= 2);
   await service.stop();
+});
+
+/** QueueLocks over a fake broker that grants every lock asked for. */
+function grantingLocks(lockMaxLiveTimeMs: number, events: string[], held: LockedQueue[] = []): QueueLocks {
+  const host = {
+    clientId: "c1",
+    brokerAddress: () => "tcp://fake",
+    node: {
+      ref: () => ({
+        ask: async (m: { mqSet: MessageQueue[] }) => ({ fields: { lockOKMQSet: m.mqSet } }),
+      }),
+    },
+  } as unknown as ConstructorParameters<typeof QueueLocks>[0]["host"];
+  return new QueueLocks({
+    host,
+    group: "g",
+    lockMaxLiveTimeMs,
+    held: () => held,
+    onLocked: (q) => events.push(`locked ${q.mq.queueId}`),
+    onRegained: (q) => events.push(`regained ${q.mq.queueId}`),
+  });
+}
+
+test("a lock granted again after it lapsed (pq.locked still true, last renewal too old) is a regain: the queue is rebuilt", async () => {
+  // a client frozen (or cut off) past lockMaxLiveTimeMs never got a "not locked" answer: pq.locked
+  // is still true, but the broker may have given the queue to another member meanwhile
+  const events: string[] = [];
+  const locks = grantingLocks(1_000, events);
+  const pq = new ProcessQueue<MessageExt>();
+  pq.locked = true;
+  pq.lastLockTimestamp = Date.now() - 5_000;
+  assert.equal(await locks.lock(mq, pq), true);
+  assert.deepEqual(events, ["regained 0"], "the consume service's relock of a lapsed queue rebuilds it");
+  assert.equal(pq.locked, true);
+  assert.ok(Date.now() - pq.lastLockTimestamp < 1_000);
+  // renewed in time: a renewal, not a regain
+  assert.equal(await locks.lock(mq, pq), true);
+  assert.deepEqual(events, ["regained 0", "locked 0"]);
+  // the same through the periodic renewal of every held queue
+  const held = { mq: { ...mq, queueId: 1 }, pq: new ProcessQueue<MessageExt>() };
+  held.pq.locked = true;
+  held.pq.lastLockTimestamp = Date.now() - 5_000;
+  const renewing = grantingLocks(1_000, events, [held]);
+  await renewing.lockAll();
+  assert.deepEqual(events.slice(2), ["regained 1"]);
+  await renewing.lockAll();
+  assert.deepEqual(events.slice(2), ["regained 1", "locked 1"]);
+});
+
+test("a batch whose lock lapsed while it was in the listener is not committed: it is put back and the queue relocks", async () => {
+  let finish!: () => void;
+  const lockCalls: number[] = [];
+  const delivered: number[] = [];
+  const { service, pq, offsets } = setup(
+    (msgs) => {
+      delivered.push(msgs[0]!.queueOffset);
+      return new Promise<string>((r) => (finish = () => r("SUCCESS")));
+    },
+    {
+      lockQueue: async () => {
+        lockCalls.push(Date.now());
+        return false;
+      },
+    },
+    { lockMaxLiveTimeMs: 1_000 },
+  );
+  pq.lastLockTimestamp = Date.now();
+  try {
+    feed(service, pq, [70, 71]);
+    await waitFor(() => finish !== undefined, 2_000, "listener entered");
+    // the client was frozen inside the batch: no renewal for longer than the lock lives
+    pq.lastLockTimestamp = Date.now() - 5_000;
+    finish();
+    await waitFor(() => lockCalls.length >= 1, 2_000, "a relock attempt");
+    assert.deepEqual(offsets.updates, [], "no offset committed under a lapsed lock (another member may have moved past it)");
+    assert.deepEqual(delivered, [70], "nothing more consumed without a valid lock");
+    assert.equal(pq.inFlightCount, 0);
+    assert.deepEqual(
+      pq.messages().map((m) => m.queueOffset),
+      [70, 71],
+      "the batch is put back, in order",
+    );
+  } finally {
+    // the lock retries never end on their own
+    await service.stop();
+  }
 });
 
 test("release: the batch in hand finishes and commits although the queue was dropped", async () => {
