@@ -21,12 +21,13 @@ import {
   ConsumptionActorFor,
   compareMessageQueue,
   type GetConsumerListReply,
+  isMQError,
   MASTER_ID,
   type MessageModel,
   type MessageQueue,
   mqKey,
 } from "../../transport/protocol.ts";
-import { lazyClientLogger } from "../logger.ts";
+import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { AllocateOptions, AllocateStrategy } from "./allocateStrategies.ts";
 import { waitForQueueListeners } from "./consumeService.ts";
@@ -34,7 +35,7 @@ import type { OffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
 import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
-import { findBrokerAddressInSubscribe } from "./pullService.ts";
+import { findBrokerAddressInSubscribe, PULL_FAILURE_LOG_INTERVAL_MS } from "./pullService.ts";
 import type { SubscriptionTable } from "./subscriptions.ts";
 
 /** @default 20000 — RebalanceService's period. */
@@ -91,8 +92,11 @@ export interface RebalancerDeps {
   onPersistFailed?(error: unknown): void;
 }
 
-/** Rebalance results, one line per change (ACTORMQ_LOG_LEVEL; quiet under the test runner). */
-const rebalanceLog = lazyClientLogger("client:rebalance");
+/**
+ * Rebalance results, one line per change, and queues whose start offset could not be read, at
+ * warn (ACTORMQ_LOG_LEVEL; quiet under the test runner).
+ */
+export const rebalanceLog = lazyClientLogger("client:rebalance");
 
 /** One client's queue assignment logic. */
 export class Rebalancer {
@@ -102,6 +106,11 @@ export class Rebalancer {
   private reregistered = false;
   /** orderly: queues locked on their broker by a gain still in progress (not in `held` yet) */
   private readonly gaining = new Map<string, MessageQueue>();
+  /**
+   * Failures retried every round, logged at most once per 30 s per key: a topic whose members no
+   * broker listed (by topic), a gained queue whose start offset could not be read (by mqKey)
+   */
+  private readonly failureLog = new LogThrottle(PULL_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly deps: RebalancerDeps) {}
 
@@ -205,9 +214,14 @@ export class Rebalancer {
   private async findConsumerIdList(mqAll: MessageQueue[]): Promise<string[] | null> {
     const names = [...new Set(mqAll.map((q) => q.brokerName))];
     const start = Math.floor(Math.random() * names.length);
+    const failures: string[] = [];
     for (let i = 0; i < names.length; i++) {
-      const addr = findBrokerAddressInSubscribe(this.deps.host, names[(start + i) % names.length]!, MASTER_ID)?.addr;
-      if (!addr) continue;
+      const name = names[(start + i) % names.length]!;
+      const addr = findBrokerAddressInSubscribe(this.deps.host, name, MASTER_ID)?.addr;
+      if (!addr) {
+        failures.push(`${name}: no address`);
+        continue;
+      }
       try {
         const r = await this.deps.host.node
           .ref(addr, ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP)
@@ -216,9 +230,20 @@ export class Rebalancer {
             { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS },
           );
         if (Array.isArray(r.fields.consumerIdList)) return [...r.fields.consumerIdList];
-      } catch {
-        // next broker
+        failures.push(`${name} (${addr}): no member list in the answer`);
+      } catch (e) {
+        failures.push(`${name} (${addr}): ${e instanceof Error ? e.message : String(e)}`);
       }
+    }
+    // RocketMQ's "doRebalance, get consumer id list failed": a consumer whose brokers are all down
+    // would otherwise hold nothing and say nothing
+    const topic = mqAll[0]?.topic ?? "";
+    if (!this.stopped && this.failureLog.pass(topic) !== undefined) {
+      rebalanceLog().warn(
+        { group: this.deps.group, clientId: this.deps.host.clientId, topic, errors: failures },
+        `No broker of topic ${topic} listed the members of group ${this.deps.group}, so none of its queues is pulled ` +
+          `(retried every rebalance, logged at most once every ${PULL_FAILURE_LOG_INTERVAL_MS / 1000} s per topic): ${failures.join("; ")}`,
+      );
     }
     return null;
   }
@@ -253,7 +278,24 @@ export class Rebalancer {
           mq,
           this.deps.lockQueue ? this.lookups : this.takeOverLookups,
         );
-      } catch {
+      } catch (e) {
+        // RocketMQ's "doRebalance, add new mq failed": without it a consumer whose broker is down says nothing at all
+        if (!this.stopped && this.failureLog.pass(k) !== undefined) {
+          const error = e instanceof Error ? e.message : String(e);
+          rebalanceLog().warn(
+            {
+              group: this.deps.group,
+              clientId: this.deps.host.clientId,
+              topic: mq.topic,
+              brokerName: mq.brokerName,
+              queueId: mq.queueId,
+              code: isMQError(e) ? e.code : undefined,
+              error,
+            },
+            `Not pulling ${k} for group ${this.deps.group} yet: its start offset could not be computed ` +
+              `(logged at most once every ${PULL_FAILURE_LOG_INTERVAL_MS / 1000} s per queue): ${error}`,
+          );
+        }
         return;
       }
       if (held.has(k) || this.stopped) return;

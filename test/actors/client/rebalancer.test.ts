@@ -4,11 +4,12 @@ import { allocateAveragely } from "../../../actors/client/allocateStrategies.ts"
 import { ConsumeService, defaultConsumeSettings } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
-import { type HeldQueue, Rebalancer } from "../../../actors/client/rebalancer.ts";
+import { PULL_FAILURE_LOG_INTERVAL_MS } from "../../../actors/client/pullService.ts";
+import { type HeldQueue, Rebalancer, rebalanceLog } from "../../../actors/client/rebalancer.ts";
 import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
 import type { ActorNode } from "../../../actors/runtime/index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
-import { type MessageModel, type MessageQueue, mqKey } from "../../../transport/protocol.ts";
+import { type MessageModel, type MessageQueue, MQError, mqKey } from "../../../transport/protocol.ts";
 
 const queues = (n: number): MessageQueue[] =>
   Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
@@ -377,4 +378,120 @@ test("broadcasting: a lost queue whose offset cannot be written is reported and 
   assert.equal(held.size, 4);
   assert.equal(failures.length, 4);
   assert.match(String(failures[0]), /ENOSPC/);
+});
+
+test("a queue whose start offset cannot be read is logged at warn, at most once per queue per interval, and retried next round", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let brokerDown = true;
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node: { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async () => queues(4),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      // broker a is down: its committed offsets cannot be read (-2)
+      readOffset: async (mq) => (brokerDown && mq.brokerName === "a" ? -2 : 0),
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {},
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  await r.doRebalance();
+  assert.deepEqual([...held.keys()].sort(), ["T@b@0", "T@b@1"]);
+  assert.deepEqual(lines.map((l) => `${l.fields.brokerName}:${l.fields.queueId}`).sort(), ["a:0", "a:1"]);
+  assert.deepEqual(
+    { group: lines[0]!.fields.group, topic: lines[0]!.fields.topic, code: lines[0]!.fields.code },
+    { group: "g", topic: "T", code: "QUERY_NOT_FOUND" },
+  );
+  assert.match(lines[0]!.msg, /T@a@[01]/);
+  assert.match(lines[0]!.msg, /could not be read/);
+
+  // the next round within the interval: still failing, quiet
+  t.mock.timers.tick(PULL_FAILURE_LOG_INTERVAL_MS - 1);
+  await r.doRebalance();
+  assert.equal(lines.length, 2);
+  t.mock.timers.tick(1);
+  await r.doRebalance();
+  assert.equal(lines.length, 4, "logged again once the interval has passed");
+  brokerDown = false;
+  await r.doRebalance();
+  assert.equal(held.size, 4, "the queues are taken once their offsets can be read");
+  assert.equal(lines.length, 4);
+});
+
+test("clustering: a topic whose group members no broker can list is logged at warn, at most once per topic per interval", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let brokerDown = true;
+  const node = {
+    ref: () => ({
+      ask: async () => {
+        if (brokerDown) throw new MQError("TIMEOUT", "no answer within 3000 ms");
+        return { fields: { consumerIdList: ["c1"] } };
+      },
+    }),
+  } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: (name, id = 0) => (id === 0 ? `tcp://${name}:1` : undefined),
+      fetchSubscribeQueues: async () => [0, 1].map((queueId) => ({ topic: "T", brokerName: "a", queueId })),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      readOffset: async () => 0,
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {},
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  await r.doRebalance();
+  assert.equal(held.size, 0);
+  assert.equal(lines.length, 1, "asked twice in the round (once more after a heartbeat), logged once");
+  assert.deepEqual({ group: lines[0]!.fields.group, topic: lines[0]!.fields.topic }, { group: "g", topic: "T" });
+  assert.match(lines[0]!.msg, /tcp:\/\/a:1/);
+  assert.match(lines[0]!.msg, /no answer within 3000 ms/);
+  t.mock.timers.tick(PULL_FAILURE_LOG_INTERVAL_MS - 1);
+  await r.doRebalance();
+  assert.equal(lines.length, 1);
+  t.mock.timers.tick(1);
+  await r.doRebalance();
+  assert.equal(lines.length, 2, "logged again once the interval has passed");
+  brokerDown = false;
+  await r.doRebalance();
+  assert.equal(held.size, 2);
+  assert.equal(lines.length, 2);
 });
