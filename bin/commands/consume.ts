@@ -41,6 +41,32 @@ export function parseFrom(from: string): ConsumeFrom {
   }
 }
 
+/**
+ * `--from <time>`: the time before which the messages the consumer receives are skipped (consumed
+ * without being printed), when the group starts where `--from` says. As in RocketMQ, the broker
+ * starts a new group at 0 on a young queue (its first message still in memory) whatever
+ * consumeFromWhere says; skipping what was stored earlier makes the time mean "from then on"
+ * there too. Undefined for first/last and for a `--group` that already consumed the topic (it
+ * goes on from its committed offsets: `reset-offset` moves them).
+ */
+export async function skipStoredBefore(
+  admin: Admin,
+  f: Pick<ConsumeFlags, "group" | "topic" | "from" | "broadcast">,
+): Promise<number | undefined> {
+  const { consumeFromWhere, consumeTimestamp } = f.from;
+  if (consumeFromWhere !== "CONSUME_FROM_TIMESTAMP") return undefined;
+  // a group made for this run, or broadcasting (offsets kept per host and process): nothing committed
+  if (f.group === undefined || f.broadcast) return consumeTimestamp;
+  let progress: Awaited<ReturnType<Admin["consumerProgress"]>>;
+  try {
+    progress = await admin.consumerProgress(f.group);
+  } catch (e) {
+    if (e instanceof MQError && e.code === "SUBSCRIPTION_GROUP_NOT_EXIST") return consumeTimestamp;
+    throw e;
+  }
+  return progress.some((q) => q.topic === f.topic && q.consumerOffset > 0) ? undefined : consumeTimestamp;
+}
+
 /** One printed line per message; bodies are shown as UTF-8 with newlines escaped. */
 export function formatMessage(m: MessageExt): string {
   const body = m.body.toString("utf8").replace(/\n/g, "\\n");
@@ -57,7 +83,7 @@ export function addConsumeCommand(program: Command): void {
       .addOption(
         new Option(
           "--from <where>",
-          "where a group without committed offsets starts: first, last or a time (ISO 8601 / epoch ms); as in RocketMQ, last still reads a young topic (first message in memory) from its start",
+          "where a group without committed offsets starts: first, last or a time (ISO 8601 / epoch ms); as in RocketMQ, last still reads a young topic (first message in memory) from its start, while a time prints only what was stored from then on (the older messages of a young topic are consumed unprinted); a --group that already consumed the topic goes on from its offsets (move them with reset-offset)",
         )
           .default(parseFrom("last"), "last")
           .argParser(parseFrom),
@@ -73,11 +99,15 @@ export function addConsumeCommand(program: Command): void {
       // a consumer starts without a reachable name server (RocketMQ's clients keep retrying): ask for
       // the route first so a wrong --namesrv is one error line, not a silent wait
       const admin = await Admin.start({ nameservers: f.namesrv });
+      let skipBefore: number | undefined;
       try {
-        await admin.topicRoute(f.topic);
-      } catch (e) {
-        if (!(e instanceof MQError && e.code === "TOPIC_NOT_EXIST")) throw e;
-        process.stderr.write(`actormq: topic ${f.topic} does not exist yet; waiting for its first message\n`);
+        try {
+          await admin.topicRoute(f.topic);
+        } catch (e) {
+          if (!(e instanceof MQError && e.code === "TOPIC_NOT_EXIST")) throw e;
+          process.stderr.write(`actormq: topic ${f.topic} does not exist yet; waiting for its first message\n`);
+        }
+        skipBefore = await skipStoredBefore(admin, f);
       } finally {
         await admin.close();
       }
@@ -106,8 +136,10 @@ export function addConsumeCommand(program: Command): void {
             await closing;
             return "RECONSUME_LATER";
           }
+          const shown = skipBefore === undefined ? msgs : msgs.filter((m) => m.storeTimestamp >= skipBefore);
+          if (shown.length === 0) return "CONSUME_SUCCESS";
           const unprinted = await new Promise<Error | null | undefined>((r) =>
-            process.stdout.write(msgs.map((m) => `${formatMessage(m)}\n`).join(""), r),
+            process.stdout.write(shown.map((m) => `${formatMessage(m)}\n`).join(""), r),
           );
           if (unprinted) {
             stdoutFailed = true;
@@ -115,7 +147,7 @@ export function addConsumeCommand(program: Command): void {
             await closing;
             return "RECONSUME_LATER";
           }
-          printed += msgs.length;
+          printed += shown.length;
           if (f.count !== undefined && printed >= f.count) done();
           return "CONSUME_SUCCESS";
         },

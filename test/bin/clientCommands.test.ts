@@ -304,3 +304,28 @@ test("reset-offset and progress of a group no broker knows (a typo, an invalid n
     assert.match(oneLine(p.err), /^actormq: error SUBSCRIPTION_GROUP_NOT_EXIST: .*does not exist/);
   }
 });
+
+test("consume --from <time> on a young topic prints only what was stored from then on; a group that already consumed the topic keeps its offsets", async () => {
+  await cli(["topic", "create", "CliFromTime", "--queues", "1", "--brokers", "broker-a"], { env });
+  const s = await cli(["send", "--topic", "CliFromTime", "-q", "old-1", "old-2"], { env });
+  assert.equal(s.code, 0, s.err);
+  // a group that consumed one message before the time
+  const g = await cli(["consume", "--topic", "CliFromTime", "--group", "cli-from-old", "--from", "first", "--count", "1"], { env });
+  assert.equal(g.code, 0, g.err);
+  const from = Date.now() + 1;
+  await waitFor(() => Date.now() > from, 1000, "the clock to pass --from");
+  const n = await cli(["send", "--topic", "CliFromTime", "-q", "new-1"], { env });
+  assert.equal(n.code, 0, n.err);
+  const body = (out: string) => out.trim().split("\n").at(-1)!.split(" ").at(-1);
+  // young topic: its queue starts at 0 for a new group (RocketMQ's rule) and the older messages are skipped
+  for (const args of [[], ["--group", "cli-from-new"]]) {
+    const c = await cli(["consume", "--topic", "CliFromTime", ...args, "--from", String(from), "--count", "1"], { env });
+    assert.equal(c.code, 0, c.err);
+    assert.equal(body(c.out), "new-1", `${args.join(" ")}: ${c.out}`);
+  }
+  const p = await cli(["progress", "--group", "cli-from-new"], { env });
+  assert.match(p.out, /^CliFromTime\s+broker-a\s+0\s+3\s+3\s+0$/m, "the skipped messages are committed with the printed one");
+  const kept = await cli(["consume", "--topic", "CliFromTime", "--group", "cli-from-old", "--from", String(from), "--count", "1"], { env });
+  assert.equal(kept.code, 0, kept.err);
+  assert.equal(body(kept.out), "old-2", "a group with committed offsets goes on from them");
+});
