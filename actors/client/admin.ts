@@ -102,6 +102,16 @@ function knownGroupReplies<T>(group: string, settled: PromiseSettledResult<T>[])
   return out;
 }
 
+/** NO_ROUTE when no live master is registered: nothing to create, show or reset. */
+function noMasterError(knownBrokers: string[]): MQError {
+  return new MQError(
+    "NO_ROUTE",
+    knownBrokers.length === 0
+      ? "No broker is registered with the name servers: start a broker first."
+      : `No broker has a live master registered with the name servers (known brokers: ${knownBrokers.join(", ")}); start their masters first.`,
+  );
+}
+
 export class Admin {
   private closed = false;
 
@@ -130,15 +140,7 @@ export class Admin {
     // every master: a broker name whose master is down (only slaves registered) is skipped, as
     // RocketMQ's fetchMasterAddrByClusterName skips it; a name given explicitly is refused below
     const names = opts.brokers ?? Object.keys(info.brokerAddrTable).filter(masterOf).sort();
-    if (names.length === 0) {
-      const known = Object.keys(info.brokerAddrTable);
-      throw new MQError(
-        "NO_ROUTE",
-        known.length === 0
-          ? "No broker is registered with the name servers: start a broker first."
-          : `No broker has a live master registered with the name servers (known brokers: ${known.join(", ")}); start their masters first.`,
-      );
-    }
+    if (names.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
     const readQueueNums = opts.readQueueNums ?? opts.writeQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
     const writeQueueNums = opts.writeQueueNums ?? opts.readQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
     const targets = names.map((name) => {
@@ -210,11 +212,17 @@ export class Admin {
   /**
    * RocketMQ's examineConsumeStats: the per-queue progress of {@link consumerProgress} and the
    * group's consume TPS, the messages per second its pulls took over the last minute (summed
-   * over the masters). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no master knows the group.
+   * over the masters). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no master knows the group,
+   * NO_ROUTE when no live master is registered.
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
-    const masters = await this.masterAddresses();
+    const info = await this.clusterInfo();
+    const masters = Object.values(info.brokerAddrTable)
+      .map((bd) => bd.brokerAddrs[String(MASTER_ID)])
+      .filter((a): a is string => !!a);
+    // no master to ask is not a group without progress
+    if (masters.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
     const replies = knownGroupReplies(
       group,
       await Promise.allSettled(
@@ -242,7 +250,7 @@ export class Admin {
    * at or after `timestamp` (server side: the next pull of each queue starts there).
    * Returns the new offset per queue. A master that does not know the group resets nothing; when
    * none does, MQError SUBSCRIPTION_GROUP_NOT_EXIST (as RocketMQ refuses it: no offsets are made
-   * for a mistyped group).
+   * for a mistyped group); NO_ROUTE when none of the topic's brokers has a live master.
    */
   async resetOffsetByTimestamp(
     group: string,
@@ -252,6 +260,8 @@ export class Admin {
     this.checkOpen();
     checkTopic(topic, "resetOffsetByTimestamp");
     const route = await this.topicRoute(topic);
+    if (!route.brokerDatas.some((bd) => bd.brokerAddrs[String(MASTER_ID)]))
+      throw noMasterError(route.brokerDatas.map((bd) => bd.brokerName));
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
     const settled = await Promise.allSettled(
       route.brokerDatas.map(async (bd) => {
@@ -356,13 +366,6 @@ export class Admin {
     }
     if (failure !== undefined && settled.every((s) => s.status === "rejected")) throw failure;
     return out;
-  }
-
-  private async masterAddresses(): Promise<string[]> {
-    const info = await this.clusterInfo();
-    return Object.values(info.brokerAddrTable)
-      .map((bd) => bd.brokerAddrs[String(MASTER_ID)])
-      .filter((a): a is string => !!a);
   }
 
   async close(): Promise<void> {

@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Admin, Producer, startLocalCluster } from "../../index.ts";
+import { Admin, NameServer, Producer, startLocalCluster } from "../../index.ts";
 import { isMQError } from "../../transport/protocol.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
 test("startLocalCluster runs a name server and two brokers; Admin.createTopic reaches every master", async () => {
   const { dir, cleanup } = await tempDir();
@@ -62,6 +62,12 @@ test("Admin.createTopic without brokers skips a broker name whose master is down
       admin.createTopic({ topic: "Named", brokers: [] }),
       (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /names no broker/.test(e.message),
     );
+    // no live master at all: progress and reset say so instead of an empty answer
+    await cluster.brokers.find((b) => b.brokerName === "broker-a" && b.ctx.config.brokerId === 0)!.close();
+    await waitFor(async () => !(await admin.clusterInfo()).brokerAddrTable["broker-a"]?.brokerAddrs["0"]);
+    for (const query of [() => admin.consumerProgress("g"), () => admin.resetOffsetByTimestamp("g", "MastersOnly", 0)]) {
+      await assert.rejects(query(), (e) => isMQError(e, "NO_ROUTE") && /No broker has a live master/.test(e.message));
+    }
   } finally {
     await admin.close();
     await cluster.close();
@@ -81,5 +87,21 @@ test("startLocalCluster whose broker store directory is a file in the way fails 
       (e) => isMQError(e, "ILLEGAL_ARGUMENT") && e.message.includes(path.join(d, "broker-a")) && /not a directory/.test(e.message),
       d,
     );
+  }
+});
+
+test("Admin consumer progress against name servers with no broker: NO_ROUTE, not an empty table", async () => {
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  try {
+    for (const query of [() => admin.consumerProgress("g"), () => admin.examineConsumeStats("g")]) {
+      await assert.rejects(
+        query(),
+        (e) => isMQError(e, "NO_ROUTE") && /No broker is registered with the name servers: start a broker first/.test(e.message),
+      );
+    }
+  } finally {
+    await admin.close();
+    await ns.close();
   }
 });
