@@ -37,11 +37,25 @@ export interface ClusterProcess {
   argv: string[];
 }
 
+/** The options of the `cluster up` that made a cluster: how to make the same one again. */
+export interface ClusterUpFlags {
+  nameservers: number;
+  brokers: number;
+  slaves: number;
+  basePort?: number;
+  bindHost: string;
+  advertiseHost?: string;
+  flush: "sync" | "async";
+  logLevel?: string;
+}
+
 export interface ClusterFile {
   version: number;
   createdAt: string;
   nameservers: string[];
   processes: ClusterProcess[];
+  /** what `cluster up` was given (absent from files written before it was kept) */
+  up?: ClusterUpFlags;
   /**
    * Set while `cluster up` runs: the file then names the processes spawned so far, so that an `up`
    * killed before it finished leaves them to `status` and `down` instead of running unnamed.

@@ -15,6 +15,7 @@ import {
   CLUSTER_FILE_VERSION,
   type ClusterFile,
   type ClusterProcess,
+  type ClusterUpFlags,
   clusterFilePath,
   readClusterFile,
   writeClusterFile,
@@ -197,7 +198,17 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const spawned: ClusterProcess[] = [];
   let ready = 0;
   const total = plan.length;
-  const cf: ClusterFile = { version: CLUSTER_FILE_VERSION, createdAt: new Date().toISOString(), nameservers: [], processes: plan };
+  const up: ClusterUpFlags = {
+    nameservers: opts.nameservers ?? 1,
+    brokers: opts.brokers ?? 1,
+    slaves: opts.slaves ?? 0,
+    basePort: opts.basePort,
+    bindHost: opts.bindHost ?? "127.0.0.1",
+    advertiseHost: opts.advertiseHost,
+    flush: opts.flush ?? "sync",
+    logLevel: opts.logLevel,
+  };
+  const cf: ClusterFile = { version: CLUSTER_FILE_VERSION, createdAt: new Date().toISOString(), nameservers: [], processes: plan, up };
   const timeout = opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
   const abandon = new AbortController();
   let failure: unknown;

@@ -3,7 +3,7 @@
 import os from "node:os";
 import cliProgress from "cli-progress";
 import { type Command, Option } from "commander";
-import type { ClusterProcess } from "../../actors/cluster/index.ts";
+import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
 import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
@@ -13,6 +13,34 @@ const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 function memberRow(p: ClusterProcess & { state?: string }): string[] {
   const role = p.role === "nameserver" ? "nameserver" : `${p.role} ${p.brokerName}/${p.brokerId}`;
   return [p.name, role, p.address, p.metrics ? `http://${p.metrics}/metrics` : "-", String(p.pid), ...(p.state ? [p.state] : []), p.dir];
+}
+
+/**
+ * The `cluster up` that makes the cluster of `file` again (same layout, data dirs and, when it was
+ * given one, base port), with the flags that differ from up's defaults. A file of an older version
+ * keeps no flags: its process counts are used.
+ */
+export function upAgainCommand(dir: string, file: ClusterFile): string {
+  const count = (role: ClusterProcess["role"]) => file.processes.filter((p) => p.role === role).length;
+  const brokers = file.up?.brokers ?? count("master");
+  const u = file.up ?? {
+    nameservers: count("nameserver"),
+    brokers,
+    slaves: brokers > 0 ? count("slave") / brokers : 0,
+    bindHost: "127.0.0.1",
+    flush: "sync",
+  };
+  const flags = [
+    u.nameservers !== 1 && `--nameservers ${u.nameservers}`,
+    u.brokers !== 1 && `--brokers ${u.brokers}`,
+    u.slaves !== 0 && `--slaves ${u.slaves}`,
+    u.basePort !== undefined && `--base-port ${u.basePort}`,
+    u.bindHost !== "127.0.0.1" && `--bind-host ${u.bindHost}`,
+    u.advertiseHost !== undefined && `--advertise-host ${u.advertiseHost}`,
+    u.flush !== "sync" && `--flush ${u.flush}`,
+    u.logLevel !== undefined && `--log-level ${u.logLevel}`,
+  ].filter((f): f is string => typeof f === "string");
+  return ["actormq cluster up --dir", dir, ...flags].join(" ");
 }
 
 /**
@@ -114,7 +142,8 @@ export function addClusterCommands(program: Command): void {
           // after `cluster down` every process is dead: starting them one by one is not the way back
           const hint =
             dead.length === members.length
-              ? `\`actormq cluster up --dir ${f.dir}\` starts the cluster again`
+              ? `\`${upAgainCommand(f.dir, file)}\` starts the cluster again with its data` +
+                (file.up?.basePort === undefined ? " (on new ports: clients then use the --namesrv it prints)" : "")
               : "`actormq cluster restart <name>` starts one again";
           process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; ${hint}\n`);
           process.exit(3);

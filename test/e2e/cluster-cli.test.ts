@@ -5,7 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import type { ClusterFile } from "../../actors/cluster/index.ts";
-import { clusterUp, cmdlineOf, isAlive } from "../../actors/cluster/index.ts";
+import { clusterUp, cmdlineOf, isAlive, planCluster } from "../../actors/cluster/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { bin, cli } from "../bin/cliRun.ts";
 import { tempDir, waitFor } from "../helpers.ts";
@@ -106,9 +106,52 @@ test("cluster up / status / kill / restart / down with two masters and a slave e
     for (const p of cf.processes) assert.ok(!isAlive(p.pid), `${p.name} stopped`);
     const stopped = await cli(["cluster", "status", "--dir", dir]);
     assert.equal(stopped.code, 3);
-    assert.match(stopped.err, /5 process\(es\) not running: .*; `actormq cluster up --dir \S+` starts the cluster again/);
+    // the hint is the command that makes this cluster again, not a default one-master cluster
+    assert.match(
+      stopped.err,
+      /5 process\(es\) not running: .*; `actormq cluster up --dir \S+ --brokers 2 --slaves 1 --log-level warn` starts the cluster again with its data \(on new ports/,
+    );
   } finally {
     for (const p of cf?.processes ?? []) if (isAlive(p.pid)) process.kill(p.pid, "SIGKILL");
+    await cleanup();
+  }
+});
+
+test("cluster status of a stopped cluster names the `cluster up` that makes it again: its base port and flags; counts from an older file", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const up = {
+      nameservers: 2,
+      brokers: 3,
+      slaves: 1,
+      basePort: 23_000,
+      bindHost: "0.0.0.0",
+      advertiseHost: "10.0.0.5",
+      flush: "async" as const,
+    };
+    // a file as `cluster up` leaves it, every process stopped (pid 0 is never ours)
+    const cf: ClusterFile = {
+      version: 1,
+      createdAt: new Date().toISOString(),
+      nameservers: [],
+      processes: planCluster({ dir, ...up }),
+      up,
+    };
+    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
+    const st = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(st.code, 3);
+    assert.match(
+      st.err,
+      / `actormq cluster up --dir \S+ --nameservers 2 --brokers 3 --slaves 1 --base-port 23000 --bind-host 0\.0\.0\.0 --advertise-host 10\.0\.0\.5 --flush async` starts the cluster again with its data\n$/,
+    );
+    // a file written before the flags were kept: the layout from its processes
+    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify({ ...cf, up: undefined }));
+    const old = await cli(["cluster", "status", "--dir", dir]);
+    assert.match(
+      old.err,
+      / `actormq cluster up --dir \S+ --nameservers 2 --brokers 3 --slaves 1` starts the cluster again with its data \(on new ports/,
+    );
+  } finally {
     await cleanup();
   }
 });
