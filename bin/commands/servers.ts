@@ -52,7 +52,8 @@ function writeReady(file: string | undefined, info: ReadyInfo): void {
 interface BrokerFlags {
   name: string;
   namesrv?: string[];
-  store: string;
+  /** `start`: the data directory (defaulted); `broker`: its store, undefined without --store */
+  store?: string;
   listen: string;
   advertise?: string;
   flush: "sync" | "async";
@@ -95,7 +96,7 @@ function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) 
   };
 }
 
-function addBrokerFlags(cmd: Command, storeDefault: string, storeHelp: string): Command {
+function addBrokerFlags(cmd: Command, storeDefault: string | undefined, storeHelp: string): Command {
   return cmd
     .option("--name <brokerName>", "broker name", DEFAULT_BROKER_NAME)
     .option("--store <dir>", storeHelp, storeDefault)
@@ -153,7 +154,7 @@ export function addServerCommands(program: Command): void {
       let broker: Broker | undefined;
       try {
         ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel });
-        const storeDir = path.resolve(f.store, f.name);
+        const storeDir = path.resolve(f.store ?? DEFAULT_DATA_DIR, f.name);
         broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
         // collects only once the page is opened: an unwatched inspector costs the broker nothing
         const insp = f.inspector
@@ -211,14 +212,17 @@ export function addServerCommands(program: Command): void {
       .command("broker")
       .description(`Run a broker until Ctrl-C. ${NODE_FLAGS_HELP}`)
       .requiredOption("--namesrv <addresses>", "comma-separated name server endpoints, e.g. tcp://127.0.0.1:9876", listArg),
-    path.join(DEFAULT_DATA_DIR, DEFAULT_BROKER_NAME),
-    "store directory of this broker",
+    // per name, as `start` keeps <dir>/<brokerName>: one default for every name would let a second
+    // broker open the first one's store and serve its messages under another name
+    undefined,
+    `store directory of this broker (default: ${DEFAULT_DATA_DIR}/<brokerName>, after --name)`,
   ).action(async (f: BrokerFlags) => {
     try {
-      const broker = await Broker.start(brokerOptions(f, f.namesrv ?? [], path.resolve(f.store)));
+      const store = path.resolve(f.store ?? path.join(DEFAULT_DATA_DIR, f.name));
+      const broker = await Broker.start(brokerOptions(f, f.namesrv ?? [], store));
       runUntilSignal(() => broker.close());
       process.stdout.write(
-        `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${path.resolve(f.store)}, flush ${f.flush})` +
+        `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${store}, flush ${f.flush})` +
           (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
           ". Press Ctrl-C to stop.\n" +
           nodeFlagsNote(broker),

@@ -232,3 +232,27 @@ test("broker --role SLAVE without --broker-id runs as slave 1 next to its master
     await cleanup();
   }
 });
+
+test("broker without --store keeps its store in ./actormq-data/<--name>, so a second broker never opens the first one's", async () => {
+  const { dir, cleanup } = await tempDir();
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  try {
+    const args = (name?: string) => ["broker", "--namesrv", ns.address, "--listen", EPHEMERAL, ...(name ? ["--name", name] : [])];
+    const a = await bannerOf(args(), dir);
+    assert.ok(
+      a.includes(`broker broker-a listening on tcp://127.0.0.1:`) && a.includes(`(store ${path.join(dir, "actormq-data", "broker-a")},`),
+      a,
+    );
+    const b = await bannerOf(args("broker-b"), dir);
+    assert.ok(
+      b.includes(`broker broker-b listening on tcp://127.0.0.1:`) && b.includes(`(store ${path.join(dir, "actormq-data", "broker-b")},`),
+      b,
+    );
+    assert.deepEqual(readdirSync(path.join(dir, "actormq-data")).sort(), ["broker-a", "broker-b"]);
+    const h = await cli(["broker", "--help"]);
+    assert.match(h.out, /\.\/actormq-data\/<brokerName>/);
+  } finally {
+    await ns.close();
+    await cleanup();
+  }
+});
