@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { test } from "node:test";
 import { createLogger } from "../../actors/logger.ts";
 import { MQError } from "../../transport/protocol.ts";
@@ -11,4 +12,25 @@ test("createLogger takes pino's levels and silent; other names, Object.prototype
       (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /Unknown log level/.test(e.message),
       level,
     );
+});
+
+test("servers log on stdout, clients on stderr (a client program's stdout is its data)", () => {
+  const script = `
+    import { createLogger, lazyClientLogger } from ${JSON.stringify(new URL("../../actors/logger.ts", import.meta.url).href)};
+    createLogger("broker:t", "info").info("server line");
+    lazyClientLogger("client:t")().warn("client line");
+    process.stdout.write("data\\n");
+  `;
+  const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "info", NODE_TEST_CONTEXT: "" },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const out = r.stdout.trim().split("\n");
+  assert.equal(out.length, 2, r.stdout);
+  assert.equal(JSON.parse(out[0]!).msg, "server line");
+  assert.equal(out[1], "data");
+  const err = r.stderr.trim().split("\n");
+  assert.equal(err.length, 1, r.stderr);
+  assert.equal(JSON.parse(err[0]!).msg, "client line");
 });
