@@ -514,8 +514,12 @@ export interface SendMessageReply {
 /** UPDATE_AND_CREATE_TOPIC fields. */
 export interface UpdateTopicRequest {
   topicName: string;
-  readQueueNums: number;
-  writeQueueNums: number;
+  /** not given: an existing topic keeps its count; a new one takes writeQueueNums, else defaultQueueNums */
+  readQueueNums?: number;
+  /** not given: an existing topic keeps its count; a new one takes readQueueNums, else defaultQueueNums */
+  writeQueueNums?: number;
+  /** queues of a new topic given neither count @default the broker's defaultQueueNums */
+  defaultQueueNums?: number;
   perm: number;
   order?: boolean;
 }

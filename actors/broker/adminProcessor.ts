@@ -22,7 +22,9 @@ export const ADMIN_REQUESTS = [
 ] as const;
 export type AdminRequestType = (typeof ADMIN_REQUESTS)[number];
 
-function int(v: unknown, name: string, dflt: number): number {
+function int(v: unknown, name: string, dflt: number): number;
+function int(v: unknown, name: string, dflt?: number): number | undefined;
+function int(v: unknown, name: string, dflt?: number): number | undefined {
   if (v === undefined) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v)) throw new MQError("INVALID_PARAMETER", `"${name}" must be an integer.`);
   return v;
@@ -35,11 +37,11 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
       const topicName = ev.topicName ?? ev.topic;
       if (typeof topicName !== "string") throw new MQError("INVALID_PARAMETER", "UPDATE_AND_CREATE_TOPIC needs topicName.");
       checkNotSystemTopic(topicName);
-      const q = ctx.config.defaultQueueNums;
+      // a new topic given no count gets the asker's default (Admin: 8), else this broker's
+      const q = int(ev.defaultQueueNums, "defaultQueueNums", ctx.config.defaultQueueNums);
       const tc = await ctx.topics.createOrUpdate({
         topicName,
-        readQueueNums: int(ev.readQueueNums, "readQueueNums", q),
-        writeQueueNums: int(ev.writeQueueNums, "writeQueueNums", q),
+        ...ctx.topics.queueNumsFor(topicName, int(ev.readQueueNums, "readQueueNums"), int(ev.writeQueueNums, "writeQueueNums"), q),
         perm: int(ev.perm, "perm", PERM_READ_WRITE),
         // createOrUpdate refuses anything but true or false
         order: (ev.order ?? false) as boolean,

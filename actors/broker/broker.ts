@@ -33,9 +33,9 @@ const CLOSE_REPLY_GRACE_MS = 200;
 /** Options of `Broker.createTopic`. */
 export interface CreateTopicOptions {
   topic: string;
-  /** @default the broker's defaultQueueNums */
+  /** an existing topic keeps its count when not given; a new one gets writeQueueNums, else the broker's defaultQueueNums */
   readQueueNums?: number;
-  /** @default the broker's defaultQueueNums */
+  /** an existing topic keeps its count when not given; a new one gets readQueueNums, else the broker's defaultQueueNums */
   writeQueueNums?: number;
   /** @default 6 (read and write) */
   perm?: number;
@@ -231,11 +231,9 @@ export class Broker {
         "createTopic takes an options object: { topic, readQueueNums?, writeQueueNums?, perm?, order? }.",
       );
     checkNotSystemTopic(opts.topic);
-    const q = this.ctx.config.defaultQueueNums;
     const tc = await this.ctx.topics.createOrUpdate({
       topicName: opts.topic,
-      readQueueNums: opts.readQueueNums ?? opts.writeQueueNums ?? q,
-      writeQueueNums: opts.writeQueueNums ?? opts.readQueueNums ?? q,
+      ...this.ctx.topics.queueNumsFor(opts.topic, opts.readQueueNums, opts.writeQueueNums, this.ctx.config.defaultQueueNums),
       perm: opts.perm ?? PERM_READ_WRITE,
       order: opts.order ?? false,
     });

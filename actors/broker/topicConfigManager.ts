@@ -111,6 +111,23 @@ export class TopicConfigManager {
     return this.opts.autoCreateTopic;
   }
 
+  /**
+   * The queue counts of a create-or-update: a count not given keeps an existing topic's (RocketMQ
+   * scales down by shrinking writeQueueNums first and readQueueNums once consumers drained the
+   * rest; taken from the other count, the read queues shrank too and stranded their messages).
+   * For a new topic a count not given is the other one given, else `dflt`.
+   */
+  queueNumsFor(
+    topic: string,
+    readQueueNums: number | undefined,
+    writeQueueNums: number | undefined,
+    dflt: number,
+  ): { readQueueNums: number; writeQueueNums: number } {
+    const found = this.table.get(topic);
+    if (found) return { readQueueNums: readQueueNums ?? found.readQueueNums, writeQueueNums: writeQueueNums ?? found.writeQueueNums };
+    return { readQueueNums: readQueueNums ?? writeQueueNums ?? dflt, writeQueueNums: writeQueueNums ?? readQueueNums ?? dflt };
+  }
+
   /** Creates or replaces a topic's config; resolves when it is on disk. */
   async createOrUpdate(tc: TopicConfig): Promise<TopicConfig> {
     // read by truthiness, "false" made an ordered topic

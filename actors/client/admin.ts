@@ -27,6 +27,7 @@ import {
   type ResetOffsetRequest,
   type TopicConfig,
   type TopicRouteData,
+  type UpdateTopicRequest,
   type ViewMessageRequest,
 } from "../../transport/protocol.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
@@ -62,9 +63,13 @@ export interface AdminCreateTopicOptions {
   topic: string;
   /** broker names; default every live master of every cluster (a name with only slaves registered is skipped) */
   brokers?: string[];
-  /** @default 8 */
+  /**
+   * Not given: an existing topic keeps its read queue count on each broker (shrink writeQueueNums
+   * first, then readQueueNums once consumers drained the rest); a new one gets writeQueueNums,
+   * else 8.
+   */
   readQueueNums?: number;
-  /** @default 8 */
+  /** Not given: an existing topic keeps its write queue count; a new one gets readQueueNums, else 8. */
   writeQueueNums?: number;
   /** @default 6 (read and write) */
   perm?: number;
@@ -123,7 +128,8 @@ export class Admin {
 
   /**
    * Creates or updates a topic on the named brokers (default: every master). Queue numbers are
-   * per broker. Resolves once every broker stored it and re-registered with its name servers, so
+   * per broker; a count not given keeps an existing topic's on each broker (see the options).
+   * Resolves once every broker stored it and re-registered with its name servers, so
    * a route query right after sees the topic.
    */
   async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
@@ -141,8 +147,6 @@ export class Admin {
     // RocketMQ's fetchMasterAddrByClusterName skips it; a name given explicitly is refused below
     const names = opts.brokers ?? Object.keys(info.brokerAddrTable).filter(masterOf).sort();
     if (names.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
-    const readQueueNums = opts.readQueueNums ?? opts.writeQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
-    const writeQueueNums = opts.writeQueueNums ?? opts.readQueueNums ?? DEFAULT_ADMIN_QUEUE_NUMS;
     const targets = names.map((name) => {
       const addr = masterOf(name);
       if (!addr)
@@ -158,11 +162,13 @@ export class Admin {
           {
             type: "UPDATE_AND_CREATE_TOPIC",
             topicName: opts.topic,
-            readQueueNums,
-            writeQueueNums,
+            // a count not given is merged by each broker: an existing topic keeps its own
+            readQueueNums: opts.readQueueNums,
+            writeQueueNums: opts.writeQueueNums,
+            defaultQueueNums: DEFAULT_ADMIN_QUEUE_NUMS,
             perm: opts.perm ?? PERM_READ_WRITE,
             order: opts.order ?? false,
-          },
+          } satisfies UpdateTopicRequest & { type: string },
           { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
         ),
       ),

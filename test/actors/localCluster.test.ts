@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Admin, NameServer, Producer, startLocalCluster } from "../../index.ts";
+import { Admin, NameServer, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { isMQError } from "../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
@@ -103,5 +103,53 @@ test("Admin consumer progress against name servers with no broker: NO_ROUTE, not
   } finally {
     await admin.close();
     await ns.close();
+  }
+});
+
+test("Admin.createTopic updating a topic with one queue count keeps the other: write queues shrink first, the rest stay readable and drain", async () => {
+  const { dir, cleanup } = await tempDir();
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const producer = await Producer.start({ group: "lc", nameservers: cluster.nameservers });
+  const broker = cluster.brokers[0]!;
+  let consumer: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "Shrink", readQueueNums: 4, writeQueueNums: 4 });
+    const queues = new Set<number>();
+    for (let i = 0; i < 8; i++) queues.add((await producer.send({ topic: "Shrink", body: `m${i}` })).queue.queueId);
+    assert.deepEqual([...queues].sort(), [0, 1, 2, 3]);
+    // step 1 of RocketMQ's scale-down: stop writing queues 2 and 3, keep reading them
+    await admin.createTopic({ topic: "Shrink", writeQueueNums: 2 });
+    const counts = (cfg: { readQueueNums: number; writeQueueNums: number } | undefined) => [cfg?.readQueueNums, cfg?.writeQueueNums];
+    assert.deepEqual(counts((await admin.brokerTopicConfigs(broker.address)).Shrink), [4, 2]);
+    assert.deepEqual(counts((await admin.topicRoute("Shrink")).queueDatas[0]), [4, 2]);
+    const seen = new Set<string>();
+    consumer = await PushConsumer.start({
+      group: "shrinkGroup",
+      nameservers: cluster.nameservers,
+      subscriptions: { Shrink: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs) => {
+        for (const m of msgs) seen.add(m.body.toString());
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => seen.size === 8, 10_000, "the 8 messages, queues 2-3 included");
+    // the other way round: read queues given alone keep the write queues
+    await admin.createTopic({ topic: "Shrink", readQueueNums: 2 });
+    assert.deepEqual(counts((await admin.brokerTopicConfigs(broker.address)).Shrink), [2, 2]);
+    // a new topic given one count gets it for both; given none, the default 8
+    assert.deepEqual(counts((await admin.createTopic({ topic: "NewOne", writeQueueNums: 3 }))[0]), [3, 3]);
+    assert.deepEqual(counts((await admin.createTopic({ topic: "NewNone" }))[0]), [8, 8]);
+    // Broker.createTopic merges the same way (a new topic given none gets defaultQueueNums)
+    assert.deepEqual(counts(await broker.createTopic({ topic: "NewOne", readQueueNums: 5 })), [5, 3]);
+    assert.deepEqual(counts(await broker.createTopic({ topic: "ByBroker", writeQueueNums: 1 })), [1, 1]);
+    assert.deepEqual(counts(await broker.createTopic({ topic: "ByBrokerNone" })), [4, 4]);
+  } finally {
+    await consumer?.close();
+    await producer.close();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
   }
 });
