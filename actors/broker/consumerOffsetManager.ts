@@ -574,13 +574,20 @@ export function consumeStats(
  * INVOKE_BROKER_TO_RESET_OFFSET, server side (`useServerSideResetOffset`): per readable queue the
  * first offset stored at or after `timestamp` (the consumer's offset when it is already earlier,
  * unless `isForce`), committed and answered once to the queue's next pull as PULL_OFFSET_MOVED.
- * A group the broker does not know is refused (SUBSCRIPTION_GROUP_NOT_EXIST).
+ * A group the broker does not know is refused (SUBSCRIPTION_GROUP_NOT_EXIST), as is any reset
+ * on a slave (NO_PERMISSION).
  */
 export function resetOffset(
   ctx: BrokerContext,
   offsets: ConsumerOffsetManager,
   req: ResetOffsetRequest,
 ): { offsetTable: { queueId: number; offset: number }[] } {
+  // a slave's offsets are overwritten by its master's at the next copy (RocketMQ refuses it too)
+  if (ctx.config.role === "SLAVE")
+    throw new MQError(
+      "NO_PERMISSION",
+      `Can not reset offset in slave broker: broker ${ctx.config.brokerName} is a slave; reset on its master.`,
+    );
   const group = str(req.group, "group");
   const topic = str(req.topic, "topic");
   if (typeof req.timestamp !== "number" || !Number.isFinite(req.timestamp))

@@ -208,8 +208,10 @@ export class Admin {
   // Consumption queries (consumerProgress, resetOffsetByTimestamp)
 
   /**
-   * A consumer group's progress: per queue (of its topics and retry topic, on every master) the
-   * broker's max offset, the group's committed offset and the lag between them.
+   * A consumer group's progress: per queue (of its topics and retry topic, on every broker) the
+   * broker's max offset, the group's committed offset and the lag between them. A broker whose
+   * master is down is read from its lowest-id slave (as RocketMQ's selectBrokerAddr): its offsets
+   * are the ones the slave last copied.
    */
   async consumerProgress(group: string): Promise<ConsumerProgressEntry[]> {
     return (await this.examineConsumeStats(group)).offsetTable;
@@ -218,21 +220,21 @@ export class Admin {
   /**
    * RocketMQ's examineConsumeStats: the per-queue progress of {@link consumerProgress} and the
    * group's consume TPS, the messages per second its pulls took over the last minute (summed
-   * over the masters). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no master knows the group,
-   * NO_ROUTE when no live master is registered.
+   * over the brokers asked). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no broker asked knows the
+   * group, NO_ROUTE when no broker is registered.
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
     const info = await this.clusterInfo();
-    const masters = Object.values(info.brokerAddrTable)
-      .map((bd) => bd.brokerAddrs[String(MASTER_ID)])
-      .filter((a): a is string => !!a);
-    // no master to ask is not a group without progress
-    if (masters.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
+    // a broker whose master is down is asked on its slave, which has the copied offsets: left
+    // out, its queues and their lag vanished from the answer
+    const targets = lookupTargets(Object.values(info.brokerAddrTable));
+    // no broker to ask is not a group without progress
+    if (targets.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
     const replies = knownGroupReplies(
       group,
       await Promise.allSettled(
-        masters.map((addr) =>
+        targets.map(({ addr }) =>
           this.instance.refAt(addr, ConsumptionActorFor.GET_CONSUME_STATS).ask<ConsumeStatsReply>({
             type: "GET_CONSUME_STATS",
             consumerGroup: group,
@@ -256,7 +258,8 @@ export class Admin {
    * at or after `timestamp` (server side: the next pull of each queue starts there).
    * Returns the new offset per queue. A master that does not know the group resets nothing; when
    * none does, MQError SUBSCRIPTION_GROUP_NOT_EXIST (as RocketMQ refuses it: no offsets are made
-   * for a mistyped group); NO_ROUTE when none of the topic's brokers has a live master.
+   * for a mistyped group); NO_ROUTE when none of the topic's brokers has a live master, and
+   * SERVICE_NOT_AVAILABLE, resetting nothing, when some has none (a slave cannot reset offsets).
    */
   async resetOffsetByTimestamp(
     group: string,
@@ -266,13 +269,21 @@ export class Admin {
     this.checkOpen();
     checkTopic(topic, "resetOffsetByTimestamp");
     const route = await this.topicRoute(topic);
-    if (!route.brokerDatas.some((bd) => bd.brokerAddrs[String(MASTER_ID)]))
-      throw noMasterError(route.brokerDatas.map((bd) => bd.brokerName));
+    const masterless = route.brokerDatas
+      .filter((bd) => !bd.brokerAddrs[String(MASTER_ID)])
+      .map((bd) => bd.brokerName)
+      .sort();
+    if (masterless.length === route.brokerDatas.length) throw noMasterError(masterless);
+    // checked before any reset: skipping them, the reset half-succeeded and said nothing
+    if (masterless.length > 0)
+      throw new MQError(
+        "SERVICE_NOT_AVAILABLE",
+        `${masterless.length === 1 ? "Broker" : "Brokers"} ${masterless.join(", ")} serving ${topic} ${masterless.length === 1 ? "has" : "have"} no live master registered with the name servers, and a slave cannot reset offsets: nothing was reset. Start the master(s), then reset again.`,
+      );
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
     const settled = await Promise.allSettled(
       route.brokerDatas.map(async (bd) => {
-        const addr = bd.brokerAddrs[String(MASTER_ID)];
-        if (!addr) return;
+        const addr = bd.brokerAddrs[String(MASTER_ID)]!;
         const r = await this.instance
           .refAt(addr, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
           .ask<{ offsetTable: { queueId: number; offset: number }[] }>({

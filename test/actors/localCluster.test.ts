@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import type { Broker } from "../../actors/broker/broker.ts";
+import { consumerOffsetsOf } from "../../actors/broker/consumerOffsetManager.ts";
 import { Admin, NameServer, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
-import { isMQError } from "../../transport/protocol.ts";
+import { ConsumptionActorFor, isMQError } from "../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
 test("startLocalCluster runs a name server and two brokers; Admin.createTopic reaches every master", async () => {
@@ -62,12 +64,15 @@ test("Admin.createTopic without brokers skips a broker name whose master is down
       admin.createTopic({ topic: "Named", brokers: [] }),
       (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /names no broker/.test(e.message),
     );
-    // no live master at all: progress and reset say so instead of an empty answer
+    // no live master at all: a reset says so instead of an empty answer; progress is asked of the
+    // slaves, which answer (here: they do not know the group), not an empty table either
     await cluster.brokers.find((b) => b.brokerName === "broker-a" && b.ctx.config.brokerId === 0)!.close();
     await waitFor(async () => !(await admin.clusterInfo()).brokerAddrTable["broker-a"]?.brokerAddrs["0"]);
-    for (const query of [() => admin.consumerProgress("g"), () => admin.resetOffsetByTimestamp("g", "MastersOnly", 0)]) {
-      await assert.rejects(query(), (e) => isMQError(e, "NO_ROUTE") && /No broker has a live master/.test(e.message));
-    }
+    await assert.rejects(
+      admin.resetOffsetByTimestamp("g", "MastersOnly", 0),
+      (e) => isMQError(e, "NO_ROUTE") && /No broker has a live master/.test(e.message),
+    );
+    await assert.rejects(admin.consumerProgress("g"), (e) => isMQError(e, "SUBSCRIPTION_GROUP_NOT_EXIST"));
   } finally {
     await admin.close();
     await cluster.close();
@@ -147,6 +152,76 @@ test("Admin.createTopic updating a topic with one queue count keeps the other: w
     assert.deepEqual(counts(await broker.createTopic({ topic: "ByBrokerNone" })), [4, 4]);
   } finally {
     await consumer?.close();
+    await producer.close();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("a broker whose master is down: consumer progress reads its slave; a reset fails SERVICE_NOT_AVAILABLE naming it and resets nothing; a slave refuses a reset", async () => {
+  const { dir, cleanup } = await tempDir();
+  const cluster = await startLocalCluster({
+    brokers: 2,
+    slavesPerBroker: 1,
+    dir,
+    broker: { flush: "async", registerIntervalMs: 300, heartbeatTimeoutMs: 1500, slaveSyncIntervalMs: 200 } as never,
+  });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const producer = await Producer.start({ group: "lc", nameservers: cluster.nameservers });
+  const find = (name: string, id: number) => cluster.brokers.find((b) => b.brokerName === name && b.ctx.config.brokerId === id)!;
+  try {
+    await admin.createTopic({ topic: "Half", readQueueNums: 2, writeQueueNums: 2 });
+    for (let i = 0; i < 20; i++) await producer.send({ topic: "Half", body: `m${i}` });
+    let consumed = 0;
+    const consumer = await PushConsumer.start({
+      group: "halfGroup",
+      nameservers: cluster.nameservers,
+      subscriptions: { Half: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs) => {
+        consumed += msgs.length;
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => consumed >= 20, 10_000, "the 20 messages consumed");
+    await consumer.close();
+    // broker-a's slave copied the group's offsets: they equal its master's
+    const committed = (b: Broker) => [0, 1].map((q) => consumerOffsetsOf(b.ctx).queryOffset("halfGroup", "Half", q));
+    const before = committed(find("broker-a", 0));
+    assert.ok(before.every((o) => o > 0));
+    await waitFor(() => committed(find("broker-a", 1)).join() === before.join(), 10_000, "offsets copied to broker-a's slave");
+    await find("broker-a", 0).close();
+    await waitFor(async () => {
+      const a = (await admin.topicRoute("Half")).brokerDatas.find((bd) => bd.brokerName === "broker-a");
+      return a && !a.brokerAddrs["0"] && a.brokerAddrs["1"];
+    });
+    const progress = (await admin.consumerProgress("halfGroup")).filter((p) => p.topic === "Half");
+    assert.deepEqual(
+      progress.map((p) => [p.brokerName, p.queueId, p.consumerOffset, p.lag]),
+      [
+        ["broker-a", 0, before[0], 0],
+        ["broker-a", 1, before[1], 0],
+        ["broker-b", 0, progress[2]?.brokerOffset, 0],
+        ["broker-b", 1, progress[3]?.brokerOffset, 0],
+      ],
+    );
+    await assert.rejects(
+      admin.resetOffsetByTimestamp("halfGroup", "Half", 0),
+      (e) => isMQError(e, "SERVICE_NOT_AVAILABLE") && /broker-a/.test(e.message) && /nothing was reset/.test(e.message),
+    );
+    const b = consumerOffsetsOf(find("broker-b", 0).ctx);
+    assert.ok(
+      [0, 1].every((q) => !b.hasPendingReset("halfGroup", "Half", q)),
+      "broker-b was not reset",
+    );
+    await assert.rejects(
+      admin.instance
+        .refAt(find("broker-a", 1).address, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
+        .ask({ type: "INVOKE_BROKER_TO_RESET_OFFSET", topic: "Half", group: "halfGroup", timestamp: 0, isForce: true }),
+      (e) => isMQError(e, "NO_PERMISSION") && /Can not reset offset in slave broker/.test(e.message),
+    );
+  } finally {
     await producer.close();
     await admin.close();
     await cluster.close();

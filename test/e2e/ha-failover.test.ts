@@ -94,6 +94,8 @@ test("kill -9 of a SYNC_MASTER while producing: every acknowledged message is co
     // offsets committed while the master was down (to the slave) reach the master again from the consumer
     await waitFor(
       async () => {
+        // progress is read from the slave while no master is registered: wait for the master's
+        if (!(await admin.clusterInfo()).brokerAddrTable.hf?.brokerAddrs["0"]) return false;
         const progress = (await admin.consumerProgress("hfg").catch(() => [])).filter((q) => q.topic === "HaFail");
         return progress.length === 2 && progress.every((q) => q.lag === 0 && q.brokerOffset > 0);
       },
