@@ -228,3 +228,48 @@ test("a broker whose master is down: consumer progress reads its slave; a reset 
     await cleanup();
   }
 });
+
+test("resetOffsetByTimestamp of a broadcasting group is refused: its members keep their offsets locally", async () => {
+  const { dir, cleanup } = await tempDir();
+  const cluster = await startLocalCluster({ brokers: 2, dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers, instanceName: "admin" });
+  const producer = await Producer.start({ group: "lc", nameservers: cluster.nameservers, instanceName: "producer" });
+  const members: PushConsumer[] = [];
+  try {
+    await admin.createTopic({ topic: "Everyone", readQueueNums: 2, writeQueueNums: 2 });
+    for (let i = 0; i < 10; i++) await producer.send({ topic: "Everyone", body: `m${i}` });
+    const counts = [0, 0];
+    for (const k of [0, 1])
+      members.push(
+        await PushConsumer.start({
+          group: "bcastGroup",
+          nameservers: cluster.nameservers,
+          instanceName: `member${k}`,
+          model: "BROADCASTING",
+          offsetStoreDir: path.join(dir, `offsets${k}`),
+          subscriptions: { Everyone: "*" },
+          consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+          listener: async (msgs) => {
+            counts[k]! += msgs.length;
+            return "CONSUME_SUCCESS";
+          },
+        }),
+      );
+    await waitFor(() => counts.every((c) => c >= 10), 10_000, "both members got the 10 messages");
+    await assert.rejects(
+      admin.resetOffsetByTimestamp("bcastGroup", "Everyone", 0),
+      (e) => isMQError(e, "NO_PERMISSION") && /broadcasting/.test(e.message) && /offsets.json/.test(e.message),
+    );
+    for (const b of cluster.brokers)
+      assert.ok(
+        [0, 1].every((q) => !consumerOffsetsOf(b.ctx).hasPendingReset("bcastGroup", "Everyone", q)),
+        `${b.brokerName} made no pending reset`,
+      );
+  } finally {
+    for (const m of members) await m.close();
+    await producer.close();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
