@@ -39,7 +39,7 @@ export interface ConsumerProgressEntry {
   queueId: number;
   /** the queue's max offset on the broker */
   brokerOffset: number;
-  /** the group's committed offset (-1 when none) */
+  /** the group's committed offset (0 when none, as RocketMQ: the broker clamps it) */
   consumerOffset: number;
   /** brokerOffset − consumerOffset */
   lag: number;
