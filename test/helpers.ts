@@ -59,13 +59,33 @@ export async function waitFor<T>(
   what = "condition",
   intervalMs = 10,
 ): Promise<NonNullable<T>> {
-  const t0 = Date.now();
+  // performance.now(): tests that step the wall clock (fakeWallClock) wait in real time too
+  const t0 = performance.now();
   for (;;) {
     const v = await cond();
     if (v) return v as NonNullable<T>;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * Fakes wall clock steps (NTP, a VM resume, a user setting the time): Date.now() reads real time plus
+ * an offset that `jump(ms)` moves. Timers and performance.now() stay on real time, as they do when
+ * the clock is stepped. Call `restore()` in a finally or after hook.
+ */
+export function fakeWallClock(): { jump: (ms: number) => void; restore: () => void } {
+  const realNow = Date.now;
+  let offset = 0;
+  Date.now = () => realNow() + offset;
+  return {
+    jump: (ms) => {
+      offset += ms;
+    },
+    restore: () => {
+      Date.now = realNow;
+    },
+  };
 }
 
 /**

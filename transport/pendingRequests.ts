@@ -4,6 +4,7 @@
  * timer only looks at the expired heads. Each ask remembers the link it went out on (null for a
  * local ask): ids are sequential and shared by every peer, so a reply is taken only from that link.
  */
+import { monotonicNow } from "./clock.ts";
 import { MQError } from "./protocol.ts";
 
 /** A received reply: fields, optional body, or a remote error. */
@@ -25,6 +26,7 @@ class Pending {
   constructor(
     readonly resolve: (r: ReplyMessage<any>) => void,
     readonly reject: (e: MQError) => void,
+    /** monotonic ({@link monotonicNow}): a wall clock step must not fail or stretch asks in flight */
     readonly deadline: number,
     readonly type: string,
     readonly target: string,
@@ -64,7 +66,7 @@ export class PendingRequests {
     }
     const b = bucket;
     const promise = new Promise<ReplyMessage<T>>((resolve, reject) => {
-      const p = new Pending(resolve, reject, Date.now() + timeoutMs, type, target, link, b, seq);
+      const p = new Pending(resolve, reject, monotonicNow() + timeoutMs, type, target, link, b, seq);
       this.byId.set(id, p);
       b.set(id, p);
     });
@@ -137,7 +139,7 @@ export class PendingRequests {
       this.stopTimer();
       return;
     }
-    const now = Date.now();
+    const now = monotonicNow();
     for (const [timeoutMs, bucket] of this.buckets) {
       for (const [id, p] of bucket) {
         if (p.deadline > now) break;

@@ -10,6 +10,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import * as zmq from "zeromq";
+import { monotonicNow } from "./clock.ts";
 import {
   type BodyParts,
   bodyLength,
@@ -154,7 +155,7 @@ export class PeerLink extends Link {
   flushing = false;
   scheduled = false;
   /**
-   * per queued frame: its deadline (sender's clock), its number of parts (a DEALER's send can wait),
+   * per queued frame: its deadline (the sender's {@link monotonicNow}), its number of parts (a DEALER's send can wait),
    * and `askSeq` when it was queued (the asks the socket has taken once it takes the frame)
    */
   frameMeta: number[] = [];
@@ -165,9 +166,9 @@ export class PeerLink extends Link {
   sentSeq = 0;
   /** the connection closed or could not be made, and none has completed its handshake since */
   unreachable = false;
-  /** when `unreachable` last turned true (ms) */
+  /** when `unreachable` last turned true ({@link monotonicNow} ms) */
   unreachableSince = 0;
-  /** deadline of the last frame queued (ms): the link is unused once it is long past */
+  /** deadline of the last frame queued ({@link monotonicNow} ms): the link is unused once it is long past */
   lastDeadline = 0;
   readonly flush: () => void;
   constructor(
@@ -292,7 +293,7 @@ export class ZmqNode {
   /** Binds the ROUTER (when `listen` is set) and returns the running node. */
   static async start(options: ZmqNodeOptions = {}): Promise<ZmqNode> {
     const opts = { ...defaultZmqNodeOptions(), ...stripUndefined(options) };
-    // every ask's deadline is Date.now() + it: a string would be concatenated, not added
+    // every ask's deadline is now + it: a string would be concatenated, not added
     checkRange("requestTimeoutMs", opts.requestTimeoutMs, 1, MAX_TIMER_MS);
     // the sockets' high-water marks are C ints: libzmq refuses a fraction or more with EINVAL, and a
     // DEALER's only when the first ref() makes it
@@ -461,9 +462,9 @@ export class ZmqNode {
    * that have queued nothing for as long (so no ask on them still waits), and tells the runtime to
    * drop its refs to them. A peer still sent to (a consumer's heartbeats to a killed master that is
    * still in the route) keeps its link, so it keeps reading unreachable. Runs every 10 s; tests pass
-   * a later `now`.
+   * a later `now` ({@link monotonicNow} ms).
    */
-  forgetIdlePeers(now = Date.now()): void {
+  forgetIdlePeers(now = monotonicNow()): void {
     const since = now - PEER_EXPIRY_MS;
     for (const [address, link] of this.peers) {
       if (!link.unreachable || link.unreachableSince > since || link.lastDeadline > since || link.queued > 0 || link.flushing) continue;
@@ -516,13 +517,14 @@ export class ZmqNode {
 
   private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
     const bl = bodyLength(body);
-    const deadline = Date.now() + timeoutMs;
+    // the header's deadline is wall time for the receiver to read (it does not act on it); the
+    // send queue's is monotonic, like the ask's own
     const header = encodeHeader(
-      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl],
+      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl],
       event.type,
       target,
     );
-    this.enqueue(link, header, body, bl, deadline);
+    this.enqueue(link, header, body, bl, monotonicNow() + timeoutMs);
   }
 
   private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {
@@ -537,7 +539,7 @@ export class ZmqNode {
     const header = encodeHeader([KIND_REPLY, corrId, code, payload, bl], null, link);
     // a reply the asker's side cannot take within the request timeout is useless to it: the ask has
     // timed out (only a DEALER's send waits; a ROUTER's never does)
-    this.enqueue(link, header, body, bl, link instanceof PeerLink ? Date.now() + this.requestTimeoutMs : 0);
+    this.enqueue(link, header, body, bl, link instanceof PeerLink ? monotonicNow() + this.requestTimeoutMs : 0);
   }
 
   /** Queues one frame on `link`; sends the link's batch at once past EAGER_FLUSH_BYTES, else at the end of the tick. */
@@ -600,7 +602,7 @@ export class ZmqNode {
         const meta = link.frameMeta;
         let earliest = Infinity;
         for (let i = 0; i < meta.length; i += 3) if (meta[i]! < earliest) earliest = meta[i]!;
-        const now = Date.now();
+        const now = monotonicNow();
         if (earliest <= now) {
           // frames that expired while an earlier batch waited for the peer
           const parts = link.parts;
@@ -623,7 +625,7 @@ export class ZmqNode {
           link.sentSeq = upTo;
         } catch (e) {
           if (this.closed) return;
-          if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, Date.now(), taken);
+          if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, monotonicNow(), taken);
           else this.stats.sendFailures++;
         }
       }
@@ -891,15 +893,15 @@ export class ZmqNode {
    * the ROUTER a linger of `graceMs` for what it still holds.
    */
   async flushReplies(graceMs: number): Promise<void> {
-    const until = Date.now() + graceMs;
+    const until = monotonicNow() + graceMs;
     for (;;) {
       const router = this.router;
       if (this.closed || !router || router.closed) return;
       const sent = this.routerSends;
-      await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, Math.min(REPLY_QUIET_MS, until - Date.now()))));
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, Math.min(REPLY_QUIET_MS, until - monotonicNow()))));
       if (this.closed || router.closed) return;
       this.pumpRouter();
-      if (this.routerSends === sent || Date.now() >= until) {
+      if (this.routerSends === sent || monotonicNow() >= until) {
         router.linger = graceMs;
         return;
       }
@@ -962,7 +964,7 @@ function takeBatchPrefix(link: PeerLink): Buffer {
 function markUnreachable(link: PeerLink): void {
   if (link.unreachable) return;
   link.unreachable = true;
-  link.unreachableSince = Date.now();
+  link.unreachableSince = monotonicNow();
 }
 
 /** Empties a link's queue (the caller holds on to what it needs of it). */

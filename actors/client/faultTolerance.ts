@@ -3,6 +3,7 @@
  * `LatencyFaultToleranceImpl`, `TopicPublishInfo`; reference §17): after each send the broker's
  * latency decides how long it is avoided; a failed send isolates it as if it took 30 s.
  */
+import { monotonicNow } from "../../transport/clock.ts";
 import { type MessageQueue, MQError } from "../../transport/protocol.ts";
 
 /** Latency thresholds in ms (`latencyMax`). */
@@ -15,6 +16,7 @@ export const ISOLATION_LATENCY_MS = 30_000;
 export interface FaultToleranceOptions {
   latencyMax?: readonly number[];
   notAvailableDuration?: readonly number[];
+  /** clock, injectable for tests @default monotonicNow (a wall clock step must not end or stretch an isolation) */
   now?: () => number;
 }
 
@@ -61,7 +63,7 @@ export class LatencyFaultTolerance {
     checkFaultTables(opts.latencyMax, opts.notAvailableDuration);
     this.latencyMax = opts.latencyMax ?? DEFAULT_LATENCY_MAX;
     this.notAvailable = opts.notAvailableDuration ?? DEFAULT_NOT_AVAILABLE_DURATION;
-    this.now = opts.now ?? Date.now;
+    this.now = opts.now ?? monotonicNow;
   }
 
   /** How long a broker with this latency is avoided. */

@@ -5,6 +5,8 @@
  * batch, and retries a failed send on another broker up to `retryTimesWhenSendFailed` times
  * within `sendTimeoutMs`.
  */
+
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   BrokerActor,
   checkBoolean,
@@ -250,13 +252,14 @@ export class Producer {
     const opts = options ?? NO_OPTIONS;
     if (opts.selector != null && typeof opts.selector !== "function")
       throw new MQError("ILLEGAL_ARGUMENT", `The selector must be a function (queues, msg, arg) => queue, not ${typeof opts.selector}.`);
-    const begin = Date.now();
+    // monotonic: a wall clock step must neither use up the budget of a send in flight nor stretch it
+    const begin = monotonicNow();
     const deadline = begin + this.sendTimeoutMs;
     const times = opts.selector || oneway ? 1 : 1 + this.retryTimes;
     let lastBroker: string | undefined;
     let lastError: unknown;
     for (let attempt = 0; attempt < times; attempt++) {
-      const remaining = deadline - Date.now();
+      const remaining = deadline - monotonicNow();
       if (remaining <= 0) break;
       let info: TopicPublishInfo;
       try {
@@ -278,21 +281,21 @@ export class Producer {
       };
       // the route lookup can spend the whole budget (a name server down): then nothing is sent, as
       // in RocketMQ's sendDefaultImpl; a request with 1 ms left would be stored and reported TIMEOUT
-      if (deadline - Date.now() <= 0) {
+      if (deadline - monotonicNow() <= 0) {
         lastError ??= new MQError("TIMEOUT", "looking up the topic's route used the whole budget; the message was not sent");
         break;
       }
-      const started = Date.now();
+      const started = monotonicNow();
       try {
         const ref = this.instance.brokerRef(mq.brokerName, BrokerActor.BROKER);
         if (oneway) {
           ref.send({ type: out.type, ...fields }, { body: out.body });
           return undefined;
         }
-        const left = deadline - Date.now();
+        const left = deadline - monotonicNow();
         const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
         const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
-        this.faults.update(mq.brokerName, Date.now() - started, false);
+        this.faults.update(mq.brokerName, monotonicNow() - started, false);
         const f = r.fields;
         return {
           status: f.status,
@@ -304,7 +307,7 @@ export class Producer {
       } catch (e) {
         // a broker that refused the message itself (e.g. a body over its maxMessageBytes) answered and is
         // healthy: isolating it would stop round robin reaching it for 30 s over one bad message
-        this.faults.update(mq.brokerName, Date.now() - started, !isMQError(e, "MESSAGE_ILLEGAL"));
+        this.faults.update(mq.brokerName, monotonicNow() - started, !isMQError(e, "MESSAGE_ILLEGAL"));
         lastError = e;
         lastBroker = mq.brokerName;
         if (!worthRetrying(e) || this.closed) throw e;
@@ -313,7 +316,7 @@ export class Producer {
     }
     if (lastError instanceof MQError && isMQError(lastError, "TIMEOUT")) {
       // a closed connection fails an ask early: saying the budget ran out would send the reader to raise it
-      const elapsed = Date.now() - begin;
+      const elapsed = Math.round(monotonicNow() - begin);
       const what =
         elapsed >= this.sendTimeoutMs
           ? `did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`

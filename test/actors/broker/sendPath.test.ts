@@ -14,12 +14,12 @@ import {
   isMQError,
   MessageConst,
   type MessageQueue,
-  type MQError,
+  MQError,
   PERM_READ_WRITE,
   SCHEDULE_TOPIC,
   type SendMessageReply,
 } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
+import { EPHEMERAL, fakeWallClock, tempDir, waitFor } from "../../helpers.ts";
 
 let ns: NameServer;
 let broker: Broker;
@@ -759,5 +759,36 @@ test("a broker closed under concurrent sends answers every send it stored SEND_O
   } finally {
     await store.close();
     await c4();
+  }
+});
+
+test("a wall clock step forward of 1 h while a send is in flight neither reports it TIMEOUT nor spends the retry budget", async () => {
+  const clock = fakeWallClock();
+  const orig = MessageStore.prototype.putMessagesGroup;
+  try {
+    await producer.send({ topic: "ClockStep", body: "warm-up" });
+    const total = () => [0, 1, 2, 3].reduce((n, q) => n + broker.store.getMaxOffset("ClockStep", q), 0);
+    const before = total();
+    // the store takes 300 ms (a slow disk); the clock steps forward while the send waits for it
+    MessageStore.prototype.putMessagesGroup = function (b) {
+      return orig.call(this, b).map((p) => p.then((r) => new Promise((res) => setTimeout(() => res(r), 300))));
+    };
+    const p = producer.send({ topic: "ClockStep", body: "in flight" }, { selector: (qs) => qs[0]! });
+    setTimeout(() => clock.jump(3_600_000), 50);
+    assert.equal((await p).status, "SEND_OK");
+    // the first attempt fails (busy) and the clock steps forward meanwhile: the retry still goes out
+    let calls = 0;
+    MessageStore.prototype.putMessagesGroup = function (b) {
+      if (calls++ > 0) return orig.call(this, b);
+      clock.jump(3_600_000);
+      return b.map(() => Promise.reject(new MQError("SYSTEM_BUSY", "busy (test)")));
+    };
+    assert.equal((await producer.send({ topic: "ClockStep", body: "retried" })).status, "SEND_OK");
+    assert.equal(calls, 2);
+    MessageStore.prototype.putMessagesGroup = orig;
+    assert.equal(total() - before, 2);
+  } finally {
+    MessageStore.prototype.putMessagesGroup = orig;
+    clock.restore();
   }
 });

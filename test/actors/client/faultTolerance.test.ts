@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { LatencyFaultTolerance, QueueSelector } from "../../../actors/client/faultTolerance.ts";
 import type { MessageQueue } from "../../../transport/protocol.ts";
+import { fakeWallClock } from "../../helpers.ts";
 
 const queues: MessageQueue[] = [0, 1, 2, 3]
   .flatMap((i) => [{ topic: "T", brokerName: "a", queueId: i }])
@@ -28,6 +29,18 @@ test("a failed broker is isolated for 30 s, then available again", () => {
   assert.equal(f.isAvailable("a"), false);
   now = 30_000;
   assert.equal(f.isAvailable("a"), true);
+});
+
+test("isolation runs on real time, not the wall clock: a step forward of 31 s does not end it (nor would a step back stretch it)", () => {
+  const clock = fakeWallClock();
+  try {
+    const f = new LatencyFaultTolerance();
+    f.update("a", 5, true);
+    clock.jump(31_000);
+    assert.equal(f.isAvailable("a"), false);
+  } finally {
+    clock.restore();
+  }
 });
 
 test("round robin visits every queue evenly", () => {

@@ -3,9 +3,10 @@ import { readdirSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import { assign, setup } from "xstate";
 import { ActorNode, type Origin, type Replier, type WireEvent } from "../../../actors/runtime/index.ts";
+import { monotonicNow } from "../../../transport/clock.ts";
 import { isMQError, MQError } from "../../../transport/protocol.ts";
 import { PEER_EXPIRY_MS } from "../../../transport/zmqNode.ts";
-import { EPHEMERAL, waitFor } from "../../helpers.ts";
+import { EPHEMERAL, fakeWallClock, waitFor } from "../../helpers.ts";
 
 type EchoEvent =
   | { type: "ECHO"; text: string; body?: Buffer; reply?: Replier; origin?: Origin }
@@ -292,9 +293,9 @@ describe("connections to peers that went away", () => {
       await waitFor(() => gone.every((a) => client.peerUnreachable(a)), 10_000, "the closed connections noticed");
       const fds = openFds();
 
-      client.transport.forgetIdlePeers(Date.now() + PEER_EXPIRY_MS / 2);
+      client.transport.forgetIdlePeers(monotonicNow() + PEER_EXPIRY_MS / 2);
       assert.equal(peers.size, 6, "not unreachable and unused for long enough yet: all kept");
-      client.transport.forgetIdlePeers(Date.now() + PEER_EXPIRY_MS + 10_000);
+      client.transport.forgetIdlePeers(monotonicNow() + PEER_EXPIRY_MS + 10_000);
       assert.deepEqual([...peers.keys()], [live.address], "the live connection stays");
       assert.equal(client.peerUnreachable(gone[0]!), false, "a forgotten address is not known");
       await waitFor(() => openFds() <= fds - 2 * gone.length, 5000, "the closed sockets' fds released");
@@ -315,7 +316,7 @@ describe("connections to peers that went away", () => {
         await back.close();
       }
       // live links are never forgotten, however long they go unused
-      client.transport.forgetIdlePeers(Date.now() + 10 * PEER_EXPIRY_MS);
+      client.transport.forgetIdlePeers(monotonicNow() + 10 * PEER_EXPIRY_MS);
       assert.ok(peers.has(live.address!));
     } finally {
       await client.close();
@@ -351,6 +352,64 @@ describe("connections to peers that went away", () => {
       assert.equal(peers.size, 0, "unused as long as unreachable: forgotten");
     } finally {
       await client.close();
+    }
+  });
+});
+
+describe("ask deadlines when the wall clock steps", () => {
+  const slowMachine = setup({
+    types: { events: {} as { type: "SLOW"; ms: number; reply?: Replier } | { type: "NEVER"; reply?: Replier } },
+  }).createMachine({
+    on: {
+      SLOW: {
+        actions: ({ event }) => {
+          const r = event.reply;
+          setTimeout(() => r?.ok({ done: true }), event.ms);
+        },
+      },
+      NEVER: {},
+    },
+  });
+  let server: ActorNode;
+  let client: ActorNode;
+  let clock: ReturnType<typeof fakeWallClock>;
+  before(async () => {
+    server = await ActorNode.start({ listen: EPHEMERAL, requestTimeoutMs: 3000 });
+    client = await ActorNode.start({ listen: null, requestTimeoutMs: 3000 });
+    server.spawn("slow", slowMachine);
+    clock = fakeWallClock();
+  });
+  after(async () => {
+    clock.restore();
+    await client.close();
+    await server.close();
+  });
+
+  it("a step forward of 1 h does not time out an ask answered 300 ms later (timeout 30 s)", async () => {
+    const p = client.ref(server.address!, "slow").ask<{ done: boolean }>({ type: "SLOW", ms: 300 }, { timeoutMs: 30_000 });
+    await new Promise((r) => setTimeout(r, 50));
+    clock.jump(3_600_000);
+    assert.equal((await p).fields.done, true);
+  });
+
+  it("a step back of 20 s does not stretch an unanswered ask's 500 ms timeout", async () => {
+    const t0 = performance.now();
+    const p = client.ref(server.address!, "slow").ask({ type: "NEVER" }, { timeoutMs: 500 });
+    await new Promise((r) => setTimeout(r, 50));
+    clock.jump(-20_000);
+    try {
+      const outcome = await Promise.race([
+        p.then(
+          () => "answered",
+          (e: Error) => (isMQError(e, "TIMEOUT") ? "TIMEOUT" : e.message),
+        ),
+        new Promise<string>((r) => setTimeout(() => r("still waiting after 5 s"), 5000)),
+      ]);
+      assert.equal(outcome, "TIMEOUT");
+      assert.ok(performance.now() - t0 < 2000, `failed after ${Math.round(performance.now() - t0)} ms`);
+    } finally {
+      clock.jump(20_000);
+      await p.catch(() => {});
     }
   });
 });
