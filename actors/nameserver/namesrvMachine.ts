@@ -3,6 +3,7 @@
  * stopped registering (scan every 5 s, RocketMQ's `scanNotActiveBroker`).
  */
 import { setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   BROKER_NAME_PATTERN,
   checkNotReserved,
@@ -48,7 +49,10 @@ function checkRegisteredTopic(tc: unknown): void {
 export interface NamesrvInput {
   /** @default 5000 */
   scanIntervalMs?: number;
-  /** clock, for tests */
+  /**
+   * clock, for tests @default monotonicNow: registration times are only compared with each other, and
+   * a wall clock step forward would drop every live broker at once
+   */
   now?: () => number;
   /** called with the addresses of brokers dropped for silence */
   onExpired?: (addrs: string[]) => void;
@@ -185,7 +189,7 @@ export const namesrvMachine = setup({
   context: ({ input }) => ({
     table: new RouteTable(),
     scanIntervalMs: input?.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS,
-    now: input?.now ?? Date.now,
+    now: input?.now ?? monotonicNow,
     onExpired: input?.onExpired,
   }),
   initial: "serving",

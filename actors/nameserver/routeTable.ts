@@ -21,6 +21,7 @@ export const DEFAULT_BROKER_EXPIRED_MS = 120_000;
 interface LiveBroker {
   brokerName: string;
   brokerId: number;
+  /** the name server's monotonic clock, never shown or sent */
   lastUpdateMs: number;
   timeoutMs: number;
   haServerAddr?: string;

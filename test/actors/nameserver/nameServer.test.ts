@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { isMQError, NAMESRV_ACTOR, type TopicRouteData } from "../../../transport/protocol.ts";
-import { EPHEMERAL, waitFor } from "../../helpers.ts";
+import { EPHEMERAL, fakeWallClock, waitFor } from "../../helpers.ts";
 
 let ns: NameServer;
 let client: ActorNode;
@@ -47,6 +47,40 @@ test("a registered broker's topic route is served over the wire, and dropped aft
     5000,
     "route expiry",
   );
+});
+
+test("a wall clock step forward of 5 min does not expire a broker that registered just now", async () => {
+  // installed before the name server starts: it would keep the Date.now it saw at start
+  const clock = fakeWallClock();
+  const own = await NameServer.start({ listen: EPHEMERAL, scanIntervalMs: 50 });
+  const ref = client.ref(own.address, NAMESRV_ACTOR);
+  const register = (brokerName: string, port: number, heartbeatTimeoutMillis: number, topic: string) =>
+    ref.ask({
+      type: "REGISTER_BROKER",
+      clusterName: "C",
+      brokerName,
+      brokerAddr: `tcp://127.0.0.1:${port}`,
+      brokerId: 0,
+      heartbeatTimeoutMillis,
+      topicConfigTable: { [topic]: { ...topicConfigTable.T, topicName: topic } },
+      dataVersion: 1,
+    });
+  const routed = (topic: string) =>
+    ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic }).then(
+      () => true,
+      (e) => (isMQError(e, "TOPIC_NOT_EXIST") ? false : Promise.reject(e)),
+    );
+  try {
+    await register("live", 2, 120_000, "Live");
+    // a broker with a 300 ms timeout: once it is dropped, scans have run past the step
+    await register("short", 3, 300, "Short");
+    clock.jump(5 * 60_000);
+    await waitFor(async () => !(await routed("Short")), 5000, "the 300 ms broker expired");
+    assert.equal(await routed("Live"), true, "the broker that registered just now was dropped");
+  } finally {
+    clock.restore();
+    await own.close();
+  }
 });
 
 test("unknown topics, malformed and unknown requests get coded errors and the server keeps serving", async () => {
