@@ -7,6 +7,7 @@
  * given as `masterAddress` or, without one, the master the name servers list for this broker name.
  */
 import { fromCallback, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   BrokerActor,
   type ClusterInfo,
@@ -84,8 +85,9 @@ export class HAClient {
         const master = await this.masterAddress();
         if (!master)
           throw new MQError("NO_ROUTE", `No master is known for broker ${ctx.config.brokerName}: set masterAddress or start the master.`);
-        if (this.wantSync || Date.now() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
-          this.lastSync = Date.now();
+        // monotonic: after a wall clock step back, Date.now() would hold the next sync off for as long
+        if (this.wantSync || monotonicNow() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
+          this.lastSync = monotonicNow();
           this.wantSync = false;
           await syncFromMaster(ctx, master).then(
             (v) => {

@@ -3,6 +3,7 @@
  * group, which client holds which queue, expiring after 60 s without renewal. Pure; the `locks`
  * actor answers LOCK_BATCH_MQ / UNLOCK_BATCH_MQ with it.
  */
+import { monotonicNow } from "../../transport/clock.ts";
 import { type MessageQueue, mqKey } from "../../transport/protocol.ts";
 
 /** `rocketmq.broker.rebalance.lockMaxLiveTime`. */
@@ -11,12 +12,12 @@ export const DEFAULT_LOCK_MAX_LIVE_TIME_MS = 60_000;
 export interface LockTableOptions {
   /** a lock not renewed for longer than this is free @default 60_000 */
   lockMaxLiveTimeMs?: number;
-  /** clock, injectable for tests @default Date.now */
+  /** clock, injectable for tests @default monotonicNow (a wall clock step must not free a live lock) */
   now?: () => number;
 }
 
 export function defaultLockTableOptions(): Required<LockTableOptions> {
-  return { lockMaxLiveTimeMs: DEFAULT_LOCK_MAX_LIVE_TIME_MS, now: Date.now };
+  return { lockMaxLiveTimeMs: DEFAULT_LOCK_MAX_LIVE_TIME_MS, now: monotonicNow };
 }
 
 interface LockEntry {

@@ -3,6 +3,8 @@
  * (`topic@group` -> messages pulled) for the consumeTps of GET_CONSUME_STATS: one bucket per second,
  * 60 buckets per key, the rate being the sum of the last minute's buckets over the seconds they span.
  */
+import { monotonicNow } from "../../transport/clock.ts";
+
 const BUCKETS = 60;
 
 interface Window {
@@ -16,7 +18,8 @@ interface Window {
 export class RateCounter {
   private readonly windows = new Map<string, Window>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /** `now` is monotonic by default: the buckets are never stored, and a wall clock step would empty them or count them twice */
+  constructor(private readonly now: () => number = monotonicNow) {}
 
   add(key: string, n: number): void {
     if (n <= 0) return;

@@ -9,7 +9,7 @@ import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
+import { EPHEMERAL, fakeWallClock, tempDir, waitFor } from "../../helpers.ts";
 
 /** Small segments so replication crosses segment ends (blank markers). */
 const SEGMENT = 64 * 1024;
@@ -248,6 +248,48 @@ test("a slave copies its master's consumer offsets and delay-level progress", as
   );
   const copied = (JSON.parse(readFileSync(delayFile, "utf8")) as { offsetTable: Record<string, number> }).offsetTable;
   assert.deepEqual([copied["19"], copied["20"]], [4, 6], "the slave's own and the master's unconfigured levels kept");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("a slave keeps copying consumer offsets every slaveSyncIntervalMs after its wall clock steps back 1 h", async () => {
+  const master = await startBroker({ brokerName: "ha5c", storeDir: path.join(dir, "ha5c-m"), haHoldMs: 300 });
+  const slave = await startBroker({
+    brokerName: "ha5c",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha5c-s"),
+    slaveSyncIntervalMs: 200,
+    haHoldMs: 300,
+  });
+  const commit = (commitOffset: number) =>
+    raw
+      .ref(master.address, BrokerActor.OFFSETS)
+      .ask({ type: "UPDATE_CONSUMER_OFFSET", consumerGroup: "cg5c", topic: "Offs", queueId: 0, commitOffset });
+  const slaveOffset = () =>
+    raw
+      .ref(slave.address, BrokerActor.OFFSETS)
+      .ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", consumerGroup: "cg5c", topic: "Offs", queueId: 0 })
+      .then(
+        (r) => r.fields.offset,
+        () => -1,
+      );
+  await sendMany(master, "Offs", 10, "c");
+  await commit(3);
+  await waitFor(async () => (await slaveOffset()) === 3, 10_000, "the first copy");
+  const clock = fakeWallClock();
+  try {
+    clock.jump(-3_600_000);
+    await commit(8);
+    // replication traffic keeps flowing: offsets are synced between transfers
+    await waitFor(
+      async () => (await send(master, "Offs", "more")) && (await slaveOffset()) === 8,
+      5000,
+      "the offset copied after the step",
+    );
+  } finally {
+    clock.restore();
+  }
   await closeBroker(slave);
   await closeBroker(master);
 });

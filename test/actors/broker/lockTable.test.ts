@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { LockTable } from "../../../actors/broker/lockTable.ts";
+import { fakeWallClock } from "../../helpers.ts";
 
 const g = "group";
 const mq1 = { topic: "T", brokerName: "b", queueId: 1 };
@@ -53,4 +54,17 @@ describe("LockTable (RebalanceLockManagerTest vectors)", () => {
     assert.equal(locks.entryCount(g), 1);
     assert.equal(locks.lockOwner(g, mq2), "c1");
   });
+});
+
+it("a lock renewed just now stays its owner's when the wall clock steps forward 61 s (the default clock is monotonic)", () => {
+  const clock = fakeWallClock();
+  try {
+    const locks = new LockTable();
+    assert.equal(locks.tryLock(g, mq1, "c1"), true);
+    clock.jump(61_000);
+    assert.equal(locks.tryLock(g, mq1, "c2"), false, "another client took a live lock");
+    assert.equal(locks.lockOwner(g, mq1), "c1");
+  } finally {
+    clock.restore();
+  }
 });

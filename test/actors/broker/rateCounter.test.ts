@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { RateCounter } from "../../../actors/broker/rateCounter.ts";
+import { fakeWallClock } from "../../helpers.ts";
 
 test("rate over the last minute: a young key over its own age, an old one over 60 s; buckets roll; an idle key is forgotten", () => {
   let now = 1_000_000;
@@ -28,4 +29,20 @@ test("rate over the last minute: a young key over its own age, an old one over 6
   assert.equal(r.perSecond("T@g"), 0, "idle for a minute");
   r.add("T@g", 60);
   assert.equal(r.perSecond("T@g"), 60, "a forgotten key starts young again");
+});
+
+test("the default clock is monotonic: a wall clock step neither empties the last minute nor counts it twice", () => {
+  const clock = fakeWallClock();
+  try {
+    const r = new RateCounter();
+    r.add("T@g", 100);
+    clock.jump(3_600_000);
+    assert.equal(r.perSecond("T@g"), 100, "a step forward of 1 h emptied the window");
+    clock.jump(-7_200_000);
+    r.add("T@g", 100);
+    assert.ok(r.perSecond("T@g") <= 200, `${r.perSecond("T@g")} msg/s`);
+    assert.ok(r.perSecond("T@g") >= 100, `${r.perSecond("T@g")} msg/s`);
+  } finally {
+    clock.restore();
+  }
 });
