@@ -3,6 +3,7 @@ import { closeSync, openSync, readdirSync, readSync, rmSync, writeSync } from "n
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { TestContext } from "node:test";
 
 const madeDirs: string[] = [];
 // `t.after` hooks run in the order they were added, so the cleanup added first runs while a store
@@ -86,6 +87,15 @@ export function fakeWallClock(): { jump: (ms: number) => void; restore: () => vo
       Date.now = realNow;
     },
   };
+}
+
+/**
+ * Makes the code's monotonic clock (monotonicNow, transport/clock.ts) read Date.now() for the rest of
+ * test `t`: with `t.mock.timers` faking Date, `tick` then moves deadlines and throttles too.
+ */
+export function monotonicFollowsDate(t: TestContext): void {
+  const origin = performance.timeOrigin;
+  t.mock.method(performance, "now", () => Date.now() - origin);
 }
 
 /**

@@ -17,6 +17,7 @@
  * moves past it.
  */
 import { setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import type { OffsetStore } from "./offsetStore.ts";
@@ -287,7 +288,7 @@ export class ConsumeOrderlyService {
 
   private lockValid(pq: ProcessQueue<MessageExt>): boolean {
     if (this.deps.model === "BROADCASTING") return true;
-    return pq.locked && Date.now() - pq.lastLockTimestamp <= this.deps.settings.lockMaxLiveTimeMs;
+    return pq.locked && monotonicNow() - pq.lastLockTimestamp <= this.deps.settings.lockMaxLiveTimeMs;
   }
 
   /** Without a valid lock: try to lock in a moment, then consume soon (locked) or much later (not). */
@@ -309,7 +310,7 @@ export class ConsumeOrderlyService {
   /** One queue, one batch at a time, until it is empty, suspended, unlocked, dropped or yields. */
   private async consumeLoop(run: QueueRun): Promise<void> {
     const { mq, pq } = run;
-    const began = Date.now();
+    const began = monotonicNow();
     const batchMax = this.deps.settings.consumeMessageBatchMaxSize;
     for (;;) {
       if (this.stopped || pq.dropped) return;
@@ -317,7 +318,7 @@ export class ConsumeOrderlyService {
         this.tryLockLater(run);
         return;
       }
-      if (Date.now() - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
+      if (monotonicNow() - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
         run.again = true;
         return;
       }

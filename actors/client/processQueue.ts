@@ -4,6 +4,7 @@
  * offset-to-commit rule for concurrent consumption and the take/commit/rollback cycle of orderly
  * consumption. Pure data structure: the consume workers and the pull service drive it.
  */
+import { monotonicNow } from "../../transport/clock.ts";
 import { MessageConst } from "../../transport/protocol.ts";
 
 /** What the process queue needs of a message. */
@@ -127,7 +128,10 @@ class OffsetSortedMap<M> {
 }
 
 export interface ProcessQueueOptions {
-  /** clock, injectable for tests @default Date.now */
+  /**
+   * clock of the lock, pull and consume timestamps, injectable for tests @default monotonicNow (a
+   * wall clock step must not expire a lock or a pull; these times are never shown or sent)
+   */
   now?: () => number;
 }
 
@@ -137,6 +141,8 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
   /** orderly: messages handed to the listener and not yet committed */
   private readonly consumingMsgOrderlyTreeMap = new OffsetSortedMap<M>();
   private readonly now: () => number;
+  /** the clock of CONSUME_START_TIME, a wall time users see in the message's properties */
+  private readonly wallNow: () => number;
 
   /** messages held (both maps) */
   msgCount = 0;
@@ -159,7 +165,9 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
   tryUnlockTimes = 0;
 
   constructor(options: ProcessQueueOptions = {}) {
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? monotonicNow;
+    // a test's clock stands in for both
+    this.wallNow = options.now ?? Date.now;
     const t = this.now();
     this.lastLockTimestamp = t;
     this.lastPullTimestamp = t;
@@ -316,7 +324,7 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
    * NOT removed: the caller sends each back (delay level 3) and, once that succeeded, acknowledges
    * it with {@link removeMessages}, as RocketMQ does, so a failed send-back loses nothing.
    */
-  cleanExpiredMessages(consumeTimeoutMinutes: number = DEFAULT_CONSUME_TIMEOUT_MINUTES, now: number = this.now()): M[] {
+  cleanExpiredMessages(consumeTimeoutMinutes: number = DEFAULT_CONSUME_TIMEOUT_MINUTES, now: number = this.wallNow()): M[] {
     const timeoutMs = consumeTimeoutMinutes * 60_000;
     const result: M[] = [];
     for (const m of this.msgTreeMap.values()) {

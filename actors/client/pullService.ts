@@ -9,6 +9,7 @@
  * to the consume service as one call per batch, never one event per message.
  */
 import { assertEvent, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, type MessageExt } from "../../transport/messageRecord.ts";
 import {
   ConsumptionActorFor,
@@ -303,7 +304,7 @@ export class PullService {
   executeNow(request: PullRequest): void {
     if (this.stopped || request.pq.dropped) return;
     if (this.suspended) {
-      request.pq.lastPullTimestamp = Date.now();
+      request.pq.lastPullTimestamp = monotonicNow();
       this.parked.push(request);
       return;
     }
@@ -327,7 +328,7 @@ export class PullService {
     // queue is being pulled, just not now, and must not look pull-expired (120 s) to the rebalancer
     if (this.parkedTouch || this.stopped) return;
     this.parkedTouch = setInterval(() => {
-      const now = Date.now();
+      const now = monotonicNow();
       for (const r of this.parked) r.pq.lastPullTimestamp = now;
     }, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND);
     this.parkedTouch.unref();
@@ -365,7 +366,7 @@ export class PullService {
   private pull(request: PullRequest): void {
     const { pq, mq } = request;
     const s = this.deps.settings;
-    pq.lastPullTimestamp = Date.now();
+    pq.lastPullTimestamp = monotonicNow();
     if (pq.msgCount > s.pullThresholdForQueue) {
       this.stats.flowControlCount++;
       this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);

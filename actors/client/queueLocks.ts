@@ -11,6 +11,7 @@
  * {@link QueueLocks} does the requests; {@link queueLocksMachine} is the actor that renews.
  */
 import { fromPromise, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { BrokerActor, type LockBatchReply, type LockBatchRequest, MASTER_ID, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import type { ProcessQueue } from "./processQueue.ts";
@@ -75,7 +76,7 @@ export class QueueLocks {
    * Once it does not, the broker may have given the queue to another member (a client frozen or
    * cut off gets no "not locked" answer), so a new grant is a regain, not a renewal.
    */
-  isLockHeld(pq: ProcessQueue<MessageExt>, now = Date.now()): boolean {
+  isLockHeld(pq: ProcessQueue<MessageExt>, now = monotonicNow()): boolean {
     return pq.locked && now - pq.lastLockTimestamp <= (this.deps.lockMaxLiveTimeMs ?? DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS);
   }
 
@@ -115,7 +116,7 @@ export class QueueLocks {
     if (this.stopped) return false;
     const locked = await this.lockOnBroker(mq.brokerName, [mq], LOCK_REQUEST_TIMEOUT_MS);
     const ok = locked?.has(mqKey(mq)) === true;
-    if (pq && ok) this.granted({ mq, pq }, Date.now());
+    if (pq && ok) this.granted({ mq, pq }, monotonicNow());
     if (!ok && retryRebalance) this.rebalanceLater();
     return ok;
   }
@@ -140,7 +141,7 @@ export class QueueLocks {
         );
         // no answer: keep what we believe; the lock's own expiry stops consumption if it lasts
         if (locked === null || this.stopped) return;
-        const now = Date.now();
+        const now = monotonicNow();
         for (const q of qs) {
           if (q.pq.dropped) continue;
           if (locked.has(mqKey(q.mq))) this.granted(q, now);

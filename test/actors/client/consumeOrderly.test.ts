@@ -17,9 +17,10 @@ import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import { type LockedQueue, QueueLocks } from "../../../actors/client/queueLocks.ts";
 import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
+import { monotonicNow } from "../../../transport/clock.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageQueue } from "../../../transport/protocol.ts";
-import { waitFor } from "../../helpers.ts";
+import { fakeWallClock, waitFor } from "../../helpers.ts";
 
 const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
 
@@ -319,7 +320,7 @@ test("clustering: no consumption without a valid lock; the lock is retried and c
         lockCalls.push(Date.now());
         if (lockAnswer) {
           p.locked = true;
-          p.lastLockTimestamp = Date.now();
+          p.lastLockTimestamp = monotonicNow();
         }
         return lockAnswer;
       },
@@ -327,7 +328,7 @@ test("clustering: no consumption without a valid lock; the lock is retried and c
     { lockMaxLiveTimeMs: 1_000 },
   );
   pq.locked = true;
-  pq.lastLockTimestamp = Date.now() - 5_000; // renewed too long ago: expired in the client's view
+  pq.lastLockTimestamp = monotonicNow() - 5_000; // renewed too long ago: expired in the client's view
   feed(service, pq, [40]);
   await waitFor(() => lockCalls.length >= 1, 2_000, "a lock attempt");
   assert.deepEqual(delivered, [], "an expired lock stops consumption");
@@ -365,23 +366,56 @@ test("a lock granted again after it lapsed (pq.locked still true, last renewal t
   const locks = grantingLocks(1_000, events);
   const pq = new ProcessQueue<MessageExt>();
   pq.locked = true;
-  pq.lastLockTimestamp = Date.now() - 5_000;
+  pq.lastLockTimestamp = monotonicNow() - 5_000;
   assert.equal(await locks.lock(mq, pq), true);
   assert.deepEqual(events, ["regained 0"], "the consume service's relock of a lapsed queue rebuilds it");
   assert.equal(pq.locked, true);
-  assert.ok(Date.now() - pq.lastLockTimestamp < 1_000);
+  assert.ok(monotonicNow() - pq.lastLockTimestamp < 1_000);
   // renewed in time: a renewal, not a regain
   assert.equal(await locks.lock(mq, pq), true);
   assert.deepEqual(events, ["regained 0", "locked 0"]);
   // the same through the periodic renewal of every held queue
   const held = { mq: { ...mq, queueId: 1 }, pq: new ProcessQueue<MessageExt>() };
   held.pq.locked = true;
-  held.pq.lastLockTimestamp = Date.now() - 5_000;
+  held.pq.lastLockTimestamp = monotonicNow() - 5_000;
   const renewing = grantingLocks(1_000, events, [held]);
   await renewing.lockAll();
   assert.deepEqual(events.slice(2), ["regained 1"]);
   await renewing.lockAll();
   assert.deepEqual(events.slice(2), ["regained 1", "locked 1"]);
+});
+
+test("a wall clock step forward does not lapse a lock just granted: it is renewed, not regained, and consumption goes on without relocking", async () => {
+  const clock = fakeWallClock();
+  try {
+    const events: string[] = [];
+    const locks = grantingLocks(1_000, events);
+    const pq = new ProcessQueue<MessageExt>();
+    assert.equal(await locks.lock(mq, pq), true);
+    clock.jump(5_000);
+    assert.equal(locks.isLockHeld(pq), true);
+    assert.equal(await locks.lock(mq, pq), true);
+    assert.deepEqual(events, ["regained 0", "locked 0"]);
+
+    const lockCalls: number[] = [];
+    const delivered: number[] = [];
+    const { service, pq: consumed } = setup(
+      async (msgs) => {
+        delivered.push(msgs[0]!.queueOffset);
+        return "SUCCESS";
+      },
+      { lockQueue: async () => lockCalls.push(0) > 0 },
+      { lockMaxLiveTimeMs: 1_000 },
+    );
+    await locks.lock(mq, consumed);
+    clock.jump(5_000);
+    feed(service, consumed, [80]);
+    await waitFor(() => delivered.length === 1 || lockCalls.length > 0, 5_000, "consumed or relocked");
+    assert.deepEqual([delivered, lockCalls], [[80], []]);
+    await service.stop();
+  } finally {
+    clock.restore();
+  }
 });
 
 test("a batch whose lock lapsed while it was in the listener is not committed: it is put back and the queue relocks", async () => {
@@ -401,12 +435,12 @@ test("a batch whose lock lapsed while it was in the listener is not committed: i
     },
     { lockMaxLiveTimeMs: 1_000 },
   );
-  pq.lastLockTimestamp = Date.now();
+  pq.lastLockTimestamp = monotonicNow();
   try {
     feed(service, pq, [70, 71]);
     await waitFor(() => finish !== undefined, 2_000, "listener entered");
     // the client was frozen inside the batch: no renewal for longer than the lock lives
-    pq.lastLockTimestamp = Date.now() - 5_000;
+    pq.lastLockTimestamp = monotonicNow() - 5_000;
     finish();
     await waitFor(() => lockCalls.length >= 1, 2_000, "a relock attempt");
     assert.deepEqual(offsets.updates, [], "no offset committed under a lapsed lock (another member may have moved past it)");

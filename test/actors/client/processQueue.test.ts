@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { ProcessQueue, type ProcessQueueMessage } from "../../../actors/client/processQueue.ts";
+import { fakeWallClock } from "../../helpers.ts";
 
 function msg(queueOffset: number, bytes = 123, properties?: Record<string, string>): ProcessQueueMessage {
   return { queueOffset, body: Buffer.alloc(bytes), properties };
@@ -194,6 +195,19 @@ describe("ProcessQueue: orderly helpers", () => {
     assert.equal(q.isPullExpired(), true);
     q.lastPullTimestamp = t;
     assert.equal(q.isPullExpired(), false);
+  });
+
+  it("the default clock is monotonic: a wall clock step forward neither expires a lock granted just now nor a pull", () => {
+    const clock = fakeWallClock();
+    try {
+      const q = new ProcessQueue();
+      q.locked = true;
+      clock.jump(121_000);
+      assert.equal(q.isLockExpired(), false, "lock read expired");
+      assert.equal(q.isPullExpired(), false, "pull read expired");
+    } finally {
+      clock.restore();
+    }
   });
 
   it("clear resets counts", () => {

@@ -9,9 +9,11 @@ import type { PullRequest } from "../../../actors/client/pullRequest.ts";
 import { defaultPullSettings, PullService, type PullServiceDeps } from "../../../actors/client/pullService.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { MASTER_ID } from "../../../transport/protocol.ts";
+import { monotonicFollowsDate } from "../../helpers.ts";
 
 test("queues parked while suspended are not pull-expired, however long the suspension", (t) => {
   t.mock.timers.enable({ apis: ["setInterval", "setTimeout", "Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
   // a suspended service parks requests without pulling: nothing but the settings is used
   const service = new PullService({ settings: defaultPullSettings() } as unknown as PullServiceDeps);
   const pq = new ProcessQueue<MessageExt>();
