@@ -6,6 +6,7 @@
  * program's stdout is its data (`actormq consume > file`, `| jq`) and warnings must not mix in.
  */
 import { type Logger, pino } from "pino";
+import { monotonicNow } from "../transport/clock.ts";
 import { MQError } from "../transport/protocol.ts";
 
 export type { Logger };
@@ -39,7 +40,8 @@ export class LogThrottle {
 
   /** How many lines of `key` were held back since its last one, when this one may go out; else undefined. */
   pass(key: string): number | undefined {
-    const now = Date.now();
+    // monotonic: after a wall clock step back, Date.now() would hold every line back for as long
+    const now = monotonicNow();
     const l = this.last.get(key);
     if (l && now - l.at < this.intervalMs) {
       l.held++;

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
-import { createLogger } from "../../actors/logger.ts";
+import { createLogger, LogThrottle } from "../../actors/logger.ts";
 import { MQError } from "../../transport/protocol.ts";
+import { fakeWallClock, waitFor } from "../helpers.ts";
 
 test("createLogger takes pino's levels and silent; other names, Object.prototype's included, are ILLEGAL_ARGUMENT", () => {
   for (const level of ["trace", "debug", "info", "warn", "error", "fatal", "silent"]) assert.equal(createLogger("t", level).level, level);
@@ -33,4 +34,17 @@ test("servers log on stdout, clients on stderr (a client program's stdout is its
   const err = r.stderr.trim().split("\n");
   assert.equal(err.length, 1, r.stderr);
   assert.equal(JSON.parse(err[0]!).msg, "client line");
+});
+
+test("a throttled log line goes out again after its interval of real time, though the wall clock stepped back 1 h", async () => {
+  const clock = fakeWallClock();
+  try {
+    const t = new LogThrottle(200);
+    assert.equal(t.pass("pull-failed"), 0);
+    clock.jump(-3_600_000);
+    const held = await waitFor(() => t.pass("pull-failed"), 2_000, "the next line let through");
+    assert.ok(held > 0);
+  } finally {
+    clock.restore();
+  }
 });

@@ -13,7 +13,7 @@ import {
 } from "../../../actors/client/offsetStore.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { type MessageQueue, MQError } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, monotonicFollowsDate, tempDir } from "../../helpers.ts";
 
 const q0: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 0 };
 const q1: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 1 };
@@ -124,6 +124,7 @@ test("local file store: a file that cannot be written rejects persistAll; its wa
     );
     assert.ok(err instanceof Error, "the write fails");
     t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+    monotonicFollowsDate(t);
     const lines: { fields: Record<string, unknown>; msg: string }[] = [];
     t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
     const warn = localPersistFailureLogger(file, "g");

@@ -3,6 +3,7 @@ import { test } from "node:test";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
 import { PULL_FAILURE_LOG_INTERVAL_MS, pullFailureLogger, pullLog } from "../../../actors/client/pullService.ts";
 import { MQError } from "../../../transport/protocol.ts";
+import { monotonicFollowsDate } from "../../helpers.ts";
 
 function request(topic: string, queueId: number): PullRequest {
   return { consumerGroup: "g", mq: { topic, brokerName: "b", queueId }, brokerId: 0, nextOffset: 0 } as PullRequest;
@@ -10,6 +11,7 @@ function request(topic: string, queueId: number): PullRequest {
 
 test("failed pulls: one warning per queue per interval, none for FLOW_CONTROL or retry topics", (t) => {
   t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
   const lines: { fields: Record<string, unknown>; msg: string }[] = [];
   t.mock.method(pullLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
   const onError = pullFailureLogger({ brokerAddress: (name, id) => (name === "b" && id === 0 ? "tcp://10.0.0.1:10911" : undefined) }, "g");

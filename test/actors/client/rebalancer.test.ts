@@ -10,6 +10,7 @@ import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
 import type { ActorNode } from "../../../actors/runtime/index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, MQError, mqKey } from "../../../transport/protocol.ts";
+import { monotonicFollowsDate } from "../../helpers.ts";
 
 const queues = (n: number): MessageQueue[] =>
   Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
@@ -382,6 +383,7 @@ test("broadcasting: a lost queue whose offset cannot be written is reported and 
 
 test("a queue whose start offset cannot be read is logged at warn, at most once per queue per interval, and retried next round", async (t) => {
   t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
   const lines: { fields: Record<string, unknown>; msg: string }[] = [];
   t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
   let brokerDown = true;
@@ -439,6 +441,7 @@ test("a queue whose start offset cannot be read is logged at warn, at most once 
 
 test("clustering: a topic whose group members no broker can list is logged at warn, at most once per topic per interval", async (t) => {
   t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
   const lines: { fields: Record<string, unknown>; msg: string }[] = [];
   t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
   let brokerDown = true;

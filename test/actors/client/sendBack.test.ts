@@ -7,6 +7,7 @@ import { test } from "node:test";
 import { createSendBack, SEND_BACK_FAILURE_LOG_INTERVAL_MS, type SendBackHost, sendBackLog } from "../../../actors/client/sendBack.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { MQError } from "../../../transport/protocol.ts";
+import { monotonicFollowsDate } from "../../helpers.ts";
 
 function msg(id: string): MessageExt {
   return {
@@ -30,6 +31,7 @@ function host(answer: () => Promise<unknown>): SendBackHost {
 
 test("a refused send-back is logged at warn (group, topic, msgId, code, message), once per code per interval", async (t) => {
   t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
   const lines: { fields: Record<string, unknown>; msg: string }[] = [];
   t.mock.method(sendBackLog(), "warn", (fields: Record<string, unknown>, m: string) => void lines.push({ fields, msg: m }));
   let error = new MQError("INVALID_PARAMETER", "CONSUMER_SEND_MSG_BACK's delayLevel must be an integer.");
