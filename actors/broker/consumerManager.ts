@@ -11,6 +11,7 @@
  * the expiry rather than at the next 20 s rebalance after it.
  */
 import { fromCallback, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   CLIENT_ACTOR,
   CLUSTERING_GROUP_MAX_LENGTH,
@@ -234,7 +235,8 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
   if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "HEART_BEAT needs a clientID.");
   const data = Array.isArray(e.consumerDataSet) ? e.consumerDataSet : [];
   const notifyRef = e.origin?.ref(CLIENT_ACTOR);
-  const now = Date.now();
+  // monotonic: a wall clock step forward would expire every live member at the next scan
+  const now = monotonicNow();
   // before anything registers: a clustering group's retry topic must be a valid topic name
   for (const cd of data) if (cd?.messageModel !== "BROADCASTING" && typeof cd?.groupName === "string") checkRetryTopicFits(cd.groupName);
   for (const cd of data) {
@@ -320,7 +322,7 @@ export const consumersMachine = setup({
       }
     },
     scan: ({ context }) => {
-      for (const g of context.table.scanExpired(Date.now(), context.expiryMs)) {
+      for (const g of context.table.scanExpired(monotonicNow(), context.expiryMs)) {
         context.ctx.logger.info({ group: g.groupName, members: g.clients.size }, "consumer left group: heartbeat timed out");
         notifyConsumerIdsChanged(context.ctx, g);
       }

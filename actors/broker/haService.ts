@@ -7,6 +7,7 @@
  * ({@link HAService.waitForSlave}).
  */
 import { fromCallback, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import { type HaTransferReply, type HaTransferRequest, MQError, type SendStatus } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
@@ -23,7 +24,7 @@ export interface SlaveConnection {
   slaveAddr: string;
   /** the commit-log offset the slave last acknowledged */
   ackedOffset: number;
-  /** when its last request came */
+  /** when its last request came (this master's monotonicNow, like every time here) */
   lastSeenMs: number;
   /** when the master last answered it (its next request is due soon after) */
   lastAnsweredMs: number;
@@ -74,7 +75,7 @@ export class HAService {
   }
 
   /** The slaves counted as connected (see {@link HAService.isLive}). */
-  liveSlaves(now = Date.now()): SlaveConnection[] {
+  liveSlaves(now = monotonicNow()): SlaveConnection[] {
     return [...this.slaves.values()].filter((s) => this.isLive(s, now));
   }
 
@@ -92,14 +93,14 @@ export class HAService {
   }
 
   /** The highest offset any live slave acknowledged; -1 without one (`push2SlaveMaxOffset`). */
-  slaveAckedOffset(now = Date.now()): number {
+  slaveAckedOffset(now = monotonicNow()): number {
     let max = -1;
     for (const s of this.slaves.values()) if (s.ackedOffset > max && this.isLive(s, now)) max = s.ackedOffset;
     return max;
   }
 
   /** RocketMQ's `isSlaveOK`: a slave is connected and at most `haMaxGapNotInSync` behind `masterPutWhere`. */
-  isSlaveOk(masterPutWhere: number, now = Date.now()): boolean {
+  isSlaveOk(masterPutWhere: number, now = monotonicNow()): boolean {
     const acked = this.slaveAckedOffset(now);
     return acked >= 0 && masterPutWhere - acked < this.tuning.haMaxGapNotInSync;
   }
@@ -126,7 +127,7 @@ export class HAService {
   }
 
   /** A slave's HA_TRANSFER: record its acknowledgement, then answer with bytes or hold it. */
-  onTransfer(req: Partial<HaTransferRequest>, reply: Replier | undefined, now = Date.now()): void {
+  onTransfer(req: Partial<HaTransferRequest>, reply: Replier | undefined, now = monotonicNow()): void {
     if (!reply) return;
     if (this.closed) {
       reply.fail(new MQError("SERVICE_NOT_AVAILABLE", "The master is shutting down; the slave retries when it is back."));
@@ -221,7 +222,7 @@ export class HAService {
    * served, at most once per {@link REFUSAL_WARN_INTERVAL_MS} (a flood of peers costs no log flood).
    */
   private refuse(key: string, reply: Replier, what: string, message: string): void {
-    const now = Date.now();
+    const now = monotonicNow();
     const known = this.refused.delete(key);
     this.refused.set(key, now);
     if (this.refused.size > MAX_REFUSED_SLAVES) this.refused.delete(this.refused.keys().next().value as string);
@@ -247,7 +248,7 @@ export class HAService {
   }
 
   /** New data (or a tick): answers held transfers that now have bytes, and those whose hold ran out. */
-  wake(now = Date.now()): void {
+  wake(now = monotonicNow()): void {
     if (this.held.length === 0) return;
     const keep: HeldTransfer[] = [];
     for (const h of this.held) {
@@ -259,7 +260,7 @@ export class HAService {
   }
 
   /** Forgets slaves (and refused peers) not heard from for `haSlaveExpireMs` (RocketMQ's housekeeping). */
-  expireSlaves(now = Date.now()): void {
+  expireSlaves(now = monotonicNow()): void {
     for (const [key, at] of this.refused) {
       if (now - at <= this.tuning.haSlaveExpireMs) break; // oldest first
       this.refused.delete(key);
@@ -311,7 +312,7 @@ export class HAService {
   }
 
   private answer(h: HeldTransfer, bytes: Buffer): void {
-    h.slave.lastAnsweredMs = Date.now();
+    h.slave.lastAnsweredMs = monotonicNow();
     const fields: HaTransferReply = {
       offset: h.offset,
       masterMaxOffset: this.ctx.store.maxPhyOffset,

@@ -11,6 +11,7 @@
  */
 import { assign, fromCallback, sendTo, setup } from "xstate";
 import { tagMatches } from "../../filter/index.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { ArrivalEvent, BrokerContext } from "./brokerContext.ts";
 import {
@@ -188,7 +189,7 @@ const holdTicker = fromCallback<
     if (timer) clearTimeout(timer);
     timer = undefined;
     if (e.at !== Infinity) {
-      timer = setTimeout(() => sendBack({ type: "EXPIRE" }), timerDelay(e.at - Date.now()));
+      timer = setTimeout(() => sendBack({ type: "EXPIRE" }), timerDelay(e.at - monotonicNow()));
       timer.unref?.();
     }
   });
@@ -237,7 +238,7 @@ export const holdMachine = setup({
     },
     check: ({ context }) => {
       const s = context.services;
-      const now = Date.now();
+      const now = monotonicNow();
       for (const key of [...context.table.keys()]) {
         let maxOffset = -1;
         const taken = context.table.take(key, (h) => {
@@ -248,7 +249,7 @@ export const holdMachine = setup({
       }
     },
     expire: ({ context }) => {
-      const now = Date.now();
+      const now = monotonicNow();
       for (const key of [...context.table.keys()]) {
         const taken = context.table.take(key, (h) => now >= h.deadline);
         if (taken.length > 0) reexecute(context.services, taken);

@@ -19,6 +19,7 @@
 import { setup } from "xstate";
 import { compileSql92, parseSubscription, type Sql92Predicate } from "../../filter/index.ts";
 import type { GetMessageResult, GetMessageStatus, MessageFilter } from "../../store/index.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   BrokerActor,
   MASTER_ID,
@@ -77,6 +78,7 @@ export interface HeldPull {
   reply: Replier;
   /** `topic@queueId` */
   key: string;
+  /** when it was held ({@link monotonicNow}, as `deadline`) */
   suspendTimestamp: number;
   /** when it is answered (PULL_NOT_FOUND) at the latest */
   deadline: number;
@@ -395,7 +397,8 @@ export function answerPull(s: PullServices, req: PullMessageRequest, reply: Repl
     else reply.ok(outcome.fields);
     return;
   }
-  const now = Date.now();
+  // monotonic: a wall clock step must neither answer every held pull at once nor hold them for hours
+  const now = monotonicNow();
   const held: HeldPull = {
     req,
     reply,

@@ -12,7 +12,7 @@ import {
   isMQError,
   type MessageModel,
 } from "../../../transport/protocol.ts";
-import { waitFor } from "../../helpers.ts";
+import { fakeWallClock, waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
 /** A client process: its own node hosting the `client` actor, recording notifications. */
@@ -199,6 +199,30 @@ test("a subscription group config the broker could not use is refused with INVAL
   await c.heartbeat(f, "Cfg", { T: "*" });
   assert.deepEqual(await members(f, "Cfg"), ["10.0.5.1@1"]);
   assert.equal(f.broker.ctx.topics.get("%RETRY%Cfg")?.writeQueueNums, 3);
+});
+
+test("a wall clock step forward does not expire a member that just sent its heartbeat", async () => {
+  const s = await startFixture({ channelExpiredTimeoutMs: 2000, clientScanIntervalMs: 50 });
+  const clock = fakeWallClock();
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+    const a = await fakeClient("10.0.3.5@1");
+    const b = await fakeClient("10.0.3.6@1");
+    await a.heartbeat(s, "G3c", { T: "*" });
+    await b.heartbeat(s, "G3c", { T: "*" });
+    clock.jump(5 * 60_000);
+    // b falls silent: once its 2 s run out, scans have run past the step
+    const beat = setInterval(() => void a.heartbeat(s, "G3c", { T: "*" }).catch(() => {}), 1500);
+    try {
+      await waitFor(async () => (await members(s, "G3c")).length < 2, 5000, "b expired");
+    } finally {
+      clearInterval(beat);
+    }
+    assert.deepEqual(await members(s, "G3c"), ["10.0.3.5@1"]);
+  } finally {
+    clock.restore();
+    await s.close();
+  }
 });
 
 test("a member silent past the expiry is removed by the scan and the survivors are notified", async () => {

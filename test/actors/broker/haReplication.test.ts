@@ -7,6 +7,7 @@ import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { haServiceOf } from "../../../actors/broker/haService.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
+import { monotonicNow } from "../../../transport/clock.ts";
 import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
 import { EPHEMERAL, fakeWallClock, tempDir, waitFor } from "../../helpers.ts";
@@ -524,7 +525,7 @@ test("refused peers are remembered and logged within bounds", async () => {
     );
   assert.ok(service.refused.size <= 1024, `refused peers remembered: ${service.refused.size}`);
   assert.equal(warnings.length, 1, "refusals are logged at most once per interval");
-  service.expireSlaves(Date.now() + 60_000);
+  service.expireSlaves(monotonicNow() + 60_000);
   assert.equal(service.refused.size, 0, "peers that stopped asking are forgotten");
   await closeBroker(master);
 });

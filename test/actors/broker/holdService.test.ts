@@ -4,7 +4,7 @@ import type { HoldContext } from "../../../actors/broker/holdService.ts";
 import { MAX_SUSPEND_TIMEOUT_MS } from "../../../actors/broker/pullProcessor.ts";
 import { decodeRecords } from "../../../transport/messageRecord.ts";
 import { BrokerActor, PullSysFlag } from "../../../transport/protocol.ts";
-import { waitFor } from "../../helpers.ts";
+import { fakeWallClock, waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
 const SUSPEND = PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND;
@@ -76,6 +76,27 @@ test("a held pull times out to PULL_NOT_FOUND at its suspend time", async () => 
   assert.equal(r.fields.status, "PULL_NOT_FOUND");
   assert.equal(r.fields.nextBeginOffset, 0);
   assert.ok(waited >= 280 && waited < 2000, `answered after ${waited} ms`);
+});
+
+test("a held pull times out at its suspend time of real time, whichever way the wall clock steps meanwhile", async () => {
+  const clock = fakeWallClock();
+  try {
+    for (const [queueId, step] of [
+      [2, -3_600_000],
+      [3, 3_600_000],
+    ] as const) {
+      const t0 = performance.now();
+      const p = f.pull({ queueId, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 500 }, 5_000);
+      await waitFor(() => heldPulls(f) === 1, 2000, "the pull held by the broker");
+      clock.jump(step);
+      const r = await p;
+      const waited = performance.now() - t0;
+      assert.equal(r.fields.status, "PULL_NOT_FOUND");
+      assert.ok(waited >= 450 && waited < 2000, `step ${step}: answered after ${Math.round(waited)} ms`);
+    }
+  } finally {
+    clock.restore();
+  }
 });
 
 test("a suspend time past MAX_SUSPEND_TIMEOUT_MS is held for MAX_SUSPEND_TIMEOUT_MS", async () => {
