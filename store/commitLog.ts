@@ -162,8 +162,13 @@ export class CommitLog {
     this.writeOffset = phy + len;
   }
 
-  /** Cuts away what a failed append left past the write offset; throws (retriable) while it cannot. */
-  private clearDirtyTail(): void {
+  /**
+   * Cuts away what a failed append left past the write offset, if anything; throws (retriable)
+   * while it cannot. Close calls it too: a refused put's whole records left there would be
+   * recovered as stored messages after a restart.
+   */
+  clearDirtyTail(): void {
+    if (this.dirtyFrom < 0) return;
     const seg = this.segmentFor(this.dirtyFrom);
     try {
       seg?.zeroFrom(this.dirtyFrom - seg.start);

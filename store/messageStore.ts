@@ -1702,6 +1702,13 @@ export class MessageStore {
     let err: unknown;
     let cp: StoreCheckpoint | null = null;
     try {
+      // a refused put's records still in the log (no put came since to cut them): cut now, or the
+      // close fails and keeps the abort file rather than look clean
+      this.commitLog.clearDirtyTail();
+    } catch (e) {
+      err = e;
+    }
+    try {
       cp = this.flushAllNow();
     } catch (e) {
       err = e;

@@ -214,6 +214,29 @@ test("mkdirDurable whose parent fsync fails with EIO removes the directories it 
   assert.deepEqual(synced, ["a", "."]);
 });
 
+test("a directory the store may write in but not read (EACCES on opening it for an fsync) does not stop the store; EIO from the fsync does", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  // root reads every directory, so the refusal a non-root broker gets under a -wx parent is simulated
+  const realOpen = fs.openSync;
+  const openMock = t.mock.method(fs, "openSync", ((p: fs.PathLike, flags?: fs.OpenMode, mode?: fs.Mode) => {
+    if (p === dir) throw Object.assign(new Error(`EACCES: permission denied, open '${dir}'`), { code: "EACCES" });
+    return realOpen(p, flags ?? "r", mode);
+  }) as typeof fs.openSync);
+  const s = await MessageStore.open(small(path.join(dir, "store"), { checkpointIntervalMs: 0 }));
+  assert.equal((await s.putMessages(batch("Q", 0, [{ body: "a" }]))).status, "PUT_OK");
+  await s.close();
+  openMock.mock.restore();
+  const fsyncMock = t.mock.method(fs, "fsyncSync", () => {
+    throw Object.assign(new Error("i/o error"), { code: "EIO" });
+  });
+  assert.throws(
+    () => mkdirDurable(path.join(dir, "other")),
+    (e) => isCode("SYSTEM_ERROR")(e) && /i\/o error/.test((e as Error).message),
+  );
+  fsyncMock.mock.restore();
+});
+
 test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCHED_MESSAGE, NO_MATCHED_LOGIC_QUEUE)", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
@@ -499,6 +522,49 @@ test("a refused put's bytes that can be neither zeroed nor truncated away refuse
   s = await MessageStore.open(small(dir, { commitLogSegmentBytes: 1 << 20, checkpointIntervalMs: 0 }));
   t.after(() => s.close());
   assert.deepEqual(queueBodies(s), ["0:A", "1:C", "2:D"]);
+});
+
+test("close cuts a refused put's records left in the log (no put came since), or fails and keeps the store marked unclean", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const opts = small(dir, { commitLogSegmentBytes: 1 << 20, checkpointIntervalMs: 0 });
+  let s = await MessageStore.open(opts);
+  await s.putMessages(batch("Q", 0, [{ body: "A" }]));
+  const realTruncate = segmentIo.ftruncateSync;
+  const failTruncate = () => {
+    segmentIo.ftruncateSync = () => {
+      throw Object.assign(new Error("i/o error"), { code: "EIO" });
+    };
+  };
+  const restoreTruncate = () => {
+    segmentIo.ftruncateSync = realTruncate;
+  };
+  t.after(restoreTruncate);
+  failTruncate();
+  const restore = failWriteMidBatch();
+  try {
+    await assert.rejects(s.putMessages(refusedBatch()), isCode("SYSTEM_ERROR"));
+  } finally {
+    restore();
+  }
+  // the disk is fine again before the shutdown, but no put came to cut the refused records
+  restoreTruncate();
+  await s.close();
+  s = await MessageStore.open(opts);
+  assert.deepEqual(queueBodies(s), ["0:A"], "the refused put's records came back after a clean restart");
+  // the same with the truncate still failing at close: the close says so instead of looking clean
+  failTruncate();
+  const restore2 = failWriteMidBatch();
+  try {
+    await assert.rejects(s.putMessages(refusedBatch()), isCode("SYSTEM_ERROR"));
+  } finally {
+    restore2();
+  }
+  await assert.rejects(s.close(), (e) => isCode("SYSTEM_ERROR")(e) && /refused put/.test((e as Error).message));
+  restoreTruncate();
+  assert.ok(fs.existsSync(path.join(dir, "abort")), "the abort file stays: the shutdown was not clean");
+  s = await MessageStore.open(opts);
+  t.after(() => s.close());
 });
 
 test("a consume-queue write that fails leaves no queue offset to reuse: the records are indexed before the next put", async (t) => {
