@@ -20,6 +20,14 @@ export const dirIo = {
     let fd = -1;
     try {
       fd = fs.openSync(dir, "r");
+    } catch (e) {
+      // a directory the process may write in but not read (mode -wx, not root) cannot be opened
+      // for an fsync: as on a file system without one, what was written still survives a crash
+      const code = (e as NodeJS.ErrnoException).code ?? "";
+      if (code === "EACCES" || DIR_FSYNC_UNSUPPORTED.has(code)) return;
+      throw e;
+    }
+    try {
       fs.fsyncSync(fd);
     } catch (e) {
       if (!DIR_FSYNC_UNSUPPORTED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
