@@ -12,6 +12,7 @@ import { MessageStore } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
+import { LogThrottle } from "../logger.ts";
 import { ActorNode } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
@@ -29,6 +30,8 @@ import { TopicConfigManager } from "./topicConfigManager.ts";
 const SHUTDOWN_STEP_TIMEOUT_MS = 10_000;
 /** Longest a close waits for the replies to the requests it served to leave (ZmqNode.flushReplies). */
 const CLOSE_REPLY_GRACE_MS = 200;
+/** A failing disk's flush errors: one log line per file this often (each is counted in the metrics). */
+const FLUSH_ERROR_LOG_INTERVAL_MS = 30_000;
 
 /** Options of `Broker.createTopic`. */
 export interface CreateTopicOptions {
@@ -112,6 +115,7 @@ export class Broker {
   private static async startBroker(opts: BrokerOptions): Promise<Broker> {
     const config: BrokerConfig = resolveBrokerConfig(opts);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
+    const flushErrorLog = new LogThrottle(FLUSH_ERROR_LOG_INTERVAL_MS);
     try {
       await mkdir(config.storeDir, { recursive: true });
     } catch (e) {
@@ -147,8 +151,15 @@ export class Broker {
         ...(config.segmentBytes ? { commitLogSegmentBytes: config.segmentBytes } : {}),
         ...(config.messageDelayLevel !== undefined ? { messageDelayLevel: config.messageDelayLevel } : {}),
         // acknowledged messages in the range may be lost by a power loss: the operator must know
-        onFlushError: ({ file, from, to, error }) =>
-          logger.error({ file, from, to, code: error.code, err: error.message }, "store flush failed: the range may not be on disk"),
+        // (a disk that keeps failing fails every flush: one line per file per 30 s, all counted)
+        onFlushError: ({ file, from, to, error }) => {
+          const held = flushErrorLog.pass(file);
+          if (held !== undefined)
+            logger.error(
+              { file, from, to, code: error.code, err: error.message, ...(held > 0 ? { failuresNotLogged: held } : {}) },
+              "store flush failed: the range may not be on disk",
+            );
+        },
       });
       const { mode, log } = store.recovery;
       (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 ? logger.info.bind(logger) : logger.warn.bind(logger))(

@@ -93,4 +93,13 @@ test("a failed commit-log fdatasync (flush async) is logged at error level with 
   assert.equal(entry.code, "SYSTEM_ERROR");
   const text = await (await fetch(broker.metrics!.url)).text();
   assert.match(text, /^actormq_store_flush_errors_total\{[^}]*\} 1$/m);
+  // a disk that keeps failing: every failure counted, one line per file per 30 s (not one per flush)
+  for (let i = 2; i <= 3; i++) {
+    failures = 1;
+    await producer.send({ topic: "Flushed", body: `acknowledged before its flush ${i}` });
+    await waitFor(() => broker.store.flushErrors === i, 10_000, `flush error ${i}`);
+  }
+  assert.equal(logged.filter((l) => typeof l.file === "string" && l.file.includes("commitlog")).length, 1);
+  const again = await (await fetch(broker.metrics!.url)).text();
+  assert.match(again, /^actormq_store_flush_errors_total\{[^}]*\} 3$/m);
 });
