@@ -310,8 +310,9 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
     this.queueOffsetMax = 0;
   }
 
-  isLockExpired(now: number = this.now()): boolean {
-    return now - this.lastLockTimestamp > REBALANCE_LOCK_MAX_LIVE_TIME_MS;
+  /** The lock was not renewed within `maxLiveMs` (the consumer's rebalanceLockMaxLiveTimeMs). */
+  isLockExpired(now: number = this.now(), maxLiveMs = REBALANCE_LOCK_MAX_LIVE_TIME_MS): boolean {
+    return now - this.lastLockTimestamp > maxLiveMs;
   }
 
   isPullExpired(now: number = this.now()): boolean {

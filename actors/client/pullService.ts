@@ -177,6 +177,8 @@ export interface PullSettings {
   pullTimeoutMillis: number;
   /** pulls in flight per queue when a backlog is known (1: RocketMQ's one at a time). @default 16 */
   pullsInFlightPerQueue?: number;
+  /** orderly: how long a queue's lock holds after its last renewal (rebalanceLockMaxLiveTimeMs). @default 30000 */
+  lockMaxLiveTimeMs?: number;
 }
 
 export function defaultPullSettings(): PullSettings {
@@ -449,7 +451,10 @@ export class PullService {
     // every pull carries the consumed offset, speculative ones too: with several pulls in flight
     // the first one is rarely the one that comes next, and a queue handed to another member
     // starts where the broker last heard this one got to
-    if (this.deps.model === "CLUSTERING" && this.deps.autoCommit !== false) {
+    // orderly: a queue whose lock lapsed (this client frozen or cut off) may have been consumed by
+    // another member since; the offset in memory is stale and would move the group's back
+    const lapsed = s.orderly && request.pq.isLockExpired(undefined, s.lockMaxLiveTimeMs);
+    if (this.deps.model === "CLUSTERING" && this.deps.autoCommit !== false && !lapsed) {
       const v = this.deps.offsetStore.readOffsetFromMemory(mq);
       if (v > 0) {
         commitOffset = v;

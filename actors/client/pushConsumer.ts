@@ -358,6 +358,7 @@ export class PushConsumer {
         pullThresholdSizeForQueue: opts.pullThresholdSizeForQueue,
         consumeConcurrentlyMaxSpan: opts.consumeConcurrentlyMaxSpan,
         orderly: opts.orderly,
+        lockMaxLiveTimeMs: opts.rebalanceLockMaxLiveTimeMs,
         brokerSuspendMaxTimeMillis: opts.brokerSuspendMaxTimeMillis,
         pullTimeoutMillis: pullTimeoutFor(opts.brokerSuspendMaxTimeMillis),
       },

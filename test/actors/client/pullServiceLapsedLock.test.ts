@@ -1,0 +1,67 @@
+/**
+ * An orderly queue whose lock lapsed (the client frozen or cut off past its lock's life) may have
+ * been consumed by another member since: its pulls must not commit the stale offset in memory,
+ * which would move the group's offset back behind the other member's commits.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { ProcessQueue } from "../../../actors/client/processQueue.ts";
+import type { PullRequest } from "../../../actors/client/pullRequest.ts";
+import { defaultPullSettings, PullService, type PullServiceDeps } from "../../../actors/client/pullService.ts";
+import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
+import type { MessageExt } from "../../../transport/messageRecord.ts";
+import { MASTER_ID, PullSysFlag } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
+
+async function firstPull(lockAgeMs: number): Promise<{ sysFlag: number; commitOffset: number }> {
+  const pulls: Array<{ sysFlag: number; commitOffset: number }> = [];
+  const subscriptions = new SubscriptionTable();
+  subscriptions.subscribe("T", "*");
+  let now = 1_000_000;
+  const deps = {
+    host: {
+      brokerAddress: () => "tcp://127.0.0.1:1",
+      node: {
+        ref: () => ({
+          ask: (ev: { sysFlag: number; commitOffset: number }) => {
+            pulls.push({ sysFlag: ev.sysFlag, commitOffset: ev.commitOffset });
+            return new Promise(() => {});
+          },
+        }),
+      },
+    },
+    group: "g",
+    model: "CLUSTERING",
+    subscriptions,
+    offsetStore: { readOffsetFromMemory: () => 8, updateOffset: () => {} },
+    settings: { ...defaultPullSettings(), orderly: true, lockMaxLiveTimeMs: 1_500, pullsInFlightPerQueue: 1 },
+    onFound: () => {},
+    onOffsetIllegal: () => {},
+  } as unknown as PullServiceDeps;
+  const pq = new ProcessQueue<MessageExt>({ now: () => now });
+  pq.locked = true;
+  pq.lastLockTimestamp = now;
+  now += lockAgeMs;
+  const service = new PullService(deps);
+  const request: PullRequest = {
+    consumerGroup: "g",
+    mq: { topic: "T", brokerName: "b", queueId: 0 },
+    pq,
+    nextOffset: 8,
+    brokerId: MASTER_ID,
+  };
+  try {
+    service.executeNow(request);
+    return await waitFor(() => pulls[0], 5_000, "the pull sent");
+  } finally {
+    service.stop();
+  }
+}
+
+test("an orderly pull commits the consumed offset while the lock holds, not once it lapsed", async () => {
+  const held = await firstPull(1_000);
+  assert.ok(held.sysFlag & PullSysFlag.COMMIT_OFFSET, "a held lock's pull carries the offset");
+  assert.equal(held.commitOffset, 8);
+  const lapsed = await firstPull(1_501);
+  assert.equal(lapsed.sysFlag & PullSysFlag.COMMIT_OFFSET, 0, "a lapsed lock's pull carries no offset");
+});
