@@ -52,6 +52,7 @@ export function parseFrom(from: string): ConsumeFrom {
 export async function skipStoredBefore(
   admin: Admin,
   f: Pick<ConsumeFlags, "group" | "topic" | "from" | "broadcast">,
+  warn: (line: string) => void = (line) => process.stderr.write(`actormq: ${line}\n`),
 ): Promise<number | undefined> {
   const { consumeFromWhere, consumeTimestamp } = f.from;
   if (consumeFromWhere !== "CONSUME_FROM_TIMESTAMP") return undefined;
@@ -62,7 +63,10 @@ export async function skipStoredBefore(
     progress = await admin.consumerProgress(f.group);
   } catch (e) {
     if (e instanceof MQError && e.code === "SUBSCRIPTION_GROUP_NOT_EXIST") return consumeTimestamp;
-    throw e;
+    // no broker up yet, or one that does not answer: the consumer waits for them as with first or
+    // last; nothing is skipped (skipping a group that did consume would commit unprinted messages)
+    warn(`cannot tell whether group ${f.group} consumed ${f.topic} before (${(e as Error).message}); printing every message it receives`);
+    return undefined;
   }
   return progress.some((q) => q.topic === f.topic && q.consumerOffset > 0) ? undefined : consumeTimestamp;
 }

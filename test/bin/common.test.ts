@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { InvalidArgumentError } from "commander";
+import type { Admin } from "../../actors/client/admin.ts";
+import { parseFrom, skipStoredBefore } from "../../bin/commands/consume.ts";
 import { hoursArg, intArg, percentArg, runUntilSignal, SIGNAL_REPEAT_GRACE_MS, timeArg } from "../../bin/common.ts";
+import { MQError } from "../../transport/protocol.ts";
 
 const refuses = (parse: (v: string) => unknown, v: string) =>
   assert.throws(() => parse(v), InvalidArgumentError, `${parse.name}(${JSON.stringify(v)}) is a usage error`);
@@ -76,4 +79,23 @@ test("runUntilSignal: SIGHUP (terminal closed) shuts down like SIGINT and SIGTER
       for (const s of signals) for (const l of process.listeners(s)) if (!before.get(s)!.includes(l)) process.off(s, l);
     }
   }
+});
+
+test("consume --from <time> with a --group: a progress look-up that fails skips nothing and says so, it does not fail the command", async () => {
+  const from = parseFrom("2026-01-01T00:00:00Z");
+  const flags = { group: "g", topic: "T", from, broadcast: false };
+  const failing = (code: string) =>
+    ({
+      consumerProgress: async () => {
+        throw new MQError(code as "NO_ROUTE", `${code} here`);
+      },
+    }) as unknown as Admin;
+  for (const code of ["NO_ROUTE", "TIMEOUT"]) {
+    const lines: string[] = [];
+    assert.equal(await skipStoredBefore(failing(code), flags, (l) => lines.push(l)), undefined, code);
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, new RegExp(`group g .*${code} here.*printing every message`));
+  }
+  // a group no broker knows starts where --from says: what was stored before is skipped
+  assert.equal(await skipStoredBefore(failing("SUBSCRIPTION_GROUP_NOT_EXIST"), flags, () => {}), from.consumeTimestamp);
 });
