@@ -10,6 +10,7 @@
  * lit state is never stale by more than a flush interval while a busy actor costs a constant.
  */
 import type { AnyActorRef, InspectionEvent, Subscription } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 
 interface RecordBase {
   nodeId: string;
@@ -292,10 +293,11 @@ export class InspectionHub {
   /** Takes one record from the actor's budget; false when it is spent for this second. */
   private spend(sessionId: string): boolean {
     if (this.recordsPerSecond <= 0) return true;
-    const now = Date.now();
+    // the budget's window is a rate: a wall clock step must not end or stretch it
+    const now = monotonicNow();
     let b = this.budgets.get(sessionId);
     if (b === undefined) {
-      b = { windowStart: now, left: this.recordsPerSecond, dropped: 0, droppedSince: now, queued: false };
+      b = { windowStart: now, left: this.recordsPerSecond, dropped: 0, droppedSince: Date.now(), queued: false };
       this.budgets.set(sessionId, b);
     } else if (now - b.windowStart >= 1000) {
       b.windowStart = now;

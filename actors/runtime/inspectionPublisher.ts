@@ -10,6 +10,7 @@
  * inspector notices a process that died without saying so.
  */
 import * as zmq from "zeromq";
+import { monotonicNow } from "../../transport/clock.ts";
 import { encode } from "../../transport/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import {
@@ -89,7 +90,7 @@ export class InspectionPublisher {
       this.leaseTimer = null;
       return;
     }
-    this.leaseUntil = Date.now() + ms;
+    this.leaseUntil = monotonicNow() + ms;
     if (this.leaseTimer === null) this.armLease(ms);
   }
 
@@ -120,7 +121,7 @@ export class InspectionPublisher {
     this.leaseTimer = setTimeout(() => {
       this.leaseTimer = null;
       if (this.leaseUntil === null) return;
-      const left = this.leaseUntil - Date.now();
+      const left = this.leaseUntil - monotonicNow();
       if (left > 0) this.armLease(left);
       else void this.stop();
     }, ms);

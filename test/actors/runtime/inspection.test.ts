@@ -11,7 +11,7 @@ import {
   type Replier,
 } from "../../../actors/runtime/index.ts";
 import { INSPECTION_DROPPED_EVENT } from "../../../actors/runtime/inspection.ts";
-import { EPHEMERAL, waitFor } from "../../helpers.ts";
+import { EPHEMERAL, fakeWallClock, waitFor } from "../../helpers.ts";
 
 const counter = setup({
   types: { context: {} as { n: number }, events: {} as { type: "ADD"; body?: Buffer; reply?: Replier } },
@@ -202,6 +202,20 @@ describe("inspection", () => {
     await waitFor(() => !node.inspecting, 3000, "detached once the subscriber is gone");
     assert.equal(publishersOf(node).size, 1, "the socket waits for its lease");
     await waitFor(() => publishersOf(node).size === 0, 3000, "the unrenewed lease closed the publisher");
+  });
+
+  it("a lease ends on time when the wall clock steps back meanwhile", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    await node.publishInspection("tcp://127.0.0.1:1", { leaseMs: 300 });
+    assert.equal(publishersOf(node).size, 1);
+    const clock = fakeWallClock();
+    try {
+      clock.jump(-3_600_000);
+      await waitFor(() => publishersOf(node).size === 0, 3000, "the lease ended 300 ms later, not an hour later");
+    } finally {
+      clock.restore();
+    }
   });
 
   it("detaches while the collector pauses and replays every actor, definition included, when it resumes", async () => {
