@@ -215,10 +215,12 @@ export function addServerCommands(program: Command): void {
     // per name, as `start` keeps <dir>/<brokerName>: one default for every name would let a second
     // broker open the first one's store and serve its messages under another name
     undefined,
-    `store directory of this broker (default: ${DEFAULT_DATA_DIR}/<brokerName>, after --name)`,
+    `store directory of this broker (default: ${DEFAULT_DATA_DIR}/<brokerName>, after --name; a slave's <brokerName>-s<brokerId>)`,
   ).action(async (f: BrokerFlags) => {
     try {
-      const store = path.resolve(f.store ?? path.join(DEFAULT_DATA_DIR, f.name));
+      // a slave of the same name gets <name>-s<id>, as `cluster up` names them: its master's store is locked
+      const slaveId = f.brokerId ?? (f.role === "SLAVE" ? 1 : 0);
+      const store = path.resolve(f.store ?? path.join(DEFAULT_DATA_DIR, slaveId > 0 ? `${f.name}-s${slaveId}` : f.name));
       const broker = await Broker.start(brokerOptions(f, f.namesrv ?? [], store));
       runUntilSignal(() => broker.close());
       process.stdout.write(

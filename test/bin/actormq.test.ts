@@ -248,9 +248,13 @@ test("broker without --store keeps its store in ./actormq-data/<--name>, so a se
       b.includes(`broker broker-b listening on tcp://127.0.0.1:`) && b.includes(`(store ${path.join(dir, "actormq-data", "broker-b")},`),
       b,
     );
-    assert.deepEqual(readdirSync(path.join(dir, "actormq-data")).sort(), ["broker-a", "broker-b"]);
+    // a slave of broker-a: its own store, not its master's (which is locked while the master runs)
+    const s = await bannerOf([...args(), "--role", "SLAVE", "--master-address", "tcp://127.0.0.1:1"], dir);
+    assert.ok(s.includes(`(store ${path.join(dir, "actormq-data", "broker-a-s1")},`), s);
+    assert.deepEqual(readdirSync(path.join(dir, "actormq-data")).sort(), ["broker-a", "broker-a-s1", "broker-b"]);
     const h = await cli(["broker", "--help"]);
     assert.match(h.out, /\.\/actormq-data\/<brokerName>/);
+    assert.match(h.out, /<brokerName>-s<brokerId>/);
   } finally {
     await ns.close();
     await cleanup();
