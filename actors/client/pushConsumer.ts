@@ -300,6 +300,8 @@ export function releaseGroup(clientId: string, group: string): void {
 /** A push consumer: see API.md. */
 export class PushConsumer {
   private readonly held = new Map<string, HeldQueue>();
+  /** Orderly queues given up whose release (batch in hand, offset stored) has not ended: their locks are still renewed. */
+  private readonly releasing = new Set<HeldQueue>();
   private readonly names: { rebalancer: string; pull: string; consume: string; locks: string };
   private persistTimer: NodeJS.Timeout | null = null;
   private closing: Promise<void> | null = null;
@@ -402,6 +404,7 @@ export class PushConsumer {
             group: this.group,
             lockMaxLiveTimeMs: opts.rebalanceLockMaxLiveTimeMs,
             held: () => this.held.values(),
+            releasing: () => this.releasing,
             onRegained: (q) => this.rebuildQueue(q.mq, q.pq),
             rebalanceNow: () => this.rebalanceNow(),
           })
@@ -433,9 +436,15 @@ export class PushConsumer {
    * lock lapsed meanwhile), then the broker lock goes.
    */
   private async releaseOrderlyQueue(h: HeldQueue): Promise<void> {
-    await this.orderlyService!.release(h.pq, ORDERLY_RELEASE_MAX_WAIT_MS);
-    // a lapsed lock's offset may be behind another member's (see persistableQueues)
-    if (this.queueLocks!.isLockHeld(h.pq)) await this.offsetStore.persist(h.mq).catch(() => {});
+    // its lock is renewed meanwhile: a batch in hand longer than the lock's life still commits
+    this.releasing.add(h);
+    try {
+      await this.orderlyService!.release(h.pq, ORDERLY_RELEASE_MAX_WAIT_MS);
+      // a lapsed lock's offset may be behind another member's (see persistableQueues)
+      if (this.queueLocks!.isLockHeld(h.pq)) await this.offsetStore.persist(h.mq).catch(() => {});
+    } finally {
+      this.releasing.delete(h);
+    }
     // the queue came back to this client while it was released: keep the lock, the new entry uses it
     if (this.held.has(mqKey(h.mq))) return;
     this.offsetStore.removeOffset(h.mq);

@@ -3,7 +3,7 @@
  * `lockAll`, `unlock` and the lock task of `ConsumeMessageOrderlyService`, reference §15):
  * a queue is locked on its broker (LOCK_BATCH_MQ) before it is pulled, every held queue's lock
  * is renewed every 20 s (first after 1 s), and a queue given up is unlocked (UNLOCK_BATCH_MQ)
- * once the batch in hand is committed. The broker lets one client of a group hold a queue at a
+ * once the batch in hand is committed (its lock renewed meanwhile). The broker lets one client of a group hold a queue at a
  * time and forgets a lock not renewed for 60 s; the client considers its own lock expired after
  * 30 s without renewal, so it stops consuming before the broker could hand the queue to another,
  * and takes a lock granted again after that for a regained one (its cache and offset rebuilt).
@@ -43,6 +43,12 @@ export interface QueueLocksDeps {
   lockMaxLiveTimeMs?: number;
   /** the queues held now */
   held(): Iterable<LockedQueue>;
+  /**
+   * queues given up (dropped) whose release has not ended: their locks are renewed while it
+   * lasts, so the batch in hand commits and its offset is stored (RocketMQ's lockAll renews a
+   * dropped process queue until it leaves the table)
+   */
+  releasing?(): Iterable<LockedQueue>;
   /** a held queue's lock was confirmed (consumption may go on) */
   onLocked?(q: LockedQueue): void;
   /**
@@ -121,17 +127,22 @@ export class QueueLocks {
     return ok;
   }
 
-  /** Renews the lock of every held queue, one request per broker; marks each queue locked or not. */
+  /**
+   * Renews the lock of every held queue, and of every queue in release whose lock still holds,
+   * one request per broker; marks each queue locked or not.
+   */
   async lockAll(): Promise<void> {
     if (this.stopped) return;
     this.stats.lockAllRounds++;
     const byBroker = new Map<string, LockedQueue[]>();
-    for (const q of this.deps.held()) {
-      if (q.pq.dropped) continue;
+    const add = (q: LockedQueue): void => {
       const list = byBroker.get(q.mq.brokerName);
       if (list) list.push(q);
       else byBroker.set(q.mq.brokerName, [q]);
-    }
+    };
+    for (const q of this.deps.held()) if (!q.pq.dropped) add(q);
+    // a lapsed one stays lapsed: its batch may have been consumed by another member meanwhile
+    for (const q of this.deps.releasing?.() ?? []) if (this.isLockHeld(q.pq)) add(q);
     await Promise.all(
       [...byBroker].map(async ([brokerName, qs]) => {
         const locked = await this.lockOnBroker(
@@ -143,9 +154,10 @@ export class QueueLocks {
         if (locked === null || this.stopped) return;
         const now = monotonicNow();
         for (const q of qs) {
-          if (q.pq.dropped) continue;
-          if (locked.has(mqKey(q.mq))) this.granted(q, now);
-          else q.pq.locked = false;
+          if (!locked.has(mqKey(q.mq))) q.pq.locked = false;
+          else if (!q.pq.dropped) this.granted(q, now);
+          // in release: renewed only if it had not lapsed meanwhile, never regained
+          else if (this.isLockHeld(q.pq, now)) q.pq.lastLockTimestamp = now;
         }
       }),
     );

@@ -301,3 +301,74 @@ test("orderly: a member frozen past its lock's life does not replay its stale ca
     await cleanup();
   }
 });
+
+/**
+ * A graceful move while the queue's batch in hand runs longer than the lock's life (3 s listener,
+ * lock renewed every 500 ms, lost after 1.5 s without renewal): the queue given up keeps its lock
+ * renewed until its release ended, so the batch commits, its offset is stored, and the new owner
+ * starts after it. It was seen failing while a queue being given up was no longer renewed: the
+ * batch was rolled back at its end and the new owner consumed it again.
+ */
+test("orderly: a graceful move with a batch in hand longer than the lock's life consumes that batch once", async () => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-slow-move-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } as object });
+  const producer = await Producer.start({ group: "pgOrdSlowMove", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const consumers: PushConsumer[] = [];
+  const log: { client: string; q: number; off: number; start: number }[] = [];
+  const start = async (name: string): Promise<void> => {
+    const c = await PushConsumer.start({
+      group: "cgOrdSlowMove",
+      nameservers: cluster.nameservers,
+      instanceName: `slow-move-${name}`,
+      subscriptions: { OrdSlowMove: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      orderly: true,
+      persistConsumerOffsetIntervalMs: 200,
+      rebalanceIntervalMs: 1000,
+      heartbeatBrokerIntervalMs: 500,
+      rebalanceLockIntervalMs: 500,
+      rebalanceLockMaxLiveTimeMs: 1500,
+      listener: async (msgs, ctx) => {
+        const s = Date.now();
+        await new Promise((r) => setTimeout(r, 3000));
+        for (const m of msgs) log.push({ client: name, q: ctx.messageQueue.queueId, off: m.queueOffset, start: s });
+        return "SUCCESS" as const;
+      },
+    });
+    consumers.push(c);
+  };
+  try {
+    await admin.createTopic({ topic: "OrdSlowMove", readQueueNums: 2, writeQueueNums: 2 });
+    for (let q = 0; q < 2; q++) {
+      const msgs = Array.from({ length: 10 }, (_, i) => ({ topic: "OrdSlowMove", body: `${q}:${i}` }));
+      await producer.sendBatch(msgs, { selector: (mqs: MessageQueue[]) => mqs.find((m) => m.queueId === q), arg: q });
+    }
+    await start("A");
+    await waitFor(() => new Set(log.map((x) => x.q)).size === 2, 20_000, "A consuming both queues");
+    // B joins while A is inside its batches: the queue moving to B has a batch in hand
+    const tB = Date.now();
+    await start("B");
+    await waitFor(() => log.some((x) => x.client === "B" && x.start >= tB), 30_000, "B consuming a queue");
+    const moved = log.find((x) => x.client === "B")!.q;
+    await waitFor(() => log.filter((x) => x.client === "B" && x.q === moved).length >= 2, 15_000, "B's second batch");
+    for (const c of consumers.splice(0).reverse()) await c.close();
+    for (let q = 0; q < 2; q++) {
+      const offs = log
+        .filter((x) => x.q === q)
+        .sort((x, y) => x.start - y.start)
+        .map((x) => x.off);
+      assert.deepEqual(
+        offs,
+        Array.from({ length: offs.length }, (_, i) => i),
+        `queue ${q}: offsets consumed once each, in order`,
+      );
+    }
+  } finally {
+    for (const c of consumers) await c.close().catch(() => {});
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
