@@ -76,8 +76,10 @@ import {
 import {
   DEFAULT_REBALANCE_LOCK_INTERVAL_MS,
   DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS,
+  lockRenewIntervalMs,
   QueueLocks,
   queueLocksMachine,
+  REBALANCE_LOCK_FIRST_DELAY_MS,
 } from "./queueLocks.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { createSendBack } from "./sendBack.ts";
@@ -122,7 +124,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   orderly?: boolean;
   /** orderly: pause of a queue after SUSPEND_CURRENT_QUEUE_A_MOMENT, ms @default 1000 */
   suspendCurrentQueueTimeMillis?: number;
-  /** orderly clustering: how often held queues' broker locks are renewed @default 20000 */
+  /** orderly clustering: how often held queues' broker locks are renewed (at least every rebalanceLockMaxLiveTimeMs / 2) @default 20000 */
   rebalanceLockIntervalMs?: number;
   /** orderly clustering: a lock not renewed for this long is considered lost (keep it below the broker's lock expiry) @default 30000 */
   rebalanceLockMaxLiveTimeMs?: number;
@@ -563,9 +565,11 @@ export class PushConsumer {
         supervision: { strategy: "stop" },
         localOnly: "all",
       });
+    // a lock life shorter than the interval would lapse between renewals
+    const renew = lockRenewIntervalMs(this.opts.rebalanceLockIntervalMs, this.opts.rebalanceLockMaxLiveTimeMs);
     if (this.queueLocks)
       node.spawn(this.names.locks, queueLocksMachine, {
-        input: { locks: this.queueLocks, intervalMs: this.opts.rebalanceLockIntervalMs },
+        input: { locks: this.queueLocks, intervalMs: renew, firstDelayMs: Math.min(REBALANCE_LOCK_FIRST_DELAY_MS, renew) },
         supervision: { strategy: "stop" },
         localOnly: "all",
       });

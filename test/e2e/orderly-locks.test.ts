@@ -372,3 +372,47 @@ test("orderly: a graceful move with a batch in hand longer than the lock's life 
     await cleanup();
   }
 });
+
+/**
+ * A lock life shorter than the renewal interval (rebalanceLockMaxLiveTimeMs 1.5 s, the default
+ * 20 s rebalanceLockIntervalMs) with batches longer than the lock's life: the locks are renewed
+ * often enough that none lapses, so each batch commits once. It was seen failing while the locks
+ * were renewed every 20 s regardless: every lock lapsed 1.5 s after its renewal, and the first
+ * batch was rolled back and delivered again forever.
+ */
+test("orderly: a lock life shorter than the renewal interval still lets long batches commit", async () => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-short-life-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } as object });
+  const producer = await Producer.start({ group: "pgOrdShortLife", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const delivered: number[] = [];
+  let c: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "OrdShortLife", readQueueNums: 1, writeQueueNums: 1 });
+    await producer.sendBatch(
+      Array.from({ length: 3 }, (_, i) => ({ topic: "OrdShortLife", body: `${i}` })),
+      { selector: (mqs: MessageQueue[]) => mqs[0], arg: 0 },
+    );
+    c = await PushConsumer.start({
+      group: "cgOrdShortLife",
+      nameservers: cluster.nameservers,
+      subscriptions: { OrdShortLife: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      orderly: true,
+      rebalanceLockMaxLiveTimeMs: 1500,
+      listener: async (msgs) => {
+        await new Promise((r) => setTimeout(r, 2000));
+        for (const m of msgs) delivered.push(m.queueOffset);
+        return "SUCCESS" as const;
+      },
+    });
+    await waitFor(() => delivered.length >= 3, 20_000, `3 batches delivered (so far: ${delivered.join(" ")})`);
+    assert.deepEqual(delivered.slice(0, 3), [0, 1, 2], "each message once, in order");
+  } finally {
+    await c?.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
