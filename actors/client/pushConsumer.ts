@@ -124,7 +124,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   orderly?: boolean;
   /** orderly: pause of a queue after SUSPEND_CURRENT_QUEUE_A_MOMENT, ms @default 1000 */
   suspendCurrentQueueTimeMillis?: number;
-  /** orderly clustering: how often held queues' broker locks are renewed (at least every rebalanceLockMaxLiveTimeMs / 2) @default 20000 */
+  /** orderly clustering: how often held queues' broker locks are renewed (every rebalanceLockMaxLiveTimeMs / 2 instead when this leaves under a third of it as margin) @default 20000 */
   rebalanceLockIntervalMs?: number;
   /** orderly clustering: a lock not renewed for this long is considered lost (keep it below the broker's lock expiry) @default 30000 */
   rebalanceLockMaxLiveTimeMs?: number;

@@ -2,7 +2,8 @@
  * Broker-side queue locks of an orderly clustering consumer (RocketMQ's `RebalanceImpl#lock`,
  * `lockAll`, `unlock` and the lock task of `ConsumeMessageOrderlyService`, reference §15):
  * a queue is locked on its broker (LOCK_BATCH_MQ) before it is pulled, every held queue's lock
- * is renewed every 20 s (first after 1 s; both at most half the client's lock life), and a queue
+ * is renewed every 20 s (first after 1 s; more often when that leaves under a third of the client's
+ * lock life as margin), and a queue
  * given up is unlocked (UNLOCK_BATCH_MQ) once the batch in hand is committed (its lock renewed
  * meanwhile). The broker lets one client of a group hold a queue at a time and forgets a lock not
  * renewed for 60 s; the client considers its own lock expired after 30 s without renewal, so it
@@ -32,11 +33,12 @@ export const LOCK_ALL_REQUEST_TIMEOUT_MS = 3_000;
 export const LOCK_FAILED_REBALANCE_DELAY_MS = 500;
 
 /**
- * How often held locks are renewed: every `intervalMs`, but at least twice per lock life, so a
+ * How often held locks are renewed: every `intervalMs` (RocketMQ's 20 s against a 30 s lock life)
+ * while that leaves at least a third of the lock's life as margin; else twice per lock life, so a
  * lock never lapses while the client runs normally (a lapsed lock rolls its batch back).
  */
 export function lockRenewIntervalMs(intervalMs: number, lockMaxLiveTimeMs: number): number {
-  return Math.max(1, Math.min(intervalMs, Math.floor(lockMaxLiveTimeMs / 2)));
+  return intervalMs <= (lockMaxLiveTimeMs * 2) / 3 ? intervalMs : Math.max(1, Math.floor(lockMaxLiveTimeMs / 2));
 }
 
 /** A held queue as the lock renewal sees it. */

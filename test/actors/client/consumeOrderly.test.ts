@@ -15,7 +15,7 @@ import {
 } from "../../../actors/client/consumeOrderlyService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
-import { type LockedQueue, QueueLocks } from "../../../actors/client/queueLocks.ts";
+import { type LockedQueue, lockRenewIntervalMs, QueueLocks } from "../../../actors/client/queueLocks.ts";
 import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
@@ -623,4 +623,12 @@ test("orderly timing options out of range are refused at start with ILLEGAL_ARGU
       `${name}: ${String(value)}`,
     );
   }
+});
+
+test("locks are renewed every rebalanceLockIntervalMs (RocketMQ's 20 s against a 30 s life), twice per lock life only when the interval leaves too little margin", () => {
+  assert.equal(lockRenewIntervalMs(20_000, 30_000), 20_000, "the defaults keep RocketMQ's 20 s");
+  assert.equal(lockRenewIntervalMs(500, 1_500), 500);
+  assert.equal(lockRenewIntervalMs(20_000, 1_500), 750, "a life shorter than the interval: renewed twice per life");
+  assert.equal(lockRenewIntervalMs(25_000, 30_000), 15_000, "under a third of the life as margin");
+  assert.equal(lockRenewIntervalMs(20_000, 1), 1);
 });
