@@ -254,11 +254,6 @@ export function walkMessageBatch(
   return count;
 }
 
-/** Checks a batch body's framing and returns its message count. */
-export function countMessageBatch(buf: Buffer): number {
-  return walkMessageBatch(buf);
-}
-
 /** Broker-side iteration over a batch body without copying bodies; returns the message count. */
 export function forEachBatchMessage(
   buf: Buffer,
@@ -482,6 +477,18 @@ export function propertiesTooLong(bytes: number, limit = MAX_MESSAGE_PROPERTIES_
     "MESSAGE_ILLEGAL",
     `The message properties are ${bytes} bytes; at most ${limit} are allowed${why}: use fewer or shorter properties.`,
   );
+}
+
+/**
+ * Refuses (MESSAGE_ILLEGAL) a sent message's encoded properties past {@link MAX_SEND_PROPERTIES_BYTES}:
+ * the producer's check, and the broker's for clients that do not make it. One UTF-16 unit is at
+ * most 3 UTF-8 bytes: only long properties are measured.
+ */
+export function checkSendProperties(properties: string): void {
+  if (properties.length * 3 > MAX_SEND_PROPERTIES_BYTES) {
+    const bytes = Buffer.byteLength(properties);
+    if (bytes > MAX_SEND_PROPERTIES_BYTES) throw sendPropertiesTooLong(bytes);
+  }
 }
 
 /** MESSAGE_ILLEGAL for a sent message whose properties leave no room for what the broker adds on a retry. */

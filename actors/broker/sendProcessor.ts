@@ -5,6 +5,7 @@
  * through the store actor with one put per request, and map the store's status to a send status.
  */
 import {
+  checkSendProperties,
   decodeProperties,
   encodeMessageBatch,
   encodeProperties,
@@ -163,10 +164,7 @@ export async function processSend(
     // the producer's limit, for clients that do not check it: the room left is what a send-back and
     // the delay route add, so the message can be retried and dead-lettered. A client's own retry
     // copy to %RETRY%<group> already carries those properties and has the store's whole limit.
-    if (properties.length * 3 > MAX_SEND_PROPERTIES_BYTES && !isRetryTopic(topic)) {
-      const bytes = Buffer.byteLength(properties);
-      if (bytes > MAX_SEND_PROPERTIES_BYTES) throw sendPropertiesTooLong(bytes);
-    }
+    if (!isRetryTopic(topic)) checkSendProperties(properties);
     single = { properties, flag: intField(ev.flag, "flag", 0) };
     batchBody = encodeMessageBatch([{ body, flag: single.flag, properties }]);
   }

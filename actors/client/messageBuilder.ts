@@ -7,14 +7,13 @@ import { deflateSync } from "node:zlib";
 import {
   type BatchMessage,
   CRC_PROPERTY,
+  checkSendProperties,
   createUniqId,
   encodeMessageBatch,
   encodeProperty,
-  MAX_SEND_PROPERTIES_BYTES,
   MessageSysFlag,
   NAME_VALUE_SEPARATOR,
   PROPERTY_SEPARATOR,
-  sendPropertiesTooLong,
 } from "../../transport/messageRecord.ts";
 import {
   checkNotReserved,
@@ -194,12 +193,8 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
   const uniqKey = createUniqId();
   const properties = buildProperties(msg, uniqKey);
   // room is left for what the broker adds when it delays the message or sends it back, so a message
-  // taken can always be retried and dead-lettered; one UTF-16 unit is at most 3 UTF-8 bytes: only
-  // long properties are measured
-  if (properties.length * 3 > MAX_SEND_PROPERTIES_BYTES) {
-    const bytes = Buffer.byteLength(properties);
-    if (bytes > MAX_SEND_PROPERTIES_BYTES) throw sendPropertiesTooLong(bytes);
-  }
+  // taken can always be retried and dead-lettered
+  checkSendProperties(properties);
   return { topic: msg.topic, body, flag, properties, uniqKey };
 }
 
