@@ -286,9 +286,9 @@ export class ConsumeOrderlyService {
     this.lastLoops.set(run.key, running);
   }
 
-  private lockValid(pq: ProcessQueue<MessageExt>): boolean {
+  private lockValid(pq: ProcessQueue<MessageExt>, now = monotonicNow()): boolean {
     if (this.deps.model === "BROADCASTING") return true;
-    return pq.locked && monotonicNow() - pq.lastLockTimestamp <= this.deps.settings.lockMaxLiveTimeMs;
+    return pq.isLockHeld(now, this.deps.settings.lockMaxLiveTimeMs);
   }
 
   /** Without a valid lock: try to lock in a moment, then consume soon (locked) or much later (not). */
@@ -314,11 +314,12 @@ export class ConsumeOrderlyService {
     const batchMax = this.deps.settings.consumeMessageBatchMaxSize;
     for (;;) {
       if (this.stopped || pq.dropped) return;
-      if (!this.lockValid(pq)) {
+      const now = monotonicNow();
+      if (!this.lockValid(pq, now)) {
         this.tryLockLater(run);
         return;
       }
-      if (monotonicNow() - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
+      if (now - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
         run.again = true;
         return;
       }

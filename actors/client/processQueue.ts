@@ -315,6 +315,11 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
     return now - this.lastLockTimestamp > maxLiveMs;
   }
 
+  /** Locked and renewed within `maxLiveMs`: the lock holds in the client's view. */
+  isLockHeld(now: number = this.now(), maxLiveMs = REBALANCE_LOCK_MAX_LIVE_TIME_MS): boolean {
+    return this.locked && !this.isLockExpired(now, maxLiveMs);
+  }
+
   isPullExpired(now: number = this.now()): boolean {
     return now - this.lastPullTimestamp > PULL_MAX_IDLE_TIME_MS;
   }

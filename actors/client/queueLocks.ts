@@ -16,7 +16,7 @@ import { fromPromise, setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { BrokerActor, type LockBatchReply, type LockBatchRequest, MASTER_ID, type MessageQueue, mqKey } from "../../transport/protocol.ts";
-import type { ProcessQueue } from "./processQueue.ts";
+import { type ProcessQueue, REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./processQueue.ts";
 import type { ConsumerHost } from "./pullRequest.ts";
 
 /** @default 20000 — lockAll period (REBALANCE_LOCK_INTERVAL). */
@@ -24,7 +24,7 @@ export const DEFAULT_REBALANCE_LOCK_INTERVAL_MS = 20_000;
 /** First lockAll after start. */
 export const REBALANCE_LOCK_FIRST_DELAY_MS = 1_000;
 /** @default 30000 — the client's view of a lock's validity after the last renewal (REBALANCE_LOCK_MAX_LIVE_TIME). */
-export const DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000;
+export const DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS = REBALANCE_LOCK_MAX_LIVE_TIME_MS;
 /** Timeout of one LOCK_BATCH_MQ at rebalance (RocketMQ: 1 s). */
 export const LOCK_REQUEST_TIMEOUT_MS = 1_000;
 /** Timeout of lockAll's and unlock's requests. */
@@ -94,7 +94,7 @@ export class QueueLocks {
    * cut off gets no "not locked" answer), so a new grant is a regain, not a renewal.
    */
   isLockHeld(pq: ProcessQueue<MessageExt>, now = monotonicNow()): boolean {
-    return pq.locked && now - pq.lastLockTimestamp <= (this.deps.lockMaxLiveTimeMs ?? DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS);
+    return pq.isLockHeld(now, this.deps.lockMaxLiveTimeMs);
   }
 
   /** Marks a held queue locked as of `now`; one whose lock had lapsed is reported regained. */
