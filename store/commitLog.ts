@@ -151,10 +151,11 @@ export class CommitLog {
       try {
         seg.write(Buffer.alloc(len), 0, len, phy - seg.start);
       } catch {
+        this.dirtyFrom = phy;
         try {
-          seg.zeroFrom(phy - seg.start);
+          this.clearDirtyTail();
         } catch {
-          this.dirtyFrom = phy;
+          /* left to the next put or the close, which try again */
         }
       }
       throw e;

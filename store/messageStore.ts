@@ -671,7 +671,7 @@ export class MessageStore {
           queues,
         });
       } catch (e) {
-        const error = e instanceof MQError ? e : ioError(e, `writing ${this.checkpointFile}`);
+        const error = ioError(e, `writing ${this.checkpointFile}`);
         this.reportFlushError({ file: this.checkpointFile, from: this.checkpointedOffset, to: target, error });
         throw error;
       }

@@ -88,7 +88,7 @@ export class Segment {
       // a file made here whose size or directory entry failed is removed: a retry finds none and
       // does both again, instead of taking it as one that existed
       if (!exists) removeQuietly(file);
-      throw e instanceof MQError ? e : ioError(e, `opening ${file}`);
+      throw ioError(e, `opening ${file}`);
     }
     return new Segment(file, start, size, fd);
   }
