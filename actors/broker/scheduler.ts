@@ -112,7 +112,8 @@ export function timeUpBatch(m: MessageExt): PutBatch | null {
 
 /** Reads delayOffset.json; levels missing or damaged start at 0. */
 export function readDelayOffsets(file: string, levelCount: number): number[] {
-  return delayOffsetsOf(readDelayOffsetTable(file), new Array<number>(levelCount).fill(0));
+  const stored = readDelayOffsetTable(file);
+  return Array.from({ length: levelCount }, (_, i) => stored[String(i + 1)] ?? 0);
 }
 
 /** Every well-formed entry of delayOffset.json, configured levels or not. */
@@ -148,15 +149,6 @@ export function wellFormedDelayOffsets(table: unknown, skip?: (s: SkippedEntry) 
   return out;
 }
 
-/** Each level's offset from an offsetTable in its stored form (level as a string); `fallback[level - 1]` where it has none or a bad one. */
-export function delayOffsetsOf(table: unknown, fallback: readonly number[]): number[] {
-  const t = table && typeof table === "object" ? (table as Record<string, unknown>) : {};
-  return fallback.map((dflt, i) => {
-    const v = t[String(i + 1)];
-    return typeof v === "number" && Number.isInteger(v) && v >= 0 ? v : dflt;
-  });
-}
-
 /** The stored form of each level's offset (index level - 1). */
 export function delayOffsetTable(offsets: readonly number[]): Record<string, number> {
   const offsetTable: Record<string, number> = {};
@@ -169,11 +161,11 @@ export class DelayDeliveryService {
   readonly stats: DelayDeliveryStats = { delivered: 0, batches: 0, putFailures: 0, persists: 0 };
   private readonly offsets: number[];
   /**
-   * Stored progress of levels above the configured ones (from a run with more levels), written
-   * back unchanged, as RocketMQ keeps its whole offsetTable: configured again, they resume there
-   * instead of delivering their queues again from the start.
+   * The stored progress as loaded: written back under the configured levels' current offsets, so
+   * levels above the configured ones (from a run with more levels) are kept, as RocketMQ keeps its
+   * whole offsetTable: configured again, they resume there instead of delivering their queues again.
    */
-  private readonly unconfigured: Record<string, number> = {};
+  private stored: Record<string, number> = {};
   private readonly timers: Array<NodeJS.Timeout | null>;
   private readonly running: Array<Promise<void> | null>;
   private readonly rerun: boolean[];
@@ -195,14 +187,12 @@ export class DelayDeliveryService {
 
   /** Loads progress (corrected into each queue's bounds) and looks at every level that has work. */
   start(): void {
-    const stored = readDelayOffsetTable(this.deps.offsetFile);
-    const loaded = delayOffsetsOf(stored, new Array<number>(this.deps.levels.length).fill(0));
-    for (const k in stored) if (Number(k) > this.deps.levels.length) this.unconfigured[k] = stored[k]!;
+    this.stored = readDelayOffsetTable(this.deps.offsetFile);
     for (let level = 1; level <= this.deps.levels.length; level++) {
       const q = delayLevelToQueueId(level);
       const min = this.deps.store.getMinOffset(SCHEDULE_TOPIC, q);
       const max = this.deps.store.getMaxOffset(SCHEDULE_TOPIC, q);
-      this.offsets[level - 1] = Math.min(Math.max(loaded[level - 1]!, min), max);
+      this.offsets[level - 1] = Math.min(Math.max(this.stored[String(level)] ?? 0, min), max);
       if (this.offsets[level - 1]! < max) this.deps.wake(level);
     }
     this.intervalTimer = setInterval(() => this.persistIfDirty(), this.deps.persistIntervalMs);
@@ -221,7 +211,7 @@ export class DelayDeliveryService {
 
   /** The whole offsetTable in its stored form: the configured levels' progress and the kept progress of the others. */
   offsetTable(): Record<string, number> {
-    return { ...this.unconfigured, ...delayOffsetTable(this.offsets) };
+    return { ...this.stored, ...delayOffsetTable(this.offsets) };
   }
 
   /** A schedule queue got messages: an idle level looks at them (a waiting timer already covers older heads). */
