@@ -355,16 +355,10 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     brokerAllowSuspend && !s.isSlave && typeof req.clientId === "string" && req.clientId.length > 0
       ? s.offsets.notePuller(req.consumerGroup, req.topic, req.queueId, req.clientId)
       : true;
-  if (
-    mayCommit &&
-    brokerAllowSuspend &&
-    sysFlag & PullSysFlag.COMMIT_OFFSET &&
-    !s.isSlave &&
-    typeof req.commitOffset === "number" &&
-    req.commitOffset >= 0
-  ) {
+  if (mayCommit && brokerAllowSuspend && sysFlag & PullSysFlag.COMMIT_OFFSET && !s.isSlave) {
+    // checkRequest made sure a pull with the flag carries an integer >= 0
     if (!s.offsets.hasPendingReset(req.consumerGroup, req.topic, req.queueId))
-      s.offsets.commitOffset(req.consumerGroup, req.topic, req.queueId, req.commitOffset);
+      s.offsets.commitOffset(req.consumerGroup, req.topic, req.queueId, req.commitOffset!);
   }
   if (status === "PULL_NOT_FOUND" && brokerAllowSuspend && sysFlag & PullSysFlag.SUSPEND) {
     const asked = typeof req.suspendTimeoutMillis === "number" ? Math.min(req.suspendTimeoutMillis, MAX_SUSPEND_TIMEOUT_MS) : 0;

@@ -109,7 +109,6 @@ function chainTooLong(t: Token): never {
  * ORs overflowed the stack on every message, and the error counted as "no match".
  */
 function and(terms: Node[]): Node {
-  if (terms.length === 1) return terms[0]!;
   return {
     kind: "bool",
     text: `(${terms.map((t) => t.text).join(" AND ")})`,
@@ -126,7 +125,6 @@ function and(terms: Node[]): Node {
 }
 
 function or(terms: Node[]): Node {
-  if (terms.length === 1) return terms[0]!;
   return {
     kind: "bool",
     text: `(${terms.map((t) => t.text).join(" OR ")})`,
