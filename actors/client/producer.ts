@@ -270,6 +270,14 @@ export class Producer {
         continue;
       }
       const mq = opts.selector ? this.selectWith(opts, info, out) : this.selector.select(info.queues, lastBroker)!;
+      // the route lookup can spend the whole budget (a name server down): then nothing is sent, as
+      // in RocketMQ's sendDefaultImpl; a request with 1 ms left would be stored and reported TIMEOUT
+      const started = monotonicNow();
+      const left = deadline - started;
+      if (left <= 0) {
+        lastError ??= new MQError("TIMEOUT", "looking up the topic's route used the whole budget; the message was not sent");
+        break;
+      }
       const fields: SendMessageRequest = {
         producerGroup: this.group,
         topic: out.topic,
@@ -279,20 +287,12 @@ export class Producer {
         bornHost: this.bornHost,
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };
-      // the route lookup can spend the whole budget (a name server down): then nothing is sent, as
-      // in RocketMQ's sendDefaultImpl; a request with 1 ms left would be stored and reported TIMEOUT
-      if (deadline - monotonicNow() <= 0) {
-        lastError ??= new MQError("TIMEOUT", "looking up the topic's route used the whole budget; the message was not sent");
-        break;
-      }
-      const started = monotonicNow();
       try {
         const ref = this.instance.brokerRef(mq.brokerName, BrokerActor.BROKER);
         if (oneway) {
           ref.send({ type: out.type, ...fields }, { body: out.body });
           return undefined;
         }
-        const left = deadline - monotonicNow();
         const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
         const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
         this.faults.update(mq.brokerName, monotonicNow() - started, false);
