@@ -55,8 +55,14 @@ export class PendingRequests {
     return this.byId.has(id);
   }
 
-  /** Registers an ask sent on `link` (null: local); returns its correlation id and the promise of its reply. */
-  add<T>(timeoutMs: number, type: string, target: string, link: object | null, seq = 0): { id: number; promise: Promise<ReplyMessage<T>> } {
+  /** Registers an ask sent on `link` (null: local); returns its correlation id, its deadline ({@link monotonicNow}) and the promise of its reply. */
+  add<T>(
+    timeoutMs: number,
+    type: string,
+    target: string,
+    link: object | null,
+    seq = 0,
+  ): { id: number; deadline: number; promise: Promise<ReplyMessage<T>> } {
     const id = this.nextId;
     this.nextId = id >= 0x7fffffff ? 1 : id + 1;
     let bucket = this.buckets.get(timeoutMs);
@@ -65,13 +71,14 @@ export class PendingRequests {
       this.buckets.set(timeoutMs, bucket);
     }
     const b = bucket;
+    const deadline = monotonicNow() + timeoutMs;
     const promise = new Promise<ReplyMessage<T>>((resolve, reject) => {
-      const p = new Pending(resolve, reject, monotonicNow() + timeoutMs, type, target, link, b, seq);
+      const p = new Pending(resolve, reject, deadline, type, target, link, b, seq);
       this.byId.set(id, p);
       b.set(id, p);
     });
     if (this.timer === null) this.timer = setInterval(() => this.sweep(), this.sweepIntervalMs);
-    return { id, promise };
+    return { id, deadline, promise };
   }
 
   /** Completes an ask with the reply that came in on `from` (null: a local replier). */

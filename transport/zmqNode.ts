@@ -487,9 +487,9 @@ export class ZmqNode {
     if (link.retired) link = this.peer((link as PeerLink).address);
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
     const seq = link instanceof PeerLink ? ++link.askSeq : 0;
-    const { id, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
+    const { id, deadline, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
     try {
-      this.enqueueRequest(link, id, target, event, body, timeoutMs);
+      this.enqueueRequest(link, id, target, event, body, timeoutMs, deadline);
     } catch (e) {
       // nothing was queued: the ask fails now instead of timing out later
       this.pending.reject(id, link, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Sending ${event.type} failed: ${e}`));
@@ -502,7 +502,7 @@ export class ZmqNode {
     if (this.closed) throw this.closedError();
     if (link.retired) link = this.peer((link as PeerLink).address);
     if (link.queued >= this.sendHighWaterMark) throw this.busyError(link);
-    this.enqueueRequest(link, 0, target, event, body, this.requestTimeoutMs);
+    this.enqueueRequest(link, 0, target, event, body, this.requestTimeoutMs, monotonicNow() + this.requestTimeoutMs);
   }
 
   /** Replies to request `corrId` that came in on `link`. */
@@ -515,16 +515,24 @@ export class ZmqNode {
     this.enqueueReply(link, corrId, responseCodeOf(err.code), err.toWire(), undefined);
   }
 
-  private enqueueRequest(link: Link, corrId: number, target: string, event: { type: string }, body: BodyParts, timeoutMs: number): void {
+  /** Queues a request whose send-queue deadline ({@link monotonicNow}) is `deadline`: an ask's own. */
+  private enqueueRequest(
+    link: Link,
+    corrId: number,
+    target: string,
+    event: { type: string },
+    body: BodyParts,
+    timeoutMs: number,
+    deadline: number,
+  ): void {
     const bl = bodyLength(body);
-    // the header's deadline is wall time for the receiver to read (it does not act on it); the
-    // send queue's is monotonic, like the ask's own
+    // the header's deadline is wall time for the receiver to read (it does not act on it)
     const header = encodeHeader(
       [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl],
       event.type,
       target,
     );
-    this.enqueue(link, header, body, bl, monotonicNow() + timeoutMs);
+    this.enqueue(link, header, body, bl, deadline);
   }
 
   private enqueueReply(link: Link, corrId: number, code: number, payload: object, body: BodyParts): void {
