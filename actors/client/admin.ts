@@ -225,12 +225,10 @@ export class Admin {
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
-    const info = await this.clusterInfo();
     // a broker whose master is down is asked on its slave, which has the copied offsets: left
-    // out, its queues and their lag vanished from the answer
-    const targets = lookupTargets(Object.values(info.brokerAddrTable));
-    // no broker to ask is not a group without progress
-    if (targets.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
+    // out, its queues and their lag vanished from the answer; no broker to ask is not a group
+    // without progress
+    const targets = await this.everyBroker();
     const replies = knownGroupReplies(
       group,
       await Promise.allSettled(
@@ -332,12 +330,19 @@ export class Admin {
     this.checkOpen();
     if (typeof msgId !== "string" || msgId.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "viewMessage needs a message id.");
     if (topic !== undefined) checkTopic(topic, "viewMessage");
-    const targets = lookupTargets(Object.values((await this.clusterInfo()).brokerAddrTable));
-    if (targets.length === 0) throw new MQError("NO_ROUTE", "No broker is registered with the name servers: start a broker first.");
+    const targets = await this.everyBroker();
     const byOffset = await this.viewByOffsetId(targets, msgId);
     if (byOffset) return byOffset;
     const byUniq = await this.queryBrokers(targets, { key: msgId, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
     return byUniq[0] ?? null;
+  }
+
+  /** Every registered broker's master, else its lowest-id slave (lookupTargets); NO_ROUTE when there is none. */
+  private async everyBroker(): Promise<LookupTarget[]> {
+    const info = await this.clusterInfo();
+    const targets = lookupTargets(Object.values(info.brokerAddrTable));
+    if (targets.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
+    return targets;
   }
 
   /** Asks each broker VIEW_MESSAGE_BY_ID at the id's offset; keeps the record whose own offset id is `msgId`. */
