@@ -4,5 +4,5 @@ export type { ClusterFile, ClusterProcess, ClusterRole, ClusterUpFlags } from ".
 export { CLUSTER_FILE_NAME, clusterFilePath, readClusterFile, writeClusterFile } from "./clusterFile.ts";
 export { ACTORMQ_BIN, isRunning, lastLogLine, startProcess, stopPid } from "./clusterProcesses.ts";
 export type { ClusterMemberStatus, ClusterUpOptions } from "./localProcessCluster.ts";
-export { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp, planCluster } from "./localProcessCluster.ts";
+export { brokerDirName, clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp, planCluster } from "./localProcessCluster.ts";
 export { cmdlineOf, isAlive, isOurProcess } from "./processCheck.ts";

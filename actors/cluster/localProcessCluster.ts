@@ -72,6 +72,11 @@ function setArg(argv: string[], flag: string, value: string): void {
   else argv.push(flag, value);
 }
 
+/** A broker's process and store directory name: its broker name, `<name>-s<id>` for a slave. */
+export function brokerDirName(brokerName: string, brokerId: number): string {
+  return brokerId === 0 ? brokerName : `${brokerName}-s${brokerId}`;
+}
+
 /** Plans every process of the cluster without starting anything. */
 export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
   const nsCount = opts.nameservers ?? 1;
@@ -128,7 +133,7 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
   for (let m = 0; m < masters; m++) {
     const brokerName = localBrokerName(m);
     for (let s = 0; s <= slaves; s++) {
-      const name = s === 0 ? brokerName : `${brokerName}-s${s}`;
+      const name = brokerDirName(brokerName, s);
       const listen = endpoint(bind, port());
       const mport = port();
       const metrics = `${bind}:${mport === "*" ? 0 : mport}`;

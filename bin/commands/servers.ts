@@ -11,6 +11,7 @@ import { Broker } from "../../actors/broker/broker.ts";
 import { BROKER_ROLES, type BrokerRole, DEFAULT_BROKER_LISTEN, DEFAULT_QUEUE_NUMS } from "../../actors/broker/brokerConfig.ts";
 import { DEFAULT_HEAP_RESERVE_MB } from "../../actors/broker/heapReserve.ts";
 import { BROKER_NODE_FLAGS, missingBrokerNodeFlags, OLD_SPACE_FLAG } from "../../actors/broker/nodeFlags.ts";
+import { brokerDirName } from "../../actors/cluster/index.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
@@ -72,11 +73,15 @@ interface BrokerFlags {
   logLevel?: string;
 }
 
+/** --broker-id, where a SLAVE named without one is the first slave of its master (a second one needs --broker-id 2). */
+function brokerIdOf(f: BrokerFlags): number | undefined {
+  return f.brokerId ?? (f.role === "SLAVE" ? 1 : undefined);
+}
+
 function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) {
   return {
     brokerName: f.name,
-    // a SLAVE named without an id is the first slave of its master (a second one needs --broker-id 2)
-    brokerId: f.brokerId ?? (f.role === "SLAVE" ? 1 : undefined),
+    brokerId: brokerIdOf(f),
     clusterName: f.cluster,
     listen: f.listen,
     advertise: f.advertise,
@@ -219,8 +224,7 @@ export function addServerCommands(program: Command): void {
   ).action(async (f: BrokerFlags) => {
     try {
       // a slave of the same name gets <name>-s<id>, as `cluster up` names them: its master's store is locked
-      const slaveId = f.brokerId ?? (f.role === "SLAVE" ? 1 : 0);
-      const store = path.resolve(f.store ?? path.join(DEFAULT_DATA_DIR, slaveId > 0 ? `${f.name}-s${slaveId}` : f.name));
+      const store = path.resolve(f.store ?? path.join(DEFAULT_DATA_DIR, brokerDirName(f.name, brokerIdOf(f) ?? 0)));
       const broker = await Broker.start(brokerOptions(f, f.namesrv ?? [], store));
       runUntilSignal(() => broker.close());
       process.stdout.write(
