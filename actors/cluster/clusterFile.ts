@@ -49,6 +49,24 @@ export interface ClusterUpFlags {
   logLevel?: string;
 }
 
+/** What `cluster up` uses for a flag not given. */
+export const CLUSTER_UP_DEFAULTS = { nameservers: 1, brokers: 1, slaves: 0, bindHost: "127.0.0.1", flush: "sync" } as const;
+
+/** `cluster up`'s flags with its defaults filled in: what it plans with and what the cluster file keeps. */
+export function resolveUpFlags(opts: Partial<ClusterUpFlags>): ClusterUpFlags {
+  const d = CLUSTER_UP_DEFAULTS;
+  return {
+    nameservers: opts.nameservers ?? d.nameservers,
+    brokers: opts.brokers ?? d.brokers,
+    slaves: opts.slaves ?? d.slaves,
+    basePort: opts.basePort,
+    bindHost: opts.bindHost ?? d.bindHost,
+    advertiseHost: opts.advertiseHost,
+    flush: opts.flush ?? d.flush,
+    logLevel: opts.logLevel,
+  };
+}
+
 export interface ClusterFile {
   version: number;
   createdAt: string;

@@ -1,7 +1,14 @@
 /** actors/cluster: multi-process clusters on one machine, their cluster file and process checks. */
 
 export type { ClusterFile, ClusterProcess, ClusterRole, ClusterUpFlags } from "./clusterFile.ts";
-export { CLUSTER_FILE_NAME, clusterFilePath, readClusterFile, writeClusterFile } from "./clusterFile.ts";
+export {
+  CLUSTER_FILE_NAME,
+  CLUSTER_UP_DEFAULTS,
+  clusterFilePath,
+  readClusterFile,
+  resolveUpFlags,
+  writeClusterFile,
+} from "./clusterFile.ts";
 export { ACTORMQ_BIN, isRunning, lastLogLine, startProcess, stopPid } from "./clusterProcesses.ts";
 export type { ClusterMemberStatus, ClusterUpOptions } from "./localProcessCluster.ts";
 export { brokerDirName, clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp, planCluster } from "./localProcessCluster.ts";

@@ -15,9 +15,9 @@ import {
   CLUSTER_FILE_VERSION,
   type ClusterFile,
   type ClusterProcess,
-  type ClusterUpFlags,
   clusterFilePath,
   readClusterFile,
+  resolveUpFlags,
   writeClusterFile,
 } from "./clusterFile.ts";
 import { ACTORMQ_BIN, DEFAULT_READY_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, isRunning, startProcess, stopPid } from "./clusterProcesses.ts";
@@ -79,9 +79,8 @@ export function brokerDirName(brokerName: string, brokerId: number): string {
 
 /** Plans every process of the cluster without starting anything. */
 export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
-  const nsCount = opts.nameservers ?? 1;
-  const masters = opts.brokers ?? 1;
-  const slaves = opts.slaves ?? 0;
+  const up = resolveUpFlags(opts);
+  const { nameservers: nsCount, brokers: masters, slaves, flush } = up;
   for (const [name, v, min] of [
     ["--nameservers", nsCount, 1],
     ["--brokers", masters, 1],
@@ -94,7 +93,7 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
     throw new MQError("ILLEGAL_ARGUMENT", "--base-port must be an integer between 1024 and 65000.");
   }
   const dir = path.resolve(opts.dir);
-  const bind = opts.bindHost ?? "127.0.0.1";
+  const bind = up.bindHost;
   const adv = opts.advertiseHost;
   let next = opts.basePort;
   const port = (): number | "*" => (next === undefined ? "*" : next++);
@@ -128,7 +127,6 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
     };
     out.push(common(p, ["nameserver", "--listen", listen, ...(adv ? ["--advertise", endpoint(adv, Number(portOf(listen)))] : [])]));
   }
-  const flush = opts.flush ?? "sync";
   const masterRole = opts.masterRole ?? (slaves > 0 ? "SYNC_MASTER" : "ASYNC_MASTER");
   for (let m = 0; m < masters; m++) {
     const brokerName = localBrokerName(m);
@@ -203,16 +201,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const spawned: ClusterProcess[] = [];
   let ready = 0;
   const total = plan.length;
-  const up: ClusterUpFlags = {
-    nameservers: opts.nameservers ?? 1,
-    brokers: opts.brokers ?? 1,
-    slaves: opts.slaves ?? 0,
-    basePort: opts.basePort,
-    bindHost: opts.bindHost ?? "127.0.0.1",
-    advertiseHost: opts.advertiseHost,
-    flush: opts.flush ?? "sync",
-    logLevel: opts.logLevel,
-  };
+  const up = resolveUpFlags(opts);
   const cf: ClusterFile = { version: CLUSTER_FILE_VERSION, createdAt: new Date().toISOString(), nameservers: [], processes: plan, up };
   const timeout = opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
   const abandon = new AbortController();

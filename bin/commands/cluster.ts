@@ -4,7 +4,15 @@ import os from "node:os";
 import cliProgress from "cli-progress";
 import { type Command, Option } from "commander";
 import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
-import { clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp } from "../../actors/cluster/index.ts";
+import {
+  CLUSTER_UP_DEFAULTS,
+  clusterDown,
+  clusterKill,
+  clusterRestart,
+  clusterStatus,
+  clusterUp,
+  resolveUpFlags,
+} from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
 const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
@@ -22,22 +30,17 @@ function memberRow(p: ClusterProcess & { state?: string }): string[] {
  */
 export function upAgainCommand(dir: string, file: ClusterFile): string {
   const count = (role: ClusterProcess["role"]) => file.processes.filter((p) => p.role === role).length;
-  const brokers = file.up?.brokers ?? count("master");
-  const u = file.up ?? {
-    nameservers: count("nameserver"),
-    brokers,
-    slaves: brokers > 0 ? count("slave") / brokers : 0,
-    bindHost: "127.0.0.1",
-    flush: "sync",
-  };
+  const brokers = count("master");
+  const u = file.up ?? resolveUpFlags({ nameservers: count("nameserver"), brokers, slaves: brokers > 0 ? count("slave") / brokers : 0 });
+  const d = CLUSTER_UP_DEFAULTS;
   const flags = [
-    u.nameservers !== 1 && `--nameservers ${u.nameservers}`,
-    u.brokers !== 1 && `--brokers ${u.brokers}`,
-    u.slaves !== 0 && `--slaves ${u.slaves}`,
+    u.nameservers !== d.nameservers && `--nameservers ${u.nameservers}`,
+    u.brokers !== d.brokers && `--brokers ${u.brokers}`,
+    u.slaves !== d.slaves && `--slaves ${u.slaves}`,
     u.basePort !== undefined && `--base-port ${u.basePort}`,
-    u.bindHost !== "127.0.0.1" && `--bind-host ${u.bindHost}`,
+    u.bindHost !== d.bindHost && `--bind-host ${u.bindHost}`,
     u.advertiseHost !== undefined && `--advertise-host ${u.advertiseHost}`,
-    u.flush !== "sync" && `--flush ${u.flush}`,
+    u.flush !== d.flush && `--flush ${u.flush}`,
     u.logLevel !== undefined && `--log-level ${u.logLevel}`,
   ].filter((f): f is string => typeof f === "string");
   return ["actormq cluster up --dir", dir, ...flags].join(" ");
