@@ -101,14 +101,11 @@ function forEachStoredOffset(
     for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
       const q = Number(qid);
       // a fractional offset would be answered to the group's pulls, each refused as INVALID_PARAMETER
-      if (Number.isInteger(q) && q >= 0 && Number.isSafeInteger(off) && (off as number) >= 0) fn(key, q, off as number);
-      else
-        skip?.({
-          entry: `offset of "${key}" queue ${qid}`,
-          error: !(Number.isInteger(q) && q >= 0)
-            ? `The queue id must be an integer >= 0.`
-            : `The offset must be an integer >= 0, not ${shownValue(off)}.`,
-        });
+      if (!(Number.isInteger(q) && q >= 0))
+        skip?.({ entry: `offset of "${key}" queue ${qid}`, error: "The queue id must be an integer >= 0." });
+      else if (!(Number.isSafeInteger(off) && (off as number) >= 0))
+        skip?.({ entry: `offset of "${key}" queue ${qid}`, error: `The offset must be an integer >= 0, not ${shownValue(off)}.` });
+      else fn(key, q, off as number);
     }
   }
 }
