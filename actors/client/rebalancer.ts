@@ -93,8 +93,9 @@ export interface RebalancerDeps {
 }
 
 /**
- * Rebalance results, one line per change, and queues whose start offset could not be read, at
- * warn (ACTORMQ_LOG_LEVEL; quiet under the test runner).
+ * Rebalance results, one line per change, and subscribed topics that do not exist, topics whose
+ * members no broker listed and queues whose start offset could not be read, at warn
+ * (ACTORMQ_LOG_LEVEL; quiet under the test runner).
  */
 export const rebalanceLog = lazyClientLogger("client:rebalance");
 
@@ -107,8 +108,8 @@ export class Rebalancer {
   /** orderly: queues locked on their broker by a gain still in progress (not in `held` yet) */
   private readonly gaining = new Map<string, MessageQueue>();
   /**
-   * Failures retried every round, logged at most once per 30 s per key: a topic whose members no
-   * broker listed (by topic), a gained queue whose start offset could not be read (by mqKey)
+   * Failures retried every round, logged at most once per 30 s per key: a topic that does not exist
+   * or whose members no broker listed (by topic), a gained queue whose start offset could not be read (by mqKey)
    */
   private readonly failureLog = new LogThrottle(PULL_FAILURE_LOG_INTERVAL_MS);
 
@@ -179,7 +180,17 @@ export class Rebalancer {
     let mqAll: MessageQueue[];
     try {
       mqAll = await this.deps.host.fetchSubscribeQueues(topic);
-    } catch {
+    } catch (e) {
+      // RocketMQ's "doRebalance, but the topic[...] not exist.": a consumer of a mistyped topic would
+      // otherwise pull nothing and say nothing (a retry topic is created by the broker when needed)
+      if (isMQError(e, "TOPIC_NOT_EXIST") && !isRetryTopic(topic) && !this.stopped && this.failureLog.pass(topic) !== undefined) {
+        rebalanceLog().warn(
+          { group: this.deps.group, clientId: this.deps.host.clientId, topic },
+          `Group ${this.deps.group} subscribes topic ${topic}, which does not exist: nothing is pulled from it until it is created ` +
+            `(then taken within a second by a push consumer, at its next rebalance by a pull consumer; ` +
+            `logged at most once every ${PULL_FAILURE_LOG_INTERVAL_MS / 1000} s per topic)`,
+        );
+      }
       return null;
     }
     mqAll = [...mqAll].sort(compareMessageQueue);

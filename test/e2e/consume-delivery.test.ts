@@ -1,10 +1,12 @@
 /**
  * Delivery behaviours of the push consumer: long polling wakes at once, short polling works,
- * tag filters (`TagA || TagB`, `*`), and flow control with a slow listener.
+ * tag filters (`TagA || TagB`, `*`), flow control with a slow listener, and a subscribed topic
+ * that does not exist yet (warned about, taken once created).
  */
 import assert from "node:assert/strict";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { rebalanceLog } from "../../actors/client/rebalancer.ts";
 import { ActorNode } from "../../actors/runtime/index.ts";
 import { Admin, type LocalCluster, type MessageExt, MQError, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { parseOffsetMsgId, RecordOffset } from "../../transport/messageRecord.ts";
@@ -97,6 +99,40 @@ test("a consumer the broker does not list (a late unregister of its client id) r
     assert.equal(held(), 2);
   } finally {
     await raw.close();
+    await c.close();
+  }
+});
+
+test("a consumer of a topic that does not exist warns, at most once per 30 s, and takes the topic once it is created", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const got: string[] = [];
+  const c = await PushConsumer.start({
+    group: "cgNotYet",
+    nameservers: cluster.nameservers,
+    subscriptions: { NotYetCreated: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    rebalanceIntervalMs: 100,
+    listener: async (msgs) => {
+      for (const m of msgs) got.push(m.body.toString());
+      return "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    const missing = () => lines.filter((l) => l.fields.topic === "NotYetCreated");
+    await waitFor(() => missing().length > 0, 5_000, "a warning about the missing topic");
+    assert.equal(missing()[0]!.fields.group, "cgNotYet");
+    assert.match(missing()[0]!.msg, /Group cgNotYet subscribes topic NotYetCreated, which does not exist/);
+    // a round every 100 ms here: still one line
+    const rebalancer = (c as unknown as { rebalancer: { rounds: number } }).rebalancer;
+    const rounds = rebalancer.rounds;
+    await waitFor(() => rebalancer.rounds >= rounds + 10, 5_000, "ten more rebalance rounds");
+    assert.equal(missing().length, 1);
+    assert.ok(!lines.some((l) => String(l.fields.topic).startsWith("%RETRY%")), "no warning about the retry topic");
+    await admin.createTopic({ topic: "NotYetCreated", readQueueNums: 2, writeQueueNums: 2 });
+    await producer.send({ topic: "NotYetCreated", body: "created" });
+    await waitFor(() => got.includes("created"), 10_000, "the message once the topic exists");
+  } finally {
     await c.close();
   }
 });

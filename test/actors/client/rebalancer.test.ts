@@ -498,3 +498,64 @@ test("clustering: a topic whose group members no broker can list is logged at wa
   assert.equal(held.size, 2);
   assert.equal(lines.length, 2);
 });
+
+test("a subscribed topic that does not exist is logged at warn, at most once per topic per interval; a retry topic is not", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let created = false;
+  const held = new Map<string, HeldQueue>();
+  const subscriptions = SubscriptionTable.build("g", { T: "*", Down: "*" }, "CLUSTERING");
+  const r = new Rebalancer({
+    host: {
+      node: { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async (topic) => {
+        // the retry topic is created by the broker when needed; another failure (no name server answered) is not "missing"
+        if (topic === "Down") throw new MQError("NO_ROUTE", "No name server answered.");
+        if (topic === "T" && created) return [0, 1].map((queueId) => ({ topic, brokerName: "a", queueId }));
+        throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);
+      },
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions,
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      readOffset: async () => 0,
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {},
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  assert.ok(subscriptions.topics().includes("%RETRY%g"), "the retry topic is subscribed too");
+  await r.doRebalance();
+  assert.equal(held.size, 0);
+  assert.equal(lines.length, 1, lines.map((l) => l.msg).join("\n"));
+  assert.deepEqual({ group: lines[0]!.fields.group, topic: lines[0]!.fields.topic }, { group: "g", topic: "T" });
+  assert.match(lines[0]!.msg, /Group g subscribes topic T, which does not exist/);
+  // rounds every second (a route change, the missing-route retry) within the interval: quiet
+  for (let i = 0; i < 5; i++) {
+    t.mock.timers.tick(1_000);
+    await r.doRebalance();
+  }
+  assert.equal(lines.length, 1);
+  t.mock.timers.tick(PULL_FAILURE_LOG_INTERVAL_MS);
+  await r.doRebalance();
+  assert.equal(lines.length, 2, "logged again once the interval has passed");
+  created = true;
+  await r.doRebalance();
+  assert.equal(held.size, 2, "the topic is taken once it exists");
+  assert.equal(lines.length, 2);
+});
