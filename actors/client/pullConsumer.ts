@@ -12,6 +12,7 @@ import {
   checkBoolean,
   checkRange,
   checkRetryTopicFits,
+  isMQError,
   MASTER_ID,
   MAX_TIMER_MS,
   type MessageQueue,
@@ -232,7 +233,10 @@ export class PullConsumer {
     this.rebalanceTrigger.request();
   }
 
-  /** Subscribes to a topic; its queues are shared with the group's other members by rebalance. */
+  /**
+   * Subscribes to a topic; its queues are shared with the group's other members by rebalance. A
+   * topic that does not exist is refused (TOPIC_NOT_EXIST) and not kept: subscribe again once it does.
+   */
   async subscribe(topic: string, expr: SubscriptionExpression = "*"): Promise<void> {
     this.checkOpen();
     if (this.mode === "assign")
@@ -253,6 +257,14 @@ export class PullConsumer {
         if (had) this.subscriptions.restore(topic, had);
         else this.subscriptions.unsubscribe(topic);
         if (this.subscriptions.topics().length === 0) this.mode = "none";
+        // refused at once so a mistyped topic is seen; waiting would not help, as nothing is kept to retry
+        if (isMQError(e, "TOPIC_NOT_EXIST"))
+          throw new MQError(
+            "TOPIC_NOT_EXIST",
+            `Topic ${topic} has no route, so this subscribe was not kept: create the topic (or wait for its broker to register), ` +
+              "then call subscribe again.",
+            { cause: e },
+          );
         throw e;
       }
       await this.host.sendHeartbeatToAllBrokers();
