@@ -218,34 +218,44 @@ export class Rebalancer {
   }
 
   /**
-   * GET_CONSUMER_LIST_BY_GROUP from a broker hosting the topic (tries each until one answers): its
-   * master, else a slave (RocketMQ's selectBrokerAddr), so a consumer that starts or rebalances
-   * while the master is down still gets its queues and reads them from the slave.
+   * The group's members: the union of the GET_CONSUMER_LIST_BY_GROUP answers of every broker hosting
+   * the topic, asked together — each at its master, else a slave (RocketMQ's selectBrokerAddr), so a
+   * consumer that starts or rebalances while the master is down still gets its queues. RocketMQ asks
+   * one broker; but a broker that just joined the topic lists a member only after that member's first
+   * heartbeat to it, and the member that heard of the broker first would count itself alone there and
+   * take every queue. A broker that does not answer is left out; one whose connection is lost is not
+   * asked while another broker can be.
    */
   private async findConsumerIdList(mqAll: MessageQueue[]): Promise<string[] | null> {
-    const names = [...new Set(mqAll.map((q) => q.brokerName))];
-    const start = Math.floor(Math.random() * names.length);
     const failures: string[] = [];
-    for (let i = 0; i < names.length; i++) {
-      const name = names[(start + i) % names.length]!;
+    const targets: { name: string; addr: string }[] = [];
+    for (const name of new Set(mqAll.map((q) => q.brokerName))) {
       const addr = findBrokerAddressInSubscribe(this.deps.host, name, MASTER_ID)?.addr;
-      if (!addr) {
-        failures.push(`${name}: no address`);
-        continue;
-      }
-      try {
-        const r = await this.deps.host.node
-          .ref(addr, ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP)
-          .ask<GetConsumerListReply>(
-            { type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group },
-            { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS },
-          );
-        if (Array.isArray(r.fields.consumerIdList)) return [...r.fields.consumerIdList];
-        failures.push(`${name} (${addr}): no member list in the answer`);
-      } catch (e) {
-        failures.push(`${name} (${addr}): ${e instanceof Error ? e.message : String(e)}`);
-      }
+      if (addr) targets.push({ name, addr });
+      else failures.push(`${name}: no address`);
     }
+    const reachable = targets.filter((b) => !this.deps.host.isBrokerUnreachable?.(b.addr));
+    const asked = reachable.length > 0 ? reachable : targets;
+    for (const b of targets) if (!asked.includes(b)) failures.push(`${b.name} (${b.addr}): connection lost, not asked`);
+    const lists = await Promise.all(
+      asked.map(async ({ name, addr }): Promise<readonly string[] | null> => {
+        try {
+          const r = await this.deps.host.node
+            .ref(addr, ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP)
+            .ask<GetConsumerListReply>(
+              { type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group },
+              { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS },
+            );
+          if (Array.isArray(r.fields.consumerIdList)) return r.fields.consumerIdList;
+          failures.push(`${name} (${addr}): no member list in the answer`);
+        } catch (e) {
+          failures.push(`${name} (${addr}): ${e instanceof Error ? e.message : String(e)}`);
+        }
+        return null;
+      }),
+    );
+    const answered = lists.filter((l) => l !== null);
+    if (answered.length > 0) return [...new Set(answered.flat())];
     // RocketMQ's "doRebalance, get consumer id list failed": a consumer whose brokers are all down
     // would otherwise hold nothing and say nothing
     const topic = mqAll[0]?.topic ?? "";

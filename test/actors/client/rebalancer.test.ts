@@ -142,6 +142,63 @@ test("the group's members are asked of a slave while the master is out of the ro
   assert.ok(asked.length > 0 && asked.every((a) => a.startsWith("tcp://slave-")), `asked ${asked.join(", ")}`);
 });
 
+test("clustering: the members are the union of every broker's list (one that has not heard of a member yet, one that fails, one unreachable are no veto)", async () => {
+  // a new broker group "c" joined the topic: this client heartbeated it already, c2 not yet; broker "d" does not answer;
+  // broker "e" is unreachable (killed, still in the route) and is not asked while others are reachable
+  const lists: Record<string, string[] | Error> = {
+    "tcp://a:1": ["c2", "c1"],
+    "tcp://c:1": ["c1"],
+    "tcp://d:1": new MQError("TIMEOUT", "no answer within 3000 ms"),
+    "tcp://e:1": ["c1"],
+  };
+  const asked: string[] = [];
+  const node = {
+    ref: (addr: string) => ({
+      ask: async () => {
+        asked.push(addr);
+        const l = lists[addr]!;
+        if (l instanceof Error) throw l;
+        return { fields: { consumerIdList: [...l] } };
+      },
+    }),
+  } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: (name, id = 0) => (id === 0 ? `tcp://${name}:1` : undefined),
+      isBrokerUnreachable: (addr) => addr === "tcp://e:1",
+      // the group's retry topic has no queues here
+      fetchSubscribeQueues: async (topic) =>
+        topic === "T" ? ["a", "c", "d", "e"].flatMap((brokerName) => [0, 1].map((queueId) => ({ topic, brokerName, queueId }))) : [],
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      readOffset: async () => 0,
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {},
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  assert.equal(await r.doRebalance(), true);
+  // members [c1, c2] over a0 a1 c0 c1 d0 d1 e0 e1: c1 holds the first half
+  assert.deepEqual([...held.keys()].sort(), ["T@a@0", "T@a@1", "T@c@0", "T@c@1"]);
+  assert.deepEqual(asked.sort(), ["tcp://a:1", "tcp://c:1", "tcp://d:1"], "every reachable broker asked, the unreachable one not");
+});
+
 test("clustering hand-over: a lost queue's listener batch ends before its final offset is released; a gained queue is taken over", async () => {
   const members = { ids: ["c1"] };
   const memory = new Map<string, number>();
