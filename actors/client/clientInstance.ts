@@ -39,6 +39,12 @@ export const DEFAULT_POLL_NAMESERVER_INTERVAL_MS = 30_000;
  * until the route appears (one small request per missing topic, nothing once all are known).
  */
 export const MISSING_ROUTE_RETRY_MS = 1_000;
+/**
+ * How often an ask to a name server checks whether its connection was refused or lost, while
+ * another name server is left to try (RocketMQ's client turns to the next one when a connection
+ * fails, instead of spending the request timeout on it).
+ */
+const NAMESERVER_CONNECTION_CHECK_MS = 20;
 /** How often heartbeats go to every master (`heartbeatBrokerInterval`). */
 export const DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS = 30_000;
 /** Queues per broker assumed for a topic not created yet (`defaultTopicQueueNums`). */
@@ -96,6 +102,8 @@ export class ClientInstance {
   readonly clientId: string;
   private refs = 0;
   private nsIndex = Math.floor(Math.random() * 1024);
+  /** name servers whose last ask got no answer */
+  private readonly nsFailing = new Set<string>();
   /** wanted topics, counted: several consumers of one instance may want the same topic */
   private readonly interest = new Map<string, number>();
   private readonly heartbeatSources = new Set<HeartbeatSource>();
@@ -207,24 +215,71 @@ export class ClientInstance {
   // Name servers and routes
 
   /**
-   * Asks the name servers, one at a time starting with the last one that answered; moves to the
-   * next on a transport failure (TIMEOUT, CLOSED, SYSTEM_ERROR). Answers such as
-   * TOPIC_NOT_EXIST are final.
+   * Asks the name servers, one at a time starting with the last one that answered, those whose
+   * connection is refused or lost last; moves to the next on a transport failure (TIMEOUT,
+   * SYSTEM_ERROR, SYSTEM_BUSY) and, while another is left to try, as soon as the connection to the
+   * one asked is refused or lost. Answers such as TOPIC_NOT_EXIST are final. When none answers, the
+   * last failure's code with a message naming each name server.
    */
   async askNameserver<T = Record<string, unknown>>(event: WireEvent, timeoutMs = this.opts.requestTimeoutMs): Promise<T> {
-    let last: unknown;
-    for (let i = 0; i < this.nameservers.length; i++) {
-      const idx = (this.nsIndex + i) % this.nameservers.length;
+    const n = this.nameservers.length;
+    const lost = (idx: number) => (this.node.peerUnreachable(this.nameservers[idx]!) ? 1 : 0);
+    const order = Array.from({ length: n }, (_, i) => (this.nsIndex + i) % n).sort((x, y) => lost(x) - lost(y));
+    let last: MQError | undefined;
+    const failures: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const idx = order[i]!;
+      const addr = this.nameservers[idx]!;
       try {
-        const r = await this.node.ref(this.nameservers[idx]!, NAMESRV_ACTOR).ask<T>(event, { timeoutMs });
+        const ask = this.node.ref(addr, NAMESRV_ACTOR).ask<T>(event, { timeoutMs });
+        const r = await (i < n - 1 ? this.unlessConnectionLost(addr, ask) : ask);
         this.nsIndex = idx;
+        this.nsFailing.delete(addr);
         return r.fields;
       } catch (e) {
         if (!isMQError(e, "TIMEOUT", "SYSTEM_ERROR", "SYSTEM_BUSY") || this.closing) throw e;
         last = e;
+        this.nsFailing.add(addr);
+        failures.push(`${addr}: ${e.message}`);
       }
     }
-    throw last instanceof MQError ? last : new MQError("NO_ROUTE", "No name server answered.");
+    throw new MQError(
+      last?.code ?? "NO_ROUTE",
+      `No name server answered ${event.type} (${failures.join("; ")}); check that the name servers run at these addresses.`,
+      { cause: last },
+    );
+  }
+
+  /** The name servers whose last ask got no answer (in the order of the nameservers option). */
+  nameserversNotAnswering(): string[] {
+    return this.nameservers.filter((a) => this.nsFailing.has(a));
+  }
+
+  /**
+   * `ask`, or a TIMEOUT as soon as the connection to `addr` reads refused or lost: an ask queued
+   * for a peer that cannot be reached waits out its timeout otherwise (it is left to do so, unheard).
+   */
+  private unlessConnectionLost<R>(addr: string, ask: Promise<R>): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const check = () => {
+        if (!this.node.peerUnreachable(addr)) return;
+        clearInterval(timer);
+        ask.catch(() => {});
+        reject(new MQError("TIMEOUT", "its connection was refused or lost"));
+      };
+      const timer = setInterval(check, NAMESERVER_CONNECTION_CHECK_MS);
+      ask.then(
+        (r) => {
+          clearInterval(timer);
+          resolve(r);
+        },
+        (e) => {
+          clearInterval(timer);
+          reject(e);
+        },
+      );
+      check();
+    });
   }
 
   /**

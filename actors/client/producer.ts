@@ -270,13 +270,14 @@ export class Producer {
         continue;
       }
       const mq = opts.selector ? this.selectWith(opts, info, out) : this.selector.select(info.queues, lastBroker)!;
-      // the route lookup can spend the whole budget (a name server down): then nothing is sent, as
-      // in RocketMQ's sendDefaultImpl; a request with 1 ms left would be stored and reported TIMEOUT
+      // the route lookup can spend the whole budget (a name server that does not answer): then nothing
+      // is sent, as in RocketMQ's sendDefaultImpl; a request with 1 ms left would be stored and reported TIMEOUT
       const started = monotonicNow();
       const left = deadline - started;
       if (left <= 0) {
-        lastError ??= new MQError("TIMEOUT", "looking up the topic's route used the whole budget; the message was not sent");
-        break;
+        // a broker that failed first is what to check; else the name servers
+        if (lastError !== undefined) break;
+        throw this.routeLookupTimeout(out.topic, started - (deadline - remaining));
       }
       const fields: SendMessageRequest = {
         producerGroup: this.group,
@@ -325,6 +326,20 @@ export class Producer {
     }
     if (lastError) throw lastError;
     throw new MQError("TIMEOUT", `Sending to topic ${out.topic} did not complete within sendTimeoutMs ${this.sendTimeoutMs} ms.`);
+  }
+
+  /** The TIMEOUT of a send whose route lookup, taking `tookMs`, used its whole budget: it names the name servers, not the brokers. */
+  private routeLookupTimeout(topic: string, tookMs: number): MQError {
+    const silent = this.instance.nameserversNotAnswering();
+    const who =
+      silent.length > 0
+        ? `name server${silent.length > 1 ? "s" : ""} ${silent.join(", ")} did not answer`
+        : `the name servers ${this.instance.nameservers.join(", ")} answered late`;
+    return new MQError(
+      "TIMEOUT",
+      `Sending to topic ${topic} did not succeed within ${this.sendTimeoutMs} ms: looking up its route took ${Math.round(tookMs)} ms, ` +
+        `so the message was not sent (${who}); check the name servers or raise sendTimeoutMs.`,
+    );
   }
 
   private selectWith(opts: SendOptions, info: TopicPublishInfo, out: Outgoing): MessageQueue {

@@ -141,7 +141,10 @@ test("client commands without a reachable name server fail with one line instead
   for (const [i, r] of results.entries()) {
     const args = runs[i]!;
     assert.equal(r.code, 1, `${args.join(" ")}: ${r.out}${r.err}`);
-    assert.match(oneLine(r.err), /^actormq: error TIMEOUT: No reply to \S+ from actor namesrv/);
+    assert.match(
+      oneLine(r.err),
+      /^actormq: error TIMEOUT: No name server answered \S+ \(tcp:\/\/127\.0\.0\.1:1: No reply to \S+ from actor namesrv/,
+    );
   }
 });
 

@@ -151,3 +151,67 @@ it("Admin.start and ClientInstance.acquire without an options object are refused
     );
   }
 });
+
+it("a name server that refuses connections is passed over at once: a fresh producer's first send does not wait out the request timeout", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const down = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  await down.close(); // as if its process died: connections to it are refused
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  t.after(async () => {
+    await broker.close();
+    await ns.close();
+    await cleanup();
+  });
+  await broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+  for (let i = 0; i < 3; i++) {
+    const p = await Producer.start({ group: "pgNsDown", nameservers: [down.address, ns.address], instanceName: `nsDown${i}` });
+    try {
+      // the closed one first, its connection never tried before
+      const inst = p.clientInstance as unknown as { nsIndex: number };
+      inst.nsIndex = 0;
+      let t0 = performance.now();
+      assert.equal((await p.send({ topic: "T", body: `m${i}` })).status, "SEND_OK");
+      const first = performance.now() - t0;
+      assert.ok(
+        first < 1_000,
+        `producer ${i}: the first send took ${Math.round(first)} ms (request timeout 3000 ms, sendTimeoutMs 3000 ms)`,
+      );
+      // now its connection is known to be refused: asked last
+      inst.nsIndex = 0;
+      t0 = performance.now();
+      await p.clientInstance.askNameserver({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" });
+      const again = performance.now() - t0;
+      assert.ok(again < 1_000, `producer ${i}: a later look-up took ${Math.round(again)} ms`);
+    } finally {
+      await p.close();
+    }
+  }
+});
+
+it("when no name server answers, the error names each of them", async () => {
+  const a = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const b = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  await a.close();
+  await b.close();
+  const inst = await ClientInstance.acquire({ nameservers: [a.address, b.address], instanceName: "nsAllDown", requestTimeoutMs: 500 });
+  try {
+    await assert.rejects(
+      inst.askNameserver({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "T" }),
+      (e) =>
+        isMQError(e, "TIMEOUT") &&
+        e.message.includes(a.address) &&
+        e.message.includes(b.address) &&
+        /No name server answered GET_ROUTEINFO_BY_TOPIC/.test(e.message),
+    );
+  } finally {
+    await inst.release();
+  }
+});
