@@ -6,7 +6,7 @@
  *
  * Extension points for consumers:
  * - `addHeartbeatSource(fn)`: contributes consumer data to each HEART_BEAT (sent at once by
- *   `sendHeartbeatToAllBrokers()` and every `heartbeatBrokerIntervalMs`).
+ *   `sendHeartbeatToAllBrokers()`, coalesced by `heartbeatSoon()`, and every `heartbeatBrokerIntervalMs`).
  * - `onRouteChange(fn)`: hears topics whose route changed (rebalance triggers).
  * - `onClientEvent(fn)`: hears events brokers send to the `client` actor.
  * - `addTopicInterest(topic)`: keeps a topic's route refreshed even before it is used.
@@ -113,6 +113,9 @@ export class ClientInstance {
   private routeTimer: NodeJS.Timeout | null = null;
   private missingRouteTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
+  /** heartbeatSoon's heartbeat not begun yet, and the one it sent that has not ended */
+  private heartbeatQueued: Promise<void> | null = null;
+  private heartbeatInFlight: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
 
   private constructor(
@@ -420,6 +423,28 @@ export class ClientInstance {
           .catch(() => undefined),
       ),
     );
+  }
+
+  /**
+   * A heartbeat to every broker that begins after this call, shared by every call until it begins:
+   * the one after the heartbeat in flight, on a later tick. Routes of many topics change together
+   * (a consumer's start, a broker joining or leaving, a producer sending to many new topics), and a
+   * heartbeat carries every subscription: one each would be O(topics²) bytes for client and broker.
+   */
+  heartbeatSoon(): Promise<void> {
+    if (this.heartbeatQueued) return this.heartbeatQueued;
+    const queued = (async () => {
+      await this.heartbeatInFlight;
+      await new Promise<void>((r) => setImmediate(r));
+      // a call from here on may follow a route this heartbeat does not include: it gets the next one
+      this.heartbeatQueued = null;
+      const run = this.sendHeartbeatToAllBrokers().catch(() => undefined);
+      this.heartbeatInFlight = run;
+      await run;
+      if (this.heartbeatInFlight === run) this.heartbeatInFlight = null;
+    })();
+    this.heartbeatQueued = queued;
+    return queued;
   }
 
   onClientEvent(listener: (e: ClientEvent) => void): () => void {

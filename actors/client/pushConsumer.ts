@@ -238,6 +238,7 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       // so a consumer started before its topic exists begins as soon as the topic is created
       const topics = c.consumerData().subscriptionDataSet.map((sd) => sd.topic);
       for (const t of topics) inst.addTopicInterest(t);
+      let awaited: Promise<void> | null = null;
       const offs = [
         () => {
           for (const t of topics) inst.removeTopicInterest(t);
@@ -247,8 +248,14 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
           if (e.type === "NOTIFY_CONSUMER_IDS_CHANGED" && e.consumerGroup === c.group) c.rebalanceNow();
         }),
         // a route that appears or changes may name a broker that has not heard of this consumer yet:
-        // heartbeat first, so its consumer list includes us when the rebalance asks for it
-        inst.onRouteChange(() => void inst.sendHeartbeatToAllBrokers().finally(() => c.rebalanceNow())),
+        // heartbeat first, so its consumer list includes us when the rebalance asks for it; routes
+        // changed together share one heartbeat and one rebalance
+        inst.onRouteChange(() => {
+          const hb = inst.heartbeatSoon();
+          if (hb === awaited) return;
+          awaited = hb;
+          void hb.then(() => c.rebalanceNow());
+        }),
       ];
       unsubs.set(c.group, offs);
     },
@@ -545,13 +552,14 @@ export class PushConsumer {
 
   private async begin(): Promise<void> {
     const { node } = this.host;
+    // routes first, so the heartbeat reaches every broker serving the topics; registered after
+    // them, so the routes learned here do not each trigger a heartbeat (this one covers them)
+    await Promise.all(this.subscriptions.topics().map((t) => this.host.fetchSubscribeQueues(t).catch(() => undefined)));
     this.host.registerConsumer({
       group: this.group,
       consumerData: () => this.consumerData(),
       rebalanceNow: () => this.rebalanceNow(),
     });
-    // routes first, so the heartbeat reaches every broker serving the topics
-    await Promise.all(this.subscriptions.topics().map((t) => this.host.fetchSubscribeQueues(t).catch(() => undefined)));
     await this.host.sendHeartbeatToAllBrokers();
     if (this.orderlyService)
       node.spawn(this.names.consume, consumeOrderlyServiceMachine, {

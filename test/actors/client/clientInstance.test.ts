@@ -4,7 +4,7 @@ import { Broker } from "../../../actors/broker/broker.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
 import { consumerHostOf } from "../../../actors/client/pushConsumer.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
-import { Admin, Producer } from "../../../index.ts";
+import { Admin, Producer, PushConsumer } from "../../../index.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
@@ -214,4 +214,54 @@ it("when no name server answers, the error names each of them", async () => {
   } finally {
     await inst.release();
   }
+});
+
+it("a consumer of many topics heartbeats a bounded number of times at start, and once for many routes changed together", async (t) => {
+  // one full heartbeat (every subscription) per topic whose route was learned: O(topics²) bytes at start
+  const { dir, cleanup } = await tempDir();
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  const opts = { nameservers: [ns.address], instanceName: "hbStorm", heartbeatBrokerIntervalMs: 600_000 };
+  const inst = await ClientInstance.acquire(opts);
+  let c: PushConsumer | undefined;
+  t.after(async () => {
+    await c?.close();
+    await inst.release();
+    await broker.close();
+    await ns.close();
+    await cleanup();
+  });
+  const topics = Array.from({ length: 60 }, (_, i) => `HbStorm${i}`);
+  for (const topic of topics) await broker.createTopic({ topic, readQueueNums: 1, writeQueueNums: 1 });
+  let heartbeats = 0;
+  const send = inst.sendHeartbeatToAllBrokers.bind(inst);
+  inst.sendHeartbeatToAllBrokers = () => {
+    heartbeats++;
+    return send();
+  };
+  c = await PushConsumer.start({
+    ...opts,
+    group: "cgHbStorm",
+    rebalanceIntervalMs: 600_000,
+    subscriptions: Object.fromEntries(topics.map((topic) => [topic, "*"])),
+    listener: async () => "CONSUME_SUCCESS",
+  });
+  // and the group's retry topic's queue
+  await waitFor(() => c!.assignment().length === topics.length + 1, 10_000, "every queue held");
+  assert.ok(heartbeats <= 4, `${heartbeats} heartbeats at start for ${topics.length} topics`);
+
+  // every route changes at once (a broker joining or leaving): one heartbeat, then one rebalance
+  const rebalancer = (c as unknown as { rebalancer: { rounds: number } }).rebalancer;
+  const rounds = rebalancer.rounds;
+  heartbeats = 0;
+  for (const topic of topics) (inst as unknown as { routeChanged(t: string): void }).routeChanged(topic);
+  await waitFor(() => rebalancer.rounds > rounds, 10_000, "a rebalance after the route changes");
+  assert.equal(heartbeats, 1, `${heartbeats} heartbeats for ${topics.length} routes changed in one tick`);
 });
