@@ -96,6 +96,14 @@ export class ConsumeQueue {
     return f;
   }
 
+  /** Whether writing `count` entries from the queue's end would open a file (see openFiles.ts). */
+  needsFile(count: number): boolean {
+    const per = this.entriesPerFile;
+    const first = Math.floor(this.maxOffset / per);
+    const last = Math.floor((this.maxOffset + count - 1) / per);
+    return !this.files.has(first * this.fileBytes) || (last !== first && !this.files.has(last * this.fileBytes));
+  }
+
   /** Writes `count` entries from `buf` for queue offsets starting at `offset` (may span files). */
   put(offset: number, buf: Buffer, count: number): void {
     let done = 0;

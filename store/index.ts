@@ -26,3 +26,4 @@ export {
   recordProperties,
   recordTopic,
 } from "./messageStore.ts";
+export { type OpenFileUse, openFileUse } from "./openFiles.ts";

@@ -54,6 +54,7 @@ import { type ArrivalNotice, Dispatcher } from "./dispatcher.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
 import { ioError } from "./ioError.ts";
+import { openFilesShort } from "./openFiles.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
 import { acquireStoreLock } from "./storeLock.ts";
 import { checkWrittenSizes } from "./writtenSizes.ts";
@@ -834,9 +835,14 @@ export class MessageStore {
         if (buf) this.dispatcher.dispatch(buf, 0, buf.length, phy);
       } catch (e) {
         const why = e instanceof Error ? e.message : String(e);
+        const code = ((e as Error).cause as NodeJS.ErrnoException | undefined)?.code ?? (e as NodeJS.ErrnoException).code;
+        const fix =
+          code === "EMFILE" || code === "ENFILE"
+            ? "raise the open-file limit (`ulimit -n`, systemd LimitNOFILE)"
+            : "fix the cause (free space, permissions)";
         throw new MQError(
           e instanceof MQError ? e.code : "SYSTEM_ERROR",
-          `Records already in the commit log from offset ${this.undispatchedFrom} cannot be indexed yet (${why}); puts resume once they are: fix the cause (free space, permissions).`,
+          `Records already in the commit log from offset ${this.undispatchedFrom} cannot be indexed yet (${why}); puts resume once they are: ${fix}.`,
           { cause: e },
         );
       }
@@ -886,6 +892,18 @@ export class MessageStore {
       total += fixed + bodyLen + propsLen;
     });
     if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
+    // refused before anything is appended: a record whose consume-queue file cannot be opened would
+    // stop every later put until it can be, and a process with no descriptor left accepts no connection
+    if (this.queue(topic, queueId, false)?.needsFile(count) ?? true) {
+      const short = openFilesShort(1);
+      if (short)
+        throw new MQError(
+          "SYSTEM_ERROR",
+          `Too many open files to open a consume-queue file of ${topic}/${queueId}: ${short.inUse} of the open-file limit of ${short.limit} are in use, ` +
+            `and the last ${short.reserve} are kept for connections, config files and the checkpoint; the broker keeps one file open per ` +
+            "commit-log segment, consume-queue file and index file. Raise the open-file limit (`ulimit -n`, systemd LimitNOFILE, e.g. 65536), then retry.",
+        );
+    }
     // a put too big for a segment goes alone to appendGroup, where CommitLog.reserve refuses it
     return { batch, index, topicBytes, count, total, result: undefined };
   }

@@ -8,6 +8,7 @@ import { promisify } from "node:util";
 import { MQError } from "../transport/protocol.ts";
 import { fsyncDir, removeQuietly } from "./durableDir.ts";
 import { ioError } from "./ioError.ts";
+import { storeFileClosed, storeFileOpened } from "./openFiles.ts";
 
 /**
  * The file primitives segments use. Tests swap `writeSync` to simulate a full disk (ENOSPC)
@@ -90,6 +91,7 @@ export class Segment {
       if (!exists) removeQuietly(file);
       throw ioError(e, `opening ${file}`);
     }
+    storeFileOpened();
     return new Segment(file, start, size, fd);
   }
 
@@ -166,6 +168,7 @@ export class Segment {
         /* already closed */
       }
       this.fd = -1;
+      storeFileClosed();
     }
   }
 

@@ -8,7 +8,7 @@ import { lookup } from "node:dns/promises";
 import { mkdir } from "node:fs/promises";
 import { isIPv4 } from "node:net";
 import path from "node:path";
-import { MessageStore } from "../../store/index.ts";
+import { MessageStore, openFileUse } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
@@ -32,6 +32,8 @@ const SHUTDOWN_STEP_TIMEOUT_MS = 10_000;
 const CLOSE_REPLY_GRACE_MS = 200;
 /** A failing disk's flush errors: one log line per file this often (each is counted in the metrics). */
 const FLUSH_ERROR_LOG_INTERVAL_MS = 30_000;
+/** Open files at start, as a share of what new consume queues may use, past which the broker warns. */
+const OPEN_FILES_WARN_SHARE = 0.8;
 
 /** Options of `Broker.createTopic`. */
 export interface CreateTopicOptions {
@@ -166,6 +168,14 @@ export class Broker {
         { mode, records: log.records, endOffset: log.end, truncatedBytes: log.cutBytes, damagedRegions: log.damagedRegions },
         "store recovered",
       );
+      // the queues opened at start may leave little of the open-file limit: say so now, not at the first refused put
+      const files = openFileUse();
+      if (files && files.inUse >= OPEN_FILES_WARN_SHARE * (files.limit - files.reserve))
+        logger.warn(
+          { openFiles: files.inUse, openFileLimit: files.limit, reserved: files.reserve },
+          `open files near the limit: puts to new queues are refused once ${files.limit - files.reserve} files are open ` +
+            `(the last ${files.reserve} are kept for connections); raise the open-file limit (ulimit -n, systemd LimitNOFILE, e.g. 65536)`,
+        );
       const topics = await TopicConfigManager.load({
         storeDir: config.storeDir,
         autoCreateTopic: config.autoCreateTopic,

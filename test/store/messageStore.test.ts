@@ -27,13 +27,12 @@ const batch = (topic: string, queueId: number, msgs: Array<{ body: string; props
 });
 const isCode = (code: string) => (e: unknown) => e instanceof MQError && e.code === code;
 
-/** Makes every segment write to a file whose path holds `/<dirName>/` fail with ENOSPC (a full disk under it) until the returned function is called. */
-function failWritesUnder(dirName: string): () => void {
+/** Makes every segment write to a file whose path holds `/<dirName>/` fail with ENOSPC (a full disk under it), or `code`, until the returned function is called. */
+function failWritesUnder(dirName: string, code = "ENOSPC"): () => void {
   const real = segmentIo.writeSync;
   const part = `${path.sep}${dirName}${path.sep}`;
   segmentIo.writeSync = (fd, buf, off, len, pos) => {
-    if (fs.readlinkSync(`/proc/self/fd/${fd}`).includes(part))
-      throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+    if (fs.readlinkSync(`/proc/self/fd/${fd}`).includes(part)) throw Object.assign(new Error(`failed (${code})`), { code });
     return real(fd, buf, off, len, pos);
   };
   return () => {
@@ -593,6 +592,29 @@ test("a consume-queue write that fails leaves no queue offset to reuse: the reco
   await s.close();
   s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
   assert.deepEqual(bodies(s, 0), ["0:a", "1:b1", "2:b2", "3:c"]);
+});
+
+test("puts refused while records wait to be indexed say what to fix: the open-file limit after EMFILE, else space and permissions", async (t) => {
+  for (const [code, advice] of [
+    ["EMFILE", /puts resume once they are: raise the open-file limit \(`ulimit -n`/],
+    ["ENOSPC", /puts resume once they are: fix the cause \(free space, permissions\)/],
+  ] as const) {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    const s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));
+    t.after(() => s.close());
+    await s.putMessages(batch("Q", 0, [{ body: "a" }]));
+    const restore = failWritesUnder("consumequeue", code);
+    t.after(restore);
+    await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "b" }])));
+    await assert.rejects(
+      s.putMessages(batch("Q", 0, [{ body: "refused" }])),
+      (e) => e instanceof MQError && /cannot be indexed yet/.test(e.message) && advice.test(e.message),
+      code,
+    );
+    restore();
+    assert.equal((await s.putMessages(batch("Q", 0, [{ body: "c" }]))).firstQueueOffset, 2);
+  }
 });
 
 test("records left unindexed by a failed consume-queue write are indexed by the periodic flush, and a clean restart without it indexes them", async (t) => {

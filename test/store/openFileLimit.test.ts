@@ -2,15 +2,17 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { PullConsumer } from "../../index.ts";
 import { MessageStore } from "../../store/index.ts";
 import { decodeRecords } from "../../transport/messageRecord.ts";
-import { tempDir } from "../helpers.ts";
+import { tempDir, waitFor } from "../helpers.ts";
 
 const QUEUES = 120;
 const STORE = { commitLogSegmentBytes: 1 << 20, consumeQueueEntries: 16, cleanIntervalMs: 0 };
 
 // One put per queue in a process whose open-file limit is far below one file per queue: every
-// consume-queue file the store opens keeps a descriptor, so the later puts run out of them.
+// consume-queue file the store opens keeps a descriptor, so the later puts are refused (the store
+// keeps a reserve of descriptors free) or run out of them.
 const CHILD = `
 import { MessageStore } from ${JSON.stringify(new URL("../../store/index.ts", import.meta.url).href)};
 import { encodeMessageBatch, encodeProperties } from ${JSON.stringify(new URL("../../transport/messageRecord.ts", import.meta.url).href)};
@@ -73,4 +75,96 @@ test("running out of file descriptors fails puts with advice to raise the limit;
       [`m${q}`],
     );
   }
+});
+
+// A broker (and its name server) in a process whose open-file limit its queues would use up: one
+// put per new queue until the store refuses one. Prints what it saw, then serves until killed.
+const BROKER_CHILD = `
+import path from "node:path";
+import { Broker, NameServer } from ${JSON.stringify(new URL("../../index.ts", import.meta.url).href)};
+const dir = process.argv[1];
+const ns = await NameServer.start({ listen: "tcp://127.0.0.1:*", logLevel: "silent" });
+let broker = await Broker.start({ brokerName: "b", listen: "tcp://127.0.0.1:*", nameservers: [ns.address], storeDir: dir, logLevel: "silent" });
+await broker.createTopic({ topic: "Existing", readQueueNums: 1, writeQueueNums: 1 });
+const put = (topic, queueId, body) => broker.store.putMessage({ topic, queueId, body: Buffer.from(body), bornTimestamp: Date.now(), bornHost: "127.0.0.1:1" });
+await put("Existing", 0, "before");
+let refused = null;
+for (let q = 0; q < 2000 && !refused; q++) await put("Fill", q, "x").catch((e) => { refused = { q, code: e.code, message: e.message }; });
+// a queue whose file is open still takes puts
+const after = await put("Existing", 0, "after").then((r) => r.status, (e) => e.message);
+// started again, its queues already use most of the limit: it says so
+await broker.close();
+broker = await Broker.start({ brokerName: "b", listen: "tcp://127.0.0.1:*", nameservers: [ns.address], storeDir: dir, logLevel: "warn" });
+console.log(JSON.stringify({ report: { ns: ns.address, refused, after } }));
+process.on("SIGTERM", async () => { await broker.close(); await ns.close(); process.exit(0); });
+setInterval(() => {}, 1000);
+`;
+
+test("a broker at the open-file limit refuses new queues before it runs out, and a new client can still connect and read", async (t) => {
+  // every descriptor went to consume queues: libzmq could not accept a new connection (the client
+  // timed out, the broker spun a core, nothing was logged), and the put whose queue file failed to
+  // open left a record no later put could get past
+  const { dir, cleanup } = await tempDir();
+  const child = spawn(
+    "bash",
+    ["-c", 'ulimit -n 256 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, BROKER_CHILD, dir],
+    {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((r) => child.on("exit", r));
+  let pc: PullConsumer | undefined;
+  t.after(async () => {
+    await pc?.close();
+    child.kill("SIGTERM");
+    await exited;
+    await cleanup();
+  });
+  const line = await waitFor(
+    () => stdout.split("\n").find((l) => l.startsWith('{"report"')) ?? (child.exitCode !== null ? stderr || "exited" : ""),
+    60_000,
+    "the broker child's report",
+  );
+  const { ns, refused, after } = (
+    JSON.parse(line) as {
+      report: { ns: string; refused: { q: number; code: string; message: string } | null; after: string };
+    }
+  ).report;
+  assert.ok(refused, "2000 queues did not reach a limit of 256 files");
+  assert.equal(refused.code, "SYSTEM_ERROR", refused.message);
+  assert.match(refused.message, /open-file limit/);
+  assert.match(refused.message, /ulimit -n/);
+  assert.equal(after, "PUT_OK", "a put to a queue whose file is open after the refusal");
+  const warned = stdout
+    .split("\n")
+    .filter((l) => l.includes('"level":40'))
+    .map((l) => JSON.parse(l) as { msg: string; openFiles: number; openFileLimit: number });
+  assert.ok(
+    warned.some((w) => /open files near the limit/.test(w.msg) && /ulimit -n/.test(w.msg) && w.openFileLimit === 256),
+    `the restarted broker warned of its open files: ${JSON.stringify(warned)}`,
+  );
+
+  // a client that was not connected before reaches the name server and the broker
+  pc = await PullConsumer.start({
+    group: "cgAtLimit",
+    nameservers: [ns],
+    autoCommit: false,
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+  });
+  await pc.assign(await pc.fetchMessageQueues("Existing"));
+  const seen: string[] = [];
+  await waitFor(
+    async () => {
+      for (const m of await pc!.poll(200)) seen.push(m.body.toString());
+      return seen.length >= 2;
+    },
+    10_000,
+    "the acknowledged messages polled",
+  );
+  assert.deepEqual(seen, ["before", "after"]);
 });
