@@ -10,6 +10,7 @@
  * - `onRouteChange(fn)`: hears topics whose route changed (rebalance triggers).
  * - `onClientEvent(fn)`: hears events brokers send to the `client` actor.
  * - `addTopicInterest(topic)`: keeps a topic's route refreshed even before it is used.
+ * - `addBrokerUser(fn)`: keeps the addresses of brokers a consumer still has queues on.
  */
 import { hostname } from "node:os";
 import { setup } from "xstate";
@@ -108,6 +109,7 @@ export class ClientInstance {
   private readonly interest = new Map<string, number>();
   private readonly heartbeatSources = new Set<HeartbeatSource>();
   private readonly routeListeners = new Set<(topic: string) => void>();
+  private readonly brokerUsers = new Set<() => Iterable<string>>();
   private readonly clientEventListeners = new Set<(e: ClientEvent) => void>();
   private readonly inflightRoutes = new Map<string, Promise<TopicPublishInfo | undefined>>();
   private routeTimer: NodeJS.Timeout | null = null;
@@ -341,7 +343,18 @@ export class ClientInstance {
     if (this.closing) return;
     const topics = new Set([...this.routes.topicNames(), ...this.interest.keys()]);
     await Promise.all([...topics].map((t) => this.updateRoute(t, this.routes.isProvisional(t)).catch(() => undefined)));
-    this.routes.pruneBrokers();
+    const inUse = new Set<string>();
+    for (const user of this.brokerUsers) for (const name of user()) inUse.add(name);
+    this.routes.pruneBrokers(inUse);
+  }
+
+  /**
+   * Keeps the addresses of the brokers `source` names (a consumer's held queues and those it is
+   * letting go) when no route names them any more. Returns the function that removes it.
+   */
+  addBrokerUser(source: () => Iterable<string>): () => void {
+    this.brokerUsers.add(source);
+    return () => this.brokerUsers.delete(source);
   }
 
   /** Asks again for wanted topics that have no route yet (see {@link MISSING_ROUTE_RETRY_MS}). */

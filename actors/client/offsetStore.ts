@@ -87,7 +87,10 @@ export interface OffsetStore {
    * `readOffset(mq, "READ_FROM_STORE")` otherwise. Internals §6.5.
    */
   takeOver?(mq: MessageQueue, clientId: string): Promise<number>;
-  /** Clustering hand-over: commits the in-memory offset as `clientId`'s final one and lets the queue go. */
+  /**
+   * Clustering hand-over: commits the in-memory offset as `clientId`'s final one and lets the queue
+   * go; a release that does not reach the broker is sent again later (remote store).
+   */
   release?(mq: MessageQueue, clientId: string): Promise<void>;
 }
 
@@ -128,6 +131,14 @@ abstract class TableOffsetStore {
 
 /** Clustering: offsets kept in memory, pushed to the queue's master broker. */
 export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
+  /**
+   * Releases that did not reach the broker (no address known for it, or no answer), by mqKey.
+   * Forgotten, the broker would keep an older offset and whoever takes the queue next, this member
+   * included, would consume again what this member did: each is sent at the next persist, and
+   * before the queue's offset is read from the broker again.
+   */
+  private readonly unreleased = new Map<string, { mq: MessageQueue; offset: number; clientId: string }>();
+
   constructor(
     private readonly host: Pick<ConsumerHost, "node" | "brokerAddress" | "isBrokerUnreachable">,
     private readonly group: string,
@@ -147,6 +158,9 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
 
   /** The broker's offset (asked as the queue's new holder `takeOverBy`, if given), cached in the table. */
   private async queryIntoTable(mq: MessageQueue, takeOverBy?: string): Promise<number> {
+    // this member's own release comes first: sent after the read, it would let go of the queue again
+    const pending = this.unreleased.get(mqKey(mq));
+    if (pending && !(await this.sendRelease(pending))) return OFFSET_QUERY_FAILED;
     try {
       const offset = await this.queryBroker(mq, takeOverBy);
       this.table.updateOffset(mq, offset, false);
@@ -158,16 +172,39 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
 
   async release(mq: MessageQueue, clientId: string): Promise<void> {
     const offset = this.table.readOffset(mq);
-    await this.updateBroker(mq, offset >= 0 ? offset : -1, clientId).catch(() => {});
+    await this.sendRelease({ mq, offset: offset >= 0 ? offset : -1, clientId });
+  }
+
+  /** Sends a release; one that fails is kept in {@link unreleased} (replacing an older one of the queue). Returns true when sent. */
+  private async sendRelease(r: { mq: MessageQueue; offset: number; clientId: string }): Promise<boolean> {
+    const k = mqKey(r.mq);
+    this.unreleased.set(k, r);
+    try {
+      await this.updateBroker(r.mq, r.offset, r.clientId);
+    } catch {
+      return false;
+    }
+    if (this.unreleased.get(k) === r) this.unreleased.delete(k);
+    return true;
+  }
+
+  /** Queues let go whose release has not reached their broker yet (tests, tools). */
+  get unreleasedQueues(): MessageQueue[] {
+    return [...this.unreleased.values()].map((r) => r.mq);
   }
 
   async persistAll(held: readonly MessageQueue[]): Promise<void> {
     const keep = new Set(held.map(mqKey));
-    const work: Promise<void>[] = [];
+    const work: Promise<unknown>[] = [];
     const drop: MessageQueue[] = [];
     for (const { mq, offset } of this.table.entries()) {
       if (!keep.has(mqKey(mq))) drop.push(mq);
       else if (offset >= 0) work.push(this.updateBroker(mq, offset).catch(() => {}));
+    }
+    for (const [k, r] of this.unreleased) {
+      // held again without its offset read from the broker: sent now, the release would let go of it
+      if (keep.has(k)) this.unreleased.delete(k);
+      else work.push(this.sendRelease(r));
     }
     for (const mq of drop) this.table.removeOffset(mq);
     await Promise.all(work);

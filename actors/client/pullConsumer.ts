@@ -199,7 +199,12 @@ export class PullConsumer {
     let c: PullConsumer;
     try {
       c = new PullConsumer(host, opts.group, { ...opts, allocateOptions });
-      host.registerConsumer({ group: opts.group, consumerData: () => c.consumerData(), rebalanceNow: () => c.rebalanceNow() });
+      host.registerConsumer({
+        group: opts.group,
+        consumerData: () => c.consumerData(),
+        rebalanceNow: () => c.rebalanceNow(),
+        brokersInUse: () => c.rebalancer.brokersInUse(),
+      });
       host.node.spawn(c.names.pull, pullServiceMachine, {
         input: { service: c.pullService, inspecting: () => host.node.inspecting },
         supervision: { strategy: "stop" },

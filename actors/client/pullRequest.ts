@@ -36,6 +36,8 @@ export interface ConsumerRegistration {
   consumerData(): ConsumerData;
   /** rebalance now (NOTIFY_CONSUMER_IDS_CHANGED, route change) */
   rebalanceNow(): void;
+  /** names of the brokers this consumer holds or is letting go of queues on: their addresses are kept */
+  brokersInUse?(): Iterable<string>;
 }
 
 /** The services of the client instance a consumer needs. */

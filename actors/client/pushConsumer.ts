@@ -244,6 +244,7 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
           for (const t of topics) inst.removeTopicInterest(t);
         },
         inst.addHeartbeatSource(() => ({ consumerData: [c.consumerData()] })),
+        inst.addBrokerUser(() => c.brokersInUse?.() ?? []),
         inst.onClientEvent((e: ClientEvent) => {
           if (e.type === "NOTIFY_CONSUMER_IDS_CHANGED" && e.consumerGroup === c.group) c.rebalanceNow();
         }),
@@ -559,6 +560,7 @@ export class PushConsumer {
       group: this.group,
       consumerData: () => this.consumerData(),
       rebalanceNow: () => this.rebalanceNow(),
+      brokersInUse: () => this.rebalancer.brokersInUse(),
     });
     await this.host.sendHeartbeatToAllBrokers();
     if (this.orderlyService)

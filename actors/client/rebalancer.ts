@@ -107,6 +107,8 @@ export class Rebalancer {
   private reregistered = false;
   /** orderly: queues locked on their broker by a gain still in progress (not in `held` yet) */
   private readonly gaining = new Map<string, MessageQueue>();
+  /** queues lost and not yet let go (their final offset not yet committed) */
+  private readonly releasing = new Set<HeldQueue>();
   /**
    * Failures retried every round, logged at most once per 30 s per key: a topic that does not exist
    * or whose members no broker listed (by topic), a gained queue whose start offset could not be read (by mqKey)
@@ -131,6 +133,18 @@ export class Rebalancer {
           () => {},
         )
       : Promise.resolve();
+  }
+
+  /**
+   * Names of the brokers this consumer holds queues on, or is letting queues go on: the client
+   * keeps their addresses while a route poll no longer names them, so the release reaches them.
+   */
+  brokersInUse(): Set<string> {
+    const names = new Set<string>();
+    for (const h of this.deps.held.values()) names.add(h.mq.brokerName);
+    for (const h of this.releasing) names.add(h.mq.brokerName);
+    for (const mq of this.gaining.values()) names.add(mq.brokerName);
+    return names;
   }
 
   /** Orderly: queues a gain in progress has locked but not added to `held` (a closing consumer unlocks them too). */
@@ -288,7 +302,8 @@ export class Rebalancer {
       changed = true;
     }
     // all at once: the members taking these queues over wait for each release
-    await Promise.all(letGo.map((h) => this.release(h)));
+    for (const h of letGo) this.releasing.add(h);
+    await Promise.all(letGo.map((h) => this.release(h).finally(() => this.releasing.delete(h))));
     const take = async (k: string, mq: MessageQueue): Promise<void> => {
       offsetStore.removeOffset(mq);
       let offset: number;

@@ -134,10 +134,19 @@ export class RouteCache {
     return this.brokerAddrs;
   }
 
-  /** Rebuilds the address book from the current routes, dropping brokers no route mentions. */
-  pruneBrokers(): void {
+  /**
+   * Rebuilds the address book from the current routes, dropping brokers no route mentions except
+   * those in `keep`: a consumer still holds or lets go of queues there, and the final offsets it
+   * commits as it lets them go must reach that broker (a route lists a broker only once it has
+   * registered again with the name server asked, up to 30 s after that name server restarted).
+   */
+  pruneBrokers(keep: ReadonlySet<string> = new Set()): void {
     const live = new Map<string, Record<string, string>>();
     for (const e of this.topics.values()) for (const bd of e.route.brokerDatas) live.set(bd.brokerName, { ...bd.brokerAddrs });
+    for (const name of keep) {
+      const addrs = this.brokerAddrs.get(name);
+      if (addrs && !live.has(name)) live.set(name, addrs);
+    }
     this.brokerAddrs.clear();
     for (const [k, v] of live) this.brokerAddrs.set(k, v);
   }

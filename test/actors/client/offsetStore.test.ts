@@ -111,6 +111,67 @@ test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; pe
   }
 });
 
+test("remote store: a release that cannot reach its broker is kept, sent at the next persist or before the queue's offset is read again", async () => {
+  const calls: string[] = [];
+  const stored = new Map<number, number>();
+  const offsets = setup({
+    types: {
+      events: {} as {
+        type: string;
+        queueId?: number;
+        commitOffset?: number;
+        release?: boolean;
+        reply?: { ok(f?: object): void; fail(e: MQError): void };
+      },
+    },
+  }).createMachine({
+    on: {
+      "*": {
+        actions: ({ event }) => {
+          if (event.type === "QUERY_CONSUMER_OFFSET") {
+            calls.push(`query ${event.queueId}`);
+            event.reply?.ok({ offset: stored.get(event.queueId!) ?? 0 });
+          } else if (event.type === "UPDATE_CONSUMER_OFFSET") {
+            calls.push(`${event.release ? "release" : "commit"} ${event.queueId}@${event.commitOffset}`);
+            stored.set(event.queueId!, event.commitOffset!);
+            event.reply?.ok({});
+          }
+        },
+      },
+    },
+  });
+  const broker = await ActorNode.start({ listen: EPHEMERAL });
+  broker.spawn("offsets", offsets);
+  const client = await ActorNode.start({ listen: null });
+  try {
+    // the route poll no longer names the broker (its name server restarted)
+    let address: string | undefined;
+    const s = new RemoteOffsetStore({ node: client, brokerAddress: () => address }, "g");
+    s.updateOffset(q0, 70, false);
+    s.updateOffset(q1, 69, false);
+    await s.release(q0, "me");
+    await s.release(q1, "me");
+    s.removeOffset(q0);
+    s.removeOffset(q1);
+    assert.deepEqual(s.unreleasedQueues, [q0, q1], "kept, though the queues' offsets are forgotten");
+    await s.persistAll([]);
+    assert.deepEqual(calls, [], "no address yet");
+    address = broker.address!;
+    // taken again: its own release goes first, then the take-over reads the offset it committed
+    assert.equal(await s.takeOver(q0, "me"), 70);
+    assert.deepEqual(calls, ["release 0@70", "query 0"]);
+    await s.persistAll([q0]);
+    assert.deepEqual(calls, ["release 0@70", "query 0", "commit 0@70", "release 1@69"], "the other one at the next persist");
+    assert.deepEqual(s.unreleasedQueues, []);
+    calls.length = 0;
+    await s.persistAll([q0]);
+    assert.deepEqual(calls, ["commit 0@70"], "each release is sent once");
+  } finally {
+    await client.close();
+    await broker.close();
+  }
+});
+
 test("local file store: a file that cannot be written rejects persistAll; its warning names the file, once per interval, always at close", async (t) => {
   const { dir, cleanup } = await tempDir();
   try {
