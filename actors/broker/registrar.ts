@@ -7,7 +7,7 @@
  */
 import { assign, fromCallback, fromPromise, setup } from "xstate";
 import { NAMESRV_ACTOR, PERM_READ_WRITE, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
-import type { Replier } from "../runtime/index.ts";
+import { type Replier, unlessConnectionLost } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
 /** Name server requests give up after this long (the next period retries). */
@@ -60,9 +60,15 @@ function registeredWith(ctx: BrokerContext): Set<string> {
   return s;
 }
 
+/**
+ * Asks every name server at once; one whose connection reads refused or lost fails then, not after
+ * REGISTER_TIMEOUT_MS: a name server that is down would otherwise hold up start, createTopic and close.
+ */
 async function askAll(ctx: BrokerContext, event: { type: string } & object, what: string): Promise<number> {
   const results = await Promise.allSettled(
-    ctx.config.nameservers.map((ns) => ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS })),
+    ctx.config.nameservers.map((ns) =>
+      unlessConnectionLost(ctx.node, ns, ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS })),
+    ),
   );
   let ok = 0;
   const registered = event.type === "REGISTER_BROKER" ? registeredWith(ctx) : undefined;
@@ -174,7 +180,9 @@ export const registrarMachine = setup({
             onError: { target: "idle", actions: ["logError", "answerWaiters"] },
           },
           on: {
-            REGISTER_NOW: { actions: "addNextWaiter" },
+            // the round in progress carries the topics as they are unless one changed since it began
+            // (Broker.start asks during the first round): waiting for another would double the wait
+            REGISTER_NOW: [{ guard: "again", actions: "addNextWaiter" }, { actions: "addWaiter" }],
             TOPIC_CHANGED: { actions: "markAgain" },
           },
         },

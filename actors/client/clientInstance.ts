@@ -29,7 +29,7 @@ import {
   type TopicRouteData,
 } from "../../transport/protocol.ts";
 import { checkTcpPort } from "../../transport/zmqNode.ts";
-import { ActorNode, type Ref, type Replier, type WireEvent } from "../runtime/index.ts";
+import { ActorNode, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
 
 /** How often routes are refreshed from the name servers (`pollNameServerInterval`). */
@@ -40,12 +40,6 @@ export const DEFAULT_POLL_NAMESERVER_INTERVAL_MS = 30_000;
  * until the route appears (one small request per missing topic, nothing once all are known).
  */
 export const MISSING_ROUTE_RETRY_MS = 1_000;
-/**
- * How often an ask to a name server checks whether its connection was refused or lost, while
- * another name server is left to try (RocketMQ's client turns to the next one when a connection
- * fails, instead of spending the request timeout on it).
- */
-const NAMESERVER_CONNECTION_CHECK_MS = 20;
 /** How often heartbeats go to every master (`heartbeatBrokerInterval`). */
 export const DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS = 30_000;
 /** Queues per broker assumed for a topic not created yet (`defaultTopicQueueNums`). */
@@ -237,7 +231,7 @@ export class ClientInstance {
       const addr = this.nameservers[idx]!;
       try {
         const ask = this.node.ref(addr, NAMESRV_ACTOR).ask<T>(event, { timeoutMs });
-        const r = await (i < n - 1 ? this.unlessConnectionLost(addr, ask) : ask);
+        const r = await (i < n - 1 ? unlessConnectionLost(this.node, addr, ask) : ask);
         this.nsIndex = idx;
         this.nsFailing.delete(addr);
         return r.fields;
@@ -258,33 +252,6 @@ export class ClientInstance {
   /** The name servers whose last ask got no answer (in the order of the nameservers option). */
   nameserversNotAnswering(): string[] {
     return this.nameservers.filter((a) => this.nsFailing.has(a));
-  }
-
-  /**
-   * `ask`, or a TIMEOUT as soon as the connection to `addr` reads refused or lost: an ask queued
-   * for a peer that cannot be reached waits out its timeout otherwise (it is left to do so, unheard).
-   */
-  private unlessConnectionLost<R>(addr: string, ask: Promise<R>): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      const check = () => {
-        if (!this.node.peerUnreachable(addr)) return;
-        clearInterval(timer);
-        ask.catch(() => {});
-        reject(new MQError("TIMEOUT", "its connection was refused or lost"));
-      };
-      const timer = setInterval(check, NAMESERVER_CONNECTION_CHECK_MS);
-      ask.then(
-        (r) => {
-          clearInterval(timer);
-          resolve(r);
-        },
-        (e) => {
-          clearInterval(timer);
-          reject(e);
-        },
-      );
-      check();
-    });
   }
 
   /**

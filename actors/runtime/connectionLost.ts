@@ -1,0 +1,39 @@
+/**
+ * Failing an ask early when its peer cannot be reached. An ask to a peer whose connection is
+ * refused or lost sits queued, unsent, until its timeout; RocketMQ's remoting fails a request on a
+ * connection that cannot be made at once, so a client turns to the next name server and a broker
+ * is done with a name server that is down instead of waiting out the request timeout there.
+ */
+import { MQError } from "../../transport/protocol.ts";
+import type { ActorNode } from "./actorNode.ts";
+
+/** How often {@link unlessConnectionLost} checks the connection. */
+export const CONNECTION_CHECK_MS = 20;
+
+/**
+ * `ask`, or a TIMEOUT as soon as the connection of `node` to `address` reads refused or lost
+ * ({@link ActorNode.peerUnreachable}, checked every {@link CONNECTION_CHECK_MS}). The ask itself is
+ * left to time out, unheard.
+ */
+export function unlessConnectionLost<R>(node: Pick<ActorNode, "peerUnreachable">, address: string, ask: Promise<R>): Promise<R> {
+  return new Promise<R>((resolve, reject) => {
+    const check = () => {
+      if (!node.peerUnreachable(address)) return;
+      clearInterval(timer);
+      ask.catch(() => {});
+      reject(new MQError("TIMEOUT", "its connection was refused or lost"));
+    };
+    const timer = setInterval(check, CONNECTION_CHECK_MS);
+    ask.then(
+      (r) => {
+        clearInterval(timer);
+        resolve(r);
+      },
+      (e) => {
+        clearInterval(timer);
+        reject(e);
+      },
+    );
+    check();
+  });
+}

@@ -1,0 +1,82 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { createMachine } from "xstate";
+import { REGISTER_TIMEOUT_MS } from "../../../actors/broker/registrar.ts";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { Broker, NameServer, Producer } from "../../../index.ts";
+import { NAMESRV_ACTOR } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
+
+test("with one of its name servers down, a broker starts, creates a topic and closes without waiting out the request timeout there", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const down = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  await down.close(); // as if its process died: connections to it are refused
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  let broker: Broker | undefined;
+  t.after(async () => {
+    await broker?.close();
+    await ns.close();
+    await cleanup();
+  });
+  const nameservers = [down.address, ns.address];
+  const took: string[] = [];
+  const timed = async <T>(what: string, run: () => Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    const r = await run();
+    took.push(`${what} ${Math.round(performance.now() - t0)} ms`);
+    return r;
+  };
+  broker = await timed("Broker.start", () =>
+    Broker.start({ brokerName: "broker-a", listen: EPHEMERAL, nameservers, storeDir: dir, flush: "async", logLevel: "silent" }),
+  );
+  await timed("createTopic", () => broker!.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 }));
+  // the name server that is up has the topic
+  const p = await Producer.start({ group: "pgRegistrar", nameservers: [ns.address] });
+  try {
+    assert.equal((await p.send({ topic: "T", body: "m" })).status, "SEND_OK");
+  } finally {
+    await p.close();
+  }
+  const b = broker;
+  broker = undefined;
+  await timed("close", () => b.close());
+  // the registration's request timeout is 3000 ms
+  for (const line of took) assert.ok(Number(line.split(" ").at(-2)) < 1_500, took.join(", "));
+});
+
+test("a REGISTER_NOW during a registration is answered by it unless a topic changed since it began: Broker.start and createTopic wait for one registration, not two", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  // a name server that takes the connection and never answers: each registration waits out its timeout
+  const silent = await ActorNode.start({ listen: EPHEMERAL });
+  silent.spawn(NAMESRV_ACTOR, createMachine({}));
+  let broker: Broker | undefined;
+  t.after(async () => {
+    await broker?.close();
+    await silent.close();
+    await cleanup();
+  });
+  let t0 = performance.now();
+  broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [silent.address!],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  const started = performance.now() - t0;
+  t0 = performance.now();
+  await broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+  const created = performance.now() - t0;
+  const one = `one registration is ${REGISTER_TIMEOUT_MS} ms`;
+  assert.ok(started < REGISTER_TIMEOUT_MS * 1.5, `Broker.start took ${Math.round(started)} ms; ${one}`);
+  assert.ok(created < REGISTER_TIMEOUT_MS * 1.5, `createTopic took ${Math.round(created)} ms; ${one}`);
+  // U2 changes the topics while the registration U1 began is in progress: both wait for the next one, which has U2
+  t0 = performance.now();
+  await Promise.all([
+    broker.createTopic({ topic: "U1", readQueueNums: 1, writeQueueNums: 1 }),
+    broker.createTopic({ topic: "U2", readQueueNums: 1, writeQueueNums: 1 }),
+  ]);
+  const both = performance.now() - t0;
+  assert.ok(both >= REGISTER_TIMEOUT_MS * 1.9, `two topics created together took ${Math.round(both)} ms; ${one}`);
+});
