@@ -217,31 +217,45 @@ export class ClientInstance {
    * Asks the name servers, one at a time starting with the last one that answered, those whose
    * connection is refused or lost last; moves to the next on a transport failure (TIMEOUT,
    * SYSTEM_ERROR, SYSTEM_BUSY) and, while another is left to try, as soon as the connection to the
-   * one asked is refused or lost. Answers such as TOPIC_NOT_EXIST are final. When none answers, the
-   * last failure's code with a message naming each name server.
+   * one asked is refused or lost. Answers such as TOPIC_NOT_EXIST are final, unless `notFoundAskOthers`:
+   * then the others are asked too and the first that knows the topic answers; TOPIC_NOT_EXIST only
+   * when none does. When none answers, the last failure's code with a message naming each name server.
    */
-  async askNameserver<T = Record<string, unknown>>(event: WireEvent, timeoutMs = this.opts.requestTimeoutMs): Promise<T> {
+  async askNameserver<T = Record<string, unknown>>(
+    event: WireEvent,
+    timeoutMs = this.opts.requestTimeoutMs,
+    notFoundAskOthers = false,
+  ): Promise<T> {
     const n = this.nameservers.length;
     const lost = (idx: number) => (this.node.peerUnreachable(this.nameservers[idx]!) ? 1 : 0);
     const order = Array.from({ length: n }, (_, i) => (this.nsIndex + i) % n).sort((x, y) => lost(x) - lost(y));
     let last: MQError | undefined;
+    let notFound: MQError | undefined;
     const failures: string[] = [];
     for (let i = 0; i < n; i++) {
       const idx = order[i]!;
       const addr = this.nameservers[idx]!;
       try {
         const ask = this.node.ref(addr, NAMESRV_ACTOR).ask<T>(event, { timeoutMs });
-        const r = await (i < n - 1 ? unlessConnectionLost(this.node, addr, ask) : ask);
+        // the last one gets its whole timeout, unless another already answered TOPIC_NOT_EXIST
+        const r = await (i < n - 1 || notFound ? unlessConnectionLost(this.node, addr, ask) : ask);
         this.nsIndex = idx;
         this.nsFailing.delete(addr);
         return r.fields;
       } catch (e) {
+        if (notFoundAskOthers && isMQError(e, "TOPIC_NOT_EXIST") && !this.closing) {
+          notFound ??= e;
+          this.nsFailing.delete(addr);
+          continue;
+        }
         if (!isMQError(e, "TIMEOUT", "SYSTEM_ERROR", "SYSTEM_BUSY") || this.closing) throw e;
         last = e;
         this.nsFailing.add(addr);
         failures.push(`${addr}: ${e.message}`);
       }
     }
+    // an answer, though not the one hoped for, beats no answer
+    if (notFound) throw notFound;
     throw new MQError(
       last?.code ?? "NO_ROUTE",
       `No name server answered ${event.type} (${failures.join("; ")}); check that the name servers run at these addresses.`,
@@ -273,8 +287,12 @@ export class ClientInstance {
   private async fetchRoute(topic: string, allowDefault: boolean): Promise<TopicPublishInfo | undefined> {
     let route: TopicRouteData;
     let provisional = false;
+    // without a real route cached, one name server's TOPIC_NOT_EXIST is not final: it may have just
+    // restarted, knowing no topic until each broker's next registration (up to 30 s), while another
+    // name server knows the topic
+    const askOthers = this.routes.route(topic) === undefined || this.routes.isProvisional(topic);
     try {
-      route = await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic });
+      route = await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic }, undefined, askOthers);
     } catch (e) {
       if (!isMQError(e, "TOPIC_NOT_EXIST")) throw e;
       // a real route once learned is kept, as RocketMQ's updateTopicRouteInfoFromNameServer keeps it: a
@@ -287,7 +305,7 @@ export class ClientInstance {
       }
       try {
         route = routeFromDefaultTopic(
-          await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: AUTO_CREATE_TOPIC_KEY_TOPIC }),
+          await this.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: AUTO_CREATE_TOPIC_KEY_TOPIC }, undefined, true),
           DEFAULT_TOPIC_QUEUE_NUMS,
         );
         provisional = true;

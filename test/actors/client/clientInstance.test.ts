@@ -196,6 +196,60 @@ it("a name server that refuses connections is passed over at once: a fresh produ
   }
 });
 
+it("a topic the name server asked first does not know (it just restarted) is asked of the others before it counts as not existing", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  // a name server that restarted knows no topic until each broker's next registration (up to 30 s)
+  const empty = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  t.after(async () => {
+    await broker.close();
+    await ns.close();
+    await empty.close();
+    await cleanup();
+  });
+  await broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+  const nameservers = [empty.address, ns.address];
+  const p = await Producer.start({ group: "pgNsEmpty", nameservers, instanceName: "nsEmpty" });
+  try {
+    const inst = p.clientInstance;
+    (inst as unknown as { nsIndex: number }).nsIndex = 0;
+    const r = await p.send({ topic: "T", body: "m" });
+    assert.equal(r.status, "SEND_OK");
+    assert.equal(r.queue.brokerName, "broker-a");
+    assert.equal(inst.routes.isProvisional("T"), false, "the topic's own route, not one built from TBW102's");
+    // a consumer's route look-up too
+    (inst as unknown as { nsIndex: number }).nsIndex = 0;
+    inst.routes.delete("T");
+    assert.equal((await inst.updateRoute("T"))?.queues.length, 2);
+    // a topic no name server knows is still unknown
+    (inst as unknown as { nsIndex: number }).nsIndex = 0;
+    assert.equal(await inst.updateRoute("Never"), undefined);
+  } finally {
+    await p.close();
+  }
+  // once one answered TOPIC_NOT_EXIST, a name server that refuses connections is not waited for
+  const down = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  await down.close();
+  const inst = await ClientInstance.acquire({ nameservers: [ns.address, down.address], instanceName: "nsEmptyDown" });
+  try {
+    (inst as unknown as { nsIndex: number }).nsIndex = 0;
+    const t0 = performance.now();
+    assert.equal(await inst.updateRoute("Never"), undefined);
+    const took = performance.now() - t0;
+    assert.ok(took < 1_000, `the look-up took ${Math.round(took)} ms (request timeout 3000 ms)`);
+  } finally {
+    await inst.release();
+  }
+});
+
 it("when no name server answers, the error names each of them", async () => {
   const a = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
   const b = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
