@@ -1,7 +1,8 @@
 /**
  * The `registrar` actor: registers the broker and its topic configs with every name server at
  * start, every `registerIntervalMs` (30 s) and whenever a topic changes (RocketMQ's
- * `registerBrokerAll`), and unregisters on a clean shutdown so routes drop the broker at once. A
+ * `registerBrokerAll`); sooner after a round some name server did not take (from 1 s, doubling up to
+ * the interval; RocketMQ waits the whole period), and unregisters on a clean shutdown so routes drop the broker at once. A
  * topic whose every broker is gone has no route left; clients keep their last one for it (as
  * RocketMQ's do), so sends to it time out on the old addresses rather than fail with NO_ROUTE.
  */
@@ -12,6 +13,13 @@ import type { BrokerContext } from "./brokerContext.ts";
 
 /** Name server requests give up after this long (the next period retries). */
 export const REGISTER_TIMEOUT_MS = 3_000;
+/**
+ * After a round some name server did not take, the next comes after this, doubling per failed round
+ * up to `registerIntervalMs`: a name server that is down fails at once (its connection is refused),
+ * and one that just came back, or (re)started after the broker, would otherwise wait up to 30 s to
+ * learn the broker's routes, while clients that ask it find no route or a partial one.
+ */
+export const REGISTER_RETRY_FIRST_MS = 1_000;
 
 export type RegistrarEvent = { type: "REGISTER_NOW"; reply?: Replier } | { type: "TOPIC_CHANGED" } | { type: "SHUTDOWN"; reply?: Replier };
 
@@ -23,6 +31,8 @@ export interface RegistrarContext {
   nextWaiters: Replier[];
   again: boolean;
   shutdownWaiters: Replier[];
+  /** rounds in a row that some name server did not take (0: the last one reached every name server) */
+  failedRounds: number;
 }
 
 export interface RegistrarInput {
@@ -114,7 +124,10 @@ export const registrarMachine = setup({
     ),
   },
   delays: {
-    registerInterval: ({ context }) => context.ctx.config.registerIntervalMs,
+    registerInterval: ({ context }) =>
+      context.failedRounds === 0
+        ? context.ctx.config.registerIntervalMs
+        : Math.min(context.ctx.config.registerIntervalMs, REGISTER_RETRY_FIRST_MS * 2 ** Math.min(context.failedRounds - 1, 30)),
   },
   guards: {
     again: ({ context }) => context.again,
@@ -129,6 +142,12 @@ export const registrarMachine = setup({
       again: true,
     }),
     markAgain: assign({ again: true }),
+    countRound: assign({
+      failedRounds: ({ context, event }) => {
+        const ok = (event as { output?: unknown }).output;
+        return typeof ok === "number" && ok >= context.ctx.config.nameservers.length ? 0 : context.failedRounds + 1;
+      },
+    }),
     promoteNext: assign({ waiters: ({ context }) => context.nextWaiters, nextWaiters: [], again: false }),
     answerWaiters: assign({
       waiters: ({ context }) => {
@@ -154,7 +173,7 @@ export const registrarMachine = setup({
   },
 }).createMachine({
   id: "registrar",
-  context: ({ input }) => ({ ctx: input.ctx, waiters: [], nextWaiters: [], again: false, shutdownWaiters: [] }),
+  context: ({ input }) => ({ ctx: input.ctx, waiters: [], nextWaiters: [], again: false, shutdownWaiters: [], failedRounds: 0 }),
   initial: "running",
   states: {
     running: {
@@ -176,8 +195,8 @@ export const registrarMachine = setup({
           invoke: {
             src: "registerAll",
             input: ({ context }) => ({ ctx: context.ctx }),
-            onDone: { target: "idle", actions: "answerWaiters" },
-            onError: { target: "idle", actions: ["logError", "answerWaiters"] },
+            onDone: { target: "idle", actions: ["countRound", "answerWaiters"] },
+            onError: { target: "idle", actions: ["logError", "countRound", "answerWaiters"] },
           },
           on: {
             // the round in progress carries the topics as they are unless one changed since it began

@@ -5,7 +5,7 @@ import { REGISTER_TIMEOUT_MS } from "../../../actors/broker/registrar.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { Broker, NameServer, Producer } from "../../../index.ts";
 import { NAMESRV_ACTOR } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 test("with one of its name servers down, a broker starts, creates a topic and closes without waiting out the request timeout there", async (t) => {
   const { dir, cleanup } = await tempDir();
@@ -79,4 +79,44 @@ test("a REGISTER_NOW during a registration is answered by it unless a topic chan
   ]);
   const both = performance.now() - t0;
   assert.ok(both >= REGISTER_TIMEOUT_MS * 1.9, `two topics created together took ${Math.round(both)} ms; ${one}`);
+});
+
+test("a name server down when the broker starts, and up later, learns its routes within seconds, not at the next 30 s period", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  // its address, free again: the name server is down when the broker starts
+  const first = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const address = first.address;
+  await first.close();
+  let broker: Broker | undefined;
+  let ns: NameServer | undefined;
+  t.after(async () => {
+    await broker?.close();
+    await ns?.close();
+    await cleanup();
+  });
+  broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  await broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
+  // the name server stays down longer than a registration's request timeout: what the broker asked
+  // it meanwhile expires unsent, and only a later round can reach it
+  await new Promise((r) => setTimeout(r, REGISTER_TIMEOUT_MS + 500));
+  ns = await NameServer.start({ listen: address, logLevel: "silent" });
+  const p = await Producer.start({ group: "pgRegistrarLate", nameservers: [address] });
+  try {
+    // the default period is 30 s; the retries after failed rounds come at 1, 2, 4 ... s
+    await waitFor(
+      async () => (await p.send({ topic: "T", body: "m" }).catch(() => null))?.status === "SEND_OK",
+      10_000,
+      "the broker's routes on the name server started after it",
+      200,
+    );
+  } finally {
+    await p.close();
+  }
 });
