@@ -42,6 +42,25 @@ export function listConsumeQueues(root: string): Array<{ topic: string; queueId:
   return out;
 }
 
+/**
+ * The files a write of `count` entries from `offset` opens (see openFiles.ts): those of its range
+ * that `q` (undefined: a queue not made yet) has not open, less the ones an earlier batch of the
+ * same put group, which ended at `offset`, opens already (`continues`).
+ */
+export function consumeQueueFilesToOpen(
+  q: ConsumeQueue | undefined,
+  entriesPerFile: number,
+  offset: number,
+  count: number,
+  continues: boolean,
+): number {
+  const first = continues ? Math.floor((offset - 1) / entriesPerFile) + 1 : Math.floor(offset / entriesPerFile);
+  const last = Math.floor((offset + count - 1) / entriesPerFile);
+  let n = 0;
+  for (let f = first; f <= last; f++) if (!q?.hasFile(f)) n++;
+  return n;
+}
+
 /** The consume queue of one topic/queueId. */
 export class ConsumeQueue {
   readonly dir: string;
@@ -96,12 +115,9 @@ export class ConsumeQueue {
     return f;
   }
 
-  /** Whether writing `count` entries from the queue's end would open a file (see openFiles.ts). */
-  needsFile(count: number): boolean {
-    const per = this.entriesPerFile;
-    const first = Math.floor(this.maxOffset / per);
-    const last = Math.floor((this.maxOffset + count - 1) / per);
-    return !this.files.has(first * this.fileBytes) || (last !== first && !this.files.has(last * this.fileBytes));
+  /** Whether the queue's file number `index` (entries from `index * entriesPerFile`) is open. */
+  hasFile(index: number): boolean {
+    return this.files.has(index * this.fileBytes);
   }
 
   /** Writes `count` entries from `buf` for queue offsets starting at `offset` (may span files). */

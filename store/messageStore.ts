@@ -48,7 +48,7 @@ import {
   writeCheckpointAsync,
 } from "./checkpoint.ts";
 import { CommitLog, FILLER_HEADER_BYTES, FILLER_MAGIC, fillerBytes, writeFillerHeader } from "./commitLog.ts";
-import { ConsumeQueue, CQ_ENTRY_BYTES, listConsumeQueues } from "./consumeQueue.ts";
+import { ConsumeQueue, CQ_ENTRY_BYTES, consumeQueueFilesToOpen, listConsumeQueues } from "./consumeQueue.ts";
 import { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts";
 import { type ArrivalNotice, Dispatcher } from "./dispatcher.ts";
 import { mkdirDurable } from "./durableDir.ts";
@@ -253,12 +253,18 @@ export interface PutResult {
 /** Most bytes one group append writes at once (puts past it go in the next write). */
 const MAX_GROUP_WRITE_BYTES = 4 * 1024 * 1024;
 
-/** One checked batch of a group put, and its result once encoded. */
 /** A record's bytes besides its body and properties, for a topic. */
 function recordFixedBytes(topicBytes: Buffer): number {
   return RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
 }
 
+/** What the batches of one put group planned so far open: consume-queue files, and each queue's next offset (groups of several batches). */
+interface GroupFiles {
+  opening: number;
+  next: Map<string, Map<number, number>> | undefined;
+}
+
+/** One checked batch of a group put, and its result once encoded. */
 interface PutPlan {
   batch: PutBatch;
   /** position in the group */
@@ -332,6 +338,8 @@ export class MessageStore {
   private readonly storeHostBytes = Buffer.alloc(8);
   private readonly topicBytes = new Map<string, Buffer>();
   private writeBuf = Buffer.allocUnsafe(1024 * 1024);
+  /** reused by every put group (see planPut) */
+  private readonly groupFiles: GroupFiles = { opening: 0, next: undefined };
   /** the fields shared by the records of one batch, copied into each record */
   private readonly headBuf = Buffer.alloc(RECORD_FIXED_BYTES);
   /** the header of the first record of a replication read */
@@ -773,9 +781,12 @@ export class MessageStore {
   putMessagesGroup(batches: readonly PutBatch[]): Array<Promise<PutResult>> {
     const out = new Array<Promise<PutResult>>(batches.length);
     const plans: PutPlan[] = [];
+    const files = this.groupFiles;
+    files.opening = 0;
+    files.next = batches.length > 1 ? new Map() : undefined;
     for (let i = 0; i < batches.length; i++) {
       try {
-        plans.push(this.planPut(batches[i]!, i));
+        plans.push(this.planPut(batches[i]!, i, files));
       } catch (e) {
         out[i] = Promise.reject(e);
       }
@@ -857,8 +868,8 @@ export class MessageStore {
     return this.undispatchedFrom >= 0 ? Math.min(end, this.undispatchedFrom) : end;
   }
 
-  /** Checks one batch and measures its records. */
-  private planPut(batch: PutBatch, index: number): PutPlan {
+  /** Checks one batch of a put group and measures its records; `files`: what the group's batches planned before it open. */
+  private planPut(batch: PutBatch, index: number, files: GroupFiles): PutPlan {
     this.checkOpen();
     if (this.diskFullAt !== null)
       throw new MQError(
@@ -893,9 +904,16 @@ export class MessageStore {
     });
     if (count === 0) throw new MQError("MESSAGE_ILLEGAL", "The batch holds no message.");
     // refused before anything is appended: a record whose consume-queue file cannot be opened would
-    // stop every later put until it can be, and a process with no descriptor left accepts no connection
-    if (this.queue(topic, queueId, false)?.needsFile(count) ?? true) {
-      const short = openFilesShort(1);
+    // stop every later put until it can be, and a process with no descriptor left accepts no connection.
+    // The group's batches are appended together, after every check: the files the ones before this
+    // one open count too, and a queue met before continues where that batch ends
+    const q = this.queue(topic, queueId, false);
+    let inGroup = files.next?.get(topic);
+    const continued = inGroup?.get(queueId);
+    const from = continued ?? q?.maxOffset ?? 0;
+    const opens = consumeQueueFilesToOpen(q, this.options.consumeQueueEntries, from, count, continued !== undefined);
+    if (opens > 0) {
+      const short = openFilesShort(files.opening + opens);
       if (short)
         throw new MQError(
           "SYSTEM_ERROR",
@@ -903,6 +921,11 @@ export class MessageStore {
             `and the last ${short.reserve} are kept for connections, config files and the checkpoint; the broker keeps one file open per ` +
             "commit-log segment, consume-queue file and index file. Raise the open-file limit (`ulimit -n`, systemd LimitNOFILE, e.g. 65536), then retry.",
         );
+      files.opening += opens;
+    }
+    if (files.next) {
+      if (!inGroup) files.next.set(topic, (inGroup = new Map()));
+      inGroup.set(queueId, from + count);
     }
     // a put too big for a segment goes alone to appendGroup, where CommitLog.reserve refuses it
     return { batch, index, topicBytes, count, total, result: undefined };

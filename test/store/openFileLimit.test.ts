@@ -168,3 +168,68 @@ test("a broker at the open-file limit refuses new queues before it runs out, and
   );
   assert.deepEqual(seen, ["before", "after"]);
 });
+
+// Puts that arrive together are planned together, then appended with one write: the files the
+// group's earlier batches will open count against the reserve too. Fills queues one at a time until
+// two more files are left, puts a group of two batches to one queue crossing into its next file,
+// then a group to 100 new queues.
+const GROUP_CHILD = `
+import fs from "node:fs";
+import { MessageStore } from ${JSON.stringify(new URL("../../store/index.ts", import.meta.url).href)};
+import { openFilesShort } from ${JSON.stringify(new URL("../../store/openFiles.ts", import.meta.url).href)};
+import { encodeMessageBatch, encodeProperties } from ${JSON.stringify(new URL("../../transport/messageRecord.ts", import.meta.url).href)};
+const s = await MessageStore.open({ dir: process.argv[1], ...${JSON.stringify(STORE)} });
+const batch = (topic, queueId, n = 1) => ({ topic, queueId, bornTimestamp: Date.now(), bornHost: "10.0.0.1:1",
+  body: encodeMessageBatch(Array.from({ length: n }, () => ({ body: Buffer.from("m"), properties: encodeProperties({}) }))) });
+const settle = async (ps) => (await Promise.allSettled(ps)).map((r) => r.status === "fulfilled" ? r.value.status : { code: r.reason.code, message: r.reason.message });
+let filled = 0;
+// two files left under the reserve
+while (openFilesShort(3) === null) await s.putMessages(batch("Seq", filled++));
+// a queue one entry short of its file's end: two batches of 2 in one group cross into one next file
+const last = filled - 1;
+await s.putMessages(batch("Seq", last, ${STORE.consumeQueueEntries - 2}));
+const crossing = await settle(s.putMessagesGroup([batch("Seq", last, 2), batch("Seq", last, 2)]));
+// one file left: a group to 100 new queues
+const group = await settle(s.putMessagesGroup(Array.from({ length: 100 }, (_, i) => batch("Grp", i))));
+const later = await settle([s.putMessages(batch("Seq", 0))]);
+const fds = fs.readdirSync("/proc/self/fd").length - 1;
+console.log(JSON.stringify({ filled, group, later, crossing, fds }));
+await s.close();
+`;
+
+test("a group of puts to new queues near the open-file limit is counted together: the puts past the reserve are refused, the rest of the store goes on", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const child = spawn(
+    "bash",
+    ["-c", 'ulimit -n 256 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, GROUP_CHILD, dir],
+    { cwd: fileURLToPath(new URL("../..", import.meta.url)), stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d) => (stdout += d));
+  child.stderr.on("data", (d) => (stderr += d));
+  const code = await new Promise<number | null>((r) => child.on("exit", r));
+  assert.equal(code, 0, `the child exited ${code}: ${stderr}`);
+  type Result = string | { code: string; message: string };
+  const r = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
+    filled: number;
+    group: Result[];
+    later: Result[];
+    crossing: Result[];
+    fds: number;
+  };
+  const refusedForFiles = (x: Result) => typeof x !== "string" && x.code === "SYSTEM_ERROR" && /open-file limit/.test(x.message);
+  const okGroup = r.group.filter((x) => x === "PUT_OK").length;
+  // one file was left under the reserve (another descriptor may have come or gone since the count)
+  assert.ok(okGroup <= 2, `${okGroup} of the group's 100 new queues were written: ${JSON.stringify(r.group.slice(0, 3))}`);
+  assert.ok(
+    r.group.filter((x) => x !== "PUT_OK").every(refusedForFiles),
+    JSON.stringify(r.group.find((x) => !refusedForFiles(x) && x !== "PUT_OK")),
+  );
+  // nothing of it ran out of descriptors: a queue whose file is open takes puts
+  assert.deepEqual(r.later, ["PUT_OK"]);
+  // the second batch crossing into the same next file needs no other one: both fit the one file left
+  assert.deepEqual(r.crossing, ["PUT_OK", "PUT_OK"]);
+  assert.ok(r.fds < 256 - 32, `${r.fds} descriptors open of 256`);
+});
