@@ -261,12 +261,16 @@ export class ConsumerOffsetManager {
 
   /**
    * `clientId` let the queue go with `offset` as its final offset (< 0: none). Committed unless
-   * another member already holds the queue (it took over after the timeout and commits its own);
-   * the first take-over waiting for it is answered. Returns true when the offset was committed.
+   * another member already holds the queue (it took over after the timeout and commits its own)
+   * or, nobody holding it, another member let it go last: this release is then older than that
+   * member's hold (one the client kept while it could not reach the broker), and its offset older
+   * than the one that member committed. The first take-over waiting for it is answered. Returns
+   * true when the offset was committed.
    */
   release(group: string, topic: string, queueId: number, clientId: string, offset: number): boolean {
     const h = this.holders.get(topic + TOPIC_GROUP_SEPARATOR + group)?.get(queueId);
-    if (h?.owner !== undefined && h.owner !== clientId) return false;
+    // another member holds the queue, or nobody does and another member let it go last
+    if (h && (h.owner ?? h.releasedBy ?? clientId) !== clientId) return false;
     let committed = false;
     if (offset >= 0 && !this.hasPendingReset(group, topic, queueId)) {
       this.commitOffset(group, topic, queueId, offset);

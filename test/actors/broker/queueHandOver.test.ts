@@ -1,7 +1,8 @@
 /**
  * Queue hand-over on the broker (internals §6.5): pulls name their puller, a take-over query waits
  * for the holder's release (or its leaving, or the timeout), stale pulls of a released holder do
- * not commit, and a late release does not overwrite the new holder's offset.
+ * not commit, and a late release does not overwrite the new holder's offset (nor, once the new
+ * holder let the queue go, the offset it committed).
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -102,4 +103,9 @@ test("a holder that never releases: answered after the hand-over timeout, and it
   // the same member taking its own queue over again is answered at once
   const again = await takeOver("G", "G3", 0);
   assert.ok(again.ms < HAND_OVER_TIMEOUT_MS);
+  // nor once G let the queue go and nobody holds it: F's release (one F kept while it could not
+  // reach the broker) is older than G's hold, and answered without a commit
+  await release("G", "G3", 0, 9);
+  await release("F", "G3", 0, 15);
+  assert.equal(await committed("G3", 0), 9, "F let the queue go before G held it: its release is not committed");
 });

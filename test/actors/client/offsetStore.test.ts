@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { readFile, writeFile } from "node:fs/promises";
 import { test } from "node:test";
 import { setup } from "xstate";
+import { ConsumerOffsetManager } from "../../../actors/broker/consumerOffsetManager.ts";
 import {
   LOCAL_OFFSETS_FAILURE_LOG_INTERVAL_MS,
   LocalFileOffsetStore,
@@ -170,6 +171,76 @@ test("remote store: a release that cannot reach its broker is kept, sent at the 
     await client.close();
     await broker.close();
   }
+});
+
+/**
+ * Member A lets q0 go at 100, but its release cannot reach the broker and is kept; B takes q0 over
+ * (after the hand-over timeout) from the older committed 50, consumes to 200 and lets it go too.
+ * Then A's route is back and `resend` sends A's kept release. Returns the group's committed offset
+ * after it (the broker's real offset table and hand-over rules behind a stand-in `offsets` actor).
+ */
+async function keptReleaseAfterAnotherHolder(resend: (a: RemoteOffsetStore) => Promise<unknown>): Promise<number> {
+  const mgr = new ConsumerOffsetManager("/nonexistent/consumerOffset.json");
+  mgr.isMember = () => true;
+  const offsets = setup({
+    types: {
+      events: {} as {
+        type: string;
+        consumerGroup: string;
+        topic: string;
+        queueId: number;
+        commitOffset: number;
+        clientId?: string;
+        release?: boolean;
+        waitRelease?: boolean;
+        reply?: { ok(f?: object): void };
+      },
+    },
+  }).createMachine({
+    on: {
+      "*": {
+        actions: ({ event: e }) => {
+          if (e.type === "QUERY_CONSUMER_OFFSET") {
+            const answer = () => e.reply?.ok({ offset: mgr.queryOffset(e.consumerGroup, e.topic, e.queueId) });
+            if (e.waitRelease && e.clientId) mgr.takeOver(e.consumerGroup, e.topic, e.queueId, e.clientId, 50, answer);
+            else answer();
+          } else if (e.type === "UPDATE_CONSUMER_OFFSET") {
+            if (e.release && e.clientId) mgr.release(e.consumerGroup, e.topic, e.queueId, e.clientId, e.commitOffset);
+            else mgr.commitOffset(e.consumerGroup, e.topic, e.queueId, e.commitOffset);
+            e.reply?.ok({});
+          }
+        },
+      },
+    },
+  });
+  const broker = await ActorNode.start({ listen: EPHEMERAL });
+  broker.spawn("offsets", offsets);
+  const client = await ActorNode.start({ listen: null });
+  try {
+    mgr.commitOffset("g", "T", 0, 50);
+    mgr.notePuller("g", "T", 0, "A");
+    let address: string | undefined;
+    const a = new RemoteOffsetStore({ node: client, brokerAddress: () => address }, "g");
+    a.updateOffset(q0, 100, false);
+    await a.release(q0, "A");
+    a.removeOffset(q0);
+    assert.deepEqual(a.unreleasedQueues, [q0]);
+    await new Promise<void>((answered) => mgr.takeOver("g", "T", 0, "B", 50, answered));
+    mgr.commitOffset("g", "T", 0, 200);
+    mgr.release("g", "T", 0, "B", 200);
+    address = broker.address!;
+    await resend(a);
+    assert.deepEqual(a.unreleasedQueues, [], "answered: A forgets its release");
+    return mgr.queryOffset("g", "T", 0);
+  } finally {
+    await client.close();
+    await broker.close();
+  }
+}
+
+test("remote store: a kept release that arrives after another member held the queue and let it go does not move the offset back", async () => {
+  assert.equal(await keptReleaseAfterAnotherHolder((a) => a.persistAll([])), 200, "sent at the next persist");
+  assert.equal(await keptReleaseAfterAnotherHolder((a) => a.takeOver(q0, "A")), 200, "sent before A takes the queue again");
 });
 
 test("local file store: a file that cannot be written rejects persistAll; its warning names the file, once per interval, always at close", async (t) => {
