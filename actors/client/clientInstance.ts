@@ -235,6 +235,9 @@ export class ClientInstance {
     for (let i = 0; i < n; i++) {
       const idx = order[i]!;
       const addr = this.nameservers[idx]!;
+      // confirming a TOPIC_NOT_EXIST (every first look-up of an auto-created topic does): a name
+      // server whose last ask got no answer is not waited on again for it
+      if (notFound && this.nsFailing.has(addr)) continue;
       try {
         const ask = this.node.ref(addr, NAMESRV_ACTOR).ask<T>(event, { timeoutMs });
         // the last one gets its whole timeout, unless another already answered TOPIC_NOT_EXIST

@@ -624,6 +624,8 @@ test("a send whose budget the route lookup used up is not sent (TIMEOUT naming t
   const faults = (p as unknown as { faults: { isAvailable(b: string): boolean } }).faults;
   try {
     await admin.createTopic({ topic: "Budget", readQueueNums: 1, writeQueueNums: 1 });
+    // a topic the live name server knows: its look-up asks no other one
+    await admin.createTopic({ topic: "Warm", readQueueNums: 1, writeQueueNums: 1 });
     // the broker's connection is warm; only the next route lookup is slow: it asks the dead name server first
     inst.nsIndex = 1;
     await p.send({ topic: "Warm", body: "w" });

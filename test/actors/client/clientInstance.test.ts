@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { it } from "node:test";
+import * as zmq from "zeromq";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
 import { consumerHostOf } from "../../../actors/client/pushConsumer.ts";
@@ -247,6 +248,31 @@ it("a topic the name server asked first does not know (it just restarted) is ask
     assert.ok(took < 1_000, `the look-up took ${Math.round(took)} ms (request timeout 3000 ms)`);
   } finally {
     await inst.release();
+  }
+  // one that takes the connection and does not answer is waited for once, not at every new topic
+  const silent = new zmq.Router({ linger: 0 });
+  await silent.bind(EPHEMERAL);
+  const hung = await ClientInstance.acquire({
+    nameservers: [ns.address, silent.lastEndpoint!],
+    instanceName: "nsEmptyHung",
+    requestTimeoutMs: 1_000,
+  });
+  try {
+    const lookUp = async (topic: string) => {
+      (hung as unknown as { nsIndex: number }).nsIndex = 0;
+      const t0 = performance.now();
+      assert.equal(await hung.updateRoute(topic), undefined);
+      return performance.now() - t0;
+    };
+    const first = await lookUp("Never1");
+    assert.ok(first >= 900, `the first look-up took ${Math.round(first)} ms: the silent name server was not asked`);
+    for (const topic of ["Never2", "Never3"]) {
+      const took = await lookUp(topic);
+      assert.ok(took < 500, `a later look-up took ${Math.round(took)} ms (request timeout 1000 ms)`);
+    }
+  } finally {
+    await hung.release();
+    silent.close();
   }
 });
 
