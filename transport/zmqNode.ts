@@ -458,6 +458,15 @@ export class ZmqNode {
   }
 
   /**
+   * When the connection to `address` was last lost ({@link monotonicNow} ms), kept after it is made
+   * again: the peer may have restarted meanwhile and forgotten what it granted over the old one. 0
+   * when it never was, and for an address this node never sent to or forgot.
+   */
+  peerLostAt(address: string): number {
+    return this.peers.get(address)?.unreachableSince ?? 0;
+  }
+
+  /**
    * @internal closes and forgets the DEALERs whose peer has been unreachable for PEER_EXPIRY_MS and
    * that have queued nothing for as long (so no ask on them still waits), and tells the runtime to
    * drop its refs to them. A peer still sent to (a consumer's heartbeats to a killed master that is

@@ -16,6 +16,8 @@ export interface ProcessQueueMessage {
 
 /** Client view of an orderly lock's validity after the last successful LOCK_BATCH_MQ. */
 export const REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000;
+/** The lock source of a process queue whose lock no lost connection voids. */
+const NEVER_LOST = (): number => Number.NEGATIVE_INFINITY;
 /** A queue not pulled for this long is considered stale by the rebalancer. */
 export const PULL_MAX_IDLE_TIME_MS = 120_000;
 /** At most this many expired messages are sent back per cleaning round. */
@@ -155,6 +157,12 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
   /** orderly: the broker lock is held */
   locked = false;
   lastLockTimestamp: number;
+  /**
+   * orderly: when the connection to the broker that granted the lock was last lost (monotonic ms). A
+   * lock granted before then is void: that broker may have restarted with an empty lock table and
+   * given the queue to another member.
+   */
+  lockLostAt: () => number = NEVER_LOST;
   lastPullTimestamp: number;
   lastConsumeTimestamp: number;
   /** orderly: a consume task is running or scheduled for this queue */
@@ -310,12 +318,15 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
     this.queueOffsetMax = 0;
   }
 
-  /** The lock was not renewed within `maxLiveMs` (the consumer's rebalanceLockMaxLiveTimeMs). */
+  /**
+   * The lock was not renewed within `maxLiveMs` (the consumer's rebalanceLockMaxLiveTimeMs), or the
+   * connection to the broker that granted it was lost since ({@link lockLostAt}).
+   */
   isLockExpired(now: number = this.now(), maxLiveMs = REBALANCE_LOCK_MAX_LIVE_TIME_MS): boolean {
-    return now - this.lastLockTimestamp > maxLiveMs;
+    return now - this.lastLockTimestamp > maxLiveMs || this.lockLostAt() >= this.lastLockTimestamp;
   }
 
-  /** Locked and renewed within `maxLiveMs`: the lock holds in the client's view. */
+  /** Locked, renewed within `maxLiveMs` and granted since the last loss of its broker's connection: the lock holds in the client's view. */
   isLockHeld(now: number = this.now(), maxLiveMs = REBALANCE_LOCK_MAX_LIVE_TIME_MS): boolean {
     return this.locked && !this.isLockExpired(now, maxLiveMs);
   }

@@ -51,6 +51,11 @@ export interface ConsumerHost {
    * made again: a killed master, which the name servers list until its registration expires
    */
   isBrokerUnreachable?(addr: string): boolean;
+  /**
+   * when the connection to this broker address was last lost (monotonic ms, 0 if never):
+   * what it granted before (an orderly lock) it may have forgotten in a restart
+   */
+  brokerLostAt?(addr: string): number;
   /** the readable queues of a topic, from a fresh route (throws NO_ROUTE / TOPIC_NOT_EXIST) */
   fetchSubscribeQueues(topic: string): Promise<MessageQueue[]>;
   registerConsumer(c: ConsumerRegistration): void;

@@ -451,8 +451,9 @@ export class PullService {
     // every pull carries the consumed offset, speculative ones too: with several pulls in flight
     // the first one is rarely the one that comes next, and a queue handed to another member
     // starts where the broker last heard this one got to
-    // orderly: a queue whose lock lapsed (this client frozen or cut off) may have been consumed by
-    // another member since; the offset in memory is stale and would move the group's back
+    // orderly: a queue whose lock lapsed (this client frozen or cut off, or its connection to the
+    // broker lost: a restarted broker forgot the lock) may have been consumed by another member
+    // since; the offset in memory is stale and would move the group's back
     const lapsed = s.orderly && request.pq.isLockExpired(undefined, s.lockMaxLiveTimeMs);
     if (this.deps.model === "CLUSTERING" && this.deps.autoCommit !== false && !lapsed) {
       const v = this.deps.offsetStore.readOffsetFromMemory(mq);

@@ -228,6 +228,7 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
     clientId: inst.clientId,
     brokerAddress: (name, id) => inst.routes.brokerAddress(name, id),
     isBrokerUnreachable: (addr) => inst.node.peerUnreachable(addr),
+    brokerLostAt: (addr) => inst.node.peerLostAt(addr),
     async fetchSubscribeQueues(topic) {
       const info = await inst.updateRoute(topic);
       if (!info) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);
@@ -395,7 +396,7 @@ export class PushConsumer {
       onPersistFailed: (e) => this.persistFailed(e, false),
       ...(this.queueLocks
         ? {
-            lockQueue: (mq: MessageQueue) => this.queueLocks!.lock(mq, undefined, true),
+            lockQueue: (mq: MessageQueue, pq: ProcessQueue<MessageExt>) => this.queueLocks!.lock(mq, pq, true),
             releaseQueue: (h: HeldQueue) => this.releaseOrderlyQueue(h),
             unlockQueue: (mq: MessageQueue) => this.queueLocks!.unlock([mq]),
           }

@@ -8,7 +8,9 @@
  * meanwhile). The broker lets one client of a group hold a queue at a time and forgets a lock not
  * renewed for 60 s; the client considers its own lock expired after 30 s without renewal, so it
  * stops consuming before the broker could hand the queue to another, and takes a lock granted
- * again after that for a regained one (its cache and offset rebuilt).
+ * again after that for a regained one (its cache and offset rebuilt). The broker's table is in memory
+ * only (as RocketMQ's): a lock granted before the client's connection to that broker was lost is
+ * expired too, since the broker may have restarted without it and given the queue to another member.
  *
  * {@link QueueLocks} does the requests; {@link queueLocksMachine} is the actor that renews.
  */
@@ -48,7 +50,7 @@ export interface LockedQueue {
 }
 
 export interface QueueLocksDeps {
-  host: Pick<ConsumerHost, "node" | "clientId" | "brokerAddress">;
+  host: Pick<ConsumerHost, "node" | "clientId" | "brokerAddress" | "brokerLostAt">;
   group: string;
   /** the client's view of a lock's validity after its last renewal (default 30 s) */
   lockMaxLiveTimeMs?: number;
@@ -85,55 +87,85 @@ export class QueueLocks {
   readonly stats: QueueLocksStats = { lockRequests: 0, lockFailures: 0, unlocks: 0, lockAllRounds: 0 };
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** per broker address, the process queues' view of when its connection was last lost */
+  private readonly lostAt = new Map<string, () => number>();
 
   constructor(private readonly deps: QueueLocksDeps) {}
 
   /**
-   * Whether `pq`'s lock holds in the client's view: granted and renewed within lockMaxLiveTimeMs.
-   * Once it does not, the broker may have given the queue to another member (a client frozen or
-   * cut off gets no "not locked" answer), so a new grant is a regain, not a renewal.
+   * Whether `pq`'s lock holds in the client's view: granted and renewed within lockMaxLiveTimeMs,
+   * and since the connection to the broker that granted it was last lost. Once it does not, the
+   * broker may have given the queue to another member (a client frozen or cut off gets no "not
+   * locked" answer; a restarted broker forgot the lock), so a new grant is a regain, not a renewal.
    */
   isLockHeld(pq: ProcessQueue<MessageExt>, now = monotonicNow()): boolean {
     return pq.isLockHeld(now, this.deps.lockMaxLiveTimeMs);
   }
 
-  /** Marks a held queue locked as of `now`; one whose lock had lapsed is reported regained. */
-  private granted(q: LockedQueue, now: number): void {
+  /** Marks a held queue locked by the broker at `addr` as of `now`; one whose lock had lapsed is reported regained. */
+  private granted(q: LockedQueue, now: number, addr: string): void {
     const regained = !this.isLockHeld(q.pq, now);
     q.pq.locked = true;
     q.pq.lastLockTimestamp = now;
+    q.pq.lockLostAt = this.lostAtOf(addr);
     if (regained) this.deps.onRegained?.(q);
     else this.deps.onLocked?.(q);
   }
 
-  /** LOCK_BATCH_MQ for the given queues of one broker; resolves with the keys locked (empty on failure). */
-  private async lockOnBroker(brokerName: string, mqs: MessageQueue[], timeoutMs: number): Promise<Set<string> | null> {
+  /** When the connection to `addr` was last lost, as a process queue reads it (one function per address). */
+  private lostAtOf(addr: string): () => number {
+    let f = this.lostAt.get(addr);
+    if (!f) {
+      const host = this.deps.host;
+      f = host.brokerLostAt ? () => host.brokerLostAt!(addr) : () => Number.NEGATIVE_INFINITY;
+      this.lostAt.set(addr, f);
+    }
+    return f;
+  }
+
+  /**
+   * LOCK_BATCH_MQ for the given queues of one broker; resolves with the broker's address and the
+   * keys locked, or null on failure.
+   */
+  private async lockOnBroker(
+    brokerName: string,
+    mqs: MessageQueue[],
+    timeoutMs: number,
+  ): Promise<{ addr: string; locked: Set<string> } | null> {
     const addr = this.deps.host.brokerAddress(brokerName, MASTER_ID);
     if (!addr) return null;
     this.stats.lockRequests++;
     const req: LockBatchRequest = { consumerGroup: this.deps.group, clientId: this.deps.host.clientId, mqSet: mqs };
+    const sentAt = monotonicNow();
+    let ok: MessageQueue[];
     try {
       const r = await this.deps.host.node
         .ref(addr, BrokerActor.LOCKS)
         .ask<LockBatchReply>({ type: "LOCK_BATCH_MQ", ...req }, { timeoutMs });
-      const ok = Array.isArray(r.fields.lockOKMQSet) ? r.fields.lockOKMQSet : [];
-      return new Set(ok.map(mqKey));
+      ok = Array.isArray(r.fields.lockOKMQSet) ? r.fields.lockOKMQSet : [];
     } catch {
       this.stats.lockFailures++;
       return null;
     }
+    // the connection was lost meanwhile: the answer may be the old broker's, read after the loss
+    if ((this.deps.host.brokerLostAt?.(addr) ?? 0) >= sentAt) {
+      this.stats.lockFailures++;
+      return null;
+    }
+    return { addr, locked: new Set(ok.map(mqKey)) };
   }
 
   /**
    * Locks one queue (at rebalance, before it is pulled, and when consumption finds its lock
-   * expired). Marks `pq` locked when given, and reports it regained when its lock had lapsed. A
-   * failure asks for another rebalance in 500 ms when `retryRebalance` is set.
+   * expired). Marks `pq` locked when given (at rebalance, the new queue's, not held yet), and
+   * reports it regained when its lock had lapsed. A failure asks for another rebalance in 500 ms
+   * when `retryRebalance` is set.
    */
   async lock(mq: MessageQueue, pq?: ProcessQueue<MessageExt>, retryRebalance = false): Promise<boolean> {
     if (this.stopped) return false;
-    const locked = await this.lockOnBroker(mq.brokerName, [mq], LOCK_REQUEST_TIMEOUT_MS);
-    const ok = locked?.has(mqKey(mq)) === true;
-    if (pq && ok) this.granted({ mq, pq }, monotonicNow());
+    const answer = await this.lockOnBroker(mq.brokerName, [mq], LOCK_REQUEST_TIMEOUT_MS);
+    const ok = answer?.locked.has(mqKey(mq)) === true;
+    if (pq && ok) this.granted({ mq, pq }, monotonicNow(), answer!.addr);
     if (!ok && retryRebalance) this.rebalanceLater();
     return ok;
   }
@@ -156,17 +188,18 @@ export class QueueLocks {
     for (const q of this.deps.releasing?.() ?? []) if (this.isLockHeld(q.pq)) add(q);
     await Promise.all(
       [...byBroker].map(async ([brokerName, qs]) => {
-        const locked = await this.lockOnBroker(
+        const answer = await this.lockOnBroker(
           brokerName,
           qs.map((q) => q.mq),
           LOCK_ALL_REQUEST_TIMEOUT_MS,
         );
         // no answer: keep what we believe; the lock's own expiry stops consumption if it lasts
-        if (locked === null || this.stopped) return;
+        if (answer === null || this.stopped) return;
+        const { addr, locked } = answer;
         const now = monotonicNow();
         for (const q of qs) {
           if (!locked.has(mqKey(q.mq))) q.pq.locked = false;
-          else if (!q.pq.dropped) this.granted(q, now);
+          else if (!q.pq.dropped) this.granted(q, now, addr);
           // in release: renewed only if it had not lapsed meanwhile, never regained
           else if (this.isLockHeld(q.pq, now)) q.pq.lastLockTimestamp = now;
         }

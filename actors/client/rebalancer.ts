@@ -75,8 +75,11 @@ export interface RebalancerDeps {
   startPull(request: PullRequest): void;
   /** push consumers drop queues not pulled for 120 s; pull consumers do not */
   dropPullExpired?: boolean;
-  /** orderly: locks a new queue on its broker before it is pulled; false = not held this round */
-  lockQueue?(mq: MessageQueue): Promise<boolean>;
+  /**
+   * orderly: locks a new queue on its broker before it is pulled, marking `pq` (its process queue
+   * once held) with the grant; false = not held this round
+   */
+  lockQueue?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): Promise<boolean>;
   /** orderly: gives up a lost queue (already dropped and removed) — finish the batch in hand, commit, persist, unlock */
   releaseQueue?(h: HeldQueue): Promise<void>;
   /** orderly: unlocks a queue locked for a gain that did not happen (stopped, or its offset could not be read) */
@@ -304,7 +307,7 @@ export class Rebalancer {
     // all at once: the members taking these queues over wait for each release
     for (const h of letGo) this.releasing.add(h);
     await Promise.all(letGo.map((h) => this.release(h).finally(() => this.releasing.delete(h))));
-    const take = async (k: string, mq: MessageQueue): Promise<void> => {
+    const take = async (k: string, mq: MessageQueue, pq = new ProcessQueue<MessageExt>()): Promise<void> => {
       offsetStore.removeOffset(mq);
       let offset: number;
       try {
@@ -335,7 +338,6 @@ export class Rebalancer {
         return;
       }
       if (held.has(k) || this.stopped) return;
-      const pq = new ProcessQueue<MessageExt>();
       if (this.deps.lockQueue) pq.locked = true;
       const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
       held.set(k, { mq, pq, request });
@@ -347,10 +349,11 @@ export class Rebalancer {
       if (held.has(k) || this.stopped) return;
       if (!this.deps.lockQueue) return take(k, mq);
       // orderly: a queue that cannot be locked is not pulled; its offset is read after locking
-      if (!(await this.deps.lockQueue(mq))) return;
+      const pq = new ProcessQueue<MessageExt>();
+      if (!(await this.deps.lockQueue(mq, pq))) return;
       this.gaining.set(k, mq);
       try {
-        if (!this.stopped) await take(k, mq);
+        if (!this.stopped) await take(k, mq, pq);
       } finally {
         this.gaining.delete(k);
       }

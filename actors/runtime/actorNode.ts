@@ -149,6 +149,11 @@ export class ActorNode implements RefHost {
     return this.transport.peerUnreachable(address);
   }
 
+  /** When this node's connection to `address` was last lost, 0 if never (see {@link ZmqNode.peerLostAt}). */
+  peerLostAt(address: string): number {
+    return this.transport.peerLostAt(address);
+  }
+
   /** A handle to actor `name` at `address`; null or this node's own address gives a local handle. */
   ref(address: string | null, name: string): Ref {
     if ((address !== null && typeof address !== "string") || typeof name !== "string")

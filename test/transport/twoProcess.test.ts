@@ -5,6 +5,7 @@ import { createInterface } from "node:readline";
 import { after, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { ActorNode } from "../../actors/runtime/index.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import { isMQError } from "../../transport/protocol.ts";
 import { waitFor } from "../helpers.ts";
 
@@ -116,7 +117,7 @@ describe("two processes", () => {
     }
   });
 
-  it("a peer reads unreachable from the moment its connection closes, or cannot be made, until a new connection's handshake", async () => {
+  it("a peer reads unreachable from the moment its connection closes, or cannot be made, until a new connection's handshake; the loss's time stays known", async () => {
     const s1 = await startServer();
     children.push(s1.child);
     const address = s1.line.address as string;
@@ -130,10 +131,14 @@ describe("two processes", () => {
       await echo.ask({ type: "ECHO", text: "up" });
       assert.equal(node.peerUnreachable(address), false, "connected");
       assert.equal(node.peerUnreachable("tcp://127.0.0.1:9"), false, "never sent to: nothing known");
+      assert.equal(node.peerLostAt(address), 0, "never lost");
 
+      const beforeKill = monotonicNow();
       s1.child.kill("SIGKILL");
       await exited(s1.child);
       await waitFor(() => node.peerUnreachable(address), 5000, "the closed connection noticed");
+      const lostAt = node.peerLostAt(address);
+      assert.ok(lostAt >= beforeKill && lostAt <= monotonicNow(), "when the connection was lost");
       const refused = node.ref(goneAddress, "echo").ask({ type: "ECHO", text: "x" }, { timeoutMs: 300 });
       await waitFor(() => node.peerUnreachable(goneAddress), 5000, "a connection that cannot be made noticed");
       await assert.rejects(refused, (e) => isMQError(e, "TIMEOUT"));
@@ -142,6 +147,7 @@ describe("two processes", () => {
       children.push(s2.child);
       await waitFor(() => !node.peerUnreachable(address), 10_000, "reachable again once the peer is back");
       assert.equal((await echo.ask<{ pid: number }>({ type: "ECHO", text: "back" }, { timeoutMs: 5000 })).fields.pid, s2.child.pid);
+      assert.equal(node.peerLostAt(address), lostAt, "the last loss stays known once reconnected (the peer may have restarted)");
       s2.child.kill("SIGKILL");
       await exited(s2.child);
     } finally {

@@ -385,6 +385,50 @@ test("a lock granted again after it lapsed (pq.locked still true, last renewal t
   assert.deepEqual(events.slice(2), ["regained 1", "locked 1"]);
 });
 
+test("a lock granted before the connection to its broker was lost is void (the broker may have restarted without it): the next grant is a regain", async () => {
+  const events: string[] = [];
+  let lostAt = 0;
+  // set while an answer is on its way: the connection is lost before it is read
+  let loseDuringAsk = false;
+  const host = {
+    clientId: "c1",
+    brokerAddress: () => "tcp://fake",
+    brokerLostAt: (addr: string) => (addr === "tcp://fake" ? lostAt : 0),
+    node: {
+      ref: () => ({
+        ask: async (m: { mqSet: MessageQueue[] }) => {
+          if (loseDuringAsk) lostAt = monotonicNow();
+          return { fields: { lockOKMQSet: m.mqSet } };
+        },
+      }),
+    },
+  } as unknown as ConstructorParameters<typeof QueueLocks>[0]["host"];
+  const pq = new ProcessQueue<MessageExt>();
+  const locks = new QueueLocks({
+    host,
+    group: "g",
+    held: () => [{ mq, pq }],
+    onLocked: (q) => events.push(`locked ${q.mq.queueId}`),
+    onRegained: (q) => events.push(`regained ${q.mq.queueId}`),
+  });
+  assert.equal(await locks.lock(mq, pq), true);
+  assert.equal(locks.isLockHeld(pq), true);
+  lostAt = monotonicNow();
+  assert.equal(locks.isLockHeld(pq), false, "the connection was lost after the grant");
+  assert.equal(pq.isLockExpired(), true, "pulls carry no commit offset");
+  // granted again after the loss (by the restarted broker, which had nobody else's lock): a regain
+  await locks.lockAll();
+  assert.deepEqual(events, ["regained 0", "regained 0"]);
+  assert.equal(locks.isLockHeld(pq), true);
+  await locks.lockAll();
+  assert.deepEqual(events.slice(2), ["locked 0"], "renewed with no loss since: a renewal");
+  // an answer read after a loss that came while it was on its way may be the old broker's: not taken
+  loseDuringAsk = true;
+  assert.equal(await locks.lock(mq, pq), false);
+  assert.equal(locks.isLockHeld(pq), false);
+  assert.deepEqual(events.slice(3), []);
+});
+
 test("a wall clock step forward does not lapse a lock just granted: it is renewed, not regained, and consumption goes on without relocking", async () => {
   const clock = fakeWallClock();
   try {
