@@ -254,14 +254,18 @@ export class PullConsumer {
     // the topic's pulls held by the broker filter with the old expression and would move past what
     // the new one matches: stop them now, start again once the brokers have the new subscription
     const paused = had && (had.subString !== sd.subString || had.expressionType !== sd.expressionType) ? this.pauseTopic(topic) : [];
+    const undo = () => {
+      if (had) this.subscriptions.restore(topic, had);
+      else this.subscriptions.unsubscribe(topic);
+      if (this.subscriptions.topics().length === 0) this.mode = "none";
+    };
     try {
       try {
         await this.host.fetchSubscribeQueues(topic);
       } catch (e) {
         // nor is a topic without a route kept (a re-subscribe keeps its earlier expression)
-        if (had) this.subscriptions.restore(topic, had);
-        else this.subscriptions.unsubscribe(topic);
-        if (this.subscriptions.topics().length === 0) this.mode = "none";
+        undo();
+        this.checkOpen();
         // refused at once so a mistyped topic is seen; waiting would not help, as nothing is kept to retry
         if (isMQError(e, "TOPIC_NOT_EXIST"))
           throw new MQError(
@@ -272,10 +276,16 @@ export class PullConsumer {
           );
         throw e;
       }
-      await this.host.sendHeartbeatToAllBrokers();
-      await this.rebalancer.doRebalance();
+      if (!this.closing) await this.host.sendHeartbeatToAllBrokers();
+      if (!this.closing) await this.rebalancer.doRebalance();
     } finally {
       this.resumePaused(paused);
+    }
+    // close began meanwhile: it stopped the rebalancer actor, and one spawned now would outlive the
+    // consumer (and stand in for the rebalancer of the group's next consumer on this client)
+    if (this.closing) {
+      undo();
+      this.checkOpen();
     }
     this.rebalanceTrigger.spawn(this.rebalancer, this.opts.rebalanceIntervalMs);
   }

@@ -123,6 +123,11 @@ export class Rebalancer {
   /** the round running now, if any */
   private round: Promise<boolean> | null = null;
 
+  /** True once {@link stop} was called. */
+  get isStopped(): boolean {
+    return this.stopped;
+  }
+
   /**
    * Stops: later rounds do nothing. Resolves when the round running now ended (its requests have
    * their own timeouts): an orderly round may be waiting for a lock it then gives back, which must
@@ -502,9 +507,16 @@ export class RebalanceTrigger {
     else this.pending = true;
   }
 
-  /** Spawns the rebalancer actor (unless running) and runs a request that came before it. */
+  /**
+   * Spawns the rebalancer actor (unless it runs) and runs a request that came before it. A stopped
+   * rebalancer (its consumer is closing) gets none; an actor left by another consumer of the group
+   * on this client is replaced, since requests sent to it would rebalance nothing.
+   */
   spawn(rebalancer: Rebalancer, intervalMs: number): void {
-    if (this.node.actorOf(this.actorName)) return;
+    if (rebalancer.isStopped) return;
+    const running = this.node.actorOf(this.actorName);
+    if (running && (running.getSnapshot().context as RebalancerContext).rebalancer === rebalancer) return;
+    if (running) this.node.stopActor(this.actorName);
     this.node.spawn(this.actorName, rebalancerMachine, {
       input: { rebalancer, intervalMs },
       supervision: { strategy: "stop" },

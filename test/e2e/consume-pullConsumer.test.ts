@@ -471,3 +471,47 @@ test("pull consumer: its long-polled pulls ask the broker to hold them 20 s (Roc
     await cleanup();
   }
 });
+
+test("pull consumer: a subscribe racing close leaves no rebalancer running; the group's next consumer on the same client rebalances", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-subclose-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const { nameservers } = cluster;
+  // keeps the default client instance open across the consumers' closes, as any producer of the process would
+  const producer = await Producer.start({ group: "pgSubClose", nameservers });
+  const admin = await Admin.start({ nameservers, instanceName: "admin" });
+  const node = producer.clientInstance.node;
+  const opened: PullConsumer[] = [];
+  try {
+    await admin.createTopic({ topic: "SubClose", readQueueNums: 4, writeQueueNums: 4 });
+    const first = await PullConsumer.start({ group: "cgSubClose", nameservers });
+    const subscribed = first.subscribe("SubClose").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    await first.close();
+    const err = await subscribed;
+    assert.ok(err === undefined || isMQError(err, "CLOSED"), `subscribe racing close: ${String(err)}`);
+    assert.ok(!node.actorOf("cgSubClose/pull-rebalancer"), "no rebalancer runs after close resolved");
+    // the next member on the same client, and one on another: they share the queues
+    const again = await PullConsumer.start({ group: "cgSubClose", nameservers, rebalanceIntervalMs: 500 });
+    opened.push(again);
+    const other = await PullConsumer.start({ group: "cgSubClose", nameservers, instanceName: "other", rebalanceIntervalMs: 500 });
+    opened.push(other);
+    await again.subscribe("SubClose");
+    await other.subscribe("SubClose");
+    const ids = (pc: PullConsumer) => pc.assignment().map((q) => q.queueId);
+    await waitFor(
+      () => ids(again).length === 2 && ids(other).length === 2 && !ids(again).some((q) => ids(other).includes(q)),
+      10_000,
+      "two members holding two queues each",
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}: the first holds ${ids(again)}, the other ${ids(other)}`);
+    });
+  } finally {
+    for (const c of opened) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
