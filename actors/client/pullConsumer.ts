@@ -330,21 +330,36 @@ export class PullConsumer {
       this.held.delete(k);
       this.dropBuffered(k);
     }
+    // close may begin at each await: its requests then fail for that reason, not the queue's, and
+    // a queue started after it would be held (and pulled) by the closed consumer
+    const unlessClosed = <T>(p: Promise<T>): Promise<T> =>
+      p.then(
+        (v) => {
+          this.checkOpen();
+          return v;
+        },
+        (e: unknown) => {
+          this.checkOpen();
+          throw e;
+        },
+      );
     for (const mq of want.values()) {
       if (!this.subscriptions.get(mq.topic)) {
         this.subscriptions.subscribe(mq.topic, "*");
-        await this.host.fetchSubscribeQueues(mq.topic);
+        await unlessClosed(this.host.fetchSubscribeQueues(mq.topic));
       }
     }
     for (const [k, mq] of want) {
       if (this.held.has(k)) continue;
-      const offset = await computePullFromWhere(
-        this.opts.consumeFromWhere,
-        this.opts.consumeTimestamp,
-        mq,
-        this.rebalancer.lookups,
-        // no rebalance comes back to an assigned queue
-        "check the queue's broker name and that its broker is up, then call assign again",
+      const offset = await unlessClosed(
+        computePullFromWhere(
+          this.opts.consumeFromWhere,
+          this.opts.consumeTimestamp,
+          mq,
+          this.rebalancer.lookups,
+          // no rebalance comes back to an assigned queue
+          "check the queue's broker name and that its broker is up, then call assign again",
+        ),
       );
       this.startQueue(mq, offset);
     }

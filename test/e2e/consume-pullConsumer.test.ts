@@ -515,3 +515,45 @@ test("pull consumer: a subscribe racing close leaves no rebalancer running; the 
     await cleanup();
   }
 });
+
+test("pull consumer: an assign racing close is refused with CLOSED and holds nothing once close resolved", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-assignclose-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers, instanceName: "admin" });
+  try {
+    await admin.createTopic({ topic: "AssignClose", readQueueNums: 4, writeQueueNums: 4 });
+    const wrong: string[] = [];
+    for (const when of ["at once", "after the route fetch", "after the first offset read"]) {
+      const pc = await PullConsumer.start({ group: "cgAssignClose", nameservers: cluster.nameservers, instanceName: "assignClose" });
+      const queues = await pc.fetchMessageQueues("AssignClose");
+      const host = (pc as unknown as { host: { fetchSubscribeQueues: (topic: string) => Promise<unknown> } }).host;
+      const store = (pc as unknown as { offsetStore: { readOffset: (...a: unknown[]) => Promise<number> } }).offsetStore;
+      // close at a chosen await of assign
+      let closing: Promise<void> | undefined;
+      const closeAfter = <T>(p: Promise<T>): Promise<T> =>
+        p.finally(() => {
+          closing ??= pc.close();
+        });
+      const fetch = host.fetchSubscribeQueues.bind(host);
+      const read = store.readOffset.bind(store);
+      if (when === "after the route fetch") mock.method(host, "fetchSubscribeQueues", (t: string) => closeAfter(fetch(t)));
+      if (when === "after the first offset read") mock.method(store, "readOffset", (...a: unknown[]) => closeAfter(read(...a)));
+      const assigned = pc.assign(queues).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      if (when === "at once") closing = pc.close();
+      const err = await assigned;
+      await closing;
+      mock.restoreAll();
+      if (!isMQError(err, "CLOSED") || !/cgAssignClose.*closed/.test((err as Error).message)) wrong.push(`${when}: ${String(err)}`);
+      if (pc.assignment().length > 0) wrong.push(`${when}: ${pc.assignment().length} queues held after close`);
+    }
+    assert.deepEqual(wrong, []);
+  } finally {
+    mock.restoreAll();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
