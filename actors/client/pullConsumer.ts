@@ -108,6 +108,8 @@ export class PullConsumer {
   private readonly consumed = new Map<string, { mq: MessageQueue; offset: number; rewind: boolean }>();
   private mode: "none" | "subscribe" | "assign" = "none";
   private commitTimer: NodeJS.Timeout | null = null;
+  /** the assign() calls in progress, run one after the other */
+  private assigning: Promise<void> = Promise.resolve();
   private closing: Promise<void> | null = null;
 
   private constructor(
@@ -324,6 +326,16 @@ export class PullConsumer {
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
     this.mode = "assign";
     const want = new Map(queues.map((q) => [mqKey(q), { topic: q.topic, brokerName: q.brokerName, queueId: q.queueId }]));
+    // calls made at once take effect one after the other, so the last one's queues are held: run
+    // together, each would keep what the other started, and a queue in both would be pulled twice
+    const run = this.assigning.then(() => this.assignNow(want));
+    this.assigning = run.catch(() => {});
+    return run;
+  }
+
+  /** What {@link assign} does, one call at a time. */
+  private async assignNow(want: Map<string, MessageQueue>): Promise<void> {
+    this.checkOpen();
     for (const [k, h] of this.held) {
       if (want.has(k)) continue;
       h.pq.dropped = true;
@@ -343,11 +355,15 @@ export class PullConsumer {
           throw e;
         },
       );
+    // the offset look-ups need the queue's broker address: the route is fetched for a new topic, and
+    // again when it names no such broker (its first fetch failed, or the route is gone since)
+    const fetched = new Set<string>();
     for (const mq of want.values()) {
-      if (!this.subscriptions.get(mq.topic)) {
-        this.subscriptions.subscribe(mq.topic, "*");
-        await unlessClosed(this.host.fetchSubscribeQueues(mq.topic));
-      }
+      if (fetched.has(mq.topic)) continue;
+      if (this.subscriptions.get(mq.topic) && this.host.brokerAddress(mq.brokerName) !== undefined) continue;
+      fetched.add(mq.topic);
+      if (!this.subscriptions.get(mq.topic)) this.subscriptions.subscribe(mq.topic, "*");
+      await unlessClosed(this.host.fetchSubscribeQueues(mq.topic));
     }
     for (const [k, mq] of want) {
       if (this.held.has(k)) continue;

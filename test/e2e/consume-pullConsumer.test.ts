@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { mock, test } from "node:test";
 import type { HoldContext } from "../../actors/broker/holdService.ts";
+import type { PullRequest } from "../../actors/client/pullRequest.ts";
 import { Admin, isMQError, MQError, Producer, PullConsumer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { BrokerActor, type PullMessageRequest } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
@@ -552,6 +553,83 @@ test("pull consumer: an assign racing close is refused with CLOSED and holds not
     assert.deepEqual(wrong, []);
   } finally {
     mock.restoreAll();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: assign() calls made at once take effect one after the other: the last one's queues are held, each pulled once", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-assigntwice-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async", autoCreateTopic: false } });
+  const { nameservers } = cluster;
+  const admin = await Admin.start({ nameservers, instanceName: "admin" });
+  const opened: PullConsumer[] = [];
+  const start = async (group: string) => {
+    const pc = await PullConsumer.start({ group, nameservers, instanceName: group, autoCommit: false });
+    opened.push(pc);
+    return pc;
+  };
+  const ids = (pc: PullConsumer) =>
+    pc
+      .assignment()
+      .map((q) => q.queueId)
+      .sort();
+  const outcome = (r: PromiseSettledResult<void>[]) =>
+    r.map((x) => (x.status === "fulfilled" ? "ok" : `${(x.reason as MQError).code}: ${(x.reason as Error).message}`));
+  try {
+    await admin.createTopic({ topic: "AssignTwice", readQueueNums: 4, writeQueueNums: 4 });
+    const queues = await (await start("cgAssignProbe")).fetchMessageQueues("AssignTwice");
+    // the route is known (looked up before): assign takes exactly the queues of the last call
+    const known = await start("cgAssignKnown");
+    await known.fetchMessageQueues("AssignTwice");
+    assert.deepEqual(outcome(await Promise.allSettled([known.assign(queues.slice(0, 2)), known.assign(queues.slice(2))])), ["ok", "ok"]);
+    assert.deepEqual(ids(known), [2, 3]);
+    // the route not looked up yet: the second call does not read offsets before the first fetched it
+    const fresh = await start("cgAssignFresh");
+    assert.deepEqual(outcome(await Promise.allSettled([fresh.assign(queues.slice(0, 2)), fresh.assign(queues.slice(2))])), ["ok", "ok"]);
+    assert.deepEqual(ids(fresh), [2, 3]);
+    // the same queues twice: each is pulled by one loop, not one per call
+    const same = await start("cgAssignSame");
+    await same.fetchMessageQueues("AssignTwice");
+    const pullService = (same as unknown as { pullService: { executeNow: (r: PullRequest) => void } }).pullService;
+    const started = new Set<PullRequest>();
+    const executeNow = pullService.executeNow.bind(pullService);
+    mock.method(pullService, "executeNow", (r: PullRequest) => {
+      started.add(r);
+      executeNow(r);
+    });
+    await Promise.all([same.assign(queues), same.assign(queues)]);
+    const held = (same as unknown as { held: Map<string, { pq: unknown }> }).held;
+    const live = [...started].filter((r) => !r.pq.dropped);
+    assert.equal(live.length, 4, "one pull loop per queue");
+    assert.ok(
+      live.every((r) => held.get(`${r.mq.topic}@${r.mq.brokerName}@${r.mq.queueId}`)?.pq === r.pq),
+      "each live pull loop is the held queue's",
+    );
+  } finally {
+    mock.restoreAll();
+    for (const c of opened) await c.close();
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: an assign of a topic whose route lookup failed looks it up again on the next assign", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-assignlater-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async", autoCreateTopic: false } });
+  const { nameservers } = cluster;
+  const admin = await Admin.start({ nameservers, instanceName: "admin" });
+  const pc = await PullConsumer.start({ group: "cgAssignLater", nameservers, instanceName: "assignLater" });
+  try {
+    const q = { topic: "AssignedLater", brokerName: cluster.brokers[0]!.brokerName, queueId: 0 };
+    await assert.rejects(pc.assign([q]), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+    await admin.createTopic({ topic: "AssignedLater", readQueueNums: 1, writeQueueNums: 1 });
+    await pc.assign([q]);
+    assert.deepEqual(pc.assignment(), [q]);
+  } finally {
+    await pc.close();
     await admin.close();
     await cluster.close();
     await cleanup();
