@@ -118,7 +118,8 @@ function noMasterError(knownBrokers: string[]): MQError {
 }
 
 export class Admin {
-  private closed = false;
+  /** set by the first close(); later calls return it, so none resolves before the sockets are released */
+  private closing: Promise<void> | null = null;
 
   protected constructor(readonly instance: ClientInstance) {}
 
@@ -390,14 +391,13 @@ export class Admin {
     return out;
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    await this.instance.release();
+  close(): Promise<void> {
+    this.closing ??= this.instance.release();
+    return this.closing;
   }
 
   protected checkOpen(): void {
-    if (this.closed) throw new MQError("CLOSED", "The admin client is closed; start a new one.");
+    if (this.closing) throw new MQError("CLOSED", "The admin client is closed; start a new one.");
   }
 }
 

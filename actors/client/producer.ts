@@ -116,7 +116,8 @@ export class Producer {
   private readonly retryTimes: number;
   private readonly maxMessageBytes: number;
   private readonly compressOver: number;
-  private closed = false;
+  /** set by the first close(); later calls return it, so none resolves before the sockets are released */
+  private closing: Promise<void> | null = null;
   private readonly bornHost = bornHostOfThisProcess();
   private readonly removeHeartbeat: () => void;
 
@@ -223,15 +224,16 @@ export class Producer {
     return (await this.publishInfo(topic)).queues.slice();
   }
 
-  async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.removeHeartbeat();
-    await this.instance.release();
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.removeHeartbeat();
+      this.closing = this.instance.release();
+    }
+    return this.closing;
   }
 
   private checkOpen(): void {
-    if (this.closed) throw new MQError("CLOSED", `Producer ${this.group} is closed; start a new one.`);
+    if (this.closing) throw new MQError("CLOSED", `Producer ${this.group} is closed; start a new one.`);
   }
 
   private async publishInfo(topic: string, refresh = false): Promise<TopicPublishInfo> {
@@ -311,7 +313,7 @@ export class Producer {
         this.faults.update(mq.brokerName, monotonicNow() - started, !isMQError(e, "MESSAGE_ILLEGAL"));
         lastError = e;
         lastBroker = mq.brokerName;
-        if (!worthRetrying(e) || this.closed) throw e;
+        if (!worthRetrying(e) || this.closing) throw e;
         this.instance.updateRoute(out.topic, true).catch(() => undefined);
       }
     }

@@ -345,3 +345,22 @@ it("a consumer of many topics heartbeats a bounded number of times at start, and
   await waitFor(() => rebalancer.rounds > rounds, 10_000, "a rebalance after the route changes");
   assert.equal(heartbeats, 1, `${heartbeats} heartbeats for ${topics.length} routes changed in one tick`);
 });
+
+it("Producer.close() and Admin.close() called twice at once: the second resolves only once the first did (every socket released)", async () => {
+  // nothing listens there: neither client sends anything
+  const nameservers = ["tcp://127.0.0.1:1"];
+  const producer = await Producer.start({ group: "pgTwiceClosed", nameservers, instanceName: "twiceClosedP" });
+  const admin = await Admin.start({ nameservers, instanceName: "twiceClosedA" });
+  for (const [name, client, node] of [
+    ["Producer", producer, producer.clientInstance.node],
+    ["Admin", admin, admin.instance.node],
+  ] as const) {
+    const order: string[] = [];
+    const first = client.close().then(() => order.push("first"));
+    const second = client.close().then(() => order.push(node.transport.isClosed ? "second" : "second, sockets still open"));
+    await Promise.all([first, second]);
+    assert.deepEqual(order, ["first", "second"], name);
+  }
+  await assert.rejects(producer.send({ topic: "T", body: "x" }), (e) => isMQError(e, "CLOSED"));
+  await assert.rejects(admin.clusterInfo(), (e) => isMQError(e, "CLOSED"));
+});
