@@ -387,7 +387,8 @@ export class PullConsumer {
   }
 
   /** The readable queues of a topic. */
-  fetchMessageQueues(topic: string): Promise<MessageQueue[]> {
+  async fetchMessageQueues(topic: string): Promise<MessageQueue[]> {
+    this.checkOpen();
     return this.host.fetchSubscribeQueues(topic);
   }
 

@@ -402,7 +402,7 @@ test("pull consumer: a second push or pull consumer of its group in one client i
   }
 });
 
-test("pull consumer: once closed, poll, commit, seek, assign and subscribe refuse with CLOSED", async () => {
+test("pull consumer: once closed, poll, commit, seek, assign, subscribe and fetchMessageQueues refuse with CLOSED", async () => {
   const { dir, cleanup } = await tempDir("actormq-consume-pull-closed-");
   const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
   const producer = await Producer.start({ group: "pgClosed", nameservers: cluster.nameservers });
@@ -424,6 +424,7 @@ test("pull consumer: once closed, poll, commit, seek, assign and subscribe refus
     await assert.rejects(pc.assign(queues), closed);
     await assert.rejects(pc.assign([]), closed);
     await assert.rejects(pc.subscribe("ClosedPolled"), closed);
+    await assert.rejects(pc.fetchMessageQueues("ClosedPolled"), closed);
     assert.deepEqual(pc.assignment(), []);
   } finally {
     await admin.close();
