@@ -440,7 +440,14 @@ export class PullConsumer {
       throw new MQError("ILLEGAL_ARGUMENT", `seek offset must be a non-negative integer, got ${shownValue(offset)}.`);
     // an offset outside the queue would be moved by the broker, but the next commit would store it
     // (RocketMQ's DefaultLitePullConsumerImpl.seek refuses it the same way)
-    const [min, max] = await Promise.all([this.queueOffset(queue, "GET_MIN_OFFSET"), this.queueOffset(queue, "GET_MAX_OFFSET")]);
+    let min: number;
+    let max: number;
+    try {
+      [min, max] = await Promise.all([this.queueOffset(queue, "GET_MIN_OFFSET"), this.queueOffset(queue, "GET_MAX_OFFSET")]);
+    } finally {
+      // close began meanwhile: it let the queue go (and its requests may have failed for that reason)
+      this.checkOpen();
+    }
     if (offset < min || offset > max)
       throw new MQError("ILLEGAL_ARGUMENT", `Seek offset illegal: ${offset} is outside ${k}'s offsets [${min}, ${max}]; seek within them.`);
     const h = this.held.get(k);

@@ -636,3 +636,37 @@ test("pull consumer: an assign of a topic whose route lookup failed looks it up 
     await cleanup();
   }
 });
+
+test("pull consumer: a seek racing close is refused with CLOSED and restarts nothing", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-pull-seekclose-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers, instanceName: "admin" });
+  try {
+    await admin.createTopic({ topic: "SeekClose", readQueueNums: 1, writeQueueNums: 1 });
+    const wrong: string[] = [];
+    for (const autoCommit of [true, false]) {
+      const pc = await PullConsumer.start({
+        group: "cgSeekClose",
+        nameservers: cluster.nameservers,
+        instanceName: "seekClose",
+        autoCommit,
+      });
+      const queues = await pc.fetchMessageQueues("SeekClose");
+      await pc.assign(queues);
+      const sought = pc.seek(queues[0]!, 0).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await pc.close();
+      const err = await sought;
+      if (!isMQError(err, "CLOSED") || !/cgSeekClose.*closed/.test((err as Error).message))
+        wrong.push(`autoCommit ${autoCommit}: ${err === undefined ? "resolved" : String(err)}`);
+      if (pc.assignment().length > 0) wrong.push(`autoCommit ${autoCommit}: queues held after close`);
+    }
+    assert.deepEqual(wrong, []);
+  } finally {
+    await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
