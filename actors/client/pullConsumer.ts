@@ -362,8 +362,16 @@ export class PullConsumer {
       if (fetched.has(mq.topic)) continue;
       if (this.subscriptions.get(mq.topic) && this.host.brokerAddress(mq.brokerName) !== undefined) continue;
       fetched.add(mq.topic);
-      if (!this.subscriptions.get(mq.topic)) this.subscriptions.subscribe(mq.topic, "*");
-      await unlessClosed(this.host.fetchSubscribeQueues(mq.topic));
+      const added = !this.subscriptions.get(mq.topic);
+      if (added) this.subscriptions.subscribe(mq.topic, "*");
+      try {
+        await unlessClosed(this.host.fetchSubscribeQueues(mq.topic));
+      } catch (e) {
+        // not kept for a topic without a route: the next assign fetches it again (and refuses it
+        // again while it does not exist), whatever brokers the client knows from other topics
+        if (added) this.subscriptions.unsubscribe(mq.topic);
+        throw e;
+      }
     }
     for (const [k, mq] of want) {
       if (this.held.has(k)) continue;
@@ -535,6 +543,8 @@ export class PullConsumer {
     this.consumed.delete(k);
     this.offsetStore.updateAndFreeze(req.mq, req.nextOffset);
     await this.offsetStore.persist(req.mq);
+    // close or an assign() without this queue may have come meanwhile: it let the queue go
+    if (this.closing || this.held.get(k) !== h) return;
     this.offsetStore.removeOffset(req.mq);
     if (this.mode === "assign") this.startQueue(req.mq, req.nextOffset);
     else {

@@ -624,8 +624,14 @@ test("pull consumer: an assign of a topic whose route lookup failed looks it up 
   const admin = await Admin.start({ nameservers, instanceName: "admin" });
   const pc = await PullConsumer.start({ group: "cgAssignLater", nameservers, instanceName: "assignLater" });
   try {
+    // the broker is known to the client from another topic: that says nothing of this one
+    await admin.createTopic({ topic: "AssignKnown", readQueueNums: 1, writeQueueNums: 1 });
+    await pc.fetchMessageQueues("AssignKnown");
     const q = { topic: "AssignedLater", brokerName: cluster.brokers[0]!.brokerName, queueId: 0 };
     await assert.rejects(pc.assign([q]), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+    // refused again while the topic does not exist, not taken on the broker's known address
+    await assert.rejects(pc.assign([q]), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+    assert.deepEqual(pc.assignment(), []);
     await admin.createTopic({ topic: "AssignedLater", readQueueNums: 1, writeQueueNums: 1 });
     await pc.assign([q]);
     assert.deepEqual(pc.assignment(), [q]);
@@ -670,3 +676,55 @@ test("pull consumer: a seek racing close is refused with CLOSED and restarts not
     await cleanup();
   }
 });
+
+for (const racer of ["close", "assign([])"] as const) {
+  test(`pull consumer: a queue whose offset the broker moved is not restarted once ${racer} let it go meanwhile`, async () => {
+    const { dir, cleanup } = await tempDir("actormq-consume-pull-movedrace-");
+    const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+    const producer = await Producer.start({ group: "pgMovedRace", nameservers: cluster.nameservers });
+    const admin = await Admin.start({ nameservers: cluster.nameservers });
+    const pc = await PullConsumer.start({
+      group: "cgMovedRace",
+      nameservers: cluster.nameservers,
+      autoCommit: false,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    });
+    try {
+      await admin.createTopic({ topic: "MovedRace", readQueueNums: 1, writeQueueNums: 1 });
+      for (let i = 0; i < 10; i++) await producer.send({ topic: "MovedRace", body: `a${i}` });
+      const [q] = await pc.fetchMessageQueues("MovedRace");
+      await pc.assign([q!]);
+      let n = 0;
+      await waitFor(async () => (n += (await pc.poll(200)).length) === 10, 10_000, "10 polled");
+      // the reset makes the next pull answer PULL_OFFSET_MOVED; its offset persist is held until the race ran
+      await admin.resetOffsetByTimestamp("cgMovedRace", "MovedRace", 0);
+      const store = (pc as unknown as { offsetStore: { persist(mq: unknown): Promise<void> } }).offsetStore;
+      const persist = store.persist.bind(store);
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let entered = false;
+      let persisted!: Promise<void>;
+      store.persist = (mq) => {
+        entered = true;
+        persisted = gate.then(() => persist(mq).catch(() => {}));
+        return persisted;
+      };
+      await producer.send({ topic: "MovedRace", body: "wake" });
+      await waitFor(() => entered, 10_000, "the moved offset being persisted");
+      if (racer === "close") await pc.close();
+      else await pc.assign([]);
+      assert.deepEqual(pc.assignment(), []);
+      release();
+      await persisted;
+      // what follows the persist runs in the same turn
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(pc.assignment(), [], `after ${racer} resolved, the consumer holds nothing`);
+    } finally {
+      await pc.close().catch(() => {});
+      await admin.close();
+      await producer.close();
+      await cluster.close();
+      await cleanup();
+    }
+  });
+}
