@@ -10,6 +10,31 @@ import { tempDir, waitFor } from "../helpers.ts";
 const QUEUES = 120;
 const STORE = { commitLogSegmentBytes: 1 << 20, consumeQueueEntries: 16, cleanIntervalMs: 0 };
 
+/** Runs `script` (an ES module, given `dir` as argv[1]) under `ulimit -n <limit>`, from the repository root where `--import tsx` resolves. */
+function spawnUnderFileLimit(limit: number, script: string, dir: string) {
+  const child = spawn(
+    "bash",
+    ["-c", `ulimit -n ${limit} && exec "$0" --import tsx --input-type=module -e "$1" "$2"`, process.execPath, script, dir],
+    {
+      cwd: fileURLToPath(new URL("../..", import.meta.url)),
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  const out = { stdout: "", stderr: "" };
+  child.stdout.on("data", (d) => (out.stdout += d));
+  child.stderr.on("data", (d) => (out.stderr += d));
+  const exited = new Promise<number | null>((r) => child.on("exit", r));
+  return { child, out, exited };
+}
+
+/** {@link spawnUnderFileLimit} to its end: the last stdout line, parsed (the child must exit 0). */
+async function runUnderFileLimit<T>(limit: number, script: string, dir: string): Promise<T> {
+  const { out, exited } = spawnUnderFileLimit(limit, script, dir);
+  const code = await exited;
+  assert.equal(code, 0, `the child exited ${code}: ${out.stderr}`);
+  return JSON.parse(out.stdout.trim().split("\n").at(-1)!) as T;
+}
+
 // One put per queue in a process whose open-file limit is far below one file per queue: every
 // consume-queue file the store opens keeps a descriptor, so the later puts are refused (the store
 // keeps a reserve of descriptors free) or run out of them.
@@ -35,22 +60,10 @@ console.log(JSON.stringify({ out, closed }));
 test("running out of file descriptors fails puts with advice to raise the limit; the process survives and acknowledged messages stay readable", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
-  const child = spawn(
-    "bash",
-    ["-c", 'ulimit -n 64 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, CHILD, dir],
-    // from the repository root, where `--import tsx` resolves
-    { cwd: fileURLToPath(new URL("../..", import.meta.url)), stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d) => (stdout += d));
-  child.stderr.on("data", (d) => (stderr += d));
-  const code = await new Promise<number | null>((r) => child.on("exit", r));
-  assert.equal(code, 0, `the child exited ${code}: ${stderr}`);
-  const { out: results, closed } = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
+  const { out: results, closed } = await runUnderFileLimit<{
     out: Array<{ q: number; status?: string; code?: string; message?: string }>;
     closed: string;
-  };
+  }>(64, CHILD, dir);
   // the consume queues give their descriptors back before the checkpoint is written
   assert.equal(closed, "ok");
   const ok = results.filter((r) => r.status === "PUT_OK");
@@ -105,19 +118,7 @@ test("a broker at the open-file limit refuses new queues before it runs out, and
   // timed out, the broker spun a core, nothing was logged), and the put whose queue file failed to
   // open left a record no later put could get past
   const { dir, cleanup } = await tempDir();
-  const child = spawn(
-    "bash",
-    ["-c", 'ulimit -n 256 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, BROKER_CHILD, dir],
-    {
-      cwd: fileURLToPath(new URL("../..", import.meta.url)),
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d) => (stdout += d));
-  child.stderr.on("data", (d) => (stderr += d));
-  const exited = new Promise((r) => child.on("exit", r));
+  const { child, out, exited } = spawnUnderFileLimit(256, BROKER_CHILD, dir);
   let pc: PullConsumer | undefined;
   t.after(async () => {
     await pc?.close();
@@ -126,7 +127,7 @@ test("a broker at the open-file limit refuses new queues before it runs out, and
     await cleanup();
   });
   const line = await waitFor(
-    () => stdout.split("\n").find((l) => l.startsWith('{"report"')) ?? (child.exitCode !== null ? stderr || "exited" : ""),
+    () => out.stdout.split("\n").find((l) => l.startsWith('{"report"')) ?? (child.exitCode !== null ? out.stderr || "exited" : ""),
     60_000,
     "the broker child's report",
   );
@@ -140,7 +141,7 @@ test("a broker at the open-file limit refuses new queues before it runs out, and
   assert.match(refused.message, /open-file limit/);
   assert.match(refused.message, /ulimit -n/);
   assert.equal(after, "PUT_OK", "a put to a queue whose file is open after the refusal");
-  const warned = stdout
+  const warned = out.stdout
     .split("\n")
     .filter((l) => l.includes('"level":40'))
     .map((l) => JSON.parse(l) as { msg: string; openFiles: number; openFileLimit: number });
@@ -200,25 +201,12 @@ await s.close();
 test("a group of puts to new queues near the open-file limit is counted together: the puts past the reserve are refused, the rest of the store goes on", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
-  const child = spawn(
-    "bash",
-    ["-c", 'ulimit -n 256 && exec "$0" --import tsx --input-type=module -e "$1" "$2"', process.execPath, GROUP_CHILD, dir],
-    { cwd: fileURLToPath(new URL("../..", import.meta.url)), stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d) => (stdout += d));
-  child.stderr.on("data", (d) => (stderr += d));
-  const code = await new Promise<number | null>((r) => child.on("exit", r));
-  assert.equal(code, 0, `the child exited ${code}: ${stderr}`);
   type Result = string | { code: string; message: string };
-  const r = JSON.parse(stdout.trim().split("\n").at(-1)!) as {
-    filled: number;
-    group: Result[];
-    later: Result[];
-    crossing: Result[];
-    fds: number;
-  };
+  const r = await runUnderFileLimit<{ filled: number; group: Result[]; later: Result[]; crossing: Result[]; fds: number }>(
+    256,
+    GROUP_CHILD,
+    dir,
+  );
   const refusedForFiles = (x: Result) => typeof x !== "string" && x.code === "SYSTEM_ERROR" && /open-file limit/.test(x.message);
   const okGroup = r.group.filter((x) => x === "PUT_OK").length;
   // one file was left under the reserve (another descriptor may have come or gone since the count)
