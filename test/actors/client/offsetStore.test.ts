@@ -12,8 +12,13 @@ import {
   offsetLog,
   RemoteOffsetStore,
 } from "../../../actors/client/offsetStore.ts";
-import { ActorNode } from "../../../actors/runtime/index.ts";
-import { type MessageQueue, MQError } from "../../../transport/protocol.ts";
+import { ActorNode, type Replier } from "../../../actors/runtime/index.ts";
+import {
+  type MessageQueue,
+  MQError,
+  type QueryConsumerOffsetRequest,
+  type UpdateConsumerOffsetRequest,
+} from "../../../transport/protocol.ts";
 import { EPHEMERAL, monotonicFollowsDate, tempDir } from "../../helpers.ts";
 
 const q0: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 0 };
@@ -184,17 +189,9 @@ async function keptReleaseAfterAnotherHolder(resend: (a: RemoteOffsetStore) => P
   mgr.isMember = () => true;
   const offsets = setup({
     types: {
-      events: {} as {
-        type: string;
-        consumerGroup: string;
-        topic: string;
-        queueId: number;
-        commitOffset: number;
-        clientId?: string;
-        release?: boolean;
-        waitRelease?: boolean;
-        reply?: { ok(f?: object): void };
-      },
+      events: {} as
+        | (QueryConsumerOffsetRequest & { type: "QUERY_CONSUMER_OFFSET"; reply?: Replier })
+        | (UpdateConsumerOffsetRequest & { type: "UPDATE_CONSUMER_OFFSET"; reply?: Replier }),
     },
   }).createMachine({
     on: {
