@@ -258,10 +258,14 @@ function recordFixedBytes(topicBytes: Buffer): number {
   return RECORD_FIXED_BYTES + 1 + topicBytes.length + 2 + CRC_RESERVED_BYTES;
 }
 
-/** What the batches of one put group planned so far open: consume-queue files, and each queue's next offset (groups of several batches). */
+/**
+ * What the batches of one put group planned so far open: consume-queue files, and (groups of several
+ * batches) each queue's next offset, keyed by its ConsumeQueue (a queue not made yet: `topic\0queueId`).
+ */
 interface GroupFiles {
   opening: number;
-  next: Map<string, Map<number, number>> | undefined;
+  several: boolean;
+  readonly next: Map<ConsumeQueue | string, number>;
 }
 
 /** One checked batch of a group put, and its result once encoded. */
@@ -339,7 +343,7 @@ export class MessageStore {
   private readonly topicBytes = new Map<string, Buffer>();
   private writeBuf = Buffer.allocUnsafe(1024 * 1024);
   /** reused by every put group (see planPut) */
-  private readonly groupFiles: GroupFiles = { opening: 0, next: undefined };
+  private readonly groupFiles: GroupFiles = { opening: 0, several: false, next: new Map() };
   /** the fields shared by the records of one batch, copied into each record */
   private readonly headBuf = Buffer.alloc(RECORD_FIXED_BYTES);
   /** the header of the first record of a replication read */
@@ -783,7 +787,7 @@ export class MessageStore {
     const plans: PutPlan[] = [];
     const files = this.groupFiles;
     files.opening = 0;
-    files.next = batches.length > 1 ? new Map() : undefined;
+    files.several = batches.length > 1;
     for (let i = 0; i < batches.length; i++) {
       try {
         plans.push(this.planPut(batches[i]!, i, files));
@@ -791,6 +795,7 @@ export class MessageStore {
         out[i] = Promise.reject(e);
       }
     }
+    if (files.several) files.next.clear();
     // as many batches as fit one segment and one write
     const limit = Math.min(this.commitLog.segmentBytes - BLANK_MARKER_BYTES, MAX_GROUP_WRITE_BYTES);
     let from = 0;
@@ -908,8 +913,8 @@ export class MessageStore {
     // The group's batches are appended together, after every check: the files the ones before this
     // one open count too, and a queue met before continues where that batch ends
     const q = this.queue(topic, queueId, false);
-    let inGroup = files.next?.get(topic);
-    const continued = inGroup?.get(queueId);
+    const key = files.several ? (q ?? `${topic}\0${queueId}`) : undefined;
+    const continued = key === undefined ? undefined : files.next.get(key);
     const from = continued ?? q?.maxOffset ?? 0;
     const opens = consumeQueueFilesToOpen(q, this.options.consumeQueueEntries, from, count, continued !== undefined);
     if (opens > 0) {
@@ -923,10 +928,7 @@ export class MessageStore {
         );
       files.opening += opens;
     }
-    if (files.next) {
-      if (!inGroup) files.next.set(topic, (inGroup = new Map()));
-      inGroup.set(queueId, from + count);
-    }
+    if (key !== undefined) files.next.set(key, from + count);
     // a put too big for a segment goes alone to appendGroup, where CommitLog.reserve refuses it
     return { batch, index, topicBytes, count, total, result: undefined };
   }
