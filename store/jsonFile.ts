@@ -3,8 +3,8 @@
  * offsets): write a temp file, fsync it, keep the previous version as `.bak`, rename the temp
  * file over the real one, fsync the directory. A crash between any two steps leaves either the
  * new file, or the old one, or the `.bak` that `read` falls back to. A file that exists but is
- * not JSON (edited by hand, damaged) is copied to `<file>.corrupt-<its mtime>` when read, so the
- * next write does not destroy it, and reported to the caller.
+ * not JSON, or holds `null` (edited by hand, damaged), is copied to `<file>.corrupt-<its mtime>`
+ * when read, so the next write does not destroy it, and reported to the caller.
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -21,18 +21,28 @@ function tryRead(file: string): ReadResult {
     const missing = (e as NodeJS.ErrnoException).code === "ENOENT";
     return { ok: false, missing, error: (e as Error).message };
   }
+  let value: unknown;
   try {
-    return { ok: true, value: JSON.parse(text) };
+    value = JSON.parse(text);
   } catch (e) {
     return { ok: false, missing: false, error: `not valid JSON: ${(e as Error).message}` };
   }
+  // null is no state this module writes (every caller stores an object): taken as "no file", the
+  // caller would start with an empty table, ignore the .bak and let the next write replace both
+  if (value === null) return { ok: false, missing: false, error: "the file holds null" };
+  return { ok: true, value };
 }
 
-/** What {@link JsonFile.read} found wrong with a file that exists but could not be used. */
+/**
+ * What {@link JsonFile.read} found wrong with a file: it exists but could not be used, or it is
+ * missing while its `.bak` exists (and was read instead).
+ */
 export interface JsonFileDamage {
   file: string;
   /** why it could not be used (the JSON parse error, or the read error) */
   error: string;
+  /** the file does not exist: its `.bak` was read instead (`usedInstead`); nothing was copied */
+  missing?: boolean;
   /** the copy kept of it; undefined when it could not be copied */
   keptAs?: string;
   /** the file read instead (`.bak` or a complete `.tmp`); undefined when none could be */
@@ -81,9 +91,11 @@ export const JsonFile = {
   },
 
   /**
-   * Reads `file`; when it is missing or not valid JSON, the `.bak`, then a complete `.tmp`.
+   * Reads `file`; when it is missing, not valid JSON or `null`, the `.bak`, then a complete `.tmp`.
    * Returns undefined when none can be read. A `file` that exists but cannot be used is kept as
-   * `<file>.corrupt-<mtime>` and reported to `onDamaged`.
+   * `<file>.corrupt-<mtime>` and reported to `onDamaged`. A missing `file` whose `.bak` was read
+   * is reported too (`missing`): a write never leaves that, the file was removed. A missing file
+   * with only a `.tmp` is a first write stopped before its rename, and is not reported.
    */
   read<T = unknown>(file: string, onDamaged?: (damage: JsonFileDamage) => void): T | undefined {
     const main = tryRead(file);
@@ -93,6 +105,7 @@ export const JsonFile = {
       const r = tryRead(f);
       if (r.ok) {
         if (damage) onDamaged?.({ ...damage, usedInstead: f });
+        else if (f.endsWith(".bak")) onDamaged?.({ file, error: main.error, missing: true, usedInstead: f });
         return r.value as T;
       }
     }

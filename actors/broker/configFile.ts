@@ -20,7 +20,8 @@ export interface ConfigLogger {
 
 /**
  * Reads one of the broker's JSON files (config, consumer and delay offsets), or null when it does
- * not exist. One that is not valid JSON is copied aside and replaced by its `.bak` with a warning;
+ * not exist; one missing while its `.bak` exists is loaded from the `.bak` with a warning. One that
+ * is not valid JSON (or holds `null`) is copied aside and replaced by its `.bak` with a warning;
  * without a readable `.bak` this throws MALFORMED: starting with an empty table would lose what the
  * file held (topics, or every group's progress) without a word.
  */
@@ -33,7 +34,12 @@ export function readBrokerJson(file: string, logger?: ConfigLogger): unknown {
       `${file} cannot be loaded (${damage.error}) and has no readable backup (.bak): fix the file, or remove it to start without its entries${damage.keptAs ? ` (a copy is kept as ${damage.keptAs})` : ""}.`,
     );
   }
-  if (damage)
+  if (damage?.missing)
+    logger?.warn(
+      { file, loaded: damage.usedInstead },
+      `${path.basename(file)} is missing: loaded its backup ${path.basename(damage.usedInstead!)} instead (changes made after that backup are missing); to start without its entries remove the backup too`,
+    );
+  else if (damage)
     logger?.warn(
       { file, error: damage.error, loaded: damage.usedInstead, keptAs: damage.keptAs },
       `${path.basename(file)} cannot be loaded: loaded its backup instead (changes made after that backup are missing); the file is kept as ${damage.keptAs ?? "(copy failed)"}`,

@@ -67,3 +67,60 @@ test("JsonFile.read reports a file that is not JSON and keeps a copy of it befor
     undefined,
   );
 });
+
+test("JsonFile.read treats a file holding the JSON literal null as damaged: its .bak is read, a copy kept, and the next write keeps the .bak", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const f = path.join(dir, "consumerOffset.json");
+  JsonFile.write(f, { v: 1 });
+  JsonFile.write(f, { v: 2 }); // .bak holds v 1
+  fs.writeFileSync(f, "null");
+  const reports: JsonFileDamage[] = [];
+  assert.deepEqual(
+    JsonFile.read(f, (r) => reports.push(r)),
+    { v: 1 },
+  );
+  assert.equal(reports.length, 1);
+  assert.equal(reports[0]!.usedInstead, `${f}.bak`);
+  assert.match(reports[0]!.error, /holds null/);
+  assert.equal(fs.readFileSync(reports[0]!.keptAs!, "utf8"), "null");
+  // the null is not copied over the .bak by the next write
+  JsonFile.write(f, { v: 3 });
+  assert.deepEqual(JSON.parse(fs.readFileSync(`${f}.bak`, "utf8")), { v: 1 });
+
+  // nothing else readable: undefined, and still reported
+  const g = path.join(dir, "topics.json");
+  fs.writeFileSync(g, "null");
+  const none: JsonFileDamage[] = [];
+  assert.equal(
+    JsonFile.read(g, (x) => none.push(x)),
+    undefined,
+  );
+  assert.equal(none.length, 1);
+  assert.equal(none[0]!.usedInstead, undefined);
+});
+
+test("JsonFile.read reports a missing file whose .bak it read instead", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const f = path.join(dir, "topics.json");
+  JsonFile.write(f, { v: 1 });
+  JsonFile.write(f, { v: 2 }); // .bak holds v 1
+  fs.rmSync(f);
+  const reports: JsonFileDamage[] = [];
+  assert.deepEqual(
+    JsonFile.read(f, (r) => reports.push(r)),
+    { v: 1 },
+  );
+  assert.equal(reports.length, 1);
+  assert.equal(reports[0]!.missing, true);
+  assert.equal(reports[0]!.usedInstead, `${f}.bak`);
+  assert.equal(reports[0]!.keptAs, undefined);
+  // a first write that stopped before its rename (no file, no .bak, a complete .tmp) is no damage
+  const g = path.join(dir, "groups.json");
+  fs.writeFileSync(`${g}.tmp`, JSON.stringify({ v: 9 }));
+  assert.deepEqual(
+    JsonFile.read(g, () => assert.fail("reported")),
+    { v: 9 },
+  );
+});

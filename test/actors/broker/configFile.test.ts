@@ -354,3 +354,54 @@ test('TopicConfigManager: an order that is not a boolean in topics.json is an in
   );
   assert.match(logger.lines[0]!.msg, /topic "Quoted" in topics.json is not valid and was skipped: order .*true or false, not "false"/);
 });
+
+test("a broker state file holding null is damaged, not missing: its .bak is loaded with a warning, without one the start is refused", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const opts = { brokerName: "cfg", nameservers: [], storeDir: dir, listen: EPHEMERAL };
+  const offsets = JSON.stringify({ offsetTable: { "T@g": { "0": 500 } } });
+  writeConfig(dir, "consumerOffset.json.bak", offsets);
+  const f = writeConfig(dir, "consumerOffset.json", "null");
+  const logger = recordingLogger();
+  const m = ConsumerOffsetManager.load(f, logger);
+  assert.equal(m.queryOffset("g", "T", 0), 500, "the offsets of the .bak, not none");
+  assert.equal(logger.lines.length, 1);
+  assert.match(logger.lines[0]!.msg, /consumerOffset.json cannot be loaded: loaded its backup instead/);
+  assert.equal(logger.lines[0]!.fields.error, "the file holds null");
+  assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), "null");
+  m.persist();
+  assert.equal(readFileSync(`${f}.bak`, "utf8"), offsets, "the write kept the good .bak");
+  rmSync(path.join(dir, "config"), { recursive: true });
+
+  const topics = { storeDir: dir, autoCreateTopic: true, defaultQueueNums: 4 };
+  writeConfig(dir, "topics.json", "null");
+  await assert.rejects(
+    TopicConfigManager.load(topics),
+    (e: unknown) => e instanceof MQError && e.code === "MALFORMED" && /holds null/.test(e.message),
+  );
+  writeConfig(dir, "subscriptionGroup.json", "null");
+  await assert.rejects(
+    SubscriptionGroupManager.load({ storeDir: dir, autoCreateSubscriptionGroup: true }),
+    (e: unknown) => e instanceof MQError && e.code === "MALFORMED",
+  );
+  rmSync(path.join(dir, "config"), { recursive: true });
+  for (const name of ["consumerOffset.json", "delayOffset.json"]) {
+    const g = writeConfig(dir, name, "null");
+    const started = Broker.start(opts).then(async (b) => void (await b.close()));
+    await assert.rejects(started, (e: unknown) => e instanceof MQError && e.code === "MALFORMED" && e.message.includes(g), name);
+    assert.equal(readFileSync(g, "utf8"), "null", `${name} left as it is`);
+    rmSync(g);
+  }
+});
+
+test("a broker state file that is missing while its .bak exists is loaded from the .bak with a warning saying so", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  writeConfig(dir, "topics.json.bak", JSON.stringify({ topicConfigTable: { Good: GOOD }, dataVersion: 1 }));
+  const logger = recordingLogger();
+  const m = await TopicConfigManager.load({ storeDir: dir, autoCreateTopic: false, defaultQueueNums: 4, logger });
+  assert.ok(m.get("Good"), "loaded from the backup");
+  assert.equal(logger.lines.length, 1);
+  assert.equal(logger.lines[0]!.fields.file, path.join(dir, "config", "topics.json"));
+  assert.match(logger.lines[0]!.msg, /topics.json is missing: loaded its backup .*topics.json.bak/);
+});
