@@ -53,7 +53,13 @@ export class TopicConfigManager {
           // read by truthiness, "false" made an ordered topic; no order is an unordered one
           if (tc.order !== undefined && typeof tc.order !== "boolean")
             throw new Error(`order must be true or false, not ${shownValue(tc.order)}.`);
-          m.table.set(tc.topicName, {
+          // the table is keyed by its keys (as RocketMQ's and subscriptionGroup.json): an entry copied
+          // under a new key with its old topicName would otherwise replace the topic it was copied from
+          if (tc.topicName !== key)
+            throw new Error(
+              `its topicName is "${tc.topicName}", not its key "${key}" (an entry copied under a new key keeps the old name).`,
+            );
+          m.table.set(key, {
             topicName: tc.topicName,
             readQueueNums: tc.readQueueNums,
             writeQueueNums: tc.writeQueueNums,
@@ -61,7 +67,12 @@ export class TopicConfigManager {
             order: tc.order === true,
           });
         } catch (e) {
-          skipped.push({ entry: `topic "${key}"`, error: (e as Error).message, fields: { topic: key } });
+          const topicName = tc && typeof tc === "object" ? tc.topicName : undefined;
+          skipped.push({
+            entry: `topic "${key}"`,
+            error: (e as Error).message,
+            fields: topicName === key || topicName === undefined ? { topic: key } : { topic: key, topicName },
+          });
         }
       }
       // an entry damaged by hand is skipped rather than stopping the broker, but said so, and the

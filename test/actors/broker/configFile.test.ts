@@ -405,3 +405,30 @@ test("a broker state file that is missing while its .bak exists is loaded from t
   assert.equal(logger.lines[0]!.fields.file, path.join(dir, "config", "topics.json"));
   assert.match(logger.lines[0]!.msg, /topics.json is missing: loaded its backup .*topics.json.bak/);
 });
+
+test("TopicConfigManager: an entry of topics.json whose topicName is not its key is skipped with a warning, and replaces no other topic", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  // Payments copied from Orders, its topicName left as it was
+  const f = writeConfig(
+    dir,
+    "topics.json",
+    JSON.stringify({
+      topicConfigTable: {
+        Orders: { ...GOOD, topicName: "Orders", readQueueNums: 8, writeQueueNums: 8 },
+        Payments: { ...GOOD, topicName: "Orders", readQueueNums: 2, writeQueueNums: 2 },
+      },
+    }),
+  );
+  const logger = recordingLogger();
+  const m = await TopicConfigManager.load({ storeDir: dir, autoCreateTopic: false, defaultQueueNums: 4, logger });
+  assert.equal(m.get("Orders")?.readQueueNums, 8, "Orders is not replaced by the copy");
+  assert.equal(m.get("Payments"), undefined);
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.file, l.fields.topic, l.fields.topicName]),
+    [[f, "Payments", "Orders"]],
+  );
+  assert.match(logger.lines[0]!.msg, /topic "Payments" in topics.json is not valid and was skipped: its topicName is "Orders"/);
+  await m.close();
+  assert.deepEqual(Object.keys(JSON.parse(readFileSync(f, "utf8")).topicConfigTable).sort(), ["Orders", "SCHEDULE_TOPIC_XXXX"]);
+});
