@@ -62,6 +62,7 @@ export interface DelayDeliveryDeps {
     getMessage(group: string, topic: string, queueId: number, offset: number, maxMsgNums: number): GetMessageResult;
     getMinOffset(topic: string, queueId: number): number;
     getMaxOffset(topic: string, queueId: number): number;
+    topicQueues(): Array<{ topic: string; queueId: number; maxOffset: number }>;
   };
   put(batch: PutBatch): Promise<PutResult>;
   /** delay of each level in ms, index level - 1 */
@@ -195,6 +196,7 @@ export class DelayDeliveryService {
       this.offsets[level - 1] = Math.min(Math.max(this.stored[String(level)] ?? 0, min), max);
       if (this.offsets[level - 1]! < max) this.deps.wake(level);
     }
+    this.warnUnconfiguredLevels();
     this.intervalTimer = setInterval(() => this.persistIfDirty(), this.deps.persistIntervalMs);
     this.intervalTimer.unref();
     // called directly (not as an actor event): most arrivals find the level busy or waiting and cost nothing
@@ -202,6 +204,27 @@ export class DelayDeliveryService {
       this.deps.subscribeArrivals?.((a) => {
         if (a.topic === SCHEDULE_TOPIC) this.onArrival(a.queueId);
       }) ?? null;
+  }
+
+  /**
+   * Warns about schedule queues of levels not configured now (a restart with fewer
+   * messageDelayLevel levels) that hold undelivered messages: as in RocketMQ they wait, neither
+   * lost nor delivered, until a restart configures their level again; nothing else would tell.
+   */
+  private warnUnconfiguredLevels(): void {
+    const configured = this.deps.levels.length;
+    for (const { topic, queueId, maxOffset } of this.deps.store.topicQueues()) {
+      if (topic !== SCHEDULE_TOPIC || queueId < configured) continue;
+      const level = queueIdToDelayLevel(queueId);
+      const from = Math.max(this.stored[String(level)] ?? 0, this.deps.store.getMinOffset(SCHEDULE_TOPIC, queueId));
+      if (maxOffset <= from) continue;
+      const waiting = maxOffset - from;
+      this.deps.logger.warn(
+        // not `level`: pino's own field
+        { delayLevel: level, waiting, configuredLevels: configured },
+        `${waiting} delayed message${waiting === 1 ? "" : "s"} wait${waiting === 1 ? "s" : ""} at delay level ${level}, which messageDelayLevel (${configured} levels) does not configure: not delivered until the broker is restarted with at least ${level} levels`,
+      );
+    }
   }
 
   /** The next schedule-queue offset of each level (index level - 1). */

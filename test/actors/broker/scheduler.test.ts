@@ -184,6 +184,45 @@ test("progress of levels not configured now is kept, so configuring them again r
   );
 });
 
+test("messages waiting at a level not configured now are reported at start, and delivered once the level is configured again", async () => {
+  // a broker with 5 levels stored them, then restarted with 3: RocketMQ leaves them waiting too
+  for (let i = 0; i < 2; i++) await sendDelayed(5, `waiting-${i}`, 0, 5);
+  await sendDelayed(4, "waiting-4", 0, 5);
+  const warnings: { fields: Record<string, unknown>; msg: string }[] = [];
+  const logger = {
+    warn: (fields: Record<string, unknown>, msg: string) => warnings.push({ fields, msg }),
+    error: () => {},
+  } as unknown as DelayDeliveryDeps["logger"];
+  const three = startService({ logger });
+  assert.deepEqual(warnings.map((w) => [w.fields.delayLevel, w.fields.waiting]).sort(), [
+    [4, 1],
+    [5, 2],
+  ]);
+  const five = warnings.find((w) => w.fields.delayLevel === 5)!;
+  assert.match(
+    five.msg,
+    /2 delayed messages wait at delay level 5, which messageDelayLevel \(3 levels\) does not configure.*at least 5 levels/,
+  );
+  await three.close();
+  services.splice(services.indexOf(three), 1);
+  assert.equal(store.getMaxOffset("Real", 0), 0, "nothing delivered while the levels were not configured");
+
+  const all = startService({ levels: [...LEVEL_MS, 150, 150] });
+  await waitFor(() => store.getMaxOffset("Real", 0) === 3, 5_000, "the waiting messages delivered");
+  assert.deepEqual(
+    realMessages()
+      .map((m) => m.body.toString())
+      .sort(),
+    ["waiting-0", "waiting-1", "waiting-4"],
+  );
+  await all.close();
+  services.splice(services.indexOf(all), 1);
+  // delivered: a restart with 3 levels has nothing to report
+  warnings.length = 0;
+  startService({ logger });
+  assert.deepEqual(warnings, []);
+});
+
 test("a failed re-store is retried, and the message is delivered once", async () => {
   let failures = 1;
   const put = async (b: PutBatch): Promise<PutResult> => {
