@@ -48,7 +48,13 @@ export function fsyncDir(dir: string): void {
  * and syncs their parents again instead of finding them there.
  */
 export function mkdirDurable(dir: string): void {
-  const first = fs.mkdirSync(dir, { recursive: true });
+  let first: string | undefined;
+  try {
+    first = fs.mkdirSync(dir, { recursive: true });
+  } catch (e) {
+    // a file where the directory should be (EEXIST, ENOTDIR), a read-only parent
+    throw ioError(e, `creating the directory ${dir}`);
+  }
   if (first === undefined) return;
   const top = path.dirname(first);
   for (let d = path.dirname(dir); ; d = path.dirname(d)) {

@@ -461,7 +461,11 @@ export class MessageStore {
   private recover(): void {
     const mode = fs.existsSync(this.abortFile) ? "abnormal" : "normal";
     const cp = readCheckpoint(this.checkpointFile);
-    fs.writeFileSync(this.abortFile, String(process.pid));
+    try {
+      fs.writeFileSync(this.abortFile, String(process.pid));
+    } catch (e) {
+      throw ioError(e, `writing the unclean-shutdown marker ${this.abortFile}`);
+    }
     const log = this.commitLog;
     const last = log.segments[log.segments.length - 1];
     const extent = last ? last.start + log.segmentBytes : 0;

@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { MQError } from "../transport/protocol.ts";
+import { ioError } from "./ioError.ts";
 
 const heldHere = new Set<string>();
 
@@ -86,11 +87,15 @@ function createExclusive(file: string, content: string): boolean {
   }
 }
 
+/** The file's content, or null when it does not exist; any other error is thrown. */
 function readOrNull(file: string): string | null {
   try {
     return fs.readFileSync(file, "utf8");
-  } catch {
-    return null;
+  } catch (e) {
+    // a lock that cannot be read (a directory, no permission) is no contender: retrying would end
+    // in "being opened by another process" after every attempt
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw e;
   }
 }
 
@@ -153,7 +158,13 @@ export function acquireStoreLock(dir: string): () => void {
     );
   }
   const started = startTimeOf(process.pid);
-  const holder = claim(file, started === undefined ? String(process.pid) : `${process.pid} ${started}`);
+  let holder: number | undefined;
+  try {
+    holder = claim(file, started === undefined ? String(process.pid) : `${process.pid} ${started}`);
+  } catch (e) {
+    // a read-only store directory, or a lock that is not a file
+    throw ioError(e, `taking the store lock ${file}`);
+  }
   if (holder !== undefined) {
     throw new MQError(
       "STORE_LOCKED",

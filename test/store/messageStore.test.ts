@@ -716,6 +716,34 @@ test("the store lock: a live holder refuses; a dead, zombie or reused-pid holder
   }
 });
 
+test("store-directory entries of the wrong kind refuse the open with SYSTEM_ERROR naming the path, not a raw errno or STORE_LOCKED", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  await s.close();
+  const ioErrorAt = (file: string) => (e: unknown) =>
+    isCode("SYSTEM_ERROR")(e) &&
+    (e as Error).message.includes(file) &&
+    /Check the disk and the directory's permissions/.test((e as Error).message);
+  // a lock that cannot be read is no contender: said at once, not after 16 attempts as "being opened by another process"
+  const lock = path.join(dir, "lock");
+  fs.mkdirSync(lock);
+  await assert.rejects(MessageStore.open(small(dir)), ioErrorAt(lock));
+  fs.rmdirSync(lock);
+  const commitLog = path.join(dir, "commitlog");
+  fs.rmSync(commitLog, { recursive: true });
+  fs.writeFileSync(commitLog, "x");
+  await assert.rejects(MessageStore.open(small(dir)), ioErrorAt(commitLog));
+  fs.rmSync(commitLog);
+  const abort = path.join(dir, "abort");
+  fs.mkdirSync(abort);
+  await assert.rejects(MessageStore.open(small(dir)), ioErrorAt(abort));
+  fs.rmdirSync(abort);
+  // each refusal released the lock: fixed, the store opens
+  const again = await MessageStore.open(small(dir));
+  await again.close();
+});
+
 test("the store lock: contenders racing for one directory, free or held by a dead pid, leave exactly one holder", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
