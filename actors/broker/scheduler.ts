@@ -259,7 +259,7 @@ export class DelayDeliveryService {
     }
     const run = this.deliverDue(level)
       .catch((e: unknown) => {
-        this.deps.logger.error({ err: e, level }, "delay level delivery failed");
+        this.deps.logger.error({ err: e, delayLevel: level }, "delay level delivery failed");
         this.setTimer(level, PUT_RETRY_DELAY_MS);
       })
       .finally(() => {
@@ -321,7 +321,7 @@ export class DelayDeliveryService {
         }
         const batch = timeUpBatch(m);
         if (!batch) {
-          this.deps.logger.warn({ level, queueOffset: m.queueOffset }, "scheduled message without REAL_TOPIC/REAL_QID skipped");
+          this.deps.logger.warn({ delayLevel: level, queueOffset: m.queueOffset }, "scheduled message without REAL_TOPIC/REAL_QID skipped");
           continue;
         }
         due.push({ batch, queueOffset: m.queueOffset });
