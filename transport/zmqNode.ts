@@ -336,7 +336,12 @@ export class ZmqNode {
         mandatory: true,
         sendTimeout: 0,
         sendHighWaterMark: opts.sendHighWaterMark,
-        receiveHighWaterMark: opts.sendHighWaterMark,
+        // No receive limit: libzmq 4.3.5 aborts the process (stream_engine_base.cpp:310,
+        // `!_io_error`) when a peer whose input it stopped at the limit disconnects and a ZMTP
+        // heartbeat then fires on the dead engine; a flooded broker died as its producers exited.
+        // Reading everything moves a backlog from the kernel's socket buffers into this process,
+        // as Netty's reads do in RocketMQ's broker.
+        receiveHighWaterMark: 0,
         maxMessageSize: opts.maxInboundBytes,
         heartbeatInterval: HEARTBEAT_INTERVAL_MS,
         heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
