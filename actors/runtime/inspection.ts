@@ -233,10 +233,26 @@ export class InspectionHub {
     this.emitActor(actor, undefined);
     this.emitSnapshot(actor, actor.getSnapshot(), undefined);
     this.announceChildren(actor);
-    this.attached.set(
-      actor,
-      actor.system.inspect((ev: InspectionEvent) => this.onInspection(ev)),
-    );
+    const inspecting = actor.system.inspect((ev: InspectionEvent) => this.onInspection(ev));
+    // an instance that ends (stopped, done, failed: a restart is a new instance) is let go of, or a
+    // long-lived node would keep every consumer ever closed on it; a microtask later, because xstate
+    // tells observers of a done or failed actor before its inspection gets the last snapshot
+    const detach = () => queueMicrotask(() => this.detach(actor));
+    const ending = actor.subscribe({ complete: detach, error: detach });
+    this.attached.set(actor, {
+      unsubscribe: () => {
+        inspecting.unsubscribe();
+        ending.unsubscribe();
+      },
+    });
+  }
+
+  /** Stops inspecting `actor` (an instance that ended). */
+  private detach(actor: AnyActorRef): void {
+    const s = this.attached.get(actor);
+    if (s === undefined) return;
+    s.unsubscribe();
+    this.attached.delete(actor);
   }
 
   /**

@@ -289,4 +289,57 @@ describe("inspection", () => {
     assert.ok(hub.latest.size <= 3, `the hub still holds ${hub.latest.size} actors`);
     stop();
   });
+
+  it("lets go of hosted actors that stopped, failed and were restarted, or finished, and still sends their last snapshot", async () => {
+    const node = await ActorNode.start({ listen: null });
+    closers.push(() => node.close());
+    const records: InspectionRecord[] = [];
+    const stop = node.inspect((r) => records.push(r));
+    closers.push(async () => stop());
+    const hub = (node as unknown as { hub: { attached: Map<unknown, unknown> } }).hub;
+    node.spawn("keeper", counter);
+    // a consumer of one group started and closed again and again on a long-lived client instance
+    for (let i = 0; i < 200; i++) {
+      node.spawn("pull:cg", counter);
+      await node.ref(null, "pull:cg").ask({ type: "ADD" });
+      node.stopActor("pull:cg");
+    }
+    await waitFor(() => hub.attached.size === 1, 2000, "the hub attached to the running actor only");
+    const stopped = records.filter((r) => r.kind === "snapshot" && r.actorName === "pull:cg" && r.status === "stopped");
+    assert.equal(stopped.length, 200, "each stopped instance's last snapshot went out");
+    // an actor whose invoked work fails unhandled is restarted: the failed instances are let go of
+    const failing = setup({
+      actors: {
+        work: fromPromise(async () => {
+          throw new Error("boom");
+        }),
+      },
+    }).createMachine({
+      id: "failing",
+      initial: "idle",
+      states: { idle: { on: { BOOM: "working" } }, working: { invoke: { src: "work" } } },
+    });
+    node.spawn("failing", failing, { supervision: { strategy: "restart", maxRestarts: 100, backoffMs: 1 } });
+    for (let i = 0; i < 5; i++) {
+      const before = node.actorOf("failing");
+      node.ref(null, "failing").send({ type: "BOOM" });
+      await waitFor(() => node.actorOf("failing") !== undefined && node.actorOf("failing") !== before, 2000, "restarted");
+    }
+    await waitFor(() => hub.attached.size === 2, 2000, "the hub attached to the running actors only");
+    const failed = records.filter((r) => r.kind === "snapshot" && r.actorName === "failing" && r.status === "error");
+    assert.equal(failed.length, 5, "each failure's last snapshot went out");
+    // an actor that reaches its final state
+    const once = setup({}).createMachine({
+      id: "once",
+      initial: "idle",
+      states: { idle: { on: { END: "over" } }, over: { type: "final" } },
+    });
+    node.spawn("once", once);
+    node.ref(null, "once").send({ type: "END" });
+    await waitFor(() => hub.attached.size === 2, 2000, "the hub attached to the running actors only");
+    assert.ok(
+      records.some((r) => r.kind === "snapshot" && r.actorName === "once" && r.status === "done"),
+      "the done snapshot went out",
+    );
+  });
 });
