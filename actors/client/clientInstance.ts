@@ -14,6 +14,7 @@
  */
 import { hostname } from "node:os";
 import { setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
@@ -28,7 +29,7 @@ import {
   NAMESRV_ACTOR,
   type TopicRouteData,
 } from "../../transport/protocol.ts";
-import { checkTcpPort } from "../../transport/zmqNode.ts";
+import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
 import { ActorNode, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
 
@@ -106,6 +107,8 @@ export class ClientInstance {
   private readonly brokerUsers = new Set<() => Iterable<string>>();
   private readonly clientEventListeners = new Set<(e: ClientEvent) => void>();
   private readonly inflightRoutes = new Map<string, Promise<TopicPublishInfo | undefined>>();
+  /** broker addresses heartbeats no longer go to (see {@link ClientInstance.heartbeatGivenUp}) */
+  private readonly heartbeatsStopped = new Set<string>();
   private routeTimer: NodeJS.Timeout | null = null;
   private missingRouteTimer: NodeJS.Timeout | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -322,6 +325,9 @@ export class ClientInstance {
     if (!Array.isArray(route?.queueDatas) || !Array.isArray(route?.brokerDatas)) {
       throw new MQError("MALFORMED", `The name server answered a malformed route for topic ${topic}.`);
     }
+    // a name server names these brokers now: heartbeats go to them again
+    if (this.heartbeatsStopped.size > 0)
+      for (const bd of route.brokerDatas) for (const a of Object.values(bd?.brokerAddrs ?? {})) this.heartbeatsStopped.delete(a);
     if (this.routes.put(topic, route, provisional)) this.routeChanged(topic);
     return this.routes.publishInfo(topic);
   }
@@ -403,8 +409,12 @@ export class ClientInstance {
     return () => this.heartbeatSources.delete(source);
   }
 
-  /** Sends HEART_BEAT to every known master when some consumer contributes data; failures are ignored (next period retries). */
-  async sendHeartbeatToAllBrokers(): Promise<void> {
+  /**
+   * Sends HEART_BEAT to every known master when some consumer contributes data; failures are ignored
+   * (next period retries). Skips the brokers {@link ClientInstance.heartbeatGivenUp} gives up on;
+   * tests pass a later `now` ({@link monotonicNow} ms).
+   */
+  async sendHeartbeatToAllBrokers(now = monotonicNow()): Promise<void> {
     if (this.closing) return;
     const hb: HeartbeatRequest = { clientID: this.clientId, producerDataSet: [], consumerDataSet: [] };
     for (const s of this.heartbeatSources) {
@@ -414,7 +424,17 @@ export class ClientInstance {
     }
     if (hb.consumerDataSet.length === 0) return;
     // consumers heartbeat to slaves too, so a slave serving while its master is down knows the group (RocketMQ does the same)
-    const masters = [...this.routes.brokers().values()].flatMap((a) => Object.values(a)).filter((a): a is string => !!a);
+    const inUse = new Set<string>();
+    for (const user of this.brokerUsers) for (const name of user()) inUse.add(name);
+    const masters: string[] = [];
+    const known = new Set<string>();
+    for (const [name, addrs] of this.routes.brokers())
+      for (const a of Object.values(addrs)) {
+        if (!a) continue;
+        known.add(a);
+        if (inUse.has(name) || !this.heartbeatGivenUp(a, now)) masters.push(a);
+      }
+    for (const a of this.heartbeatsStopped) if (!known.has(a)) this.heartbeatsStopped.delete(a);
     await Promise.all(
       // ref() throws at once for an address it cannot connect to (a route naming a bad port): that
       // broker is skipped like an unreachable one, the others still get the heartbeat
@@ -424,6 +444,28 @@ export class ClientInstance {
           .catch(() => undefined),
       ),
     );
+  }
+
+  /**
+   * True when heartbeats stop going to `address`: unreachable for {@link PEER_EXPIRY_MS} (the caller
+   * keeps them for brokers a consumer holds queues on). A topic's route is kept when the name
+   * servers stop knowing the topic, as RocketMQ keeps it, so its brokers stay in the address book;
+   * heartbeats to a dead one would keep its link, a socket, 3 fds and a reconnect every second, in
+   * use for good, where unused the node closes it after PEER_EXPIRY_MS. Checked at each heartbeat
+   * (every 30 s) rather than by dropping the kept route, which producers and consumers still read.
+   * They resume once the link connects again, or once a name server's route names the address (a
+   * broker back there after its link was closed).
+   */
+  private heartbeatGivenUp(address: string, now: number): boolean {
+    const lostAt = this.node.peerLostAt(address);
+    if (this.node.peerUnreachable(address)) {
+      if (now - lostAt < PEER_EXPIRY_MS && !this.heartbeatsStopped.has(address)) return false;
+      this.heartbeatsStopped.add(address);
+      return true;
+    }
+    // a link lost once and connected again: a broker back at its address (0: none, or a new one)
+    if (lostAt !== 0) this.heartbeatsStopped.delete(address);
+    return this.heartbeatsStopped.has(address);
   }
 
   /**

@@ -2,11 +2,14 @@ import assert from "node:assert/strict";
 import { it } from "node:test";
 import * as zmq from "zeromq";
 import { Broker } from "../../../actors/broker/broker.ts";
+import { consumerTableOf } from "../../../actors/broker/consumerManager.ts";
 import { ClientInstance } from "../../../actors/client/clientInstance.ts";
 import { consumerHostOf } from "../../../actors/client/pushConsumer.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { Admin, Producer, PushConsumer } from "../../../index.ts";
+import { monotonicNow } from "../../../transport/clock.ts";
 import { isMQError } from "../../../transport/protocol.ts";
+import { PEER_EXPIRY_MS } from "../../../transport/zmqNode.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
 it("an acquire made while the last holder releases gets a live instance, not the closing one", async (t) => {
@@ -363,4 +366,67 @@ it("Producer.close() and Admin.close() called twice at once: the second resolves
   }
   await assert.rejects(producer.send({ topic: "T", body: "x" }), (e) => isMQError(e, "CLOSED"));
   await assert.rejects(admin.clusterInfo(), (e) => isMQError(e, "CLOSED"));
+});
+
+it("a consumer stops heartbeating a broker of a vanished topic unreachable for PEER_EXPIRY_MS, so its link is closed; a route naming it again resumes them", async (t) => {
+  // a long-lived consumer while brokers come and go: each dead broker of a topic the name servers no
+  // longer know (its route is kept) held a socket, 3 fds and a reconnect every second, forever
+  const { dir, cleanup } = await tempDir();
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const brokerOpts = {
+    brokerName: "broker-x",
+    nameservers: [ns.address],
+    storeDir: dir,
+    flush: "async" as const,
+    logLevel: "silent" as const,
+  };
+  let broker = await Broker.start({ ...brokerOpts, listen: EPHEMERAL });
+  const address = broker.address;
+  const inst = await ClientInstance.acquire({ nameservers: [ns.address], instanceName: "hbGone", heartbeatBrokerIntervalMs: 600_000 });
+  const transport = inst.node.transport as unknown as { peers: Map<string, unknown>; forgetIdlePeers(now?: number): void };
+  const removeSource = inst.addHeartbeatSource(() => ({
+    consumerData: [
+      {
+        groupName: "cgHbGone",
+        consumeType: "CONSUME_PASSIVELY",
+        messageModel: "CLUSTERING",
+        consumeFromWhere: "CONSUME_FROM_LAST_OFFSET",
+        subscriptionDataSet: [],
+      },
+    ],
+  }));
+  t.after(async () => {
+    removeSource();
+    await inst.release();
+    await broker.close();
+    await ns.close();
+    await cleanup();
+  });
+  await broker.createTopic({ topic: "X", readQueueNums: 1, writeQueueNums: 1 });
+  assert.equal((await inst.updateRoute("X"))?.queues.length, 1);
+  await inst.sendHeartbeatToAllBrokers();
+  assert.ok(consumerTableOf(broker.ctx).group("cgHbGone"), "the broker heard the heartbeat");
+
+  await broker.close(); // unregisters: the name server no longer knows X, the client keeps its route
+  await inst.refreshAllRoutes();
+  assert.equal(inst.routes.masterAddress("broker-x"), address, "the route kept");
+  await waitFor(() => inst.node.peerUnreachable(address), 10_000, "the closed connection noticed");
+  await inst.sendHeartbeatToAllBrokers();
+  assert.ok(transport.peers.has(address), "unreachable for less than PEER_EXPIRY_MS: still heartbeated");
+
+  const later = monotonicNow() + PEER_EXPIRY_MS + 10_000;
+  await inst.sendHeartbeatToAllBrokers(later);
+  transport.forgetIdlePeers(later + PEER_EXPIRY_MS);
+  assert.ok(!transport.peers.has(address), "the link closed");
+  await inst.sendHeartbeatToAllBrokers();
+  await inst.refreshAllRoutes();
+  await inst.sendHeartbeatToAllBrokers();
+  assert.ok(!transport.peers.has(address), "no heartbeat opened it again");
+
+  // a broker back at that address, which the name server names again: heartbeats resume
+  broker = await waitFor(() => Broker.start({ ...brokerOpts, listen: address }).catch(() => null), 20_000, "the broker back on its port");
+  await broker.createTopic({ topic: "X", readQueueNums: 1, writeQueueNums: 1 });
+  await inst.refreshAllRoutes();
+  await inst.sendHeartbeatToAllBrokers();
+  assert.ok(consumerTableOf(broker.ctx).group("cgHbGone"), "the broker back heard the heartbeat");
 });
