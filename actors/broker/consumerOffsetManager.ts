@@ -51,6 +51,15 @@ export interface OffsetTuning {
   queueHandOverTimeoutMs?: number;
 }
 
+/**
+ * Most `topic@group` holder tables kept for groups whose last member left (about 420 B each with 4
+ * queues: 4 MiB), the oldest gone forgotten first. They are not dropped with the last member: the
+ * member that let a queue go last is what refuses the late release of a member the expiry scan
+ * dropped (a client that could not reach the broker, back later), which would move the group's
+ * offset back. @default 10000
+ */
+export const MAX_MEMBERLESS_HOLDER_GROUPS = 10_000;
+
 /** A take-over waiting for the queue's holder to let go. */
 interface TakeOverWait {
   group: string;
@@ -116,11 +125,15 @@ export class ConsumerOffsetManager {
   private readonly resets = new Map<string, Map<number, number>>();
   /** `topic@group` -> queueId -> holder; in memory only (a restarted broker knows no holder, nothing waits) */
   private readonly holders = new Map<string, Map<number, QueueHolder>>();
+  /** `topic@group` -> group of the holder tables whose group had no member left, oldest first */
+  private readonly memberless = new Map<string, string>();
   private dirty = false;
   /** messages served to pulls per `topic@group` over the last minute (RocketMQ's GROUP_GET_NUMS) */
   private readonly pulled = new RateCounter();
   /** whether a client is a member of a group now (the broker's consumer table, see {@link consumerOffsetsOf}) */
   isMember: (group: string, clientId: string) => boolean = () => false;
+  /** whether a group has any member now (the broker's consumer table) */
+  hasMembers: (group: string) => boolean = () => false;
 
   constructor(readonly file: string) {}
 
@@ -286,12 +299,26 @@ export class ConsumerOffsetManager {
    */
   memberLeft(group: string, clientId: string): void {
     const suffix = TOPIC_GROUP_SEPARATOR + group;
+    const last = !this.hasMembers(group);
     for (const [key, m] of this.holders) {
       if (!key.endsWith(suffix)) continue;
       for (const h of m.values()) {
         if (h.owner === clientId) this.letGo(h, clientId, true);
         if (h.waits) for (const w of h.waits.filter((x) => x.clientId === clientId)) this.endWait(h, w, false);
       }
+      if (last) {
+        this.memberless.delete(key);
+        this.memberless.set(key, group);
+      }
+    }
+    // the oldest gone groups' holders go once too many are kept (see MAX_MEMBERLESS_HOLDER_GROUPS)
+    for (const [key, g] of this.memberless) {
+      if (this.memberless.size <= MAX_MEMBERLESS_HOLDER_GROUPS) break;
+      this.memberless.delete(key);
+      const m = this.holders.get(key);
+      // a group with members again keeps them (listed again when its last member leaves)
+      if (m && !this.hasMembers(g) && [...m.values()].every((h) => h.owner === undefined && h.waits === undefined))
+        this.holders.delete(key);
     }
   }
 
@@ -398,6 +425,7 @@ export function consumerOffsetsOf(ctx: BrokerContext): ConsumerOffsetManager {
     const members = consumerTableOf(ctx);
     members.onMemberLeft((group, clientId) => created.memberLeft(group, clientId));
     created.isMember = (group, clientId) => members.group(group)?.clients.has(clientId) === true;
+    created.hasMembers = (group) => (members.group(group)?.clients.size ?? 0) > 0;
     m = created;
   }
   return m;

@@ -13,10 +13,14 @@ interface Window {
   seconds: Float64Array;
   /** first second anything was counted: a young key's rate is over its own age, not a full minute */
   since: number;
+  /** last second anything was counted */
+  last: number;
 }
 
 export class RateCounter {
   private readonly windows = new Map<string, Window>();
+  /** the second of the last sweep of idle keys */
+  private sweptAt = Number.NEGATIVE_INFINITY;
 
   /** `now` is monotonic by default: the buckets are never stored, and a wall clock step would empty them or count them twice */
   constructor(private readonly now: () => number = monotonicNow) {}
@@ -24,17 +28,26 @@ export class RateCounter {
   add(key: string, n: number): void {
     if (n <= 0) return;
     const sec = Math.floor(this.now() / 1000);
+    // a key nobody reads (a group gone whose consume stats nobody asks for) would stay for good
+    if (sec - this.sweptAt >= BUCKETS) this.sweep(sec);
     let w = this.windows.get(key);
     if (!w) {
-      w = { counts: new Float64Array(BUCKETS), seconds: new Float64Array(BUCKETS).fill(-1), since: sec };
+      w = { counts: new Float64Array(BUCKETS), seconds: new Float64Array(BUCKETS).fill(-1), since: sec, last: sec };
       this.windows.set(key, w);
     }
+    w.last = sec;
     const i = sec % BUCKETS;
     if (w.seconds[i] !== sec) {
       w.seconds[i] = sec;
       w.counts[i] = 0;
     }
     w.counts[i]! += n;
+  }
+
+  /** Forgets the keys idle for a minute (their rate is 0), at most once a minute. */
+  private sweep(sec: number): void {
+    this.sweptAt = sec;
+    for (const [key, w] of this.windows) if (sec - w.last >= BUCKETS) this.windows.delete(key);
   }
 
   /** Events per second over the last minute (over the key's age when younger); 0 for an unknown key. */

@@ -2,6 +2,12 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import {
+  CONSUMER_OFFSET_FILE,
+  ConsumerOffsetManager,
+  MAX_MEMBERLESS_HOLDER_GROUPS,
+  TOPIC_GROUP_SEPARATOR,
+} from "../../../actors/broker/consumerOffsetManager.ts";
 import { BrokerActor, type ConsumeStatsReply, isMQError, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
@@ -248,4 +254,45 @@ test("reset by timestamp: committed at once, answered once to the next pull as P
   await assert.rejects(f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "Nope", group: "RG", timestamp: ts }), (e: unknown) =>
     isMQError(e, "TOPIC_NOT_EXIST"),
   );
+});
+
+test("queue holders of groups whose last member left are bounded; the newest still refuse a stale member's late release", () => {
+  const om = new ConsumerOffsetManager(path.join(f.dir, "unused", CONSUMER_OFFSET_FILE));
+  const members = new Map<string, Set<string>>();
+  om.isMember = (g, c) => members.get(g)?.has(c) === true;
+  om.hasMembers = (g) => (members.get(g)?.size ?? 0) > 0;
+  const join = (g: string, c: string) => members.set(g, (members.get(g) ?? new Set()).add(c));
+  const leave = (g: string, c: string) => {
+    members.get(g)?.delete(c);
+    if (members.get(g)?.size === 0) members.delete(g);
+    om.memberLeft(g, c);
+  };
+  const holders = (om as unknown as { holders: Map<string, unknown> }).holders;
+  /** groups of one short-lived consumer each, pulling 4 queues, then gone */
+  const churn = (from: number, n: number) => {
+    for (let i = from; i < from + n; i++) {
+      join(`g${i}`, `c${i}`);
+      for (let q = 0; q < 4; q++) om.notePuller(`g${i}`, "T", q, `c${i}`);
+      leave(`g${i}`, `c${i}`);
+    }
+  };
+  // A holds the queue and is dropped by the expiry scan, keeping a release it could not send; B
+  // takes over, consumes to 30, lets go and leaves: the group's last member
+  join("G", "A");
+  om.notePuller("G", "T", 0, "A");
+  om.commitOffset("G", "T", 0, 10);
+  leave("G", "A");
+  join("G", "B");
+  om.takeOver("G", "T", 0, "B", 1000, () => {});
+  om.commitOffset("G", "T", 0, 30);
+  assert.equal(om.release("G", "T", 0, "B", 30), true);
+  leave("G", "B");
+  churn(0, MAX_MEMBERLESS_HOLDER_GROUPS - 1);
+  // A is back and sends its kept release
+  join("G", "A");
+  assert.equal(om.release("G", "T", 0, "A", 10), false, "the stale release is refused");
+  assert.equal(om.queryOffset("G", "T", 0), 30, "the offset did not move back");
+  churn(MAX_MEMBERLESS_HOLDER_GROUPS, 2 * MAX_MEMBERLESS_HOLDER_GROUPS);
+  assert.ok(holders.size <= MAX_MEMBERLESS_HOLDER_GROUPS + 1, `${holders.size} topic@group holder tables kept`);
+  assert.ok(holders.has(`T${TOPIC_GROUP_SEPARATOR}G`), "a group with a member keeps its holders");
 });

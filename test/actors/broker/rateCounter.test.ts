@@ -46,3 +46,18 @@ test("the default clock is monotonic: a wall clock step neither empties the last
     clock.restore();
   }
 });
+
+test("a key idle for a minute is forgotten without being read: the broker keeps no window per topic@group that ever pulled", () => {
+  let now = 1_000_000;
+  const r = new RateCounter(() => now);
+  const windows = (r as unknown as { windows: Map<string, unknown> }).windows;
+  // groups that pulled once and are gone; nobody asks for their consume stats
+  for (let i = 0; i < 1000; i++) r.add(`T@gone${i}`, 1);
+  now += 30_000;
+  r.add("T@live", 1);
+  assert.equal(windows.size, 1001, "idle for less than a minute: kept");
+  now += 31_000;
+  r.add("T@live", 1);
+  assert.deepEqual([...windows.keys()], ["T@live"], "the keys idle for a minute are gone");
+  assert.equal(r.perSecond("T@live"), 2 / 32, "the live key keeps its counts (2 over its 32 seconds)");
+});
