@@ -396,6 +396,12 @@ export class ClientInstance {
     return this.node.ref(addr, actor);
   }
 
+  /** True while the connection to a broker name's master is refused or lost (see {@link ActorNode.peerUnreachable}). */
+  brokerUnreachable(brokerName: string): boolean {
+    const addr = this.routes.masterAddress(brokerName);
+    return addr !== undefined && this.node.peerUnreachable(addr);
+  }
+
   /** A handle to an actor at a broker address. */
   refAt(address: string, actor: string = BrokerActor.BROKER): Ref {
     return this.node.ref(address, actor);

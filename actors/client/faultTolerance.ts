@@ -74,10 +74,21 @@ export class LatencyFaultTolerance {
     return 0;
   }
 
-  /** Records the outcome of a send to `brokerName`; `isolation` = it failed. */
+  /**
+   * Records the outcome of a send to `brokerName`; `isolation` = it failed. Only brokers avoided for
+   * a while are kept, and those whose time is up go as another is added: one entry per broker name
+   * ever sent to would grow for good as brokers come and go.
+   */
   update(brokerName: string, latencyMs: number, isolation: boolean): void {
     const latency = isolation ? ISOLATION_LATENCY_MS : latencyMs;
-    this.items.set(brokerName, { latencyMs: latency, availableAtMs: this.now() + this.notAvailableDurationFor(latency) });
+    const duration = this.notAvailableDurationFor(latency);
+    if (duration <= 0) {
+      if (this.items.size > 0) this.items.delete(brokerName);
+      return;
+    }
+    const now = this.now();
+    for (const [name, it] of this.items) if (now >= it.availableAtMs) this.items.delete(name);
+    this.items.set(brokerName, { latencyMs: latency, availableAtMs: now + duration });
   }
 
   isAvailable(brokerName: string): boolean {

@@ -296,6 +296,11 @@ export class Producer {
           ref.send({ type: out.type, ...fields }, { body: out.body });
           return undefined;
         }
+        // a broker whose connection is refused or lost (its process gone) fails the attempt at once, as
+        // RocketMQ's RemotingConnectException does, and the retry goes to another broker: the ask would
+        // sit unsent for most of the budget. One look-up per send, nothing allocated while connected.
+        if (this.instance.brokerUnreachable(mq.brokerName))
+          throw new MQError("TIMEOUT", `the connection to broker ${mq.brokerName} was refused or lost`);
         const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
         const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
         this.faults.update(mq.brokerName, monotonicNow() - started, false);

@@ -614,6 +614,40 @@ test("sends to system topics are refused by the producer (NO_PERMISSION, no brok
   assert.ok(faults.isAvailable("a"), "broker a is not avoided after the refused sends");
 });
 
+test("a send to a broker whose connection is refused fails that attempt at once, not at its timeout (RocketMQ's RemotingConnectException)", async () => {
+  const { dir: d7, cleanup: c7 } = await tempDir();
+  const gone = await Broker.start({ brokerName: "gone", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d7, flush: "async" });
+  const p = await Producer.start({ group: "pg-gone", nameservers: [ns.address] });
+  try {
+    await admin.createTopic({ topic: "GoneOnly", brokers: ["gone"], readQueueNums: 1, writeQueueNums: 1 });
+    await admin.createTopic({ topic: "GoneOrA", brokers: ["gone", "a"], readQueueNums: 2, writeQueueNums: 2 });
+    assert.equal((await p.send({ topic: "GoneOnly", body: "x" })).status, "SEND_OK");
+    assert.equal((await p.send({ topic: "GoneOrA", body: "x" })).status, "SEND_OK");
+    const address = gone.address;
+    await gone.close(); // its process gone: connections to it are refused; the producer keeps the routes
+    await waitFor(() => p.clientInstance.node.peerUnreachable(address), 10_000, "the closed connection noticed");
+    let t0 = performance.now();
+    await assert.rejects(
+      p.send({ topic: "GoneOnly", body: "y" }),
+      (e) => isMQError(e, "TIMEOUT") && /refused or lost/.test(e.message) && /check the brokers/.test(e.message),
+    );
+    const failed = performance.now() - t0;
+    assert.ok(failed < 1_000, `the send failed after ${Math.round(failed)} ms (sendTimeoutMs 3000)`);
+    // another broker of the topic takes the message at once, whichever queue the round robin chose
+    for (let i = 0; i < 4; i++) {
+      (p as unknown as { faults: { remove(b: string): void } }).faults.remove("gone");
+      t0 = performance.now();
+      const r = await p.send({ topic: "GoneOrA", body: `z${i}` });
+      assert.equal(r.queue.brokerName, "a");
+      assert.ok(performance.now() - t0 < 1_000, `send ${i} took ${Math.round(performance.now() - t0)} ms`);
+    }
+  } finally {
+    await p.close();
+    await gone.close();
+    await c7();
+  }
+});
+
 test("a send whose budget the route lookup used up is not sent (TIMEOUT naming the name server that did not answer) and does not mark the broker failed", async () => {
   // a name server that takes the connection and never answers (a refused connection is passed over at once)
   const silent = new zmq.Router({ linger: 0 });

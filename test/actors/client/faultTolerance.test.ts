@@ -31,6 +31,25 @@ test("a failed broker is isolated for 30 s, then available again", () => {
   assert.equal(f.isAvailable("a"), true);
 });
 
+test("only brokers avoided now are kept: one per broker name ever sent to was kept for good (brokers come and gone)", () => {
+  let now = 0;
+  const f = new LatencyFaultTolerance({ now: () => now });
+  const items = (f as unknown as { items: Map<string, unknown> }).items;
+  for (let i = 0; i < 100; i++) f.update(`fast${i}`, 10, false);
+  assert.equal(items.size, 0, "a broker that answered fast is not avoided: nothing to keep");
+  for (let i = 0; i < 100; i++) f.update(`gone${i}`, 5, true);
+  assert.equal(items.size, 100);
+  assert.equal(f.isAvailable("gone0"), false);
+  now = 30_000;
+  f.update("slow", 600, false);
+  assert.deepEqual([...items.keys()], ["slow"], "the isolations that ended are forgotten");
+  assert.equal(f.isAvailable("slow"), false);
+  assert.equal(f.isAvailable("gone0"), true);
+  f.update("slow", 10, false);
+  assert.equal(items.size, 0);
+  assert.equal(f.isAvailable("slow"), true);
+});
+
 test("isolation runs on real time, not the wall clock: a step forward of 31 s does not end it (nor would a step back stretch it)", () => {
   const clock = fakeWallClock();
   try {
