@@ -6,6 +6,7 @@ import { test } from "node:test";
 import { ConsumeQueue } from "../../store/consumeQueue.ts";
 import { dirIo, mkdirDurable } from "../../store/durableDir.ts";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { statfsUsedPercent, usedPercent } from "../../store/messageStore.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
 import { MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
@@ -392,6 +393,19 @@ test("disk pressure (opt-in): above diskCleanForciblyPercent the oldest segments
   used = 70;
   s.deleteExpiredFiles();
   assert.equal((await s.putMessages(batch("P", 0, [{ body: "again" }]))).status, "PUT_OK");
+});
+
+test("disk use is counted as df and RocketMQ count it: blocks reserved for root are neither used nor available", async (t) => {
+  // a 252 GiB disk with 32 GiB used, 71 GiB available to users and the rest reserved (this host's)
+  const gib = 262_144; // 4 KiB blocks
+  assert.equal(Math.round(usedPercent({ blocks: 252 * gib, bfree: 220 * gib, bavail: 71 * gib })), 31);
+  // no reserve: used / size
+  assert.equal(usedPercent({ blocks: 100, bfree: 40, bavail: 40 }), 60);
+  assert.ok(Number.isNaN(usedPercent({ blocks: 0, bfree: 0, bavail: 0 })));
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const here = statfsUsedPercent(dir);
+  assert.ok(here >= 0 && here <= 100, `a real file system's use is a percent, got ${here}`);
 });
 
 test("delay messages carry their delivery time in the consume-queue tag slot", async (t) => {
