@@ -13,7 +13,7 @@ import { ioError } from "../../store/ioError.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { LogThrottle } from "../logger.ts";
-import { ActorNode } from "../runtime/index.ts";
+import { ActorNode, logActorFailures } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
@@ -136,6 +136,7 @@ export class Broker {
       // a send of the largest message this broker accepts is refused with its own clear error, not cut off
       maxInboundBytes: Math.max(DEFAULT_MAX_INBOUND_BYTES, 4 * config.maxMessageBytes),
     });
+    logActorFailures(node, () => logger);
     let store: MessageStore | undefined;
     // in place before the first request: taken under load it would itself cost a mark-compact
     const heapReserve = holdHeapReserve(config.heapReserveMb);

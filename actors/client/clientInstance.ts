@@ -30,8 +30,12 @@ import {
   type TopicRouteData,
 } from "../../transport/protocol.ts";
 import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
-import { ActorNode, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
+import { lazyClientLogger } from "../logger.ts";
+import { ActorNode, logActorFailures, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
+
+/** The instance's own log: its hosted actors' failures. */
+const instanceLog = lazyClientLogger("client:instance");
 
 /** How often routes are refreshed from the name servers (`pollNameServerInterval`). */
 export const DEFAULT_POLL_NAMESERVER_INTERVAL_MS = 30_000;
@@ -158,6 +162,7 @@ export class ClientInstance {
     if (!p) {
       p = (async () => {
         const node = await ActorNode.start({ listen: null, requestTimeoutMs: options.requestTimeoutMs });
+        logActorFailures(node, instanceLog);
         const inst = new ClientInstance(node, [...nameservers], instanceName, {
           pollNameServerIntervalMs: options.pollNameServerIntervalMs ?? DEFAULT_POLL_NAMESERVER_INTERVAL_MS,
           heartbeatBrokerIntervalMs: options.heartbeatBrokerIntervalMs ?? DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS,

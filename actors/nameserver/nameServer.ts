@@ -5,7 +5,7 @@
 
 import { checkRange, MAX_TIMER_MS, NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { createLogger, defaultLogLevel, type Logger } from "../logger.ts";
-import { ActorNode } from "../runtime/index.ts";
+import { ActorNode, logActorFailures } from "../runtime/index.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
 
 export const DEFAULT_NAMESRV_LISTEN = "tcp://127.0.0.1:9876";
@@ -37,6 +37,7 @@ export class NameServer {
     checkRange("scanIntervalMs", scanIntervalMs, 1, MAX_TIMER_MS);
     const logger = createLogger("namesrv", opts.logLevel ?? defaultLogLevel());
     const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise });
+    logActorFailures(node, () => logger);
     node.spawn(NAMESRV_ACTOR, namesrvMachine, {
       input: {
         scanIntervalMs,

@@ -18,4 +18,4 @@ export { INSPECTION_QUEUE_LIMIT } from "./inspectionPublisher.ts";
 export type { AskOptions, Origin, Ref, Replier, Reply, SendOptions, WireEvent } from "./refs.ts";
 export { DEFAULT_LOCAL_ONLY_EVENTS } from "./remoteEvents.ts";
 export type { ActorFailure, DirectHandlers, Supervision } from "./supervision.ts";
-export { DEFAULT_BACKOFF_MS, DEFAULT_MAX_RESTARTS, defaultSupervision } from "./supervision.ts";
+export { DEFAULT_BACKOFF_MS, DEFAULT_MAX_RESTARTS, defaultSupervision, logActorFailures } from "./supervision.ts";

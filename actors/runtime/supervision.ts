@@ -170,3 +170,23 @@ export class HostedActor {
     this.actor.stop();
   }
 }
+
+/**
+ * Logs every failure of an actor `node` hosts at error, with the error and what supervision did:
+ * a restarted or stopped actor (the broker's store service, a client's pull service) changes what
+ * the process does, and the node's `actorFailure` event alone reached no log. `log` is called per
+ * failure, so a client's logger made on first use is made only if something fails.
+ */
+export function logActorFailures(
+  node: { on(event: "actorFailure", listener: (f: ActorFailure) => void): () => void },
+  log: () => { error(obj: object, msg: string): void },
+): () => void {
+  return node.on("actorFailure", (f) =>
+    log().error(
+      { actor: f.actorName, node: f.nodeId, err: f.error, restarts: f.restarts, backoffMs: f.backoffMs },
+      f.action === "restart"
+        ? `actor ${f.actorName} failed; restarting it in ${f.backoffMs} ms from its initial state`
+        : `actor ${f.actorName} failed and is stopped (its supervision gives up): restart the process`,
+    ),
+  );
+}

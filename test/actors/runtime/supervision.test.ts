@@ -5,6 +5,7 @@ import {
   type ActorFailure,
   ActorNode,
   type InspectionRecord,
+  logActorFailures,
   type Replier,
   type SpawnOptions,
   type Supervision,
@@ -65,6 +66,25 @@ describe("supervision", () => {
     assert.equal(node.stats().actorFailures, 3);
     assert.ok(records.some((r) => r.kind === "failure" && r.action === "stop"));
     stopInspect();
+  });
+
+  it("logActorFailures logs each failure at error with the error and what supervision did", async () => {
+    const node = await ActorNode.start({ listen: null });
+    nodes.push(node);
+    const lines: { obj: Record<string, unknown>; msg: string }[] = [];
+    const stop = logActorFailures(node, () => ({ error: (obj, msg) => lines.push({ obj: obj as Record<string, unknown>, msg }) }));
+    starts = 0;
+    node.spawn("fragile", fragile, { supervision: { strategy: "restart", maxRestarts: 1, backoffMs: 10 } });
+    const ref = node.ref(null, "fragile");
+    ref.send({ type: "BOOM" });
+    await waitFor(() => starts === 2, 2000, "the restart");
+    ref.send({ type: "BOOM" });
+    assert.equal(lines.length, 2);
+    assert.equal(lines[0]!.obj.actor, "fragile");
+    assert.equal((lines[0]!.obj.err as Error).message, "boom");
+    assert.match(lines[0]!.msg, /fragile failed; restarting it in 10 ms/);
+    assert.match(lines[1]!.msg, /fragile failed and is stopped/);
+    stop();
   });
 
   it("an instance that ran resetAfterMs before failing starts the restart count and backoff over", async () => {
