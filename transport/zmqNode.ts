@@ -168,6 +168,8 @@ export class PeerLink extends Link {
   unreachable = false;
   /** when `unreachable` last turned true ({@link monotonicNow} ms) */
   unreachableSince = 0;
+  /** when the connection last closed or an attempt to make it failed ({@link monotonicNow} ms) */
+  lastFailureAt = 0;
   /** deadline of the last frame queued ({@link monotonicNow} ms): the link is unused once it is long past */
   lastDeadline = 0;
   readonly flush: () => void;
@@ -469,6 +471,17 @@ export class ZmqNode {
    */
   peerLostAt(address: string): number {
     return this.peers.get(address)?.unreachableSince ?? 0;
+  }
+
+  /**
+   * True when the connection to `address` is lost and closed or failed to be made again at or after
+   * `since` ({@link monotonicNow} ms): refused now, not just not yet made again. ZeroMQ reconnects on
+   * its own timer (up to {@link RECONNECT_INTERVAL_MAX_MS} apart), so a peer that restarted reads
+   * unreachable until the next attempt, and this tells the two apart within that interval.
+   */
+  peerFailedSince(address: string, since: number): boolean {
+    const link = this.peers.get(address);
+    return link?.unreachable === true && link.lastFailureAt >= since;
   }
 
   /**
@@ -984,6 +997,7 @@ function takeBatchPrefix(link: PeerLink): Buffer {
 
 /** Marks a link unreachable; `unreachableSince` keeps the first of a loss's disconnect and retries. */
 function markUnreachable(link: PeerLink): void {
+  link.lastFailureAt = monotonicNow();
   if (link.unreachable) return;
   link.unreachable = true;
   link.unreachableSince = monotonicNow();

@@ -407,6 +407,16 @@ export class ClientInstance {
     return addr !== undefined && this.node.peerUnreachable(addr);
   }
 
+  /**
+   * `ask` to a broker name's master, or a TIMEOUT once its connection fails again after `since`
+   * ({@link unlessConnectionLost}): for a broker whose link reads lost, which may be gone or may
+   * have restarted and wait only for ZeroMQ's next reconnect (at most a second away).
+   */
+  unlessBrokerRefused<R>(brokerName: string, ask: Promise<R>, since: number): Promise<R> {
+    const addr = this.routes.masterAddress(brokerName);
+    return addr === undefined ? ask : unlessConnectionLost(this.node, addr, ask, since);
+  }
+
   /** A handle to an actor at a broker address. */
   refAt(address: string, actor: string = BrokerActor.BROKER): Ref {
     return this.node.ref(address, actor);

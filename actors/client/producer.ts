@@ -299,10 +299,14 @@ export class Producer {
         // a broker whose connection is refused or lost (its process gone) fails the attempt at once, as
         // RocketMQ's RemotingConnectException does, and the retry goes to another broker: the ask would
         // sit unsent for most of the budget. One look-up per send, nothing allocated while connected.
-        if (this.instance.brokerUnreachable(mq.brokerName))
+        // The last attempt (a selector's only one) asks and fails only if the connection fails again:
+        // a broker restarted on its address reads lost until ZeroMQ's next reconnect, up to 1 s away.
+        const unreachable = this.instance.brokerUnreachable(mq.brokerName);
+        if (unreachable && attempt < times - 1)
           throw new MQError("TIMEOUT", `the connection to broker ${mq.brokerName} was refused or lost`);
         const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
-        const r = await ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
+        const ask = ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
+        const r = await (unreachable ? this.instance.unlessBrokerRefused(mq.brokerName, ask, monotonicNow()) : ask);
         this.faults.update(mq.brokerName, monotonicNow() - started, false);
         const f = r.fields;
         return {

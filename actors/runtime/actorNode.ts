@@ -149,6 +149,11 @@ export class ActorNode implements RefHost {
     return this.transport.peerUnreachable(address);
   }
 
+  /** True when the connection to `address` is lost and failed again at or after `since` (see {@link ZmqNode.peerFailedSince}). */
+  peerFailedSince(address: string, since: number): boolean {
+    return this.transport.peerFailedSince(address, since);
+  }
+
   /** When this node's connection to `address` was last lost, 0 if never (see {@link ZmqNode.peerLostAt}). */
   peerLostAt(address: string): number {
     return this.transport.peerLostAt(address);

@@ -13,12 +13,19 @@ export const CONNECTION_CHECK_MS = 20;
 /**
  * `ask`, or a TIMEOUT as soon as the connection of `node` to `address` reads refused or lost
  * ({@link ActorNode.peerUnreachable}, checked every {@link CONNECTION_CHECK_MS}). The ask itself is
- * left to time out, unheard.
+ * left to time out, unheard. With `since` ({@link monotonicNow} ms), only a connection that closed
+ * or failed to be made at or after it counts ({@link ActorNode.peerFailedSince}): a peer that
+ * restarted, whose link reads lost until ZeroMQ's next reconnect, gets the ask.
  */
-export function unlessConnectionLost<R>(node: Pick<ActorNode, "peerUnreachable">, address: string, ask: Promise<R>): Promise<R> {
+export function unlessConnectionLost<R>(
+  node: Pick<ActorNode, "peerUnreachable" | "peerFailedSince">,
+  address: string,
+  ask: Promise<R>,
+  since?: number,
+): Promise<R> {
   return new Promise<R>((resolve, reject) => {
     const check = () => {
-      if (!node.peerUnreachable(address)) return;
+      if (since === undefined ? !node.peerUnreachable(address) : !node.peerFailedSince(address, since)) return;
       clearInterval(timer);
       ask.catch(() => {});
       reject(new MQError("TIMEOUT", "its connection was refused or lost"));
