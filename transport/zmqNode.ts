@@ -408,7 +408,9 @@ export class ZmqNode {
       linger: 0,
       immediate: true,
       sendHighWaterMark: this.sendHighWaterMark,
-      receiveHighWaterMark: this.sendHighWaterMark,
+      // no receive limit, as on the ROUTER (libzmq's abort when a peer disconnects while reading
+      // is stopped at the limit); what comes back is bounded by this node's own asks
+      receiveHighWaterMark: 0,
       reconnectInterval: RECONNECT_INTERVAL_MS,
       reconnectMaxInterval: RECONNECT_INTERVAL_MAX_MS,
       heartbeatInterval: HEARTBEAT_INTERVAL_MS,
