@@ -9,8 +9,8 @@
  * `ctx.autoCommit = false` for its batch commits by hand, as RocketMQ does: SUCCESS leaves the
  * batch taken but uncommitted, COMMIT commits everything taken, ROLLBACK puts everything taken
  * back and pauses the queue for the suspend time.
- * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw) puts the batch back and pauses the queue for
- * `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
+ * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw, logged at warn) puts the batch back and pauses the
+ * queue for `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
  * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
  * reached `maxReconsumeTimes` goes to the group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
  * delay level -1 and the local reconsumeTimes, which the stored copy does not know) and the queue
@@ -20,6 +20,8 @@ import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
+import { LogThrottle } from "../logger.ts";
+import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
@@ -151,6 +153,7 @@ export class ConsumeOrderlyService {
   private readonly lastLoops = new Map<string, Promise<void>>();
   private stopped = false;
   private stopping: Promise<void> | null = null;
+  private readonly listenerFailureLog = new LogThrottle(LISTENER_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly deps: ConsumeOrderlyDeps) {}
 
@@ -334,8 +337,9 @@ export class ConsumeOrderlyService {
         try {
           // its own array: a listener that empties it must not change what is committed or put back
           status = String(await this.deps.listener(msgs.slice(), ctx));
-        } catch {
+        } catch (err) {
           status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+          this.warnListenerThrew(mq, err);
         }
         this.stats.batches++;
         run.manualCommit = ctx.autoCommit === false;
@@ -345,6 +349,23 @@ export class ConsumeOrderlyService {
       }
       if (!(await this.processResult(run, taken, msgs, status, ctx))) return;
     }
+  }
+
+  /**
+   * RocketMQ logs "consumeMessage exception" at warn for each throw; a listener that throws for
+   * every message retries its queue every suspend time, so one line per interval says how many more.
+   */
+  private warnListenerThrew(mq: MessageQueue, err: unknown): void {
+    const suppressed = this.listenerFailureLog.pass("");
+    if (suppressed === undefined) return;
+    const { group } = this.deps;
+    consumeLog().warn(
+      { err, group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, suppressed },
+      `The orderly listener of group ${group} threw consuming ${mq.topic}@${mq.brokerName}@${mq.queueId}: the batch ` +
+        `counts as SUSPEND_CURRENT_QUEUE_A_MOMENT: nothing later in the queue is delivered until it is consumed. Fix ` +
+        `the listener: see err (logged at most once every ${LISTENER_FAILURE_LOG_INTERVAL_MS / 1000} s per consumer; ` +
+        `suppressed: the throws not logged since the last line).`,
+    );
   }
 
   /**

@@ -30,7 +30,9 @@ export const CONSUME_TIMEOUT_SEND_BACK_DELAY_LEVEL = 3;
 export const RECONSUME_LATER_DELAY_MS = 5_000;
 /** A listener's unknown result is logged at most once per this long per consumer. */
 export const UNKNOWN_STATUS_LOG_INTERVAL_MS = 30_000;
-/** Listener results the concurrent service does not know, at warn (ACTORMQ_LOG_LEVEL). */
+/** A listener's throw is logged at most once per this long per consumer, with the count held back. */
+export const LISTENER_FAILURE_LOG_INTERVAL_MS = 30_000;
+/** Listener throws and results the consume services do not know, at warn (ACTORMQ_LOG_LEVEL). */
 export const consumeLog = lazyClientLogger("client:consume");
 /** How long close waits for listener calls in flight so their offsets are committed. */
 export const CLOSE_GRACE_MS = 3_000;
@@ -157,6 +159,7 @@ export class ConsumeService {
   /** expired messages whose send-back is in flight (not sent again by the next cleaning round) */
   private readonly sendingBackExpired = new Set<MessageExt>();
   private readonly unknownStatusThrottle = new LogThrottle(UNKNOWN_STATUS_LOG_INTERVAL_MS);
+  private readonly listenerFailureLog = new LogThrottle(LISTENER_FAILURE_LOG_INTERVAL_MS);
 
   constructor(private readonly deps: ConsumeServiceDeps) {}
 
@@ -244,8 +247,9 @@ export class ConsumeService {
       // the listener gets its own array (RocketMQ hands an unmodifiable list): one that empties or
       // reorders it must not change what is acknowledged
       status = await this.deps.listener(msgs.slice(), ctx);
-    } catch {
+    } catch (err) {
       status = "RECONSUME_LATER";
+      this.warnListenerThrew(mq, err);
     }
     this.stats.batches++;
     let sendingBack: Promise<void> | undefined;
@@ -322,6 +326,22 @@ export class ConsumeService {
       `The listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not a concurrent ` +
         `consume status: the batch counts as RECONSUME_LATER. Return "CONSUME_SUCCESS" or "RECONSUME_LATER" ` +
         `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+    );
+  }
+
+  /**
+   * RocketMQ logs "consumeMessage exception" at warn for each throw; a listener that throws for
+   * every message would flood at its consume rate, so one line per interval says how many more.
+   */
+  private warnListenerThrew(mq: MessageQueue, err: unknown): void {
+    const suppressed = this.listenerFailureLog.pass("");
+    if (suppressed === undefined) return;
+    const { group } = this.deps;
+    consumeLog().warn(
+      { err, group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, suppressed },
+      `The listener of group ${group} threw consuming ${mq.topic}@${mq.brokerName}@${mq.queueId}: the batch counts as ` +
+        `RECONSUME_LATER and is delivered again later. Fix the listener: see err (logged at most once every ` +
+        `${LISTENER_FAILURE_LOG_INTERVAL_MS / 1000} s per consumer; suppressed: the throws not logged since the last line).`,
     );
   }
 

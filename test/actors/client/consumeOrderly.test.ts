@@ -13,6 +13,7 @@ import {
   DLQ_DELAY_LEVEL,
   orderlySuspendTime,
 } from "../../../actors/client/consumeOrderlyService.ts";
+import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import { type LockedQueue, lockRenewIntervalMs, QueueLocks } from "../../../actors/client/queueLocks.ts";
@@ -147,6 +148,31 @@ test("SUSPEND (or a throw) redelivers the same batch after the suspend time, not
     [11, 12],
     "nothing committed while suspended",
   );
+  await service.stop();
+});
+
+test("a listener that throws is logged at warn with the error, group and queue, at most once per interval with a count", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let calls = 0;
+  const { service, pq, offsets } = setup(
+    async () => {
+      if (++calls <= 3) throw new Error("listener bug: cannot parse order");
+      return "SUCCESS";
+    },
+    {},
+    { suspendCurrentQueueTimeMillis: 10 },
+  );
+  feed(service, pq, [10]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.equal(calls, 4);
+  assert.deepEqual(offsets.updates.at(-1)?.[0], 11);
+  assert.equal(lines.length, 1, `one line per ${LISTENER_FAILURE_LOG_INTERVAL_MS} ms`);
+  const { fields, msg } = lines[0]!;
+  assert.equal((fields.err as Error).message, "listener bug: cannot parse order");
+  assert.deepEqual([fields.group, fields.topic, fields.brokerName, fields.queueId, fields.suppressed], ["g", "T", "b", 0, 0]);
+  assert.match(msg, /threw/);
+  assert.match(msg, /SUSPEND_CURRENT_QUEUE_A_MOMENT/);
   await service.stop();
 });
 

@@ -4,6 +4,7 @@ import {
   type ConcurrentListener,
   ConsumeService,
   consumeLog,
+  LISTENER_FAILURE_LOG_INTERVAL_MS,
   UNKNOWN_STATUS_LOG_INTERVAL_MS,
   waitForQueueListeners,
 } from "../../../actors/client/consumeService.ts";
@@ -153,6 +154,28 @@ test("an unknown listener status counts as RECONSUME_LATER and is logged at warn
   assert.match(lines[0]!.msg, /"OK"/);
   assert.match(lines[0]!.msg, /RECONSUME_LATER/);
   assert.match(lines[0]!.msg, /CONSUME_SUCCESS/);
+  await s.stop();
+});
+
+test("a listener that throws is logged at warn with the error, group and queue, at most once per interval with a count", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let calls = 0;
+  const { s, store, pq } = service(async () => {
+    if (++calls <= 3) throw new Error("listener bug: cannot parse order");
+    return "CONSUME_SUCCESS";
+  });
+  const batch = msgs(7, 1);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 8, 5_000, "consumed at the fourth delivery");
+  assert.equal(calls, 4);
+  assert.equal(lines.length, 1, `one line per ${LISTENER_FAILURE_LOG_INTERVAL_MS} ms`);
+  const { fields, msg } = lines[0]!;
+  assert.equal((fields.err as Error).message, "listener bug: cannot parse order");
+  assert.deepEqual([fields.group, fields.topic, fields.brokerName, fields.queueId, fields.suppressed], ["g", "T", "b", 0, 0]);
+  assert.match(msg, /threw/);
+  assert.match(msg, /RECONSUME_LATER/);
   await s.stop();
 });
 
