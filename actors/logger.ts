@@ -16,20 +16,58 @@ export function defaultLogLevel(role: "server" | "client" = "server"): string {
   return process.env.ACTORMQ_LOG_LEVEL ?? (process.env.NODE_TEST_CONTEXT || role === "client" ? "warn" : "info");
 }
 
-/** A pino logger named `name` writing to `fd` (1 stdout, 2 stderr); MQError ILLEGAL_ARGUMENT for an unknown level. */
-export function createLogger(name: string, level: string = defaultLogLevel(), fd: 1 | 2 = 1): Logger {
+const LEVEL_NAMES = "trace, debug, info, warn, error, fatal or silent";
+/** What a client logs at when ACTORMQ_LOG_LEVEL names no level (its default, see defaultLogLevel). */
+const CLIENT_FALLBACK_LEVEL = "warn";
+
+function isLogLevel(level: unknown): level is string {
   // own keys only: `in` took "toString" or "constructor" (Object.prototype) for a level, and the
   // logger made from it wrote nothing, errors included
-  if (!(typeof level === "string" && Object.hasOwn(pino.levels.values, level)) && level !== "silent") {
-    throw new MQError("ILLEGAL_ARGUMENT", `Unknown log level "${level}": use trace, debug, info, warn, error, fatal or silent.`);
-  }
+  return typeof level === "string" && (Object.hasOwn(pino.levels.values, level) || level === "silent");
+}
+
+/** A pino logger named `name` writing to `fd` (1 stdout, 2 stderr); MQError ILLEGAL_ARGUMENT for an unknown level. */
+export function createLogger(name: string, level: string = defaultLogLevel(), fd: 1 | 2 = 1): Logger {
+  if (!isLogLevel(level)) throw new MQError("ILLEGAL_ARGUMENT", `Unknown log level "${level}": use ${LEVEL_NAMES}.`);
   return fd === 1 ? pino({ name, level }) : pino({ name, level }, pino.destination({ dest: fd, sync: true }));
 }
 
-/** A client-side logger created on first use, so a level set after import (CLI flags) applies. */
+/**
+ * MQError ILLEGAL_ARGUMENT when `ACTORMQ_LOG_LEVEL` names no level: clients check it at start, as
+ * servers check theirs, since their loggers are made only when a first line is due.
+ */
+export function checkClientLogLevel(): void {
+  const level = defaultLogLevel("client");
+  if (!isLogLevel(level))
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `Unknown log level "${level}" in ACTORMQ_LOG_LEVEL: use ${LEVEL_NAMES}, or unset it (clients log at ${CLIENT_FALLBACK_LEVEL}).`,
+    );
+}
+
+/** The unknown ACTORMQ_LOG_LEVEL value a note was written for, so there is one per process. */
+let unknownLevelNoted: string | undefined;
+
+/**
+ * A client-side logger created on first use, so a level set after import (CLI flags) applies. It
+ * never throws: an unknown level (set after the clients' start checks, or logged under without a
+ * client) is the default, with one note on stderr, since the first line is often a warning from a
+ * failure path (a failed pull) where a throw would crash the process or hide the warning.
+ */
 export function lazyClientLogger(name: string): () => Logger {
   let logger: Logger | null = null;
-  return () => (logger ??= createLogger(name, defaultLogLevel("client"), 2));
+  return () => (logger ??= clientLogger(name));
+}
+
+function clientLogger(name: string): Logger {
+  const level = defaultLogLevel("client");
+  if (isLogLevel(level)) return createLogger(name, level, 2);
+  const logger = createLogger(name, CLIENT_FALLBACK_LEVEL, 2);
+  if (unknownLevelNoted !== level) {
+    unknownLevelNoted = level;
+    logger.warn(`ACTORMQ_LOG_LEVEL "${level}" is not a log level: client logs go out at ${CLIENT_FALLBACK_LEVEL}. Use ${LEVEL_NAMES}.`);
+  }
+  return logger;
 }
 
 /** Lets a log line per key through at most once per `intervalMs`, counting the ones held back. */

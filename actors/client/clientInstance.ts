@@ -30,7 +30,7 @@ import {
   type TopicRouteData,
 } from "../../transport/protocol.ts";
 import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
-import { lazyClientLogger } from "../logger.ts";
+import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
 import { ActorNode, logActorFailures, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
 
@@ -137,6 +137,8 @@ export class ClientInstance {
    * must be matched by one `release()`.
    */
   static async acquire(options: ClientInstanceOptions): Promise<ClientInstance> {
+    // every Producer, PushConsumer, PullConsumer and Admin starts here
+    checkClientLogLevel();
     const nameservers = options?.nameservers;
     if (!Array.isArray(nameservers) || nameservers.length === 0 || nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
       throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be a non-empty array of name server addresses such as tcp://127.0.0.1:9876.");

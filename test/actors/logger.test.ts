@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
 import { createLogger, LogThrottle } from "../../actors/logger.ts";
+import { Admin, NameServer, Producer, PullConsumer, PushConsumer } from "../../index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fakeWallClock, waitFor } from "../helpers.ts";
 
@@ -48,4 +49,69 @@ test("a throttled log line goes out again after its interval of real time, thoug
   } finally {
     clock.restore();
   }
+});
+
+test("an unknown ACTORMQ_LOG_LEVEL is refused at Producer, PushConsumer, PullConsumer and Admin start with ILLEGAL_ARGUMENT", async () => {
+  const ns = await NameServer.start({ listen: "tcp://127.0.0.1:*", logLevel: "warn" });
+  const saved = process.env.ACTORMQ_LOG_LEVEL;
+  process.env.ACTORMQ_LOG_LEVEL = "verbose";
+  try {
+    const nameservers = [ns.address];
+    const starts: [string, () => Promise<{ close(): Promise<void> }>][] = [
+      ["Producer", () => Producer.start({ group: "pg", nameservers })],
+      [
+        "PushConsumer",
+        () => PushConsumer.start({ group: "cg", nameservers, subscriptions: { T: "*" }, listener: async () => "CONSUME_SUCCESS" }),
+      ],
+      ["PullConsumer", () => PullConsumer.start({ group: "lg", nameservers })],
+      ["Admin", () => Admin.start({ nameservers })],
+    ];
+    for (const [name, start] of starts) {
+      const r = await start().then(
+        async (c) => {
+          await c.close();
+          return "started";
+        },
+        (e: unknown) => e,
+      );
+      assert.ok(
+        r instanceof MQError &&
+          r.code === "ILLEGAL_ARGUMENT" &&
+          /"verbose"/.test(r.message) &&
+          /ACTORMQ_LOG_LEVEL/.test(r.message) &&
+          /trace, debug, info, warn, error, fatal or silent/.test(r.message),
+        `${name}: ${String(r)}`,
+      );
+    }
+  } finally {
+    if (saved === undefined) delete process.env.ACTORMQ_LOG_LEVEL;
+    else process.env.ACTORMQ_LOG_LEVEL = saved;
+    await ns.close();
+  }
+});
+
+test("a client logger made under an unknown ACTORMQ_LOG_LEVEL does not throw: it logs at warn, after one note on stderr", () => {
+  // a level set after the clients started (or code logging without one) must not turn a warning into a crash
+  const script = `
+    import { lazyClientLogger } from ${JSON.stringify(new URL("../../actors/logger.ts", import.meta.url).href)};
+    lazyClientLogger("client:a")().warn("first");
+    lazyClientLogger("client:b")().warn("second");
+    lazyClientLogger("client:b")().info("not at warn");
+  `;
+  const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "verbose", NODE_TEST_CONTEXT: "" },
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const lines = r.stderr
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { msg: string; level: number });
+  assert.equal(lines.length, 3, r.stderr);
+  assert.match(lines[0]!.msg, /ACTORMQ_LOG_LEVEL "verbose"/);
+  assert.match(lines[0]!.msg, /trace, debug, info, warn, error, fatal or silent/);
+  assert.deepEqual(
+    lines.slice(1).map((l) => l.msg),
+    ["first", "second"],
+  );
 });
