@@ -5,6 +5,7 @@
  */
 import { setup } from "xstate";
 import { MQError } from "../../transport/protocol.ts";
+import { LogThrottle } from "../logger.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import { ADMIN_REQUESTS, type AdminRequestType, processAdmin } from "./adminProcessor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
@@ -21,6 +22,8 @@ export type BrokerEvent =
 export interface BrokerActorContext {
   ctx: BrokerContext;
   chooser: OpenQueueChooser;
+  /** "send failed" lines per cause (see failureCause) */
+  sendFailureLog: LogThrottle;
 }
 
 export interface BrokerActorInput {
@@ -33,6 +36,22 @@ function toMQError(e: unknown): MQError {
 
 const adminTypes = new Set<string>(ADMIN_REQUESTS);
 
+/** A refused put is logged at most once per this long per cause, with the count of those not logged. */
+export const SEND_FAILURE_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * What "send failed" lines are throttled by: the code and the fs error under it, else the
+ * message's first words (the rest names the queue, file or counts, which differ per put).
+ */
+function failureCause(err: MQError): string {
+  let cause: unknown = err.cause;
+  for (let depth = 0; cause && depth < 3; depth++, cause = (cause as Error).cause) {
+    const errno = (cause as NodeJS.ErrnoException).code;
+    if (typeof errno === "string" && !(cause instanceof MQError)) return `${err.code}:${errno}`;
+  }
+  return `${err.code}:${err.message.split(" ", 3).join(" ")}`;
+}
+
 /** SEND_MESSAGE / SEND_BATCH_MESSAGE: one put through the send processor, answered when it settles. */
 function handleSend(context: BrokerActorContext, event: BrokerEvent): void {
   const reply = event.reply;
@@ -40,7 +59,13 @@ function handleSend(context: BrokerActorContext, event: BrokerEvent): void {
     (fields) => reply?.ok(fields),
     (e: unknown) => {
       const err = toMQError(e);
-      if (err.code === "SYSTEM_ERROR") context.ctx.logger.error({ err: e }, "send failed");
+      // a store refusing every put fails each one (thousands a second): one line per cause per interval
+      const held = err.code === "SYSTEM_ERROR" ? context.sendFailureLog.pass(failureCause(err)) : undefined;
+      if (held !== undefined)
+        context.ctx.logger.error(
+          { err: e, code: err.code, ...(held > 0 ? { failuresNotLogged: held } : {}) },
+          `send failed (one line per cause per ${SEND_FAILURE_LOG_INTERVAL_MS / 1000} s; failuresNotLogged: those since the last)`,
+        );
       reply?.fail(err);
     },
   );
@@ -73,7 +98,11 @@ export const brokerMachine = setup({
   },
 }).createMachine({
   id: "broker",
-  context: ({ input }) => ({ ctx: input.ctx, chooser: new OpenQueueChooser() }),
+  context: ({ input }) => ({
+    ctx: input.ctx,
+    chooser: new OpenQueueChooser(),
+    sendFailureLog: new LogThrottle(SEND_FAILURE_LOG_INTERVAL_MS),
+  }),
   initial: "serving",
   states: {
     serving: {

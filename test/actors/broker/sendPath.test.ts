@@ -4,10 +4,12 @@ import { networkInterfaces } from "node:os";
 import { after, before, test } from "node:test";
 import * as zmq from "zeromq";
 import { Broker } from "../../../actors/broker/broker.ts";
+import { SEND_FAILURE_LOG_INTERVAL_MS } from "../../../actors/broker/brokerActor.ts";
 import { Admin, Producer, type SendResult } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { MessageStore } from "../../../store/index.ts";
+import { ioError } from "../../../store/ioError.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, MAX_SEND_PROPERTIES_BYTES } from "../../../transport/messageRecord.ts";
 import {
   BrokerActor,
@@ -521,6 +523,40 @@ test("disk-pressure percentages out of (0, 100] are ILLEGAL_ARGUMENT; set ones r
     }
   } finally {
     await c5();
+  }
+});
+
+test("refused puts are logged at error once per cause per interval, with the count of those not logged", async (t) => {
+  const { dir: d, cleanup: c } = await tempDir();
+  const b = await Broker.start({ brokerName: "failing", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d, flush: "async" });
+  try {
+    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+    t.mock.method(b.ctx.logger, "error", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    await b.createTopic({ topic: "Failing", readQueueNums: 1, writeQueueNums: 1 });
+    // a store dir refusing writes (the queue named in each message), then the open-file reserve
+    let failure = (i: number): MQError =>
+      ioError(Object.assign(new Error(`EPERM: operation not permitted, mkdir 'q${i}'`), { code: "EPERM" }), `creating the directory q${i}`);
+    t.mock.method(b.store, "putMessagesGroup", (batches: unknown[]) => batches.map((_, i) => Promise.reject(failure(i))));
+    const ref = raw.ref(b.address, BrokerActor.BROKER);
+    const base = { producerGroup: "pg", topic: "Failing", sysFlag: 0, bornTimestamp: Date.now(), queueId: 0 };
+    const sendRefused = async (n: number) => {
+      for (let i = 0; i < n; i++)
+        await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base }, { body: Buffer.from("x") }), (e) => isMQError(e, "SYSTEM_ERROR"));
+    };
+    await sendRefused(30);
+    failure = (i) =>
+      new MQError("SYSTEM_ERROR", `Too many open files to open a consume-queue file of Failing/${i}: raise the open-file limit.`);
+    await sendRefused(30);
+    const sendFailed = lines.filter((l) => /^send failed/.test(l.msg));
+    assert.equal(sendFailed.length, 2, `one line per cause per ${SEND_FAILURE_LOG_INTERVAL_MS} ms: ${JSON.stringify(sendFailed)}`);
+    assert.match((sendFailed[0]!.fields.err as Error).message, /EPERM/);
+    assert.match((sendFailed[1]!.fields.err as Error).message, /Too many open files/);
+    assert.equal(sendFailed[0]!.fields.code, "SYSTEM_ERROR");
+    await sendRefused(1);
+    assert.equal(lines.filter((l) => /^send failed/.test(l.msg)).length, 2, "still within the interval");
+  } finally {
+    await b.close();
+    await c();
   }
 });
 
