@@ -6,6 +6,7 @@ export type { ArrivalNotice } from "./dispatcher.ts";
 export { JsonFile, type JsonFileDamage } from "./jsonFile.ts";
 export type {
   DamageStats,
+  DiskSpaceChange,
   FlushError,
   GetMessageResult,
   GetMessageStatus,

@@ -194,7 +194,33 @@ export interface MessageStoreOptions {
   onDamage?: (message: string) => void;
   /** told of every failed fdatasync (see {@link FlushError}); they are counted in `flushErrors`. @default a process warning */
   onFlushError?: (failure: FlushError) => void;
+  /** told when disk pressure changes what the store does (see {@link DiskSpaceChange}). @default a process warning */
+  onDiskSpace?: (change: DiskSpaceChange) => void;
 }
+
+/** A check of the disk under the store (deleteExpiredFiles) that changed what the store does. */
+export interface DiskSpaceChange {
+  /**
+   * full: use reached diskFullPercent, puts are refused with DISK_FULL from now on; notFull: use is
+   * below it again, puts are taken; cleanedForcibly: use was at or above diskCleanForciblyPercent
+   * and the oldest commit-log segments were deleted before they expired
+   */
+  kind: "full" | "notFull" | "cleanedForcibly";
+  /** the store's directory */
+  dir: string;
+  /** disk use in percent after the check (NaN when it could not be read) */
+  usedPercent: number;
+  /** cleanedForcibly: how many segments were deleted */
+  segments?: number;
+  /** what happened and what to do, for a log line */
+  message: string;
+}
+
+const DISK_SPACE_WARNING_CODES = {
+  full: "ACTORMQ_DISK_FULL",
+  notFull: "ACTORMQ_DISK_NOT_FULL",
+  cleanedForcibly: "ACTORMQ_DISK_CLEAN_FORCIBLY",
+} as const;
 
 /**
  * A flush that failed. Linux reports an fdatasync error once and may drop the pages it could not
@@ -235,6 +261,7 @@ export function defaultMessageStoreOptions(): Required<Omit<MessageStoreOptions,
     onDamage: (message: string) => process.emitWarning(message, { code: "ACTORMQ_DAMAGED_RECORD" }),
     onFlushError: (f: FlushError) =>
       process.emitWarning(`${f.error.message} (commit-log range ${f.from}-${f.to} may not be on disk)`, { code: "ACTORMQ_FLUSH_ERROR" }),
+    onDiskSpace: (c: DiskSpaceChange) => process.emitWarning(c.message, { code: DISK_SPACE_WARNING_CODES[c.kind] }),
   };
 }
 
@@ -1412,6 +1439,15 @@ export class MessageStore {
     this.options.onFlushError(failure);
   }
 
+  /** Tells onDiskSpace; a failing listener must not fail the expiry check. */
+  private reportDiskSpace(change: DiskSpaceChange): void {
+    try {
+      this.options.onDiskSpace(change);
+    } catch {
+      /* the state changed all the same */
+    }
+  }
+
   /** Counts a skipped damaged record and reports the first one. */
   private reportDamage(message: string): void {
     this.damage.damagedRecordsSkipped++;
@@ -1730,17 +1766,38 @@ export class MessageStore {
       forced++;
       used = this.options.diskUsedPercent(this.options.dir);
     }
+    const { dir, diskCleanForciblyPercent, diskFullPercent } = this.options;
     if (forced > 0)
-      process.emitWarning(
-        `The disk holding ${this.options.dir} was over ${this.options.diskCleanForciblyPercent} % full: deleted the ${forced} oldest commit-log segment(s) before they expired.`,
-        { code: "ACTORMQ_DISK_CLEAN_FORCIBLY" },
-      );
-    const full = used >= this.options.diskFullPercent;
-    if (full && this.diskFullAt === null)
-      process.emitWarning(`The disk holding ${this.options.dir} is ${used.toFixed(0)} % full: puts are refused with DISK_FULL.`, {
-        code: "ACTORMQ_DISK_FULL",
+      this.reportDiskSpace({
+        kind: "cleanedForcibly",
+        dir,
+        usedPercent: used,
+        segments: forced,
+        message:
+          `The disk holding ${dir} was over ${diskCleanForciblyPercent} % full: deleted the ${forced} oldest commit-log segment(s) ` +
+          `before they expired (now ${used.toFixed(0)} %). Free space on the disk to keep messages for their reserved time.`,
       });
+    const full = used >= diskFullPercent;
+    const wasFull = this.diskFullAt !== null;
     this.diskFullAt = full ? used : null;
+    if (full && !wasFull)
+      this.reportDiskSpace({
+        kind: "full",
+        dir,
+        usedPercent: used,
+        message:
+          `The disk holding ${dir} is ${used.toFixed(0)} % full (puts stop at ${diskFullPercent} %): puts are refused with DISK_FULL ` +
+          "until it is below that. Free space on the disk, or let older segments expire or be deleted.",
+      });
+    else if (!full && wasFull)
+      this.reportDiskSpace({
+        kind: "notFull",
+        dir,
+        usedPercent: used,
+        message: Number.isNaN(used)
+          ? `The use of the disk holding ${dir} could not be read: puts are taken again.`
+          : `The disk holding ${dir} is ${used.toFixed(0)} % full, below ${diskFullPercent} %: puts are taken again.`,
+      });
     n += forced;
     if (n > 0) {
       const minPhy = this.commitLog.minOffset;

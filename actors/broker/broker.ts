@@ -163,6 +163,16 @@ export class Broker {
               "store flush failed: the range may not be on disk",
             );
         },
+        // in the broker's log, not process warnings on stderr: refused puts need an operator, and
+        // the all-clear ends the incident
+        onDiskSpace: ({ kind, dir, usedPercent, segments, message }) => {
+          const fields = { dir, usedPercent: Math.round(usedPercent * 10) / 10, ...(segments !== undefined ? { segments } : {}) };
+          if (kind === "full") logger.error(fields, message);
+          else if (kind === "notFull") logger.info(fields, message);
+          else logger.warn(fields, message);
+        },
+        // a damaged record is skipped, never delivered: the message is lost to its consumers
+        onDamage: (message) => logger.error(message),
       });
       const { mode, log } = store.recovery;
       (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 ? logger.info.bind(logger) : logger.warn.bind(logger))(

@@ -60,7 +60,8 @@ function handleSend(context: BrokerActorContext, event: BrokerEvent): void {
     (e: unknown) => {
       const err = toMQError(e);
       // a store refusing every put fails each one (thousands a second): one line per cause per interval
-      const held = err.code === "SYSTEM_ERROR" ? context.sendFailureLog.pass(failureCause(err)) : undefined;
+      const logged = err.code === "SYSTEM_ERROR" || err.code === "DISK_FULL";
+      const held = logged ? context.sendFailureLog.pass(failureCause(err)) : undefined;
       if (held !== undefined)
         context.ctx.logger.error(
           { err: e, code: err.code, ...(held > 0 ? { failuresNotLogged: held } : {}) },

@@ -5,7 +5,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { ConsumeQueue } from "../../store/consumeQueue.ts";
 import { dirIo, mkdirDurable } from "../../store/durableDir.ts";
-import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { type DiskSpaceChange, MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { statfsUsedPercent, usedPercent } from "../../store/messageStore.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
@@ -406,6 +406,61 @@ test("disk use is counted as df and RocketMQ count it: blocks reserved for root 
   t.after(cleanup);
   const here = statfsUsedPercent(dir);
   assert.ok(here >= 0 && here <= 100, `a real file system's use is a percent, got ${here}`);
+});
+
+test("disk pressure changes are told to onDiskSpace: full once when puts start being refused, notFull when they are taken again, forced deletes", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let used = 50;
+  const changes: DiskSpaceChange[] = [];
+  const s = await MessageStore.open(
+    small(dir, {
+      diskUsedPercent: () => used,
+      diskCleanForciblyPercent: 85,
+      diskFullPercent: 90,
+      onDiskSpace: (c) => void changes.push(c),
+    }),
+  );
+  t.after(() => s.close());
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("P", 0, [{ body: "y".repeat(400) }]));
+  s.deleteExpiredFiles();
+  assert.equal(changes.length, 0, "nothing to say below both thresholds");
+  const realDelete = s.commitLog.deleteSegments.bind(s.commitLog);
+  s.commitLog.deleteSegments = () => 0;
+  used = 95;
+  s.deleteExpiredFiles();
+  s.deleteExpiredFiles();
+  assert.deepEqual(
+    changes.map((c) => c.kind),
+    ["full"],
+    "said once, not at every check",
+  );
+  assert.equal(changes[0]!.usedPercent, 95);
+  assert.match(changes[0]!.message, /95 % full/);
+  assert.match(changes[0]!.message, /DISK_FULL/);
+  used = 70;
+  s.deleteExpiredFiles();
+  s.deleteExpiredFiles();
+  assert.deepEqual(
+    changes.map((c) => c.kind),
+    ["full", "notFull"],
+  );
+  assert.match(changes[1]!.message, /70 %/);
+  s.commitLog.deleteSegments = (expired, max) => {
+    const n = realDelete(expired, max);
+    used -= 3 * n;
+    return n;
+  };
+  used = 86;
+  assert.equal(s.deleteExpiredFiles(), 1);
+  assert.deepEqual(changes.at(-1), {
+    kind: "cleanedForcibly",
+    dir,
+    usedPercent: 83,
+    segments: 1,
+    message: changes.at(-1)!.message,
+  });
+  assert.match(changes.at(-1)!.message, /deleted the 1 oldest/);
 });
 
 test("delay messages carry their delivery time in the consume-queue tag slot", async (t) => {

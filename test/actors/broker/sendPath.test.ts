@@ -526,6 +526,52 @@ test("disk-pressure percentages out of (0, 100] are ILLEGAL_ARGUMENT; set ones r
   }
 });
 
+test("the broker logs disk full at error, puts refused for it once per cause, the disk back below at info, damaged records at error", async (t) => {
+  const { dir: d, cleanup: c } = await tempDir();
+  const b = await Broker.start({
+    brokerName: "fulldisk",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: d,
+    flush: "async",
+    diskFullPercent: 0.001,
+  });
+  try {
+    const lines: { level: string; fields: Record<string, unknown>; msg: string }[] = [];
+    for (const level of ["error", "warn", "info"] as const)
+      t.mock.method(b.ctx.logger, level, (fields: Record<string, unknown> | string, msg?: string) => {
+        lines.push(typeof fields === "string" ? { level, fields: {}, msg: fields } : { level, fields, msg: msg ?? "" });
+      });
+    const warnings = t.mock.method(process, "emitWarning", () => {});
+    await b.createTopic({ topic: "Full", readQueueNums: 1, writeQueueNums: 1 });
+    b.store.deleteExpiredFiles();
+    const full = lines.filter((l) => /puts are refused with DISK_FULL/.test(l.msg));
+    assert.equal(full.length, 1, JSON.stringify(lines));
+    assert.equal(full[0]!.level, "error");
+    assert.equal(full[0]!.fields.dir, d);
+    const ref = raw.ref(b.address, BrokerActor.BROKER);
+    const base = { producerGroup: "pg", topic: "Full", sysFlag: 0, bornTimestamp: Date.now(), queueId: 0 };
+    for (let i = 0; i < 20; i++)
+      await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base }, { body: Buffer.from("x") }), (e) => isMQError(e, "DISK_FULL"));
+    const refused = lines.filter((l) => /^send failed/.test(l.msg));
+    assert.equal(refused.length, 1, JSON.stringify(refused));
+    assert.equal(refused[0]!.level, "error");
+    assert.equal(refused[0]!.fields.code, "DISK_FULL");
+    b.store.options.diskFullPercent = 100;
+    b.store.deleteExpiredFiles();
+    const back = lines.filter((l) => /taken again/.test(l.msg));
+    assert.equal(back.length, 1, JSON.stringify(lines));
+    assert.equal(back[0]!.level, "info");
+    await ref.ask({ type: "SEND_MESSAGE", ...base }, { body: Buffer.from("x") });
+    b.store.options.onDamage("The record of Full/0 offset 7 is damaged and is skipped.");
+    assert.ok(lines.some((l) => l.level === "error" && /offset 7 is damaged/.test(l.msg)));
+    assert.equal(warnings.mock.callCount(), 0, "nothing on stderr as a process warning");
+  } finally {
+    await b.close();
+    await c();
+  }
+});
+
 test("refused puts are logged at error once per cause per interval, with the count of those not logged", async (t) => {
   const { dir: d, cleanup: c } = await tempDir();
   const b = await Broker.start({ brokerName: "failing", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d, flush: "async" });
