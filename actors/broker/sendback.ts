@@ -17,6 +17,7 @@ import {
   PERM_READ_WRITE,
   Perm,
 } from "../../transport/protocol.ts";
+import { LogThrottle } from "../logger.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, scheduleTarget } from "./delayRouting.ts";
@@ -31,6 +32,9 @@ export interface SendBackReply {
   delayLevel: number;
   reconsumeTimes: number;
 }
+
+/** Dead-lettered messages are logged at warn at most once per this long per group, with the count not logged. */
+export const DLQ_LOG_INTERVAL_MS = 30_000;
 
 type SendBackFields = Partial<Record<keyof ConsumerSendMsgBackRequest, unknown>>;
 
@@ -152,19 +156,37 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
       "SYSTEM_ERROR",
       `${r.status}: the copy for ${replyTopic} did not reach disk in time; the consumer retries it locally.`,
     );
-  if (decision.toDLQ) {
-    ctx.logger.warn(
-      {
-        group,
-        dlq: replyTopic,
-        msgId: msg.msgId,
-        originTopic: properties[MessageConst.RETRY_TOPIC],
-        reconsumeTimes: decision.reconsumeTimes,
-      },
-      "message sent to the dead-letter queue",
-    );
-  }
+  if (decision.toDLQ) logDeadLettered(ctx, group, replyTopic, msg.msgId, properties[MessageConst.RETRY_TOPIC], decision.reconsumeTimes);
   return { topic: replyTopic, toDLQ: decision.toDLQ, delayLevel: decision.delayLevel, reconsumeTimes: decision.reconsumeTimes };
+}
+
+/** Per broker: dead-letter lines per group. */
+const dlqLogs = new WeakMap<BrokerContext, LogThrottle>();
+
+/**
+ * A listener failing every message dead-letters each (thousands a second): a warn line per group
+ * per interval with a sample and the count not logged; every message at debug.
+ */
+function logDeadLettered(
+  ctx: BrokerContext,
+  group: string,
+  dlq: string,
+  msgId: string,
+  originTopic: string | undefined,
+  reconsumeTimes: number,
+): void {
+  const { logger } = ctx;
+  if (logger.isLevelEnabled("debug"))
+    logger.debug({ group, dlq, msgId, originTopic, reconsumeTimes }, "message sent to the dead-letter queue");
+  let throttle = dlqLogs.get(ctx);
+  if (!throttle) dlqLogs.set(ctx, (throttle = new LogThrottle(DLQ_LOG_INTERVAL_MS)));
+  const held = throttle.pass(group);
+  if (held === undefined) return;
+  logger.warn(
+    { group, dlq, msgId, originTopic, reconsumeTimes, ...(held > 0 ? { messagesNotLogged: held } : {}) },
+    `messages sent to the dead-letter queue, their retries used up: consume ${dlq} to see them (one line per group per ` +
+      `${DLQ_LOG_INTERVAL_MS / 1000} s with a sample msgId; messagesNotLogged: those since the last line; each one at debug)`,
+  );
 }
 
 type Asked = { reply?: Replier };

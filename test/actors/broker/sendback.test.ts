@@ -7,7 +7,7 @@ import { afterEach, beforeEach, test } from "node:test";
 import pino from "pino";
 import { type BrokerConfig, defaultBrokerOptions } from "../../../actors/broker/brokerConfig.ts";
 import type { BrokerContext } from "../../../actors/broker/brokerContext.ts";
-import { processSendBack } from "../../../actors/broker/sendback.ts";
+import { DLQ_LOG_INTERVAL_MS, processSendBack } from "../../../actors/broker/sendback.ts";
 import { SubscriptionGroupManager } from "../../../actors/broker/subscriptionGroupManager.ts";
 import { TopicConfigManager } from "../../../actors/broker/topicConfigManager.ts";
 import { MessageStore } from "../../../store/index.ts";
@@ -187,6 +187,32 @@ test("reconsumeTimes >= maxReconsumeTimes: straight to %DLQ%<group>, queue 0, cr
   assert.equal(copy.properties[MessageConst.DELAY], undefined);
   assert.equal(copy.properties[MessageConst.RETRY_TOPIC], "Orders");
   for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0, "nothing scheduled");
+});
+
+test("dead-lettered messages: one warn line per group per interval with a sample msgId, each message at debug", async (t) => {
+  const warned: Record<string, unknown>[] = [];
+  const debugged: Record<string, unknown>[] = [];
+  ctx.logger.level = "debug";
+  t.mock.method(ctx.logger, "warn", (fields: Record<string, unknown>) => void warned.push(fields));
+  t.mock.method(ctx.logger, "debug", (fields: Record<string, unknown>) => void debugged.push(fields));
+  const ask = { delayLevel: -1, originTopic: "Orders", maxReconsumeTimes: 16 };
+  for (let i = 0; i < 5; i++) await processSendBack(ctx, { ...ask, group: "g7", offset: (await original()).offset });
+  for (let i = 0; i < 2; i++) await processSendBack(ctx, { ...ask, group: "g8", offset: (await original()).offset });
+  assert.equal(store.getMaxOffset("%DLQ%g7", 0), 5);
+  assert.deepEqual(
+    warned.map((w) => [w.group, w.dlq]),
+    [
+      ["g7", "%DLQ%g7"],
+      ["g8", "%DLQ%g8"],
+    ],
+    `one line per group per ${DLQ_LOG_INTERVAL_MS} ms`,
+  );
+  assert.equal(typeof warned[0]!.msgId, "string");
+  assert.equal(debugged.length, 7, "every message at debug");
+  assert.deepEqual(
+    debugged.map((d) => d.group),
+    ["g7", "g7", "g7", "g7", "g7", "g8", "g8"],
+  );
 });
 
 test("without a maxReconsumeTimes in the request the group's retryMaxTimes decides; delayLevel -1 goes to the DLQ at once", async () => {
