@@ -8,6 +8,7 @@
 import { type Logger, pino } from "pino";
 import { monotonicNow } from "../transport/clock.ts";
 import { MQError } from "../transport/protocol.ts";
+import type { ZmqNode } from "../transport/zmqNode.ts";
 
 export type { Logger };
 
@@ -88,4 +89,24 @@ export class LogThrottle {
     this.last.set(key, { at: now, held: 0 });
     return l?.held ?? 0;
   }
+}
+
+/** A listening node logs each kind of dropped request at most once per this many ms, with the count since its last line. */
+export const TRANSPORT_DROP_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * Wires a listening node's drops to `logger`, throttled: requests dropped unserved because they
+ * waited past their asker's timeout (the node is overloaded). A line's `dropped` counts the drops
+ * since the previous line, this one included; `what` names the server.
+ */
+export function logTransportDrops(transport: ZmqNode, logger: Logger, what: string): void {
+  const throttle = new LogThrottle(TRANSPORT_DROP_LOG_INTERVAL_MS);
+  transport.onRequestExpired((link, type, waitedMs, timeoutMs) => {
+    const held = throttle.pass("expired");
+    if (held === undefined) return;
+    logger.warn(
+      { dropped: held + 1, event: type, waitedMs: Math.round(waitedMs), timeoutMs, peer: link.peerNodeId || link.description },
+      `${what} is overloaded: requests are dropped unserved, each having waited longer than its sender's timeout (the sender has failed it with TIMEOUT and may send it again); reduce the load or add capacity`,
+    );
+  });
 }

@@ -5,13 +5,17 @@
  * tick travel in one batch, so a burst costs one socket operation and one receive; arrays
  * instead of maps keep the header small and its decoding free of key lookups.
  *
- * Request header: `[KIND_REQUEST, code, corrId, target, senderNodeId, event, deadline, bodyLength]`
+ * Request header: `[KIND_REQUEST, code, corrId, target, senderNodeId, event, deadline, bodyLength, timeoutMs]`
  * Reply header:   `[KIND_REPLY, corrId, responseCode, fieldsOrError, bodyLength]`
  *
- * `corrId` is 0 for one-way sends. `deadline` is the sender's wall-clock ms after which it no longer
- * waits for the request: the sender drops the frame unsent past it (a peer that was unreachable);
- * receivers do not compare it with their own clock, which may differ. A failed reply carries
- * `{code, message}` with `code` an {@link ErrorCodes} name.
+ * `corrId` is 0 for one-way sends. `deadline` is the time (ms, on the sender's monotonic clock,
+ * transport/clock.ts) after which the sender no longer waits for the request: the sender drops the
+ * frame unsent past it (a peer that was unreachable). `timeoutMs` is the ask's timeout, so
+ * `deadline − timeoutMs` is when it was sent: a listening receiver drops unserved an ask that waited
+ * at least `timeoutMs`, the wait being its lag over the least lag seen on that connection
+ * (zmqNode.ts, RouterLink.waitedMs); it never compares the sender's clock with its own. Older
+ * senders send no `timeoutMs` (8 fields): their requests are served however late. A failed reply
+ * carries `{code, message}` with `code` an {@link ErrorCodes} name.
  */
 import { Packr } from "msgpackr";
 import { type ErrorCode, MQError, RequestCode, ResponseCode, shownValue } from "./protocol.ts";

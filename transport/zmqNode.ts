@@ -75,6 +75,13 @@ let zapDomainCount = 0;
  * and a reconnect attempt every second for the life of the node. A later send connects anew.
  */
 export const PEER_EXPIRY_MS = 120_000;
+/**
+ * A router link's lag baseline (the least of receive time minus send stamp, see
+ * {@link RouterLink.waitedMs}) is the least lag of this window and the one before: two clocks that
+ * drift apart (100 ppm is 30 ms in 5 min) shift it within two windows, so requests do not come to
+ * look old. An overload that delays every request of a link for a whole window raises it as well.
+ */
+export const LAG_WINDOW_MS = 5 * 60_000;
 /** How often links are checked against PEER_EXPIRY_MS. */
 const PEER_EXPIRY_CHECK_MS = 10_000;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
@@ -125,6 +132,11 @@ export interface TransportStats {
   malformedAnswered: number;
   /** frames dropped unsent because their deadline passed while the peer could not take them */
   staleDropped: number;
+  /**
+   * requests (of requestsIn) not served because they waited at least their ask's timeout since they
+   * were sent: their asker has given up (TIMEOUT) and may have sent them again
+   */
+  expiredDropped: number;
   /** replies to asks that had already timed out */
   lateReplies: number;
   /** replies dropped because they came from another link than their ask went out on (a peer answering for another) */
@@ -189,6 +201,12 @@ export class PeerLink extends Link {
 /** A peer connected to our ROUTER, addressed by its routing id. */
 export class RouterLink extends Link {
   dirty = false;
+  /** least lag (receive time − send stamp, ms) of the current and the previous {@link LAG_WINDOW_MS} window */
+  lagBase = Number.POSITIVE_INFINITY;
+  /** least lag of the current window */
+  lagMin = Number.POSITIVE_INFINITY;
+  /** when the current window ends ({@link monotonicNow} ms); 0: no request stamped yet */
+  lagWindowEnd = 0;
   constructor(
     readonly rid: Buffer,
     readonly key: string,
@@ -197,6 +215,28 @@ export class RouterLink extends Link {
   }
   get description(): string {
     return `client ${this.key}`;
+  }
+
+  /**
+   * How long a request stamped `sentAt` by the peer's clock and received at `now` (this node's
+   * {@link monotonicNow}) waited beyond the quickest request of the link (ms). The two clocks are
+   * never compared as they are: their offset, plus the time a request takes when it waits in no
+   * queue, is the least lag seen (the baseline), and a request's wait is its lag above it. The
+   * baseline forgets lags older than two windows, so clocks drifting apart move it.
+   */
+  waitedMs(sentAt: number, now: number): number {
+    const lag = now - sentAt;
+    if (now >= this.lagWindowEnd) {
+      // a window without requests (the link was idle) leaves nothing to keep
+      const prev = now < this.lagWindowEnd + LAG_WINDOW_MS ? this.lagMin : Number.POSITIVE_INFINITY;
+      this.lagMin = lag;
+      this.lagBase = Math.min(prev, lag);
+      this.lagWindowEnd = now + LAG_WINDOW_MS;
+    } else if (lag < this.lagMin) {
+      this.lagMin = lag;
+      if (lag < this.lagBase) this.lagBase = lag;
+    }
+    return lag - this.lagBase;
   }
 }
 
@@ -248,6 +288,12 @@ export type RequestHandler = (
   body: Buffer | undefined,
 ) => void;
 
+/**
+ * Told of a request dropped unserved: its event type, how long it waited (estimated, ms) and its
+ * ask's timeout.
+ */
+export type ExpiredRequestHandler = (link: Link, type: string, waitedMs: number, timeoutMs: number) => void;
+
 export class ZmqNode {
   readonly nodeId: string;
   /** Bound (or advertised) endpoint, null when not listening. */
@@ -260,6 +306,7 @@ export class ZmqNode {
     malformedDropped: 0,
     malformedAnswered: 0,
     staleDropped: 0,
+    expiredDropped: 0,
     lateReplies: 0,
     foreignReplies: 0,
     sendFailures: 0,
@@ -276,6 +323,7 @@ export class ZmqNode {
   private zapDomain: string | null = null;
   private handler: RequestHandler = () => {};
   private peerForgotten: (address: string) => void = () => {};
+  private requestExpired: ExpiredRequestHandler = () => {};
   private readonly expiryTimer: NodeJS.Timeout;
 
   private constructor(
@@ -387,6 +435,14 @@ export class ZmqNode {
   /** Sets the function that receives inbound requests. */
   onRequest(handler: RequestHandler): void {
     this.handler = handler;
+  }
+
+  /**
+   * Sets the function told of each request dropped unserved because it waited its timeout (counted
+   * in `expiredDropped`): the servers log it, throttled.
+   */
+  onRequestExpired(handler: ExpiredRequestHandler): void {
+    this.requestExpired = handler;
   }
 
   /** Sets the function told of each address whose link was closed and forgotten (see {@link PEER_EXPIRY_MS}). */
@@ -555,9 +611,11 @@ export class ZmqNode {
     deadline: number,
   ): void {
     const bl = bodyLength(body);
-    // the header's deadline is wall time for the receiver to read (it does not act on it)
+    // the deadline is on this process's monotonic clock, and deadline − timeoutMs is the send stamp a
+    // listening receiver estimates the request's wait from (see RouterLink.waitedMs); the receiver
+    // never compares it with its own clock as it is
     const header = encodeHeader(
-      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, Date.now() + timeoutMs, bl],
+      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl, timeoutMs],
       event.type,
       target,
     );
@@ -627,8 +685,10 @@ export class ZmqNode {
    * @internal sends everything queued on a DEALER link, batch after batch. A DEALER holds a batch
    * while its peer is unreachable (`immediate`): the send waits at most until the batch's earliest
    * deadline; then the frames whose deadline passed are dropped (their asks time out on this side)
-   * and the rest wait again. Staleness is judged here, on the sender's clock, and never by the
-   * receiver: hosts whose clocks differ by more than a timeout must not drop each other's requests.
+   * and the rest wait again. Staleness is judged here, on the sender's clock; a listening receiver
+   * judges only the wait beyond its link's quickest request (RouterLink.waitedMs), never its clock
+   * against the sender's: hosts whose clocks differ by more than a timeout must not drop each
+   * other's requests.
    */
   async pumpPeer(link: PeerLink): Promise<void> {
     link.scheduled = false;
@@ -766,9 +826,11 @@ export class ZmqNode {
           continue;
         }
         const link = this.routerLink(rid);
-        for (let i = 1; i < msg.length; i++) this.onBatch(link, msg[i]!);
+        // one clock read per message: its requests were all received now
+        const now = monotonicNow();
+        for (let i = 1; i < msg.length; i++) this.onBatch(link, msg[i]!, now);
       } else {
-        for (let i = 0; i < msg.length; i++) this.onBatch(peerLink!, msg[i]!);
+        for (let i = 0; i < msg.length; i++) this.onBatch(peerLink!, msg[i]!, 0);
       }
     }
   }
@@ -787,7 +849,8 @@ export class ZmqNode {
     return link;
   }
 
-  private onBatch(link: Link, buf: Buffer): void {
+  /** `now`: when a ROUTER received the batch ({@link monotonicNow}); 0 on a DEALER, whose requests are not judged by age. */
+  private onBatch(link: Link, buf: Buffer, now: number): void {
     const n = buf.length;
     let off = 0;
     while (off < n) {
@@ -822,13 +885,13 @@ export class ZmqNode {
       }
       const body = bl >= 0 ? buf.subarray(off, off + bl) : undefined;
       if (bl > 0) off += bl;
-      if (kind === KIND_REQUEST) this.onRequestFrame(link, h, body);
+      if (kind === KIND_REQUEST) this.onRequestFrame(link, h, body, now);
       else if (kind === KIND_REPLY) this.onReplyFrame(link, h, body);
       else this.stats.malformedDropped++;
     }
   }
 
-  private onRequestFrame(link: Link, h: unknown[], body: Buffer | undefined): void {
+  private onRequestFrame(link: Link, h: unknown[], body: Buffer | undefined, now: number): void {
     const code = h[1];
     const corrId = h[2];
     const target = h[3];
@@ -871,6 +934,21 @@ export class ZmqNode {
     }
     this.stats.requestsIn++;
     if (link.peerNodeId !== sender) link.peerNodeId = sender;
+    // An ask that waited (in the network, the socket buffers, this node's backlog) as long as its
+    // timeout has been given up by its asker, which has failed it with TIMEOUT and may have sent it
+    // again: serving it is work for nobody, and under overload such work is what keeps the backlog
+    // growing (RocketMQ's broker drops requests that waited in its queue, [TIMEOUT_CLEAN_QUEUE]).
+    // It is not answered: the asker would throw the late reply away. A peer that sends no timeout
+    // (h[8], older versions) is served however late; one-way sends have no asker to give up.
+    const timeoutMs = h[8];
+    if (typeof timeoutMs === "number" && timeoutMs > 0 && link instanceof RouterLink) {
+      const waited = link.waitedMs(deadline - timeoutMs, now);
+      if (waited >= timeoutMs && id > 0) {
+        this.stats.expiredDropped++;
+        this.requestExpired(link, type, waited, timeoutMs);
+        return;
+      }
+    }
     try {
       this.handler(link, code, id, target, sender, event as Record<string, unknown> & { type: string }, body);
     } catch (e) {

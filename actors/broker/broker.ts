@@ -12,7 +12,7 @@ import { MessageStore, openFileUse } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
-import { LogThrottle } from "../logger.ts";
+import { LogThrottle, logTransportDrops } from "../logger.ts";
 import { ActorNode, logActorFailures } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
@@ -137,6 +137,7 @@ export class Broker {
       maxInboundBytes: Math.max(DEFAULT_MAX_INBOUND_BYTES, 4 * config.maxMessageBytes),
     });
     logActorFailures(node, () => logger);
+    logTransportDrops(node.transport, logger, `broker ${config.brokerName}`);
     let store: MessageStore | undefined;
     // in place before the first request: taken under load it would itself cost a mark-compact
     const heapReserve = holdHeapReserve(config.heapReserveMb);

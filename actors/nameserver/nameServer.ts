@@ -4,7 +4,7 @@
  */
 
 import { checkRange, MAX_TIMER_MS, NAMESRV_ACTOR } from "../../transport/protocol.ts";
-import { createLogger, defaultLogLevel, type Logger } from "../logger.ts";
+import { createLogger, defaultLogLevel, type Logger, logTransportDrops } from "../logger.ts";
 import { ActorNode, logActorFailures } from "../runtime/index.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
 
@@ -38,6 +38,7 @@ export class NameServer {
     const logger = createLogger("namesrv", opts.logLevel ?? defaultLogLevel());
     const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise });
     logActorFailures(node, () => logger);
+    logTransportDrops(node.transport, logger, "name server");
     node.spawn(NAMESRV_ACTOR, namesrvMachine, {
       input: {
         scanIntervalMs,

@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
-import { createLogger, LogThrottle } from "../../actors/logger.ts";
+import { pino } from "pino";
+import * as zmq from "zeromq";
+import { createLogger, LogThrottle, logTransportDrops, TRANSPORT_DROP_LOG_INTERVAL_MS } from "../../actors/logger.ts";
 import { Admin, NameServer, Producer, PullConsumer, PushConsumer } from "../../index.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { fakeWallClock, waitFor } from "../helpers.ts";
+import { ZmqNode } from "../../transport/zmqNode.ts";
+import { EPHEMERAL, fakeWallClock, monotonicFollowsDate, waitFor } from "../helpers.ts";
+import { requestFrame } from "../transport/fixtures/rawFrames.ts";
 
 test("createLogger takes pino's levels and silent; other names, Object.prototype's included, are ILLEGAL_ARGUMENT", () => {
   for (const level of ["trace", "debug", "info", "warn", "error", "fatal", "silent"]) assert.equal(createLogger("t", level).level, level);
@@ -114,4 +119,49 @@ test("a client logger made under an unknown ACTORMQ_LOG_LEVEL does not throw: it
     lines.slice(1).map((l) => l.msg),
     ["first", "second"],
   );
+});
+
+/** A listening node wired to a logger whose warnings land in `lines`, and a raw DEALER connected to it. */
+async function loggedNode(t: import("node:test").TestContext) {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  const node = await ZmqNode.start({ listen: EPHEMERAL });
+  const served: number[] = [];
+  node.onRequest((_link, _code, corrId) => served.push(corrId));
+  logTransportDrops(node, logger, "broker t");
+  const raw = new zmq.Dealer({ linger: 0 });
+  raw.connect(node.address!);
+  t.after(async () => {
+    raw.close();
+    await node.close();
+  });
+  /** Sends the frames and a fresh ask `marker` after them, and waits until the node served the marker. */
+  const sendThenMark = async (frames: Buffer[], marker: number) => {
+    for (const f of frames) await raw.send(f);
+    await raw.send(requestFrame(marker, monotonicNow(), 0, 1000));
+    await waitFor(() => served.includes(marker), 5000, `request ${marker}`);
+  };
+  return { lines, node, raw, sendThenMark };
+}
+
+test("a listening node warns of asks dropped unserved (it is overloaded) at most once per 30 s, with the count since its last line", async (t) => {
+  monotonicFollowsDate(t);
+  const clock = fakeWallClock();
+  t.after(() => clock.restore());
+  const { lines, node, sendThenMark } = await loggedNode(t);
+  const stale = (id: number) => requestFrame(id, monotonicNow(), 5000, 1000);
+  await sendThenMark([requestFrame(1, monotonicNow(), 0, 1000), stale(2), stale(3), stale(4)], 5);
+  assert.equal(node.stats.expiredDropped, 3);
+  assert.equal(lines.length, 1, "one line for the first drop, the next two held back");
+  assert.match(String(lines[0]!.msg), /^broker t is overloaded: requests are dropped unserved/);
+  assert.equal(lines[0]!.dropped, 1);
+  assert.equal(lines[0]!.event, "PING");
+  assert.equal(lines[0]!.timeoutMs, 1000);
+  assert.ok((lines[0]!.waitedMs as number) >= 4900, `waitedMs ${lines[0]!.waitedMs}`);
+  assert.equal(lines[0]!.peer, "peer-1");
+
+  clock.jump(TRANSPORT_DROP_LOG_INTERVAL_MS + 1000);
+  await sendThenMark([stale(6), stale(7)], 8);
+  assert.equal(lines.length, 2);
+  assert.equal(lines[1]!.dropped, 3, "the two held back and this one");
 });
