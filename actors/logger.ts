@@ -95,9 +95,10 @@ export class LogThrottle {
 export const TRANSPORT_DROP_LOG_INTERVAL_MS = 30_000;
 
 /**
- * Wires a listening node's drops to `logger`, throttled: requests dropped unserved because they
- * waited past their asker's timeout (the node is overloaded). A line's `dropped` counts the drops
- * since the previous line, this one included; `what` names the server.
+ * Wires a listening node's drops to `logger`, each kind throttled on its own: requests dropped
+ * unserved because they waited past their asker's timeout (the node is overloaded; `dropped`), and
+ * malformed frames (`malformed`; RocketMQ's NettyDecoder logs each decode failure with the remote
+ * address), counted since the kind's previous line, this one included. `what` names the server.
  */
 export function logTransportDrops(transport: ZmqNode, logger: Logger, what: string): void {
   const throttle = new LogThrottle(TRANSPORT_DROP_LOG_INTERVAL_MS);
@@ -107,6 +108,14 @@ export function logTransportDrops(transport: ZmqNode, logger: Logger, what: stri
     logger.warn(
       { dropped: held + 1, event: type, waitedMs: Math.round(waitedMs), timeoutMs, peer: link.peerNodeId || link.description },
       `${what} is overloaded: requests are dropped unserved, each having waited longer than its sender's timeout (the sender has failed it with TIMEOUT and may send it again); reduce the load or add capacity`,
+    );
+  });
+  transport.onMalformedFrame((link, why) => {
+    const held = throttle.pass("malformed");
+    if (held === undefined) return;
+    logger.warn(
+      { malformed: held + 1, reason: why, peer: link === null ? "unknown" : link.peerNodeId || link.description },
+      `${what} received malformed frames (dropped, or answered MALFORMED / REQUEST_CODE_NOT_SUPPORTED where a reply could go back): check what connects to this port, and that its actormq version matches`,
     );
   });
 }

@@ -294,6 +294,12 @@ export type RequestHandler = (
  */
 export type ExpiredRequestHandler = (link: Link, type: string, waitedMs: number, timeoutMs: number) => void;
 
+/**
+ * Told of a frame that could not be taken (counted in malformedDropped or malformedAnswered): the
+ * link it came in on (null when not even the connection was readable) and why.
+ */
+export type MalformedFrameHandler = (link: Link | null, why: string) => void;
+
 export class ZmqNode {
   readonly nodeId: string;
   /** Bound (or advertised) endpoint, null when not listening. */
@@ -324,6 +330,7 @@ export class ZmqNode {
   private handler: RequestHandler = () => {};
   private peerForgotten: (address: string) => void = () => {};
   private requestExpired: ExpiredRequestHandler = () => {};
+  private frameMalformed: MalformedFrameHandler = () => {};
   private readonly expiryTimer: NodeJS.Timeout;
 
   private constructor(
@@ -443,6 +450,14 @@ export class ZmqNode {
    */
   onRequestExpired(handler: ExpiredRequestHandler): void {
     this.requestExpired = handler;
+  }
+
+  /**
+   * Sets the function told of each malformed frame (counted in `malformedDropped` or
+   * `malformedAnswered`): the servers log it, throttled.
+   */
+  onMalformedFrame(handler: MalformedFrameHandler): void {
+    this.frameMalformed = handler;
   }
 
   /** Sets the function told of each address whose link was closed and forgotten (see {@link PEER_EXPIRY_MS}). */
@@ -822,7 +837,7 @@ export class ZmqNode {
       if (isRouter) {
         const rid = msg[0];
         if (rid === undefined || msg.length < 2) {
-          this.stats.malformedDropped++;
+          this.dropMalformed(null, "a message without a routing id and a frame");
           continue;
         }
         const link = this.routerLink(rid);
@@ -855,14 +870,14 @@ export class ZmqNode {
     let off = 0;
     while (off < n) {
       if (off + FRAME_PREFIX_BYTES > n) {
-        this.stats.malformedDropped++;
+        this.dropMalformed(link, "a frame shorter than its 4-byte header length");
         return;
       }
       const hl = buf.readUInt32LE(off);
       const hs = off + FRAME_PREFIX_BYTES;
       if (hl === 0 || hl > MAX_HEADER_BYTES || hs + hl > n) {
         // frame boundaries are lost: drop the rest of the batch
-        this.stats.malformedDropped++;
+        this.dropMalformed(link, "a header length of 0, over 16 MiB or past the end of the message");
         return;
       }
       let h: unknown;
@@ -873,7 +888,7 @@ export class ZmqNode {
       }
       off = hs + hl;
       if (!Array.isArray(h)) {
-        this.stats.malformedDropped++;
+        this.dropMalformed(link, "a header that is not a msgpack array");
         return;
       }
       const kind = h[0];
@@ -887,7 +902,7 @@ export class ZmqNode {
       if (bl > 0) off += bl;
       if (kind === KIND_REQUEST) this.onRequestFrame(link, h, body, now);
       else if (kind === KIND_REPLY) this.onReplyFrame(link, h, body);
-      else this.stats.malformedDropped++;
+      else this.dropMalformed(link, "a header of unknown kind");
     }
   }
 
@@ -899,7 +914,7 @@ export class ZmqNode {
     const event = h[5];
     const deadline = h[6];
     if (!Number.isSafeInteger(corrId) || (corrId as number) < 0) {
-      this.stats.malformedDropped++;
+      this.dropMalformed(link, "a request whose correlation id is not an integer >= 0");
       return;
     }
     const id = corrId as number;
@@ -924,6 +939,7 @@ export class ZmqNode {
     const type = (event as { type: string }).type;
     if (!isKnownRequestCode(code) || (code !== RequestCode.ACTOR_EVENT && requestCodeOf(type) !== code)) {
       this.stats.malformedAnswered++;
+      this.frameMalformed(link, "a request code this node does not support (answered REQUEST_CODE_NOT_SUPPORTED)");
       if (id > 0)
         this.replyError(
           link,
@@ -966,7 +982,7 @@ export class ZmqNode {
     const rcode = h[2];
     const payload = h[3];
     if (typeof corrId !== "number" || typeof rcode !== "number" || payload === null || typeof payload !== "object") {
-      this.stats.malformedDropped++;
+      this.dropMalformed(link, "a reply whose header fields have wrong types");
       return;
     }
     this.stats.repliesIn++;
@@ -982,10 +998,17 @@ export class ZmqNode {
   private malformed(link: Link, corrId: number, why: string): void {
     if (corrId > 0) {
       this.stats.malformedAnswered++;
+      this.frameMalformed(link, `a frame whose ${why} (answered MALFORMED)`);
       this.replyError(link, corrId, new MQError("MALFORMED", `Malformed request frame: ${why}. Check the sender's actormq version.`));
     } else {
-      this.stats.malformedDropped++;
+      this.dropMalformed(link, `a frame whose ${why}`);
     }
+  }
+
+  /** Counts a malformed frame nobody is answered for, and tells the hook (the servers log it). */
+  private dropMalformed(link: Link | null, why: string): void {
+    this.stats.malformedDropped++;
+    this.frameMalformed(link, why);
   }
 
   private closedError(): MQError {

@@ -6,6 +6,7 @@ import * as zmq from "zeromq";
 import { createLogger, LogThrottle, logTransportDrops, TRANSPORT_DROP_LOG_INTERVAL_MS } from "../../actors/logger.ts";
 import { Admin, NameServer, Producer, PullConsumer, PushConsumer } from "../../index.ts";
 import { monotonicNow } from "../../transport/clock.ts";
+import { encode, framePrefix } from "../../transport/codec.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { ZmqNode } from "../../transport/zmqNode.ts";
 import { EPHEMERAL, fakeWallClock, monotonicFollowsDate, waitFor } from "../helpers.ts";
@@ -165,3 +166,31 @@ test("a listening node warns of asks dropped unserved (it is overloaded) at most
   assert.equal(lines.length, 2);
   assert.equal(lines[1]!.dropped, 3, "the two held back and this one");
 });
+
+test("a listening node warns of malformed frames at most once per 30 s, with the count since its last line and the peer", async (t) => {
+  monotonicFollowsDate(t);
+  const clock = fakeWallClock();
+  t.after(() => clock.restore());
+  const { lines, node, raw, sendThenMark } = await loggedNode(t);
+  // not an actormq frame at all, then a request whose fields have wrong types (answered MALFORMED)
+  await raw.send(Buffer.from("GET / HTTP/1.1\r\n\r\n"));
+  await sendThenMark([frameOf([0, 1, 9, 7, "x", "notobject", 0, -1])], 1);
+  assert.equal(node.stats.malformedDropped + node.stats.malformedAnswered, 2);
+  assert.equal(lines.length, 1, "one line for the first, the second held back");
+  assert.match(String(lines[0]!.msg), /^broker t received malformed frames/);
+  assert.equal(lines[0]!.malformed, 1);
+  assert.match(String(lines[0]!.peer), /^client [0-9a-f]+$/, "a peer that never sent a good request is named by its connection");
+  assert.equal(typeof lines[0]!.reason, "string");
+
+  clock.jump(TRANSPORT_DROP_LOG_INTERVAL_MS + 1000);
+  await sendThenMark([frameOf([0, 9999, 10, "svc", "x", { type: "NOPE" }, 0, -1])], 2);
+  assert.equal(lines.length, 2);
+  assert.equal(lines[1]!.malformed, 2, "the one held back and this one");
+  assert.equal(lines[1]!.peer, "peer-1", "the node id the connection's good requests gave");
+  assert.match(String(lines[1]!.reason), /request code/);
+});
+
+function frameOf(header: unknown[]): Buffer {
+  const h = encode(header);
+  return Buffer.concat([framePrefix(h.length), h]);
+}
