@@ -71,11 +71,19 @@ function clientLogger(name: string): Logger {
   return logger;
 }
 
+/** Keys a {@link LogThrottle} keeps before it forgets those whose interval is over. */
+export const LOG_THROTTLE_MAX_KEYS = 1024;
+
 /** Lets a log line per key through at most once per `intervalMs`, counting the ones held back. */
 export class LogThrottle {
   private readonly last = new Map<string, { at: number; held: number }>();
 
   constructor(private readonly intervalMs: number) {}
+
+  /** Keys kept (for tests). */
+  get size(): number {
+    return this.last.size;
+  }
 
   /** How many lines of `key` were held back since its last one, when this one may go out; else undefined. */
   pass(key: string): number | undefined {
@@ -85,6 +93,11 @@ export class LogThrottle {
     if (l && now - l.at < this.intervalMs) {
       l.held++;
       return undefined;
+    }
+    // keys can come from what peers send (a queue id, a group): past a bound, those whose interval
+    // is over are forgotten (their held counts, never logged, with them)
+    if (!l && this.last.size >= LOG_THROTTLE_MAX_KEYS) {
+      for (const [k, v] of this.last) if (now - v.at >= this.intervalMs) this.last.delete(k);
     }
     this.last.set(key, { at: now, held: 0 });
     return l?.held ?? 0;

@@ -41,7 +41,8 @@ export const SEND_FAILURE_LOG_INTERVAL_MS = 30_000;
 
 /**
  * What "send failed" lines are throttled by: the code and the fs error under it, else the
- * message's first words (the rest names the queue, file or counts, which differ per put).
+ * message's first words with numbers blanked (the rest names the queue, file or counts, which
+ * differ per put; a client's queue id can open a message: "Queue 1000 of topic …").
  */
 function failureCause(err: MQError): string {
   let cause: unknown = err.cause;
@@ -49,7 +50,7 @@ function failureCause(err: MQError): string {
     const errno = (cause as NodeJS.ErrnoException).code;
     if (typeof errno === "string" && !(cause instanceof MQError)) return `${err.code}:${errno}`;
   }
-  return `${err.code}:${err.message.split(" ", 3).join(" ")}`;
+  return `${err.code}:${err.message.split(" ", 3).join(" ").replace(/\d+/g, "#")}`;
 }
 
 /** SEND_MESSAGE / SEND_BATCH_MESSAGE: one put through the send processor, answered when it settles. */

@@ -3,7 +3,13 @@ import { spawnSync } from "node:child_process";
 import { test } from "node:test";
 import { pino } from "pino";
 import * as zmq from "zeromq";
-import { createLogger, LogThrottle, logTransportDrops, TRANSPORT_DROP_LOG_INTERVAL_MS } from "../../actors/logger.ts";
+import {
+  createLogger,
+  LOG_THROTTLE_MAX_KEYS,
+  LogThrottle,
+  logTransportDrops,
+  TRANSPORT_DROP_LOG_INTERVAL_MS,
+} from "../../actors/logger.ts";
 import { Admin, NameServer, Producer, PullConsumer, PushConsumer } from "../../index.ts";
 import { monotonicNow } from "../../transport/clock.ts";
 import { encode, framePrefix } from "../../transport/codec.ts";
@@ -55,6 +61,17 @@ test("a throttled log line goes out again after its interval of real time, thoug
   } finally {
     clock.restore();
   }
+});
+
+test("a log throttle keyed by what peers send stays bounded: past LOG_THROTTLE_MAX_KEYS, keys whose interval is over are forgotten", () => {
+  const done = new LogThrottle(0);
+  for (let i = 0; i < 3 * LOG_THROTTLE_MAX_KEYS; i++) assert.equal(done.pass(`k${i}`), 0);
+  assert.ok(done.size <= LOG_THROTTLE_MAX_KEYS, `${done.size} keys kept`);
+  // keys still within their interval are kept: forgetting them would let their lines through again
+  const open = new LogThrottle(60_000);
+  for (let i = 0; i < LOG_THROTTLE_MAX_KEYS + 10; i++) open.pass(`k${i}`);
+  assert.equal(open.size, LOG_THROTTLE_MAX_KEYS + 10);
+  assert.equal(open.pass("k0"), undefined, "k0 still held back");
 });
 
 test("an unknown ACTORMQ_LOG_LEVEL is refused at Producer, PushConsumer, PullConsumer and Admin start with ILLEGAL_ARGUMENT", async () => {

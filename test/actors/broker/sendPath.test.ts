@@ -600,6 +600,12 @@ test("refused puts are logged at error once per cause per interval, with the cou
     assert.equal(sendFailed[0]!.fields.code, "SYSTEM_ERROR");
     await sendRefused(1);
     assert.equal(lines.filter((l) => /^send failed/.test(l.msg)).length, 2, "still within the interval");
+    // queue ids the sender chose, each opening its message ("Queue 1000 of topic …"): one cause
+    for (let q = 1000; q < 1040; q++)
+      await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, queueId: q }, { body: Buffer.from("x") }), (e) =>
+        isMQError(e, "SYSTEM_ERROR"),
+      );
+    assert.equal(lines.filter((l) => /^send failed/.test(l.msg)).length, 3, "one line for 40 queue ids");
   } finally {
     await b.close();
     await c();
