@@ -33,6 +33,7 @@ import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting
 import { haServiceOf } from "./haService.ts";
 import { lockTableOf } from "./lockManager.ts";
 import { DLQ_NUMS_PER_GROUP, dlqTopic, groupOfRetryOrDlqTopic, isRetryTopic, shouldDivertRetrySendToDLQ } from "./retryPolicy.ts";
+import { logDeadLettered } from "./sendback.ts";
 
 /** bornHost when the request gives none or a malformed one (actormq producers send their own IPv4, port 0). */
 const UNKNOWN_HOST = "127.0.0.1:0";
@@ -215,6 +216,8 @@ export async function processSend(
     r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
   // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA)
   if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);
+  // a client's own retry copy dead-lettered here is logged as a send-back's is
+  if (dlq && r.status === "PUT_OK") logDeadLettered(ctx, retryGroup!.groupName, dlq.topic, r.offsetMsgIds, topic, reconsumeTimes);
   return {
     status,
     msgId: r.offsetMsgIds,

@@ -167,7 +167,7 @@ const dlqLogs = new WeakMap<BrokerContext, LogThrottle>();
  * A listener failing every message dead-letters each (thousands a second): a warn line per group
  * per interval with a sample and the count not logged; every message at debug.
  */
-function logDeadLettered(
+export function logDeadLettered(
   ctx: BrokerContext,
   group: string,
   dlq: string,

@@ -171,7 +171,9 @@ test("scaling write queues down: a cached route's queue that still exists for re
   );
 });
 
-test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<group> past the group's retries or while the group holds an orderly lock", async () => {
+test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<group> past the group's retries or while the group holds an orderly lock", async (t) => {
+  const warned: Record<string, unknown>[] = [];
+  t.mock.method(broker.ctx.logger, "warn", (fields: Record<string, unknown>) => void warned.push(fields));
   await raw.ref(broker.address, BrokerActor.BROKER).ask({ type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", groupName: "rg", retryMaxTimes: 2 });
   const ref = raw.ref(broker.address, BrokerActor.BROKER);
   const retrySend = async (reconsumeTimes: number, props: Record<string, string> = {}) => {
@@ -207,6 +209,11 @@ test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<g
   assert.equal(m.reconsumeTimes, 3);
   assert.equal(m.properties[MessageConst.DELAY], undefined);
   assert.equal(m.properties[MessageConst.RETRY_TOPIC], "Orders");
+  // logged as a send-back's dead-lettering is (one line per group per interval)
+  assert.deepEqual(
+    warned.filter((w) => w.dlq !== undefined).map((w) => [w.group, w.dlq, w.originTopic, w.msgId]),
+    [["rg", "%DLQ%rg", "%RETRY%rg", dead.msgId]],
+  );
 
   // the message's MAX_RECONSUME_TIMES, when it has one, is the maximum instead of the group's
   await retrySend(3, { [MessageConst.MAX_RECONSUME_TIMES]: "3" });
