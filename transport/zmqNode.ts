@@ -82,6 +82,15 @@ export const PEER_EXPIRY_MS = 120_000;
  * look old. An overload that delays every request of a link for a whole window raises it as well.
  */
 export const LAG_WINDOW_MS = 5 * 60_000;
+/**
+ * A router link whose every ask has been dropped as given up for this long starts its lag baseline
+ * over (see {@link RouterLink.expiredWait}): a sender's clock that stepped back while its connection
+ * held (a VM paused a few seconds) makes every fresh ask look old, and the baseline would take up
+ * to two windows to forget it. Under a real overload it only makes the check lenient sooner.
+ */
+export const EXPIRED_RUN_RESET_MS = 10_000;
+/** How long a DEALER's TCP connect may take before it is retried (RocketMQ's connectTimeoutMillis). */
+export const CONNECT_TIMEOUT_MS = 3000;
 /** How often links are checked against PEER_EXPIRY_MS. */
 const PEER_EXPIRY_CHECK_MS = 10_000;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
@@ -207,6 +216,8 @@ export class RouterLink extends Link {
   lagMin = Number.POSITIVE_INFINITY;
   /** when the current window ends ({@link monotonicNow} ms); 0: no request stamped yet */
   lagWindowEnd = 0;
+  /** when the link's current run of asks dropped as given up began; 0 while its last ask was served */
+  dropRunSince = 0;
   constructor(
     readonly rid: Buffer,
     readonly key: string,
@@ -237,6 +248,26 @@ export class RouterLink extends Link {
       if (lag < this.lagBase) this.lagBase = lag;
     }
     return lag - this.lagBase;
+  }
+
+  /**
+   * How long an ask stamped `sentAt` waited when its asker has given up on it (waited at least
+   * `timeoutMs`, see {@link waitedMs}), or -1 to serve it. After {@link EXPIRED_RUN_RESET_MS} of
+   * nothing but dropped asks the baseline starts over from this one, which is served.
+   */
+  expiredWait(sentAt: number, now: number, timeoutMs: number): number {
+    const waited = this.waitedMs(sentAt, now);
+    if (waited < timeoutMs) {
+      this.dropRunSince = 0;
+      return -1;
+    }
+    if (this.dropRunSince === 0) this.dropRunSince = now;
+    else if (now - this.dropRunSince >= EXPIRED_RUN_RESET_MS) {
+      this.lagBase = this.lagMin = now - sentAt;
+      this.dropRunSince = 0;
+      return -1;
+    }
+    return waited;
   }
 }
 
@@ -484,6 +515,9 @@ export class ZmqNode {
       receiveHighWaterMark: 0,
       reconnectInterval: RECONNECT_INTERVAL_MS,
       reconnectMaxInterval: RECONNECT_INTERVAL_MAX_MS,
+      // a host that does not answer a connect (powered off, cut off) is retried, and read as
+      // failing (peerFailedSince), after this instead of the kernel's ~2 min
+      connectTimeout: CONNECT_TIMEOUT_MS,
       heartbeatInterval: HEARTBEAT_INTERVAL_MS,
       heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
     });
@@ -958,11 +992,14 @@ export class ZmqNode {
     // (h[8], older versions) is served however late; one-way sends have no asker to give up.
     const timeoutMs = h[8];
     if (typeof timeoutMs === "number" && timeoutMs > 0 && link instanceof RouterLink) {
-      const waited = link.waitedMs(deadline - timeoutMs, now);
-      if (waited >= timeoutMs && id > 0) {
-        this.stats.expiredDropped++;
-        this.requestExpired(link, type, waited, timeoutMs);
-        return;
+      if (id === 0) link.waitedMs(deadline - timeoutMs, now);
+      else {
+        const waited = link.expiredWait(deadline - timeoutMs, now, timeoutMs);
+        if (waited >= 0) {
+          this.stats.expiredDropped++;
+          this.requestExpired(link, type, waited, timeoutMs);
+          return;
+        }
       }
     }
     try {

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as zmq from "zeromq";
 import { monotonicNow } from "../../transport/clock.ts";
-import { LAG_WINDOW_MS, RouterLink, ZmqNode } from "../../transport/zmqNode.ts";
+import { EXPIRED_RUN_RESET_MS, LAG_WINDOW_MS, RouterLink, ZmqNode } from "../../transport/zmqNode.ts";
 import { EPHEMERAL, waitFor } from "../helpers.ts";
 import { requestFrame as request } from "./fixtures/rawFrames.ts";
 
@@ -125,6 +125,29 @@ describe("the lag baseline of a router link", () => {
     const t1 = t0 + 3_600_000;
     assert.equal(l.waitedMs(t1 - 10_000, t1), 0);
     assert.equal(l.waitedMs(t1 + 10 - 10_000, t1 + 10), 0);
+  });
+
+  it("starts the baseline over after EXPIRED_RUN_RESET_MS of nothing but dropped asks (a sender's clock stepped back)", () => {
+    const l = link();
+    const t0 = 5e9;
+    // an ask a second for 2 minutes, all fresh
+    for (let s = 0; s < 120_000; s += 1000) assert.equal(l.expiredWait(t0 + s, t0 + s, 3000), -1);
+    // the sender's host was paused 4 s: its clock now reads 4 s behind; its fresh 3 s asks look old
+    let firstServed = -1;
+    for (let s = 120_000; s < 120_000 + 3 * LAG_WINDOW_MS; s += 1000) {
+      if (l.expiredWait(t0 + s - 4000, t0 + s, 3000) === -1) {
+        firstServed = s - 120_000;
+        break;
+      }
+    }
+    assert.equal(firstServed, EXPIRED_RUN_RESET_MS, "dropped for the reset interval, then served");
+    // the asks after it are judged against the new baseline: fresh ones served, a late one dropped
+    const t1 = t0 + 120_000 + EXPIRED_RUN_RESET_MS + 1000;
+    assert.equal(l.expiredWait(t1 - 4000, t1, 3000), -1);
+    assert.equal(l.expiredWait(t1 - 4000 - 3500, t1 + 10, 3000), 3510);
+    // a served ask ends a run of drops: a later run starts counting anew
+    assert.equal(l.expiredWait(t1 + 20 - 4000, t1 + 20, 3000), -1);
+    assert.equal(l.dropRunSince, 0);
   });
 
   it("keeps the previous window's least lag for one more window, so a backlog across a window's end is still seen", () => {
