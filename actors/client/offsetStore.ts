@@ -77,8 +77,12 @@ export interface OffsetStore {
   readOffset(mq: MessageQueue, type: ReadOffsetType): Promise<number>;
   /** the offset in memory or -1, synchronously (the pull path's commit offset) */
   readOffsetFromMemory(mq: MessageQueue): number;
-  /** persists the offsets of the held queues and forgets the others */
-  persistAll(held: readonly MessageQueue[]): Promise<void>;
+  /**
+   * persists the offsets of the held queues and forgets the others, but those of `unsynced`: held
+   * queues whose offset in memory may be behind the broker's (ProcessQueue.isOffsetStale), kept
+   * and not sent until {@link resync} read it again
+   */
+  persistAll(held: readonly MessageQueue[], unsynced?: readonly MessageQueue[]): Promise<void>;
   persist(mq: MessageQueue): Promise<void>;
   removeOffset(mq: MessageQueue): void;
   /**
@@ -92,6 +96,13 @@ export interface OffsetStore {
    * go; a release that does not reach the broker is sent again later (remote store).
    */
   release?(mq: MessageQueue, clientId: string): Promise<void>;
+  /**
+   * Clustering: reads again the committed offset of a queue `clientId` holds, whose connection to
+   * its broker was lost since it was read (a take-over: another member the broker gave the queue to
+   * meanwhile releases it first). The table keeps the larger of it and the offset in memory. Returns
+   * the broker's offset, -1 when none is stored, -2 when it could not be read.
+   */
+  resync?(mq: MessageQueue, clientId: string): Promise<number>;
 }
 
 /**
@@ -156,14 +167,21 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     return this.queryIntoTable(mq, clientId);
   }
 
-  /** The broker's offset (asked as the queue's new holder `takeOverBy`, if given), cached in the table. */
-  private async queryIntoTable(mq: MessageQueue, takeOverBy?: string): Promise<number> {
+  resync(mq: MessageQueue, clientId: string): Promise<number> {
+    return this.queryIntoTable(mq, clientId, true);
+  }
+
+  /**
+   * The broker's offset (asked as the queue's new holder `takeOverBy`, if given), cached in the
+   * table (`keepLarger`: unless the table's is larger).
+   */
+  private async queryIntoTable(mq: MessageQueue, takeOverBy?: string, keepLarger = false): Promise<number> {
     // this member's own release comes first: sent after the read, it would let go of the queue again
     const pending = this.unreleased.get(mqKey(mq));
     if (pending && !(await this.sendRelease(pending))) return OFFSET_QUERY_FAILED;
     try {
       const offset = await this.queryBroker(mq, takeOverBy);
-      this.table.updateOffset(mq, offset, false);
+      this.table.updateOffset(mq, offset, keepLarger);
       return offset;
     } catch (e) {
       return isMQError(e, "QUERY_NOT_FOUND") ? OFFSET_NOT_FOUND : OFFSET_QUERY_FAILED;
@@ -193,17 +211,21 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     return [...this.unreleased.values()].map((r) => r.mq);
   }
 
-  async persistAll(held: readonly MessageQueue[]): Promise<void> {
+  async persistAll(held: readonly MessageQueue[], unsynced: readonly MessageQueue[] = []): Promise<void> {
     const keep = new Set(held.map(mqKey));
+    // held, but possibly behind another member's commits: sent, it would move the group's offset back
+    const hold = new Set(unsynced.map(mqKey));
     const work: Promise<unknown>[] = [];
     const drop: MessageQueue[] = [];
     for (const { mq, offset } of this.table.entries()) {
-      if (!keep.has(mqKey(mq))) drop.push(mq);
-      else if (offset >= 0) work.push(this.updateBroker(mq, offset).catch(() => {}));
+      const k = mqKey(mq);
+      if (keep.has(k)) {
+        if (offset >= 0) work.push(this.updateBroker(mq, offset).catch(() => {}));
+      } else if (!hold.has(k)) drop.push(mq);
     }
     for (const [k, r] of this.unreleased) {
       // held again without its offset read from the broker: sent now, the release would let go of it
-      if (keep.has(k)) this.unreleased.delete(k);
+      if (keep.has(k) || hold.has(k)) this.unreleased.delete(k);
       else work.push(this.sendRelease(r));
     }
     for (const mq of drop) this.table.removeOffset(mq);

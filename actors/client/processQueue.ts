@@ -163,6 +163,13 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
    * given the queue to another member.
    */
   lockLostAt: () => number = NEVER_LOST;
+  /**
+   * clustering, concurrent: when this queue's committed offset was last read from the broker
+   * (monotonic ms, the time the query was sent), see {@link isOffsetStale}
+   */
+  offsetReadAt: number;
+  /** clustering, concurrent: when the connection to the queue's broker was last lost (monotonic ms) */
+  offsetLostAt: () => number = NEVER_LOST;
   lastPullTimestamp: number;
   lastConsumeTimestamp: number;
   /** orderly: a consume task is running or scheduled for this queue */
@@ -178,6 +185,7 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
     this.wallNow = options.now ?? Date.now;
     const t = this.now();
     this.lastLockTimestamp = t;
+    this.offsetReadAt = t;
     this.lastPullTimestamp = t;
     this.lastConsumeTimestamp = t;
   }
@@ -329,6 +337,18 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
   /** Locked, renewed within `maxLiveMs` and granted since the last loss of its broker's connection: the lock holds in the client's view. */
   isLockHeld(now: number = this.now(), maxLiveMs = REBALANCE_LOCK_MAX_LIVE_TIME_MS): boolean {
     return this.locked && !this.isLockExpired(now, maxLiveMs);
+  }
+
+  /**
+   * Clustering, concurrent: the connection to the queue's broker was lost since its committed offset
+   * was read ({@link offsetLostAt}). The broker may have dropped this member from the group meanwhile
+   * (channelExpiredTimeoutMs) and given the queue to another member, which consumed and committed
+   * it: the offset in memory may be behind the group's, and must be neither committed nor pulled
+   * from until the broker's is read again. (A commit the broker acknowledged cannot make it fresh:
+   * none is sent for a stale queue, so every acknowledgement predates the loss or a later read.)
+   */
+  isOffsetStale(): boolean {
+    return this.offsetLostAt() >= this.offsetReadAt;
   }
 
   isPullExpired(now: number = this.now()): boolean {

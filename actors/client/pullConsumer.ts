@@ -43,7 +43,7 @@ import {
   pullTimeoutFor,
 } from "./pullService.ts";
 import { checkConsumeTimestamp, checkGroup, claimGroup, consumerHostOf, releaseGroup } from "./pushConsumer.ts";
-import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
+import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, offsetsToPersist, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
 /** @default 10 — messages per pull of the lite pull consumer. */
@@ -139,6 +139,8 @@ export class PullConsumer {
       onFound: (req, msgs) => this.onFound(req, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
       onError: pullFailureLogger(host, group),
+      // subscribe: the rebalance reads the offset again (assigned queues are never stale: no member takes them over)
+      onOffsetStale: () => this.rebalanceNow(),
       autoCommit: opts.autoCommit,
     });
     this.rebalancer = new Rebalancer({
@@ -311,7 +313,7 @@ export class PullConsumer {
   /** Pulls again the queues {@link pauseTopic} stopped that are still held as they were (not lost to a rebalance, nor sought). */
   private resumePaused(paused: { key: string; held: HeldQueue; offset: number }[]): void {
     if (this.closing) return;
-    for (const { key, held, offset } of paused) if (this.held.get(key) === held) this.startQueue(held.mq, offset);
+    for (const { key, held, offset } of paused) if (this.held.get(key) === held) this.startQueue(held.mq, offset, held.pq);
   }
 
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
@@ -464,7 +466,7 @@ export class PullConsumer {
     this.dropBuffered(k);
     // committed by the next commit, like what poll returns (without autoCommit, only commit() moves the stored offset)
     this.consumed.set(k, { mq: h.mq, offset, rewind: true });
-    this.startQueue(h.mq, offset);
+    this.startQueue(h.mq, offset, h.pq);
   }
 
   /** Commits the offsets of what poll returned, to the brokers. */
@@ -477,7 +479,9 @@ export class PullConsumer {
   private async commitConsumed(): Promise<void> {
     for (const { mq, offset, rewind } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, !rewind);
     this.consumed.clear();
-    await this.offsetStore.persistAll([...this.held.values()].map((h) => h.mq));
+    // a queue whose broker connection was lost since its offset was read is not committed until a rebalance reads it again
+    const { synced, unsynced } = offsetsToPersist(this.held.values());
+    await this.offsetStore.persistAll(synced, unsynced);
   }
 
   close(): Promise<void> {
@@ -516,8 +520,13 @@ export class PullConsumer {
     return offset;
   }
 
-  private startQueue(mq: MessageQueue, offset: number): void {
+  /** Holds `mq` from `offset` with a new process queue; one that replaces `prev` keeps what it knew of the offset's freshness (ProcessQueue.isOffsetStale). */
+  private startQueue(mq: MessageQueue, offset: number, prev?: ProcessQueue<MessageExt>): void {
     const pq = new ProcessQueue<MessageExt>();
+    if (prev) {
+      pq.offsetReadAt = prev.offsetReadAt;
+      pq.offsetLostAt = prev.offsetLostAt;
+    }
     const request: PullRequest = { consumerGroup: this.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
     this.held.set(mqKey(mq), { mq, pq, request });
     this.pullService.executeNow(request);

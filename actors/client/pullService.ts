@@ -236,6 +236,11 @@ export interface PullServiceDeps {
   /** a pull failed (logged by the caller, retried here) */
   onError?(request: PullRequest, error: unknown): void;
   /**
+   * a queue is not pulled because its offset may be stale (ProcessQueue.isOffsetStale) and its
+   * broker is reachable again: read it again (a rebalance round does); asked every retry until then
+   */
+  onOffsetStale?(request: PullRequest): void;
+  /**
    * false: only the application's commit moves the committed offset (a pull consumer without
    * autoCommit, as RocketMQ's lite pull consumer): pulls carry no commit offset and a filtered-out
    * stretch does not advance it. @default true
@@ -381,6 +386,15 @@ export class PullService {
     }
     // orderly clustering: a queue whose broker lock was lost is not pulled until it is locked again
     if (s.orderly && this.deps.model === "CLUSTERING" && !pq.locked) {
+      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+      return;
+    }
+    // concurrent clustering: nor is one whose broker connection was lost since its offset was read
+    // (another member may have consumed it meanwhile) until the offset is read again: from the
+    // master once it is reachable again, or a slave of it meanwhile (a killed master)
+    if (pq.isOffsetStale()) {
+      const target = findBrokerAddressInSubscribe(this.deps.host, mq.brokerName, MASTER_ID);
+      if (target && !this.deps.host.isBrokerUnreachable?.(target.addr)) this.deps.onOffsetStale?.(request);
       this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
       return;
     }

@@ -81,7 +81,7 @@ import {
   queueLocksMachine,
   REBALANCE_LOCK_FIRST_DELAY_MS,
 } from "./queueLocks.ts";
-import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
+import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, offsetsToPersist, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
 import { createSendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
@@ -379,6 +379,7 @@ export class PushConsumer {
         this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
       onError: pullFailureLogger(host, group),
+      onOffsetStale: () => this.rebalanceNow(),
     });
     this.rebalancer = new Rebalancer({
       host,
@@ -654,20 +655,24 @@ export class PushConsumer {
 
   /** Persists every held queue's offset now (orderly: those whose lock still holds). */
   async persistOffsets(): Promise<void> {
-    await this.offsetStore.persistAll(this.persistableQueues()).catch((e) => this.persistFailed(e, false));
+    const { synced, unsynced } = this.persistableQueues();
+    await this.offsetStore.persistAll(synced, unsynced).catch((e) => this.persistFailed(e, false));
   }
 
   /**
-   * The held queues whose offsets may be stored. An orderly queue whose lock lapsed (its client
-   * frozen or cut off past rebalanceLockMaxLiveTimeMs) is left out, and its offset forgotten: another
-   * member may have consumed and committed past it meanwhile, and storing it would move the
-   * group's offset back. The queue's rebuild reads the broker's offset again when it is relocked.
+   * The held queues whose offsets may be stored (synced), and those kept in memory only (unsynced).
+   * An orderly queue whose lock lapsed (its client frozen or cut off past rebalanceLockMaxLiveTimeMs)
+   * is left out, and its offset forgotten: another member may have consumed and committed past it
+   * meanwhile, and storing it would move the group's offset back. The queue's rebuild reads the
+   * broker's offset again when it is relocked. A concurrent queue whose broker connection was lost
+   * since its offset was read is unsynced for the same reason, until a rebalance reads it again.
    */
-  private persistableQueues(): MessageQueue[] {
+  private persistableQueues(): { synced: MessageQueue[]; unsynced: MessageQueue[] } {
     const locks = this.queueLocks;
-    const mqs: MessageQueue[] = [];
-    for (const h of this.held.values()) if (!locks || locks.isLockHeld(h.pq)) mqs.push(h.mq);
-    return mqs;
+    if (!locks) return offsetsToPersist(this.held.values());
+    const synced: MessageQueue[] = [];
+    for (const h of this.held.values()) if (locks.isLockHeld(h.pq)) synced.push(h.mq);
+    return { synced, unsynced: [] };
   }
 
   /** Stops pulling and consuming, persists offsets, leaves the group, releases everything. */
@@ -693,7 +698,8 @@ export class PushConsumer {
     for (const name of [this.names.rebalancer, this.names.pull, this.names.consume, this.names.locks]) node.stopActor(name);
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
-    await this.offsetStore.persistAll(this.persistableQueues()).catch((e) => this.persistFailed(e, true));
+    const { synced, unsynced } = this.persistableQueues();
+    await this.offsetStore.persistAll(synced, unsynced).catch((e) => this.persistFailed(e, true));
     // orderly: the queues are free for the group's other members once their offsets are stored,
     // and so are those a rebalance round had just locked for a gain it will not complete
     // a round locking a queue now gives it back itself when its answer comes: wait for it

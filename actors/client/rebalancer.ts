@@ -15,6 +15,7 @@
  */
 
 import { assign, fromPromise, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
   type ConsumeFromWhere,
@@ -32,6 +33,7 @@ import type { ActorNode } from "../runtime/index.ts";
 import type { AllocateOptions, AllocateStrategy } from "./allocateStrategies.ts";
 import { waitForQueueListeners } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
+import { OFFSET_QUERY_FAILED } from "./offsetTable.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
 import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
@@ -60,7 +62,8 @@ export interface RebalancerDeps {
   host: Pick<
     ConsumerHost,
     "node" | "clientId" | "brokerAddress" | "isBrokerUnreachable" | "fetchSubscribeQueues" | "sendHeartbeatToAllBrokers"
-  >;
+  > &
+    Partial<Pick<ConsumerHost, "brokerLostAt">>;
   group: string;
   model: MessageModel;
   strategy: AllocateStrategy;
@@ -102,6 +105,18 @@ export interface RebalancerDeps {
  */
 export const rebalanceLog = lazyClientLogger("client:rebalance");
 
+/**
+ * The held queues whose offsets are persisted, and those kept in memory but not sent: their
+ * connection to the broker was lost since their offset was read (ProcessQueue.isOffsetStale), so
+ * another member may have consumed and committed them meanwhile. One check per queue per persist.
+ */
+export function offsetsToPersist(held: Iterable<HeldQueue>): { synced: MessageQueue[]; unsynced: MessageQueue[] } {
+  const synced: MessageQueue[] = [];
+  const unsynced: MessageQueue[] = [];
+  for (const h of held) (h.pq.isOffsetStale() ? unsynced : synced).push(h.mq);
+  return { synced, unsynced };
+}
+
 /** One client's queue assignment logic. */
 export class Rebalancer {
   private stopped = false;
@@ -117,6 +132,8 @@ export class Rebalancer {
    * or whose members no broker listed (by topic), a gained queue whose start offset could not be read (by mqKey)
    */
   private readonly failureLog = new LogThrottle(PULL_FAILURE_LOG_INTERVAL_MS);
+  /** per broker address, the process queues' view of when its connection was last lost */
+  private readonly lostAt = new Map<string, () => number>();
 
   constructor(private readonly deps: RebalancerDeps) {}
 
@@ -314,6 +331,7 @@ export class Rebalancer {
     await Promise.all(letGo.map((h) => this.release(h).finally(() => this.releasing.delete(h))));
     const take = async (k: string, mq: MessageQueue, pq = new ProcessQueue<MessageExt>()): Promise<void> => {
       offsetStore.removeOffset(mq);
+      const readAt = monotonicNow();
       let offset: number;
       try {
         offset = await computePullFromWhere(
@@ -344,11 +362,9 @@ export class Rebalancer {
       }
       if (held.has(k) || this.stopped) return;
       if (this.deps.lockQueue) pq.locked = true;
-      const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
-      held.set(k, { mq, pq, request });
+      this.hold(k, mq, pq, offset, readAt);
       gained.push(`${mq.brokerName}:${mq.queueId}`);
       changed = true;
-      this.deps.startPull(request);
     };
     const gain = async (k: string, mq: MessageQueue): Promise<void> => {
       if (held.has(k) || this.stopped) return;
@@ -369,8 +385,10 @@ export class Rebalancer {
       // orderly: one lock request at a time, as RocketMQ's rebalance does
       for (const [k, mq] of want) await gain(k, mq);
     } else {
+      // kept queues whose broker connection was lost since their offset was read: read it again
+      const stale = [...held].filter(([k, h]) => h.mq.topic === topic && want.has(k) && h.pq.isOffsetStale());
       // take-overs may each wait for another member's release: ask for all of them together
-      await Promise.all([...want].map(([k, mq]) => gain(k, mq)));
+      await Promise.all([...[...want].map(([k, mq]) => gain(k, mq)), ...stale.map(([k, h]) => this.resync(k, h))]);
     }
     if (changed) this.deps.subscriptions.touch(topic);
     if (gained.length > 0 || lostQueues.length > 0) {
@@ -387,6 +405,89 @@ export class Rebalancer {
       );
     }
     return changed;
+  }
+
+  /**
+   * Holds a queue from `offset` and starts pulling it. A concurrent clustering queue notes when its
+   * offset was read (`readAt`) and where its broker's connection losses are told (see
+   * ProcessQueue.isOffsetStale).
+   */
+  private hold(k: string, mq: MessageQueue, pq: ProcessQueue<MessageExt>, offset: number, readAt: number): void {
+    if (!this.deps.lockQueue && this.deps.model === "CLUSTERING" && this.deps.offsetStore.resync) {
+      pq.offsetReadAt = readAt;
+      pq.offsetLostAt = this.lostAtOf(mq);
+    }
+    const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
+    this.deps.held.set(k, { mq, pq, request });
+    this.deps.startPull(request);
+  }
+
+  /** When the connection to `mq`'s master was last lost, as a process queue reads it (one function per address). */
+  private lostAtOf(mq: MessageQueue): () => number {
+    const host = this.deps.host;
+    const addr = host.brokerAddress(mq.brokerName, MASTER_ID);
+    if (!addr || !host.brokerLostAt) return () => Number.NEGATIVE_INFINITY;
+    let f = this.lostAt.get(addr);
+    if (!f) {
+      f = () => host.brokerLostAt!(addr);
+      this.lostAt.set(addr, f);
+    }
+    return f;
+  }
+
+  /**
+   * A kept concurrent queue whose broker connection was lost since its offset was read (this
+   * client cut off from the broker: it kept its queues, its rebalances getting no member list,
+   * while the broker may have dropped it from the group and given them to another member): its
+   * committed offset is read again, as a take-over, so the member that had the queue meanwhile
+   * releases it first. Further than this client got (the first offset its process queue holds, else
+   * the next pull offset), another member consumed it meanwhile: the queue restarts there, its
+   * cache discarded, as after an offset reset. Otherwise nobody else did (a mere loss of the
+   * connection): it goes on as it was. Not read, it stays stale (not pulled, its offset not
+   * committed) until a later round reads it.
+   */
+  private async resync(k: string, h: HeldQueue): Promise<void> {
+    const { offsetStore, held } = this.deps;
+    const readAt = monotonicNow();
+    const committed = await offsetStore.resync!(h.mq, this.deps.host.clientId);
+    if (held.get(k) !== h || this.stopped) return;
+    if (committed === OFFSET_QUERY_FAILED) {
+      if (this.failureLog.pass(k) !== undefined)
+        rebalanceLog().warn(
+          {
+            group: this.deps.group,
+            clientId: this.deps.host.clientId,
+            topic: h.mq.topic,
+            brokerName: h.mq.brokerName,
+            queueId: h.mq.queueId,
+          },
+          `Not pulling ${k} for group ${this.deps.group}: its broker's connection was lost since its offset was read, and reading it ` +
+            `again failed (retried every rebalance, logged at most once every ${PULL_FAILURE_LOG_INTERVAL_MS / 1000} s per queue)`,
+        );
+      return;
+    }
+    const at = h.pq.firstOffset() ?? h.request.nextOffset;
+    if (committed <= at) {
+      h.pq.offsetReadAt = readAt;
+      return;
+    }
+    h.pq.dropped = true;
+    held.delete(k);
+    offsetStore.removeOffset(h.mq);
+    offsetStore.updateOffset(h.mq, committed, false);
+    rebalanceLog().info(
+      {
+        group: this.deps.group,
+        clientId: this.deps.host.clientId,
+        topic: h.mq.topic,
+        brokerName: h.mq.brokerName,
+        queueId: h.mq.queueId,
+        from: at,
+        to: committed,
+      },
+      `${k} was consumed by another member while this client was cut off from its broker: resumed at the group's offset ${committed}`,
+    );
+    this.hold(k, h.mq, new ProcessQueue<MessageExt>(), committed, readAt);
   }
 
   /**

@@ -117,6 +117,63 @@ test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; pe
   }
 });
 
+test("remote store: persistAll keeps unsynced queues' offsets without sending them; resync reads as a take-over and keeps the larger", async () => {
+  const stored = new Map<number, number>([
+    [0, 250],
+    [1, 90],
+  ]);
+  const queries: string[] = [];
+  const offsets = setup({
+    types: {
+      events: {} as
+        | (QueryConsumerOffsetRequest & { type: "QUERY_CONSUMER_OFFSET"; reply?: Replier })
+        | (UpdateConsumerOffsetRequest & { type: "UPDATE_CONSUMER_OFFSET"; reply?: Replier }),
+    },
+  }).createMachine({
+    on: {
+      "*": {
+        actions: ({ event: e }) => {
+          if (e.type === "QUERY_CONSUMER_OFFSET") {
+            queries.push(`${e.queueId}:${e.clientId ?? ""}:${e.waitRelease === true}`);
+            e.reply?.ok({ offset: stored.get(e.queueId) });
+          } else if (e.type === "UPDATE_CONSUMER_OFFSET") {
+            stored.set(e.queueId, e.commitOffset);
+            e.reply?.ok({});
+          }
+        },
+      },
+    },
+  });
+  const broker = await ActorNode.start({ listen: EPHEMERAL });
+  broker.spawn("offsets", offsets);
+  const client = await ActorNode.start({ listen: null });
+  try {
+    const s = new RemoteOffsetStore({ node: client, brokerAddress: () => broker.address! }, "g");
+    s.updateOffset(q0, 100, false);
+    s.updateOffset(q1, 100, false);
+    await s.persistAll([], [q0, q1]);
+    assert.deepEqual([...stored].sort(), [
+      [0, 250],
+      [1, 90],
+    ]);
+    assert.equal(s.readOffsetFromMemory(q0), 100, "kept in memory");
+    // another member went further on queue 0: taken; queue 1's older commit is this member's own
+    assert.equal(await s.resync(q0, "A"), 250);
+    assert.equal(await s.resync(q1, "A"), 90);
+    assert.deepEqual(queries, ["0:A:true", "1:A:true"], "read as take-overs by A");
+    assert.equal(s.readOffsetFromMemory(q0), 250);
+    assert.equal(s.readOffsetFromMemory(q1), 100, "the larger offset in memory stays");
+    await s.persistAll([q0, q1]);
+    assert.deepEqual([...stored].sort(), [
+      [0, 250],
+      [1, 100],
+    ]);
+  } finally {
+    await client.close();
+    await broker.close();
+  }
+});
+
 test("remote store: a release that cannot reach its broker is kept, sent at the next persist or before the queue's offset is read again", async () => {
   const calls: string[] = [];
   const stored = new Map<number, number>();

@@ -1,7 +1,9 @@
 /**
  * An orderly queue whose lock lapsed (the client frozen or cut off past its lock's life) may have
  * been consumed by another member since: its pulls must not commit the stale offset in memory,
- * which would move the group's offset back behind the other member's commits.
+ * which would move the group's offset back behind the other member's commits. Likewise a
+ * concurrent queue whose broker connection was lost since its offset was read: it is not pulled
+ * at all until its offset is read again.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -64,4 +66,62 @@ test("an orderly pull commits the consumed offset while the lock holds, not once
   assert.equal(held.commitOffset, 8);
   const lapsed = await firstPull(1_501);
   assert.equal(lapsed.sysFlag & PullSysFlag.COMMIT_OFFSET, 0, "a lapsed lock's pull carries no offset");
+});
+
+test("a concurrent queue whose broker connection was lost since its offset was read is not pulled until read again; a read is asked once the broker is reachable", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const pulls: Array<{ sysFlag: number; commitOffset: number }> = [];
+  const subscriptions = new SubscriptionTable();
+  subscriptions.subscribe("T", "*");
+  let unreachable = true;
+  let asked = 0;
+  const deps = {
+    host: {
+      brokerAddress: () => "tcp://127.0.0.1:1",
+      isBrokerUnreachable: () => unreachable,
+      node: {
+        ref: () => ({
+          ask: (ev: { sysFlag: number; commitOffset: number }) => {
+            pulls.push({ sysFlag: ev.sysFlag, commitOffset: ev.commitOffset });
+            return new Promise(() => {});
+          },
+        }),
+      },
+    },
+    group: "g",
+    model: "CLUSTERING",
+    subscriptions,
+    offsetStore: { readOffsetFromMemory: () => 8, updateOffset: () => {} },
+    settings: { ...defaultPullSettings(), pullsInFlightPerQueue: 1 },
+    onFound: () => {},
+    onOffsetIllegal: () => {},
+    onOffsetStale: () => asked++,
+  } as unknown as PullServiceDeps;
+  const pq = new ProcessQueue<MessageExt>();
+  pq.offsetReadAt = 100;
+  pq.offsetLostAt = () => 200;
+  const service = new PullService(deps);
+  const request: PullRequest = {
+    consumerGroup: "g",
+    mq: { topic: "T", brokerName: "b", queueId: 0 },
+    pq,
+    nextOffset: 8,
+    brokerId: MASTER_ID,
+  };
+  try {
+    service.executeNow(request);
+    assert.deepEqual([pulls.length, asked], [0, 0], "not pulled; nothing asked while the broker cannot be reached");
+    unreachable = false;
+    t.mock.timers.tick(1_000);
+    assert.deepEqual([pulls.length, asked], [0, 1], "still not pulled; a read asked for");
+    t.mock.timers.tick(1_000);
+    assert.deepEqual([pulls.length, asked], [0, 2], "asked again at each retry");
+    pq.offsetReadAt = 300;
+    t.mock.timers.tick(1_000);
+    assert.equal(pulls.length, 1, "pulled once read again");
+    assert.ok(pulls[0]!.sysFlag & PullSysFlag.COMMIT_OFFSET, "carrying its offset");
+    assert.equal(asked, 2);
+  } finally {
+    service.stop();
+  }
 });

@@ -5,9 +5,10 @@ import { ConsumeService, defaultConsumeSettings } from "../../../actors/client/c
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
 import { PULL_FAILURE_LOG_INTERVAL_MS } from "../../../actors/client/pullService.ts";
-import { type HeldQueue, Rebalancer, rebalanceLog } from "../../../actors/client/rebalancer.ts";
+import { type HeldQueue, offsetsToPersist, Rebalancer, rebalanceLog } from "../../../actors/client/rebalancer.ts";
 import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
 import type { ActorNode } from "../../../actors/runtime/index.ts";
+import { monotonicNow } from "../../../transport/clock.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, MQError, mqKey } from "../../../transport/protocol.ts";
 import { monotonicFollowsDate } from "../../helpers.ts";
@@ -329,6 +330,113 @@ function orderlyRebalancer(o: {
   });
   return { r, held };
 }
+
+test("clustering: a kept queue whose broker connection was lost since its offset was read is read again, and restarts at the group's offset only when it is further", async () => {
+  const memory = new Map<string, number>();
+  /** the broker's committed offsets */
+  const committed = new Map<string, number>();
+  const resynced: string[] = [];
+  let resyncFails = false;
+  const store: OffsetStore = {
+    load: async () => {},
+    updateOffset: (mq, offset, increaseOnly) => {
+      const k = mqKey(mq);
+      if (!increaseOnly || offset > (memory.get(k) ?? -1)) memory.set(k, offset);
+    },
+    updateAndFreeze: () => {},
+    readOffset: async () => assert.fail("a gained queue is read by a take-over"),
+    readOffsetFromMemory: (mq) => memory.get(mqKey(mq)) ?? -1,
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: (mq) => void memory.delete(mqKey(mq)),
+    takeOver: async (mq) => committed.get(mqKey(mq)) ?? 0,
+    release: async () => {},
+    resync: async (mq, clientId) => {
+      resynced.push(`${mqKey(mq)} by ${clientId}`);
+      if (resyncFails) return -2;
+      const c = committed.get(mqKey(mq)) ?? -1;
+      store.updateOffset(mq, c, true);
+      return c;
+    },
+  };
+  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  const started: PullRequest[] = [];
+  let lostAt = 0;
+  const r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      brokerLostAt: () => lostAt,
+      fetchSubscribeQueues: async () => queues(2),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: store,
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: (req) => void started.push(req),
+  });
+  const a = "T@a@0";
+  const b = "T@b@0";
+  committed.set(a, 10);
+  committed.set(b, 10);
+  await r.doRebalance();
+  assert.deepEqual([...held.keys()].sort(), [a, b]);
+  const [ha, hb] = [held.get(a)!, held.get(b)!];
+  assert.ok(!ha.pq.isOffsetStale() && !hb.pq.isOffsetStale(), "read at the take-over");
+  // consumed up to 100 each (pulled to 100, nothing cached), committed up to 90
+  for (const h of [ha, hb]) {
+    h.request.nextOffset = 100;
+    store.updateOffset(h.mq, 100, true);
+  }
+  committed.set(a, 90);
+  committed.set(b, 90);
+  await r.doRebalance();
+  assert.deepEqual(resynced, [], "nothing read again while the connection held");
+
+  // the connection is lost (and made again): both queues are stale, their offsets not persisted
+  lostAt = monotonicNow();
+  assert.ok(ha.pq.isOffsetStale() && hb.pq.isOffsetStale());
+  assert.deepEqual(offsetsToPersist(held.values()), { synced: [], unsynced: [ha.mq, hb.mq] });
+  // meanwhile another member took a over and consumed it to 250; b stayed at this member's commit
+  committed.set(a, 250);
+  // a read that fails leaves both as they were, stale
+  resyncFails = true;
+  await r.doRebalance();
+  assert.deepEqual(resynced.sort(), [`${a} by c1`, `${b} by c1`]);
+  assert.ok(held.get(a) === ha && held.get(b) === hb && ha.pq.isOffsetStale() && hb.pq.isOffsetStale(), "still stale");
+  resyncFails = false;
+  resynced.length = 0;
+  started.length = 0;
+  await r.doRebalance();
+  assert.deepEqual(resynced.sort(), [`${a} by c1`, `${b} by c1`]);
+  // a: restarted at the group's offset, its old process queue dropped
+  assert.equal(ha.pq.dropped, true);
+  const na = held.get(a)!;
+  assert.notEqual(na, ha);
+  assert.equal(na.request.nextOffset, 250);
+  assert.deepEqual(
+    started.map((p) => `${mqKey(p.mq)}@${p.nextOffset}`),
+    [`${a}@250`],
+  );
+  assert.equal(store.readOffsetFromMemory(na.mq), 250);
+  // b: nobody else consumed it, it goes on where it was
+  assert.equal(held.get(b), hb);
+  assert.equal(hb.pq.dropped, false);
+  assert.equal(hb.request.nextOffset, 100);
+  assert.equal(store.readOffsetFromMemory(hb.mq), 100, "its offset in memory is kept, not the broker's older one");
+  const persist = offsetsToPersist(held.values());
+  assert.deepEqual({ synced: persist.synced.map(mqKey).sort(), unsynced: persist.unsynced }, { synced: [a, b], unsynced: [] });
+  resynced.length = 0;
+  await r.doRebalance();
+  assert.deepEqual(resynced, [], "read again once only");
+});
 
 test("orderly: a queue locked for a gain that does not happen is unlocked (offset unreadable, or the consumer stopped meanwhile)", async () => {
   const locked: string[] = [];
