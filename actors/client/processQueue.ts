@@ -170,6 +170,8 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
   offsetReadAt: number;
   /** clustering, concurrent: when the connection to the queue's broker was last lost (monotonic ms) */
   offsetLostAt: () => number = NEVER_LOST;
+  /** a check found the offset stale: it stays so until read again ({@link offsetRead}), whatever the route says meanwhile */
+  private offsetStaleSeen = false;
   lastPullTimestamp: number;
   lastConsumeTimestamp: number;
   /** orderly: a consume task is running or scheduled for this queue */
@@ -348,7 +350,23 @@ export class ProcessQueue<M extends ProcessQueueMessage = ProcessQueueMessage> {
    * none is sent for a stale queue, so every acknowledgement predates the loss or a later read.)
    */
   isOffsetStale(): boolean {
-    return this.offsetLostAt() >= this.offsetReadAt;
+    // sticky: the broker's master may move (a new address, or none in the route for a while), and
+    // a loss seen on the old address must not be forgotten with it
+    if (!this.offsetStaleSeen && this.offsetLostAt() >= this.offsetReadAt) this.offsetStaleSeen = true;
+    return this.offsetStaleSeen;
+  }
+
+  /** Takes over `prev`'s view of its offset's freshness (the same queue restarted with a new process queue). */
+  takeOffsetStateOf(prev: ProcessQueue<M>): void {
+    this.offsetReadAt = prev.offsetReadAt;
+    this.offsetLostAt = prev.offsetLostAt;
+    this.offsetStaleSeen = prev.offsetStaleSeen;
+  }
+
+  /** The queue's committed offset was read from the broker at `at` (monotonic ms, the time the query was sent). */
+  offsetRead(at: number): void {
+    this.offsetReadAt = at;
+    this.offsetStaleSeen = false;
   }
 
   isPullExpired(now: number = this.now()): boolean {

@@ -523,10 +523,7 @@ export class PullConsumer {
   /** Holds `mq` from `offset` with a new process queue; one that replaces `prev` keeps what it knew of the offset's freshness (ProcessQueue.isOffsetStale). */
   private startQueue(mq: MessageQueue, offset: number, prev?: ProcessQueue<MessageExt>): void {
     const pq = new ProcessQueue<MessageExt>();
-    if (prev) {
-      pq.offsetReadAt = prev.offsetReadAt;
-      pq.offsetLostAt = prev.offsetLostAt;
-    }
+    if (prev) pq.takeOffsetStateOf(prev);
     const request: PullRequest = { consumerGroup: this.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
     this.held.set(mqKey(mq), { mq, pq, request });
     this.pullService.executeNow(request);

@@ -132,7 +132,7 @@ export class Rebalancer {
    * or whose members no broker listed (by topic), a gained queue whose start offset could not be read (by mqKey)
    */
   private readonly failureLog = new LogThrottle(PULL_FAILURE_LOG_INTERVAL_MS);
-  /** per broker address, the process queues' view of when its connection was last lost */
+  /** per broker name, the process queues' view of when its master's connection was last lost */
   private readonly lostAt = new Map<string, () => number>();
 
   constructor(private readonly deps: RebalancerDeps) {}
@@ -386,7 +386,11 @@ export class Rebalancer {
       for (const [k, mq] of want) await gain(k, mq);
     } else {
       // kept queues whose broker connection was lost since their offset was read: read it again
-      const stale = [...held].filter(([k, h]) => h.mq.topic === topic && want.has(k) && h.pq.isOffsetStale());
+      // (only where the broker can be reached: a query to one that cannot would hold this round, and
+      // every later topic's, for the take-over's 15 s)
+      const stale = [...held].filter(
+        ([k, h]) => h.mq.topic === topic && want.has(k) && h.pq.isOffsetStale() && this.reachable(h.mq.brokerName),
+      );
       // take-overs may each wait for another member's release: ask for all of them together
       await Promise.all([...[...want].map(([k, mq]) => gain(k, mq)), ...stale.map(([k, h]) => this.resync(k, h))]);
     }
@@ -414,7 +418,7 @@ export class Rebalancer {
    */
   private hold(k: string, mq: MessageQueue, pq: ProcessQueue<MessageExt>, offset: number, readAt: number): void {
     if (!this.deps.lockQueue && this.deps.model === "CLUSTERING" && this.deps.offsetStore.resync) {
-      pq.offsetReadAt = readAt;
+      pq.offsetRead(readAt);
       pq.offsetLostAt = this.lostAtOf(mq);
     }
     const request: PullRequest = { consumerGroup: this.deps.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
@@ -422,17 +426,31 @@ export class Rebalancer {
     this.deps.startPull(request);
   }
 
-  /** When the connection to `mq`'s master was last lost, as a process queue reads it (one function per address). */
+  /**
+   * When the connection to the master of `mq`'s broker was last lost, as a process queue reads it
+   * (one function per broker name): the master's address is looked up at each read, since it may
+   * move (a new address, or none in the route while only a slave is listed).
+   */
   private lostAtOf(mq: MessageQueue): () => number {
     const host = this.deps.host;
-    const addr = host.brokerAddress(mq.brokerName, MASTER_ID);
-    if (!addr || !host.brokerLostAt) return () => Number.NEGATIVE_INFINITY;
-    let f = this.lostAt.get(addr);
+    const lostAt = host.brokerLostAt;
+    if (!lostAt) return () => Number.NEGATIVE_INFINITY;
+    const name = mq.brokerName;
+    let f = this.lostAt.get(name);
     if (!f) {
-      f = () => host.brokerLostAt!(addr);
-      this.lostAt.set(addr, f);
+      f = () => {
+        const addr = host.brokerAddress(name, MASTER_ID);
+        return addr ? lostAt(addr) : Number.NEGATIVE_INFINITY;
+      };
+      this.lostAt.set(name, f);
     }
     return f;
+  }
+
+  /** A broker name whose master, else a slave, can be reached now (where an offset query goes). */
+  private reachable(brokerName: string): boolean {
+    const t = findBrokerAddressInSubscribe(this.deps.host, brokerName, MASTER_ID);
+    return t !== undefined && !this.deps.host.isBrokerUnreachable?.(t.addr);
   }
 
   /**
@@ -468,7 +486,7 @@ export class Rebalancer {
     }
     const at = h.pq.firstOffset() ?? h.request.nextOffset;
     if (committed <= at) {
-      h.pq.offsetReadAt = readAt;
+      h.pq.offsetRead(readAt);
       return;
     }
     h.pq.dropped = true;
@@ -504,7 +522,9 @@ export class Rebalancer {
     }
     if (this.deps.model === "CLUSTERING" && offsetStore.release) {
       await waitForQueueListeners(h.pq, this.deps.releaseWaitMs ?? DEFAULT_QUEUE_RELEASE_WAIT_MS);
-      if (this.deps.autoCommit !== false) offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
+      // a stale offset (ProcessQueue.isOffsetStale) is not sent with the release: it may be behind the group's
+      if (h.pq.isOffsetStale()) offsetStore.removeOffset(h.mq);
+      else if (this.deps.autoCommit !== false) offsetStore.updateOffset(h.mq, h.pq.firstOffset() ?? h.request.nextOffset, true);
       await offsetStore.release(h.mq, this.deps.host.clientId);
     } else {
       const persisted = offsetStore.persist(h.mq);

@@ -98,7 +98,7 @@ test("a concurrent queue whose broker connection was lost since its offset was r
     onOffsetStale: () => asked++,
   } as unknown as PullServiceDeps;
   const pq = new ProcessQueue<MessageExt>();
-  pq.offsetReadAt = 100;
+  pq.offsetRead(100);
   pq.offsetLostAt = () => 200;
   const service = new PullService(deps);
   const request: PullRequest = {
@@ -116,7 +116,7 @@ test("a concurrent queue whose broker connection was lost since its offset was r
     assert.deepEqual([pulls.length, asked], [0, 1], "still not pulled; a read asked for");
     t.mock.timers.tick(1_000);
     assert.deepEqual([pulls.length, asked], [0, 2], "asked again at each retry");
-    pq.offsetReadAt = 300;
+    pq.offsetRead(300);
     t.mock.timers.tick(1_000);
     assert.equal(pulls.length, 1, "pulled once read again");
     assert.ok(pulls[0]!.sysFlag & PullSysFlag.COMMIT_OFFSET, "carrying its offset");

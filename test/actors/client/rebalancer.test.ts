@@ -10,7 +10,7 @@ import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
 import type { ActorNode } from "../../../actors/runtime/index.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
-import { type MessageModel, type MessageQueue, MQError, mqKey } from "../../../transport/protocol.ts";
+import { MASTER_ID, type MessageModel, type MessageQueue, MQError, mqKey } from "../../../transport/protocol.ts";
 import { monotonicFollowsDate } from "../../helpers.ts";
 
 const queues = (n: number): MessageQueue[] =>
@@ -436,6 +436,86 @@ test("clustering: a kept queue whose broker connection was lost since its offset
   resynced.length = 0;
   await r.doRebalance();
   assert.deepEqual(resynced, [], "read again once only");
+});
+
+test("clustering: a stale queue is read again only where its broker can be reached; staleness follows the master's current address and sticks; a stale queue's release carries no offset", async () => {
+  const memory = new Map<string, number>();
+  const resynced: string[] = [];
+  const released: { key: string; offset: number }[] = [];
+  const store: OffsetStore = {
+    load: async () => {},
+    updateOffset: (mq, offset) => void memory.set(mqKey(mq), offset),
+    updateAndFreeze: () => {},
+    readOffset: async () => 0,
+    readOffsetFromMemory: (mq) => memory.get(mqKey(mq)) ?? -1,
+    persistAll: async () => {},
+    persist: async () => {},
+    removeOffset: (mq) => void memory.delete(mqKey(mq)),
+    takeOver: async () => 10,
+    release: async (mq) => void released.push({ key: mqKey(mq), offset: memory.get(mqKey(mq)) ?? -1 }),
+    resync: async (mq) => {
+      resynced.push(mqKey(mq));
+      return 10;
+    },
+  };
+  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const held = new Map<string, HeldQueue>();
+  // broker b: a master; broker a: no master in the route at first (only its slave is listed)
+  let masterA: string | undefined;
+  const lost = new Map<string, number>();
+  const unreachable = new Set<string>();
+  let topicQueues = queues(2);
+  const r = new Rebalancer({
+    host: {
+      node,
+      clientId: "c1",
+      brokerAddress: (name, id) =>
+        name === "b" ? (id === MASTER_ID ? "tcp://b:1" : undefined) : id === MASTER_ID ? masterA : id === 1 ? "tcp://a-slave:1" : undefined,
+      isBrokerUnreachable: (addr) => unreachable.has(addr),
+      brokerLostAt: (addr) => lost.get(addr) ?? 0,
+      fetchSubscribeQueues: async () => topicQueues,
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateAveragely,
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
+    offsetStore: store,
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+    releaseWaitMs: 0,
+  });
+  const a = "T@a@0";
+  await r.doRebalance();
+  const h = held.get(a)!;
+  assert.equal(h.pq.isOffsetStale(), false);
+  // a's master is back in the route, then this client is cut off from broker a
+  masterA = "tcp://a:1";
+  lost.set(masterA, h.pq.offsetReadAt + 1);
+  for (const addr of [masterA, "tcp://a-slave:1"]) unreachable.add(addr);
+  assert.equal(h.pq.isOffsetStale(), true, "the loss is read on the master's current address");
+  // the master moves (a new address, never lost): the loss seen is not forgotten
+  masterA = "tcp://a:2";
+  unreachable.add(masterA);
+  assert.equal(h.pq.isOffsetStale(), true, "stale until read again");
+  // no address of broker a can be reached (b lists the members): a is not read again, since the
+  // query would hold this round, and every later topic's, for the take-over's 15 s
+  await r.doRebalance();
+  assert.deepEqual(resynced, []);
+  assert.equal(held.get(a), h);
+  // reachable again: read
+  unreachable.clear();
+  await r.doRebalance();
+  assert.deepEqual(resynced, [a]);
+  assert.equal(h.pq.isOffsetStale(), false);
+  // stale again, then the queue is lost: its release carries no offset (it may be behind the group's)
+  lost.set(masterA, h.pq.offsetReadAt + 1);
+  memory.set(a, 7);
+  topicQueues = queues(2).filter((q) => q.brokerName === "b");
+  await r.doRebalance();
+  assert.deepEqual(released, [{ key: a, offset: -1 }]);
 });
 
 test("orderly: a queue locked for a gain that does not happen is unlocked (offset unreadable, or the consumer stopped meanwhile)", async () => {
