@@ -217,7 +217,15 @@ export async function processSend(
   // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA)
   if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);
   // a client's own retry copy dead-lettered here is logged as a send-back's is
-  if (dlq && r.status === "PUT_OK") logDeadLettered(ctx, retryGroup!.groupName, dlq.topic, r.offsetMsgIds, topic, reconsumeTimes);
+  if (dlq && r.status === "PUT_OK")
+    logDeadLettered(
+      ctx,
+      retryGroup!.groupName,
+      dlq.topic,
+      r.offsetMsgIds,
+      decodeProperties(dlq.properties)[MessageConst.RETRY_TOPIC],
+      reconsumeTimes,
+    );
   return {
     status,
     msgId: r.offsetMsgIds,

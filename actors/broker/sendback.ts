@@ -184,7 +184,7 @@ export function logDeadLettered(
   if (held === undefined) return;
   logger.warn(
     { group, dlq, msgId, originTopic, reconsumeTimes, ...(held > 0 ? { messagesNotLogged: held } : {}) },
-    `messages sent to the dead-letter queue, their retries used up: consume ${dlq} to see them (one line per group per ` +
+    `messages sent to the dead-letter queue (retries used up, or retry copies of a group consuming orderly): consume ${dlq} to see them (one line per group per ` +
       `${DLQ_LOG_INTERVAL_MS / 1000} s with a sample msgId; messagesNotLogged: those since the last line; each one at debug)`,
   );
 }

@@ -212,7 +212,7 @@ test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<g
   // logged as a send-back's dead-lettering is (one line per group per interval)
   assert.deepEqual(
     warned.filter((w) => w.dlq !== undefined).map((w) => [w.group, w.dlq, w.originTopic, w.msgId]),
-    [["rg", "%DLQ%rg", "%RETRY%rg", dead.msgId]],
+    [["rg", "%DLQ%rg", "Orders", dead.msgId]],
   );
 
   // the message's MAX_RECONSUME_TIMES, when it has one, is the maximum instead of the group's
