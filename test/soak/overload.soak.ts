@@ -30,7 +30,7 @@ const BODY_BYTES = 1024;
 /**
  * Acknowledged sends a second of flood, all producers together, below which goodput collapsed.
  * This soak measured 8 300-8 900/s on an otherwise idle 2-core machine (main, and the trees before
- * a4aa978 and before 882abbd alike); the audit's repro of the same load (40 s, the machine shared
+ * a4aa978 and before 882abbd alike); a 40 s run of the same load (the machine shared
  * with other work) got 6 800-8 000/s after 882abbd and about 5/s before it.
  */
 const MIN_ACKED_PER_SECOND = 1_000;
