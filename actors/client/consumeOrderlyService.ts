@@ -21,7 +21,7 @@ import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import { LogThrottle } from "../logger.ts";
-import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS } from "./consumeService.ts";
+import { LISTENER_FAILURE_LOG_INTERVAL_MS, warnListenerThrew } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
@@ -339,7 +339,14 @@ export class ConsumeOrderlyService {
           status = String(await this.deps.listener(msgs.slice(), ctx));
         } catch (err) {
           status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
-          this.warnListenerThrew(mq, err);
+          warnListenerThrew(
+            this.listenerFailureLog,
+            this.deps.group,
+            mq,
+            err,
+            "orderly listener",
+            "SUSPEND_CURRENT_QUEUE_A_MOMENT: nothing later in the queue is delivered until it is consumed",
+          );
         }
         this.stats.batches++;
         run.manualCommit = ctx.autoCommit === false;
@@ -349,23 +356,6 @@ export class ConsumeOrderlyService {
       }
       if (!(await this.processResult(run, taken, msgs, status, ctx))) return;
     }
-  }
-
-  /**
-   * RocketMQ logs "consumeMessage exception" at warn for each throw; a listener that throws for
-   * every message retries its queue every suspend time, so one line per interval says how many more.
-   */
-  private warnListenerThrew(mq: MessageQueue, err: unknown): void {
-    const suppressed = this.listenerFailureLog.pass("");
-    if (suppressed === undefined) return;
-    const { group } = this.deps;
-    consumeLog().warn(
-      { err, group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, suppressed },
-      `The orderly listener of group ${group} threw consuming ${mq.topic}@${mq.brokerName}@${mq.queueId}: the batch ` +
-        `counts as SUSPEND_CURRENT_QUEUE_A_MOMENT: nothing later in the queue is delivered until it is consumed. Fix ` +
-        `the listener: see err (logged at most once every ${LISTENER_FAILURE_LOG_INTERVAL_MS / 1000} s per consumer; ` +
-        `suppressed: the throws not logged since the last line).`,
-    );
   }
 
   /**

@@ -32,6 +32,29 @@ export const RECONSUME_LATER_DELAY_MS = 5_000;
 export const UNKNOWN_STATUS_LOG_INTERVAL_MS = 30_000;
 /** A listener's throw is logged at most once per this long per consumer, with the count held back. */
 export const LISTENER_FAILURE_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * Logs a listener's throw at warn: RocketMQ logs "consumeMessage exception" for each one, but a
+ * listener that throws for every message would flood at its consume (or retry) rate, so one line per
+ * interval per consumer (`throttle`) says how many more. `counts`: what the batch counts as.
+ */
+export function warnListenerThrew(
+  throttle: LogThrottle,
+  group: string,
+  mq: MessageQueue,
+  err: unknown,
+  listener: string,
+  counts: string,
+): void {
+  const suppressed = throttle.pass("");
+  if (suppressed === undefined) return;
+  consumeLog().warn(
+    { err, group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, suppressed },
+    `The ${listener} of group ${group} threw consuming ${mq.topic}@${mq.brokerName}@${mq.queueId}: the batch counts as ` +
+      `${counts}. Fix the listener: see err (logged at most once every ${LISTENER_FAILURE_LOG_INTERVAL_MS / 1000} s per ` +
+      "consumer; suppressed: the throws not logged since the last line).",
+  );
+}
 /** Listener throws and results the consume services do not know, at warn (ACTORMQ_LOG_LEVEL). */
 export const consumeLog = lazyClientLogger("client:consume");
 /** How long close waits for listener calls in flight so their offsets are committed. */
@@ -249,7 +272,7 @@ export class ConsumeService {
       status = await this.deps.listener(msgs.slice(), ctx);
     } catch (err) {
       status = "RECONSUME_LATER";
-      this.warnListenerThrew(mq, err);
+      warnListenerThrew(this.listenerFailureLog, this.deps.group, mq, err, "listener", "RECONSUME_LATER and is delivered again later");
     }
     this.stats.batches++;
     let sendingBack: Promise<void> | undefined;
@@ -326,22 +349,6 @@ export class ConsumeService {
       `The listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not a concurrent ` +
         `consume status: the batch counts as RECONSUME_LATER. Return "CONSUME_SUCCESS" or "RECONSUME_LATER" ` +
         `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
-    );
-  }
-
-  /**
-   * RocketMQ logs "consumeMessage exception" at warn for each throw; a listener that throws for
-   * every message would flood at its consume rate, so one line per interval says how many more.
-   */
-  private warnListenerThrew(mq: MessageQueue, err: unknown): void {
-    const suppressed = this.listenerFailureLog.pass("");
-    if (suppressed === undefined) return;
-    const { group } = this.deps;
-    consumeLog().warn(
-      { err, group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, suppressed },
-      `The listener of group ${group} threw consuming ${mq.topic}@${mq.brokerName}@${mq.queueId}: the batch counts as ` +
-        `RECONSUME_LATER and is delivered again later. Fix the listener: see err (logged at most once every ` +
-        `${LISTENER_FAILURE_LOG_INTERVAL_MS / 1000} s per consumer; suppressed: the throws not logged since the last line).`,
     );
   }
 
