@@ -60,12 +60,22 @@ export const EAGER_FLUSH_BYTES = 128 * 1024;
  */
 export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 /**
+ * Bytes of requests served from one router link per round while requests of several links wait
+ * (deficit round robin, see {@link ZmqNode.serveInbound}). libzmq's ROUTER fair-queues messages, and
+ * one message is a batch of 1 to thousands of requests: a client whose sends leave in small batches
+ * got a message's worth per round as well, fell behind its timeout and got nothing acknowledged.
+ */
+export const SERVE_QUANTUM_BYTES = 64 * 1024;
+/** Most bytes of waiting requests served in one loop turn, so that reading keeps up. */
+export const SERVE_TURN_BYTES = 1024 * 1024;
+/**
  * Largest ZeroMQ message a listening node takes from a peer (libzmq's ZMQ_MAXMSGSIZE: a peer that
  * sends more is disconnected before the message is buffered whole). A peer sends queued frames in
  * messages of at most MAX_BATCH_BYTES, or one larger frame alone (a message batch, 4 MiB by default,
  * plus its header); RocketMQ caps frames at 16 MiB.
  */
 export const DEFAULT_MAX_INBOUND_BYTES = 64 * 1024 * 1024;
+const EMPTY = Buffer.alloc(0);
 /** ZAP domains registered by this process so far: each node's is unique, also when node ids repeat. */
 let zapDomainCount = 0;
 /**
@@ -218,6 +228,14 @@ export class RouterLink extends Link {
   lagWindowEnd = 0;
   /** when the link's current run of asks dropped as given up began; 0 while its last ask was served */
   dropRunSince = 0;
+  /** batches received and not yet served (from inboxHead, the first from inboxOff); see ZmqNode.serveInbound */
+  inbox: Buffer[] = [];
+  inboxHead = 0;
+  inboxOff = 0;
+  /** in the node's list of links with requests waiting */
+  waiting = false;
+  /** bytes this link may still be served in the current round */
+  deficit = 0;
   constructor(
     readonly rid: Buffer,
     readonly key: string,
@@ -356,6 +374,9 @@ export class ZmqNode {
   /** batches handed to the ROUTER so far: {@link flushReplies} waits for them to stop */
   private routerSends = 0;
   private readonly flushRouter = () => this.pumpRouter();
+  /** router links with received requests waiting to be served, in round order */
+  private waitingLinks: RouterLink[] = [];
+  private serveScheduled = false;
   private closed = false;
   private zapDomain: string | null = null;
   private handler: RequestHandler = () => {};
@@ -877,12 +898,77 @@ export class ZmqNode {
         const link = this.routerLink(rid);
         // one clock read per message: its requests were all received now
         const now = monotonicNow();
-        for (let i = 1; i < msg.length; i++) this.onBatch(link, msg[i]!, now);
+        for (let i = 1; i < msg.length; i++) this.receiveBatch(link, msg[i]!, now);
       } else {
         for (let i = 0; i < msg.length; i++) this.onBatch(peerLink!, msg[i]!, 0);
       }
     }
   }
+
+  /**
+   * A batch from a ROUTER peer: served at once (up to SERVE_QUANTUM_BYTES) when no other waits, else
+   * queued on its link and served by {@link serveInbound}.
+   */
+  private receiveBatch(link: RouterLink, buf: Buffer, now: number): void {
+    if (this.waitingLinks.length === 0) {
+      const end = this.onBatch(link, buf, now, 0, SERVE_QUANTUM_BYTES);
+      if (end >= buf.length) return;
+      link.inboxOff = end;
+    }
+    link.inbox.push(buf);
+    if (!link.waiting) {
+      link.waiting = true;
+      link.deficit = 0;
+      this.waitingLinks.push(link);
+    }
+    if (!this.serveScheduled) {
+      this.serveScheduled = true;
+      setImmediate(this.serveInbound);
+    }
+  }
+
+  /**
+   * Serves waiting requests in rounds, SERVE_QUANTUM_BYTES per link per round (deficit round robin:
+   * each link gets the same bytes of service whatever the size of its batches), at most
+   * SERVE_TURN_BYTES per loop turn; then yields, so that reads move the backlog out of libzmq's
+   * pipes (served one message per pipe in turn) into the links' inboxes.
+   */
+  private readonly serveInbound = (): void => {
+    this.serveScheduled = false;
+    if (this.closed) return;
+    const now = monotonicNow();
+    let budget = SERVE_TURN_BYTES;
+    while (budget > 0 && this.waitingLinks.length > 0) {
+      const round = this.waitingLinks;
+      this.waitingLinks = [];
+      for (const link of round) {
+        link.deficit += SERVE_QUANTUM_BYTES;
+        while (link.inboxHead < link.inbox.length && link.deficit > 0) {
+          const buf = link.inbox[link.inboxHead]!;
+          const start = link.inboxOff;
+          const end = this.onBatch(link, buf, now, start, start + link.deficit);
+          link.deficit -= end - start;
+          budget -= end - start;
+          if (end < buf.length) link.inboxOff = end;
+          else {
+            link.inbox[link.inboxHead++] = EMPTY;
+            link.inboxOff = 0;
+          }
+        }
+        if (link.inboxHead < link.inbox.length) this.waitingLinks.push(link);
+        else {
+          link.inbox = [];
+          link.inboxHead = 0;
+          link.waiting = false;
+          link.deficit = 0;
+        }
+      }
+    }
+    if (this.waitingLinks.length > 0 && !this.closed) {
+      this.serveScheduled = true;
+      setImmediate(this.serveInbound);
+    }
+  };
 
   private routerLink(rid: Buffer): RouterLink {
     const key = rid.toString("hex");
@@ -898,21 +984,26 @@ export class ZmqNode {
     return link;
   }
 
-  /** `now`: when a ROUTER received the batch ({@link monotonicNow}); 0 on a DEALER, whose requests are not judged by age. */
-  private onBatch(link: Link, buf: Buffer, now: number): void {
+  /**
+   * Handles the frames of `buf` from offset `from`, starting frames while the offset is below
+   * `limit`; returns the offset reached (`buf.length` when done or the rest was dropped as malformed).
+   * `now`: when a ROUTER received or served the batch ({@link monotonicNow}); 0 on a DEALER, whose
+   * requests are not judged by age.
+   */
+  private onBatch(link: Link, buf: Buffer, now: number, from = 0, limit = Number.POSITIVE_INFINITY): number {
     const n = buf.length;
-    let off = 0;
-    while (off < n) {
+    let off = from;
+    while (off < n && off < limit) {
       if (off + FRAME_PREFIX_BYTES > n) {
         this.dropMalformed(link, "a frame shorter than its 4-byte header length");
-        return;
+        return n;
       }
       const hl = buf.readUInt32LE(off);
       const hs = off + FRAME_PREFIX_BYTES;
       if (hl === 0 || hl > MAX_HEADER_BYTES || hs + hl > n) {
         // frame boundaries are lost: drop the rest of the batch
         this.dropMalformed(link, "a header length of 0, over 16 MiB or past the end of the message");
-        return;
+        return n;
       }
       let h: unknown;
       try {
@@ -923,14 +1014,14 @@ export class ZmqNode {
       off = hs + hl;
       if (!Array.isArray(h)) {
         this.dropMalformed(link, "a header that is not a msgpack array");
-        return;
+        return n;
       }
       const kind = h[0];
       const bl = kind === KIND_REQUEST ? h[7] : h[4];
       const replyable = kind === KIND_REQUEST && Number.isSafeInteger(h[2]) && h[2] > 0;
       if (!Number.isSafeInteger(bl) || bl < -1 || off + Math.max(bl, 0) > n) {
         this.malformed(link, replyable ? h[2] : 0, "body length is missing or exceeds the bytes received");
-        return;
+        return n;
       }
       const body = bl >= 0 ? buf.subarray(off, off + bl) : undefined;
       if (bl > 0) off += bl;
@@ -938,6 +1029,7 @@ export class ZmqNode {
       else if (kind === KIND_REPLY) this.onReplyFrame(link, h, body);
       else this.dropMalformed(link, "a header of unknown kind");
     }
+    return off;
   }
 
   private onRequestFrame(link: Link, h: unknown[], body: Buffer | undefined, now: number): void {
@@ -1095,6 +1187,7 @@ export class ZmqNode {
     // by an unbind racing its disconnect; the port is free shortly after close
     if (this.router) this.router.close();
     this.routerLinks.clear();
+    this.waitingLinks = [];
     if (this.zapDomain) zapHandler.unregister(this.zapDomain);
   }
 }
