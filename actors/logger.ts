@@ -77,6 +77,7 @@ export const LOG_THROTTLE_MAX_KEYS = 1024;
 /** Lets a log line per key through at most once per `intervalMs`, counting the ones held back. */
 export class LogThrottle {
   private readonly last = new Map<string, { at: number; held: number }>();
+  private prunedAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly intervalMs: number) {}
 
@@ -95,8 +96,10 @@ export class LogThrottle {
       return undefined;
     }
     // keys can come from what peers send (a queue id, a group): past a bound, those whose interval
-    // is over are forgotten (their held counts, never logged, with them)
-    if (!l && this.last.size >= LOG_THROTTLE_MAX_KEYS) {
+    // is over are forgotten (their held counts, never logged, with them), at most once an interval
+    // so that a flood of new keys does not scan the map at each one
+    if (!l && this.last.size >= LOG_THROTTLE_MAX_KEYS && now - this.prunedAt >= this.intervalMs) {
+      this.prunedAt = now;
       for (const [k, v] of this.last) if (now - v.at >= this.intervalMs) this.last.delete(k);
     }
     this.last.set(key, { at: now, held: 0 });
