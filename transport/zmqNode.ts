@@ -201,6 +201,8 @@ export class PeerLink extends Link {
   unreachableSince = 0;
   /** when the connection last closed or an attempt to make it failed ({@link monotonicNow} ms) */
   lastFailureAt = 0;
+  /** told at the next close or failed attempt (see {@link ZmqNode.onPeerFailure}) */
+  readonly failureListeners = new Set<() => void>();
   /** deadline of the last frame queued ({@link monotonicNow} ms): the link is unused once it is long past */
   lastDeadline = 0;
   readonly flush: () => void;
@@ -590,6 +592,17 @@ export class ZmqNode {
    */
   peerUnreachable(address: string): boolean {
     return this.peers.get(address)?.unreachable === true;
+  }
+
+  /**
+   * Calls `listener` at the next close of the connection to `address` or failed attempt to make it
+   * (an address this node never sent to: never); returns the function that stops it.
+   */
+  onPeerFailure(address: string, listener: () => void): () => void {
+    const link = this.peers.get(address);
+    if (!link) return () => {};
+    link.failureListeners.add(listener);
+    return () => link.failureListeners.delete(listener);
   }
 
   /**
@@ -1231,6 +1244,7 @@ function takeBatchPrefix(link: PeerLink): Buffer {
 /** Marks a link unreachable; `unreachableSince` keeps the first of a loss's disconnect and retries. */
 function markUnreachable(link: PeerLink): void {
   link.lastFailureAt = monotonicNow();
+  for (const f of link.failureListeners) f();
   if (link.unreachable) return;
   link.unreachable = true;
   link.unreachableSince = monotonicNow();

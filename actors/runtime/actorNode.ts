@@ -154,6 +154,11 @@ export class ActorNode implements RefHost {
     return this.transport.peerFailedSince(address, since);
   }
 
+  /** Calls `listener` at the next loss of this node's connection to `address` (see {@link ZmqNode.onPeerFailure}). */
+  onPeerFailure(address: string, listener: () => void): () => void {
+    return this.transport.onPeerFailure(address, listener);
+  }
+
   /** When this node's connection to `address` was last lost, 0 if never (see {@link ZmqNode.peerLostAt}). */
   peerLostAt(address: string): number {
     return this.transport.peerLostAt(address);

@@ -7,40 +7,39 @@
 import { MQError } from "../../transport/protocol.ts";
 import type { ActorNode } from "./actorNode.ts";
 
-/** How often {@link unlessConnectionLost} checks the connection. */
-export const CONNECTION_CHECK_MS = 20;
-
 /**
  * `ask`, or a TIMEOUT as soon as the connection of `node` to `address` reads refused or lost
- * ({@link ActorNode.peerUnreachable}, checked every {@link CONNECTION_CHECK_MS}). The ask itself is
- * left to time out, unheard. With `since` ({@link monotonicNow} ms), only a connection that closed
- * or failed to be made at or after it counts ({@link ActorNode.peerFailedSince}): a peer that
- * restarted, whose link reads lost until ZeroMQ's next reconnect, gets the ask.
+ * ({@link ActorNode.peerUnreachable}), now or at its next loss ({@link ActorNode.onPeerFailure}). The
+ * ask itself is left to time out, unheard. With `since` ({@link monotonicNow} ms), only a connection
+ * that closed or failed to be made at or after it counts ({@link ActorNode.peerFailedSince}): a peer
+ * that restarted, whose link reads lost until ZeroMQ's next reconnect, gets the ask.
  */
 export function unlessConnectionLost<R>(
-  node: Pick<ActorNode, "peerUnreachable" | "peerFailedSince">,
+  node: Pick<ActorNode, "peerUnreachable" | "peerFailedSince" | "onPeerFailure">,
   address: string,
   ask: Promise<R>,
   since?: number,
 ): Promise<R> {
+  const lost = () => new MQError("TIMEOUT", "its connection was refused or lost");
+  if (since === undefined ? node.peerUnreachable(address) : node.peerFailedSince(address, since)) {
+    ask.catch(() => {});
+    return Promise.reject(lost());
+  }
   return new Promise<R>((resolve, reject) => {
-    const check = () => {
-      if (since === undefined ? !node.peerUnreachable(address) : !node.peerFailedSince(address, since)) return;
-      clearInterval(timer);
+    const stop = node.onPeerFailure(address, () => {
+      stop();
       ask.catch(() => {});
-      reject(new MQError("TIMEOUT", "its connection was refused or lost"));
-    };
-    const timer = setInterval(check, CONNECTION_CHECK_MS);
+      reject(lost());
+    });
     ask.then(
       (r) => {
-        clearInterval(timer);
+        stop();
         resolve(r);
       },
       (e) => {
-        clearInterval(timer);
+        stop();
         reject(e);
       },
     );
-    check();
   });
 }

@@ -3,7 +3,7 @@
 export { curveKeyPair } from "../../transport/curve.ts";
 export type { ActorNodeEvents, ActorNodeOptions, ActorNodeStats, SpawnOptions } from "./actorNode.ts";
 export { ActorNode, DEFAULT_INSPECTION_LEASE_MS, MAX_INSPECTION_PUBLISHERS } from "./actorNode.ts";
-export { CONNECTION_CHECK_MS, unlessConnectionLost } from "./connectionLost.ts";
+export { unlessConnectionLost } from "./connectionLost.ts";
 export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, InspectionRecord, SnapshotRecord } from "./inspection.ts";
 export {
   INSPECTION_HEARTBEAT_EVENT,
