@@ -154,6 +154,12 @@ export function findBrokerAddressInSubscribe(
   return slave;
 }
 
+/** Whether the broker name's master, else a slave, can be reached now (where a pull or an offset query goes). */
+export function brokerReachable(host: Pick<ConsumerHost, "brokerAddress" | "isBrokerUnreachable">, brokerName: string): boolean {
+  const t = findBrokerAddressInSubscribe(host, brokerName, MASTER_ID);
+  return t !== undefined && !host.isBrokerUnreachable?.(t.addr);
+}
+
 /** A pull in flight, so that one whose broker left the route can be given up without waiting for its timeout. */
 interface InflightPull {
   brokerName: string;
@@ -393,8 +399,7 @@ export class PullService {
     // (another member may have consumed it meanwhile) until the offset is read again: from the
     // master once it is reachable again, or a slave of it meanwhile (a killed master)
     if (pq.isOffsetStale()) {
-      const target = findBrokerAddressInSubscribe(this.deps.host, mq.brokerName, MASTER_ID);
-      if (target && !this.deps.host.isBrokerUnreachable?.(target.addr)) this.deps.onOffsetStale?.(request);
+      if (brokerReachable(this.deps.host, mq.brokerName)) this.deps.onOffsetStale?.(request);
       this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
       return;
     }

@@ -37,7 +37,7 @@ import { OFFSET_QUERY_FAILED } from "./offsetTable.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere, isRetryTopic, type PullFromWhereLookups } from "./pullFromWhere.ts";
 import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
-import { findBrokerAddressInSubscribe, PULL_FAILURE_LOG_INTERVAL_MS } from "./pullService.ts";
+import { brokerReachable, findBrokerAddressInSubscribe, PULL_FAILURE_LOG_INTERVAL_MS } from "./pullService.ts";
 import type { SubscriptionTable } from "./subscriptions.ts";
 
 /** @default 20000 — RebalanceService's period. */
@@ -389,7 +389,7 @@ export class Rebalancer {
       // (only where the broker can be reached: a query to one that cannot would hold this round, and
       // every later topic's, for the take-over's 15 s)
       const stale = [...held].filter(
-        ([k, h]) => h.mq.topic === topic && want.has(k) && h.pq.isOffsetStale() && this.reachable(h.mq.brokerName),
+        ([k, h]) => h.mq.topic === topic && want.has(k) && h.pq.isOffsetStale() && brokerReachable(this.deps.host, h.mq.brokerName),
       );
       // take-overs may each wait for another member's release: ask for all of them together
       await Promise.all([...[...want].map(([k, mq]) => gain(k, mq)), ...stale.map(([k, h]) => this.resync(k, h))]);
@@ -445,12 +445,6 @@ export class Rebalancer {
       this.lostAt.set(name, f);
     }
     return f;
-  }
-
-  /** A broker name whose master, else a slave, can be reached now (where an offset query goes). */
-  private reachable(brokerName: string): boolean {
-    const t = findBrokerAddressInSubscribe(this.deps.host, brokerName, MASTER_ID);
-    return t !== undefined && !this.deps.host.isBrokerUnreachable?.(t.addr);
   }
 
   /**
