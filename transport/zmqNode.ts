@@ -643,13 +643,17 @@ export class ZmqNode {
     }
   }
 
-  /** Sends an ask; resolves with the reply or rejects with MQError (TIMEOUT, SYSTEM_BUSY, CLOSED, remote code). */
+  /**
+   * Sends an ask; resolves with the reply or rejects with MQError (TIMEOUT, SYSTEM_BUSY, CLOSED, remote
+   * code). With `serveLate` the receiver serves it however long it waited (see onRequestFrame).
+   */
   request<T = Record<string, unknown>>(
     link: Link,
     target: string,
     event: { type: string },
     body: BodyParts,
     timeoutMs: number,
+    serveLate = false,
   ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
     if (link.retired) link = this.peer((link as PeerLink).address);
@@ -657,7 +661,7 @@ export class ZmqNode {
     const seq = link instanceof PeerLink ? ++link.askSeq : 0;
     const { id, deadline, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
     try {
-      this.enqueueRequest(link, id, target, event, body, timeoutMs, deadline);
+      this.enqueueRequest(link, id, target, event, body, timeoutMs, deadline, serveLate);
     } catch (e) {
       // nothing was queued: the ask fails now instead of timing out later
       this.pending.reject(id, link, e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `Sending ${event.type} failed: ${e}`));
@@ -692,13 +696,15 @@ export class ZmqNode {
     body: BodyParts,
     timeoutMs: number,
     deadline: number,
+    serveLate = false,
   ): void {
     const bl = bodyLength(body);
     // the deadline is on this process's monotonic clock, and deadline − timeoutMs is the send stamp a
     // listening receiver estimates the request's wait from (see RouterLink.waitedMs); the receiver
     // never compares it with its own clock as it is
     const header = encodeHeader(
-      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl, timeoutMs],
+      // a timeout of 0 tells the receiver not to drop the request however late it is
+      [KIND_REQUEST, requestCodeOf(event.type), corrId, target, this.nodeId, event, deadline, bl, serveLate ? 0 : timeoutMs],
       event.type,
       target,
     );
@@ -1094,7 +1100,8 @@ export class ZmqNode {
     // again: serving it is work for nobody, and under overload such work is what keeps the backlog
     // growing (RocketMQ's broker drops requests that waited in its queue, [TIMEOUT_CLEAN_QUEUE]).
     // It is not answered: the asker would throw the late reply away. A peer that sends no timeout
-    // (h[8], older versions) is served however late; one-way sends have no asker to give up.
+    // (h[8]: older versions, or 0 for an ask sent with serveLate) is served however late; one-way
+    // sends have no asker to give up.
     const timeoutMs = h[8];
     if (typeof timeoutMs === "number" && timeoutMs > 0 && link instanceof RouterLink) {
       if (id === 0) link.waitedMs(deadline - timeoutMs, now);

@@ -275,7 +275,8 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     };
     await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask(
       { type: "UPDATE_CONSUMER_OFFSET", ...req },
-      { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS },
+      // an offset or a release sent at close matters after this side stops waiting for it
+      { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS, serveLate: true },
     );
   }
 }

@@ -272,7 +272,9 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
         // ref() throws at once for an address it cannot connect to: skipped, so close() still resolves
         addrs.map((addr) =>
           Promise.resolve()
-            .then(() => inst.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000 }))
+            .then(() =>
+              inst.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000, serveLate: true }),
+            )
             .catch(() => undefined),
         ),
       );

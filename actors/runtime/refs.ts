@@ -19,6 +19,13 @@ export interface SendOptions {
 export interface AskOptions extends SendOptions {
   /** an integer from 1 to 2^31-1 ms. @default the node's requestTimeoutMs */
   timeoutMs?: number;
+  /**
+   * Have the receiver serve the ask however long it waited there. By default a listening node drops
+   * unserved an ask that waited its whole timeout (its asker has given up); an ask whose effect
+   * matters after its asker stops waiting (a goodbye at close, an offset persisted at close) sets this.
+   * @default false
+   */
+  serveLate?: boolean;
 }
 
 /** A handle to a named actor. */
@@ -157,7 +164,7 @@ export class RemoteRef implements Ref {
     } catch (e) {
       return Promise.reject(e);
     }
-    return t.request<T>(this.link, this.name, event, opts?.body, timeoutMs);
+    return t.request<T>(this.link, this.name, event, opts?.body, timeoutMs, opts?.serveLate === true);
   }
 }
 

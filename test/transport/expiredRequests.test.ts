@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import * as zmq from "zeromq";
 import { monotonicNow } from "../../transport/clock.ts";
+import { decode } from "../../transport/codec.ts";
 import { EXPIRED_RUN_RESET_MS, LAG_WINDOW_MS, RouterLink, ZmqNode } from "../../transport/zmqNode.ts";
 import { EPHEMERAL, waitFor } from "../helpers.ts";
 import { requestFrame as request } from "./fixtures/rawFrames.ts";
@@ -52,12 +53,13 @@ describe("asks that waited past their timeout", () => {
         request(0, now, 5000, 1000), // a one-way send has no asker to give up
         request(4, now, 5000, undefined), // an older peer sends no timeout: served however late
         request(5, now, 1000, 1000), // waited exactly its timeout
+        request(7, now, 5000, 0), // an ask sent with serveLate (timeout 0): served however late
       ],
       6,
     );
-    assert.deepEqual(served, [1, 3, 0, 4, 6]);
+    assert.deepEqual(served, [1, 3, 0, 4, 7, 6]);
     assert.equal(node.stats.expiredDropped - start.expiredDropped, 2);
-    assert.equal(node.stats.requestsIn - start.requestsIn, 7, "dropped requests were received (requestsIn) but not served");
+    assert.equal(node.stats.requestsIn - start.requestsIn, 8, "dropped requests were received (requestsIn) but not served");
     assert.equal(expired.length, 2);
     assert.equal(expired[0]!.type, "PING");
     assert.equal(expired[0]!.timeoutMs, 1000);
@@ -74,6 +76,34 @@ describe("asks that waited past their timeout", () => {
       assert.equal(node.stats.expiredDropped - dropped, 1, "the one sent 3 s before the others is dropped");
     });
   }
+});
+
+describe("an ask sent with serveLate", () => {
+  it("carries a timeout of 0, which the receiver serves however late; other asks carry theirs", async () => {
+    const router = new zmq.Router({ linger: 0 });
+    await router.bind(EPHEMERAL);
+    const client = await ZmqNode.start({});
+    try {
+      const link = client.peer(router.lastEndpoint!);
+      void client.request(link, "svc", { type: "UNREGISTER_CLIENT" }, undefined, 1500, true).catch(() => {});
+      void client.request(link, "svc", { type: "PING" }, undefined, 1500).catch(() => {});
+      const timeouts: unknown[] = [];
+      while (timeouts.length < 2) {
+        const [, msg] = await router.receive();
+        // a message holds one or more logical frames: 4-byte header length (LE), header, body
+        for (let at = 0; at < msg!.length; ) {
+          const hl = msg!.readUInt32LE(at);
+          const h = decode(msg!.subarray(at + 4, at + 4 + hl)) as unknown[];
+          timeouts.push(h[8]);
+          at += 4 + hl + Math.max(0, h[7] as number);
+        }
+      }
+      assert.deepEqual(timeouts, [0, 1500]);
+    } finally {
+      router.close();
+      await client.close();
+    }
+  });
 });
 
 describe("the lag baseline of a router link", () => {
