@@ -112,9 +112,10 @@ export const TRANSPORT_DROP_LOG_INTERVAL_MS = 30_000;
 
 /**
  * Wires a listening node's drops to `logger`, each kind throttled on its own: requests dropped
- * unserved because they waited past their asker's timeout (the node is overloaded; `dropped`), and
+ * unserved because they waited past their asker's timeout (the node is overloaded; `dropped`),
  * malformed frames (`malformed`; RocketMQ's NettyDecoder logs each decode failure with the remote
- * address), counted since the kind's previous line, this one included. `what` names the server.
+ * address), and connections refused at accept or handshake (`refused`), counted since the kind's
+ * previous line, this one included. `what` names the server.
  */
 export function logTransportDrops(transport: ZmqNode, logger: Logger, what: string): void {
   const throttle = new LogThrottle(TRANSPORT_DROP_LOG_INTERVAL_MS);
@@ -133,5 +134,19 @@ export function logTransportDrops(transport: ZmqNode, logger: Logger, what: stri
       { malformed: held + 1, reason: why, peer: link === null ? "unknown" : link.peerNodeId || link.description },
       `${what} received malformed frames (dropped, or answered MALFORMED / REQUEST_CODE_NOT_SUPPORTED where a reply could go back): check what connects to this port, and that its actormq version matches`,
     );
+  });
+  transport.onConnectionRefused((kind, address, why) => {
+    const held = throttle.pass(kind);
+    if (held === undefined) return;
+    if (kind === "accept")
+      logger.error(
+        { refused: held + 1, reason: why, peer: address },
+        `${what} could not accept connections (clients cannot connect): if the reason is too many open files, raise the open-file limit (ulimit -n, LimitNOFILE) and restart`,
+      );
+    else
+      logger.warn(
+        { refused: held + 1, reason: why, peer: address },
+        `${what} refused connections whose handshake failed: check the clients' CURVE keys (curveClient.serverKeys, the server's public key) and that only actormq connects to this port`,
+      );
   });
 }

@@ -162,6 +162,10 @@ export interface TransportStats {
   foreignReplies: number;
   /** socket sends that failed (peer gone, queue full) */
   sendFailures: number;
+  /** connections the listening socket could not accept (out of file descriptors, most often) */
+  acceptFailures: number;
+  /** accepted connections whose ZMTP handshake failed (CURVE keys refused, a peer that is not ZeroMQ) */
+  handshakeFailures: number;
 }
 
 /** A connection frames can be sent on: an outgoing DEALER or a peer connected to our ROUTER. */
@@ -350,6 +354,8 @@ export type ExpiredRequestHandler = (link: Link, type: string, waitedMs: number,
  * link it came in on (null when not even the connection was readable) and why.
  */
 export type MalformedFrameHandler = (link: Link | null, why: string) => void;
+/** Told of a connection the listening socket could not accept or whose handshake failed, with the peer's address. */
+export type RefusedConnectionHandler = (kind: "accept" | "handshake", address: string, why: string) => void;
 
 export class ZmqNode {
   readonly nodeId: string;
@@ -367,6 +373,8 @@ export class ZmqNode {
     lateReplies: 0,
     foreignReplies: 0,
     sendFailures: 0,
+    acceptFailures: 0,
+    handshakeFailures: 0,
   };
   readonly pending = new PendingRequests();
   private readonly peers = new Map<string, PeerLink>();
@@ -385,6 +393,7 @@ export class ZmqNode {
   private peerForgotten: (address: string) => void = () => {};
   private requestExpired: ExpiredRequestHandler = () => {};
   private frameMalformed: MalformedFrameHandler = () => {};
+  private connectionRefused: RefusedConnectionHandler = () => {};
   private readonly expiryTimer: NodeJS.Timeout;
 
   private constructor(
@@ -489,8 +498,29 @@ export class ZmqNode {
     }
     const node = new ZmqNode(opts, router, address, opts.curveClient);
     node.zapDomain = zapDomain;
-    if (router) void node.receiveLoop(router, true);
+    if (router) {
+      node.watchConnections(router);
+      void node.receiveLoop(router, true);
+    }
     return node;
+  }
+
+  /**
+   * Counts and tells connections the listening socket refused: without this a broker out of file
+   * descriptors, or one whose clients hold the wrong CURVE key, says nothing while its clients'
+   * connects fail.
+   */
+  private watchConnections(router: zmq.Router): void {
+    const refused = (kind: "accept" | "handshake", e: { address: string; error: Error }) => {
+      if (kind === "accept") this.stats.acceptFailures++;
+      else this.stats.handshakeFailures++;
+      const errno = (e.error as { code?: string }).code;
+      this.connectionRefused(kind, e.address, errno && !e.error.message.includes(errno) ? `${errno}: ${e.error.message}` : e.error.message);
+    };
+    router.events.on("accept:error", (e) => refused("accept", e));
+    router.events.on("handshake:error:auth", (e) => refused("handshake", e));
+    router.events.on("handshake:error:protocol", (e) => refused("handshake", e));
+    router.events.on("handshake:error:other", (e) => refused("handshake", e));
   }
 
   /** Sets the function that receives inbound requests. */
@@ -512,6 +542,14 @@ export class ZmqNode {
    */
   onMalformedFrame(handler: MalformedFrameHandler): void {
     this.frameMalformed = handler;
+  }
+
+  /**
+   * Sets the function told of each connection the listening socket could not accept (counted in
+   * `acceptFailures`) or whose handshake failed (`handshakeFailures`): the servers log it, throttled.
+   */
+  onConnectionRefused(handler: RefusedConnectionHandler): void {
+    this.connectionRefused = handler;
   }
 
   /** Sets the function told of each address whose link was closed and forgotten (see {@link PEER_EXPIRY_MS}). */

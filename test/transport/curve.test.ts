@@ -50,6 +50,8 @@ describe("CURVE", () => {
     }
     assert.equal(srv.stats().requestsIn, before, "no frame from a rejected client reached the node");
     assert.equal(seen, 0);
+    // counted (and, on a broker or name server, logged): the operator learns why clients cannot connect
+    await waitFor(() => srv.stats().handshakeFailures >= 3, 5000, "the three refused handshakes counted");
     // the allowed client still works afterwards
     assert.deepEqual((await good.ref(addr, "echo").ask({ type: "ECHO" })).fields, { ok: true });
   });
