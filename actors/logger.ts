@@ -146,7 +146,7 @@ export function logTransportDrops(transport: ZmqNode, logger: Logger, what: stri
     else
       logger.warn(
         { refused: held + 1, reason: why, peer: address },
-        `${what} refused connections whose handshake failed: check the clients' CURVE keys (curveClient.serverKeys, the server's public key) and that only actormq connects to this port`,
+        `${what} refused connections whose handshake failed: check the clients' CURVE keys (curveClient.serverKeys must be this server's public key, and the client's key allowed) and that its clients use CURVE`,
       );
   });
 }

@@ -164,7 +164,7 @@ export interface TransportStats {
   sendFailures: number;
   /** connections the listening socket could not accept (out of file descriptors, most often) */
   acceptFailures: number;
-  /** accepted connections whose ZMTP handshake failed (CURVE keys refused, a peer that is not ZeroMQ) */
+  /** accepted connections whose ZMTP handshake failed (CURVE keys refused or mismatched, a plain client of a CURVE server) */
   handshakeFailures: number;
 }
 
@@ -520,7 +520,8 @@ export class ZmqNode {
     router.events.on("accept:error", (e) => refused("accept", e));
     router.events.on("handshake:error:auth", (e) => refused("handshake", e));
     router.events.on("handshake:error:protocol", (e) => refused("handshake", e));
-    router.events.on("handshake:error:other", (e) => refused("handshake", e));
+    // not handshake:error:other: a connection closed before its handshake ended (a TCP health
+    // check, a port scan) is not a configuration to fix, and would be logged every 30 s forever
   }
 
   /** Sets the function that receives inbound requests. */

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import net from "node:net";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { pino } from "pino";
@@ -76,4 +77,30 @@ test("a CURVE server logs clients refused at the handshake, throttled, and count
   assert.match(String(refused[0]!.msg), /^broker t refused connections whose handshake failed: check the clients' CURVE keys/);
   assert.equal(refused[0]!.refused, 1);
   assert.equal(typeof refused[0]!.reason, "string");
+});
+
+test("a connection closed before its handshake (a TCP health check) is neither counted nor logged", async (t) => {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino({ level: "info" }, { write: (l: string) => void lines.push(JSON.parse(l)) });
+  const node = await ZmqNode.start({ listen: EPHEMERAL, curve: curveKeyPair() });
+  t.after(() => node.close());
+  logTransportDrops(node, logger, "broker t");
+  const port = Number(node.address!.split(":").pop());
+  for (let i = 0; i < 3; i++) {
+    // closed once the node has accepted it and sent its greeting
+    const s = net.connect(port, "127.0.0.1");
+    s.once("data", () => s.destroy());
+    s.on("error", () => {});
+    await new Promise((r) => s.on("close", r));
+  }
+  // then a plain client, refused at its handshake: the node's connection events come in order, so
+  // once this one is counted the probes before it have been seen
+  const d = new zmq.Dealer({ linger: 0 });
+  t.after(() => d.close());
+  d.connect(node.address!);
+  await d.send(Buffer.from("hello"));
+  await waitFor(() => node.stats.handshakeFailures >= 1, 10_000, "the plain client's handshake refused");
+  assert.equal(node.stats.handshakeFailures, 1, "the probes are not counted");
+  assert.equal(lines.length, 1);
+  assert.equal(lines[0]!.refused, 1);
 });
