@@ -54,6 +54,8 @@ export class CommitLog {
   onSyncError: (error: MQError, file: string, from: number, to: number) => void = () => {};
   private waiters: FlushWaiter[] = [];
   private syncing = false;
+  /** the running syncLoop: close waits for it, so no fdatasync queued on the pool meets a closed descriptor */
+  private syncRun: Promise<void> = Promise.resolve();
   /** where a failed append left bytes it could not clear (see {@link append}); -1: none */
   private dirtyFrom = -1;
   private blank = Buffer.alloc(BLANK_MARKER_BYTES);
@@ -221,13 +223,18 @@ export class CommitLog {
     if (target <= this.flushedOffset) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.waiters.push({ target, resolve, reject });
-      if (!this.syncing) void this.syncLoop();
+      if (!this.syncing) this.syncRun = this.syncLoop();
     });
   }
 
   /** Starts a flush of everything written so far (async flush mode's flusher calls this). */
   flushSoon(): void {
-    if (!this.syncing && this.flushedOffset < this.writeOffset) void this.syncLoop();
+    if (!this.syncing && this.flushedOffset < this.writeOffset) this.syncRun = this.syncLoop();
+  }
+
+  /** Resolves once no fdatasync of this log is running or queued (errors are the loop's to report). */
+  syncsSettled(): Promise<void> {
+    return this.syncRun;
   }
 
   private async syncLoop(): Promise<void> {

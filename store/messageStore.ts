@@ -1814,6 +1814,9 @@ export class MessageStore {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     await this.checkpointing?.catch(() => {});
+    // an fdatasync still queued on the libuv pool would run on a closed (or reused) descriptor and be
+    // reported as a disk error (EBADF) at every such close
+    await this.commitLog.syncsSettled();
     let err: unknown;
     let cp: StoreCheckpoint | null = null;
     try {

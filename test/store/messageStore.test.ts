@@ -951,6 +951,43 @@ test("a checkpoint whose consume-queue fdatasync fails is reported against the c
   assert.equal(s.flushErrors, 1);
 });
 
+test("close waits for an fdatasync still queued on the pool: no EBADF reported as a flush error", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const reports: string[] = [];
+  // a busy pool: the commit log's fdatasyncs start only when the test lets them
+  const real = segmentIo.fdatasync;
+  let asked = 0;
+  let ended = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  segmentIo.fdatasync = (fd) => {
+    asked++;
+    return gate.then(() => real(fd)).finally(() => ended++);
+  };
+  t.after(() => {
+    segmentIo.fdatasync = real;
+  });
+  const s = await MessageStore.open({
+    dir,
+    flush: "async",
+    flushIntervalMs: 10,
+    commitLogSegmentBytes: 1 << 20,
+    cleanIntervalMs: 0,
+    checkpointIntervalMs: 0,
+    onFlushError: (f) => reports.push(f.error.message),
+  });
+  assert.equal((await s.putMessages(batch("E", 0, [{ body: "a" }]))).status, "PUT_OK");
+  await waitFor(() => asked > 0, 5000, "the flusher's fdatasync asked for");
+  const closing = s.close();
+  release();
+  await closing;
+  await waitFor(() => ended === asked, 5000, "every fdatasync asked for to end");
+  await new Promise((r) => setImmediate(r)); // its outcome handled
+  assert.deepEqual(reports, []);
+  assert.equal(s.flushErrors, 0);
+});
+
 test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
