@@ -709,6 +709,22 @@ export interface ConsumeStatsReply {
   offsetTable: QueueConsumeStats[];
   consumeTps: number;
 }
+/** GET_TOPIC_STATS_INFO fields and reply (RocketMQ's `TopicStatsTable`): per write queue of the topic on one broker. */
+export interface TopicStatsRequest {
+  topic: string;
+}
+export interface QueueTopicStats {
+  topic: string;
+  brokerName: string;
+  queueId: number;
+  minOffset: number;
+  maxOffset: number;
+  /** store time of the queue's last message, 0 when it has none (or it can no longer be read) */
+  lastUpdateTimestamp: number;
+}
+export interface TopicStatsReply {
+  offsetTable: QueueTopicStats[];
+}
 /** INVOKE_BROKER_TO_RESET_OFFSET fields; reply `{ offsetTable: { queueId, offset }[] }`. */
 export interface ResetOffsetRequest {
   topic: string;

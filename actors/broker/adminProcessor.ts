@@ -7,8 +7,10 @@ import {
   checkNotSystemTopic,
   MQError,
   PERM_READ_WRITE,
+  type QueueTopicStats,
   type SubscriptionGroupConfig,
   type TopicConfigTable,
+  type TopicStatsReply,
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 
@@ -19,6 +21,7 @@ export const ADMIN_REQUESTS = [
   "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
   "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
   "GET_BROKER_RUNTIME_INFO",
+  "GET_TOPIC_STATS_INFO",
 ] as const;
 export type AdminRequestType = (typeof ADMIN_REQUESTS)[number];
 
@@ -84,5 +87,31 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
         minPhyOffset: ctx.store.minPhyOffset,
         topicCount: Object.keys(ctx.topics.all()).length,
       };
+    case "GET_TOPIC_STATS_INFO":
+      return topicStats(ctx, ev.topic);
   }
+}
+
+/**
+ * RocketMQ's getTopicStatsInfo: min and max offset of each write queue of `topic`, and the store
+ * time of its last message (0 when it has none). TOPIC_NOT_EXIST when this broker has no such topic.
+ */
+function topicStats(ctx: BrokerContext, topic: unknown): TopicStatsReply {
+  if (typeof topic !== "string") throw new MQError("INVALID_PARAMETER", "GET_TOPIC_STATS_INFO needs a topic.");
+  const tc = ctx.topics.get(topic);
+  if (!tc) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} does not exist on broker ${ctx.config.brokerName}.`);
+  const offsetTable: QueueTopicStats[] = [];
+  for (let queueId = 0; queueId < tc.writeQueueNums; queueId++) {
+    const maxOffset = ctx.store.getMaxOffset(topic, queueId);
+    const last = maxOffset > 0 ? ctx.store.getStoreTime(topic, queueId, maxOffset - 1) : 0;
+    offsetTable.push({
+      topic,
+      brokerName: ctx.config.brokerName,
+      queueId,
+      minOffset: ctx.store.getMinOffset(topic, queueId),
+      maxOffset,
+      lastUpdateTimestamp: Math.max(0, last),
+    });
+  }
+  return { offsetTable };
 }

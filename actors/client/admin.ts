@@ -27,6 +27,7 @@ import {
   type ResetOffsetRequest,
   type TopicConfig,
   type TopicRouteData,
+  type TopicStatsReply,
   type UpdateTopicRequest,
   type ViewMessageRequest,
 } from "../../transport/protocol.ts";
@@ -43,6 +44,19 @@ export interface ConsumerProgressEntry {
   consumerOffset: number;
   /** brokerOffset − consumerOffset */
   lag: number;
+}
+
+/** One queue's line of `Admin.examineTopicStats` (RocketMQ's `TopicOffset` with its queue). */
+export interface TopicStatsEntry {
+  topic: string;
+  brokerName: string;
+  queueId: number;
+  /** the queue's first readable offset (moves up when old commit-log files are deleted) */
+  minOffset: number;
+  /** the offset the next message will get */
+  maxOffset: number;
+  /** store time (ms) of the queue's last message; 0 when it has none */
+  lastUpdateTimestamp: number;
 }
 
 /** A queue of a consume-stats answer as a progress entry; lag = max offset − committed offset (none committed: all of it). */
@@ -203,6 +217,37 @@ export class Admin {
       .refAt(brokerAddr)
       .ask<{ topicConfigTable: Record<string, TopicConfig> }>({ type: "GET_ALL_TOPIC_CONFIG" });
     return r.fields.topicConfigTable;
+  }
+
+  /**
+   * RocketMQ's examineTopicStats (`mqadmin topicStatus`): per write queue of `topic` on every broker
+   * serving it, the min and max offset and the store time of its last message. A broker whose
+   * master is down is read from its lowest-id slave. TOPIC_NOT_EXIST when no broker serves the
+   * topic; a broker that does not answer fails the call, naming it (a table without its queues
+   * would read as a topic without them).
+   */
+  async examineTopicStats(topic: string): Promise<TopicStatsEntry[]> {
+    this.checkOpen();
+    checkTopic(topic, "examineTopicStats");
+    const route = await this.topicRoute(topic);
+    const targets = lookupTargets(route.brokerDatas);
+    if (targets.length === 0) throw noMasterError(route.brokerDatas.map((b) => b.brokerName));
+    const settled = await Promise.allSettled(
+      targets.map((t) => this.instance.refAt(t.addr).ask<TopicStatsReply>({ type: "GET_TOPIC_STATS_INFO", topic })),
+    );
+    const out: TopicStatsEntry[] = [];
+    settled.forEach((r, i) => {
+      if (r.status === "fulfilled") {
+        for (const q of r.value.fields.offsetTable ?? []) out.push(q);
+        return;
+      }
+      const e = r.reason;
+      const t = targets[i]!;
+      throw isMQError(e)
+        ? new MQError(e.code, `Broker ${t.brokerName} (${t.addr}) did not give topic ${topic}'s stats: ${e.message}`, { cause: e })
+        : e;
+    });
+    return out.sort(compareMessageQueue);
   }
 
   // -------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-/** `actormq topic create|list|route`: topics as the name servers and brokers see them. */
+/** `actormq topic create|list|route|status`: topics as the name servers and brokers see them. */
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { clientCommand, formatTable, intArg, listArg, runClient } from "../common.ts";
@@ -66,6 +66,28 @@ export function addTopicCommands(program: Command): void {
         }
       }
       process.stdout.write(formatTable(["BROKER", "ROLE", "ADDRESS", "READ", "WRITE", "PERM"], rows));
+    }),
+  );
+
+  clientCommand(
+    topic
+      .command("status")
+      .description(
+        "Show each queue's min and max offset and the store time of its last message (RocketMQ's topicStatus); messages stored = MAX - MIN.",
+      )
+      .argument("<topic>", "topic name"),
+  ).action((name: string, f: ClientFlags) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const rows = (await admin.examineTopicStats(name)).map((q) => [
+        q.brokerName,
+        q.queueId,
+        q.minOffset,
+        q.maxOffset,
+        q.lastUpdateTimestamp > 0 ? new Date(q.lastUpdateTimestamp).toISOString() : "-",
+      ]);
+      process.stdout.write(formatTable(["BROKER", "QUEUE", "MIN", "MAX", "LAST UPDATED"], rows));
     }),
   );
 }

@@ -46,6 +46,34 @@ test("topic create, list and route show the topic on both brokers", async () => 
   assert.match(oneLine(none.err), /^actormq: error ILLEGAL_ARGUMENT: .*names no broker/);
 });
 
+test("topic status shows each queue's min and max offset and its last message's store time", async () => {
+  assert.equal((await cli(["topic", "create", "CliStatus", "--queues", "2"], { env })).code, 0);
+  const before = Date.now();
+  const s = await cli(["send", "--topic", "CliStatus", "one"], { env });
+  assert.equal(s.code, 0, s.err);
+  const r = await cli(["topic", "status", "CliStatus"], { env });
+  assert.equal(r.code, 0, r.err);
+  const rows = r.out
+    .trim()
+    .split("\n")
+    .slice(1)
+    .map((l) => l.trim().split(/\s+/));
+  assert.deepEqual(
+    rows.map((x) => `${x[0]}/${x[1]}`),
+    ["broker-a/0", "broker-a/1", "broker-b/0", "broker-b/1"],
+    r.out,
+  );
+  const stored = rows.filter((x) => x[3] === "1");
+  assert.equal(stored.length, 1, r.out);
+  assert.equal(stored[0]![2], "0");
+  const t = Date.parse(stored[0]![4]!);
+  assert.ok(t >= before - 1000 && t <= Date.now(), `last updated ${stored[0]![4]}`);
+  for (const x of rows.filter((y) => y !== stored[0])) assert.deepEqual(x.slice(2), ["0", "0", "-"]);
+  const missing = await cli(["topic", "status", "NoSuchTopic"], { env });
+  assert.equal(missing.code, 1);
+  assert.match(oneLine(missing.err), /^actormq: error TOPIC_NOT_EXIST: /);
+});
+
 test("send from args and stdin, consume --from first --count, progress and reset-offset", async () => {
   await cli(["topic", "create", "CliFlow", "--queues", "1"], { env });
   const s1 = await cli(["send", "--topic", "CliFlow", "--keys", "k1", "--count", "2", "alpha"], { env });
