@@ -806,6 +806,15 @@ export interface HaTransferReply {
   /** the master's topic and subscription-group config versions: a change makes the slave copy them */
   configVersion?: string;
 }
+/**
+ * HA_LEAVE fields, slave -> master `ha` actor, sent by a slave that stops: the master forgets it at
+ * once (RocketMQ's HAConnection ends with the slave's socket) and answers the sends waiting for it.
+ * Reply `{}`. Without it (kill -9, an older slave) the master finds the slave gone after its hold.
+ */
+export interface HaLeaveRequest {
+  slaveId: number;
+  slaveAddr: string;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Message lookup: QUERY_MESSAGE (by key or UNIQ_KEY, over the store's index) and

@@ -11,6 +11,7 @@ import { monotonicNow } from "../../transport/clock.ts";
 import {
   BrokerActor,
   type ClusterInfo,
+  type HaLeaveRequest,
   type HaTransferReply,
   type HaTransferRequest,
   MASTER_ID,
@@ -23,6 +24,8 @@ import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
 import { syncFromMaster } from "./slaveSync.ts";
 
 const NAMESRV_TIMEOUT_MS = 3_000;
+/** How long a stopping slave waits for its master to take its HA_LEAVE (the master answers at once). */
+const LEAVE_TIMEOUT_MS = 1_000;
 
 /** What a slave's replication loop reports (runtime info, tests). */
 export interface HaClientStatus {
@@ -44,6 +47,9 @@ export class HAClient {
   readonly tuning: Required<HaTuning>;
   readonly status: HaClientStatus;
   private stopped = false;
+  private stopping: Promise<void> | null = null;
+  /** the master a transfer request is outstanding with (it counts this slave as connected) */
+  private asking: string | null = null;
   private loop: Promise<void> | null = null;
   private wakeSleep: (() => void) | null = null;
   private lastSync = 0;
@@ -71,11 +77,37 @@ export class HAClient {
     if (!this.loop) this.loop = this.run();
   }
 
-  /** Stops after the append in progress (if any); the store is left consistent. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    this.wakeSleep?.();
-    await this.appending?.catch(() => 0);
+  /**
+   * Stops after the append in progress (if any), the store left consistent, and tells the master
+   * this slave leaves.
+   */
+  stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopped = true;
+      this.wakeSleep?.();
+      this.stopping = (async () => {
+        await this.appending?.catch(() => 0);
+        await this.leave();
+      })();
+    }
+    return this.stopping;
+  }
+
+  /**
+   * HA_LEAVE to the master this slave was replicating from: without it a SYNC_MASTER counts the
+   * slave as connected until its held request and the margin after it ran out (10 s by default),
+   * and its sends wait for a slave that is gone.
+   */
+  private async leave(): Promise<void> {
+    const master = this.asking ?? (this.status.connected ? this.status.masterAddress : null);
+    this.status.connected = false;
+    if (!master) return;
+    const req: HaLeaveRequest = { slaveId: this.ctx.config.brokerId, slaveAddr: this.ctx.brokerAddr };
+    // an older master refuses the type at once; an unreachable one finds the slave gone by itself
+    await this.ctx.node
+      .ref(master, BrokerActor.HA)
+      .ask({ type: "HA_LEAVE", ...req }, { timeoutMs: LEAVE_TIMEOUT_MS })
+      .catch(() => undefined);
   }
 
   private async run(): Promise<void> {
@@ -119,6 +151,7 @@ export class HAClient {
 
   /** One HA_TRANSFER round trip: report the offset, append what comes back. */
   private async transferOnce(master: string): Promise<void> {
+    if (this.stopped) return; // stopped during the config sync: no request after the HA_LEAVE
     const { ctx } = this;
     const offset = ctx.store.maxPhyOffset;
     const empty = ctx.store.isEmpty();
@@ -136,9 +169,13 @@ export class HAClient {
       req.tailAt = tail.at;
       req.tailCrc = tail.crc;
     }
+    this.asking = master;
     const r = await ctx.node
       .ref(master, BrokerActor.HA)
-      .ask<HaTransferReply>({ type: "HA_TRANSFER", ...req }, { timeoutMs: this.tuning.haHoldMs + haTransferMarginMs(this.tuning) });
+      .ask<HaTransferReply>({ type: "HA_TRANSFER", ...req }, { timeoutMs: this.tuning.haHoldMs + haTransferMarginMs(this.tuning) })
+      .finally(() => {
+        this.asking = null;
+      });
     if (this.stopped) return;
     if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
     this.status.connected = true;

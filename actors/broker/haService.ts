@@ -8,7 +8,7 @@
  */
 import { fromCallback, setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
-import { type HaTransferReply, type HaTransferRequest, MQError, type SendStatus } from "../../transport/protocol.ts";
+import { type HaLeaveRequest, type HaTransferReply, type HaTransferRequest, MQError, type SendStatus } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
@@ -218,6 +218,37 @@ export class HAService {
   }
 
   /**
+   * A slave's HA_LEAVE (it is stopping): forget it now rather than after its hold and margin, as
+   * RocketMQ drops an HAConnection whose socket closed, and answer the sends that only it could
+   * have confirmed SLAVE_NOT_AVAILABLE.
+   */
+  onLeave(req: Partial<HaLeaveRequest>, reply: Replier | undefined): void {
+    const { slaveId, slaveAddr } = req;
+    if (typeof slaveId !== "number" || typeof slaveAddr !== "string") {
+      reply?.fail(new MQError("INVALID_PARAMETER", "HA_LEAVE needs the slave's slaveId and slaveAddr."));
+      return;
+    }
+    const key = `${slaveId}@${slaveAddr}`;
+    // its request left held is answered (empty) so the stopping slave's ask ends
+    for (const h of this.held) if (h.key === key) this.answer(h, Buffer.alloc(0));
+    this.held = this.held.filter((h) => h.key !== key);
+    if (this.slaves.delete(key)) this.ctx.logger.info({ slaveId, slaveAddr }, "slave left");
+    if (this.waiters.length > 0) {
+      const now = monotonicNow();
+      const keep: SyncWaiter[] = [];
+      for (const w of this.waiters) {
+        if (this.isSlaveOk(w.end, now)) keep.push(w);
+        else {
+          clearTimeout(w.timer);
+          w.resolve("SLAVE_NOT_AVAILABLE");
+        }
+      }
+      this.waiters = keep;
+    }
+    reply?.ok({});
+  }
+
+  /**
    * Fails a slave's transfer with ILLEGAL_ARGUMENT; logs it the first time since the slave was last
    * served, at most once per {@link REFUSAL_WARN_INTERVAL_MS} (a flood of peers costs no log flood).
    */
@@ -340,6 +371,7 @@ export function haServiceOf(ctx: BrokerContext): HAService {
 
 export type HaEvent =
   | ({ type: "HA_TRANSFER"; reply?: Replier } & Partial<HaTransferRequest>)
+  | ({ type: "HA_LEAVE"; reply?: Replier } & Partial<HaLeaveRequest>)
   | { type: "HA_WAKE"; reply?: Replier }
   | { type: "HA_TICK"; reply?: Replier }
   | { type: "SHUTDOWN"; reply?: Replier }
@@ -391,6 +423,9 @@ export const haMachine = setup({
     transfer: ({ context, event }) => {
       context.service.onTransfer(event as Partial<HaTransferRequest>, event.reply);
     },
+    leave: ({ context, event }) => {
+      context.service.onLeave(event as Partial<HaLeaveRequest>, event.reply);
+    },
     wake: ({ context }) => context.service.wake(),
     tick: ({ context }) => {
       context.service.wake();
@@ -415,6 +450,7 @@ export const haMachine = setup({
       invoke: { src: "arrivals", input: ({ context }) => ({ ctx: context.ctx }) },
       on: {
         HA_TRANSFER: { actions: "transfer" },
+        HA_LEAVE: { actions: "leave" },
         HA_WAKE: { actions: "wake" },
         HA_TICK: { actions: "tick" },
         SHUTDOWN: { target: "closed", actions: "shutdown" },
@@ -424,6 +460,7 @@ export const haMachine = setup({
     closed: {
       on: {
         HA_TRANSFER: { actions: "transfer" },
+        HA_LEAVE: { actions: "leave" },
         SHUTDOWN: { actions: ({ event }) => event.reply?.ok({}) },
         "*": { actions: "unsupported" },
       },

@@ -408,7 +408,9 @@ test("SYNC_MASTER: a slave that vanishes without a word (kill -9) stops counting
   }
   assert.equal(notCounted, 0, "a live slave between two requests still counts");
 
-  await closeBroker(slave); // no goodbye reaches the master, as with kill -9
+  // no goodbye reaches the master, as with kill -9 (or a slave too old to say it leaves)
+  (haClientOf(slave.ctx) as unknown as { leave: () => Promise<void> }).leave = async () => {};
+  await closeBroker(slave);
   const t0 = Date.now();
   await waitFor(() => ha.liveSlaves().length === 0, 10_000, "the vanished slave no longer counts");
   const took = Date.now() - t0;
@@ -416,6 +418,47 @@ test("SYNC_MASTER: a slave that vanishes without a word (kill -9) stops counting
   const t1 = Date.now();
   assert.equal((await send(master, "Sync", "after the slave vanished")).status, "SLAVE_NOT_AVAILABLE");
   assert.ok(Date.now() - t1 < 1000, "answered without waiting for the slave");
+  await closeBroker(master);
+});
+
+test("SYNC_MASTER: a slave that stops gracefully tells its master, which answers sends SLAVE_NOT_AVAILABLE at once, waiting ones included, not after the slave's hold and margin", async () => {
+  // default haHoldMs (5 s): without the goodbye the slave would count as connected up to 10 s more
+  const master = await startBroker({ brokerName: "ha8", role: "SYNC_MASTER", storeDir: path.join(dir, "ha8-m"), haSyncTimeoutMs: 15_000 });
+  const slave = await startBroker({ brokerName: "ha8", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha8-s") });
+  const ha = haServiceOf(master.ctx);
+  await waitFor(() => ha.liveSlaves().length === 1, 10_000, "slave connected");
+  assert.equal((await send(master, "Sync", "while connected")).status, "SEND_OK");
+  await closeBroker(slave);
+  assert.equal(ha.liveSlaves().length, 0, "the slave no longer counts once its close returned");
+  const t0 = Date.now();
+  assert.equal((await send(master, "Sync", "after the slave left")).status, "SLAVE_NOT_AVAILABLE");
+  assert.ok(Date.now() - t0 < 1000, "answered without waiting for the slave");
+
+  // a send waiting for a slave is answered when that slave leaves, not after haSyncTimeoutMs
+  const fakeSlave = await ActorNode.start({ listen: null });
+  try {
+    const slaveId = 9;
+    const slaveAddr = "tcp://127.0.0.1:9";
+    const held = fakeSlave
+      .ref(master.address, BrokerActor.HA)
+      .ask({ type: "HA_TRANSFER", slaveId, slaveAddr, offset: master.store.maxPhyOffset }, { timeoutMs: 20_000 });
+    await waitFor(() => ha.liveSlaves().some((s) => s.slaveId === slaveId), 5000, "fake slave registered");
+    const t1 = Date.now();
+    const waiting = raw
+      .ref(master.address, BrokerActor.BROKER)
+      .ask<SendMessageReply>(
+        { type: "SEND_MESSAGE", producerGroup: "pg", topic: "Sync", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() },
+        { body: Buffer.from("waits"), timeoutMs: 20_000 },
+      );
+    // the held request is answered with the message: the send now waits for the slave's acknowledgement
+    await held;
+    await fakeSlave.ref(master.address, BrokerActor.HA).ask({ type: "HA_LEAVE", slaveId, slaveAddr }, { timeoutMs: 5000 });
+    assert.equal((await waiting).fields.status, "SLAVE_NOT_AVAILABLE");
+    assert.ok(Date.now() - t1 < 2000, `answered ${Date.now() - t1} ms after the send, at the slave's leave`);
+    assert.equal(ha.liveSlaves().length, 0);
+  } finally {
+    await fakeSlave.close();
+  }
   await closeBroker(master);
 });
 
