@@ -717,9 +717,11 @@ export interface QueueTopicStats {
   topic: string;
   brokerName: string;
   queueId: number;
+  /** the queue's first readable offset (moves up when old commit-log files are deleted) */
   minOffset: number;
+  /** the offset the next message will get */
   maxOffset: number;
-  /** store time of the queue's last message, 0 when it has none (or it can no longer be read) */
+  /** store time (ms) of the queue's last message, 0 when it has none (or it can no longer be read) */
   lastUpdateTimestamp: number;
 }
 export interface TopicStatsReply {

@@ -24,6 +24,7 @@ import {
   QUERY_MESSAGE_ACTOR,
   type QueryMessageRequest,
   type QueueConsumeStats,
+  type QueueTopicStats,
   type ResetOffsetRequest,
   type TopicConfig,
   type TopicRouteData,
@@ -46,18 +47,8 @@ export interface ConsumerProgressEntry {
   lag: number;
 }
 
-/** One queue's line of `Admin.examineTopicStats` (RocketMQ's `TopicOffset` with its queue). */
-export interface TopicStatsEntry {
-  topic: string;
-  brokerName: string;
-  queueId: number;
-  /** the queue's first readable offset (moves up when old commit-log files are deleted) */
-  minOffset: number;
-  /** the offset the next message will get */
-  maxOffset: number;
-  /** store time (ms) of the queue's last message; 0 when it has none */
-  lastUpdateTimestamp: number;
-}
+/** One queue's line of `Admin.examineTopicStats` (RocketMQ's `TopicOffset` with its queue), as the broker answers it. */
+export type TopicStatsEntry = QueueTopicStats;
 
 /** A queue of a consume-stats answer as a progress entry; lag = max offset − committed offset (none committed: all of it). */
 export function progressEntry(q: QueueConsumeStats): ConsumerProgressEntry {
