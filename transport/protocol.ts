@@ -543,6 +543,13 @@ export interface SubscriptionGroupConfig {
   whichBrokerWhenConsumeSlowly: number;
   notifyConsumerIdsChangedEnable: boolean;
   consumeTimeoutMinute: number;
+  /**
+   * actormq: the model of the latest heartbeat of the group's members on this broker, recorded by
+   * the broker (not set by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP) and kept when they leave: a
+   * broadcasting group's offsets are kept by its members, so its resets are refused with or
+   * without members online. Absent until a member's heartbeat.
+   */
+  messageModel?: MessageModel;
 }
 
 /** UPDATE_AND_CREATE_SUBSCRIPTIONGROUP fields: a partial config, `groupName` required. */

@@ -190,6 +190,15 @@ export function consumerTableOf(ctx: BrokerContext): ConsumerTable {
   return t;
 }
 
+/**
+ * Whether the latest heartbeat of the group's members said BROADCASTING: its online members', else
+ * the model the group's config recorded (kept when the last member left, and across restarts).
+ * Such a group's offsets are kept by each member, not by the broker.
+ */
+export function isBroadcastingGroup(ctx: BrokerContext, group: string): boolean {
+  return (consumerTableOf(ctx).group(group)?.messageModel ?? ctx.groups.get(group)?.messageModel) === "BROADCASTING";
+}
+
 /** Sends NOTIFY_CONSUMER_IDS_CHANGED to every member that can be reached (clustering groups with notify enabled). */
 export function notifyConsumerIdsChanged(ctx: BrokerContext, g: ConsumerGroupInfo): number {
   if (g.messageModel === "BROADCASTING") return 0;
@@ -242,6 +251,7 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
   for (const cd of data) {
     if (!cd || typeof cd.groupName !== "string" || cd.groupName.length === 0) continue;
     const cfg = ctx.groups.findOrAutoCreate(cd.groupName);
+    if (cfg) ctx.groups.noteMessageModel(cd.groupName, cd.messageModel);
     // a broadcasting group too long for one does not use its retry topic
     if (cfg && cd.groupName.length <= CLUSTERING_GROUP_MAX_LENGTH)
       ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);

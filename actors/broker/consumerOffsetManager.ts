@@ -25,7 +25,7 @@ import {
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
-import { consumerTableOf } from "./consumerManager.ts";
+import { consumerTableOf, isBroadcastingGroup } from "./consumerManager.ts";
 import { checkInDiskByCommitOffset, haTuningOf } from "./haTuning.ts";
 import { RateCounter } from "./rateCounter.ts";
 
@@ -604,7 +604,8 @@ export function consumeStats(
  * first offset stored at or after `timestamp` (the consumer's offset when it is already earlier,
  * unless `isForce`), committed and answered once to the queue's next pull as PULL_OFFSET_MOVED.
  * A group the broker does not know is refused (SUBSCRIPTION_GROUP_NOT_EXIST), as is any reset
- * on a slave and one of a group whose online members consume in broadcasting mode (NO_PERMISSION).
+ * on a slave and one of a group whose members consume in broadcasting mode, online or not
+ * (NO_PERMISSION, see {@link isBroadcastingGroup}).
  */
 export function resetOffset(
   ctx: BrokerContext,
@@ -625,8 +626,9 @@ export function resetOffset(
   if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; nothing to reset.`);
   checkKnownGroup(ctx, offsets, group);
   // a pending reset is answered to one pull per queue: of a broadcasting group, whose members
-  // keep their offsets locally, only the first member to pull would have moved
-  if (consumerTableOf(ctx).group(group)?.messageModel === "BROADCASTING")
+  // keep their offsets locally, only the first member to pull would have moved; with none online,
+  // the first to come back
+  if (isBroadcastingGroup(ctx, group))
     throw new MQError(
       "NO_PERMISSION",
       `Consumer group ${group} consumes in broadcasting mode: each member keeps its offsets locally (<offsetStoreDir>/<host@instanceName>/${group}/offsets.json), so a broker cannot reset them. Stop the members, delete their offsets.json files and start them again with consumeFromWhere CONSUME_FROM_TIMESTAMP and consumeTimestamp (or CONSUME_FROM_FIRST_OFFSET).`,

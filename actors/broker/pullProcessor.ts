@@ -34,7 +34,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { type ConsumerTable, consumerTableOf } from "./consumerManager.ts";
+import { type ConsumerTable, consumerTableOf, isBroadcastingGroup } from "./consumerManager.ts";
 import { type ConsumerOffsetManager, consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { haClientOf } from "./haClient.ts";
 import { type HaTuning, haTuningOf, suggestPullingFromSlave } from "./haTuning.ts";
@@ -304,9 +304,10 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   }
 
   const maxMsgNums = Number.isInteger(req.maxMsgNums) && req.maxMsgNums > 0 ? req.maxMsgNums : DEFAULT_PULL_BATCH_SIZE;
-  // 10. a pending server-side reset is answered once, as OFFSET_MOVED to the reset offset
+  // 10. a pending server-side reset is answered once, as OFFSET_MOVED to the reset offset; one left
+  // by a group whose members came back broadcasting is dropped: it would move only this member
   const reset = s.offsets.takeReset(req.consumerGroup, req.topic, req.queueId);
-  if (reset !== undefined) {
+  if (reset !== undefined && !isBroadcastingGroup(ctx, req.consumerGroup)) {
     return {
       kind: "answer",
       fields: {

@@ -8,6 +8,7 @@ import {
   isGroupName,
   isInt32,
   MAX_QUEUE_NUMS,
+  type MessageModel,
   MQError,
   type SubscriptionGroupConfig,
   type UpdateSubscriptionGroupRequest,
@@ -86,6 +87,15 @@ export function checkSubscriptionGroupConfig(cfg: SubscriptionGroupConfig): void
     if (!isInt32(v) || v < min || v > max)
       throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be an integer from ${min} to ${max}, not ${shown(v)}.`);
   }
+  if (cfg.messageModel !== undefined && !isMessageModel(cfg.messageModel))
+    throw new MQError(
+      "INVALID_PARAMETER",
+      `messageModel of group "${cfg.groupName}" must be "CLUSTERING" or "BROADCASTING", not ${shown(cfg.messageModel)}.`,
+    );
+}
+
+function isMessageModel(v: unknown): v is MessageModel {
+  return v === "CLUSTERING" || v === "BROADCASTING";
 }
 
 /** Subscription group configs of one broker, persisted. */
@@ -149,6 +159,21 @@ export class SubscriptionGroupManager {
     // retried by the next change or close
     this.file.persistLater(this.logger);
     return cfg;
+  }
+
+  /**
+   * Records the model of a heartbeat of a known group's members; the latest wins, so a group
+   * restarted in the other model takes it. Written when it changed: a broadcasting group whose
+   * members are all gone is still known as one (its offsets are theirs, a reset of them is
+   * refused), after a restart too.
+   */
+  noteMessageModel(group: string, model: unknown): void {
+    const cfg = this.table.get(group);
+    if (!cfg || !isMessageModel(model) || cfg.messageModel === model) return;
+    cfg.messageModel = model;
+    this.version++;
+    // retried by the next change or close
+    this.file.persistLater(this.logger);
   }
 
   /**

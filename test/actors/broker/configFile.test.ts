@@ -185,9 +185,11 @@ test("SubscriptionGroupManager: an entry of subscriptionGroup.json the broker co
   const text = JSON.stringify({
     subscriptionGroupTable: {
       good: { retryQueueNums: 2, retryMaxTimes: -1 },
+      bcast: { messageModel: "BROADCASTING" },
       wide: { retryQueueNums: 2000 },
       words: { retryQueueNums: "two" },
       off: { consumeEnable: "false" },
+      model: { messageModel: "broadcast" },
       "bad name": {},
     },
     dataVersion: 4,
@@ -196,18 +198,21 @@ test("SubscriptionGroupManager: an entry of subscriptionGroup.json the broker co
   const logger = recordingLogger();
   const m = await SubscriptionGroupManager.load({ storeDir: dir, autoCreateSubscriptionGroup: true, logger });
   assert.equal(m.get("good")?.retryQueueNums, 2);
-  assert.deepEqual(Object.keys(m.all()), ["good"]);
+  assert.deepEqual(Object.keys(m.all()), ["good", "bcast"]);
+  assert.equal(m.get("bcast")?.messageModel, "BROADCASTING");
   assert.deepEqual(
     logger.lines.map((l) => [l.fields.file, l.fields.group]),
     [
       [f, "wide"],
       [f, "words"],
       [f, "off"],
+      [f, "model"],
       [f, "bad name"],
     ],
   );
   assert.match(logger.lines[0]!.msg, /group "wide" in subscriptionGroup.json is not valid and was skipped: retryQueueNums .*2000/);
   assert.match(logger.lines[2]!.msg, /consumeEnable/);
+  assert.match(logger.lines[3]!.msg, /messageModel .*"CLUSTERING" or "BROADCASTING"/);
   // the next write leaves the entries out; the user's version survives as the copy
   await m.createOrUpdate({ groupName: "other" });
   assert.equal(readFileSync(logger.lines[0]!.fields.keptAs as string, "utf8"), text);

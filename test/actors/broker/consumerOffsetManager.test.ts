@@ -8,7 +8,8 @@ import {
   MAX_MEMBERLESS_HOLDER_GROUPS,
   TOPIC_GROUP_SEPARATOR,
 } from "../../../actors/broker/consumerOffsetManager.ts";
-import { BrokerActor, type ConsumeStatsReply, isMQError, PullSysFlag } from "../../../transport/protocol.ts";
+import { parseSubscription } from "../../../filter/index.ts";
+import { BrokerActor, type ConsumeStatsReply, isMQError, type MessageModel, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
@@ -254,6 +255,57 @@ test("reset by timestamp: committed at once, answered once to the next pull as P
   await assert.rejects(f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "Nope", group: "RG", timestamp: ts }), (e: unknown) =>
     isMQError(e, "TOPIC_NOT_EXIST"),
   );
+});
+
+/** A heartbeat of one member of `group` subscribed to `topic`, then (unless `stay`) its goodbye. */
+async function visit(clientID: string, group: string, topic: string, messageModel: MessageModel, stay = false): Promise<void> {
+  await f.ask("HEART_BEAT", {
+    clientID,
+    producerDataSet: [],
+    consumerDataSet: [
+      {
+        groupName: group,
+        consumeType: "CONSUME_PASSIVELY",
+        messageModel,
+        consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+        subscriptionDataSet: [parseSubscription(topic, "*", 1)],
+      },
+    ],
+  });
+  if (!stay) await f.ask("UNREGISTER_CLIENT", { clientID, consumerGroup: group });
+}
+
+test("a broadcasting group is refused a reset with its members offline too, after a broker restart as well; no pending reset is made", async () => {
+  await f.broker.createTopic({ topic: "BR", readQueueNums: 2, writeQueueNums: 2 });
+  await f.send("BR", 0, [{}, {}, {}]);
+  const refused = (e: unknown) =>
+    isMQError(e, "NO_PERMISSION") && /broadcasting mode/.test(e.message) && e.message.includes("BG/offsets.json");
+  const reset = () => f.ask<{ offsetTable: unknown[] }>("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "BR", group: "BG", timestamp: 0 });
+  await visit("10.0.9.1@m1", "BG", "BR", "BROADCASTING", true);
+  await assert.rejects(reset(), refused, "online");
+  await f.ask("UNREGISTER_CLIENT", { clientID: "10.0.9.1@m1", consumerGroup: "BG" });
+  await assert.rejects(reset(), refused, "offline");
+  assert.equal(f.broker.ctx.groups.get("BG")?.messageModel, "BROADCASTING");
+  await f.restart();
+  await assert.rejects(reset(), refused, "offline, broker restarted");
+  // no member's pull is answered a reset
+  const pulled = await f.pull({ consumerGroup: "BG", topic: "BR", queueId: 0, queueOffset: 3 });
+  assert.notEqual(pulled.fields.status, "PULL_OFFSET_MOVED");
+  // the latest heartbeat's model wins: restarted as clustering, the group's offsets are the broker's
+  await visit("10.0.9.1@m1", "BG", "BR", "CLUSTERING");
+  assert.equal((await reset()).fields.offsetTable.length, 2);
+});
+
+test("a reset left pending by a clustering group whose members came back broadcasting is not answered to one member", async () => {
+  await f.broker.createTopic({ topic: "SW", readQueueNums: 1, writeQueueNums: 1 });
+  await f.send("SW", 0, [{}, {}, {}]);
+  await visit("10.0.9.2@c1", "SWG", "SW", "CLUSTERING");
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "SWG", topic: "SW", queueId: 0, commitOffset: 3 });
+  await f.ask("INVOKE_BROKER_TO_RESET_OFFSET", { topic: "SW", group: "SWG", timestamp: 0 });
+  await visit("10.0.9.2@b1", "SWG", "SW", "BROADCASTING", true);
+  const pulled = await f.pull({ consumerGroup: "SWG", topic: "SW", queueId: 0, queueOffset: 3 });
+  assert.deepEqual([pulled.fields.status, pulled.fields.nextBeginOffset], ["PULL_NOT_FOUND", 3]);
+  await f.ask("UNREGISTER_CLIENT", { clientID: "10.0.9.2@b1", consumerGroup: "SWG" });
 });
 
 test("queue holders of groups whose last member left are bounded; the newest still refuse a stale member's late release", () => {
