@@ -561,8 +561,22 @@ function checkKnownGroup(ctx: BrokerContext, offsets: ConsumerOffsetManager, gro
 }
 
 /**
+ * Throws NO_PERMISSION for a group whose members consume in broadcasting mode, online or not (see
+ * {@link isBroadcastingGroup}): its offsets are the members', the broker's are none of them.
+ * `consequence` completes the message ("so ...") with what the broker cannot do and what to do.
+ */
+function checkNotBroadcasting(ctx: BrokerContext, group: string, consequence: string): void {
+  if (!isBroadcastingGroup(ctx, group)) return;
+  throw new MQError(
+    "NO_PERMISSION",
+    `Consumer group ${group} consumes in broadcasting mode: each member keeps its offsets locally (<offsetStoreDir>/<host@instanceName>/${group}/offsets.json), so ${consequence}`,
+  );
+}
+
+/**
  * GET_CONSUME_STATS: broker and consumer offset per queue of the group's topics (and its retry
- * topic); SUBSCRIPTION_GROUP_NOT_EXIST for a group the broker does not know.
+ * topic); SUBSCRIPTION_GROUP_NOT_EXIST for a group the broker does not know, NO_PERMISSION for a
+ * broadcasting one (its progress is its members').
  */
 export function consumeStats(
   ctx: BrokerContext,
@@ -572,6 +586,13 @@ export function consumeStats(
 ): ConsumeStatsReply {
   const group = str(req.consumerGroup, "consumerGroup");
   checkKnownGroup(ctx, offsets, group);
+  // what the broker holds for it is none of its members' offsets: every queue would show a lag of
+  // everything, and a retry topic it does not use
+  checkNotBroadcasting(
+    ctx,
+    group,
+    "the broker has no progress of it to show: read a member's offsets.json (its next offset per queue; offsetStoreDir defaults to ~/.actormq_offsets on the member's host).",
+  );
   const topics = new Set<string>();
   if (typeof req.topic === "string" && req.topic.length > 0) {
     topics.add(req.topic);
@@ -628,11 +649,11 @@ export function resetOffset(
   // a pending reset is answered to one pull per queue: of a broadcasting group, whose members
   // keep their offsets locally, only the first member to pull would have moved; with none online,
   // the first to come back
-  if (isBroadcastingGroup(ctx, group))
-    throw new MQError(
-      "NO_PERMISSION",
-      `Consumer group ${group} consumes in broadcasting mode: each member keeps its offsets locally (<offsetStoreDir>/<host@instanceName>/${group}/offsets.json), so a broker cannot reset them. Stop the members, delete their offsets.json files and start them again with consumeFromWhere CONSUME_FROM_TIMESTAMP and consumeTimestamp (or CONSUME_FROM_FIRST_OFFSET).`,
-    );
+  checkNotBroadcasting(
+    ctx,
+    group,
+    "a broker cannot reset them. Stop the members, delete their offsets.json files and start them again with consumeFromWhere CONSUME_FROM_TIMESTAMP and consumeTimestamp (or CONSUME_FROM_FIRST_OFFSET).",
+  );
   const force = req.isForce !== false;
   const offsetTable: { queueId: number; offset: number }[] = [];
   for (let queueId = 0; queueId < tc.readQueueNums; queueId++) {

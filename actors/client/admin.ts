@@ -248,7 +248,8 @@ export class Admin {
    * A consumer group's progress: per queue (of its topics and retry topic, on every broker) the
    * broker's max offset, the group's committed offset and the lag between them. A broker whose
    * master is down is read from its lowest-id slave (as RocketMQ's selectBrokerAddr): its offsets
-   * are the ones the slave last copied.
+   * are the ones the slave last copied. Errors as {@link examineConsumeStats} (NO_PERMISSION for a
+   * broadcasting group).
    */
   async consumerProgress(group: string): Promise<ConsumerProgressEntry[]> {
     return (await this.examineConsumeStats(group)).offsetTable;
@@ -258,7 +259,9 @@ export class Admin {
    * RocketMQ's examineConsumeStats: the per-queue progress of {@link consumerProgress} and the
    * group's consume TPS, the messages per second its pulls took over the last minute (summed
    * over the brokers asked). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no broker asked knows the
-   * group, NO_ROUTE when no broker is registered.
+   * group, NO_ROUTE when no broker is registered, NO_PERMISSION for a group whose members consume
+   * in broadcasting mode (online or not): each keeps its offsets in its own offsets.json, so the
+   * brokers have no progress of it to show.
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();

@@ -5,7 +5,13 @@
  * Every part that cannot be read is reported in `errors`, never thrown.
  */
 
-import { BrokerActor, type ClusterInfo, type ConsumeStatsReply, type TopicConfigTable } from "../../transport/protocol.ts";
+import {
+  BrokerActor,
+  type ClusterInfo,
+  type ConsumeStatsReply,
+  type SubscriptionGroupConfig,
+  type TopicConfigTable,
+} from "../../transport/protocol.ts";
 import { type ConsumerProgressEntry, progressEntry } from "../client/admin.ts";
 import type { ActorNode } from "../runtime/index.ts";
 
@@ -181,10 +187,12 @@ export function wireClusterSource(deps: WireClusterSourceDeps): ClusterSource {
           t.queues.push(queue);
         }
       }
-      const sg = await ask<{ subscriptionGroupTable: Record<string, unknown> }>(b.address, BrokerActor.BROKER, {
+      const sg = await ask<{ subscriptionGroupTable: Record<string, Partial<SubscriptionGroupConfig>> }>(b.address, BrokerActor.BROKER, {
         type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
       });
-      for (const group of Object.keys(sg?.subscriptionGroupTable ?? {})) {
+      for (const [group, cfg] of Object.entries(sg?.subscriptionGroupTable ?? {})) {
+        // a broadcasting group's offsets are its members': the broker refuses its stats (no lag to show)
+        if (cfg?.messageModel === "BROADCASTING") continue;
         const cs = await ask<ConsumeStatsReply>(b.address, BrokerActor.OFFSETS, { type: "GET_CONSUME_STATS", consumerGroup: group });
         if (!cs) continue;
         let g = groups.get(group);

@@ -336,6 +336,32 @@ test("reset-offset and progress of a group no broker knows (a typo, an invalid n
   }
 });
 
+test("progress and reset-offset of a broadcasting group whose members are gone: one line saying its members keep the offsets, exit 1", async () => {
+  const { dir, cleanup: removeHome } = await tempDir();
+  try {
+    await cli(["topic", "create", "CliBcast", "--queues", "1", "--brokers", "broker-a"], { env });
+    const s = await cli(["send", "--topic", "CliBcast", "-q", "b1", "b2"], { env });
+    assert.equal(s.code, 0, s.err);
+    // its offsets file goes under $HOME/.actormq_offsets
+    const c = await cli(["consume", "--topic", "CliBcast", "--group", "cli-bcast", "--broadcast", "--from", "first", "--count", "2"], {
+      env: { ...env, HOME: dir },
+    });
+    assert.equal(c.code, 0, c.err);
+    const p = await cli(["progress", "--group", "cli-bcast"], { env });
+    assert.equal(p.code, 1, p.out);
+    assert.equal(p.out, "");
+    assert.match(
+      oneLine(p.err),
+      /^actormq: error NO_PERMISSION: Consumer group cli-bcast consumes in broadcasting mode: .*cli-bcast\/offsets\.json/,
+    );
+    const r = await cli(["reset-offset", "--group", "cli-bcast", "--topic", "CliBcast", "--time", "2000-01-01T00:00:00Z"], { env });
+    assert.equal(r.code, 1, r.out);
+    assert.match(oneLine(r.err), /^actormq: error NO_PERMISSION: Consumer group cli-bcast consumes in broadcasting mode/);
+  } finally {
+    await removeHome();
+  }
+});
+
 test("consume --from <time> on a young topic prints only what was stored from then on; a group that already consumed the topic keeps its offsets", async () => {
   await cli(["topic", "create", "CliFromTime", "--queues", "1", "--brokers", "broker-a"], { env });
   const s = await cli(["send", "--topic", "CliFromTime", "-q", "old-1", "old-2"], { env });

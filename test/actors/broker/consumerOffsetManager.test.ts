@@ -308,6 +308,25 @@ test("a reset left pending by a clustering group whose members came back broadca
   await f.ask("UNREGISTER_CLIENT", { clientID: "10.0.9.2@b1", consumerGroup: "SWG" });
 });
 
+test("consume stats of a broadcasting group, its members online or not: NO_PERMISSION saying where its offsets are, not a lag of everything", async () => {
+  await f.broker.createTopic({ topic: "BS", readQueueNums: 1, writeQueueNums: 1 });
+  await f.send("BS", 0, [{}, {}]);
+  const refused = (e: unknown) =>
+    isMQError(e, "NO_PERMISSION") && /broadcasting mode/.test(e.message) && e.message.includes("BSG/offsets.json");
+  await visit("10.0.9.3@m1", "BSG", "BS", "BROADCASTING", true);
+  await assert.rejects(f.ask("GET_CONSUME_STATS", { consumerGroup: "BSG" }), refused, "online");
+  await assert.rejects(f.ask("GET_CONSUME_STATS", { consumerGroup: "BSG", topic: "BS" }), refused, "online, one topic");
+  await f.ask("UNREGISTER_CLIENT", { clientID: "10.0.9.3@m1", consumerGroup: "BSG" });
+  await assert.rejects(f.ask("GET_CONSUME_STATS", { consumerGroup: "BSG" }), refused, "offline");
+  // restarted as clustering: its progress is the broker's again
+  await visit("10.0.9.3@m1", "BSG", "BS", "CLUSTERING");
+  const r = await f.ask<ConsumeStatsReply>("GET_CONSUME_STATS", { consumerGroup: "BSG", topic: "BS" });
+  assert.deepEqual(
+    r.fields.offsetTable.map((q) => [q.topic, q.brokerOffset]),
+    [["BS", 2]],
+  );
+});
+
 test("queue holders of groups whose last member left are bounded; the newest still refuse a stale member's late release", () => {
   const om = new ConsumerOffsetManager(path.join(f.dir, "unused", CONSUMER_OFFSET_FILE));
   const members = new Map<string, Set<string>>();
