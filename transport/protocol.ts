@@ -496,6 +496,12 @@ export interface SendMessageRequest {
   reconsumeTimes?: number;
   /** "ip:port" of the producer, when it knows one */
   bornHost?: string;
+  /**
+   * how long the producer waits for this answer (its attempt's timeout): a SYNC_MASTER's wait for
+   * its slave ends early enough to answer FLUSH_SLAVE_TIMEOUT within it. Without it (older
+   * producers) that wait is the broker's whole haSyncTimeoutMs.
+   */
+  timeoutMs?: number;
 }
 
 /** SEND_MESSAGE / SEND_BATCH_MESSAGE reply fields (`SendMessageResponseHeader` + status). */

@@ -107,12 +107,13 @@ export class HAService {
 
   /**
    * SYNC_MASTER: resolves SEND_OK once a slave acknowledged `end` (the message's end offset),
-   * FLUSH_SLAVE_TIMEOUT after `haSyncTimeoutMs`, SLAVE_NOT_AVAILABLE at once when no slave is
-   * connected or the nearest is too far behind.
+   * FLUSH_SLAVE_TIMEOUT after `haSyncTimeoutMs` or at `deadline` (monotonic ms) if sooner,
+   * SLAVE_NOT_AVAILABLE at once when no slave is connected or the nearest is too far behind.
    */
-  waitForSlave(end: number): Promise<SendStatus> {
+  waitForSlave(end: number, deadline = Number.POSITIVE_INFINITY): Promise<SendStatus> {
     if (this.closed || !this.isSlaveOk(end)) return Promise.resolve("SLAVE_NOT_AVAILABLE");
     if (this.slaveAckedOffset() >= end) return Promise.resolve("SEND_OK");
+    const waitMs = Math.max(0, Math.min(this.tuning.haSyncTimeoutMs, deadline - monotonicNow()));
     return new Promise((resolve) => {
       const w: SyncWaiter = {
         end,
@@ -120,7 +121,7 @@ export class HAService {
         timer: setTimeout(() => {
           this.waiters = this.waiters.filter((x) => x !== w);
           resolve("FLUSH_SLAVE_TIMEOUT");
-        }, this.tuning.haSyncTimeoutMs),
+        }, waitMs),
       };
       this.waiters.push(w);
     });

@@ -4,6 +4,8 @@
  * check permissions and the queue id, choose a queue when the producer left it open, append
  * through the store actor with one put per request, and map the store's status to a send status.
  */
+
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   checkSendProperties,
   decodeProperties,
@@ -38,6 +40,23 @@ import { logDeadLettered } from "./sendback.ts";
 /** bornHost when the request gives none or a malformed one (actormq producers send their own IPv4, port 0). */
 const UNKNOWN_HOST = "127.0.0.1:0";
 const HOST_PATTERN = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d{1,5}$/;
+
+/**
+ * Of a producer's attempt timeout (the request's `timeoutMs`), what the SYNC waits (a slave's
+ * acknowledgement) leave for the answer's way back and for the request's way here (network, this
+ * broker's backlog), neither of which the broker can measure: a tenth, at least 100 ms. A wait
+ * that ends after the producer gave up makes it retry a message already stored (a duplicate) and
+ * report TIMEOUT instead of the status.
+ */
+const REPLY_MARGIN_SHARE = 0.1;
+const MIN_REPLY_MARGIN_MS = 100;
+/** Least time a SYNC wait is given however short the producer's timeout: a slave acknowledges after a round trip. */
+const MIN_SYNC_WAIT_MS = 100;
+
+/** When (monotonic ms) the SYNC waits of a send asked with `timeoutMs` must end for the producer to get the answer. */
+export function syncWaitDeadline(timeoutMs: number, now = monotonicNow()): number {
+  return now + Math.max(MIN_SYNC_WAIT_MS, timeoutMs - Math.max(MIN_REPLY_MARGIN_MS, timeoutMs * REPLY_MARGIN_SHARE));
+}
 
 /** The request fields a send handler reads (all unchecked: they come off the wire). */
 export type SendEventFields = Partial<Record<keyof SendMessageRequest, unknown>> & { body?: unknown };
@@ -143,6 +162,13 @@ export async function processSend(
   const reconsumeTimes = intField(ev.reconsumeTimes, "reconsumeTimes", 0);
   let queueId = intField(ev.queueId, "queueId", -1);
   const bornHost = typeof ev.bornHost === "string" && HOST_PATTERN.test(ev.bornHost) ? ev.bornHost : UNKNOWN_HOST;
+  // the producer's attempt timeout, when it sends one: the SYNC waits below end in time for it to hear their outcome
+  let answerBy: number | undefined;
+  if (ev.timeoutMs !== undefined) {
+    const timeoutMs = intField(ev.timeoutMs, "timeoutMs");
+    if (timeoutMs < 1) throw illegal(`The send request's "timeoutMs" is ${timeoutMs}: it must be at least 1 (or left out).`);
+    answerBy = syncWaitDeadline(timeoutMs);
+  }
 
   let batchBody: Buffer;
   let single: { properties: string; flag: number } | undefined;
@@ -214,8 +240,10 @@ export async function processSend(
   const r = await ctx.put({ topic: putTopic, queueId: putQueueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
   let status: SendStatus =
     r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
-  // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA)
-  if (status === "SEND_OK" && config.role === "SYNC_MASTER") status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes);
+  // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA), or
+  // FLUSH_SLAVE_TIMEOUT while the producer still waits for the answer
+  if (status === "SEND_OK" && config.role === "SYNC_MASTER")
+    status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes, answerBy);
   // a client's own retry copy dead-lettered here is logged as a send-back's is
   if (dlq && r.status === "PUT_OK")
     logDeadLettered(

@@ -281,6 +281,7 @@ export class Producer {
         if (lastError !== undefined) break;
         throw this.routeLookupTimeout(out.topic, started - (deadline - remaining));
       }
+      const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
       const fields: SendMessageRequest = {
         producerGroup: this.group,
         topic: out.topic,
@@ -288,6 +289,9 @@ export class Producer {
         sysFlag: out.sysFlag,
         bornTimestamp: Date.now(),
         bornHost: this.bornHost,
+        // a SYNC_MASTER's wait for its slave ends within it: FLUSH_SLAVE_TIMEOUT comes back as the
+        // result, instead of this attempt timing out and the message being stored again by the next
+        timeoutMs,
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };
       try {
@@ -304,7 +308,6 @@ export class Producer {
         const unreachable = this.instance.brokerUnreachable(mq.brokerName);
         if (unreachable && attempt < times - 1)
           throw new MQError("TIMEOUT", `the connection to broker ${mq.brokerName} was refused or lost`);
-        const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
         const ask = ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
         const r = await (unreachable ? this.instance.unlessBrokerRefused(mq.brokerName, ask, monotonicNow()) : ask);
         this.faults.update(mq.brokerName, monotonicNow() - started, false);

@@ -5,11 +5,13 @@ import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { haServiceOf } from "../../../actors/broker/haService.ts";
+import { Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
+import { TcpProxy } from "../../e2e/fixtures/tcpProxy.ts";
 import { EPHEMERAL, fakeWallClock, tempDir, waitFor } from "../../helpers.ts";
 
 /** Small segments so replication crosses segment ends (blank markers). */
@@ -378,6 +380,37 @@ test("SYNC_MASTER: SEND_OK once the slave has the message; SLAVE_NOT_AVAILABLE w
     await pending;
   } finally {
     await fakeSlave.close();
+  }
+});
+
+test("SYNC_MASTER whose slave stops acknowledging (its link blackholed): a producer's send is answered FLUSH_SLAVE_TIMEOUT within its first attempt and stored once, not timed out and stored again by each retry", async () => {
+  const master = await startBroker({ brokerName: "ha8", role: "SYNC_MASTER", storeDir: path.join(dir, "ha8-m") });
+  const proxy = await TcpProxy.start(Number(new URL(master.address).port));
+  const slave = await startBroker({ brokerName: "ha8", brokerId: 1, masterAddress: proxy.address, storeDir: path.join(dir, "ha8-s") });
+  // the defaults: sendTimeoutMs 3000 (a first attempt of 2000 ms), haSyncTimeoutMs 5000
+  const producer = await Producer.start({ group: "pg-ha8", nameservers: [ns.address] });
+  const stored = () => [0, 1, 2, 3].reduce((n, q) => n + master.store.getMaxOffset("SyncStall", q), 0);
+  try {
+    await waitFor(() => haServiceOf(master.ctx).liveSlaves().length === 1, 10_000, "slave connected");
+    assert.equal((await producer.send({ topic: "SyncStall", body: "warm" })).status, "SEND_OK");
+    const before = stored();
+    // both sockets stay open: the slave still counts as connected but acknowledges nothing more
+    proxy.blackhole(0, proxy.accepted);
+    const t0 = monotonicNow();
+    const outcome = await producer.send({ topic: "SyncStall", body: "once" }).then(
+      (r) => r.status,
+      (e: unknown) => `threw ${(e as { code?: string }).code}`,
+    );
+    const took = monotonicNow() - t0;
+    assert.equal(stored() - before, 1, `one send, one stored copy (outcome ${outcome})`);
+    assert.equal(outcome, "FLUSH_SLAVE_TIMEOUT");
+    assert.ok(took < 2000, `answered within the first attempt's 2000 ms (took ${Math.round(took)} ms)`);
+  } finally {
+    proxy.heal();
+    await producer.close();
+    await closeBroker(slave);
+    await closeBroker(master);
+    await proxy.close();
   }
 });
 
