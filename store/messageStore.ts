@@ -8,6 +8,7 @@ import { isIPv4 } from "node:net";
 import path from "node:path";
 import { crc32 } from "node:zlib";
 import { int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "../transport/bigEndian.ts";
+import { monotonicNow } from "../transport/clock.ts";
 import {
   BLANK_MAGIC,
   BLANK_MARKER_BYTES,
@@ -169,7 +170,7 @@ export interface MessageStoreOptions {
   storeHost?: string;
   /** delay levels for SCHEDULE_TOPIC_XXXX delivery times. @default "1s 5s 10s 30s 1m ... 2h" */
   messageDelayLevel?: string;
-  /** how long a sync put waits for its flush before answering FLUSH_DISK_TIMEOUT. @default 5000 */
+  /** how long a sync put waits for its flush before answering FLUSH_DISK_TIMEOUT (less up to its flushDeadline). @default 5000 */
   syncFlushTimeoutMs?: number;
   /** per getMessage byte limit. @default 256 KiB */
   maxTransferBytes?: number;
@@ -275,6 +276,12 @@ export interface PutBatch {
   reconsumeTimes?: number;
   /** {@link encodeMessageBatch} body */
   body: Buffer;
+  /**
+   * sync flush: when (monotonicNow, transport/clock.ts) the put must be answered if sooner than
+   * `syncFlushTimeoutMs` (its sender gives up then): not on disk by then, it is FLUSH_DISK_TIMEOUT.
+   * The puts of one {@link MessageStore.putMessagesGroup} call share their earliest.
+   */
+  flushDeadline?: number;
 }
 
 /** The outcome of a put. */
@@ -830,7 +837,12 @@ export class MessageStore {
     const files = this.groupFiles;
     files.opening = 0;
     files.several = batches.length > 1;
+    // the group's puts are answered together (the store actor answers its PUT_GROUP as one): its
+    // flush wait ends at the earliest deadline, so no sender hears the answer after it gave up
+    let flushDeadline = Number.POSITIVE_INFINITY;
     for (let i = 0; i < batches.length; i++) {
+      const by = batches[i]!.flushDeadline;
+      if (by !== undefined && by < flushDeadline) flushDeadline = by;
       try {
         plans.push(this.planPut(batches[i]!, i, files));
       } catch (e) {
@@ -850,7 +862,7 @@ export class MessageStore {
       let results: Promise<void>;
       try {
         this.catchUpDispatch();
-        results = this.appendGroup(group, total);
+        results = this.appendGroup(group, total, flushDeadline);
       } catch (e) {
         results = Promise.reject(e);
       }
@@ -975,8 +987,11 @@ export class MessageStore {
     return { batch, index, topicBytes, count, total, result: undefined };
   }
 
-  /** Encodes the planned batches back to back, appends them with one write and dispatches them once. */
-  private appendGroup(group: PutPlan[], total: number): Promise<void> {
+  /**
+   * Encodes the planned batches back to back, appends them with one write and dispatches them once;
+   * sync flush: waits for them to be on disk, until `flushDeadline` at the latest.
+   */
+  private appendGroup(group: PutPlan[], total: number, flushDeadline: number): Promise<void> {
     const phy0 = this.commitLog.reserve(total);
     if (this.writeBuf.length < total) this.writeBuf = Buffer.allocUnsafe(Math.max(total, this.writeBuf.length * 2));
     const w = this.writeBuf;
@@ -1051,7 +1066,7 @@ export class MessageStore {
     this.tailAt = -1;
     this.dispatchAppended(w, total, phy0);
     if (this.options.flush === "sync") {
-      return this.waitFlush(phy0 + total).then((status) => {
+      return this.waitFlush(phy0 + total, flushDeadline).then((status) => {
         for (const pl of group) pl.result!.status = status;
       });
     }
@@ -1059,9 +1074,11 @@ export class MessageStore {
     return Promise.resolve();
   }
 
-  private waitFlush(target: number): Promise<"PUT_OK" | "FLUSH_DISK_TIMEOUT"> {
+  /** PUT_OK once `target` is on disk, else FLUSH_DISK_TIMEOUT after `syncFlushTimeoutMs` or at `deadline` (monotonic) if sooner. */
+  private waitFlush(target: number, deadline: number): Promise<"PUT_OK" | "FLUSH_DISK_TIMEOUT"> {
+    const waitMs = Math.max(0, Math.min(this.options.syncFlushTimeoutMs, deadline - monotonicNow()));
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => resolve("FLUSH_DISK_TIMEOUT"), this.options.syncFlushTimeoutMs);
+      const timer = setTimeout(() => resolve("FLUSH_DISK_TIMEOUT"), waitMs);
       this.commitLog.waitFlushed(target).then(
         () => {
           clearTimeout(timer);

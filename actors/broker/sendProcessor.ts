@@ -42,15 +42,15 @@ const UNKNOWN_HOST = "127.0.0.1:0";
 const HOST_PATTERN = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d{1,5}$/;
 
 /**
- * Of a producer's attempt timeout (the request's `timeoutMs`), what the SYNC waits (a slave's
- * acknowledgement) leave for the answer's way back and for the request's way here (network, this
- * broker's backlog), neither of which the broker can measure: a tenth, at least 100 ms. A wait
- * that ends after the producer gave up makes it retry a message already stored (a duplicate) and
- * report TIMEOUT instead of the status.
+ * Of a producer's attempt timeout (the request's `timeoutMs`), what the SYNC waits (a sync flush,
+ * a slave's acknowledgement) leave for the answer's way back and for the request's way here
+ * (network, this broker's backlog), neither of which the broker can measure: a tenth, at least
+ * 100 ms. A wait that ends after the producer gave up makes it retry a message already stored (a
+ * duplicate) and report TIMEOUT instead of the status.
  */
 const REPLY_MARGIN_SHARE = 0.1;
 const MIN_REPLY_MARGIN_MS = 100;
-/** Least time a SYNC wait is given however short the producer's timeout: a slave acknowledges after a round trip. */
+/** Least time the SYNC waits are given however short the producer's timeout: an fdatasync or a slave's acknowledgement can take that long. */
 const MIN_SYNC_WAIT_MS = 100;
 
 /** When (monotonic ms) the SYNC waits of a send asked with `timeoutMs` must end for the producer to get the answer. */
@@ -237,7 +237,17 @@ export async function processSend(
       batchBody = encodeMessageBatch([{ body, flag: single.flag, properties: encodeProperties(target.properties) }]);
     }
   }
-  const r = await ctx.put({ topic: putTopic, queueId: putQueueId, bornTimestamp, bornHost, sysFlag, reconsumeTimes, body: batchBody });
+  const r = await ctx.put({
+    topic: putTopic,
+    queueId: putQueueId,
+    bornTimestamp,
+    bornHost,
+    sysFlag,
+    reconsumeTimes,
+    body: batchBody,
+    // a sync flush is waited for only while the producer still waits for the answer (FLUSH_DISK_TIMEOUT)
+    flushDeadline: answerBy,
+  });
   let status: SendStatus =
     r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
   // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA), or

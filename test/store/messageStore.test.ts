@@ -8,6 +8,7 @@ import { dirIo, mkdirDurable } from "../../store/durableDir.ts";
 import { type DiskSpaceChange, MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { statfsUsedPercent, usedPercent } from "../../store/messageStore.ts";
 import { segmentIo } from "../../store/segment.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
 import { MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
@@ -1000,6 +1001,56 @@ test("sync flush: concurrent puts share fdatasyncs and all resolve", async (t) =
     Array.from({ length: 50 }, (_, i) => i),
   );
   assert.equal(s.commitLog.flushedOffset, s.maxPhyOffset);
+});
+
+test("sync flush: a put not on disk by its flushDeadline is FLUSH_DISK_TIMEOUT then, before syncFlushTimeoutMs; the puts of one group share the earliest", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open({
+    dir,
+    commitLogSegmentBytes: 1 << 20,
+    cleanIntervalMs: 0,
+    checkpointIntervalMs: 0,
+    syncFlushTimeoutMs: 600,
+  });
+  // the commit log's fdatasyncs hang (a stalled disk) until released
+  const real = segmentIo.fdatasync;
+  const stalled: Array<() => void> = [];
+  segmentIo.fdatasync = (fd) =>
+    fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)
+      ? new Promise<void>((resolve, reject) => stalled.push(() => real(fd).then(resolve, reject)))
+      : real(fd);
+  t.after(async () => {
+    segmentIo.fdatasync = real;
+    for (const release of stalled) release();
+    await s.close();
+  });
+  // each put's status and when it came, in ms from t0
+  let t0 = monotonicNow();
+  const timed = async (p: Promise<{ status: string }>) => {
+    const { status } = await p;
+    return { status, ms: monotonicNow() - t0 };
+  };
+  const alone = await timed(s.putMessages({ ...batch("D", 0, [{ body: "a" }]), flushDeadline: t0 + 100 }));
+  assert.equal(alone.status, "FLUSH_DISK_TIMEOUT");
+  assert.ok(alone.ms >= 95 && alone.ms < 500, `answered at its deadline (${Math.round(alone.ms)} ms)`);
+  // answered together: a put without a deadline in the group of one with one is answered at that one
+  t0 = monotonicNow();
+  const group = await Promise.all(
+    s.putMessagesGroup([batch("D", 0, [{ body: "b" }]), { ...batch("D", 1, [{ body: "c" }]), flushDeadline: t0 + 100 }]).map(timed),
+  );
+  for (const r of group) {
+    assert.equal(r.status, "FLUSH_DISK_TIMEOUT");
+    assert.ok(r.ms < 500, `answered at the group's earliest deadline (${Math.round(r.ms)} ms)`);
+  }
+  // a deadline past syncFlushTimeoutMs, or none, waits syncFlushTimeoutMs
+  for (const later of [true, false]) {
+    t0 = monotonicNow();
+    const r = await timed(s.putMessages({ ...batch("D", 0, [{ body: "d" }]), flushDeadline: later ? t0 + 60_000 : undefined }));
+    assert.equal(r.status, "FLUSH_DISK_TIMEOUT");
+    assert.ok(r.ms >= 595 && r.ms < 5000, `waited syncFlushTimeoutMs (${Math.round(r.ms)} ms)`);
+  }
+  assert.equal(s.getMaxOffset("D", 0) + s.getMaxOffset("D", 1), 5, "the puts are stored all the same");
 });
 
 test("sync flush: puts waiting for their flush when the store closes resolve PUT_OK, as close flushed them", async (t) => {

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
+import { readlinkSync } from "node:fs";
 import { networkInterfaces } from "node:os";
+import path from "node:path";
 import { after, before, test } from "node:test";
 import * as zmq from "zeromq";
 import { Broker } from "../../../actors/broker/broker.ts";
@@ -10,6 +12,7 @@ import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { MessageStore } from "../../../store/index.ts";
 import { ioError } from "../../../store/ioError.ts";
+import { segmentIo } from "../../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, MAX_SEND_PROPERTIES_BYTES } from "../../../transport/messageRecord.ts";
 import {
   BrokerActor,
@@ -964,5 +967,40 @@ test("a wall clock step forward of 1 h while a send is in flight neither reports
   } finally {
     MessageStore.prototype.putMessagesGroup = orig;
     clock.restore();
+  }
+});
+
+test("a sync-flush broker whose disk stalls answers a producer's send FLUSH_DISK_TIMEOUT within its first attempt and stores it once, not timed out and stored again by each retry", async () => {
+  const { dir: d5, cleanup: c5 } = await tempDir();
+  // flush "sync" (the default) with syncFlushTimeoutMs 5000 (the default); the producer's sendTimeoutMs is 3000
+  const b = await Broker.start({ brokerName: "stall", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d5 });
+  await b.createTopic({ topic: "DiskStall", readQueueNums: 4, writeQueueNums: 4 });
+  const p = await Producer.start({ group: "pg-stall", nameservers: [ns.address] });
+  const real = segmentIo.fdatasync;
+  const stalled: Array<() => void> = [];
+  const stored = () => [0, 1, 2, 3].reduce((n, q) => n + b.store.getMaxOffset("DiskStall", q), 0);
+  try {
+    assert.equal((await p.send({ topic: "DiskStall", body: "warm" })).status, "SEND_OK");
+    const before = stored();
+    // the commit log's fdatasyncs hang (a disk that stopped answering) until the end of the test
+    segmentIo.fdatasync = (fd) =>
+      readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)
+        ? new Promise<void>((resolve, reject) => stalled.push(() => real(fd).then(resolve, reject)))
+        : real(fd);
+    const t0 = performance.now();
+    const outcome = await p.send({ topic: "DiskStall", body: "once" }).then(
+      (r) => r.status,
+      (e: unknown) => `threw ${(e as { code?: string }).code}`,
+    );
+    const took = performance.now() - t0;
+    assert.equal(stored() - before, 1, `one send, one stored copy (outcome ${outcome})`);
+    assert.equal(outcome, "FLUSH_DISK_TIMEOUT");
+    assert.ok(took < 2000, `answered within the first attempt's 2000 ms (took ${Math.round(took)} ms)`);
+  } finally {
+    segmentIo.fdatasync = real;
+    for (const release of stalled) release();
+    await p.close();
+    await b.close();
+    await c5();
   }
 });
