@@ -91,17 +91,36 @@ export interface QueryMessageByKeyOptions {
 }
 
 /**
- * The replies of the masters that know `group`. A master that does not know it answers
- * SUBSCRIPTION_GROUP_NOT_EXIST (it never served the group: nothing to show or reset there); when
- * none knows it, that is the error. Any other failure is thrown.
+ * The replies of the brokers that know `group` (`settled[i]` is the answer of `brokers[i]`). A
+ * broker that does not know it answers SUBSCRIPTION_GROUP_NOT_EXIST (it never served the group:
+ * nothing to show or reset there); when none knows it, that is the error. Any other failure is
+ * thrown, naming every broker that failed: an answer without their queues would be taken for the
+ * whole of it.
  */
-function knownGroupReplies<T>(group: string, settled: PromiseSettledResult<T>[]): T[] {
+function knownGroupReplies<T>(
+  group: string,
+  settled: PromiseSettledResult<T>[],
+  brokers: readonly LookupTarget[],
+  what: string,
+  consequence: string,
+): T[] {
   const out: T[] = [];
   let unknown = 0;
-  for (const r of settled) {
+  const failed: { broker: LookupTarget; reason: unknown }[] = [];
+  settled.forEach((r, i) => {
     if (r.status === "fulfilled") out.push(r.value);
     else if (isMQError(r.reason, "SUBSCRIPTION_GROUP_NOT_EXIST")) unknown++;
-    else throw r.reason;
+    else failed.push({ broker: brokers[i]!, reason: r.reason });
+  });
+  if (failed.length > 0) {
+    const first = failed[0]!.reason;
+    if (!isMQError(first)) throw first;
+    throw new MQError(
+      first.code,
+      `${failed.map(({ broker, reason }) => `Broker ${broker.brokerName} (${broker.addr}) did not answer ${what} (${(reason as Error).message})`).join("; ")}: ${consequence}. ` +
+        "A broker killed stays registered with the name servers for up to 120 s: start it (or a slave of it), or retry once it has left their table.",
+      { cause: first },
+    );
   }
   if (out.length === 0 && unknown > 0) {
     throw new MQError(
@@ -261,7 +280,8 @@ export class Admin {
    * over the brokers asked). MQError SUBSCRIPTION_GROUP_NOT_EXIST when no broker asked knows the
    * group, NO_ROUTE when no broker is registered, NO_PERMISSION for a group whose members consume
    * in broadcasting mode (online or not): each keeps its offsets in its own offsets.json, so the
-   * brokers have no progress of it to show.
+   * brokers have no progress of it to show. A broker that does not answer fails it with its
+   * error's code and a message naming the broker (an answer without its queues would hide their lag).
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
@@ -281,6 +301,9 @@ export class Admin {
           }),
         ),
       ),
+      targets,
+      "GET_CONSUME_STATS",
+      `the progress of ${group} there is unknown, and an answer without its queues would hide their lag`,
     );
     const out: ConsumerProgressEntry[] = [];
     let consumeTps = 0;
@@ -319,9 +342,13 @@ export class Admin {
         `${masterless.length === 1 ? "Broker" : "Brokers"} ${masterless.join(", ")} serving ${topic} ${masterless.length === 1 ? "has" : "have"} no live master registered with the name servers, and a slave cannot reset offsets: nothing was reset. Start the master(s), then reset again.`,
       );
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
+    const masters = route.brokerDatas.map((bd) => ({
+      brokerName: bd.brokerName,
+      addr: bd.brokerAddrs[String(MASTER_ID)]!,
+      addrs: Object.values(bd.brokerAddrs),
+    }));
     const settled = await Promise.allSettled(
-      route.brokerDatas.map(async (bd) => {
-        const addr = bd.brokerAddrs[String(MASTER_ID)]!;
+      masters.map(async ({ brokerName, addr }) => {
         const r = await this.instance
           .refAt(addr, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
           .ask<{ offsetTable: { queueId: number; offset: number }[] }>({
@@ -331,10 +358,16 @@ export class Admin {
             timestamp,
             isForce: true,
           } satisfies ResetOffsetRequest & { type: string });
-        for (const e of r.fields.offsetTable ?? []) out.push({ topic, brokerName: bd.brokerName, queueId: e.queueId, offset: e.offset });
+        for (const e of r.fields.offsetTable ?? []) out.push({ topic, brokerName, queueId: e.queueId, offset: e.offset });
       }),
     );
-    knownGroupReplies(group, settled);
+    knownGroupReplies(
+      group,
+      settled,
+      masters,
+      "INVOKE_BROKER_TO_RESET_OFFSET",
+      "its queues may not have been reset (the other brokers' were); reset again once it answers",
+    );
     return out.sort(compareMessageQueue);
   }
 
@@ -385,26 +418,45 @@ export class Admin {
     return targets;
   }
 
-  /** Asks each broker VIEW_MESSAGE_BY_ID at the id's offset; keeps the record whose own offset id is `msgId`. */
+  /**
+   * VIEW_MESSAGE_BY_ID at the id's offset; keeps the record whose own offset id is `msgId`. The id
+   * names its broker's address (reference §10.1), and only that broker is asked, as RocketMQ's
+   * viewMessage does: another broker down does not fail the lookup. An id naming no registered
+   * address (a broker advertised by host name, or since moved) is asked of every broker; it fails
+   * only when every one of them did.
+   */
   private async viewByOffsetId(targets: LookupTarget[], msgId: string): Promise<MessageExt | null> {
     if (!/^[0-9A-Fa-f]{32}$/.test(msgId)) return null;
-    const { commitLogOffset } = parseOffsetMsgId(msgId);
+    const { storeHost, commitLogOffset } = parseOffsetMsgId(msgId);
     if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null;
     const wanted = msgId.toUpperCase();
-    const found = await Promise.all(
-      targets.map(async (t) => {
-        try {
-          const r = await this.instance
-            .refAt(t.addr, QUERY_MESSAGE_ACTOR)
-            .ask({ type: "VIEW_MESSAGE_BY_ID", offset: commitLogOffset } satisfies ViewMessageRequest & { type: string });
-          return r.body ? decodeRecords(r.body, t.brokerName).find((m) => m.offsetMsgId === wanted) : undefined;
-        } catch (e) {
-          if (isMQError(e, "QUERY_NOT_FOUND", "INVALID_PARAMETER")) return undefined;
-          throw e;
-        }
-      }),
-    );
-    return found.find((m) => m !== undefined) ?? null;
+    const view = async (t: LookupTarget): Promise<MessageExt | null> => {
+      try {
+        const r = await this.instance
+          .refAt(t.addr, QUERY_MESSAGE_ACTOR)
+          .ask({ type: "VIEW_MESSAGE_BY_ID", offset: commitLogOffset } satisfies ViewMessageRequest & { type: string });
+        return r.body ? (decodeRecords(r.body, t.brokerName).find((m) => m.offsetMsgId === wanted) ?? null) : null;
+      } catch (e) {
+        if (isMQError(e, "QUERY_NOT_FOUND", "INVALID_PARAMETER")) return null;
+        throw e;
+      }
+    };
+    // a slave's records carry its master's address: the broker name is what the id names
+    const owner = targets.find((t) => t.addrs.includes(`tcp://${storeHost}`));
+    if (owner)
+      return view(owner).catch((e: unknown) => {
+        if (!isMQError(e)) throw e;
+        throw new MQError(
+          e.code,
+          `Broker ${owner.brokerName} (${owner.addr}), which holds message ${msgId}, did not answer VIEW_MESSAGE_BY_ID (${e.message}). Retry once it or a slave of it is up.`,
+          { cause: e },
+        );
+      });
+    const settled = await Promise.allSettled(targets.map(view));
+    for (const s of settled) if (s.status === "fulfilled" && s.value) return s.value;
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed && settled.every((s) => s.status === "rejected")) throw failed.reason;
+    return null;
   }
 
   /** QUERY_MESSAGE to each target; QUERY_NOT_FOUND counts as none; throws only when every broker failed otherwise. */
@@ -444,6 +496,8 @@ export class Admin {
 interface LookupTarget {
   brokerName: string;
   addr: string;
+  /** every address registered for the broker name (master and slaves) */
+  addrs: string[];
 }
 
 function lookupTargets(brokerDatas: BrokerData[]): LookupTarget[] {
@@ -453,7 +507,7 @@ function lookupTargets(brokerDatas: BrokerData[]): LookupTarget[] {
       .map(Number)
       .sort((a, b) => a - b);
     const addr = bd.brokerAddrs[String(MASTER_ID)] ?? (ids.length > 0 ? bd.brokerAddrs[String(ids[0])] : undefined);
-    if (addr) out.push({ brokerName: bd.brokerName, addr });
+    if (addr) out.push({ brokerName: bd.brokerName, addr, addrs: ids.map((id) => bd.brokerAddrs[String(id)]!) });
   }
   return out;
 }

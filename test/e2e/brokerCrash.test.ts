@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
-import { Admin, Producer } from "../../actors/client/index.ts";
+import { Admin, Broker, isMQError, NameServer, Producer, PushConsumer } from "../../index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
 
@@ -81,5 +81,64 @@ test("kill -9 of one broker while sending: sends keep succeeding, the dead broke
     await Promise.all(senders);
     await producer.close();
     await admin.close();
+  }
+});
+
+test("kill -9 of a broker still registered: viewMessage of a message on a live broker finds it; consumer progress names the broker that did not answer", async () => {
+  const { dir, cleanup } = await tempDir();
+  // default expiry: the killed broker stays in the name server's table for the whole test
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const a = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [ns.address!],
+    storeDir: path.join(dir, "a"),
+    flush: "async",
+  });
+  const b = await spawnServer("broker", {
+    brokerName: "broker-b",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: path.join(dir, "b"),
+    flush: "async",
+  });
+  const admin = await Admin.start({ nameservers: [ns.address!] });
+  const producer = await Producer.start({ group: "dead-pg", nameservers: [ns.address!] });
+  try {
+    await admin.createTopic({ topic: "OnA", brokers: ["broker-a"], readQueueNums: 1, writeQueueNums: 1 });
+    const r = await producer.send({ topic: "OnA", body: "on broker-a" });
+    let consumed = 0;
+    const consumer = await PushConsumer.start({
+      group: "dead-cg",
+      nameservers: [ns.address!],
+      subscriptions: { OnA: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs) => {
+        consumed += msgs.length;
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => consumed >= 1, 10_000, "the message consumed");
+    await consumer.close();
+
+    await killServer(b);
+    assert.ok((await admin.clusterInfo()).brokerAddrTable["broker-b"], "the killed broker is still registered");
+    // the offset msg id names broker-a's address: broker-b is not asked
+    assert.equal((await admin.viewMessage(r.offsetMsgId))?.body.toString(), "on broker-a");
+    assert.equal((await admin.viewMessage(r.msgId))?.body.toString(), "on broker-a");
+    // an id naming no registered broker: every broker is asked, and one down does not fail the others' "none"
+    assert.equal(await admin.viewMessage(`0A0000FE00002710${r.offsetMsgId.slice(16)}`), null);
+    // progress cannot leave broker-b's queues out unsaid: the error names it
+    await assert.rejects(
+      admin.consumerProgress("dead-cg"),
+      (e) => isMQError(e, "TIMEOUT") && e.message.includes("broker-b") && e.message.includes(b.address),
+    );
+  } finally {
+    await killServer(b);
+    await producer.close();
+    await admin.close();
+    await a.close();
+    await ns.close();
+    await cleanup();
   }
 });
