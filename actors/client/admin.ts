@@ -4,6 +4,7 @@
  * queries (consumerProgress, resetOffsetByTimestamp, ...) are added next to these.
  */
 
+import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
 import {
   BrokerActor,
@@ -32,6 +33,7 @@ import {
   type UpdateTopicRequest,
   type ViewMessageRequest,
 } from "../../transport/protocol.ts";
+import { type Reply, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 
 /** One queue's line of `Admin.consumerProgress`. */
@@ -117,7 +119,7 @@ function knownGroupReplies<T>(
     if (!isMQError(first)) throw first;
     throw new MQError(
       first.code,
-      `${failed.map(({ broker, reason }) => `Broker ${broker.brokerName} (${broker.addr}) did not answer ${what} (${(reason as Error).message})`).join("; ")}: ${consequence}. ` +
+      `${failed.map(({ broker, reason }) => `Broker ${broker.brokerName} (${broker.addrs.join(", ")}) did not answer ${what} (${(reason as Error).message})`).join("; ")}: ${consequence}. ` +
         "A broker killed stays registered with the name servers for up to 120 s: start it (or a slave of it), or retry once it has left their table.",
       { cause: first },
     );
@@ -292,8 +294,8 @@ export class Admin {
     const replies = knownGroupReplies(
       group,
       await Promise.allSettled(
-        targets.map(({ addr }) =>
-          this.instance.refAt(addr, ConsumptionActorFor.GET_CONSUME_STATS).ask<ConsumeStatsReply>({
+        targets.map((t) =>
+          this.askBroker<ConsumeStatsReply>(t, ConsumptionActorFor.GET_CONSUME_STATS, {
             type: "GET_CONSUME_STATS",
             consumerGroup: group,
           } satisfies GetConsumeStatsRequest & {
@@ -342,15 +344,11 @@ export class Admin {
         `${masterless.length === 1 ? "Broker" : "Brokers"} ${masterless.join(", ")} serving ${topic} ${masterless.length === 1 ? "has" : "have"} no live master registered with the name servers, and a slave cannot reset offsets: nothing was reset. Start the master(s), then reset again.`,
       );
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
-    const masters = route.brokerDatas.map((bd) => ({
-      brokerName: bd.brokerName,
-      addr: bd.brokerAddrs[String(MASTER_ID)]!,
-      addrs: Object.values(bd.brokerAddrs),
-    }));
+    const masters = route.brokerDatas.map((bd) => ({ brokerName: bd.brokerName, addrs: [bd.brokerAddrs[String(MASTER_ID)]!] }));
     const settled = await Promise.allSettled(
-      masters.map(async ({ brokerName, addr }) => {
+      masters.map(async ({ brokerName, addrs }) => {
         const r = await this.instance
-          .refAt(addr, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
+          .refAt(addrs[0]!, ConsumptionActorFor.INVOKE_BROKER_TO_RESET_OFFSET)
           .ask<{ offsetTable: { queueId: number; offset: number }[] }>({
             type: "INVOKE_BROKER_TO_RESET_OFFSET",
             topic,
@@ -410,7 +408,7 @@ export class Admin {
     return byUniq[0] ?? null;
   }
 
-  /** Every registered broker's master, else its lowest-id slave (lookupTargets); NO_ROUTE when there is none. */
+  /** Every registered broker (lookupTargets: asked on its master, else a slave); NO_ROUTE when there is none. */
   private async everyBroker(): Promise<LookupTarget[]> {
     const info = await this.clusterInfo();
     const targets = lookupTargets(Object.values(info.brokerAddrTable));
@@ -432,9 +430,10 @@ export class Admin {
     const wanted = msgId.toUpperCase();
     const view = async (t: LookupTarget): Promise<MessageExt | null> => {
       try {
-        const r = await this.instance
-          .refAt(t.addr, QUERY_MESSAGE_ACTOR)
-          .ask({ type: "VIEW_MESSAGE_BY_ID", offset: commitLogOffset } satisfies ViewMessageRequest & { type: string });
+        const r = await this.askBroker(t, QUERY_MESSAGE_ACTOR, {
+          type: "VIEW_MESSAGE_BY_ID",
+          offset: commitLogOffset,
+        } satisfies ViewMessageRequest & { type: string });
         return r.body ? (decodeRecords(r.body, t.brokerName).find((m) => m.offsetMsgId === wanted) ?? null) : null;
       } catch (e) {
         if (isMQError(e, "QUERY_NOT_FOUND", "INVALID_PARAMETER")) return null;
@@ -448,7 +447,7 @@ export class Admin {
         if (!isMQError(e)) throw e;
         throw new MQError(
           e.code,
-          `Broker ${owner.brokerName} (${owner.addr}), which holds message ${msgId}, did not answer VIEW_MESSAGE_BY_ID (${e.message}). Retry once it or a slave of it is up.`,
+          `Broker ${owner.brokerName} (${owner.addrs.join(", ")}), which holds message ${msgId}, did not answer VIEW_MESSAGE_BY_ID (${e.message}). Retry once it or a slave of it is up.`,
           { cause: e },
         );
       });
@@ -459,12 +458,36 @@ export class Admin {
     return null;
   }
 
+  /**
+   * `event` to `actor` on a broker: its master, else its lowest-id slave, as RocketMQ's
+   * selectBrokerAddr. A master killed stays registered for up to 120 s, so, as consumers do
+   * (findBrokerAddressInSubscribe), one whose connection reads lost is asked after its slaves, and
+   * one that does not answer (TIMEOUT, given up as soon as its connection fails) is followed by the
+   * next address; the last one's answer or error is the result.
+   */
+  private async askBroker<T = Record<string, unknown>>(t: LookupTarget, actor: string, event: WireEvent): Promise<Reply<T>> {
+    const node = this.instance.node;
+    const addrs = t.addrs.some((a) => node.peerUnreachable(a))
+      ? [...t.addrs.filter((a) => !node.peerUnreachable(a)), ...t.addrs.filter((a) => node.peerUnreachable(a))]
+      : t.addrs;
+    for (let i = 0; ; i++) {
+      const since = monotonicNow();
+      const ask = this.instance.refAt(addrs[i]!, actor).ask<T>(event);
+      if (i === addrs.length - 1) return ask;
+      try {
+        return await unlessConnectionLost(node, addrs[i]!, ask, since);
+      } catch (e) {
+        if (!isMQError(e, "TIMEOUT")) throw e;
+      }
+    }
+  }
+
   /** QUERY_MESSAGE to each target; QUERY_NOT_FOUND counts as none; throws only when every broker failed otherwise. */
   private async queryBrokers(targets: LookupTarget[], req: QueryMessageRequest): Promise<MessageExt[]> {
     const settled = await Promise.allSettled(
       targets.map(async (t) => {
         try {
-          const r = await this.instance.refAt(t.addr, QUERY_MESSAGE_ACTOR).ask({ type: "QUERY_MESSAGE", ...req });
+          const r = await this.askBroker(t, QUERY_MESSAGE_ACTOR, { type: "QUERY_MESSAGE", ...req });
           return r.body ? decodeRecords(r.body, t.brokerName) : [];
         } catch (e) {
           if (isMQError(e, "QUERY_NOT_FOUND")) return [];
@@ -492,22 +515,21 @@ export class Admin {
   }
 }
 
-/** A broker to ask for a lookup: its master, or its lowest-id slave while the master is away. */
+/** A broker to ask for a lookup: its addresses, master first, then its slaves by id ({@link Admin.askBroker}). */
 interface LookupTarget {
   brokerName: string;
-  addr: string;
-  /** every address registered for the broker name (master and slaves) */
   addrs: string[];
 }
 
 function lookupTargets(brokerDatas: BrokerData[]): LookupTarget[] {
   const out: LookupTarget[] = [];
   for (const bd of [...brokerDatas].sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0))) {
-    const ids = Object.keys(bd.brokerAddrs)
+    const addrs = Object.keys(bd.brokerAddrs)
       .map(Number)
-      .sort((a, b) => a - b);
-    const addr = bd.brokerAddrs[String(MASTER_ID)] ?? (ids.length > 0 ? bd.brokerAddrs[String(ids[0])] : undefined);
-    if (addr) out.push({ brokerName: bd.brokerName, addr, addrs: ids.map((id) => bd.brokerAddrs[String(id)]!) });
+      .sort((a, b) => a - b)
+      .map((id) => bd.brokerAddrs[String(id)])
+      .filter((a): a is string => !!a);
+    if (addrs.length > 0) out.push({ brokerName: bd.brokerName, addrs });
   }
   return out;
 }

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
-import { Admin, type MessageExt, Producer, PushConsumer } from "../../index.ts";
+import { consumerOffsetsOf } from "../../actors/broker/consumerOffsetManager.ts";
+import { Admin, Broker, type MessageExt, NameServer, Producer, PushConsumer } from "../../index.ts";
+import { parseOffsetMsgId } from "../../transport/messageRecord.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
 
@@ -167,6 +169,76 @@ test("kill -9 of a master with default broker timings: a consumer reads the back
     await admin.close();
     await stopServer(slave);
     await stopServer(ns);
+    await cleanup();
+  }
+});
+
+test("kill -9 of a master still registered: admin lookups and consumer progress read its slave, also from an admin that never reached the master", async () => {
+  const { dir, cleanup } = await tempDir("actormq-ha-admin-");
+  // default expiry: the killed master stays registered for the whole test
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const common = { brokerName: "ka", listen: EPHEMERAL, nameservers: [ns.address], flush: "async" };
+  const master = await spawnServer("broker", { ...common, storeDir: path.join(dir, "master") });
+  const slave = await Broker.start({
+    ...common,
+    brokerId: 1,
+    role: "SLAVE",
+    masterAddress: master.address,
+    storeDir: path.join(dir, "slave"),
+    slaveSyncIntervalMs: 200,
+  } as never);
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  const producer = await Producer.start({ group: "ka-pg", nameservers: [ns.address] });
+  let fresh: Admin | undefined;
+  try {
+    await admin.createTopic({ topic: "KA", readQueueNums: 1, writeQueueNums: 1 });
+    const r = await producer.send({ topic: "KA", body: "hello", keys: "k1" });
+    let consumed = 0;
+    const consumer = await PushConsumer.start({
+      group: "ka-cg",
+      nameservers: [ns.address],
+      subscriptions: { KA: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      listener: async (msgs) => {
+        consumed += msgs.length;
+        return "CONSUME_SUCCESS";
+      },
+    });
+    await waitFor(() => consumed >= 1, 10_000, "the message consumed");
+    await consumer.close();
+    await waitFor(
+      () =>
+        slave.store.maxPhyOffset > parseOffsetMsgId(r.offsetMsgId).commitLogOffset &&
+        consumerOffsetsOf(slave.ctx).queryOffset("ka-cg", "KA", 0) === 1,
+      10_000,
+      "the slave holds the message and the group's offset",
+    );
+    // the admin has talked to the master: it sees its connection lost
+    assert.equal((await admin.consumerProgress("ka-cg")).find((q) => q.topic === "KA")?.lag, 0);
+
+    await killServer(master);
+    assert.ok((await admin.clusterInfo()).brokerAddrTable.ka?.brokerAddrs["0"], "the killed master is still registered");
+    fresh = await Admin.start({ nameservers: [ns.address] });
+    for (const a of [admin, fresh]) {
+      assert.deepEqual(
+        (await a.queryMessageByKey("KA", "k1")).map((m) => m.body.toString()),
+        ["hello"],
+      );
+      assert.equal((await a.viewMessage(r.offsetMsgId))?.body.toString(), "hello");
+      assert.equal((await a.viewMessage(r.msgId))?.body.toString(), "hello");
+      const progress = (await a.consumerProgress("ka-cg")).filter((q) => q.topic === "KA");
+      assert.deepEqual(
+        progress.map((q) => [q.brokerName, q.queueId, q.brokerOffset, q.consumerOffset, q.lag]),
+        [["ka", 0, 1, 1, 0]],
+      );
+    }
+  } finally {
+    await fresh?.close();
+    await producer.close();
+    await admin.close();
+    await killServer(master);
+    await slave.close();
+    await ns.close();
     await cleanup();
   }
 });
