@@ -394,16 +394,18 @@ export class Admin {
 
   /**
    * One message by id: an offset msg id (SendResult.offsetMsgId) is read at its commit-log
-   * offset; a UNIQ_KEY (SendResult.msgId) is looked up in the index of every master, in `topic`
-   * when given, else in every topic. Null when no broker has it.
+   * offset; a UNIQ_KEY (SendResult.msgId) is looked up in the index of every master. With `topic`,
+   * only the brokers serving it are asked and only a message of it is returned (MQError
+   * TOPIC_NOT_EXIST when no broker serves it, as queryMessageByKey); without, every topic. Null
+   * when no broker has it.
    */
   async viewMessage(msgId: string, topic?: string): Promise<MessageExt | null> {
     this.checkOpen();
     if (typeof msgId !== "string" || msgId.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "viewMessage needs a message id.");
     if (topic !== undefined) checkTopic(topic, "viewMessage");
-    const targets = await this.everyBroker();
+    const targets = topic !== undefined ? lookupTargets((await this.topicRoute(topic)).brokerDatas) : await this.everyBroker();
     const byOffset = await this.viewByOffsetId(targets, msgId);
-    if (byOffset) return byOffset;
+    if (byOffset && (topic === undefined || byOffset.topic === topic)) return byOffset;
     const byUniq = await this.queryBrokers(targets, { key: msgId, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
     return byUniq[0] ?? null;
   }

@@ -85,6 +85,11 @@ test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with
   assert.equal(byUniq.body.toString(), s.body);
   assert.equal((await admin.viewMessage(s.r.msgId, "Lookup"))?.body.toString(), s.body);
   assert.equal(await admin.viewMessage(s.r.msgId, "Other"), null);
+  // a topic given holds either id to it, and an unknown one is refused as queryMessageByKey refuses it
+  assert.equal((await admin.viewMessage(s.r.offsetMsgId, "Lookup"))?.body.toString(), s.body);
+  assert.equal(await admin.viewMessage(s.r.offsetMsgId, "Other"), null);
+  for (const id of [s.r.msgId, s.r.offsetMsgId])
+    await assert.rejects(admin.viewMessage(id, "NoSuchTopic"), (e) => isMQError(e, "TOPIC_NOT_EXIST"), id);
 
   assert.equal(await admin.viewMessage("00000000000000000000000000000000"), null);
   assert.equal(await admin.viewMessage("not-an-id"), null);
