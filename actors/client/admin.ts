@@ -114,16 +114,10 @@ function knownGroupReplies<T>(
     else if (isMQError(r.reason, "SUBSCRIPTION_GROUP_NOT_EXIST")) unknown++;
     else failed.push({ broker: brokers[i]!, reason: r.reason });
   });
-  if (failed.length > 0) {
-    const first = failed[0]!.reason;
-    if (!isMQError(first)) throw first;
-    throw new MQError(
-      first.code,
-      `${failed.map(({ broker, reason }) => `Broker ${broker.brokerName} (${broker.addrs.join(", ")}) did not answer ${what} (${(reason as Error).message})`).join("; ")}: ${consequence}. ` +
-        "A broker killed stays registered with the name servers for up to 120 s: start it (or a slave of it), or retry once it has left their table.",
-      { cause: first },
-    );
-  }
+  // a broker's refusal is its answer (a broadcasting group's progress), not a broker that did not answer
+  const refused = failed.find((f) => isMQError(f.reason, "NO_PERMISSION"));
+  if (refused) throw refused.reason;
+  if (failed.length > 0) throw brokersFailedError(failed, what, consequence);
   if (out.length === 0 && unknown > 0) {
     throw new MQError(
       "SUBSCRIPTION_GROUP_NOT_EXIST",
@@ -131,6 +125,18 @@ function knownGroupReplies<T>(
     );
   }
   return out;
+}
+
+/** The error of a query some brokers did not answer: the first failure's code, naming every broker that failed. */
+function brokersFailedError(failed: { broker: LookupTarget; reason: unknown }[], what: string, consequence: string): unknown {
+  const first = failed[0]!.reason;
+  if (!isMQError(first)) return first;
+  return new MQError(
+    first.code,
+    `${failed.map(({ broker, reason }) => `Broker ${broker.brokerName} (${broker.addrs.join(", ")}) did not answer ${what} (${(reason as Error).message})`).join("; ")}: ${consequence}. ` +
+      "A broker killed stays registered with the name servers for up to 120 s: start it (or a slave of it), or retry once it has left their table.",
+    { cause: first },
+  );
 }
 
 /** NO_ROUTE when no live master is registered: nothing to create, show or reset. */
@@ -245,20 +251,20 @@ export class Admin {
     const targets = lookupTargets(route.brokerDatas);
     if (targets.length === 0) throw noMasterError(route.brokerDatas.map((b) => b.brokerName));
     const settled = await Promise.allSettled(
-      targets.map((t) => this.instance.refAt(t.addr).ask<TopicStatsReply>({ type: "GET_TOPIC_STATS_INFO", topic })),
+      targets.map((t) => this.askBroker<TopicStatsReply>(t, BrokerActor.BROKER, { type: "GET_TOPIC_STATS_INFO", topic })),
     );
     const out: TopicStatsEntry[] = [];
+    const failed: { broker: LookupTarget; reason: unknown }[] = [];
     settled.forEach((r, i) => {
-      if (r.status === "fulfilled") {
-        for (const q of r.value.fields.offsetTable ?? []) out.push(q);
-        return;
-      }
-      const e = r.reason;
-      const t = targets[i]!;
-      throw isMQError(e)
-        ? new MQError(e.code, `Broker ${t.brokerName} (${t.addr}) did not give topic ${topic}'s stats: ${e.message}`, { cause: e })
-        : e;
+      if (r.status === "fulfilled") out.push(...(r.value.fields.offsetTable ?? []));
+      else failed.push({ broker: targets[i]!, reason: r.reason });
     });
+    if (failed.length > 0)
+      throw brokersFailedError(
+        failed,
+        "GET_TOPIC_STATS_INFO",
+        `the offsets of ${topic} there are unknown, and a table without its queues would read as a topic without them`,
+      );
     return out.sort(compareMessageQueue);
   }
 
