@@ -652,7 +652,7 @@ export function resetOffset(
   checkNotBroadcasting(
     ctx,
     group,
-    "a broker cannot reset them. Stop the members, delete their offsets.json files and start them again with consumeFromWhere CONSUME_FROM_TIMESTAMP and consumeTimestamp (or CONSUME_FROM_FIRST_OFFSET).",
+    "a broker cannot reset them. Stop the members, delete that directory of each (offsets.json and offsets.json.bak: a member without offsets.json resumes from its .bak) and start them again with consumeFromWhere CONSUME_FROM_TIMESTAMP and consumeTimestamp (or CONSUME_FROM_FIRST_OFFSET).",
   );
   const force = req.isForce !== false;
   const offsetTable: { queueId: number; offset: number }[] = [];

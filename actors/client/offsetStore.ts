@@ -5,7 +5,7 @@
  * table is persisted: the group's broker (clustering) or a file of this client (broadcasting).
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
+import { access, mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import path from "node:path";
 import {
@@ -321,7 +321,18 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
   }
 
   async load(): Promise<void> {
-    const data = (await readJson(this.file)) ?? (await readJson(`${this.file}.bak`));
+    let data = await readJson(this.file);
+    if (!data) {
+      const bak = `${this.file}.bak`;
+      data = await readJson(bak);
+      // RocketMQ's readLocalOffsetBak; said, since deleting offsets.json alone does not start the member afresh
+      if (data && !(await exists(this.file)))
+        offsetLog().warn(
+          { file: this.file, bak },
+          `The broadcasting offsets file ${this.file} is missing: resuming from its backup ${bak} (the offsets before its last write). ` +
+            `To start from consumeFromWhere instead, stop the member and delete the directory ${path.dirname(this.file)} (offsets.json and offsets.json.bak).`,
+        );
+    }
     if (!data) return;
     for (const [k, v] of Object.entries(data.offsetTable)) {
       const mq = parseKey(k);
@@ -375,6 +386,13 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
     this.writing = this.writing.then(run, run);
     return this.writing;
   }
+}
+
+function exists(file: string): Promise<boolean> {
+  return access(file).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function readJson(file: string): Promise<OffsetsFile | null> {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
 import { test } from "node:test";
 import { setup } from "xstate";
 import { ConsumerOffsetManager } from "../../../actors/broker/consumerOffsetManager.ts";
@@ -50,6 +51,33 @@ test("local file store: persists atomically, reloads, falls back to .bak, forget
     assert.equal(await fromBak.readOffset(q0, "READ_FROM_STORE"), 10);
     const json = JSON.parse(await readFile(`${file}.bak`, "utf8")) as { offsetTable: Record<string, number> };
     assert.deepEqual(json.offsetTable, { "T@broker-a@0": 10, "T@broker-a@1": 7 });
+  } finally {
+    await cleanup();
+  }
+});
+
+test("local file store: offsets.json deleted but its .bak left is loaded with a warning naming both; the group's directory deleted starts afresh", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = localOffsetsPath(dir, "host@m", "g");
+    const s = new LocalFileOffsetStore(file);
+    s.updateOffset(q0, 4, false);
+    await s.persistAll([q0]);
+    s.updateOffset(q0, 9, false);
+    await s.persistAll([q0]);
+    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+    t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    await rm(file);
+    const fromBak = new LocalFileOffsetStore(file);
+    await fromBak.load();
+    assert.equal(await fromBak.readOffset(q0, "READ_FROM_STORE"), 4, "RocketMQ's readLocalOffsetBak");
+    assert.equal(lines.length, 1, "the fallback is told");
+    assert.ok(lines[0]!.msg.includes(file) && lines[0]!.msg.includes(`${file}.bak`), lines[0]!.msg);
+    await rm(path.dirname(file), { recursive: true });
+    const fresh = new LocalFileOffsetStore(file);
+    await fresh.load();
+    assert.equal(await fresh.readOffset(q0, "READ_FROM_STORE"), -1, "consumeFromWhere applies");
+    assert.equal(lines.length, 1, "nothing to warn about");
   } finally {
     await cleanup();
   }
