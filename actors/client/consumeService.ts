@@ -5,7 +5,8 @@
  * process queue and moves the queue's offset to what the process queue says may be committed.
  * RECONSUME_LATER (or a listener that throws, or returns an unknown status: logged at warn) leaves
  * the messages uncommitted and hands them to the listener again after a delay, until the
- * broker's retry topic takes this over. Broadcasting commits regardless.
+ * broker's retry topic takes this over. Broadcasting commits regardless: its failed messages are
+ * dropped, with a warning (RocketMQ: "BROADCASTING, the message consume failed, drop it").
  * Messages in the listener longer than `consumeTimeoutMinutes` are sent back (delay level 3) and
  * removed from their process queue once that succeeded, so a listener that hangs on one cannot
  * hold its queue's offset (RocketMQ's `cleanExpiredMsg`, reference §5).
@@ -32,6 +33,8 @@ export const RECONSUME_LATER_DELAY_MS = 5_000;
 export const UNKNOWN_STATUS_LOG_INTERVAL_MS = 30_000;
 /** A listener's throw is logged at most once per this long per consumer, with the count held back. */
 export const LISTENER_FAILURE_LOG_INTERVAL_MS = 30_000;
+/** Failed messages a broadcasting consumer drops are logged at most once per this long per consumer, with the count held back. */
+export const BROADCAST_DROP_LOG_INTERVAL_MS = 30_000;
 
 /**
  * Logs a listener's throw at warn: RocketMQ logs "consumeMessage exception" for each one, but a
@@ -183,6 +186,9 @@ export class ConsumeService {
   private readonly sendingBackExpired = new Set<MessageExt>();
   private readonly unknownStatusThrottle = new LogThrottle(UNKNOWN_STATUS_LOG_INTERVAL_MS);
   private readonly listenerFailureLog = new LogThrottle(LISTENER_FAILURE_LOG_INTERVAL_MS);
+  private readonly droppedLog = new LogThrottle(BROADCAST_DROP_LOG_INTERVAL_MS);
+  /** broadcasting: failed messages dropped since the last line of {@link droppedLog} */
+  private droppedUnlogged = 0;
 
   constructor(private readonly deps: ConsumeServiceDeps) {}
 
@@ -272,7 +278,11 @@ export class ConsumeService {
       status = await this.deps.listener(msgs.slice(), ctx);
     } catch (err) {
       status = "RECONSUME_LATER";
-      warnListenerThrew(this.listenerFailureLog, this.deps.group, mq, err, "listener", "RECONSUME_LATER and is delivered again later");
+      const counts =
+        this.deps.model === "BROADCASTING"
+          ? "RECONSUME_LATER, and broadcasting does not retry: its messages are dropped"
+          : "RECONSUME_LATER and is delivered again later";
+      warnListenerThrew(this.listenerFailureLog, this.deps.group, mq, err, "listener", counts);
     }
     this.stats.batches++;
     let sendingBack: Promise<void> | undefined;
@@ -304,7 +314,11 @@ export class ConsumeService {
     const success = status === "CONSUME_SUCCESS" || status === "SUCCESS";
     if (!success && status !== "RECONSUME_LATER") this.warnUnknownStatus(mq, status);
     let ackIndex = success ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
-    if (this.deps.model === "BROADCASTING") ackIndex = msgs.length - 1;
+    if (this.deps.model === "BROADCASTING") {
+      // no retry topic: what failed is skipped, as in RocketMQ, which logs each one
+      if (ackIndex < msgs.length - 1) this.warnDropped(mq, msgs, ackIndex + 1);
+      ackIndex = msgs.length - 1;
+    }
     let done = msgs;
     if (ackIndex < msgs.length - 1) {
       const failed = msgs.slice(ackIndex + 1);
@@ -349,6 +363,31 @@ export class ConsumeService {
       `The listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not a concurrent ` +
         `consume status: the batch counts as RECONSUME_LATER. Return "CONSUME_SUCCESS" or "RECONSUME_LATER" ` +
         `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+    );
+  }
+
+  /**
+   * Broadcasting's failed messages, dropped: RocketMQ logs each ("BROADCASTING, the message consume
+   * failed, drop it"); a listener failing every message would flood at its consume rate, so one line
+   * per interval per consumer, with how many were dropped and not logged since the last. `msgs` from
+   * index `from` are dropped.
+   */
+  private warnDropped(mq: MessageQueue, msgs: MessageExt[], from: number): void {
+    if (this.droppedLog.pass("") === undefined) {
+      this.droppedUnlogged += msgs.length - from;
+      return;
+    }
+    const dropped = msgs.slice(from);
+    const suppressed = this.droppedUnlogged;
+    this.droppedUnlogged = 0;
+    const { group } = this.deps;
+    const offsets = dropped.map((m) => m.queueOffset);
+    consumeLog().warn(
+      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, offsets, msgIds: dropped.map((m) => m.msgId), suppressed },
+      `Broadcasting group ${group} failed to consume ${dropped.length} message(s) of ${mq.topic}@${mq.brokerName}@${mq.queueId} ` +
+        `(queue offsets ${offsets.join(", ")}): broadcasting does not retry, so they are dropped and the queue's offset moves past them. ` +
+        "A message that must not be lost has to be retried inside the listener " +
+        `(logged at most once every ${BROADCAST_DROP_LOG_INTERVAL_MS / 1000} s per consumer; suppressed: the messages dropped and not logged since the last line).`,
     );
   }
 

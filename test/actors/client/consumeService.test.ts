@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
+  BROADCAST_DROP_LOG_INTERVAL_MS,
   type ConcurrentListener,
   ConsumeService,
   consumeLog,
@@ -15,14 +16,21 @@ import type { SendBackFn } from "../../../actors/client/sendBack.ts";
 import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageModel, MessageQueue } from "../../../transport/protocol.ts";
-import { waitFor } from "../../helpers.ts";
+import { monotonicFollowsDate, waitFor } from "../../helpers.ts";
 
 const mq: MessageQueue = { topic: "T", brokerName: "b", queueId: 0 };
 
 function msgs(from: number, n: number): MessageExt[] {
   return Array.from(
     { length: n },
-    (_, i) => ({ queueOffset: from + i, body: Buffer.from("x"), properties: {}, reconsumeTimes: 0 }) as unknown as MessageExt,
+    (_, i) =>
+      ({
+        queueOffset: from + i,
+        msgId: `id${from + i}`,
+        body: Buffer.from("x"),
+        properties: {},
+        reconsumeTimes: 0,
+      }) as unknown as MessageExt,
   );
 }
 
@@ -185,6 +193,57 @@ test("broadcasting advances the offset even on RECONSUME_LATER", async () => {
   pq.putMessages(batch);
   s.submit(mq, pq, batch);
   await waitFor(() => store.table.readOffset(mq) === 4, 5_000, "offset 4");
+  await s.stop();
+});
+
+test("broadcasting: failed messages are dropped, not retried, and logged at warn with their queue, offsets and ids, at most once per interval with a count", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let calls = 0;
+  const { s, store, pq } = service(
+    async (batch, ctx) => {
+      calls++;
+      const off = batch[0]!.queueOffset;
+      if (off === 0) {
+        ctx.ackIndex = 0;
+        return "CONSUME_SUCCESS";
+      }
+      if (off === 2) return "RECONSUME_LATER";
+      throw new Error("listener bug");
+    },
+    { model: "BROADCASTING", batch: 2, threads: 1 },
+  );
+  const batch = msgs(0, 4);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 4, 5_000, "offset 4");
+  assert.equal(calls, 2);
+  assert.ok(
+    batch.every((m) => m.reconsumeTimes === 0),
+    "not handed to the listener again",
+  );
+  const drops = () => lines.filter((l) => /dropped/.test(l.msg) && !("err" in l.fields));
+  assert.equal(drops().length, 1, "one line per interval");
+  const { fields, msg } = drops()[0]!;
+  assert.deepEqual(
+    [fields.group, fields.topic, fields.brokerName, fields.queueId, fields.offsets, fields.msgIds, fields.suppressed],
+    ["g", "T", "b", 0, [1], ["id1"], 0],
+  );
+  assert.match(msg, /T@b@0/);
+  assert.match(msg, /does not retry/);
+  t.mock.timers.tick(BROADCAST_DROP_LOG_INTERVAL_MS);
+  const next = msgs(4, 1);
+  pq.putMessages(next);
+  s.submit(mq, pq, next);
+  await waitFor(() => store.table.readOffset(mq) === 5, 5_000, "offset 5");
+  assert.equal(drops().length, 2);
+  assert.deepEqual([drops()[1]!.fields.offsets, drops()[1]!.fields.suppressed], [[4], 2], "the 2 dropped meanwhile are counted");
+  const threw = lines.find((l) => "err" in l.fields);
+  assert.ok(threw, "the throw is logged");
+  assert.doesNotMatch(threw.msg, /delivered again/, "broadcasting does not deliver it again");
+  assert.match(threw.msg, /dropped/);
   await s.stop();
 });
 
