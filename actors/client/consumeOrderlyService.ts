@@ -14,14 +14,14 @@
  * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
  * reached `maxReconsumeTimes` goes to the group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
  * delay level -1 and the local reconsumeTimes, which the stored copy does not know) and the queue
- * moves past it.
+ * moves past it; broadcasting, which has no dead-letter queue, skips it with a warning.
  */
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import { LogThrottle } from "../logger.ts";
-import { LISTENER_FAILURE_LOG_INTERVAL_MS, warnListenerThrew } from "./consumeService.ts";
+import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS, warnListenerThrew } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
@@ -50,6 +50,40 @@ export const RECONSUME_AFTER_LOCK_FAILED_MS = 3_000;
 export const DLQ_DELAY_LEVEL = -1;
 /** How long close waits for the batches in hand so their offsets are committed. */
 export const ORDERLY_CLOSE_GRACE_MS = 3_000;
+/** Messages a broadcasting orderly consumer skips are logged at most once per this long per consumer, with the count held back. */
+export const ORDERLY_SKIP_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * What a broadcasting orderly consumer does with a message that exhausted `maxReconsumeTimes`
+ * ({@link ConsumeOrderlyDeps.onSkipped}): it has no dead-letter queue, so the queue moves past it,
+ * and a warning names it (message id, queue, offset, retries). One line per interval per consumer,
+ * with how many more were skipped: with a low maxReconsumeTimes a listener failing every message
+ * would skip at its consume rate.
+ */
+export function orderlySkipLogger(group: string, intervalMs = ORDERLY_SKIP_LOG_INTERVAL_MS): (msg: MessageExt) => void {
+  const throttle = new LogThrottle(intervalMs);
+  return (m) => {
+    const suppressed = throttle.pass("");
+    if (suppressed === undefined) return;
+    const q = `${m.topic}@${m.brokerName}@${m.queueId}`;
+    consumeLog().warn(
+      {
+        group,
+        msgId: m.msgId,
+        topic: m.topic,
+        brokerName: m.brokerName,
+        queueId: m.queueId,
+        queueOffset: m.queueOffset,
+        reconsumeTimes: m.reconsumeTimes,
+        suppressed,
+      },
+      `Broadcasting orderly group ${group} skipped message ${m.msgId} (${q}, offset ${m.queueOffset}) after ${m.reconsumeTimes} ` +
+        "retries (maxReconsumeTimes): a broadcasting consumer has no dead-letter queue, so the message is dropped and the queue moves on. " +
+        `Raise maxReconsumeTimes (-1: unlimited) to keep retrying it (logged at most once every ${intervalMs / 1000} s per consumer; ` +
+        "suppressed: the messages skipped and not logged since the last line).",
+    );
+  };
+}
 
 /**
  * What an orderly listener returns; a throw counts as SUSPEND_CURRENT_QUEUE_A_MOMENT. RocketMQ's

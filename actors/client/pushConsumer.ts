@@ -39,6 +39,7 @@ import {
   DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
   ORDERLY_DEFAULT_MAX_RECONSUME_TIMES,
   type OrderlyListener,
+  orderlySkipLogger,
 } from "./consumeOrderlyService.ts";
 import {
   type ConcurrentListener,
@@ -436,6 +437,7 @@ export class PushConsumer {
       },
       ...(locks ? { lockQueue: (mq: MessageQueue, pq: ProcessQueue<MessageExt>) => locks.lock(mq, pq) } : {}),
       sendBack: opts.model === "CLUSTERING" ? createSendBack(host, this.group, opts.maxReconsumeTimes) : undefined,
+      onSkipped: orderlySkipLogger(this.group),
       onDrained: (mq, pq) => {
         const h = this.held.get(mqKey(mq));
         if (h && h.pq === pq) offsetStore.updateOffset(mq, h.request.nextOffset, true);

@@ -4,7 +4,9 @@
  * then parked in `%DLQ%<group>`, where it can be consumed; the queue moves on to the next message.
  */
 import assert from "node:assert/strict";
+import path from "node:path";
 import { test } from "node:test";
+import { consumeLog } from "../../actors/client/consumeService.ts";
 import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -124,6 +126,56 @@ test("orderly: the dead-lettered copy carries the retries the message had in pla
     assert.equal(dead[0]!.body.toString(), "bad");
   } finally {
     for (const c of consumers) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("orderly broadcasting: a message past maxReconsumeTimes is skipped, not dead-lettered, and logged at warn with its id, queue, offset and retries", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-orderly-bcast-skip-");
+  const cluster = await startLocalCluster({ dir: path.join(dir, "store"), broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgOrdSkip", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  let consumer: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "OrdSkip", readQueueNums: 1, writeQueueNums: 1 });
+    const bad = await producer.send({ topic: "OrdSkip", body: "bad" });
+    await producer.send({ topic: "OrdSkip", body: "after" });
+    const seen: string[] = [];
+    consumer = await PushConsumer.start({
+      group: "cgOrdSkip",
+      nameservers: cluster.nameservers,
+      model: "BROADCASTING",
+      instanceName: "m1",
+      offsetStoreDir: path.join(dir, "offsets"),
+      subscriptions: { OrdSkip: "*" },
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      orderly: true,
+      maxReconsumeTimes: 2,
+      suspendCurrentQueueTimeMillis: 50,
+      listener: async (msgs) => {
+        for (const m of msgs) seen.push(`${m.body.toString()}#${m.reconsumeTimes}`);
+        return msgs.some((m) => m.body.toString() === "bad") ? "SUSPEND_CURRENT_QUEUE_A_MOMENT" : "SUCCESS";
+      },
+    });
+    await waitFor(() => seen.includes("after#0"), 20_000, "the message after the skipped one");
+    assert.deepEqual(seen, ["bad#0", "bad#1", "bad#2", "after#0"]);
+    const skipped = lines.filter((l) => /skipped/.test(l.msg));
+    assert.equal(skipped.length, 1, "the skip is logged");
+    const { fields, msg } = skipped[0]!;
+    assert.deepEqual(
+      [fields.group, fields.msgId, fields.topic, fields.queueId, fields.queueOffset, fields.reconsumeTimes],
+      ["cgOrdSkip", bad.msgId, "OrdSkip", 0, 0, 2],
+    );
+    assert.match(msg, /maxReconsumeTimes/);
+    assert.match(msg, /dead-letter/);
+    await assert.rejects(admin.topicRoute("%DLQ%cgOrdSkip"), "no dead-letter queue was made");
+  } finally {
+    await consumer?.close();
     await admin.close();
     await producer.close();
     await cluster.close();
