@@ -5,7 +5,7 @@
  * table is persisted: the group's broker (clustering) or a file of this client (broadcasting).
  */
 import { randomBytes } from "node:crypto";
-import { access, mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import path from "node:path";
 import {
@@ -320,17 +320,31 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
     super();
   }
 
+  /**
+   * Reads the file, else its `.bak` with a warning (RocketMQ's readLocalOffset / readLocalOffsetBak).
+   * MQError MALFORMED when files exist but none can be read: starting from consumeFromWhere instead
+   * would skip (LAST_OFFSET) or consume again what was sent since the offsets were written.
+   */
   async load(): Promise<void> {
-    let data = await readJson(this.file);
+    const bak = `${this.file}.bak`;
+    const main = await readOffsetsFile(this.file);
+    let data = main.data;
     if (!data) {
-      const bak = `${this.file}.bak`;
-      data = await readJson(bak);
-      // RocketMQ's readLocalOffsetBak; said, since deleting offsets.json alone does not start the member afresh
-      if (data && !(await exists(this.file)))
+      const backup = await readOffsetsFile(bak);
+      data = backup.data;
+      const dir = path.dirname(this.file);
+      if (!data && (main.error || backup.error))
+        throw new MQError(
+          "MALFORMED",
+          `The broadcasting offsets of this member cannot be read: ${this.file}: ${main.error ?? "missing"}; ${bak}: ${backup.error ?? "missing"}. ` +
+            `Restore the files from a backup, or, to start from consumeFromWhere, delete the directory ${dir} (offsets.json and offsets.json.bak).`,
+        );
+      // said, since deleting offsets.json alone does not start the member afresh
+      if (data)
         offsetLog().warn(
-          { file: this.file, bak },
-          `The broadcasting offsets file ${this.file} is missing: resuming from its backup ${bak} (the offsets before its last write). ` +
-            `To start from consumeFromWhere instead, stop the member and delete the directory ${path.dirname(this.file)} (offsets.json and offsets.json.bak).`,
+          { file: this.file, bak, ...(main.error ? { error: main.error } : {}) },
+          `The broadcasting offsets file ${this.file} ${main.error ? `cannot be read (${main.error})` : "is missing"}: resuming from its backup ${bak} (the offsets before its last write). ` +
+            `To start from consumeFromWhere instead, stop the member and delete the directory ${dir} (offsets.json and offsets.json.bak).`,
         );
     }
     if (!data) return;
@@ -388,20 +402,24 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
   }
 }
 
-function exists(file: string): Promise<boolean> {
-  return access(file).then(
-    () => true,
-    () => false,
-  );
-}
-
-async function readJson(file: string): Promise<OffsetsFile | null> {
+/** An offsets file's table; neither `data` nor `error` when it does not exist. */
+async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; error?: string }> {
+  let text: string;
   try {
-    const data = JSON.parse(await readFile(file, "utf8")) as unknown;
-    if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object")
-      return data as OffsetsFile;
-    return null;
-  } catch {
-    return null;
+    text = await readFile(file, "utf8");
+  } catch (e) {
+    // ENOTDIR: a file where a directory of its path should be, so no offsets file either (the writes say so)
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return {};
+    return { error: (e as Error).message };
   }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (e) {
+    return { error: `not valid JSON: ${(e as Error).message}` };
+  }
+  if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object")
+    return { data: data as OffsetsFile };
+  return { error: 'no "offsetTable" object' };
 }

@@ -479,7 +479,8 @@ export class PushConsumer {
 
   /**
    * Starts a consumer: validates options, parses subscriptions (SUBSCRIPTION_PARSE_FAILED here,
-   * never later), registers with every broker and runs the first rebalance.
+   * never later), loads a broadcasting member's offsets file (MALFORMED when it and its .bak exist
+   * but cannot be read), registers with every broker and runs the first rebalance.
    */
   static async start(options: PushConsumerOptions): Promise<PushConsumer> {
     if (typeof options !== "object" || options === null)

@@ -8,7 +8,7 @@ import { hostname } from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { LocalFileOffsetStore, offsetLog } from "../../actors/client/offsetStore.ts";
-import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { Admin, isMQError, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 test("broadcasting: 3 consumers each get all messages; a restarted one resumes from its own file", async () => {
@@ -61,6 +61,63 @@ test("broadcasting: 3 consumers each get all messages; a restarted one resumes f
     assert.equal(redelivered, 0, "the restarted member resumed from its file, no message twice");
   } finally {
     for (const c of cs) await c.close();
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("broadcasting: a member whose offsets files are both damaged refuses to start (MALFORMED) instead of skipping what was sent while it was down", async () => {
+  const { dir, cleanup } = await tempDir("actormq-consume-bcast-damaged-");
+  const offsetStoreDir = path.join(dir, "offsets");
+  const cluster = await startLocalCluster({ dir: path.join(dir, "store"), broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pgD", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const seen: string[] = [];
+  const start = () =>
+    PushConsumer.start({
+      group: "cgBD",
+      nameservers: cluster.nameservers,
+      instanceName: "d",
+      model: "BROADCASTING",
+      offsetStoreDir,
+      subscriptions: { BcastD: "*" },
+      listener: async (msgs: MessageExt[]) => {
+        for (const m of msgs) seen.push(m.body.toString());
+        return "CONSUME_SUCCESS";
+      },
+    });
+  let c: PushConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "BcastD", readQueueNums: 1, writeQueueNums: 1 });
+    c = await start();
+    await producer.send({ topic: "BcastD", body: "a" });
+    await waitFor(() => seen.length === 1, 10_000, "consumed");
+    await c.persistOffsets();
+    await c.persistOffsets();
+    await c.close();
+    c = undefined;
+    const file = path.join(offsetStoreDir, `${hostname()}@d`, "cgBD", "offsets.json");
+    const saved = await readFile(file);
+    await writeFile(file, Buffer.alloc(64));
+    await writeFile(`${file}.bak`, '{ "offsetTable": {');
+    const refused = await start().then(
+      async (m) => {
+        await m.close();
+        return null;
+      },
+      (e: unknown) => e,
+    );
+    assert.ok(isMQError(refused, "MALFORMED") && refused.message.includes(file), `refused: ${String(refused)}`);
+    // the client it made is let go: a member started afterwards (its files restored) works
+    await writeFile(file, saved);
+    await producer.send({ topic: "BcastD", body: "b" });
+    c = await start();
+    await waitFor(() => seen.length === 2, 10_000, "resumed from the restored file");
+    assert.deepEqual(seen, ["a", "b"]);
+  } finally {
+    await c?.close();
     await admin.close();
     await producer.close();
     await cluster.close();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { test } from "node:test";
 import { setup } from "xstate";
@@ -78,6 +78,72 @@ test("local file store: offsets.json deleted but its .bak left is loaded with a 
     await fresh.load();
     assert.equal(await fresh.readOffset(q0, "READ_FROM_STORE"), -1, "consumeFromWhere applies");
     assert.equal(lines.length, 1, "nothing to warn about");
+  } finally {
+    await cleanup();
+  }
+});
+
+test("local file store: a damaged or unreadable offsets.json is read from its .bak with a warning naming it and why", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = localOffsetsPath(dir, "host@m", "g");
+    const s = new LocalFileOffsetStore(file);
+    s.updateOffset(q0, 4, false);
+    await s.persistAll([q0]);
+    s.updateOffset(q0, 9, false);
+    await s.persistAll([q0]);
+    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+    t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    // zero-filled (a power loss), JSON without the table, a directory in its place (EISDIR)
+    for (const damage of [
+      async () => writeFile(file, Buffer.alloc(64)),
+      async () => writeFile(file, "[]"),
+      async () => {
+        await mkdir(file);
+      },
+    ]) {
+      await rm(file, { recursive: true, force: true });
+      await damage();
+      lines.length = 0;
+      const fromBak = new LocalFileOffsetStore(file);
+      await fromBak.load();
+      assert.equal(await fromBak.readOffset(q0, "READ_FROM_STORE"), 4);
+      assert.equal(lines.length, 1, "the fallback is told");
+      assert.ok(lines[0]!.msg.includes(file) && lines[0]!.msg.includes(`${file}.bak`), lines[0]!.msg);
+      assert.equal(typeof lines[0]!.fields.error, "string");
+    }
+  } finally {
+    await cleanup();
+  }
+});
+
+test("local file store: offsets files that exist but none of which can be read refuse the load with MALFORMED naming them", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = localOffsetsPath(dir, "host@m", "g");
+    await mkdir(path.dirname(file), { recursive: true });
+    const cases: [string, string | null, string | null][] = [
+      ["both damaged", "\0\0\0", '{ "offsetTable": {'],
+      ["main damaged, no .bak", "not json", null],
+      ["main missing, .bak damaged", null, "{}"],
+    ];
+    for (const [what, main, bak] of cases) {
+      await rm(file, { force: true });
+      await rm(`${file}.bak`, { force: true });
+      if (main !== null) await writeFile(file, main);
+      if (bak !== null) await writeFile(`${file}.bak`, bak);
+      await assert.rejects(
+        new LocalFileOffsetStore(file).load(),
+        (e) =>
+          e instanceof MQError &&
+          e.code === "MALFORMED" &&
+          e.message.includes(file) &&
+          e.message.includes(`${file}.bak`) &&
+          e.message.includes(path.dirname(file)) &&
+          /consumeFromWhere/.test(e.message),
+        what,
+      );
+    }
   } finally {
     await cleanup();
   }
