@@ -286,14 +286,23 @@ interface OffsetsFile {
   offsetTable: Record<string, number>;
 }
 
+let processRun: bigint | undefined;
+/** A monotonic time taken once per process: with the pid, it tells this process from an earlier one given the same pid. */
+function processRunTime(): bigint {
+  processRun ??= process.hrtime.bigint();
+  return processRun;
+}
+
 /**
  * The client id a broadcasting consumer's offsets file is kept under: RocketMQ's
  * `ip@instanceName` (the host name here), not the full client id, which holds this process's pid:
  * a member restarted as a new process with the same instance name finds its offsets. The default
- * instance name is replaced by the pid, as RocketMQ does, so unnamed members of one host never share a file.
+ * instance name is replaced by `<pid>#<monotonic time>`, as RocketMQ's changeInstanceNameToPID does
+ * (`<pid>#<nanoTime>`), taken once per process: unnamed members of one host never share a file, and
+ * a later process given the same pid (pid 1 in a container) does not resume an earlier one's offsets.
  */
-export function localOffsetsClientId(instanceName: string, host = hostname(), pid = process.pid): string {
-  return `${host}@${instanceName === DEFAULT_INSTANCE_NAME ? pid : instanceName}`;
+export function localOffsetsClientId(instanceName: string, host = hostname(), pid = process.pid, runTime = processRunTime()): string {
+  return `${host}@${instanceName === DEFAULT_INSTANCE_NAME ? `${pid}#${runTime}` : instanceName}`;
 }
 
 /** The path of a broadcasting consumer's offsets file, under {@link localOffsetsClientId}. */

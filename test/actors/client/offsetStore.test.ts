@@ -149,10 +149,15 @@ test("local file store: offsets files that exist but none of which can be read r
   }
 });
 
-test("local file store: kept under host@instanceName, the pid only for the default instance name", () => {
-  assert.equal(localOffsetsClientId("member-1", "h", 123), "h@member-1");
-  assert.equal(localOffsetsClientId("member-1", "h", 456), "h@member-1", "a new process finds the same file");
-  assert.equal(localOffsetsClientId("DEFAULT", "h", 123), "h@123");
+test("local file store: kept under host@instanceName; the default instance name is replaced by pid#start time, once per process", () => {
+  assert.equal(localOffsetsClientId("member-1", "h", 123, 7n), "h@member-1");
+  assert.equal(localOffsetsClientId("member-1", "h", 456, 8n), "h@member-1", "a new process finds the same file");
+  assert.equal(localOffsetsClientId("DEFAULT", "h", 123, 7n), "h@123#7");
+  // RocketMQ's <pid>#<nanoTime>: a later process given the same pid (pid 1 in a container) does not resume an earlier one's file
+  assert.notEqual(localOffsetsClientId("DEFAULT", "h", 1, 7n), localOffsetsClientId("DEFAULT", "h", 1, 8n));
+  const own = localOffsetsClientId("DEFAULT");
+  assert.match(own, new RegExp(`@${process.pid}#\\d+$`));
+  assert.equal(localOffsetsClientId("DEFAULT"), own, "the same for every consumer of this process");
 });
 
 test("freeze after OFFSET_ILLEGAL: later updates are ignored until the offset is removed", async () => {
