@@ -378,6 +378,8 @@ export class ZmqNode {
   };
   readonly pending = new PendingRequests();
   private readonly peers = new Map<string, PeerLink>();
+  /** per address, told when a lost connection to it is made again (kept while its link is forgotten and made anew) */
+  private readonly reconnectListeners = new Map<string, Set<() => void>>();
   private readonly routerLinks = new Map<string, RouterLink>();
   private routerDirty: RouterLink[] = [];
   private routerScheduled = false;
@@ -616,7 +618,10 @@ export class ZmqNode {
       markUnreachable(peerLink);
     });
     sock.events.on("handshake", () => {
+      if (!peerLink.unreachable) return;
       peerLink.unreachable = false;
+      const back = this.reconnectListeners.get(address);
+      if (back) for (const f of back) f();
     });
     void this.receiveLoop(sock, false, link);
     return link;
@@ -642,6 +647,26 @@ export class ZmqNode {
     if (!link) return () => {};
     link.failureListeners.add(listener);
     return () => link.failureListeners.delete(listener);
+  }
+
+  /**
+   * Calls `listener` each time a connection to `address` completes its handshake after the last one
+   * was lost or could not be made (the peer is back, perhaps restarted and with nothing of what it
+   * was told before); returns the function that stops it. Also for an address this node has not
+   * sent to yet: it counts from the first send.
+   */
+  onPeerReconnect(address: string, listener: () => void): () => void {
+    let listeners = this.reconnectListeners.get(address);
+    if (!listeners) {
+      listeners = new Set();
+      this.reconnectListeners.set(address, listeners);
+    }
+    listeners.add(listener);
+    const set = listeners;
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.reconnectListeners.get(address) === set) this.reconnectListeners.delete(address);
+    };
   }
 
   /**

@@ -2,9 +2,11 @@
  * The `registrar` actor: registers the broker and its topic configs with every name server at
  * start, every `registerIntervalMs` (30 s) and whenever a topic changes (RocketMQ's
  * `registerBrokerAll`); sooner after a round some name server did not take (from 1 s, doubling up to
- * the interval; RocketMQ waits the whole period), and unregisters on a clean shutdown so routes drop the broker at once. A
- * topic whose every broker is gone has no route left; clients keep their last one for it (as
- * RocketMQ's do), so sends to it time out on the old addresses rather than fail with NO_ROUTE.
+ * the interval; RocketMQ waits the whole period) and as soon as a lost connection to a name server
+ * is made again (a name server restarted between two rounds has forgotten the broker), and
+ * unregisters on a clean shutdown so routes drop the broker at once. A topic whose every broker is
+ * gone has no route left; clients keep their last one for it (as RocketMQ's do), so sends to it
+ * time out on the old addresses rather than fail with NO_ROUTE.
  */
 import { assign, fromCallback, fromPromise, setup } from "xstate";
 import { NAMESRV_ACTOR, PERM_READ_WRITE, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
@@ -21,7 +23,11 @@ export const REGISTER_TIMEOUT_MS = 3_000;
  */
 export const REGISTER_RETRY_FIRST_MS = 1_000;
 
-export type RegistrarEvent = { type: "REGISTER_NOW"; reply?: Replier } | { type: "TOPIC_CHANGED" } | { type: "SHUTDOWN"; reply?: Replier };
+export type RegistrarEvent =
+  | { type: "REGISTER_NOW"; reply?: Replier }
+  | { type: "TOPIC_CHANGED" }
+  | { type: "NAMESRV_BACK" }
+  | { type: "SHUTDOWN"; reply?: Replier };
 
 export interface RegistrarContext {
   ctx: BrokerContext;
@@ -122,6 +128,14 @@ export const registrarMachine = setup({
     topicChanges: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) =>
       input.ctx.topics.onChange(() => sendBack({ type: "TOPIC_CHANGED" })),
     ),
+    // a name server closed gracefully and started again between two rounds never fails one, so the
+    // failed-round retries never start: without this it would route nothing of the broker for up to 30 s
+    nameserverReconnects: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) => {
+      const stops = input.ctx.config.nameservers.map((ns) => input.ctx.node.onPeerReconnect(ns, () => sendBack({ type: "NAMESRV_BACK" })));
+      return () => {
+        for (const stop of stops) stop();
+      };
+    }),
   },
   delays: {
     registerInterval: ({ context }) =>
@@ -177,7 +191,10 @@ export const registrarMachine = setup({
   initial: "running",
   states: {
     running: {
-      invoke: { src: "topicChanges", input: ({ context }) => ({ ctx: context.ctx }) },
+      invoke: [
+        { src: "topicChanges", input: ({ context }) => ({ ctx: context.ctx }) },
+        { src: "nameserverReconnects", input: ({ context }) => ({ ctx: context.ctx }) },
+      ],
       initial: "registering",
       on: {
         SHUTDOWN: { target: "unregistering", actions: "addShutdownWaiter" },
@@ -189,6 +206,7 @@ export const registrarMachine = setup({
           on: {
             REGISTER_NOW: { target: "registering", actions: "addWaiter" },
             TOPIC_CHANGED: "registering",
+            NAMESRV_BACK: "registering",
           },
         },
         registering: {
@@ -203,6 +221,8 @@ export const registrarMachine = setup({
             // (Broker.start asks during the first round): waiting for another would double the wait
             REGISTER_NOW: [{ guard: "again", actions: "addNextWaiter" }, { actions: "addWaiter" }],
             TOPIC_CHANGED: { actions: "markAgain" },
+            // the round in progress may have found it still down
+            NAMESRV_BACK: { actions: "markAgain" },
           },
         },
       },

@@ -159,6 +159,11 @@ export class ActorNode implements RefHost {
     return this.transport.onPeerFailure(address, listener);
   }
 
+  /** Calls `listener` each time this node's lost connection to `address` is made again (see {@link ZmqNode.onPeerReconnect}). */
+  onPeerReconnect(address: string, listener: () => void): () => void {
+    return this.transport.onPeerReconnect(address, listener);
+  }
+
   /** When this node's connection to `address` was last lost, 0 if never (see {@link ZmqNode.peerLostAt}). */
   peerLostAt(address: string): number {
     return this.transport.peerLostAt(address);

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { createMachine } from "xstate";
 import { REGISTER_TIMEOUT_MS } from "../../../actors/broker/registrar.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
-import { Broker, NameServer, Producer } from "../../../index.ts";
+import { Admin, Broker, NameServer, Producer } from "../../../index.ts";
 import { NAMESRV_ACTOR } from "../../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../../helpers.ts";
 
@@ -119,4 +119,38 @@ test("a name server down when the broker starts, and up later, learns its routes
   } finally {
     await p.close();
   }
+});
+
+test("a name server restarted between two registration rounds learns the broker's routes as soon as it is back, not at the next 30 s period", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  let ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const address = ns.address;
+  let broker: Broker | undefined;
+  let admin: Admin | undefined;
+  t.after(async () => {
+    await admin?.close();
+    await broker?.close();
+    await ns.close();
+    await cleanup();
+  });
+  broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  await broker.createTopic({ topic: "T", readQueueNums: 4, writeQueueNums: 4 }); // a round that took
+  // a graceful restart on the same address, as a rolling upgrade does: no round fails meanwhile
+  await ns.close();
+  ns = await NameServer.start({ listen: address, logLevel: "silent" });
+  admin = await Admin.start({ nameservers: [address] });
+  const a = admin;
+  await waitFor(
+    async () => ((await a.topicRoute("T").catch(() => null))?.queueDatas.length ?? 0) > 0,
+    5_000,
+    "the broker's routes on the restarted name server",
+    100,
+  );
 });
