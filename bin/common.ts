@@ -34,6 +34,8 @@ export const intArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n), "a non-n
 export const hoursArg = numberArg(DECIMAL, (n) => n > 0, "a number of hours > 0");
 /** A percentage in (0, 100]. */
 export const percentArg = numberArg(DECIMAL, (n) => n > 0 && n <= 100, "a percentage in (0, 100]");
+/** A PermName bit set, as `brokerPermission` takes it. */
+export const permArg = numberArg(DIGITS, (n) => n <= 15, "a PermName bit set from 0 to 15 (6 read and write, 4 read only, 2 write only)");
 
 export function listArg(v: string): string[] {
   return v

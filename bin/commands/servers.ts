@@ -16,7 +16,7 @@ import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
-import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, runUntilSignal } from "../common.ts";
+import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
 
 /** Run a broker with these node flags (README, Operate: node flags); said in `--help`. */
 const NODE_FLAGS_HELP = `Run node with ${BROKER_NODE_FLAGS.join(" ")} (npm start and \`cluster up\` do; README, Operate: node flags).`;
@@ -69,6 +69,7 @@ interface BrokerFlags {
   diskFull?: number;
   metricsListen?: string;
   heapReserve: number;
+  brokerPermission?: number;
   readyFile?: string;
   logLevel?: string;
 }
@@ -97,6 +98,7 @@ function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) 
     diskFullPercent: f.diskFull,
     metricsListen: f.metricsListen,
     heapReserveMb: f.heapReserve,
+    brokerPermission: f.brokerPermission,
     logLevel: f.logLevel,
   };
 }
@@ -136,6 +138,11 @@ function addBrokerFlags(cmd: Command, storeDefault: string | undefined, storeHel
       `V8 heap held in reserve when node runs without ${OLD_SPACE_FLAG} (0 = none; README, Operate: node flags)`,
       intArg,
       DEFAULT_HEAP_RESERVE_MB,
+    )
+    .option(
+      "--broker-permission <perm>",
+      "6 = read and write (default), 4 = read only: every topic is routed read only, so producers go to other brokers while consumers drain it; 2 = write only (RocketMQ's brokerPermission; README, Operate: rolling restart)",
+      permArg,
     )
     .addOption(new Option("--ready-file <file>", "write {pid,address,metrics} as JSON once serving").hideHelp())
     .addOption(logLevelOption());

@@ -260,3 +260,32 @@ test("broker without --store keeps its store in ./actormq-data/<--name>, so a se
     await cleanup();
   }
 });
+
+test("broker --broker-permission 4 runs read only: its topics are routed with perm 4; a value that is not a perm bit set is a usage error", async () => {
+  const { dir, cleanup } = await tempDir();
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const args = ["broker", "--namesrv", ns.address, "--listen", EPHEMERAL, "--name", "ro", "--store", path.join(dir, "ro")];
+  const b = run([...args, "--broker-permission", "4"], dir);
+  try {
+    const h = await cli(["broker", "--help"]);
+    assert.match(h.out, /--broker-permission <perm>/);
+    for (const bad of ["16", "-1", "4.5", "rw"]) {
+      const r = await cli([...args, "--broker-permission", bad]);
+      assert.equal(r.code, 2, `${bad}: ${r.err}`);
+      assert.match(r.err, /option '--broker-permission <perm>' argument '.*' is invalid\. expected a PermName bit set from 0 to 15/);
+    }
+    await waitFor(() => /Press Ctrl-C/.test(b.out()), 30_000, `broker to be ready (${b.err()})`);
+    const env = { ACTORMQ_NAMESRV: ns.address };
+    const created = await cli(["topic", "create", "RoT", "--queues", "2"], { env });
+    assert.equal(created.code, 0, created.err);
+    const route = await cli(["topic", "route", "RoT"], { env });
+    assert.match(route.out, /ro\s+master\s+tcp:\S+\s+2\s+2\s+4\s*$/m, route.out);
+    b.child.kill("SIGTERM");
+    assert.equal(await b.exit, 0, b.err());
+  } finally {
+    b.child.kill("SIGKILL");
+    await b.exit;
+    await ns.close();
+    await cleanup();
+  }
+});
