@@ -112,9 +112,16 @@ export const storeMachine = setup({
     drained: ({ context }) => context.puts.inFlight === 0,
   },
   actions: {
-    rejectClosing: ({ event }) => {
+    // the broker cannot tell a queue the producer picked from one the caller chose: an ordered send
+    // must not be moved to another broker, and a producer already retries the others elsewhere
+    rejectClosing: ({ context, event }) => {
       if (event.type === "PUT_GROUP")
-        event.reply?.fail(new MQError("SERVICE_NOT_AVAILABLE", "The broker is shutting down; send to another broker."));
+        event.reply?.fail(
+          new MQError(
+            "SERVICE_NOT_AVAILABLE",
+            `Broker ${context.ctx.config.brokerName} is shutting down: retry once it is back. A send to a queue the caller chose (a selector, for ordered messages) must wait for it; other sends may go to another broker.`,
+          ),
+        );
     },
     startGroup: ({ context, event, self }) => startGroup(context, event, self),
     markDraining: ({ context }) => {

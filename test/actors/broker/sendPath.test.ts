@@ -1004,3 +1004,25 @@ test("a sync-flush broker whose disk stalls answers a producer's send FLUSH_DISK
     await c5();
   }
 });
+
+test("a send refused by a broker that is shutting down is told to wait for it, not sent elsewhere, when the caller chose the queue (an ordered send)", async () => {
+  const { dir: d4, cleanup: c4 } = await tempDir();
+  const closing = await Broker.start({ brokerName: "closing", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d4, flush: "async" });
+  try {
+    await admin.createTopic({ topic: "Closing", brokers: ["closing"], readQueueNums: 2, writeQueueNums: 2 });
+    const onClosing = (qs: MessageQueue[]) => qs.find((q) => q.brokerName === "closing")!;
+    assert.equal((await producer.send({ topic: "Closing", body: "m0" }, { selector: onClosing })).status, "SEND_OK");
+    // the store's step of close: it drains and refuses what comes after, while the route still names the broker
+    await closing.ctx.node.ref(null, BrokerActor.STORE).ask({ type: "SHUTDOWN" });
+    await assert.rejects(producer.send({ topic: "Closing", body: "m1" }, { selector: onClosing }), (e) => {
+      assert.ok(isMQError(e, "SERVICE_NOT_AVAILABLE"), String(e));
+      assert.match(e.message, /broker closing is shutting down/i);
+      assert.match(e.message, /retry once it is back/);
+      assert.match(e.message, /selector.*must wait for it/);
+      return true;
+    });
+  } finally {
+    await closing.close();
+    await c4();
+  }
+});
