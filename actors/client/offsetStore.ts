@@ -402,8 +402,9 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
       } finally {
         await fh.close();
       }
-      const prev = await readFile(this.file).catch(() => null);
-      if (prev) await writeFile(`${this.file}.bak`, prev).catch(() => {});
+      // a damaged file (one load fell back from) must not replace the good .bak
+      const prev = await readOffsetsFile(this.file);
+      if (prev.data) await writeFile(`${this.file}.bak`, prev.text!).catch(() => {});
       await rename(tmp, this.file);
     };
     this.writing = this.writing.then(run, run);
@@ -411,8 +412,8 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
   }
 }
 
-/** An offsets file's table; neither `data` nor `error` when it does not exist. */
-async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; error?: string }> {
+/** An offsets file's table and text; neither `data` nor `error` when it does not exist. */
+async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; text?: string; error?: string }> {
   let text: string;
   try {
     text = await readFile(file, "utf8");
@@ -429,6 +430,6 @@ async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; erro
     return { error: `not valid JSON: ${(e as Error).message}` };
   }
   if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object")
-    return { data: data as OffsetsFile };
+    return { data: data as OffsetsFile, text };
   return { error: 'no "offsetTable" object' };
 }

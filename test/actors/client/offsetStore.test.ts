@@ -117,6 +117,31 @@ test("local file store: a damaged or unreadable offsets.json is read from its .b
   }
 });
 
+test("local file store: the first write after a load that fell back to the .bak keeps the good .bak, not the damaged file", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = localOffsetsPath(dir, "host@m", "g");
+    const s = new LocalFileOffsetStore(file);
+    s.updateOffset(q0, 4, false);
+    await s.persistAll([q0]);
+    s.updateOffset(q0, 9, false);
+    await s.persistAll([q0]);
+    await writeFile(file, Buffer.alloc(64)); // damaged: the .bak holds 4
+    const fromBak = new LocalFileOffsetStore(file);
+    await fromBak.load();
+    fromBak.updateOffset(q0, 5, false);
+    await fromBak.persistAll([q0]);
+    assert.deepEqual(JSON.parse(await readFile(`${file}.bak`, "utf8")).offsetTable, { [`${q0.topic}@${q0.brokerName}@${q0.queueId}`]: 4 });
+    // the main file damaged again before the next write: the .bak still loads
+    await writeFile(file, Buffer.alloc(64));
+    const again = new LocalFileOffsetStore(file);
+    await again.load();
+    assert.equal(await again.readOffset(q0, "READ_FROM_STORE"), 4);
+  } finally {
+    await cleanup();
+  }
+});
+
 test("local file store: offsets files that exist but none of which can be read refuse the load with MALFORMED naming them", async () => {
   const { dir, cleanup } = await tempDir();
   try {
