@@ -53,8 +53,9 @@ it("a route already learned survives a name server that restarted and knows no t
   try {
     await broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
     assert.equal((await inst.updateRoute("T"))?.queues.length, 2);
-    // the broker re-registers only after registerIntervalMs (30 s): until then the name server answers TOPIC_NOT_EXIST
+    // the broker, closed meanwhile, does not register with the restarted name server, which answers TOPIC_NOT_EXIST
     await ns.close();
+    await broker.close();
     // the same port again; another process on this machine may hold it for a moment
     ns = await waitFor(
       () => NameServer.start({ listen: addr, logLevel: "silent" }).catch(() => null),
