@@ -63,6 +63,14 @@ export async function skipStoredBefore(
     progress = await admin.consumerProgress(f.group);
   } catch (e) {
     if (e instanceof MQError && e.code === "SUBSCRIPTION_GROUP_NOT_EXIST") return consumeTimestamp;
+    // last run broadcasting: the brokers show no progress of it, and offsets it committed as a
+    // clustering group before may still be there, so nothing is skipped
+    if (e instanceof MQError && e.code === "NO_PERMISSION") {
+      warn(
+        `group ${f.group} was last run in broadcasting mode, so the brokers show no progress of it; printing every message it receives (--from applies to queues without a committed offset)`,
+      );
+      return undefined;
+    }
     // no broker up yet, or one that does not answer: the consumer waits for them as with first or
     // last; nothing is skipped (skipping a group that did consume would commit unprinted messages)
     warn(`cannot tell whether group ${f.group} consumed ${f.topic} before (${(e as Error).message}); printing every message it receives`);

@@ -96,6 +96,11 @@ test("consume --from <time> with a --group: a progress look-up that fails skips 
     assert.equal(lines.length, 1);
     assert.match(lines[0]!, new RegExp(`group g .*${code} here.*printing every message`));
   }
+  // a group last run broadcasting: the warning says so, not that the look-up failed
+  const lines: string[] = [];
+  assert.equal(await skipStoredBefore(failing("NO_PERMISSION"), flags, (l) => lines.push(l)), undefined);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0]!, /group g was last run in broadcasting mode.*printing every message/);
   // a group no broker knows starts where --from says: what was stored before is skipped
   assert.equal(await skipStoredBefore(failing("SUBSCRIPTION_GROUP_NOT_EXIST"), flags, () => {}), from.consumeTimestamp);
 });
