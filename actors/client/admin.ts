@@ -20,6 +20,7 @@ import {
   isGroupName,
   isMQError,
   MASTER_ID,
+  MessageConst,
   MQError,
   PERM_READ_WRITE,
   QUERY_MESSAGE_ACTOR,
@@ -137,6 +138,11 @@ function brokersFailedError(failed: { broker: LookupTarget; reason: unknown }[],
       "A broker killed stays registered with the name servers for up to 120 s: start it (or a slave of it), or retry once it has left their table.",
     { cause: first },
   );
+}
+
+/** The topic a message was sent to when it is stored under another: a delayed one's REAL_TOPIC, a redelivered one's RETRY_TOPIC. */
+function originTopicOf(m: MessageExt): string | undefined {
+  return m.properties[MessageConst.REAL_TOPIC] ?? m.properties[MessageConst.RETRY_TOPIC];
 }
 
 /** NO_ROUTE when no live master is registered: nothing to create, show or reset. */
@@ -411,7 +417,9 @@ export class Admin {
     if (topic !== undefined) checkTopic(topic, "viewMessage");
     const targets = topic !== undefined ? lookupTargets((await this.topicRoute(topic)).brokerDatas) : await this.everyBroker();
     const byOffset = await this.viewByOffsetId(targets, msgId);
-    if (byOffset && (topic === undefined || byOffset.topic === topic)) return byOffset;
+    // the record of a delayed message is stored in SCHEDULE_TOPIC_XXXX and a redelivered one in
+    // %RETRY%group (their offset ids name those records): they are of the topic they carry
+    if (byOffset && (topic === undefined || byOffset.topic === topic || originTopicOf(byOffset) === topic)) return byOffset;
     const byUniq = await this.queryBrokers(targets, { key: msgId, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
     return byUniq[0] ?? null;
   }

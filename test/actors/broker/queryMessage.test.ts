@@ -91,6 +91,12 @@ test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with
   for (const id of [s.r.msgId, s.r.offsetMsgId])
     await assert.rejects(admin.viewMessage(id, "NoSuchTopic"), (e) => isMQError(e, "TOPIC_NOT_EXIST"), id);
 
+  // a delayed message's offset id names its record in SCHEDULE_TOPIC_XXXX: still a message of its topic
+  const delayed = await producer.send({ topic: "Lookup", body: "later", delayLevel: 18 });
+  const record = await admin.viewMessage(delayed.offsetMsgId, "Lookup");
+  assert.equal(record?.body.toString(), "later");
+  assert.equal(await admin.viewMessage(delayed.offsetMsgId, "Other"), null);
+
   assert.equal(await admin.viewMessage("00000000000000000000000000000000"), null);
   assert.equal(await admin.viewMessage("not-an-id"), null);
   // an offset id whose offset is inside a record, not at its start, finds nothing
