@@ -336,27 +336,32 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
    */
   async load(): Promise<void> {
     const bak = `${this.file}.bak`;
+    const dir = path.dirname(this.file);
     const main = await readOffsetsFile(this.file);
-    let data = main.data;
+    const backup = main.data ? {} : await readOffsetsFile(bak);
+    const data = main.data ?? backup.data;
+    if (!data && (main.error || backup.error))
+      throw new MQError(
+        "MALFORMED",
+        `The broadcasting offsets of this member cannot be read: ${this.file}: ${main.error ?? "missing"}; ${bak}: ${backup.error ?? "missing"}. ` +
+          `Restore the files from a backup, or, to start from consumeFromWhere, delete the directory ${dir} (offsets.json and offsets.json.bak).`,
+      );
+    // said, since deleting offsets.json alone does not start the member afresh
+    if (!main.data && backup.data)
+      offsetLog().warn(
+        { file: this.file, bak, ...(main.error ? { error: main.error } : {}) },
+        `The broadcasting offsets file ${this.file} ${main.error ? `cannot be read (${main.error})` : "is missing"}: resuming from its backup ${bak} (the offsets before its last write). ` +
+          `To start from consumeFromWhere instead, stop the member and delete the directory ${dir} (offsets.json and offsets.json.bak).`,
+      );
     if (!data) {
-      const backup = await readOffsetsFile(bak);
-      data = backup.data;
-      const dir = path.dirname(this.file);
-      if (!data && (main.error || backup.error))
-        throw new MQError(
-          "MALFORMED",
-          `The broadcasting offsets of this member cannot be read: ${this.file}: ${main.error ?? "missing"}; ${bak}: ${backup.error ?? "missing"}. ` +
-            `Restore the files from a backup, or, to start from consumeFromWhere, delete the directory ${dir} (offsets.json and offsets.json.bak).`,
-        );
-      // said, since deleting offsets.json alone does not start the member afresh
-      if (data)
+      const denied = main.denied ?? backup.denied;
+      if (denied)
         offsetLog().warn(
-          { file: this.file, bak, ...(main.error ? { error: main.error } : {}) },
-          `The broadcasting offsets file ${this.file} ${main.error ? `cannot be read (${main.error})` : "is missing"}: resuming from its backup ${bak} (the offsets before its last write). ` +
-            `To start from consumeFromWhere instead, stop the member and delete the directory ${dir} (offsets.json and offsets.json.bak).`,
+          { file: this.file, error: denied },
+          `The broadcasting offsets file ${this.file} cannot be read by this user (${denied}): starting from consumeFromWhere. Give this user access to ${dir}, or set offsetStoreDir to a directory it owns.`,
         );
+      return;
     }
-    if (!data) return;
     for (const [k, v] of Object.entries(data.offsetTable)) {
       const mq = parseKey(k);
       if (mq && typeof v === "number" && v >= 0) {
@@ -413,7 +418,7 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
 }
 
 /** An offsets file's table and text; neither `data` nor `error` when it does not exist. */
-async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; text?: string; error?: string }> {
+async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; text?: string; error?: string; denied?: string }> {
   let text: string;
   try {
     text = await readFile(file, "utf8");
@@ -421,6 +426,9 @@ async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; text
     // ENOTDIR: a file where a directory of its path should be, so no offsets file either (the writes say so)
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return {};
+    // a directory this user may not enter says nothing of what the files hold (nor may they be
+    // there): read as missing, as RocketMQ's readLocalOffset does, and said at load
+    if (code === "EACCES" || code === "EPERM") return { denied: (e as Error).message };
     return { error: (e as Error).message };
   }
   let data: unknown;

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import fsPromises, { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { syncBuiltinESMExports } from "node:module";
 import path from "node:path";
 import { test } from "node:test";
 import { setup } from "xstate";
@@ -140,6 +141,30 @@ test("local file store: the first write after a load that fell back to the .bak 
   } finally {
     await cleanup();
   }
+});
+
+test("local file store: a directory this user may not read (EACCES) starts from consumeFromWhere with a warning, not MALFORMED", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const file = localOffsetsPath(dir, "host@m", "g");
+  // tests run as root, which permissions do not stop: the read fails as it would for another user
+  const denied = Object.assign(new Error(`EACCES: permission denied, open '${file}'`), { code: "EACCES" });
+  t.mock.method(fsPromises, "readFile", async () => {
+    throw denied;
+  });
+  syncBuiltinESMExports();
+  t.after(() => {
+    t.mock.restoreAll();
+    syncBuiltinESMExports();
+  });
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const s = new LocalFileOffsetStore(file);
+  await s.load();
+  assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), -1, "nothing read: consumeFromWhere applies");
+  assert.equal(lines.length, 1);
+  assert.match(lines[0]!.msg, /cannot be read by this user \(EACCES/);
+  assert.match(lines[0]!.msg, /offsetStoreDir/);
 });
 
 test("local file store: offsets files that exist but none of which can be read refuse the load with MALFORMED naming them", async () => {
