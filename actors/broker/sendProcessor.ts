@@ -134,7 +134,7 @@ export async function processSend(
   if ((config.brokerPermission & Perm.WRITE) === 0) {
     throw new MQError(
       "NO_PERMISSION",
-      `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); send to another broker.`,
+      `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); send to another broker (an ordered send to a queue the caller chose: choose among the writable queues of the topic's route, which leaves this broker out once it is refreshed).`,
     );
   }
   if (config.role === "SLAVE") throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send to its master.`);

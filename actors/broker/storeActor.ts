@@ -50,7 +50,7 @@ function appendGroupNow(
       ok: false,
       error: new MQError(
         "SYSTEM_BUSY",
-        `The broker's store has ${puts.inFlight} puts in flight (bound ${maxInFlight}); retry a little later or on another broker.`,
+        `The broker's store has ${puts.inFlight} puts in flight (bound ${maxInFlight}); retry a little later (a send to a queue the caller chose, as ordered messages are, must retry here; others may go to another broker).`,
       ),
     };
   }
