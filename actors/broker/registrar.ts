@@ -26,7 +26,7 @@ export const REGISTER_RETRY_FIRST_MS = 1_000;
 export type RegistrarEvent =
   | { type: "REGISTER_NOW"; reply?: Replier }
   | { type: "TOPIC_CHANGED" }
-  | { type: "NAMESRV_BACK" }
+  | { type: "NAMESRV_BACK"; nameserver: string }
   | { type: "SHUTDOWN"; reply?: Replier };
 
 export interface RegistrarContext {
@@ -80,23 +80,28 @@ function registeredWith(ctx: BrokerContext): Set<string> {
  * Asks every name server at once; one whose connection reads refused or lost fails then, not after
  * REGISTER_TIMEOUT_MS: a name server that is down would otherwise hold up start, createTopic and close.
  */
-async function askAll(ctx: BrokerContext, event: { type: string } & object, what: string): Promise<number> {
+async function askAll(
+  ctx: BrokerContext,
+  event: { type: string } & object,
+  what: string,
+  nameservers: readonly string[] = ctx.config.nameservers,
+): Promise<number> {
   const results = await Promise.allSettled(
-    ctx.config.nameservers.map((ns) =>
+    nameservers.map((ns) =>
       unlessConnectionLost(ctx.node, ns, ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS })),
     ),
   );
   let ok = 0;
   const registered = event.type === "REGISTER_BROKER" ? registeredWith(ctx) : undefined;
   results.forEach((r, i) => {
-    const ns = ctx.config.nameservers[i]!;
+    const ns = nameservers[i]!;
     // logged once per name server, and again after a failure: not every 30 s
     if (r.status === "fulfilled" && registered && !registered.has(ns)) {
       registered.add(ns);
       ctx.logger.info({ nameserver: ns }, "registered with name server");
     } else if (r.status === "rejected") registered?.delete(ns);
     if (r.status === "fulfilled") ok++;
-    else ctx.logger.warn({ nameserver: ctx.config.nameservers[i], err: (r.reason as Error)?.message }, `${what} failed`);
+    else ctx.logger.warn({ nameserver: ns, err: (r.reason as Error)?.message }, `${what} failed`);
   });
   return ok;
 }
@@ -131,7 +136,9 @@ export const registrarMachine = setup({
     // a name server closed gracefully and started again between two rounds never fails one, so the
     // failed-round retries never start: without this it would route nothing of the broker for up to 30 s
     nameserverReconnects: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) => {
-      const stops = input.ctx.config.nameservers.map((ns) => input.ctx.node.onPeerReconnect(ns, () => sendBack({ type: "NAMESRV_BACK" })));
+      const stops = input.ctx.config.nameservers.map((ns) =>
+        input.ctx.node.onPeerReconnect(ns, () => sendBack({ type: "NAMESRV_BACK", nameserver: ns })),
+      );
       return () => {
         for (const stop of stops) stop();
       };
@@ -181,6 +188,15 @@ export const registrarMachine = setup({
     answerLate: ({ event }) => {
       if (event.type === "REGISTER_NOW" || event.type === "SHUTDOWN") event.reply?.ok({});
     },
+    // only the name server that came back: the others have the broker, and a name server that
+    // flaps would otherwise send every broker's topics to all of them at each reconnect
+    registerWithReturned: ({ context, event }) => {
+      if (event.type !== "NAMESRV_BACK") return;
+      const ctx = context.ctx;
+      void Promise.resolve()
+        .then(() => askAll(ctx, { type: "REGISTER_BROKER", ...registerRequest(ctx) }, "register broker", [event.nameserver]))
+        .catch((e: unknown) => ctx.logger.error({ err: e, nameserver: event.nameserver }, "registration failed"));
+    },
     logError: ({ context, event }) => {
       context.ctx.logger.error({ err: (event as { error?: unknown }).error }, "registration failed");
     },
@@ -206,7 +222,7 @@ export const registrarMachine = setup({
           on: {
             REGISTER_NOW: { target: "registering", actions: "addWaiter" },
             TOPIC_CHANGED: "registering",
-            NAMESRV_BACK: "registering",
+            NAMESRV_BACK: { actions: "registerWithReturned" },
           },
         },
         registering: {
@@ -222,7 +238,7 @@ export const registrarMachine = setup({
             REGISTER_NOW: [{ guard: "again", actions: "addNextWaiter" }, { actions: "addWaiter" }],
             TOPIC_CHANGED: { actions: "markAgain" },
             // the round in progress may have found it still down
-            NAMESRV_BACK: { actions: "markAgain" },
+            NAMESRV_BACK: { actions: "registerWithReturned" },
           },
         },
       },
