@@ -496,13 +496,6 @@ export interface SendMessageRequest {
   reconsumeTimes?: number;
   /** "ip:port" of the producer, when it knows one */
   bornHost?: string;
-  /**
-   * how long the producer waits for this answer (its attempt's timeout): a broker's wait for its
-   * sync flush or a SYNC_MASTER's for its slave ends early enough to answer FLUSH_DISK_TIMEOUT /
-   * FLUSH_SLAVE_TIMEOUT within it. Without it (older producers) those waits are the broker's whole
-   * syncFlushTimeoutMs and haSyncTimeoutMs.
-   */
-  timeoutMs?: number;
 }
 
 /** SEND_MESSAGE / SEND_BATCH_MESSAGE reply fields (`SendMessageResponseHeader` + status). */

@@ -234,6 +234,8 @@ export class RouterLink extends Link {
   lagWindowEnd = 0;
   /** when the link's current run of asks dropped as given up began; 0 while its last ask was served */
   dropRunSince = 0;
+  /** the wait {@link expiredWait} estimated for the last ask it let be served (ms) */
+  servedWait = 0;
   /** batches received and not yet served (from inboxHead, the first from inboxOff); see ZmqNode.serveInbound */
   inbox: Buffer[] = [];
   inboxHead = 0;
@@ -283,12 +285,14 @@ export class RouterLink extends Link {
     const waited = this.waitedMs(sentAt, now);
     if (waited < timeoutMs) {
       this.dropRunSince = 0;
+      this.servedWait = waited;
       return -1;
     }
     if (this.dropRunSince === 0) this.dropRunSince = now;
     else if (now - this.dropRunSince >= EXPIRED_RUN_RESET_MS) {
       this.lagBase = this.lagMin = now - sentAt;
       this.dropRunSince = 0;
+      this.servedWait = 0;
       return -1;
     }
     return waited;
@@ -341,6 +345,11 @@ export type RequestHandler = (
   sender: string,
   event: Record<string, unknown> & { type: string },
   body: Buffer | undefined,
+  /**
+   * when ({@link monotonicNow}) the asker gives up on this ask, estimated from its timeout and how
+   * long it waited to be served (see {@link RouterLink.waitedMs}); infinite when not known
+   */
+  answerBy: number,
 ) => void;
 
 /**
@@ -1167,6 +1176,8 @@ export class ZmqNode {
     // (h[8]: older versions, or 0 for an ask sent with serveLate) is served however late; one-way
     // sends have no asker to give up.
     const timeoutMs = h[8];
+    // when the asker gives up, on this node's clock: its wait so far taken from its timeout
+    let answerBy = Number.POSITIVE_INFINITY;
     if (typeof timeoutMs === "number" && timeoutMs > 0 && link instanceof RouterLink) {
       if (id === 0) link.waitedMs(deadline - timeoutMs, now);
       else {
@@ -1176,10 +1187,11 @@ export class ZmqNode {
           this.requestExpired(link, type, waited, timeoutMs);
           return;
         }
+        answerBy = now - link.servedWait + timeoutMs;
       }
     }
     try {
-      this.handler(link, code, id, target, sender, event as Record<string, unknown> & { type: string }, body);
+      this.handler(link, code, id, target, sender, event as Record<string, unknown> & { type: string }, body, answerBy);
     } catch (e) {
       if (id > 0)
         this.replyError(

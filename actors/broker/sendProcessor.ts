@@ -30,6 +30,7 @@ import {
   type SubscriptionGroupConfig,
   SYSTEM_TOPICS,
 } from "../../transport/protocol.ts";
+import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, mayCarryDelay, scheduleTarget } from "./delayRouting.ts";
 import { haServiceOf } from "./haService.ts";
@@ -42,24 +43,25 @@ const UNKNOWN_HOST = "127.0.0.1:0";
 const HOST_PATTERN = /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}:\d{1,5}$/;
 
 /**
- * Of a producer's attempt timeout (the request's `timeoutMs`), what the SYNC waits (a sync flush,
- * a slave's acknowledgement) leave for the answer's way back and for the request's way here
- * (network, this broker's backlog), neither of which the broker can measure: a tenth, at least
- * 100 ms. A wait that ends after the producer gave up makes it retry a message already stored (a
- * duplicate) and report TIMEOUT instead of the status.
+ * Of what is left of a producer's attempt when its send is served (the ask's timeout less how long
+ * it waited to be served, as the transport estimates it: {@link Replier.answerBy}), what the SYNC
+ * waits (a sync flush, a slave's acknowledgement) leave for the answer's way back: a tenth, at
+ * least 100 ms. A wait that ends after the producer gave up makes it retry a message already
+ * stored (a duplicate) and report TIMEOUT instead of the status.
  */
 const REPLY_MARGIN_SHARE = 0.1;
 const MIN_REPLY_MARGIN_MS = 100;
 /** Least time the SYNC waits are given however short the producer's timeout: an fdatasync or a slave's acknowledgement can take that long. */
 const MIN_SYNC_WAIT_MS = 100;
 
-/** When (monotonic ms) the SYNC waits of a send asked with `timeoutMs` must end for the producer to get the answer. */
-export function syncWaitDeadline(timeoutMs: number, now = monotonicNow()): number {
-  return now + Math.max(MIN_SYNC_WAIT_MS, timeoutMs - Math.max(MIN_REPLY_MARGIN_MS, timeoutMs * REPLY_MARGIN_SHARE));
+/** When (monotonic ms) the SYNC waits of a send whose producer gives up at `answerBy` must end for it to get the answer. */
+export function syncWaitDeadline(answerBy: number, now = monotonicNow()): number {
+  const left = answerBy - now;
+  return now + Math.max(MIN_SYNC_WAIT_MS, left - Math.max(MIN_REPLY_MARGIN_MS, left * REPLY_MARGIN_SHARE));
 }
 
 /** The request fields a send handler reads (all unchecked: they come off the wire). */
-export type SendEventFields = Partial<Record<keyof SendMessageRequest, unknown>> & { body?: unknown };
+export type SendEventFields = Partial<Record<keyof SendMessageRequest, unknown>> & { body?: unknown; reply?: Replier };
 
 function illegal(message: string): MQError {
   return new MQError("MESSAGE_ILLEGAL", message);
@@ -162,13 +164,11 @@ export async function processSend(
   const reconsumeTimes = intField(ev.reconsumeTimes, "reconsumeTimes", 0);
   let queueId = intField(ev.queueId, "queueId", -1);
   const bornHost = typeof ev.bornHost === "string" && HOST_PATTERN.test(ev.bornHost) ? ev.bornHost : UNKNOWN_HOST;
-  // the producer's attempt timeout, when it sends one: the SYNC waits below end in time for it to hear their outcome
-  let answerBy: number | undefined;
-  if (ev.timeoutMs !== undefined) {
-    const timeoutMs = intField(ev.timeoutMs, "timeoutMs");
-    if (timeoutMs < 1) throw illegal(`The send request's "timeoutMs" is ${timeoutMs}: it must be at least 1 (or left out).`);
-    answerBy = syncWaitDeadline(timeoutMs);
-  }
+  // when the producer's attempt gives up (its ask's timeout, less its wait to be served here): the
+  // SYNC waits below end in time for it to hear their outcome. Unknown (a local ask, a peer that
+  // sends no timeout): they wait their whole time
+  const givesUpAt = ev.reply?.answerBy;
+  const answerBy = givesUpAt === undefined ? undefined : syncWaitDeadline(givesUpAt);
 
   let batchBody: Buffer;
   let single: { properties: string; flag: number } | undefined;

@@ -289,9 +289,6 @@ export class Producer {
         sysFlag: out.sysFlag,
         bornTimestamp: Date.now(),
         bornHost: this.bornHost,
-        // a SYNC_MASTER's wait for its slave ends within it: FLUSH_SLAVE_TIMEOUT comes back as the
-        // result, instead of this attempt timing out and the message being stored again by the next
-        timeoutMs,
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };
       try {

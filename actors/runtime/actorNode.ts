@@ -77,8 +77,8 @@ export class ActorNode implements RefHost {
   private constructor(transport: ZmqNode) {
     this.transport = transport;
     this.hub = new InspectionHub(transport.nodeId, () => this.roots());
-    transport.onRequest((link, code, corrId, target, sender, event, body) =>
-      this.onRemote(link, code, corrId, target, sender, event, body),
+    transport.onRequest((link, code, corrId, target, sender, event, body, answerBy) =>
+      this.onRemote(link, code, corrId, target, sender, event, body, answerBy),
     );
     // refs made later connect anew; refs kept from before send on a new link by themselves
     transport.onPeerForgotten((address) => {
@@ -347,9 +347,10 @@ export class ActorNode implements RefHost {
     sender: string,
     event: WireEvent,
     body: Buffer | undefined,
+    answerBy: number,
   ): void {
     const t = this.transport;
-    const replier = corrId > 0 ? new WireReplier(t, link, corrId) : undefined;
+    const replier = corrId > 0 ? new WireReplier(t, link, corrId, answerBy) : undefined;
     if (code === RequestCode.INSPECT_SUBSCRIBE) {
       this.inspectSubscribe(event, replier);
       return;

@@ -42,6 +42,12 @@ export interface Ref {
 export interface Replier {
   ok(fields?: object, body?: Uint8Array | Uint8Array[]): void;
   fail(err: MQError): void;
+  /**
+   * When ({@link monotonicNow}, this process's clock) the asker gives up waiting for the answer:
+   * its timeout less how long the ask took to be served, estimated. Absent for local asks and for
+   * asks that carry no timeout.
+   */
+  readonly answerBy?: number;
 }
 
 /** Given to an actor as `event.origin` for remote senders: reach actors of the sender's node. */
@@ -93,11 +99,15 @@ function askTimeout(t: ZmqNode, opts: AskOptions | undefined): number {
 /** Replier for a request that came over the wire. */
 export class WireReplier implements Replier {
   private done = false;
+  readonly answerBy: number | undefined;
   constructor(
     private readonly transport: ZmqNode,
     private readonly link: Link,
     private readonly corrId: number,
-  ) {}
+    answerBy = Number.POSITIVE_INFINITY,
+  ) {
+    this.answerBy = Number.isFinite(answerBy) ? answerBy : undefined;
+  }
   ok(fields?: object, body?: Uint8Array | Uint8Array[]): void {
     if (this.done) return;
     this.done = true;

@@ -78,6 +78,34 @@ describe("asks that waited past their timeout", () => {
   }
 });
 
+describe("an ask that is served", () => {
+  it("reaches the handler with when its asker gives up: its timeout less the wait estimated for it", async () => {
+    const node = await ZmqNode.start({ listen: EPHEMERAL });
+    const raw = new zmq.Dealer({ linger: 0 });
+    try {
+      const got = new Map<number, { answerBy: number; at: number }>();
+      node.onRequest((_link, _code, corrId, _target, _sender, _event, _body, answerBy) =>
+        got.set(corrId, { answerBy, at: monotonicNow() }),
+      );
+      raw.connect(node.address!);
+      const now = monotonicNow();
+      await raw.send(request(1, now, 0, 2000)); // fresh: the baseline
+      await raw.send(request(2, now, 1500, 2000)); // sent 1.5 s before the first: 0.5 s left
+      await raw.send(request(0, now, 0, 2000)); // one-way: nobody waits
+      await raw.send(request(3, now, 0, undefined)); // no timeout sent: unknown
+      await waitFor(() => got.size === 4, 5000, "the four requests");
+      const left = (id: number) => got.get(id)!.answerBy - got.get(id)!.at;
+      assert.ok(left(1) > 1500 && left(1) <= 2000, `fresh ask: ${left(1)} ms left`);
+      assert.ok(left(2) > 0 && left(2) <= 500, `ask that waited 1.5 s of 2 s: ${left(2)} ms left`);
+      assert.equal(got.get(0)!.answerBy, Number.POSITIVE_INFINITY);
+      assert.equal(got.get(3)!.answerBy, Number.POSITIVE_INFINITY);
+    } finally {
+      raw.close();
+      await node.close();
+    }
+  });
+});
+
 describe("an ask sent with serveLate", () => {
   it("carries a timeout of 0, which the receiver serves however late; other asks carry theirs", async () => {
     const router = new zmq.Router({ linger: 0 });
