@@ -80,9 +80,10 @@ export interface OffsetStore {
   /**
    * persists the offsets of the held queues and forgets the others, but those of `unsynced`: held
    * queues whose offset in memory may be behind the broker's (ProcessQueue.isOffsetStale), kept
-   * and not sent until {@link resync} read it again
+   * and not sent until {@link resync} read it again. `final`: the member's last persist, at close
+   * (see {@link RemoteOffsetStore.persistAll})
    */
-  persistAll(held: readonly MessageQueue[], unsynced?: readonly MessageQueue[]): Promise<void>;
+  persistAll(held: readonly MessageQueue[], unsynced?: readonly MessageQueue[], final?: boolean): Promise<void>;
   persist(mq: MessageQueue): Promise<void>;
   removeOffset(mq: MessageQueue): void;
   /**
@@ -211,7 +212,13 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     return [...this.unreleased.values()].map((r) => r.mq);
   }
 
-  async persistAll(held: readonly MessageQueue[], unsynced: readonly MessageQueue[] = []): Promise<void> {
+  /**
+   * `final` (close) sends the offsets to be served however late (serveLate): they reach the broker
+   * before the member's goodbye on the same connection, so no other member holds the queues yet. A
+   * periodic one is dropped by an overloaded broker once its timeout passed: served later, after the
+   * queue moved to another member, it could move that member's newer offset back.
+   */
+  async persistAll(held: readonly MessageQueue[], unsynced: readonly MessageQueue[] = [], final = false): Promise<void> {
     const keep = new Set(held.map(mqKey));
     // held, but possibly behind another member's commits: sent, it would move the group's offset back
     const hold = new Set(unsynced.map(mqKey));
@@ -220,7 +227,7 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     for (const { mq, offset } of this.table.entries()) {
       const k = mqKey(mq);
       if (keep.has(k)) {
-        if (offset >= 0) work.push(this.updateBroker(mq, offset).catch(() => {}));
+        if (offset >= 0) work.push(this.updateBroker(mq, offset, undefined, final).catch(() => {}));
       } else if (!hold.has(k)) drop.push(mq);
     }
     for (const [k, r] of this.unreleased) {
@@ -265,7 +272,7 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
   }
 
   /** UPDATE_CONSUMER_OFFSET; with `releasedBy`, that member's final offset (-1: none) and its release of the queue. */
-  private async updateBroker(mq: MessageQueue, offset: number, releasedBy?: string): Promise<void> {
+  private async updateBroker(mq: MessageQueue, offset: number, releasedBy?: string, final = false): Promise<void> {
     const req: UpdateConsumerOffsetRequest = {
       consumerGroup: this.group,
       topic: mq.topic,
@@ -275,8 +282,9 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     };
     await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask(
       { type: "UPDATE_CONSUMER_OFFSET", ...req },
-      // an offset or a release sent at close matters after this side stops waiting for it
-      { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS, serveLate: true },
+      // a release (the broker checks its holder) or a last offset sent at close matters after this
+      // side stops waiting for it
+      { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS, serveLate: releasedBy !== undefined || final },
     );
   }
 }

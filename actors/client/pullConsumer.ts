@@ -476,12 +476,12 @@ export class PullConsumer {
   }
 
   /** What {@link commit} does; also close's last commit. */
-  private async commitConsumed(): Promise<void> {
+  private async commitConsumed(final = false): Promise<void> {
     for (const { mq, offset, rewind } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, !rewind);
     this.consumed.clear();
     // a queue whose broker connection was lost since its offset was read is not committed until a rebalance reads it again
     const { synced, unsynced } = offsetsToPersist(this.held.values());
-    await this.offsetStore.persistAll(synced, unsynced);
+    await this.offsetStore.persistAll(synced, unsynced, final);
   }
 
   close(): Promise<void> {
@@ -499,7 +499,7 @@ export class PullConsumer {
     void this.rebalancer.stop();
     this.pullService.stop();
     for (const w of this.waiters.splice(0)) w();
-    if (this.opts.autoCommit) await this.commitConsumed().catch(() => {});
+    if (this.opts.autoCommit) await this.commitConsumed(true).catch(() => {});
     for (const name of [this.names.rebalancer, this.names.pull]) this.host.node.stopActor(name);
     for (const h of this.held.values()) h.pq.dropped = true;
     this.held.clear();

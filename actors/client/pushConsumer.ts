@@ -704,7 +704,7 @@ export class PushConsumer {
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
     const { synced, unsynced } = this.persistableQueues();
-    await this.offsetStore.persistAll(synced, unsynced).catch((e) => this.persistFailed(e, true));
+    await this.offsetStore.persistAll(synced, unsynced, true).catch((e) => this.persistFailed(e, true));
     // orderly: the queues are free for the group's other members once their offsets are stored,
     // and so are those a rebalance round had just locked for a gain it will not complete
     // a round locking a queue now gives it back itself when its answer comes: wait for it

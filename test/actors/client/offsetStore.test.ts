@@ -266,6 +266,40 @@ test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; pe
   }
 });
 
+test("remote store: a periodic persist may be dropped by an overloaded broker once its asker gave up; the last one at close, and a release, are served however late", async () => {
+  // how each UPDATE_CONSUMER_OFFSET came: with a give-up time (droppable once past it) or served late (none)
+  const came: string[] = [];
+  const offsets = setup({
+    types: { events: {} as { type: string; release?: boolean; reply?: { ok(f?: object): void; answerBy?: number } } },
+  }).createMachine({
+    on: {
+      "*": {
+        actions: ({ event }) => {
+          if (event.type !== "UPDATE_CONSUMER_OFFSET") return;
+          came.push(`${event.release ? "release" : "commit"} ${event.reply?.answerBy === undefined ? "late ok" : "droppable"}`);
+          event.reply?.ok({});
+        },
+      },
+    },
+  });
+  const broker = await ActorNode.start({ listen: EPHEMERAL });
+  broker.spawn("offsets", offsets);
+  const client = await ActorNode.start({ listen: null });
+  try {
+    const s = new RemoteOffsetStore({ node: client, brokerAddress: () => broker.address! }, "g");
+    s.updateOffset(q0, 7, false);
+    await s.persistAll([q0]);
+    await s.persistAll([q0], [], true);
+    s.updateOffset(q1, 3, false);
+    await s.release(q1, "me");
+    await s.persistAll([q0]);
+    assert.deepEqual(came, ["commit droppable", "commit late ok", "release late ok", "commit droppable"]);
+  } finally {
+    await client.close();
+    await broker.close();
+  }
+});
+
 test("remote store: persistAll keeps unsynced queues' offsets without sending them; resync reads as a take-over and keeps the larger", async () => {
   const stored = new Map<number, number>([
     [0, 250],
