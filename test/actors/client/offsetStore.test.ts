@@ -26,6 +26,24 @@ import { EPHEMERAL, monotonicFollowsDate, tempDir } from "../../helpers.ts";
 const q0: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 0 };
 const q1: MessageQueue = { topic: "T", brokerName: "broker-a", queueId: 1 };
 
+/** A broadcasting offsets file of group g holding offset 9 of q0, its .bak offset 4 (the write before). */
+async function offsetsWithBak(dir: string): Promise<string> {
+  const file = localOffsetsPath(dir, "host@m", "g");
+  const s = new LocalFileOffsetStore(file);
+  s.updateOffset(q0, 4, false);
+  await s.persistAll([q0]);
+  s.updateOffset(q0, 9, false);
+  await s.persistAll([q0]);
+  return file;
+}
+
+/** The offset stores' warnings from now to the test's end. */
+function offsetWarnings(t: import("node:test").TestContext): { fields: Record<string, unknown>; msg: string }[] {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  return lines;
+}
+
 test("local file store: persists atomically, reloads, falls back to .bak, forgets nothing it did not hold", async () => {
   const { dir, cleanup } = await tempDir();
   try {
@@ -60,14 +78,8 @@ test("local file store: persists atomically, reloads, falls back to .bak, forget
 test("local file store: offsets.json deleted but its .bak left is loaded with a warning naming both; the group's directory deleted starts afresh", async (t) => {
   const { dir, cleanup } = await tempDir();
   try {
-    const file = localOffsetsPath(dir, "host@m", "g");
-    const s = new LocalFileOffsetStore(file);
-    s.updateOffset(q0, 4, false);
-    await s.persistAll([q0]);
-    s.updateOffset(q0, 9, false);
-    await s.persistAll([q0]);
-    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
-    t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    const file = await offsetsWithBak(dir);
+    const lines = offsetWarnings(t);
     await rm(file);
     const fromBak = new LocalFileOffsetStore(file);
     await fromBak.load();
@@ -87,14 +99,8 @@ test("local file store: offsets.json deleted but its .bak left is loaded with a 
 test("local file store: a damaged or unreadable offsets.json is read from its .bak with a warning naming it and why", async (t) => {
   const { dir, cleanup } = await tempDir();
   try {
-    const file = localOffsetsPath(dir, "host@m", "g");
-    const s = new LocalFileOffsetStore(file);
-    s.updateOffset(q0, 4, false);
-    await s.persistAll([q0]);
-    s.updateOffset(q0, 9, false);
-    await s.persistAll([q0]);
-    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
-    t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    const file = await offsetsWithBak(dir);
+    const lines = offsetWarnings(t);
     // zero-filled (a power loss), JSON without the table, a directory in its place (EISDIR)
     for (const damage of [
       async () => writeFile(file, Buffer.alloc(64)),
@@ -121,12 +127,7 @@ test("local file store: a damaged or unreadable offsets.json is read from its .b
 test("local file store: the first write after a load that fell back to the .bak keeps the good .bak, not the damaged file", async () => {
   const { dir, cleanup } = await tempDir();
   try {
-    const file = localOffsetsPath(dir, "host@m", "g");
-    const s = new LocalFileOffsetStore(file);
-    s.updateOffset(q0, 4, false);
-    await s.persistAll([q0]);
-    s.updateOffset(q0, 9, false);
-    await s.persistAll([q0]);
+    const file = await offsetsWithBak(dir);
     await writeFile(file, Buffer.alloc(64)); // damaged: the .bak holds 4
     const fromBak = new LocalFileOffsetStore(file);
     await fromBak.load();
@@ -157,8 +158,7 @@ test("local file store: a directory this user may not read (EACCES) starts from 
     t.mock.restoreAll();
     syncBuiltinESMExports();
   });
-  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
-  t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const lines = offsetWarnings(t);
   const s = new LocalFileOffsetStore(file);
   await s.load();
   assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), -1, "nothing read: consumeFromWhere applies");
@@ -494,8 +494,7 @@ test("local file store: a file that cannot be written rejects persistAll; its wa
     assert.ok(err instanceof Error, "the write fails");
     t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
     monotonicFollowsDate(t);
-    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
-    t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+    const lines = offsetWarnings(t);
     const warn = localPersistFailureLogger(file, "g");
     warn(err, false);
     assert.equal(lines.length, 1);
