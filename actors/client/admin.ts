@@ -357,6 +357,7 @@ export class Admin {
       );
     const out: { topic: string; brokerName: string; queueId: number; offset: number }[] = [];
     const masters = route.brokerDatas.map((bd) => ({ brokerName: bd.brokerName, addrs: [bd.brokerAddrs[String(MASTER_ID)]!] }));
+    await this.checkMastersAnswer(masters, topic);
     const settled = await Promise.allSettled(
       masters.map(async ({ brokerName, addrs }) => {
         const r = await this.instance
@@ -379,6 +380,31 @@ export class Admin {
       "its queues may not have been reset (the other brokers' were); reset again once it answers",
     );
     return out.sort(compareMessageQueue);
+  }
+
+  /**
+   * SERVICE_NOT_AVAILABLE, before anything is reset, when a master registered for `topic` does not
+   * answer: one killed stays registered for up to 120 s, and resetting the others first left the
+   * group half reset. A master whose connection is lost fails at once.
+   */
+  private async checkMastersAnswer(masters: readonly LookupTarget[], topic: string): Promise<void> {
+    const node = this.instance.node;
+    const settled = await Promise.allSettled(
+      masters.map(({ addrs }) => {
+        const since = monotonicNow();
+        return unlessConnectionLost(node, addrs[0]!, this.instance.refAt(addrs[0]!).ask({ type: "GET_BROKER_RUNTIME_INFO" }), since);
+      }),
+    );
+    const down: string[] = [];
+    settled.forEach((r, i) => {
+      if (r.status === "rejected")
+        down.push(`${masters[i]!.brokerName} (${masters[i]!.addrs[0]}: ${(r.reason as Error)?.message ?? r.reason})`);
+    });
+    if (down.length === 0) return;
+    throw new MQError(
+      "SERVICE_NOT_AVAILABLE",
+      `The master of ${down.join(", ")} serving ${topic} does not answer, and a slave cannot reset offsets: nothing was reset. Start the master, then reset again (one killed stays registered with the name servers for up to 120 s).`,
+    );
   }
 
   // -------------------------------------------------------------------------------------------

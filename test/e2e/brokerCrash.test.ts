@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
+import { consumerOffsetsOf } from "../../actors/broker/consumerOffsetManager.ts";
 import { Admin, Broker, isMQError, NameServer, Producer, PushConsumer } from "../../index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
@@ -106,20 +107,25 @@ test("kill -9 of a broker still registered: viewMessage of a message on a live b
   const producer = await Producer.start({ group: "dead-pg", nameservers: [ns.address!] });
   try {
     await admin.createTopic({ topic: "OnA", brokers: ["broker-a"], readQueueNums: 1, writeQueueNums: 1 });
+    await admin.createTopic({ topic: "OnBoth", readQueueNums: 1, writeQueueNums: 1 });
     const r = await producer.send({ topic: "OnA", body: "on broker-a" });
     let consumed = 0;
     const consumer = await PushConsumer.start({
       group: "dead-cg",
       nameservers: [ns.address!],
-      subscriptions: { OnA: "*" },
+      subscriptions: { OnA: "*", OnBoth: "*" },
       consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
       listener: async (msgs) => {
         consumed += msgs.length;
         return "CONSUME_SUCCESS";
       },
     });
-    await waitFor(() => consumed >= 1, 10_000, "the message consumed");
+    for (const q of await producer.fetchPublishQueues("OnBoth"))
+      await producer.send({ topic: "OnBoth", body: "both" }, { selector: () => q });
+    await waitFor(() => consumed >= 3, 10_000, "the messages consumed");
     await consumer.close();
+    const onA = () => consumerOffsetsOf(a.ctx).offsetsOf("dead-cg", "OnBoth")?.get(0);
+    assert.equal(onA(), 1);
 
     await killServer(b);
     assert.ok((await admin.clusterInfo()).brokerAddrTable["broker-b"], "the killed broker is still registered");
@@ -133,6 +139,12 @@ test("kill -9 of a broker still registered: viewMessage of a message on a live b
       admin.consumerProgress("dead-cg"),
       (e) => isMQError(e, "TIMEOUT") && e.message.includes("broker-b") && e.message.includes(b.address),
     );
+    // a reset needs every master: refused before anything is reset, not broker-a's offsets moved alone
+    await assert.rejects(
+      admin.resetOffsetByTimestamp("dead-cg", "OnBoth", 0),
+      (e) => isMQError(e, "SERVICE_NOT_AVAILABLE") && e.message.includes("broker-b") && /nothing was reset/.test(e.message),
+    );
+    assert.equal(onA(), 1, "broker-a's offset not moved");
   } finally {
     await killServer(b);
     await producer.close();
