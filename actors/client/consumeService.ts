@@ -314,8 +314,9 @@ export class ConsumeService {
     const success = status === "CONSUME_SUCCESS" || status === "SUCCESS";
     if (!success && status !== "RECONSUME_LATER") this.warnUnknownStatus(mq, status);
     let ackIndex = success ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
-    if (this.deps.model === "BROADCASTING") {
-      // no retry topic: what failed is skipped, as in RocketMQ, which logs each one
+    // no retry topic: what failed is skipped, as in RocketMQ, which logs each one; not a batch given
+    // back at close (the consumer stopping, its queue dropped), whose offset stays before it
+    if (this.deps.model === "BROADCASTING" && !pq.dropped && !this.stopped) {
       if (ackIndex < msgs.length - 1) this.warnDropped(mq, msgs, ackIndex + 1);
       ackIndex = msgs.length - 1;
     }

@@ -247,6 +247,33 @@ test("broadcasting: failed messages are dropped, not retried, and logged at warn
   await s.stop();
 });
 
+test("broadcasting: a batch given back while the consumer stops is neither dropped nor warned of; its offset stays before it", async (t) => {
+  const lines: string[] = [];
+  t.mock.method(consumeLog(), "warn", (_fields: Record<string, unknown>, msg: string) => void lines.push(msg));
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const { s, store, pq } = service(
+    async (batch) => {
+      if (batch[0]!.queueOffset === 0) return "CONSUME_SUCCESS";
+      await held; // the CLI's --count: the message after the last one printed is held until close
+      return "RECONSUME_LATER";
+    },
+    { model: "BROADCASTING", batch: 1, threads: 1 },
+  );
+  const batch = msgs(0, 2);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => store.table.readOffset(mq) === 1, 5_000, "offset 1");
+  const stopping = s.stop();
+  release();
+  await stopping;
+  assert.equal(store.table.readOffset(mq), 1, "the held message is not skipped");
+  assert.deepEqual(
+    lines.filter((l) => /dropped/.test(l)),
+    [],
+  );
+});
+
 test("without a send-back, messages past consumeTimeoutMinutes are handed back to the pool", async () => {
   let calls = 0;
   let hang!: () => void;
