@@ -19,8 +19,11 @@ function procStat(pid: number): string[] | null {
   }
 }
 
-/** When the process started (clock ticks since boot), so a reused pid is told from the holder. */
-function startTimeOf(pid: number): string | undefined {
+/**
+ * When the process started (clock ticks since boot, field 22 of `/proc/<pid>/stat`), so a reused
+ * pid is told from the process it named; undefined without /proc.
+ */
+export function startTimeOf(pid: number): string | undefined {
   return procStat(pid)?.[19];
 }
 

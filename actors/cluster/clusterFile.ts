@@ -30,6 +30,11 @@ export interface ClusterProcess {
   /** "host:port" of its Prometheus endpoint (brokers) */
   metrics?: string;
   pid: number;
+  /**
+   * when `pid` started (`/proc/<pid>/stat` field 22), recorded at spawn: a reused pid running the
+   * same command is still another process (absent from older files and without /proc)
+   */
+  startTime?: string;
   /** its data directory (brokers: the store) */
   dir: string;
   logFile: string;

@@ -9,7 +9,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { MQError } from "../../transport/protocol.ts";
 import type { ClusterProcess } from "./clusterFile.ts";
-import { isAlive, isOurProcess } from "./processCheck.ts";
+import { isAlive, isOurProcess, startTimeOf } from "./processCheck.ts";
 
 /** The package's command, run by every cluster process. */
 export const ACTORMQ_BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bin/actormq.mjs");
@@ -26,7 +26,7 @@ export function readyFileOf(p: Pick<ClusterProcess, "dir">): string {
 
 /** True when the process is alive and still the one the cluster file names. */
 export function isRunning(p: ClusterProcess): boolean {
-  return isOurProcess(p.pid, readyFileOf(p));
+  return isOurProcess(p.pid, readyFileOf(p), p.startTime);
 }
 
 /** What a process said last before it died: the last non-empty line of its log, its message when it is JSON. */
@@ -55,8 +55,8 @@ export interface ReadyInfo {
 
 /** Hooks of {@link startProcess}. */
 export interface StartProcessHooks {
-  /** called with the pid as soon as the process is spawned, before it is ready */
-  onSpawn?: (pid: number) => void;
+  /** called with the pid (and its start time, where /proc has it) as soon as the process is spawned, before it is ready */
+  onSpawn?: (pid: number, startTime: string | undefined) => void;
   /** abandons the wait: the process is stopped and the start rejects */
   signal?: AbortSignal;
 }
@@ -89,7 +89,8 @@ export async function startProcess(
   });
   child.unref();
   // detached, it outlives us: whoever started it must know its pid before it is ready
-  if (child.pid) hooks.onSpawn?.(child.pid);
+  // (not reaped before our exit handler runs, so its /proc entry is still this child's)
+  if (child.pid) hooks.onSpawn?.(child.pid, startTimeOf(child.pid));
   const t0 = Date.now();
   for (;;) {
     if (existsSync(readyFile)) {

@@ -12,4 +12,4 @@ export {
 export { ACTORMQ_BIN, isRunning, lastLogLine, startProcess, stopPid } from "./clusterProcesses.ts";
 export type { ClusterMemberStatus, ClusterUpOptions } from "./localProcessCluster.ts";
 export { brokerDirName, clusterDown, clusterKill, clusterRestart, clusterStatus, clusterUp, planCluster } from "./localProcessCluster.ts";
-export { cmdlineOf, isAlive, isOurProcess } from "./processCheck.ts";
+export { cmdlineOf, isAlive, isOurProcess, startTimeOf } from "./processCheck.ts";

@@ -216,8 +216,9 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
     try {
       const info = await startProcess(p, timeout, {
         signal: abandon.signal,
-        onSpawn: (pid) => {
+        onSpawn: (pid, startTime) => {
           p.pid = pid;
+          p.startTime = startTime;
           spawned.push(p);
           writeClusterFile(dir, { ...cf, starting: true, processes: spawned });
         },
@@ -355,8 +356,9 @@ export async function clusterRestart(
   try {
     info = await startProcess(p, readyTimeoutMs, {
       signal,
-      onSpawn: (pid) => {
+      onSpawn: (pid, startTime) => {
         p.pid = pid;
+        p.startTime = startTime;
         writeClusterFile(dir, file);
       },
     });

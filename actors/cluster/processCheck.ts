@@ -1,12 +1,13 @@
 /**
  * Is a pid still the process we started? A pid alone may have been reused by an unrelated
- * process after ours died; `/proc/<pid>/cmdline` must still show our command and its data dir
- * before anything is signalled.
+ * process after ours died; `/proc/<pid>/cmdline` must still show our command with its ready file,
+ * and `/proc/<pid>/stat` the start time recorded when it was spawned, before anything is signalled.
  */
 import { readFileSync } from "node:fs";
-import { isAlive } from "../../store/storeLock.ts";
+import path from "node:path";
+import { isAlive, startTimeOf } from "../../store/storeLock.ts";
 
-export { isAlive };
+export { isAlive, startTimeOf };
 
 /** The command line of a pid as its arguments, or null when no such process (or no /proc). */
 export function cmdlineOf(pid: number): string[] | null {
@@ -19,12 +20,20 @@ export function cmdlineOf(pid: number): string[] | null {
 }
 
 /**
- * True when `pid` runs the actormq command with `marker` (its data dir or store) among its
- * arguments. Without /proc (not Linux) only liveness can be checked.
+ * True when `pid` runs the actormq command (`node [flags] .../actormq.mjs`, as the cluster spawns
+ * it) with `--ready-file <readyFile>`, and, when `startTime` is known, started then. Merely naming
+ * the file is not enough: any path under the default `./actormq-cluster` contains "actormq", and an
+ * operator's `tail -f .../ready.json` may hold a reused pid. Without /proc (not Linux) only
+ * liveness can be checked.
  */
-export function isOurProcess(pid: number, marker: string): boolean {
+export function isOurProcess(pid: number, readyFile: string, startTime?: string): boolean {
   if (!Number.isInteger(pid) || pid <= 1) return false;
   const argv = cmdlineOf(pid);
   if (argv === null) return process.platform !== "linux" && isAlive(pid);
-  return argv.some((a) => a.includes("actormq")) && argv.includes(marker);
+  // the script is node's first argument that is not a flag (ours are all `--flag=value`)
+  const script = argv.slice(1).find((a) => !a.startsWith("-"));
+  if (script === undefined || path.basename(script) !== "actormq.mjs") return false;
+  const i = argv.indexOf("--ready-file");
+  if (i < 0 || argv[i + 1] !== readyFile) return false;
+  return startTime === undefined || startTimeOf(pid) === startTime;
 }

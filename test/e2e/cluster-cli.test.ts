@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
@@ -224,6 +224,57 @@ function actormqProcessesUnder(dir: string): number[] {
 function killAll(pids: number[]): void {
   for (const pid of pids) if (isAlive(pid)) process.kill(pid, "SIGKILL");
 }
+
+test("a reused pid is not taken for a member when it only names the member's ready file, nor when it started after the member", async () => {
+  const { dir: tmp, cleanup } = await tempDir();
+  // the default --dir's name: every path under it contains "actormq"
+  const dir = path.join(tmp, "actormq-cluster");
+  const [ns] = planCluster({ dir });
+  const readyFile = path.join(ns!.dir, "ready.json");
+  mkdirSync(ns!.dir, { recursive: true });
+  writeFileSync(readyFile, "{}");
+  // after a reboot the member's pid went to an operator's `tail -f` of its ready file
+  const stranger = spawn("tail", ["-f", readyFile], { stdio: "ignore" });
+  const c = path.join(tmp, "c");
+  try {
+    const cf: ClusterFile = {
+      version: 1,
+      createdAt: new Date().toISOString(),
+      nameservers: [],
+      processes: [{ ...ns!, pid: stranger.pid! }],
+    };
+    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
+    const st = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(st.code, 3, st.out);
+    assert.match(st.out, /^namesrv-0\s.*\sdead\s/m);
+    const k = await cli(["cluster", "kill", "namesrv-0", "--dir", dir]);
+    assert.equal(k.code, 1);
+    assert.match(k.err, /the pid now belongs to another process/);
+    const down = await cli(["cluster", "down", "--dir", dir]);
+    assert.match(down.out, /already not running: namesrv-0/);
+    assert.ok(isAlive(stranger.pid!), "the unrelated process still runs");
+
+    // the member's own command line, but not the start time recorded when it was spawned: another process
+    await clusterUp({ dir: c, logLevel: "warn" });
+    const up = readCf(c);
+    const b = up.processes.find((p) => p.name === "broker-a")!;
+    assert.match(b.startTime ?? "", /^\d+$/, "the start time is recorded at spawn");
+    writeFileSync(
+      path.join(c, "cluster.json"),
+      JSON.stringify({ ...up, processes: up.processes.map((p) => (p === b ? { ...p, startTime: "1" } : p)) }),
+    );
+    const st2 = await cli(["cluster", "status", "--dir", c]);
+    assert.match(st2.out, /^broker-a\s.*\sdead\s/m);
+    assert.match(st2.out, /^namesrv-0\s.*\srunning\s/m);
+    const down2 = await cli(["cluster", "down", "--dir", c]);
+    assert.match(down2.out, /already not running: broker-a/);
+    assert.ok(isAlive(b.pid), "a pid started at another time is not signalled");
+  } finally {
+    stranger.kill("SIGKILL");
+    killAll(actormqProcessesUnder(tmp));
+    await cleanup();
+  }
+});
 
 test("cluster up: one master failing to start stops the other masters still starting, not only the ready processes", async () => {
   const { dir, cleanup } = await tempDir();
