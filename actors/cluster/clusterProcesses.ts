@@ -4,7 +4,7 @@
  * stdout and stderr appended to its log file, and reports readiness by writing a ready file.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, openSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { MQError } from "../../transport/protocol.ts";
@@ -29,10 +29,15 @@ export function isRunning(p: ClusterProcess): boolean {
   return isOurProcess(p.pid, readyFileOf(p), p.startTime);
 }
 
-/** What a process said last before it died: the last non-empty line of its log, its message when it is JSON. */
-export function lastLogLine(logFile: string): string {
+/**
+ * What a process said last before it died: the last non-empty line of its log from byte `from` on
+ * (where this run's output starts: every run appends), its message when it is JSON.
+ */
+export function lastLogLine(logFile: string, from = 0): string {
   try {
-    const lines = readFileSync(logFile, "utf8")
+    const lines = readFileSync(logFile)
+      .subarray(from)
+      .toString("utf8")
       .split("\n")
       .filter((l) => l.trim().length > 0);
     const last = lines.at(-1) ?? "";
@@ -73,6 +78,8 @@ export async function startProcess(
 ): Promise<ReadyInfo> {
   const readyFile = readyFileOf(p);
   rmSync(readyFile, { force: true });
+  // the log is appended to: what it holds now is a previous run's, never this one's reason
+  const logStart = sizeOf(p.logFile);
   const fd = openSync(p.logFile, "a");
   let child: ChildProcess;
   try {
@@ -80,12 +87,15 @@ export async function startProcess(
   } finally {
     closeSync(fd);
   }
-  let exited: number | null | undefined;
+  /** how it ended: "exit code N" or "killed by SIGNAL" */
+  let exited: string | undefined;
+  let killed = false;
   child.once("exit", (code, sig) => {
-    exited = code ?? (sig ? 128 : 1);
+    killed = sig !== null;
+    exited = sig ? `killed by ${sig}` : `exit code ${code ?? 1}`;
   });
   child.once("error", () => {
-    exited = exited ?? 1;
+    exited = exited ?? "exit code 1";
   });
   child.unref();
   // detached, it outlives us: whoever started it must know its pid before it is ready
@@ -101,7 +111,9 @@ export async function startProcess(
       }
     }
     if (exited !== undefined) {
-      const why = lastLogLine(p.logFile) || `exit code ${exited}`;
+      // a signal (an OOM kill, kill -9) is the reason even when the process logged something before it
+      const line = lastLogLine(p.logFile, logStart);
+      const why = killed ? `${exited}${line ? `, after logging: ${line}` : ""}` : line || exited;
       throw new MQError("SYSTEM_ERROR", `${p.name} failed to start: ${why} (log: ${p.logFile})`);
     }
     if (hooks.signal?.aborted) {
@@ -113,6 +125,14 @@ export async function startProcess(
       throw new MQError("TIMEOUT", `${p.name} did not become ready within ${readyTimeoutMs} ms; see its log ${p.logFile}.`);
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+function sizeOf(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
   }
 }
 

@@ -4,8 +4,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
-import type { ClusterFile } from "../../actors/cluster/index.ts";
-import { clusterUp, cmdlineOf, isAlive, planCluster } from "../../actors/cluster/index.ts";
+import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
+import { clusterUp, cmdlineOf, isAlive, planCluster, startProcess } from "../../actors/cluster/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { bin, cli } from "../bin/cliRun.ts";
 import { tempDir, waitFor } from "../helpers.ts";
@@ -272,6 +272,41 @@ test("a reused pid is not taken for a member when it only names the member's rea
   } finally {
     stranger.kill("SIGKILL");
     killAll(actormqProcessesUnder(tmp));
+    await cleanup();
+  }
+});
+
+test("a process that dies while starting is reported with what this run logged, and by its signal when killed", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const logFile = path.join(dir, "p.log");
+    // the previous run's clean shutdown ends the log, which every start appends to
+    writeFileSync(logFile, `${JSON.stringify({ level: 30, msg: "stopped" })}\n`);
+    const p = (code: string): ClusterProcess => ({
+      name: "broker-a",
+      role: "master",
+      host: "localhost",
+      listen: "tcp://127.0.0.1:*",
+      address: "",
+      pid: 0,
+      dir,
+      logFile,
+      argv: ["-e", code],
+    });
+    await assert.rejects(startProcess(p("process.kill(process.pid, 'SIGKILL')")), (e: Error) => {
+      assert.match(e.message, /^broker-a failed to start: killed by SIGKILL \(log: /);
+      return true;
+    });
+    await assert.rejects(startProcess(p("process.exit(3)")), /^MQError: broker-a failed to start: exit code 3 \(log: /);
+    await assert.rejects(
+      startProcess(p("console.error('actormq: port in use'); process.exit(1)")),
+      /^MQError: broker-a failed to start: port in use \(log: /,
+    );
+    await assert.rejects(
+      startProcess(p("console.error('actormq: out of memory'); process.kill(process.pid, 'SIGKILL')")),
+      /^MQError: broker-a failed to start: killed by SIGKILL, after logging: out of memory \(log: /,
+    );
+  } finally {
     await cleanup();
   }
 });
