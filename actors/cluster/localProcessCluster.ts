@@ -5,7 +5,7 @@
  * fails part-way (or is aborted: Ctrl-C) stops every process it spawned, ready or not; `down`
  * signals only the pids the file names and only while they still are those processes.
  */
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
@@ -46,7 +46,7 @@ export interface ClusterUpOptions {
   readyTimeoutMs?: number;
   /** called as each process becomes ready */
   onProgress?: (ready: number, total: number, p: ClusterProcess) => void;
-  /** aborts the start (the command line's Ctrl-C): what was spawned is stopped, no cluster file is written */
+  /** aborts the start (the command line's Ctrl-C): what was spawned is stopped, the cluster file left as it was */
   signal?: AbortSignal;
 }
 
@@ -178,15 +178,19 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
 /**
  * Starts the cluster: name servers, then masters, then slaves, each waited for; writes the
  * cluster file. On any failure, or when `opts.signal` aborts, the processes still starting are
- * abandoned, every process spawned is stopped, the cluster file removed and the (first) error
- * rethrown. While it runs, the file (marked `starting`) names every process spawned so far, written
- * right after each spawn: if this process is killed outright, `status` and `down` still find them
- * (only a kill landing between a fork and that write could leave one unnamed).
+ * abandoned, every process spawned is stopped, the directory's cluster file put back as it was and
+ * the (first) error rethrown. While it runs, the file (marked `starting`) names every process
+ * spawned so far, written right after each spawn: if this process is killed outright, `status` and
+ * `down` still find them (only a kill landing between a fork and that write could leave one
+ * unnamed); the stopped cluster's file it replaces waits in `cluster.json.prev` for `down`.
  */
 export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const dir = path.resolve(opts.dir);
-  if (existsSync(clusterFilePath(dir))) {
-    const live = readClusterFile(dir).processes.filter((p) => isLocalHost(p.host) && isRunning(p));
+  const file = clusterFilePath(dir);
+  let previous: ClusterFile | undefined;
+  if (existsSync(file)) {
+    previous = readClusterFile(dir);
+    const live = previous.processes.filter((p) => isLocalHost(p.host) && isRunning(p));
     if (live.length > 0) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
@@ -196,6 +200,10 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   }
   const plan = planCluster(opts);
   for (const p of plan) mkdirSync(p.dir, { recursive: true });
+  // a stopped cluster's file (the `cluster up` that starts it again, restart, inspect --cluster) is
+  // kept until this start succeeds; an unfinished start's file has nothing to keep (and a file kept
+  // aside by the start it was, killed outright, stays)
+  if (previous && !previous.starting) renameSync(file, previousFileOf(file));
   // every spawned process, ready or not: processes of one step start in parallel, and one failing
   // must not leave the others running detached with no cluster file naming them
   const spawned: ClusterProcess[] = [];
@@ -207,7 +215,10 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
   const abandon = new AbortController();
   let failure: unknown;
   const onAbort = () => {
-    failure ??= new MQError("CLOSED", "cluster up was interrupted: the processes started so far were stopped and no cluster file is left.");
+    failure ??= new MQError(
+      "CLOSED",
+      "cluster up was interrupted: the processes started so far were stopped and the cluster file is as it was.",
+    );
     abandon.abort();
   };
   if (opts.signal?.aborted) onAbort();
@@ -256,13 +267,26 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
     const stop = (ps: ClusterProcess[]) => Promise.all(ps.filter(isRunning).map((p) => stopPid(p.pid, DEFAULT_STOP_TIMEOUT_MS)));
     await stop(spawned.filter((p) => p.role !== "nameserver"));
     await stop(spawned.filter((p) => p.role === "nameserver"));
-    rmSync(clusterFilePath(dir), { force: true });
+    putBackPrevious(file);
     throw e;
   } finally {
     opts.signal?.removeEventListener("abort", onAbort);
   }
   writeClusterFile(dir, cf);
+  rmSync(previousFileOf(file), { force: true });
   return cf;
+}
+
+/** Where `up` keeps the file of the stopped cluster it replaces until it has succeeded. */
+function previousFileOf(file: string): string {
+  return `${file}.prev`;
+}
+
+/** Removes the file of an `up` that did not finish and puts back the one it replaced, if any. */
+function putBackPrevious(file: string): void {
+  const prev = previousFileOf(file);
+  if (existsSync(prev)) renameSync(prev, file);
+  else rmSync(file, { force: true });
 }
 
 /** Every process of the cluster file with its state (remote hosts are not checked). */
@@ -300,8 +324,9 @@ export async function clusterDown(
       }),
     );
   }
-  // the file of an `up` that never finished names nothing to start again: gone with its processes
-  if (file.starting) rmSync(clusterFilePath(dir), { force: true });
+  // the file of an `up` that never finished names nothing to start again: gone with its processes,
+  // and the stopped cluster's file that `up` replaced (if any) is back
+  if (file.starting) putBackPrevious(clusterFilePath(dir));
   return { stopped, notRunning };
 }
 

@@ -311,6 +311,49 @@ test("a process that dies while starting is reported with what this run logged, 
   }
 });
 
+test("a failed cluster up on a stopped cluster's directory leaves that cluster's file, and `down` of an unfinished up puts it back", async () => {
+  const { dir: tmp, cleanup } = await tempDir();
+  const blocker = net.createServer();
+  const dir = path.join(tmp, "c");
+  const file = path.join(dir, "cluster.json");
+  try {
+    // a stopped cluster (pid 0 is never ours) made with a base port: status prints how to start it again
+    const base = await blockNextPort(blocker);
+    const up = { nameservers: 1, brokers: 1, slaves: 0, basePort: base, bindHost: "127.0.0.1", flush: "sync" as const };
+    mkdirSync(dir);
+    const stopped = JSON.stringify({ version: 1, createdAt: "", nameservers: [], processes: planCluster({ dir, ...up }), up });
+    writeFileSync(file, stopped);
+    // broker-a's port (base + 1) is taken
+    await assert.rejects(clusterUp({ dir, basePort: base, logLevel: "warn" }), /broker-a failed to start/);
+    assert.equal(readFileSync(file, "utf8"), stopped, "the stopped cluster's file is as it was");
+    assert.ok(!existsSync(`${file}.prev`));
+    const st = await cli(["cluster", "status", "--dir", dir]);
+    assert.match(st.err, new RegExp(`\`actormq cluster up --dir \\S+ --base-port ${base}\` starts the cluster again`));
+    const interrupt = new AbortController();
+    interrupt.abort();
+    await assert.rejects(clusterUp({ dir, basePort: base, logLevel: "warn", signal: interrupt.signal }), /interrupted/);
+    assert.equal(readFileSync(file, "utf8"), stopped, "an interrupted up leaves it too");
+
+    // an `up` killed outright left its unfinished file with the stopped one kept aside: `down` puts it back
+    writeFileSync(`${file}.prev`, stopped);
+    writeFileSync(file, JSON.stringify({ version: 1, createdAt: "", nameservers: [], processes: [], starting: true }));
+    const down = await cli(["cluster", "down", "--dir", dir]);
+    assert.equal(down.code, 0, down.err);
+    assert.equal(readFileSync(file, "utf8"), stopped);
+    assert.ok(!existsSync(`${file}.prev`));
+
+    // an up that succeeds replaces it
+    blocker.close();
+    await clusterUp({ dir, logLevel: "warn" });
+    assert.equal(readCf(dir).starting, undefined);
+    assert.ok(!existsSync(`${file}.prev`));
+  } finally {
+    blocker.close();
+    killAll(actormqProcessesUnder(tmp));
+    await cleanup();
+  }
+});
+
 test("cluster up: one master failing to start stops the other masters still starting, not only the ready processes", async () => {
   const { dir, cleanup } = await tempDir();
   const blocker = net.createServer();
