@@ -10,6 +10,8 @@ import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
 
 export const CLUSTER_FILE_NAME = "cluster.json";
+/** The `cluster` commands' --dir when none is given. */
+export const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
 export const CLUSTER_FILE_VERSION = 1;
 
 export type ClusterRole = "nameserver" | "master" | "slave";
@@ -86,6 +88,19 @@ export interface ClusterFile {
   starting?: boolean;
 }
 
+/**
+ * `arg` as a POSIX shell reads it back, for the commands printed as hints: single-quoted (a `'`
+ * written `'\''`) unless it holds only characters no shell treats specially.
+ */
+export function shellArg(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", "'\\''")}'`;
+}
+
+/** ` --dir <dir>` for a hint naming a command that takes --dir, or "" for the default directory. */
+export function dirArg(dir: string): string {
+  return path.resolve(dir) === path.resolve(DEFAULT_CLUSTER_DIR) ? "" : ` --dir ${shellArg(dir)}`;
+}
+
 export function clusterFilePath(dir: string): string {
   return path.join(path.resolve(dir), CLUSTER_FILE_NAME);
 }
@@ -102,7 +117,7 @@ export function readClusterFile(dir: string, flag = "--dir"): ClusterFile {
   } catch {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `No cluster file at ${file}: start one with \`actormq cluster up --dir ${dir}\` or pass the right ${flag}.`,
+      `No cluster file at ${file}: start one with \`actormq cluster up --dir ${shellArg(dir)}\` or pass the right ${flag}.`,
     );
   }
   let cf: ClusterFile;

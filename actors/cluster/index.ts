@@ -5,8 +5,11 @@ export {
   CLUSTER_FILE_NAME,
   CLUSTER_UP_DEFAULTS,
   clusterFilePath,
+  DEFAULT_CLUSTER_DIR,
+  dirArg,
   readClusterFile,
   resolveUpFlags,
+  shellArg,
   writeClusterFile,
 } from "./clusterFile.ts";
 export { ACTORMQ_BIN, isRunning, lastLogLine, startProcess, stopPid } from "./clusterProcesses.ts";

@@ -16,8 +16,10 @@ import {
   type ClusterFile,
   type ClusterProcess,
   clusterFilePath,
+  dirArg,
   readClusterFile,
   resolveUpFlags,
+  shellArg,
   writeClusterFile,
 } from "./clusterFile.ts";
 import { ACTORMQ_BIN, DEFAULT_READY_TIMEOUT_MS, DEFAULT_STOP_TIMEOUT_MS, isRunning, startProcess, stopPid } from "./clusterProcesses.ts";
@@ -194,7 +196,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
     if (live.length > 0) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `A cluster is already running from ${clusterFilePath(dir)} (${live.map((p) => `${p.name} pid ${p.pid}`).join(", ")}): run \`actormq cluster down --dir ${opts.dir}\` first or use another --dir.`,
+        `A cluster is already running from ${clusterFilePath(dir)} (${live.map((p) => `${p.name} pid ${p.pid}`).join(", ")}): run \`actormq cluster down --dir ${shellArg(opts.dir)}\` first or use another --dir.`,
       );
     }
   }
@@ -348,7 +350,7 @@ export async function clusterKill(dir: string, name: string): Promise<ClusterPro
   if (!isRunning(p)) {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `${name} (pid ${p.pid}) is not running${isAlive(p.pid) ? " (the pid now belongs to another process)" : ""}; \`actormq cluster restart ${name}\` starts it again.`,
+      `${name} (pid ${p.pid}) is not running${isAlive(p.pid) ? " (the pid now belongs to another process)" : ""}; \`actormq cluster restart ${name}${dirArg(dir)}\` starts it again.`,
     );
   }
   await stopPid(p.pid, 0, "SIGKILL");
@@ -370,11 +372,14 @@ export async function clusterRestart(
   if (file.starting)
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `cluster up did not finish in ${dir}, so ${name} may lack the addresses it was to be given: run \`actormq cluster down --dir ${dir}\`, then \`actormq cluster up\` again.`,
+      `cluster up did not finish in ${dir}, so ${name} may lack the addresses it was to be given: run \`actormq cluster down --dir ${shellArg(dir)}\`, then \`actormq cluster up --dir ${shellArg(dir)}\` again.`,
     );
   const p = member(file, name);
   const interrupted = () =>
-    new MQError("CLOSED", `cluster restart was interrupted: ${name} is stopped; \`actormq cluster restart ${name}\` starts it again.`);
+    new MQError(
+      "CLOSED",
+      `cluster restart was interrupted: ${name} is stopped; \`actormq cluster restart ${name}${dirArg(dir)}\` starts it again.`,
+    );
   if (isRunning(p)) await stopPid(p.pid);
   if (signal?.aborted) throw interrupted();
   let info: Awaited<ReturnType<typeof startProcess>>;

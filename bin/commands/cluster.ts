@@ -11,11 +11,13 @@ import {
   clusterRestart,
   clusterStatus,
   clusterUp,
+  DEFAULT_CLUSTER_DIR,
+  dirArg,
   resolveUpFlags,
+  shellArg,
 } from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
 
-const DEFAULT_CLUSTER_DIR = "./actormq-cluster";
 const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 function memberRow(p: ClusterProcess & { state?: string }): string[] {
@@ -38,12 +40,12 @@ export function upAgainCommand(dir: string, file: ClusterFile): string {
     u.brokers !== d.brokers && `--brokers ${u.brokers}`,
     u.slaves !== d.slaves && `--slaves ${u.slaves}`,
     u.basePort !== undefined && `--base-port ${u.basePort}`,
-    u.bindHost !== d.bindHost && `--bind-host ${u.bindHost}`,
-    u.advertiseHost !== undefined && `--advertise-host ${u.advertiseHost}`,
+    u.bindHost !== d.bindHost && `--bind-host ${shellArg(u.bindHost)}`,
+    u.advertiseHost !== undefined && `--advertise-host ${shellArg(u.advertiseHost)}`,
     u.flush !== d.flush && `--flush ${u.flush}`,
-    u.logLevel !== undefined && `--log-level ${u.logLevel}`,
+    u.logLevel !== undefined && `--log-level ${shellArg(u.logLevel)}`,
   ].filter((f): f is string => typeof f === "string");
-  return ["actormq cluster up --dir", dir, ...flags].join(" ");
+  return ["actormq cluster up --dir", shellArg(dir), ...flags].join(" ");
 }
 
 /**
@@ -136,7 +138,7 @@ export function addClusterCommands(program: Command): void {
         process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "STATE", "DIR"], members.map(memberRow)));
         if (file.starting) {
           process.stderr.write(
-            `actormq: cluster up did not finish (still starting, or stopped before it was done): these are the processes it spawned; \`actormq cluster down --dir ${f.dir}\` stops them\n`,
+            `actormq: cluster up did not finish (still starting, or stopped before it was done): these are the processes it spawned; \`actormq cluster down --dir ${shellArg(f.dir)}\` stops them\n`,
           );
           process.exit(3);
         }
@@ -147,7 +149,7 @@ export function addClusterCommands(program: Command): void {
             dead.length === members.length
               ? `\`${upAgainCommand(f.dir, file)}\` starts the cluster again with its data` +
                 (file.up?.basePort === undefined ? " (on new ports: clients then use the --namesrv it prints)" : "")
-              : "`actormq cluster restart <name>` starts one again";
+              : `\`actormq cluster restart <name>${dirArg(f.dir)}\` starts one again`;
           process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; ${hint}\n`);
           process.exit(3);
         }

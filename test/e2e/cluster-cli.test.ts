@@ -354,6 +354,60 @@ test("a failed cluster up on a stopped cluster's directory leaves that cluster's
   }
 });
 
+test("the commands printed as hints run as printed: --dir quoted for a shell, and restart hints name it", async () => {
+  const { dir: tmp, cleanup } = await tempDir();
+  const dir = path.join(tmp, "my 'c' dir");
+  const quoted = `'${tmp}/my '\\''c'\\'' dir'`;
+  /** The first `actormq cluster ...` command in `text`, run by a shell from another directory. */
+  const runHint = (text: string) => {
+    const hint = /`(actormq cluster [^`]*)`/.exec(text)?.[1];
+    assert.ok(hint, text);
+    assert.ok(hint.includes(`--dir ${quoted}`), hint);
+    return cli(["-c", hint.replace(/^actormq /, `'${process.execPath}' '${bin}' `)], { cwd: tmp }, "sh");
+  };
+  try {
+    const none = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(none.code, 1);
+    const up = await runHint(none.err);
+    assert.equal(up.code, 0, up.err);
+
+    const k = await cli(["cluster", "kill", "namesrv-0", "--dir", dir]);
+    assert.equal(k.code, 0, k.err);
+    const st = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(st.code, 3);
+    assert.ok(st.err.includes(`\`actormq cluster restart <name> --dir ${quoted}\` starts one again`), st.err);
+    const again = await cli(["cluster", "kill", "namesrv-0", "--dir", dir]);
+    assert.equal(again.code, 1);
+    const r = await runHint(again.err);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /^restarted namesrv-0 /);
+
+    const busy = await cli(["cluster", "up", "--dir", dir]);
+    assert.equal(busy.code, 1);
+    const down = await runHint(busy.err);
+    assert.equal(down.code, 0, down.err);
+    assert.match(down.out, /stopped 2 process/);
+    const stopped = await cli(["cluster", "status", "--dir", dir]);
+    assert.equal(stopped.code, 3);
+    const upAgain = await runHint(stopped.err);
+    assert.equal(upAgain.code, 0, upAgain.err);
+    assert.equal((await cli(["cluster", "down", "--dir", dir])).code, 0);
+
+    // the default directory needs no --dir (pid 0 is never ours)
+    const def = path.join(tmp, "actormq-cluster");
+    mkdirSync(def);
+    writeFileSync(
+      path.join(def, "cluster.json"),
+      JSON.stringify({ version: 1, createdAt: "", nameservers: [], processes: planCluster({ dir: def }) }),
+    );
+    const kd = await cli(["cluster", "kill", "namesrv-0"], { cwd: tmp });
+    assert.match(kd.err, /; `actormq cluster restart namesrv-0` starts it again\.$/m);
+  } finally {
+    killAll(actormqProcessesUnder(tmp));
+    await cleanup();
+  }
+});
+
 test("cluster up: one master failing to start stops the other masters still starting, not only the ready processes", async () => {
   const { dir, cleanup } = await tempDir();
   const blocker = net.createServer();
