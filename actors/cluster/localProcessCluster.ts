@@ -94,6 +94,16 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
   if (opts.basePort !== undefined && (!Number.isInteger(opts.basePort) || opts.basePort < 1024 || opts.basePort > 65000)) {
     throw new MQError("ILLEGAL_ARGUMENT", "--base-port must be an integer between 1024 and 65000.");
   }
+  if (opts.basePort !== undefined) {
+    // refused here, not by the first process that cannot bind after dozens were started
+    const needed = nsCount + masters * (1 + slaves) * 2;
+    const last = opts.basePort + needed - 1;
+    if (last > 65535)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `--base-port ${opts.basePort} needs ${needed} ports, up to ${last}, above 65535: use a --base-port of at most ${65536 - needed}.`,
+      );
+  }
   const dir = path.resolve(opts.dir);
   const bind = up.bindHost;
   const adv = opts.advertiseHost;

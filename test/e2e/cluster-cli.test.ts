@@ -156,6 +156,22 @@ test("cluster status of a stopped cluster names the `cluster up` that makes it a
   }
 });
 
+test("cluster up refuses a --base-port whose last port would be above 65535 before starting anything", () => {
+  // 1 name server + 64 masters with 4 slaves each, two ports per broker: 641 ports
+  const opts = { dir: "/nonexistent/c", nameservers: 1, brokers: 64, slaves: 4 };
+  assert.throws(
+    () => planCluster({ ...opts, basePort: 65_000 }),
+    (e: unknown) =>
+      e instanceof MQError &&
+      e.code === "ILLEGAL_ARGUMENT" &&
+      /--base-port 65000 needs 641 ports, up to 65640, above 65535: use a --base-port of at most 64895/.test(e.message),
+  );
+  assert.throws(() => planCluster({ ...opts, basePort: 64_896 }), /up to 65536/);
+  const plan = planCluster({ ...opts, basePort: 64_895 });
+  const last = plan.at(-1)!.argv;
+  assert.equal(last[last.indexOf("--metrics-listen") + 1], "127.0.0.1:65535");
+});
+
 test("cluster down never signals a pid that is no longer ours; a port in use fails cleanly with nothing left running", async () => {
   const { dir, cleanup } = await tempDir();
   const stranger = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" });
