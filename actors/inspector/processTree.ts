@@ -80,7 +80,10 @@ export class ProcessTree {
   private readonly definitions = new Map<string, unknown>();
   /** latest context of each rebalancer, by `${nodeId}|${actorName}` (the cluster view's assignment) */
   private readonly rebalancerContexts = new Map<string, { nodeId: string; context: unknown }>();
-  /** `${topic}@${brokerName}@${queueId}` -> the process that pulled it last, from pull actors' events */
+  /**
+   * `${group}@${topic}@${brokerName}@${queueId}` -> the process that pulled it last, from pull actors'
+   * events; keyed by group too, as every group consuming a topic pulls the same queues
+   */
   private readonly pulledBy = new Map<string, Assignment & { time: number }>();
   /** ids of the gone processes, longest gone first */
   private readonly gone = new Set<string>();
@@ -143,7 +146,12 @@ export class ProcessTree {
         const q = queueIn(r.payload);
         if (q) {
           const group = r.actorName.includes("/") ? r.actorName.slice(0, r.actorName.lastIndexOf("/")) : undefined;
-          this.pulledBy.set(`${q.topic}@${q.brokerName ?? ""}@${q.queueId}`, { nodeId: r.nodeId, group, ...q, time: r.time });
+          this.pulledBy.set(`${group ?? ""}@${q.topic}@${q.brokerName ?? ""}@${q.queueId}`, {
+            nodeId: r.nodeId,
+            group,
+            ...q,
+            time: r.time,
+          });
         }
       }
     } else if (r.kind === "snapshot") {

@@ -78,4 +78,19 @@ describe("process tree", () => {
     );
     assert.equal(late.records, 0, "a heartbeat is not a record of the process's actors");
   });
+
+  it("keeps who pulled a queue per group: two groups pulling one queue are both assigned", () => {
+    const tree = new ProcessTree();
+    const time = Date.now();
+    for (const [i, group] of ["cgOrders", "cgAudit"].entries()) {
+      const base = { nodeId: `client:${i}`, actorName: `${group}/pull`, sessionId: `s${i}`, time };
+      tree.apply({ ...base, kind: "actor", machineId: "pull" });
+      tree.apply({ ...base, kind: "event", type: "PULL", payload: { mq: { topic: "Shared", brokerName: "b", queueId: 0 } } });
+    }
+    const held = tree
+      .assignments()
+      .map((a) => `${a.group} ${a.topic}@${a.brokerName}@${a.queueId} ${a.nodeId}`)
+      .sort();
+    assert.deepEqual(held, ["cgAudit Shared@b@0 client:1", "cgOrders Shared@b@0 client:0"]);
+  });
 });
