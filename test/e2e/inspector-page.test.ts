@@ -1,7 +1,8 @@
 /**
  * The inspector page in Chromium against demo actors on a node collected over the wire: tree,
  * lit state, last transition, timeline with payload and snapshot, pause/step, SVG and timeline
- * export, loading a timeline back, a stopped process shown as gone; nothing leaves 127.0.0.1.
+ * export, loading a timeline back, a stopped process shown as gone, a page that stays bounded
+ * while actors come and go; nothing leaves 127.0.0.1.
  */
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
@@ -221,5 +222,54 @@ test("a collect address that never answered is listed as unreachable", async () 
   const row = page.locator(`li.proc.unreachable[data-address="${address}"]`);
   await row.waitFor();
   assert.match((await row.textContent()) ?? "", new RegExp(`${address.replace(/[.]/g, "\\.")}.*unreachable`));
+  assert.deepEqual(b.errors, []);
+});
+
+const shortMachine = setup({ types: {} as { events: { type: "GO" } } }).createMachine({
+  id: "short",
+  initial: "idle",
+  states: { idle: { on: { GO: "done" } }, done: {} },
+});
+
+test("the page forgets the last event of actor sessions whose records left its timeline: actors coming and going do not grow it", async () => {
+  const node = await ActorNode.start({ listen: null, nodeId: "churn-node" });
+  cleanups.push(() => node.close());
+  const insp = await Inspector.start({ nodes: [node] });
+  cleanups.push(() => insp.close());
+  const b = await openBrowser();
+  cleanups.push(() => b.close());
+  const { page } = b;
+  await page.goto(insp.url);
+  await page.waitForFunction(() => (window as unknown as { inspectorApp: { app: { epoch: unknown } } }).inspectorApp.app.epoch !== null);
+  // a few records each: well past the page's 20 000 entries
+  for (let i = 0; i < 3500; i++) {
+    node.spawn(`a${i}`, shortMachine);
+    node.ref(null, `a${i}`).send({ type: "GO" });
+    node.stopActor(`a${i}`);
+    if (i % 200 === 0) await new Promise((r) => setImmediate(r));
+  }
+  node.spawn("marker", shortMachine);
+  node.ref(null, "marker").send({ type: "GO" });
+  type PageApp = {
+    entries: { seq: number; record: { actorName: string; kind: string } }[];
+    bySeq: Map<number, unknown>;
+    lastEventBySession: Map<string, { seq: number }>;
+  };
+  await page.waitForFunction(
+    () => {
+      const a = (window as unknown as { inspectorApp: { app: PageApp } }).inspectorApp.app;
+      return a.entries.some((e) => e.record.actorName === "marker" && e.record.kind === "event");
+    },
+    undefined,
+    { timeout: 60_000 },
+  );
+  const held = await page.evaluate(() => {
+    const a = (window as unknown as { inspectorApp: { app: PageApp } }).inspectorApp.app;
+    let stale = 0;
+    for (const e of a.lastEventBySession.values()) if (!a.bySeq.has(e.seq)) stale++;
+    return { entries: a.entries.length, sessions: a.lastEventBySession.size, stale };
+  });
+  assert.equal(held.entries, 20_000, "the timeline is full");
+  assert.equal(held.stale, 0, `sessions kept for events no longer on the page: ${JSON.stringify(held)}`);
   assert.deepEqual(b.errors, []);
 });

@@ -86,7 +86,13 @@ function addEntries(list) {
     app.bySeq.set(e.seq, e);
   }
   if (app.entries.length > MAX_ENTRIES) {
-    for (const old of app.entries.splice(0, app.entries.length - MAX_ENTRIES)) app.bySeq.delete(old.seq);
+    for (const old of app.entries.splice(0, app.entries.length - MAX_ENTRIES)) {
+      app.bySeq.delete(old.seq);
+      // else every actor session ever seen keeps its last event: short-lived actors would grow the page without bound
+      if (old.record.kind !== "event") continue;
+      const sk = `${old.record.nodeId}|${old.record.sessionId}`;
+      if (app.lastEventBySession.get(sk) === old) app.lastEventBySession.delete(sk);
+    }
   }
 }
 
