@@ -17,7 +17,7 @@ import {
   MIN_PROBE_INTERVAL_MS,
   parseListen,
 } from "./inspectorOptions.ts";
-import { type InspectorStats, PageServer, type UnreachableView } from "./pageServer.ts";
+import { type InspectorStats, PageServer, type RefusedView, type UnreachableView } from "./pageServer.ts";
 import { ProcessTree } from "./processTree.ts";
 import { checkRecord, estimateSize } from "./recordCheck.ts";
 import { definitionToGraph } from "./statechartGraph.ts";
@@ -36,11 +36,16 @@ function inspectionLeaseMs(probeIntervalMs: number): number {
   return Math.max(5 * probeIntervalMs, 1000);
 }
 
+/** Probe errors that mean no answer came: anything else is the node's answer. */
+const NO_ANSWER = new Set(["TIMEOUT", "CLOSED"]);
+
 interface Probe {
   address: string;
   nodeId?: string;
   failures: number;
   busy: boolean;
+  /** the node's answer to the last probe when it refused to publish here; cleared by any other outcome */
+  refusal?: { code: string; message: string };
 }
 
 export class Inspector {
@@ -338,10 +343,20 @@ export class Inspector {
       if (p.nodeId !== undefined && p.nodeId !== nodeId) this.tree.markGone(p.nodeId);
       p.nodeId = nodeId;
       p.failures = 0;
+      p.refusal = undefined;
       this.tree.markAlive(nodeId);
       this.tree.setAddress(nodeId, p.address);
-    } catch {
+    } catch (e) {
       if (this.closing) return;
+      // it answered, so it is alive: shown with its reason (SYSTEM_BUSY: it publishes to as many
+      // inspectors as it may), not as unreachable or gone
+      if (e instanceof MQError && !NO_ANSWER.has(e.code)) {
+        p.refusal = { code: e.code, message: e.message };
+        p.failures = 0;
+        if (p.nodeId !== undefined) this.tree.markAlive(p.nodeId);
+        return;
+      }
+      p.refusal = undefined;
       p.failures++;
       if (p.nodeId !== undefined && p.failures >= DEFAULT_PROBE_FAILURES_BEFORE_GONE) this.tree.markGone(p.nodeId);
     } finally {
@@ -355,6 +370,15 @@ export class Inspector {
     for (const p of this.probes.values())
       if (p.nodeId === undefined && p.failures >= DEFAULT_PROBE_FAILURES_BEFORE_GONE)
         out.push({ address: p.address, failures: p.failures });
+    return out;
+  }
+
+  /** Probed addresses whose node refused the last probe. */
+  private refused(): RefusedView[] {
+    const out: RefusedView[] = [];
+    for (const p of this.probes.values())
+      if (p.refusal)
+        out.push({ address: p.address, nodeId: p.nodeId, status: p.refusal.code === "SYSTEM_BUSY" ? "busy" : "refused", ...p.refusal });
     return out;
   }
 
@@ -392,6 +416,7 @@ export class Inspector {
       },
       nodes: () => this.tree.view(),
       unreachable: () => this.unreachable(),
+      refused: () => this.refused(),
       timeline: (after: number, limit: number) => this.buffer.since(after, limit),
       lastSeq: () => this.buffer.lastSeq,
       chart: (nodeId: string, machineId: string) => this.chart(nodeId, machineId),

@@ -45,11 +45,24 @@ export interface UnreachableView {
   failures: number;
 }
 
+/** A `collect` address whose node answered its last probe with a refusal: alive, but publishing nothing here. */
+export interface RefusedView {
+  address: string;
+  /** the node answering there, once it has been collected from */
+  nodeId?: string;
+  /** `busy` for SYSTEM_BUSY (it already publishes to as many inspectors as it may), else `refused` */
+  status: "busy" | "refused";
+  /** the node's answer */
+  code: string;
+  message: string;
+}
+
 /** What the server reads from the inspector. */
 export interface PageData {
   stats(): InspectorStats;
   nodes(): NodeView[];
   unreachable(): UnreachableView[];
+  refused(): RefusedView[];
   timeline(after: number, limit: number): TimelineEntry[];
   lastSeq(): number;
   chart(nodeId: string, machineId: string): Promise<RenderedChart | null>;
@@ -153,6 +166,7 @@ export class PageServer {
           lastSeq: this.data.lastSeq(),
           nodes: this.data.nodes(),
           unreachable: this.data.unreachable(),
+          refused: this.data.refused(),
         });
       case "/api/timeline": {
         const after = Number(url.searchParams.get("after") ?? 0) || 0;

@@ -9,6 +9,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { after, test } from "node:test";
 import { assign, fromPromise, setup } from "xstate";
+import { MAX_INSPECTION_PUBLISHERS } from "../../actors/runtime/index.ts";
 import { ActorNode, Inspector } from "../../index.ts";
 import { foreignRequests, openBrowser, type TestBrowser } from "../actors/inspector/browser.ts";
 import { EPHEMERAL, tempDir } from "../helpers.ts";
@@ -222,6 +223,25 @@ test("a collect address that never answered is listed as unreachable", async () 
   const row = page.locator(`li.proc.unreachable[data-address="${address}"]`);
   await row.waitFor();
   assert.match((await row.textContent()) ?? "", new RegExp(`${address.replace(/[.]/g, "\\.")}.*unreachable`));
+  assert.deepEqual(b.errors, []);
+});
+
+test("a node that refuses to publish to one more inspector is listed as busy with its reason, not unreachable", async () => {
+  const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "busy-node" });
+  cleanups.push(() => node.close());
+  for (let i = 0; i < MAX_INSPECTION_PUBLISHERS; i++) await node.publishInspection(`tcp://127.0.0.1:${1 + i}`);
+  const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 100 });
+  cleanups.push(() => insp.close());
+  const b = await openBrowser();
+  cleanups.push(() => b.close());
+  const { page } = b;
+  await page.goto(insp.url);
+  const row = page.locator(`li.proc.refused[data-address="${node.address}"]`);
+  await row.waitFor();
+  const text = (await row.textContent()) ?? "";
+  assert.match(text, /busy/);
+  assert.match(text, /SYSTEM_BUSY: The node busy-node already publishes its inspection stream to 8 endpoints/);
+  assert.equal(await page.locator("li.proc.unreachable").count(), 0);
   assert.deepEqual(b.errors, []);
 });
 

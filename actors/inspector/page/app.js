@@ -56,6 +56,7 @@ const app = {
   lastEventBySession: new Map(),
   nodes: [],
   unreachable: [], // collect addresses that never answered: { address, failures }
+  refused: [], // collect addresses whose node refused the last probe: { address, nodeId?, status, code, message }
   stats: null,
   selected: null, // actor key `${nodeId}|${actorName}`
   cursor: null, // seq shown while paused / in a file; null = follow
@@ -225,6 +226,15 @@ function renderTree() {
     html.push(
       `<li class="proc unreachable" data-address="${esc(u.address)}"><div class="proc-head">${esc(u.address)}` +
         `<span class="badge status">unreachable</span> <span class="badge">${num(u.failures)} failed probes</span></div></li>`,
+    );
+  }
+  // alive, but publishing nothing here: the node's answer says why
+  for (const u of app.refused) {
+    const status = u.status === "busy" ? "busy" : "refused";
+    html.push(
+      `<li class="proc refused" data-address="${esc(u.address)}" data-status="${status}"><div class="proc-head">${esc(u.address)}` +
+        `${u.nodeId ? ` ${esc(u.nodeId)}` : ""}<span class="badge status">${status}</span></div>` +
+        `<div class="reason">${esc(u.code)}: ${esc(u.message)}</div></li>`,
     );
   }
   $("tree").innerHTML = html.join("");
@@ -441,6 +451,7 @@ async function pollState() {
     if (app.mode === "file") return;
     app.nodes = s.nodes;
     app.unreachable = Array.isArray(s.unreachable) ? s.unreachable.filter((u) => isObject(u) && typeof u.address === "string") : [];
+    app.refused = Array.isArray(s.refused) ? s.refused.filter((u) => isObject(u) && typeof u.address === "string") : [];
     app.stats = s.stats;
     scheduleRender();
   } catch {
@@ -609,6 +620,7 @@ function loadTimeline(text, name) {
   app.fileCharts = isObject(data.charts) ? data.charts : {};
   app.nodes = fileNodes(data.nodes);
   app.unreachable = [];
+  app.refused = [];
   app.stats = isObject(data.stats) ? data.stats : null;
   addEntries(fileEntries(data.entries));
   app.cursor = app.entries.length ? app.entries[app.entries.length - 1].seq : 0;

@@ -6,7 +6,7 @@ import { after, describe, it } from "node:test";
 import { setup } from "xstate";
 import * as zmq from "zeromq";
 import { Inspector, TIMELINE_FORMAT } from "../../../actors/inspector/index.ts";
-import { ActorNode, InspectionCollector } from "../../../actors/runtime/index.ts";
+import { ActorNode, InspectionCollector, MAX_INSPECTION_PUBLISHERS } from "../../../actors/runtime/index.ts";
 import { encode } from "../../../transport/codec.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
 
@@ -259,6 +259,56 @@ describe("Inspector", () => {
       10_000,
       "answering at last, no longer unreachable",
     );
+  });
+
+  it("lists a node that answers its probe with a refusal as busy with the reason, neither unreachable nor gone", async () => {
+    const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "busy-1" });
+    cleanups.push(() => node.close());
+    node.spawn("toggle", toggle);
+    const publishers = (node as unknown as { publishers: Map<string, { stop(): Promise<void> }> }).publishers;
+    // unleased publishers to other endpoints: the node publishes to as many as it can
+    const others: (() => Promise<void>)[] = [];
+    for (let i = 0; i < MAX_INSPECTION_PUBLISHERS; i++) others.push(await node.publishInspection(`tcp://127.0.0.1:${1 + i}`));
+    const insp = await Inspector.start({ collect: [node.address!], probeIntervalMs: 100 });
+    cleanups.push(() => insp.close());
+    type State = {
+      nodes: { nodeId: string; status: string }[];
+      unreachable: { address: string }[];
+      refused: { address: string; nodeId?: string; status: string; code: string; message: string }[];
+    };
+    const state = async () => JSON.parse((await get(`${insp.url}api/state`)).body) as State;
+    const busy = await waitFor(async () => (await state()).refused?.find((x) => x.address === node.address), 5000, "listed busy");
+    assert.equal(busy.status, "busy");
+    assert.equal(busy.code, "SYSTEM_BUSY");
+    assert.match(busy.message, /already publishes its inspection stream to 8 endpoints/);
+    assert.deepEqual((await state()).unreachable, [], "it answers: not unreachable");
+
+    // a place frees up: collected, no longer listed busy
+    await others.pop()!();
+    await waitFor(
+      async () => {
+        const st = await state();
+        return st.nodes.some((n) => n.nodeId === "busy-1" && n.status === "alive") && st.refused.length === 0;
+      },
+      5000,
+      "collected",
+    );
+    // its place is taken while this inspector's publisher is gone: refused again, and still alive
+    await publishers.get(insp.collectorEndpoint)!.stop();
+    others.push(await node.publishInspection("tcp://127.0.0.1:100"));
+    let refusals = 0;
+    const publish = node.publishInspection.bind(node);
+    node.publishInspection = (endpoint, opts) =>
+      publish(endpoint, opts).catch((e) => {
+        refusals++;
+        throw e;
+      });
+    const again = await waitFor(async () => (await state()).refused.find((x) => x.nodeId === "busy-1"), 5000, "busy again");
+    assert.equal(again.code, "SYSTEM_BUSY");
+    // more refused probes than make a silent process gone
+    await waitFor(() => refusals > 4, 5000, "refused probes");
+    assert.equal((await state()).nodes.find((n) => n.nodeId === "busy-1")?.status, "alive");
+    for (const stop of others) await stop();
   });
 
   it("leaves no publisher feeding on a node's actors once the inspector that asked for it has closed", async () => {
