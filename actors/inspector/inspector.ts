@@ -73,7 +73,8 @@ export class Inspector {
   private readonly clusterSource: ClusterSource;
 
   private constructor(
-    private readonly opts: Required<Omit<InspectorOptions, "cluster">> & Pick<InspectorOptions, "cluster">,
+    private readonly opts: Required<Omit<InspectorOptions, "cluster" | "collectorAdvertise">> &
+      Pick<InspectorOptions, "cluster" | "collectorAdvertise">,
     private readonly collector: InspectionCollector,
     private readonly client: ActorNode,
     private readonly host: string,
@@ -92,8 +93,8 @@ export class Inspector {
    * Starts collecting and serving. Resolves once the page is served at {@link url} and every
    * `collect` address has been asked once (unreachable ones are retried: listed as unreachable
    * until they first answer, shown as gone when they stop answering). Throws ILLEGAL_ARGUMENT for
-   * a `collect` address that is not `tcp://host:port` and a `nodes` entry that is not an ActorNode;
-   * a start that fails closes what it opened.
+   * a `collect` address or a `collectorAdvertise` that is not `tcp://host:port` and a `nodes` entry
+   * that is not an ActorNode; a start that fails closes what it opened.
    */
   static async start(options: InspectorOptions = {}): Promise<Inspector> {
     const opts = { ...defaultInspectorOptions(), ...options };
@@ -132,7 +133,7 @@ export class Inspector {
         "ILLEGAL_ARGUMENT",
         `Inspector collectIdleMs must be a positive number of milliseconds, got ${opts.collectIdleMs}.`,
       );
-    const collector = await InspectionCollector.start({ bind: opts.collectorBind, capacity: 0 });
+    const collector = await InspectionCollector.start({ bind: opts.collectorBind, advertise: opts.collectorAdvertise, capacity: 0 });
     let client: ActorNode | undefined;
     let insp: Inspector | undefined;
     try {

@@ -1,5 +1,6 @@
 /** Options of {@link Inspector.start} and their defaults. */
 
+import { networkInterfaces } from "node:os";
 import { checkBoolean, isPortText, MQError, shownValue } from "../../transport/protocol.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
@@ -37,6 +38,12 @@ export interface InspectorOptions {
   nodes?: ActorNode[];
   /** ZeroMQ endpoint the collector's SUB binds. @default "tcp://127.0.0.1:*" */
   collectorBind?: string;
+  /**
+   * The collector endpoint nodes are asked to publish to (and `inspector.collectorEndpoint`),
+   * `tcp://host:port` with port `*` for the bound one: the address processes on other hosts reach
+   * this one at, e.g. `tcp://10.0.0.5:*` with `collectorBind: "tcp://0.0.0.0:*"`. @default the bound endpoint
+   */
+  collectorAdvertise?: string;
   /** @default 20000 records */
   capacity?: number;
   /** Estimated bytes of the records the timeline keeps; the oldest go first past it. @default 64 MiB */
@@ -60,7 +67,7 @@ export interface InspectorOptions {
 }
 
 /** Defaults spread under the user's options. */
-export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "cluster">> {
+export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "cluster" | "collectorAdvertise">> {
   return {
     listen: DEFAULT_INSPECTOR_LISTEN,
     allowRemote: false,
@@ -108,6 +115,37 @@ export function checkCollectAddress(address: string): void {
       "ILLEGAL_ARGUMENT",
       `Bad collect address "${address}": use tcp://host:port, the endpoint a name server, broker or listening client serves on (e.g. tcp://127.0.0.1:9876).`,
     );
+}
+
+/** Hosts of a collector endpoint that a process on another host cannot connect to. */
+const NOT_FROM_ELSEWHERE = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\]|0\.0\.0\.0|\[::\]|\*)$/;
+
+/** The host of a `tcp://host:port` endpoint ("" for anything else). */
+function endpointHost(endpoint: string): string {
+  return /^tcp:\/\/(\[[^\]]*\]|[^:/]+):/.exec(endpoint)?.[1] ?? "";
+}
+
+/** This host's interface addresses, as endpoint hosts (IPv6 bracketed). */
+function ownHosts(): Set<string> {
+  const out = new Set<string>();
+  for (const list of Object.values(networkInterfaces()))
+    for (const i of list ?? []) out.add(i.family === "IPv6" ? `[${i.address}]` : i.address);
+  return out;
+}
+
+/**
+ * One line saying that nodes on other hosts among `collect` (neither loopback nor one of this
+ * host's addresses) would be asked to publish to a collector endpoint they cannot reach (loopback,
+ * or a wildcard bind such as 0.0.0.0), with what to pass instead; undefined otherwise.
+ */
+export function collectorReachWarning(collect: string[], collectorEndpoint: string, own = ownHosts()): string | undefined {
+  if (!NOT_FROM_ELSEWHERE.test(endpointHost(collectorEndpoint))) return undefined;
+  const elsewhere = collect.filter((a) => {
+    const host = endpointHost(a);
+    return !/^(127\.\d+\.\d+\.\d+|localhost|\[::1\])$/.test(host) && !own.has(host);
+  });
+  if (elsewhere.length === 0) return undefined;
+  return `nodes at ${elsewhere.join(", ")} are asked to publish to ${collectorEndpoint}, which a process on another host cannot reach: pass --collector-advertise tcp://<this host's address>:* (with --collector-bind tcp://0.0.0.0:* or that address).`;
 }
 
 /** True for host names that mean this machine. */

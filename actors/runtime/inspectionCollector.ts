@@ -5,7 +5,7 @@
  */
 import * as zmq from "zeromq";
 import { decode } from "../../transport/codec.ts";
-import { MQError } from "../../transport/protocol.ts";
+import { isTcpAddress, MQError } from "../../transport/protocol.ts";
 import type { InspectionListener, InspectionRecord } from "./inspection.ts";
 import type { Ref } from "./refs.ts";
 
@@ -22,12 +22,24 @@ export class InspectionCollector {
 
   private constructor(
     private readonly sub: zmq.Subscriber,
+    /** What nodes are asked to publish to (INSPECT_SUBSCRIBE): the advertised endpoint, else the bound one. */
     readonly endpoint: string,
     private readonly capacity: number,
   ) {}
 
-  /** Binds the SUB socket (`tcp://127.0.0.1:*` by default) and starts collecting. */
-  static async start(opts: { bind?: string; capacity?: number } = {}): Promise<InspectionCollector> {
+  /**
+   * Binds the SUB socket (`tcp://127.0.0.1:*` by default) and starts collecting. `advertise` is the
+   * {@link endpoint} nodes are asked to publish to when it is not the bound one (a bind on
+   * loopback or 0.0.0.0 names no address a node on another host can reach): `tcp://host:port`,
+   * port `*` for the bound port; anything else is refused (ILLEGAL_ARGUMENT).
+   */
+  static async start(opts: { bind?: string; advertise?: string; capacity?: number } = {}): Promise<InspectionCollector> {
+    const { advertise } = opts;
+    if (advertise !== undefined && (typeof advertise !== "string" || !isTcpAddress(advertise.replace(/:\*$/, ":1"))))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Bad collector advertise endpoint "${advertise}": use tcp://host:port, the address nodes reach this collector at (port * for the bound port), e.g. tcp://10.0.0.5:7777.`,
+      );
     const sub = new zmq.Subscriber({ linger: 0 });
     sub.subscribe();
     try {
@@ -36,7 +48,17 @@ export class InspectionCollector {
       sub.close();
       throw new MQError("ILLEGAL_ARGUMENT", `Cannot bind the inspection collector to ${opts.bind}: ${(e as Error).message}.`, { cause: e });
     }
-    const c = new InspectionCollector(sub, sub.lastEndpoint ?? opts.bind ?? "", opts.capacity ?? DEFAULT_COLLECTOR_CAPACITY);
+    const bound = sub.lastEndpoint ?? opts.bind ?? "";
+    let endpoint = bound;
+    if (advertise !== undefined) {
+      const port = /:(\d+)$/.exec(bound)?.[1];
+      if (advertise.endsWith(":*") && port === undefined) {
+        sub.close();
+        throw new MQError("ILLEGAL_ARGUMENT", `The collector bound ${bound}, which has no port for "${advertise}": advertise a port.`);
+      }
+      endpoint = advertise.endsWith(":*") ? `${advertise.slice(0, -1)}${port}` : advertise;
+    }
+    const c = new InspectionCollector(sub, endpoint, opts.capacity ?? DEFAULT_COLLECTOR_CAPACITY);
     void c.loop();
     return c;
   }

@@ -9,7 +9,7 @@ import path from "node:path";
 import type { Command } from "commander";
 import { readClusterFile } from "../../actors/cluster/index.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
-import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
+import { collectorReachWarning, DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fail, listArg, runUntilSignal } from "../common.ts";
 
@@ -19,6 +19,7 @@ interface InspectFlags {
   listen: string;
   allowRemote: boolean;
   collectorBind: string;
+  collectorAdvertise?: string;
 }
 
 /** Node addresses of every process of the cluster file at `where` (the file, or its directory). */
@@ -49,6 +50,10 @@ export function addInspectCommand(program: Command): void {
     .option("--listen <host:port>", "address of the web page (port 0 = any free port)", DEFAULT_INSPECTOR_LISTEN)
     .option("--allow-remote", "serve the page on a non-loopback --listen address (anyone reaching it sees actor states)", false)
     .option("--collector-bind <endpoint>", "ZeroMQ endpoint processes publish their inspection to", "tcp://127.0.0.1:*")
+    .option(
+      "--collector-advertise <endpoint>",
+      "address processes are told to publish to, when not the bound one: tcp://<this host's address>:port (* = the bound port), for processes on other hosts",
+    )
     .action(async (f: InspectFlags) => {
       try {
         const collect = [...(f.cluster ? clusterAddresses(f.cluster) : []), ...(f.collect ?? [])];
@@ -57,8 +62,17 @@ export function addInspectCommand(program: Command): void {
             "ILLEGAL_ARGUMENT",
             "Nothing to inspect: pass --cluster <dir>/cluster.json (from `actormq cluster up`) or --collect <endpoints>.",
           );
-        const insp = await Inspector.start({ listen: f.listen, allowRemote: f.allowRemote, collect, collectorBind: f.collectorBind });
+        const insp = await Inspector.start({
+          listen: f.listen,
+          allowRemote: f.allowRemote,
+          collect,
+          collectorBind: f.collectorBind,
+          collectorAdvertise: f.collectorAdvertise,
+        });
         runUntilSignal(() => insp.close());
+        // they would answer probes (listed alive) but publish to their own host: no actors, no records
+        const warning = collectorReachWarning(collect, insp.collectorEndpoint);
+        if (warning) process.stderr.write(`actormq: warning: ${warning}\n`);
         process.stdout.write(
           `actormq inspector ${insp.url}\n  collecting   ${collect.join(", ")}\n  collector    ${insp.collectorEndpoint} (clients: ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\nPress Ctrl-C to stop.\n`,
         );

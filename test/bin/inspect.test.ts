@@ -8,12 +8,16 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { ActorNode } from "../../actors/runtime/index.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 import { bin, cli, root } from "./cliRun.ts";
 
 interface Running {
   child: ChildProcess;
+  /** stdout and stderr */
   out: () => string;
+  /** stderr alone */
+  err: () => string;
   exit: Promise<number | null>;
 }
 
@@ -24,10 +28,14 @@ function run(args: string[], cwd: string): Running {
     env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
   });
   let out = "";
+  let err = "";
   child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => {
+    out += d.toString();
+    err += d.toString();
+  });
   const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  return { child, out: () => out, exit };
+  return { child, out: () => out, err: () => err, exit };
 }
 
 interface StateView {
@@ -153,4 +161,44 @@ test("inspect refuses a non-loopback page without --allow-remote, and an empty t
   assert.match(missing.err, /`actormq cluster up --dir \S*no-such-dir` or pass the right --cluster\./);
   const missingDir = await cli(["inspect", "--cluster", path.join(root, "no-such-dir")]);
   assert.ok(missingDir.err.includes(`No cluster file at ${path.join(root, "no-such-dir", "cluster.json")}:`), missingDir.err);
+});
+
+test("inspect asks nodes to publish to --collector-advertise, and warns when nodes elsewhere would be asked to publish to loopback", async () => {
+  const node = await ActorNode.start({ listen: "tcp://127.0.0.1:*", nodeId: "inspect-advertise" });
+  const asked: string[] = [];
+  const publish = node.publishInspection.bind(node);
+  node.publishInspection = (endpoint, opts) => {
+    asked.push(endpoint);
+    return publish(endpoint, opts);
+  };
+  // TEST-NET-1: a node on another host (never answers)
+  const elsewhere = "tcp://192.0.2.1:9876";
+  const ready = (r: Running, what: string) => waitFor(() => /Press Ctrl-C/.test(r.out()), 30_000, `${what} to be ready (${r.out()})`);
+  const advertised = run(["inspect", "--collect", `${node.address},${elsewhere}`, "--collector-advertise", "tcp://192.0.2.10:*"], root);
+  let loopback: Running | undefined;
+  try {
+    await ready(advertised, "inspect --collector-advertise");
+    const endpoint = await waitFor(() => asked[0], 10_000, "the node asked to publish");
+    assert.match(endpoint, /^tcp:\/\/192\.0\.2\.10:\d+$/);
+    assert.ok(advertised.out().includes(`collector    ${endpoint} (clients: ACTORMQ_INSPECTOR=${endpoint})`), advertised.out());
+    assert.equal(advertised.err(), "");
+
+    loopback = run(["inspect", "--collect", elsewhere], root);
+    await ready(loopback, "inspect");
+    const warning = await waitFor(() => loopback!.err(), 5000, "a warning");
+    assert.equal(warning.trim().split("\n").length, 1, warning);
+    assert.match(warning, /192\.0\.2\.1:9876.*tcp:\/\/127\.0\.0\.1:\d+.*--collector-advertise/);
+
+    const bad = await cli(["inspect", "--collect", elsewhere, "--collector-advertise", "192.0.2.10:7777"]);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.err, /ILLEGAL_ARGUMENT.*192\.0\.2\.10:7777.*tcp:\/\/host:port/);
+    advertised.child.kill("SIGTERM");
+    loopback.child.kill("SIGTERM");
+    assert.equal(await advertised.exit, 0);
+    assert.equal(await loopback.exit, 0);
+  } finally {
+    advertised.child.kill("SIGKILL");
+    loopback?.child.kill("SIGKILL");
+    await node.close();
+  }
 });

@@ -6,6 +6,7 @@ import { after, describe, it } from "node:test";
 import { setup } from "xstate";
 import * as zmq from "zeromq";
 import { Inspector, TIMELINE_FORMAT } from "../../../actors/inspector/index.ts";
+import { collectorReachWarning } from "../../../actors/inspector/inspectorOptions.ts";
 import { ActorNode, InspectionCollector, MAX_INSPECTION_PUBLISHERS } from "../../../actors/runtime/index.ts";
 import { encode } from "../../../transport/codec.ts";
 import { EPHEMERAL, waitFor } from "../../helpers.ts";
@@ -309,6 +310,49 @@ describe("Inspector", () => {
     await waitFor(() => refusals > 4, 5000, "refused probes");
     assert.equal((await state()).nodes.find((n) => n.nodeId === "busy-1")?.status, "alive");
     for (const stop of others) await stop();
+  });
+
+  it("asks nodes to publish to collectorAdvertise (its port * read as the bound one), and refuses one that is not tcp://host:port", async () => {
+    const node = await ActorNode.start({ listen: EPHEMERAL, nodeId: "advertised-to" });
+    cleanups.push(() => node.close());
+    const asked: string[] = [];
+    const publish = node.publishInspection.bind(node);
+    node.publishInspection = (endpoint, opts) => {
+      asked.push(endpoint);
+      return publish(endpoint, opts);
+    };
+    // TEST-NET-2: the address another host would reach this one at
+    const insp = await Inspector.start({ collect: [node.address!], collectorAdvertise: "tcp://198.51.100.7:*" });
+    cleanups.push(() => insp.close());
+    assert.match(insp.collectorEndpoint, /^tcp:\/\/198\.51\.100\.7:\d+$/);
+    assert.deepEqual([...new Set(asked)], [insp.collectorEndpoint]);
+    const fixed = await Inspector.start({ collect: [node.address!], collectorAdvertise: "tcp://collector.example:7777" });
+    cleanups.push(() => fixed.close());
+    assert.equal(fixed.collectorEndpoint, "tcp://collector.example:7777");
+    assert.ok(asked.includes("tcp://collector.example:7777"));
+    for (const bad of ["198.51.100.7:7777", "tcp://198.51.100.7", "ipc:///tmp/x", "tcp://198.51.100.7:70000"])
+      await assert.rejects(
+        Inspector.start({ collectorAdvertise: bad }),
+        (e: Error & { code?: string }) => e.code === "ILLEGAL_ARGUMENT" && e.message.includes(bad) && /tcp:\/\/host:port/.test(e.message),
+        bad,
+      );
+  });
+
+  it("warns when nodes on other hosts are asked to publish to a loopback or wildcard collector endpoint", () => {
+    const remote = "tcp://10.1.2.3:9876";
+    const local = ["tcp://127.0.0.1:9876", "tcp://localhost:10911", "tcp://[::1]:9876", "tcp://127.0.1.1:9876"];
+    for (const endpoint of ["tcp://127.0.0.1:41234", "tcp://0.0.0.0:41234", "tcp://[::]:41234", "tcp://localhost:41234"]) {
+      const w = collectorReachWarning([...local, remote], endpoint);
+      assert.ok(
+        w?.includes(remote) && w.includes(endpoint) && w.includes("--collector-advertise") && !w.includes("\n"),
+        `${endpoint}: ${w}`,
+      );
+      assert.ok(!w!.includes(local[0]!), "names only the nodes elsewhere");
+      assert.equal(collectorReachWarning(local, endpoint), undefined, "every node on this host");
+    }
+    assert.equal(collectorReachWarning([remote], "tcp://10.1.2.4:41234"), undefined, "advertised where others reach it");
+    // one of this host's own addresses is this host
+    assert.equal(collectorReachWarning([remote], "tcp://127.0.0.1:41234", new Set(["10.1.2.3"])), undefined);
   });
 
   it("leaves no publisher feeding on a node's actors once the inspector that asked for it has closed", async () => {
