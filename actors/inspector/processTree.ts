@@ -14,7 +14,8 @@ export const DEFAULT_MAX_GONE_PROCESSES = 200;
 export const DEFAULT_MAX_DEFINITIONS = 1000;
 
 const REBALANCER = /rebalanc/i;
-const PULLER = /\/pull(Service)?$/i;
+// a push consumer's pull service (`<group>/pull`) and a pull consumer's (`<group>/pull-loop`)
+const PULLER = /\/pull(Service|-loop)?$/i;
 /** A queue counts as held by the process that pulled it within this window. */
 export const PULL_ASSIGNMENT_WINDOW_MS = 60_000;
 

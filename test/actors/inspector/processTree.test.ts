@@ -82,8 +82,12 @@ describe("process tree", () => {
   it("keeps who pulled a queue per group: two groups pulling one queue are both assigned", () => {
     const tree = new ProcessTree();
     const time = Date.now();
-    for (const [i, group] of ["cgOrders", "cgAudit"].entries()) {
-      const base = { nodeId: `client:${i}`, actorName: `${group}/pull`, sessionId: `s${i}`, time };
+    // a push consumer's pull actor, and a pull consumer's
+    for (const [i, [group, actor]] of [
+      ["cgOrders", "pull"],
+      ["cgAudit", "pull-loop"],
+    ].entries()) {
+      const base = { nodeId: `client:${i}`, actorName: `${group}/${actor}`, sessionId: `s${i}`, time };
       tree.apply({ ...base, kind: "actor", machineId: "pull" });
       tree.apply({ ...base, kind: "event", type: "PULL", payload: { mq: { topic: "Shared", brokerName: "b", queueId: 0 } } });
     }
