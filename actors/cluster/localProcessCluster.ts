@@ -5,7 +5,7 @@
  * fails part-way (or is aborted: Ctrl-C) stops every process it spawned, ready or not; `down`
  * signals only the pids the file names and only while they still are those processes.
  */
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
@@ -294,11 +294,24 @@ function previousFileOf(file: string): string {
   return `${file}.prev`;
 }
 
-/** Removes the file of an `up` that did not finish and puts back the one it replaced, if any. */
+/**
+ * Removes the file of an `up` that did not finish and puts back the one it replaced, if any. Both
+ * a failed `up` and a `down` run while it starts call this: the second finds the file put back,
+ * not a starting one, and leaves it.
+ */
 function putBackPrevious(file: string): void {
   const prev = previousFileOf(file);
   if (existsSync(prev)) renameSync(prev, file);
-  else rmSync(file, { force: true });
+  else if (isStartingFile(file)) rmSync(file, { force: true });
+}
+
+/** Whether `file` is the file of an `up` still starting (or that stopped before it was done). */
+function isStartingFile(file: string): boolean {
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { starting?: unknown }).starting === true;
+  } catch {
+    return false;
+  }
 }
 
 /** Every process of the cluster file with its state (remote hosts are not checked). */

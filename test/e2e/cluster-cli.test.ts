@@ -357,6 +357,18 @@ test("a failed cluster up on a stopped cluster's directory leaves that cluster's
     assert.equal(down.code, 0, down.err);
     assert.equal(readFileSync(file, "utf8"), stopped);
     assert.ok(!existsSync(`${file}.prev`));
+    // `down` run while an `up` still starts: both put the stopped cluster's file back, and the
+    // second (the failing up's) does not delete what the first restored
+    const starting = clusterUp({ dir, logLevel: "warn" }).then(
+      () => "up finished",
+      (e: Error) => e.message,
+    );
+    await waitFor(() => existsSync(`${file}.prev`) && readCf(dir).starting && readCf(dir).processes.length > 0, 30_000, "up spawning");
+    const during = await cli(["cluster", "down", "--dir", dir]);
+    assert.equal(during.code, 0, during.err);
+    assert.match(await starting, /failed to start|interrupted|killed/);
+    assert.equal(readFileSync(file, "utf8"), stopped, "the stopped cluster's file is back, not deleted by the second put-back");
+    assert.ok(!existsSync(`${file}.prev`));
 
     // an up that succeeds replaces it
     blocker.close();
