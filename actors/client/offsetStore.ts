@@ -84,7 +84,8 @@ export interface OffsetStore {
    * (see {@link RemoteOffsetStore.persistAll})
    */
   persistAll(held: readonly MessageQueue[], unsynced?: readonly MessageQueue[], final?: boolean): Promise<void>;
-  persist(mq: MessageQueue): Promise<void>;
+  /** `final`: the queue's last offset before this member lets it go (as persistAll's) */
+  persist(mq: MessageQueue, final?: boolean): Promise<void>;
   removeOffset(mq: MessageQueue): void;
   /**
    * Clustering hand-over: the committed offset of a queue `clientId` was just given, read once
@@ -239,9 +240,9 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     await Promise.all(work);
   }
 
-  async persist(mq: MessageQueue): Promise<void> {
+  async persist(mq: MessageQueue, final = false): Promise<void> {
     const offset = this.table.readOffset(mq);
-    if (offset >= 0) await this.updateBroker(mq, offset).catch(() => {});
+    if (offset >= 0) await this.updateBroker(mq, offset, undefined, final).catch(() => {});
   }
 
   private ref(mq: MessageQueue, actor: string) {

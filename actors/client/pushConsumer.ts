@@ -457,7 +457,8 @@ export class PushConsumer {
     try {
       await this.orderlyService!.release(h.pq, ORDERLY_RELEASE_MAX_WAIT_MS);
       // a lapsed lock's offset may be behind another member's (see persistableQueues)
-      if (this.queueLocks!.isLockHeld(h.pq)) await this.offsetStore.persist(h.mq).catch(() => {});
+      // still under this member's lock, and before the unlock on the same connection: served however late
+      if (this.queueLocks!.isLockHeld(h.pq)) await this.offsetStore.persist(h.mq, true).catch(() => {});
     } finally {
       this.releasing.delete(h);
     }
