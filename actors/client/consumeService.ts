@@ -278,8 +278,9 @@ export class ConsumeService {
       status = await this.deps.listener(msgs.slice(), ctx);
     } catch (err) {
       status = "RECONSUME_LATER";
+      // stopping, the batch is given back with its offset before it (processResult): not dropped
       const counts =
-        this.deps.model === "BROADCASTING"
+        this.deps.model === "BROADCASTING" && !this.stopped && !pq.dropped
           ? "RECONSUME_LATER, and broadcasting does not retry: its messages are dropped"
           : "RECONSUME_LATER and is delivered again later";
       warnListenerThrew(this.listenerFailureLog, this.deps.group, mq, err, "listener", counts);

@@ -256,7 +256,7 @@ test("broadcasting: a batch given back while the consumer stops is neither dropp
     async (batch) => {
       if (batch[0]!.queueOffset === 0) return "CONSUME_SUCCESS";
       await held; // the CLI's --count: the message after the last one printed is held until close
-      return "RECONSUME_LATER";
+      throw new Error("given back at close"); // as RECONSUME_LATER, and its warning says so
     },
     { model: "BROADCASTING", batch: 1, threads: 1 },
   );
