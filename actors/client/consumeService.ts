@@ -374,7 +374,7 @@ export class ConsumeService {
    * per interval per consumer, with how many were dropped and not logged since the last. `msgs` from
    * index `from` are dropped.
    */
-  private warnDropped(mq: MessageQueue, msgs: MessageExt[], from: number): void {
+  private warnDropped(mq: MessageQueue, msgs: MessageExt[], from: number, why = "failed to consume"): void {
     if (this.droppedLog.pass("") === undefined) {
       this.droppedUnlogged += msgs.length - from;
       return;
@@ -386,7 +386,7 @@ export class ConsumeService {
     const offsets = dropped.map((m) => m.queueOffset);
     consumeLog().warn(
       { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, offsets, msgIds: dropped.map((m) => m.msgId), suppressed },
-      `Broadcasting group ${group} failed to consume ${dropped.length} message(s) of ${mq.topic}@${mq.brokerName}@${mq.queueId} ` +
+      `Broadcasting group ${group} ${why} ${dropped.length} message(s) of ${mq.topic}@${mq.brokerName}@${mq.queueId} ` +
         `(queue offsets ${offsets.join(", ")}): broadcasting does not retry, so they are dropped and the queue's offset moves past them. ` +
         "A message that must not be lost has to be retried inside the listener " +
         `(logged at most once every ${BROADCAST_DROP_LOG_INTERVAL_MS / 1000} s per consumer; suppressed: the messages dropped and not logged since the last line).`,
@@ -433,8 +433,10 @@ export class ConsumeService {
       const expired = pq.cleanExpiredMessages(this.deps.settings.consumeTimeoutMinutes, now).filter((m) => !this.sendingBackExpired.has(m));
       if (expired.length === 0) continue;
       n += expired.length;
-      if (this.deps.model === "BROADCASTING") this.ackExpired(mq, pq, expired);
-      else if (this.deps.sendBack) void this.sendBackExpired(mq, pq, expired);
+      if (this.deps.model === "BROADCASTING") {
+        this.warnDropped(mq, expired, 0, `gave up (consumeTimeoutMinutes ${this.deps.settings.consumeTimeoutMinutes}) on`);
+        this.ackExpired(mq, pq, expired);
+      } else if (this.deps.sendBack) void this.sendBackExpired(mq, pq, expired);
       else {
         for (const m of expired) m.properties[MessageConst.CONSUME_START_TIME] = String(now);
         this.submit(mq, pq, expired);

@@ -462,7 +462,9 @@ test("clustering: a message stuck past consumeTimeoutMinutes is sent back at lev
   void s.stop(10);
 });
 
-test("broadcasting: a message stuck past consumeTimeoutMinutes is skipped, the offset moves past it", async () => {
+test("broadcasting: a message stuck past consumeTimeoutMinutes is skipped with a warning, the offset moves past it", async (t) => {
+  const lines: string[] = [];
+  t.mock.method(consumeLog(), "warn", (_fields: Record<string, unknown>, msg: string) => void lines.push(msg));
   const { s, store, pq } = service(
     async (m) => {
       if (m[0]!.queueOffset === 0) await new Promise(() => {});
@@ -476,6 +478,8 @@ test("broadcasting: a message stuck past consumeTimeoutMinutes is skipped, the o
   await waitFor(() => pq.msgCount === 1, 2_000, "1 consumed, 0 hanging");
   assert.equal(s.cleanExpired(Date.now() + 16 * 60_000), 1);
   assert.equal(store.table.readOffset(mq), 2);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0]!, /gave up \(consumeTimeoutMinutes 15\) on 1 message\(s\) of T@b@0 \(queue offsets 0\).*dropped/);
   void s.stop(10);
 });
 
