@@ -71,6 +71,7 @@ export class Inspector {
   private activation: Promise<void> | null = null;
   private server!: PageServer;
   private readonly clusterSource: ClusterSource;
+  private clusterBuilding: Promise<ClusterView> | null = null;
 
   private constructor(
     private readonly opts: Required<Omit<InspectorOptions, "cluster" | "collectorAdvertise">> &
@@ -271,9 +272,16 @@ export class Inspector {
     };
   }
 
-  /** The cluster view (brokers, topics, groups) as the page shows it. */
+  /**
+   * The cluster view (brokers, topics, groups) as the page shows it. Asks made while one is being
+   * built share it: each build asks every broker, and pages polling a slow or large cluster (or
+   * several pages) would otherwise pile builds up.
+   */
   cluster(): Promise<ClusterView> {
-    return this.clusterSource();
+    this.clusterBuilding ??= this.clusterSource().finally(() => {
+      this.clusterBuilding = null;
+    });
+    return this.clusterBuilding;
   }
 
   /** Stops collecting and serving; releases every socket and timer. */

@@ -457,4 +457,31 @@ describe("Inspector", () => {
     assert.ok(s.kept <= 8 && s.kept >= 7, `kept ${s.kept} records of half a MiB in a 4 MiB budget`);
     assert.equal(s.evicted, 40 - s.kept);
   });
+
+  it("builds one cluster view at a time: pages asking while one is built share it", async () => {
+    let builds = 0;
+    const building: (() => void)[] = [];
+    const finish = () => {
+      for (const f of building.splice(0)) f();
+    };
+    const insp = await Inspector.start({
+      cluster: async () => {
+        const time = ++builds;
+        await new Promise<void>((r) => building.push(r));
+        return { time, brokers: [], topics: [], groups: [], errors: [] };
+      },
+    });
+    cleanups.push(() => insp.close());
+    const first = insp.cluster();
+    const second = insp.cluster();
+    await waitFor(() => building.length > 0, 5000, "the build started");
+    finish();
+    const [a, b] = await Promise.all([first, second]);
+    assert.equal(builds, 1);
+    assert.equal(a, b);
+    const later = insp.cluster();
+    await waitFor(() => builds === 2, 5000, "a later ask builds anew");
+    finish();
+    assert.equal((await later).time, 2);
+  });
 });
