@@ -37,6 +37,13 @@ async function offsetsWithBak(dir: string): Promise<string> {
   return file;
 }
 
+/** A node hosting `offsets` as a broker's offsets actor, and a client node to reach it. */
+async function offsetsBrokerAndClient(offsets: Parameters<ActorNode["spawn"]>[1]): Promise<{ broker: ActorNode; client: ActorNode }> {
+  const broker = await ActorNode.start({ listen: EPHEMERAL });
+  broker.spawn("offsets", offsets);
+  return { broker, client: await ActorNode.start({ listen: null }) };
+}
+
 /** The offset stores' warnings from now to the test's end. */
 function offsetWarnings(t: import("node:test").TestContext): { fields: Record<string, unknown>; msg: string }[] {
   const lines: { fields: Record<string, unknown>; msg: string }[] = [];
@@ -247,9 +254,7 @@ test("remote store: QUERY_CONSUMER_OFFSET not found is -1, other failures -2; pe
       },
     },
   });
-  const broker = await ActorNode.start({ listen: EPHEMERAL });
-  broker.spawn("offsets", offsets);
-  const client = await ActorNode.start({ listen: null });
+  const { broker, client } = await offsetsBrokerAndClient(offsets);
   try {
     const s = new RemoteOffsetStore({ node: client, brokerAddress: () => broker.address! }, "g");
     assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), -1);
@@ -282,9 +287,7 @@ test("remote store: a periodic persist may be dropped by an overloaded broker on
       },
     },
   });
-  const broker = await ActorNode.start({ listen: EPHEMERAL });
-  broker.spawn("offsets", offsets);
-  const client = await ActorNode.start({ listen: null });
+  const { broker, client } = await offsetsBrokerAndClient(offsets);
   try {
     const s = new RemoteOffsetStore({ node: client, brokerAddress: () => broker.address! }, "g");
     s.updateOffset(q0, 7, false);
@@ -328,9 +331,7 @@ test("remote store: persistAll keeps unsynced queues' offsets without sending th
       },
     },
   });
-  const broker = await ActorNode.start({ listen: EPHEMERAL });
-  broker.spawn("offsets", offsets);
-  const client = await ActorNode.start({ listen: null });
+  const { broker, client } = await offsetsBrokerAndClient(offsets);
   try {
     const s = new RemoteOffsetStore({ node: client, brokerAddress: () => broker.address! }, "g");
     s.updateOffset(q0, 100, false);
@@ -387,9 +388,7 @@ test("remote store: a release that cannot reach its broker is kept, sent at the 
       },
     },
   });
-  const broker = await ActorNode.start({ listen: EPHEMERAL });
-  broker.spawn("offsets", offsets);
-  const client = await ActorNode.start({ listen: null });
+  const { broker, client } = await offsetsBrokerAndClient(offsets);
   try {
     // the route poll no longer names the broker (its name server restarted)
     let address: string | undefined;
@@ -451,9 +450,7 @@ async function keptReleaseAfterAnotherHolder(resend: (a: RemoteOffsetStore) => P
       },
     },
   });
-  const broker = await ActorNode.start({ listen: EPHEMERAL });
-  broker.spawn("offsets", offsets);
-  const client = await ActorNode.start({ listen: null });
+  const { broker, client } = await offsetsBrokerAndClient(offsets);
   try {
     mgr.commitOffset("g", "T", 0, 50);
     mgr.notePuller("g", "T", 0, "A");
