@@ -278,11 +278,9 @@ export class ConsumeService {
       status = await this.deps.listener(msgs.slice(), ctx);
     } catch (err) {
       status = "RECONSUME_LATER";
-      // stopping, the batch is given back with its offset before it (processResult): not dropped
-      const counts =
-        this.deps.model === "BROADCASTING" && !this.stopped && !pq.dropped
-          ? "RECONSUME_LATER, and broadcasting does not retry: its messages are dropped"
-          : "RECONSUME_LATER and is delivered again later";
+      const counts = this.skipsFailed(pq)
+        ? "RECONSUME_LATER, and broadcasting does not retry: its messages are dropped"
+        : "RECONSUME_LATER and is delivered again later";
       warnListenerThrew(this.listenerFailureLog, this.deps.group, mq, err, "listener", counts);
     }
     this.stats.batches++;
@@ -307,6 +305,15 @@ export class ConsumeService {
     }
   }
 
+  /**
+   * Whether a batch's failed messages are skipped: broadcasting has no retry topic (RocketMQ skips
+   * and logs each one), but a batch given back at close (the consumer stopping, its queue dropped)
+   * keeps its offset before it.
+   */
+  private skipsFailed(pq: ProcessQueue<MessageExt>): boolean {
+    return this.deps.model === "BROADCASTING" && !pq.dropped && !this.stopped;
+  }
+
   /** Acknowledges a batch's result; returns the send-back of its failed messages while one runs. */
   private processResult(req: ConsumeRequest, status: string, ctx: ConsumeConcurrentlyContext): Promise<void> | undefined {
     const { mq, pq, msgs } = req;
@@ -315,9 +322,7 @@ export class ConsumeService {
     const success = status === "CONSUME_SUCCESS" || status === "SUCCESS";
     if (!success && status !== "RECONSUME_LATER") this.warnUnknownStatus(mq, status);
     let ackIndex = success ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
-    // no retry topic: what failed is skipped, as in RocketMQ, which logs each one; not a batch given
-    // back at close (the consumer stopping, its queue dropped), whose offset stays before it
-    if (this.deps.model === "BROADCASTING" && !pq.dropped && !this.stopped) {
+    if (this.skipsFailed(pq)) {
       if (ackIndex < msgs.length - 1) this.warnDropped(mq, msgs, ackIndex + 1);
       ackIndex = msgs.length - 1;
     }
