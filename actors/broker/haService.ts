@@ -234,18 +234,8 @@ export class HAService {
     for (const h of this.held) if (h.key === key) this.answer(h, Buffer.alloc(0));
     this.held = this.held.filter((h) => h.key !== key);
     if (this.slaves.delete(key)) this.ctx.logger.info({ slaveId, slaveAddr }, "slave left");
-    if (this.waiters.length > 0) {
-      const now = monotonicNow();
-      const keep: SyncWaiter[] = [];
-      for (const w of this.waiters) {
-        if (this.isSlaveOk(w.end, now)) keep.push(w);
-        else {
-          clearTimeout(w.timer);
-          w.resolve("SLAVE_NOT_AVAILABLE");
-        }
-      }
-      this.waiters = keep;
-    }
+    const now = monotonicNow();
+    this.settleWaiters((w) => (this.isSlaveOk(w.end, now) ? undefined : "SLAVE_NOT_AVAILABLE"));
     reply?.ok({});
   }
 
@@ -310,21 +300,24 @@ export class HAService {
     this.closed = true;
     for (const h of this.held) this.answer(h, Buffer.alloc(0));
     this.held = [];
-    for (const w of this.waiters) {
-      clearTimeout(w.timer);
-      w.resolve("SLAVE_NOT_AVAILABLE");
-    }
-    this.waiters = [];
+    this.settleWaiters(() => "SLAVE_NOT_AVAILABLE");
   }
 
   private releaseWaiters(acked: number): void {
+    this.settleWaiters((w) => (w.end <= acked ? "SEND_OK" : undefined));
+  }
+
+  /** Answers the waiting sends `statusOf` gives a status; the others keep waiting. */
+  private settleWaiters(statusOf: (w: SyncWaiter) => SendStatus | undefined): void {
     if (this.waiters.length === 0) return;
     const keep: SyncWaiter[] = [];
     for (const w of this.waiters) {
-      if (w.end <= acked) {
+      const status = statusOf(w);
+      if (status === undefined) keep.push(w);
+      else {
         clearTimeout(w.timer);
-        w.resolve("SEND_OK");
-      } else keep.push(w);
+        w.resolve(status);
+      }
     }
     this.waiters = keep;
   }
