@@ -9,6 +9,7 @@
  * time out on the old addresses rather than fail with NO_ROUTE.
  */
 import { assign, fromCallback, fromPromise, setup } from "xstate";
+import { monotonicNow } from "../../transport/clock.ts";
 import { NAMESRV_ACTOR, PERM_READ_WRITE, type RegisterBrokerRequest, type UnregisterBrokerRequest } from "../../transport/protocol.ts";
 import { type Replier, unlessConnectionLost } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
@@ -85,10 +86,21 @@ async function askAll(
   event: { type: string } & object,
   what: string,
   nameservers: readonly string[] = ctx.config.nameservers,
+  goodbye = false,
 ): Promise<number> {
+  // A goodbye fails fast only on a connection that fails while it waits, not on one lost before: a
+  // broker resumed after a pause (SIGSTOP, a frozen VM) and stopped at once finds its links still
+  // marked lost until ZeroMQ reconnects, and its routes would stay on the name servers for 120 s.
+  // Served however late for the same reason: the pause makes its requests look long delayed.
+  const since = goodbye ? monotonicNow() : undefined;
   const results = await Promise.allSettled(
     nameservers.map((ns) =>
-      unlessConnectionLost(ctx.node, ns, ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS })),
+      unlessConnectionLost(
+        ctx.node,
+        ns,
+        ctx.node.ref(ns, NAMESRV_ACTOR).ask({ ...event }, { timeoutMs: REGISTER_TIMEOUT_MS, serveLate: goodbye }),
+        since,
+      ),
     ),
   );
   let ok = 0;
@@ -128,7 +140,7 @@ export const registrarMachine = setup({
         brokerAddr: input.ctx.brokerAddr,
         brokerId: c.brokerId,
       };
-      return askAll(input.ctx, { type: "UNREGISTER_BROKER", ...req }, "unregister broker");
+      return askAll(input.ctx, { type: "UNREGISTER_BROKER", ...req }, "unregister broker", undefined, true);
     }),
     topicChanges: fromCallback<RegistrarEvent, { ctx: BrokerContext }>(({ sendBack, input }) =>
       input.ctx.topics.onChange(() => sendBack({ type: "TOPIC_CHANGED" })),

@@ -179,3 +179,51 @@ test("a name server restarted between two registration rounds learns the broker'
   );
   assert.equal(registrations, before, "only the name server that came back was registered with");
 });
+
+test("a broker stopped while its link to a name server is still down from before (the name server just came back) unregisters there once the link is made again, instead of failing at once", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  // a name server that counts the goodbyes it is sent
+  let unregistrations = 0;
+  const countingNameServer = () =>
+    createMachine({
+      on: {
+        "*": {
+          actions: ({ event }) => {
+            const e = event as { type: string; reply?: { ok(fields?: object): void } };
+            if (e.type === "UNREGISTER_BROKER") unregistrations++;
+            e.reply?.ok({});
+          },
+        },
+      },
+    });
+  let ns = await ActorNode.start({ listen: EPHEMERAL });
+  ns.spawn(NAMESRV_ACTOR, countingNameServer());
+  const address = ns.address!;
+  let broker: Broker | undefined;
+  t.after(async () => {
+    await broker?.close();
+    await ns.close();
+    await cleanup();
+  });
+  broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  const node = broker.ctx.node;
+  await ns.close();
+  // the broker has seen the connection fail again after its reconnect interval grew (up to 1 s
+  // apart): once the name server is back, the link stays marked lost until the next attempt
+  const downAt = performance.now();
+  await waitFor(() => node.peerUnreachable(address) && performance.now() - downAt > 2_000, 10_000, "the link down for 2 s", 50);
+  ns = await waitFor(() => ActorNode.start({ listen: address }).catch(() => null), 20_000, "the name server back on its port");
+  ns.spawn(NAMESRV_ACTOR, countingNameServer());
+  assert.ok(node.peerUnreachable(address), "the broker has not reconnected yet (the test needs it still marked lost)");
+  const b = broker;
+  broker = undefined;
+  await b.close();
+  assert.equal(unregistrations, 1, "the broker's goodbye reached the name server");
+});
