@@ -811,6 +811,17 @@ export class MessageStore {
     return this.commitLog.minOffset;
   }
 
+  /** Commit-log bytes appended but not yet in the consume queues and index (RocketMQ's dispatchBehindBytes): 0 unless a dispatch failed. */
+  get dispatchBehindBytes(): number {
+    return this.undispatchedFrom >= 0 ? Math.max(0, this.commitLog.writeOffset - this.undispatchedFrom) : 0;
+  }
+
+  /** Store time of the commit log's first message (RocketMQ's getEarliestMessageTime), or -1 when it holds none. */
+  earliestMessageTime(): number {
+    const min = this.commitLog.minOffset;
+    return min < this.commitLog.writeOffset ? this.firstStoreTime(min) : -1;
+  }
+
   /** Topics and queue ids that have consume queues. */
   topicQueues(): Array<{ topic: string; queueId: number; maxOffset: number }> {
     const out: Array<{ topic: string; queueId: number; maxOffset: number }> = [];

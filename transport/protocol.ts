@@ -734,6 +734,91 @@ export interface QueueTopicStats {
 export interface TopicStatsReply {
   offsetTable: QueueTopicStats[];
 }
+/** One slave of a master as GET_BROKER_RUNTIME_INFO shows it (RocketMQ's HAConnectionRuntimeInfo). */
+export interface HaSlaveRuntimeInfo {
+  slaveId: number;
+  /** the address the slave replicates for */
+  addr: string;
+  /** the commit-log offset the slave last acknowledged */
+  slaveAckOffset: number;
+  /** the master's commit-log max offset less slaveAckOffset: bytes the slave has yet to copy */
+  diff: number;
+  /** diff below haMaxGapNotInSync: a SYNC_MASTER send can wait for this slave */
+  inSync: boolean;
+}
+/**
+ * GET_BROKER_RUNTIME_INFO reply (RocketMQ's runtime info KV table, `mqadmin brokerStatus`), with
+ * RocketMQ's key names where it has one; numbers are numbers, not strings.
+ */
+export interface BrokerRuntimeInfo {
+  brokerName: string;
+  brokerId: number;
+  clusterName: string;
+  brokerAddr: string;
+  /** "actormq <version>" */
+  brokerVersionDesc: string;
+  brokerVersion: string;
+  role: "ASYNC_MASTER" | "SYNC_MASTER" | "SLAVE";
+  /** "sync" or "async" */
+  flush: "sync" | "async";
+  /** RocketMQ's name of the flush mode: SYNC_FLUSH or ASYNC_FLUSH */
+  flushDiskType: "SYNC_FLUSH" | "ASYNC_FLUSH";
+  /** PermName bits: 6 read and write, 4 read only, 2 write only */
+  brokerPermission: number;
+  /** when the broker started (ms since the epoch) */
+  bootTimestamp: number;
+  /** time since the start, RocketMQ's "[ d days, h hours, m minutes, s seconds ]" */
+  runtime: string;
+  /** time since the start (ms) */
+  uptimeMs: number;
+  /** messages stored by sends since the start (RocketMQ: since the start too, without system topics) */
+  msgPutTotalTodayNow: number;
+  /** messages served to pulls since the start */
+  msgGetTotalTodayNow: number;
+  /** messages stored by sends per second over the last minute */
+  putTps: number;
+  /** messages served to pulls per second over the last minute */
+  getTransferedTps: number;
+  commitLogMinOffset: number;
+  commitLogMaxOffset: number;
+  /** used share (0–1) of the file system holding the store; -1 when it cannot be read */
+  commitLogDiskRatio: number;
+  /** store time of the commit log's first message; -1 when it holds none */
+  earliestMessageTimeStamp: number;
+  /** commit-log bytes not yet in the consume queues and index */
+  dispatchBehindBytes: number;
+  /** pulls held by long polling now */
+  pullRequestsHeld: number;
+  /** consumer groups with a live member here, and their members */
+  consumerGroupsOnline: number;
+  consumersOnline: number;
+  /** producer groups that sent here in the last two minutes */
+  producerGroupsOnline: number;
+  /** connections to the broker's listening socket open now (clients, slaves, tools) */
+  clientConnections: number;
+  topicCount: number;
+  /** reads that met a damaged record and skipped it, since the start */
+  damagedRecordsSkipped: number;
+  /** consume-queue entries rewritten after their record was found again */
+  entriesRepaired: number;
+  /** commit-log bytes replaced by a filler in replication reads */
+  replicationBytesSkipped: number;
+  /** failed fdatasyncs and checkpoints since the start */
+  flushErrors: number;
+  /** a master's connected slaves (empty on a slave, and on a master without any) */
+  haSlaves: HaSlaveRuntimeInfo[];
+  /** a slave's master; null while none is known (absent on a master) */
+  masterAddr?: string | null;
+  /** a slave replicating now (absent on a master) */
+  haConnected?: boolean;
+  /** the master's commit-log max offset at its last answer; -1 before one (absent on a master) */
+  masterCommitLogMaxOffset?: number;
+  /** bytes the slave has yet to copy, as of the master's last answer (absent on a master) */
+  slaveFallBehindBytes?: number;
+  /** the same as commitLogMinOffset / commitLogMaxOffset (the reply's first names) */
+  minPhyOffset: number;
+  maxPhyOffset: number;
+}
 /** INVOKE_BROKER_TO_RESET_OFFSET fields; reply `{ offsetTable: { queueId, offset }[] }`. */
 export interface ResetOffsetRequest {
   topic: string;

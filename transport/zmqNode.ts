@@ -166,6 +166,8 @@ export interface TransportStats {
   acceptFailures: number;
   /** accepted connections whose ZMTP handshake failed (CURVE keys refused or mismatched, a plain client of a CURVE server) */
   handshakeFailures: number;
+  /** connections to the listening socket open now (accepted and not yet closed) */
+  connectionsOpen: number;
 }
 
 /** A connection frames can be sent on: an outgoing DEALER or a peer connected to our ROUTER. */
@@ -384,6 +386,7 @@ export class ZmqNode {
     sendFailures: 0,
     acceptFailures: 0,
     handshakeFailures: 0,
+    connectionsOpen: 0,
   };
   readonly pending = new PendingRequests();
   private readonly peers = new Map<string, PeerLink>();
@@ -531,6 +534,11 @@ export class ZmqNode {
     router.events.on("accept:error", (e) => refused("accept", e));
     router.events.on("handshake:error:auth", (e) => refused("handshake", e));
     router.events.on("handshake:error:protocol", (e) => refused("handshake", e));
+    // a ROUTER does not say which peer a closed connection was, but its monitor counts them
+    router.events.on("accept", () => this.stats.connectionsOpen++);
+    router.events.on("disconnect", () => {
+      if (this.stats.connectionsOpen > 0) this.stats.connectionsOpen--;
+    });
     // not handshake:error:other: a connection closed before its handshake ended (a TCP health
     // check, a port scan) is not a configuration to fix, and would be logged every 30 s forever
   }

@@ -1,7 +1,7 @@
 /**
  * Admin requests on the broker (RocketMQ's `AdminBrokerProcessor`, the part about topics and
  * groups): create/update a topic (then re-register so name servers serve the new route at once),
- * list topic configs, create/update and list subscription groups, runtime info.
+ * list topic configs, create/update and list subscription groups, runtime info (brokerStats.ts).
  */
 import {
   checkNotSystemTopic,
@@ -13,6 +13,7 @@ import {
   type TopicStatsReply,
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { brokerRuntimeInfo } from "./brokerStats.ts";
 
 /** Admin request types the `broker` actor routes here. */
 export const ADMIN_REQUESTS = [
@@ -76,17 +77,7 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
     case "GET_ALL_SUBSCRIPTIONGROUP_CONFIG":
       return { subscriptionGroupTable: ctx.groups.all(), dataVersion: ctx.groups.dataVersion };
     case "GET_BROKER_RUNTIME_INFO":
-      return {
-        brokerName: ctx.config.brokerName,
-        brokerId: ctx.config.brokerId,
-        clusterName: ctx.config.clusterName,
-        brokerAddr: ctx.brokerAddr,
-        flush: ctx.config.flush,
-        role: ctx.config.role,
-        maxPhyOffset: ctx.store.maxPhyOffset,
-        minPhyOffset: ctx.store.minPhyOffset,
-        topicCount: Object.keys(ctx.topics.all()).length,
-      };
+      return brokerRuntimeInfo(ctx);
     case "GET_TOPIC_STATS_INFO":
       return topicStats(ctx, ev.topic);
   }

@@ -9,6 +9,7 @@ import { LogThrottle } from "../logger.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import { ADMIN_REQUESTS, type AdminRequestType, processAdmin } from "./adminProcessor.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { type BrokerStats, brokerStatsOf } from "./brokerStats.ts";
 import { OpenQueueChooser, processSend, type SendEventFields } from "./sendProcessor.ts";
 
 type Asked = { reply?: Replier; body?: Buffer };
@@ -24,6 +25,8 @@ export interface BrokerActorContext {
   chooser: OpenQueueChooser;
   /** "send failed" lines per cause (see failureCause) */
   sendFailureLog: LogThrottle;
+  /** msgPutTotalTodayNow, putTps, producer groups online (one call per stored send) */
+  stats: BrokerStats;
 }
 
 export interface BrokerActorInput {
@@ -57,7 +60,10 @@ function failureCause(err: MQError): string {
 function handleSend(context: BrokerActorContext, event: BrokerEvent): void {
   const reply = event.reply;
   processSend(context.ctx, event as SendEventFields, event.type === "SEND_BATCH_MESSAGE", context.chooser).then(
-    (fields) => reply?.ok(fields),
+    (fields) => {
+      context.stats.notePut(event.producerGroup, fields.count);
+      reply?.ok(fields);
+    },
     (e: unknown) => {
       const err = toMQError(e);
       // a store refusing every put fails each one (thousands a second): one line per cause per interval
@@ -104,6 +110,7 @@ export const brokerMachine = setup({
     ctx: input.ctx,
     chooser: new OpenQueueChooser(),
     sendFailureLog: new LogThrottle(SEND_FAILURE_LOG_INTERVAL_MS),
+    stats: brokerStatsOf(input.ctx),
   }),
   initial: "serving",
   states: {

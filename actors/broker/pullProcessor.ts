@@ -34,6 +34,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { type BrokerStats, brokerStatsOf } from "./brokerStats.ts";
 import { type ConsumerTable, consumerTableOf, isBroadcastingGroup } from "./consumerManager.ts";
 import { type ConsumerOffsetManager, consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { haClientOf } from "./haClient.ts";
@@ -95,6 +96,8 @@ export interface PullServices {
   ctx: BrokerContext;
   offsets: ConsumerOffsetManager;
   consumers: ConsumerTable;
+  /** msgGetTotalTodayNow and getTransferedTps (one call per pull that found messages) */
+  stats: BrokerStats;
   filters: Map<string, ResolvedFilter>;
   enablePropertyFilter: boolean;
   slaveReadEnable: boolean;
@@ -118,6 +121,7 @@ export function pullServicesOf(ctx: BrokerContext): PullServices {
       ctx,
       offsets: consumerOffsetsOf(ctx),
       consumers: consumerTableOf(ctx),
+      stats: brokerStatsOf(ctx),
       filters: new Map(),
       enablePropertyFilter: tuning.enablePropertyFilter ?? true,
       slaveReadEnable: tuning.slaveReadEnable ?? false,
@@ -334,7 +338,10 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   );
   let status = responseStatus(r.status, req.queueOffset);
   let nextBeginOffset = r.nextBeginOffset;
-  if (r.messageCount > 0) s.offsets.notePulled(req.consumerGroup, req.topic, r.messageCount);
+  if (r.messageCount > 0) {
+    s.offsets.notePulled(req.consumerGroup, req.topic, r.messageCount);
+    s.stats.noteGet(r.messageCount);
+  }
   const tooSlow = r.suggestPullingFromSlave || suggestPullingFromSlave(ctx.store.maxPhyOffset, r.lastPhysicalOffset, s.memoryRule);
   let suggestWhichBrokerId = s.slaveReadEnable ? (tooSlow ? groupCfg.whichBrokerWhenConsumeSlowly : groupCfg.brokerId) : MASTER_ID;
   if (s.isSlave) {
