@@ -9,6 +9,7 @@ import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transpor
 import {
   BrokerActor,
   type BrokerData,
+  type BrokerRuntimeInfo,
   type ClusterInfo,
   type ConsumeStatsReply,
   ConsumptionActorFor,
@@ -58,6 +59,15 @@ export function progressEntry(q: QueueConsumeStats): ConsumerProgressEntry {
   const { topic, brokerName, queueId, brokerOffset, consumerOffset } = q;
   return { topic, brokerName, queueId, brokerOffset, consumerOffset, lag: Math.max(0, brokerOffset - Math.max(0, consumerOffset)) };
 }
+
+/**
+ * `Admin.brokerStatus`: a broker's runtime figures as it answers GET_BROKER_RUNTIME_INFO (RocketMQ's
+ * `mqadmin brokerStatus` table, its key names where it has one).
+ */
+export type BrokerStatus = BrokerRuntimeInfo;
+
+/** A broker address as `brokerStatus` takes it: tcp://host:port, or host:port. */
+const BROKER_ADDRESS = /^(?:tcp:\/\/)?(\[[^\]\s]+\]|[^\s:/[\]]+):(\d{1,5})$/;
 
 /** Queues per broker when `Admin.createTopic` is given none (RocketMQ's `defaultTopicQueueNums` for admin creation). */
 export const DEFAULT_ADMIN_QUEUE_NUMS = 8;
@@ -272,6 +282,75 @@ export class Admin {
         `the offsets of ${topic} there are unknown, and a table without its queues would read as a topic without them`,
       );
     return out.sort(compareMessageQueue);
+  }
+
+  /**
+   * RocketMQ's `mqadmin brokerStatus`: the runtime figures of one broker, given by address
+   * (`tcp://host:port` or `host:port`, asked as it is, registered or not) or by broker name (its
+   * master, as the name servers list it). ILLEGAL_ARGUMENT for a name no name server knows, naming
+   * the brokers they know; NO_ROUTE for a name whose master is not registered, naming its slaves'
+   * addresses; TIMEOUT naming the address when the broker does not answer (refused or lost
+   * connections fail at once).
+   */
+  async brokerStatus(broker: string): Promise<BrokerStatus> {
+    this.checkOpen();
+    if (typeof broker !== "string" || broker.trim().length === 0)
+      throw new MQError("ILLEGAL_ARGUMENT", "brokerStatus needs a broker name (such as broker-a) or address (tcp://host:port).");
+    const addr = await this.brokerAddressOf(broker.trim());
+    const node = this.instance.node;
+    const since = monotonicNow();
+    try {
+      const r = await unlessConnectionLost(
+        node,
+        addr,
+        this.instance.refAt(addr, BrokerActor.BROKER).ask<BrokerRuntimeInfo>({ type: "GET_BROKER_RUNTIME_INFO" }),
+        since,
+      );
+      return r.fields;
+    } catch (e) {
+      if (!isMQError(e)) throw e;
+      throw new MQError(
+        e.code,
+        `The broker at ${addr} did not answer GET_BROKER_RUNTIME_INFO (${e.message}): check that it runs and that the address is its listen (or advertised) address.`,
+        { cause: e },
+      );
+    }
+  }
+
+  /** The address `brokerStatus` asks: an address as given, a broker name's master from the name servers. */
+  private async brokerAddressOf(broker: string): Promise<string> {
+    const m = BROKER_ADDRESS.exec(broker);
+    if (m && Number(m[2]) >= 1 && Number(m[2]) <= 65535) return broker.startsWith("tcp://") ? broker : `tcp://${broker}`;
+    if (broker.includes(":") || broker.includes("/"))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `"${broker}" is neither a broker name nor an address: give a broker name such as broker-a or tcp://host:port.`,
+      );
+    const info = await this.clusterInfo();
+    const bd = info.brokerAddrTable[broker];
+    const describe = (d: BrokerData) =>
+      `${d.brokerName} (${Object.entries(d.brokerAddrs)
+        .sort(([a], [b]) => Number(a) - Number(b))
+        .map(([id, a]) => `${id === String(MASTER_ID) ? "master" : `slave ${id}`} ${a}`)
+        .join(", ")})`;
+    const known = () =>
+      Object.values(info.brokerAddrTable)
+        .sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0))
+        .map(describe)
+        .join("; ");
+    if (!bd)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        Object.keys(info.brokerAddrTable).length === 0
+          ? `No broker named ${broker} is registered with the name servers, and none is: start a broker first, or give its address (tcp://host:port).`
+          : `No broker named ${broker} is registered with the name servers; they know ${known()}. Give one of these names, or a broker address.`,
+      );
+    const master = bd.brokerAddrs[String(MASTER_ID)];
+    if (master) return master;
+    throw new MQError(
+      "NO_ROUTE",
+      `Broker ${describe(bd)} has no master registered with the name servers: start its master, or give a slave's address to see that slave.`,
+    );
   }
 
   // -------------------------------------------------------------------------------------------
