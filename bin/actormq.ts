@@ -1,11 +1,12 @@
 /**
  * The `actormq` command line. Servers: `start`, `nameserver`, `broker`; clients: `topic`,
- * `send`, `consume`, `progress`, `reset-offset`, `message`; `bench`; and `cluster` for
+ * `send`, `consume`, `progress`, `reset-offset`, `message`, `broker-status`; `bench`; and `cluster` for
  * multi-process clusters. One file per command under bin/commands/. Every failure is one line
  * on stderr (`error CODE: message`) and a non-zero exit code.
  */
 import { Command } from "commander";
 import { addBenchCommand } from "./commands/bench.ts";
+import { addBrokerStatusCommand } from "./commands/brokerStatus.ts";
 import { addClusterCommands } from "./commands/cluster.ts";
 import { addConsumeCommand } from "./commands/consume.ts";
 import { addInspectCommand } from "./commands/inspect.ts";
@@ -41,6 +42,7 @@ export function buildProgram(): Command {
   addSendCommand(program);
   addConsumeCommand(program);
   addProgressCommands(program);
+  addBrokerStatusCommand(program);
   addMessageCommand(program);
   addBenchCommand(program);
   addClusterCommands(program);
