@@ -647,17 +647,20 @@ test("a consume-queue write that fails leaves no queue offset to reuse: the reco
   t.after(() => s.close());
   const bodies = (st: MessageStore, from: number) =>
     decodeRecords(Buffer.concat(st.getMessage("g", "Q", 0, from, 32).buffers), "b").map((m) => `${m.queueOffset}:${m.body}`);
-  await s.putMessages(batch("Q", 0, [{ body: "a" }]));
+  const a = await s.putMessages(batch("Q", 0, [{ body: "a" }]));
+  assert.equal(s.dispatchBehindBytes, 0);
   // the commit-log write succeeds, every consume-queue write fails (a full disk under the queue files)
   const restore = failWritesUnder("consumequeue");
   t.after(restore);
   await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "b1" }, { body: "b2" }])), isCode("DISK_FULL"));
+  assert.equal(s.dispatchBehindBytes, s.maxPhyOffset - (a.commitLogOffset + a.wroteBytes), "b1 and b2 wait to be dispatched");
   // while the queue files still cannot be written, later puts are refused, not stored under reused offsets
   await assert.rejects(s.putMessages(batch("Q", 0, [{ body: "refused" }])), isCode("DISK_FULL"));
   assert.equal(s.getMaxOffset("Q", 0), 1);
   restore();
   const r = await s.putMessages(batch("Q", 0, [{ body: "c" }]));
   assert.equal(r.firstQueueOffset, 3, "c follows b1 and b2, which are in the log");
+  assert.equal(s.dispatchBehindBytes, 0);
   assert.deepEqual(bodies(s, 0), ["0:a", "1:b1", "2:b2", "3:c"]);
   await s.close();
   s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0 }));

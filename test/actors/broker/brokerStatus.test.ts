@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
+import { BrokerStats, PRODUCER_EXPIRY_S } from "../../../actors/broker/brokerStats.ts";
 import { RateWindow } from "../../../actors/broker/rateCounter.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
@@ -196,4 +197,33 @@ test("RateWindow: a young window's rate is over its age, an old one's over the l
   }
   now -= 1000;
   assert.equal(w.perSecond(), 3);
+});
+
+test("BrokerStats: totals add per request; a producer group is online until it has not sent for two minutes", () => {
+  let now = 7_000_000;
+  const st = new BrokerStats(() => now);
+  st.notePut("pgA", 32);
+  st.notePut("pgB", 1);
+  st.notePut(undefined, 2);
+  st.noteGet(5);
+  assert.equal(st.putTotal, 35);
+  assert.equal(st.getTotal, 5);
+  assert.equal(st.putTps(), 35, "all in the first second");
+  assert.equal(st.producerGroupsOnline(), 2, "a request without a group counts no group");
+  now += (PRODUCER_EXPIRY_S - 1) * 1000;
+  st.notePut("pgB", 1);
+  assert.equal(st.producerGroupsOnline(), 2);
+  now += 1000;
+  assert.equal(st.producerGroupsOnline(), 1, "pgA silent for two minutes");
+  assert.equal(st.uptimeMs(), PRODUCER_EXPIRY_S * 1000);
+});
+
+test("a broker name whose master left is NO_ROUTE naming its slave (run last: it stops the master)", async () => {
+  await master.close();
+  await waitFor(async () => !(await admin.clusterInfo()).brokerAddrTable["broker-st"]?.brokerAddrs["0"], 10_000, "the master unregistered");
+  await assert.rejects(admin.brokerStatus("broker-st"), (e: unknown) => {
+    assert.ok(isMQError(e, "NO_ROUTE"), String(e));
+    assert.ok((e as Error).message.includes(`broker-st (slave 1 ${slave.address}) has no master`), (e as Error).message);
+    return true;
+  });
 });
