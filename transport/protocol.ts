@@ -183,6 +183,8 @@ export function isTcpAddress(text: string): boolean {
 }
 /** The longest delay a Node timer keeps (2^31 - 1 ms); a longer one fires after 1 ms, so timing options stop here. */
 export const MAX_TIMER_MS = 2_147_483_647;
+/** Largest Java int: the bound of options that are ints in RocketMQ (sizes, counts). */
+export const INT32_MAX = 2_147_483_647;
 
 /** Refuses an option that is not an integer in [min, max] (ILLEGAL_ARGUMENT, naming it). */
 export function checkRange(name: string, v: unknown, min: number, max: number): void {

@@ -10,10 +10,13 @@ import { monotonicNow } from "../../transport/clock.ts";
 import {
   BrokerActor,
   checkBoolean,
+  checkRange,
   checkTopic,
   DEFAULT_MAX_MESSAGE_BYTES,
+  INT32_MAX,
   isGroupName,
   isMQError,
+  MAX_TIMER_MS,
   type MessageQueue,
   MQError,
   type SendMessageReply,
@@ -66,6 +69,30 @@ export interface ProducerOptions extends ClientInstanceOptions {
   latencyMax?: number[];
   /** how long (ms) a broker is avoided per threshold. @default [0, 0, 2000, 5000, 6000, 10000, 30000] */
   notAvailableDuration?: number[];
+}
+
+/**
+ * The allowed range of each numeric producer option. sendTimeoutMs is a timer's delay (a longer
+ * one fires at once); the others are Java ints in RocketMQ's DefaultMQProducer, as a record's
+ * sizes are in the store.
+ */
+export const PRODUCER_OPTION_RANGES = {
+  sendTimeoutMs: [1, MAX_TIMER_MS],
+  retryTimesWhenSendFailed: [0, INT32_MAX],
+  maxMessageBytes: [1, INT32_MAX],
+  compressMsgBodyOverHowmuch: [0, INT32_MAX],
+} as const satisfies Partial<Record<keyof ProducerOptions, readonly [number, number]>>;
+
+/**
+ * Refuses numeric producer options that are not integers within {@link PRODUCER_OPTION_RANGES}
+ * (ILLEGAL_ARGUMENT naming the option and its range), as RocketMQ's producer setters do; unset
+ * options take their defaults.
+ */
+export function checkProducerOptions(opts: ProducerOptions): void {
+  for (const [name, [min, max]] of Object.entries(PRODUCER_OPTION_RANGES)) {
+    const v = opts[name as keyof typeof PRODUCER_OPTION_RANGES];
+    if (v !== undefined) checkRange(name, v, min, max);
+  }
 }
 
 /** The outcome of a send (API.md). */
@@ -149,13 +176,7 @@ export class Producer {
         "ILLEGAL_ARGUMENT",
         `The producer group may not be ${DEFAULT_PRODUCER_GROUP} (RocketMQ's reserved default): name your group.`,
       );
-    for (const k of ["sendTimeoutMs", "retryTimesWhenSendFailed", "maxMessageBytes", "compressMsgBodyOverHowmuch"] as const) {
-      const v = opts[k];
-      const nonNegative = k === "retryTimesWhenSendFailed" || k === "compressMsgBodyOverHowmuch";
-      if (v !== undefined && (!Number.isInteger(v) || v < (nonNegative ? 0 : 1))) {
-        throw new MQError("ILLEGAL_ARGUMENT", `${k} must be a ${nonNegative ? "non-negative" : "positive"} integer.`);
-      }
-    }
+    checkProducerOptions(opts);
     checkFaultTables(opts.latencyMax, opts.notAvailableDuration);
     checkBoolean("sendLatencyFaultEnable", opts.sendLatencyFaultEnable);
     const instance = await ClientInstance.acquire(opts);

@@ -65,3 +65,45 @@ test("a start that fails after taking the client instance gives it back", async 
   t.mock.restoreAll();
   assert.ok(await onlyHolder("failAfter"), "the failed start left no reference to the client instance");
 });
+
+test("numeric producer options out of range or of the wrong type are refused with ILLEGAL_ARGUMENT naming the option and its range", async () => {
+  const bad: [keyof ProducerOptions, unknown, string][] = [
+    // a timer's delay past 2^31 - 1 ms fires at once: every send would time out after 1 ms
+    ["sendTimeoutMs", 2 ** 31, "[1, 2147483647]"],
+    ["sendTimeoutMs", 0, "[1, 2147483647]"],
+    ["sendTimeoutMs", Number.NaN, "[1, 2147483647]"],
+    ["sendTimeoutMs", Number.POSITIVE_INFINITY, "[1, 2147483647]"],
+    ["sendTimeoutMs", "3000", "[1, 2147483647]"],
+    ["retryTimesWhenSendFailed", -1, "[0, 2147483647]"],
+    ["retryTimesWhenSendFailed", 1.5, "[0, 2147483647]"],
+    ["retryTimesWhenSendFailed", 2 ** 31, "[0, 2147483647]"],
+    ["retryTimesWhenSendFailed", "2", "[0, 2147483647]"],
+    ["maxMessageBytes", 0, "[1, 2147483647]"],
+    ["maxMessageBytes", 2 ** 32, "[1, 2147483647]"],
+    ["maxMessageBytes", null, "[1, 2147483647]"],
+    ["compressMsgBodyOverHowmuch", -1, "[0, 2147483647]"],
+    ["compressMsgBodyOverHowmuch", 2 ** 40, "[0, 2147483647]"],
+    ["compressMsgBodyOverHowmuch", true, "[0, 2147483647]"],
+  ];
+  for (const [name, value, range] of bad) {
+    await assert.rejects(
+      Producer.start({ group: "pgBad", nameservers, instanceName: "badRange", [name]: value }),
+      (e: unknown) =>
+        e instanceof MQError &&
+        e.code === "ILLEGAL_ARGUMENT" &&
+        e.message.startsWith(`${name} must be an integer in ${range}, got ${typeof value === "string" ? `"${value}"` : String(value)}`),
+      `${name}: ${String(value)}`,
+    );
+  }
+  assert.ok(await onlyHolder("badRange"), "the refused starts left no reference to the client instance");
+  // the ends of each range are taken
+  const p = await Producer.start({
+    group: "pgOk",
+    nameservers,
+    sendTimeoutMs: 2 ** 31 - 1,
+    retryTimesWhenSendFailed: 0,
+    maxMessageBytes: 1,
+    compressMsgBodyOverHowmuch: 0,
+  });
+  await p.close();
+});
