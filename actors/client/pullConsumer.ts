@@ -5,6 +5,7 @@
  * from it; offsets are committed automatically every 5 s or by `commit()`.
  */
 import type { SubscriptionExpression } from "../../filter/index.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import {
   type ConsumeFromWhere,
@@ -60,6 +61,18 @@ function isMessageQueue(q: unknown): q is MessageQueue {
   );
 }
 const CONSUME_FROM_WHERE: readonly ConsumeFromWhere[] = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"];
+
+/**
+ * Refuses a poll timeout that is not a number of ms from 0 up (ILLEGAL_ARGUMENT): NaN or a negative
+ * one would return at once, a string would be compared as one. Infinity waits until messages come.
+ */
+export function checkPollTimeout(timeoutMs: unknown): void {
+  if (typeof timeoutMs !== "number" || Number.isNaN(timeoutMs) || timeoutMs < 0)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `poll timeoutMs must be a number of ms >= 0 (0 takes what is buffered without waiting, Infinity waits until messages come), got ${shownValue(timeoutMs)}.`,
+    );
+}
 
 /** Options of {@link PullConsumer.start} (API.md). */
 export interface PullConsumerOptions extends ClientInstanceOptions {
@@ -408,18 +421,29 @@ export class PullConsumer {
    */
   async poll(timeoutMs: number = DEFAULT_POLL_TIMEOUT_MS): Promise<MessageExt[]> {
     this.checkOpen();
+    checkPollTimeout(timeoutMs);
     if (this.buffer.length === 0 && timeoutMs > 0) {
+      const deadline = monotonicNow() + timeoutMs;
       await new Promise<void>((resolve) => {
+        let t: NodeJS.Timeout | undefined;
         const done = () => {
           clearTimeout(t);
           resolve();
         };
-        // a poll that times out takes its wake-up with it: idle polls would pile them up until a message came
-        const t = setTimeout(() => {
-          const i = this.waiters.indexOf(done);
-          if (i >= 0) this.waiters.splice(i, 1);
-          done();
-        }, timeoutMs);
+        // a timer longer than 2^31 - 1 ms fires at once: a long wait (or Infinity) is waited in steps
+        const arm = () => {
+          t = setTimeout(
+            () => {
+              if (deadline - monotonicNow() > 0) return arm();
+              // a poll that times out takes its wake-up with it: idle polls would pile them up until a message came
+              const i = this.waiters.indexOf(done);
+              if (i >= 0) this.waiters.splice(i, 1);
+              done();
+            },
+            Math.min(MAX_TIMER_MS, Math.max(0, deadline - monotonicNow())),
+          );
+        };
+        arm();
         this.waiters.push(done);
       });
     }

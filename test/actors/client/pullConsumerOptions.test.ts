@@ -69,3 +69,19 @@ test("PullConsumer.start without an options object, and assign() without an arra
     await pc.close();
   }
 });
+
+test("poll refuses a timeout that is not a number of ms from 0 up with ILLEGAL_ARGUMENT; 0 returns at once", async () => {
+  const pc = await PullConsumer.start({ ...base, group: "cgPollArgs" });
+  try {
+    for (const timeoutMs of [-1, Number.NaN, Number.NEGATIVE_INFINITY, "100", null, {}])
+      await assert.rejects(
+        pc.poll(timeoutMs as never),
+        (e: unknown) =>
+          e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /^poll timeoutMs must be a number of ms >= 0/.test(e.message),
+        String(timeoutMs),
+      );
+    assert.deepEqual(await pc.poll(0), []);
+  } finally {
+    await pc.close();
+  }
+});
