@@ -15,13 +15,17 @@
  * reached `maxReconsumeTimes` goes to the group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
  * delay level -1 and the local reconsumeTimes, which the stored copy does not know) and the queue
  * moves past it; broadcasting, which has no dead-letter queue, skips it with a warning.
+ *
+ * Queues are consumed in parallel, at most `consumeThreads` listener calls at a time across them
+ * (RocketMQ's consume thread pool): each batch takes a turn first, and a queue whose batch is done
+ * queues up behind those waiting for one, so busy queues take turns.
  */
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import { LogThrottle } from "../logger.ts";
-import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS, warnListenerThrew } from "./consumeService.ts";
+import { consumeLog, DEFAULT_CONSUME_THREADS, LISTENER_FAILURE_LOG_INTERVAL_MS, warnListenerThrew } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
@@ -108,6 +112,8 @@ export interface ConsumeOrderlyContext {
 export type OrderlyListener = (msgs: MessageExt[], ctx: ConsumeOrderlyContext) => Promise<string> | string;
 
 export interface ConsumeOrderlySettings {
+  /** listener calls at a time across queues (one queue is always one at a time) @default 20 */
+  consumeThreads: number;
   consumeMessageBatchMaxSize: number;
   suspendCurrentQueueTimeMillis: number;
   maxReconsumeTimes: number;
@@ -117,6 +123,7 @@ export interface ConsumeOrderlySettings {
 
 export function defaultConsumeOrderlySettings(): ConsumeOrderlySettings {
   return {
+    consumeThreads: DEFAULT_CONSUME_THREADS,
     consumeMessageBatchMaxSize: 1,
     suspendCurrentQueueTimeMillis: DEFAULT_SUSPEND_CURRENT_QUEUE_TIME_MS,
     maxReconsumeTimes: ORDERLY_DEFAULT_MAX_RECONSUME_TIMES,
@@ -156,6 +163,59 @@ export interface ConsumeOrderlyStats {
   lockWaits: number;
 }
 
+/**
+ * Turns to call the listener, `size` at a time, given in the order they were asked for: a queue
+ * that asks again after its batch waits behind the queues already waiting.
+ */
+export class ConsumeTurns {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+  private head = 0;
+
+  constructor(readonly size: number) {
+    this.free = size;
+  }
+
+  /** Turns in use now. */
+  get inUse(): number {
+    return this.size - this.free;
+  }
+
+  /** Takes a turn if one is free and nobody waits; false otherwise. */
+  tryTake(): boolean {
+    if (this.free === 0) return false;
+    this.free--;
+    return true;
+  }
+
+  /** Resolves when the caller has a turn. */
+  take(): Promise<void> {
+    if (this.tryTake()) return Promise.resolve();
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Gives a turn back: to the first waiting, if any. */
+  give(): void {
+    if (this.head < this.waiting.length) {
+      const next = this.waiting[this.head]!;
+      this.waiting[this.head++] = undefined as never;
+      if (this.head === this.waiting.length) {
+        this.waiting.length = 0;
+        this.head = 0;
+      }
+      next();
+    } else this.free++;
+  }
+}
+
+/** What one turn of a queue's loop did: the batch taken and the listener's answer, for processResult. */
+interface ConsumedBatch {
+  taken: MessageExt[];
+  msgs: MessageExt[];
+  status: string;
+  ctx: ConsumeOrderlyContext;
+}
+
 /** Per-process-queue state: the local lock and what is scheduled. */
 interface QueueRun {
   mq: MessageQueue;
@@ -188,8 +248,12 @@ export class ConsumeOrderlyService {
   private stopped = false;
   private stopping: Promise<void> | null = null;
   private readonly listenerFailureLog = new LogThrottle(LISTENER_FAILURE_LOG_INTERVAL_MS);
+  /** listener calls across queues: consumeThreads at a time */
+  private readonly turns: ConsumeTurns;
 
-  constructor(private readonly deps: ConsumeOrderlyDeps) {}
+  constructor(private readonly deps: ConsumeOrderlyDeps) {
+    this.turns = new ConsumeTurns(deps.settings.consumeThreads);
+  }
 
   /** A pulled batch was put into `pq`; when the queue went from idle to busy, start consuming it. */
   submit(mq: MessageQueue, pq: ProcessQueue<MessageExt>, dispatchToConsume: boolean): void {
@@ -346,50 +410,63 @@ export class ConsumeOrderlyService {
 
   /** One queue, one batch at a time, until it is empty, suspended, unlocked, dropped or yields. */
   private async consumeLoop(run: QueueRun): Promise<void> {
-    const { mq, pq } = run;
     const began = monotonicNow();
-    const batchMax = this.deps.settings.consumeMessageBatchMaxSize;
     for (;;) {
-      if (this.stopped || pq.dropped) return;
-      const now = monotonicNow();
-      if (!this.lockValid(pq, now)) {
-        this.tryLockLater(run);
-        return;
+      if (this.stopped || run.pq.dropped) return;
+      if (!this.turns.tryTake()) await this.turns.take();
+      let batch: ConsumedBatch | null;
+      try {
+        batch = await this.consumeBatch(run, began);
+      } finally {
+        this.turns.give();
       }
-      if (now - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
-        run.again = true;
-        return;
-      }
-      const taken = pq.takeMessages(batchMax);
-      if (taken.length === 0) return;
-      // messages already parked in the DLQ (their batch was put back for the others) are done
-      const msgs = run.deadLettered.size === 0 ? taken : taken.filter((m) => !run.deadLettered.has(m.queueOffset));
-      let status: string = "SUCCESS";
-      const ctx: ConsumeOrderlyContext = { messageQueue: mq, autoCommit: true, suspendCurrentQueueTimeMillis: -1 };
-      if (msgs.length > 0) {
-        restoreRetryTopic(msgs, this.deps.group);
-        try {
-          // its own array: a listener that empties it must not change what is committed or put back
-          status = String(await this.deps.listener(msgs.slice(), ctx));
-        } catch (err) {
-          status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
-          warnListenerThrew(
-            this.listenerFailureLog,
-            this.deps.group,
-            mq,
-            err,
-            "orderly listener",
-            "SUSPEND_CURRENT_QUEUE_A_MOMENT: nothing later in the queue is delivered until it is consumed",
-          );
-        }
-        this.stats.batches++;
-        run.manualCommit = ctx.autoCommit === false;
-      } else if (run.manualCommit) {
-        // only dead-lettered messages: no commit of what a manual-commit listener has not committed
-        ctx.autoCommit = false;
-      }
-      if (!(await this.processResult(run, taken, msgs, status, ctx))) return;
+      if (!batch || !(await this.processResult(run, batch.taken, batch.msgs, batch.status, batch.ctx))) return;
     }
+  }
+
+  /** One turn: the queue's next batch to the listener; null when the loop ends here (stopped, dropped, unlocked, yields or empty). */
+  private async consumeBatch(run: QueueRun, began: number): Promise<ConsumedBatch | null> {
+    const { mq, pq } = run;
+    // checked again: the wait for the turn may have been long
+    if (this.stopped || pq.dropped) return null;
+    const now = monotonicNow();
+    if (!this.lockValid(pq, now)) {
+      this.tryLockLater(run);
+      return null;
+    }
+    if (now - began > MAX_TIME_CONSUME_CONTINUOUSLY_MS) {
+      run.again = true;
+      return null;
+    }
+    const taken = pq.takeMessages(this.deps.settings.consumeMessageBatchMaxSize);
+    if (taken.length === 0) return null;
+    // messages already parked in the DLQ (their batch was put back for the others) are done
+    const msgs = run.deadLettered.size === 0 ? taken : taken.filter((m) => !run.deadLettered.has(m.queueOffset));
+    let status: string = "SUCCESS";
+    const ctx: ConsumeOrderlyContext = { messageQueue: mq, autoCommit: true, suspendCurrentQueueTimeMillis: -1 };
+    if (msgs.length > 0) {
+      restoreRetryTopic(msgs, this.deps.group);
+      try {
+        // its own array: a listener that empties it must not change what is committed or put back
+        status = String(await this.deps.listener(msgs.slice(), ctx));
+      } catch (err) {
+        status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+        warnListenerThrew(
+          this.listenerFailureLog,
+          this.deps.group,
+          mq,
+          err,
+          "orderly listener",
+          "SUSPEND_CURRENT_QUEUE_A_MOMENT: nothing later in the queue is delivered until it is consumed",
+        );
+      }
+      this.stats.batches++;
+      run.manualCommit = ctx.autoCommit === false;
+    } else if (run.manualCommit) {
+      // only dead-lettered messages: no commit of what a manual-commit listener has not committed
+      ctx.autoCommit = false;
+    }
+    return { taken, msgs, status, ctx };
   }
 
   /**

@@ -139,7 +139,7 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   consumeConcurrentlyMaxSpan?: number;
   /** @default 1 */
   consumeMessageBatchMaxSize?: number;
-  /** @default 20 */
+  /** listener calls at a time (RocketMQ's consume thread pool; orderly: across queues, each queue one at a time) @default 20 */
   consumeThreads?: number;
   /** -1 means the default, as unset @default 16 (concurrent), unlimited (orderly) */
   maxReconsumeTimes?: number;
@@ -430,6 +430,7 @@ export class PushConsumer {
       listener: opts.listener as OrderlyListener,
       offsetStore,
       settings: {
+        consumeThreads: opts.consumeThreads,
         consumeMessageBatchMaxSize: opts.consumeMessageBatchMaxSize,
         suspendCurrentQueueTimeMillis: opts.suspendCurrentQueueTimeMillis,
         maxReconsumeTimes: opts.maxReconsumeTimes,

@@ -70,6 +70,7 @@ function setup(
     listener,
     offsetStore: offsets,
     settings: {
+      consumeThreads: 20,
       consumeMessageBatchMaxSize: 1,
       suspendCurrentQueueTimeMillis: 30,
       maxReconsumeTimes: 2_147_483_647,
@@ -115,6 +116,58 @@ test("one batch at a time per queue, in offset order; SUCCESS commits last + 1",
     "orderly commits are not increase-only",
   );
   await service.stop();
+});
+
+test("queues are consumed in parallel up to consumeThreads listener calls, one at a time per queue, taking turns", async () => {
+  for (const consumeThreads of [4, 2, 1]) {
+    let inListener = 0;
+    let maxConcurrent = 0;
+    const inQueue = new Map<number, number>();
+    let maxPerQueue = 0;
+    const calls: [number, number][] = [];
+    const { service, offsets } = setup(
+      async (msgs, ctx) => {
+        const q = ctx.messageQueue.queueId;
+        inListener++;
+        inQueue.set(q, (inQueue.get(q) ?? 0) + 1);
+        maxConcurrent = Math.max(maxConcurrent, inListener);
+        maxPerQueue = Math.max(maxPerQueue, inQueue.get(q)!);
+        calls.push([q, msgs[0]!.queueOffset]);
+        await new Promise((r) => setTimeout(r, 3));
+        inQueue.set(q, inQueue.get(q)! - 1);
+        inListener--;
+        return "SUCCESS";
+      },
+      {},
+      { consumeThreads },
+    );
+    const pqs: ProcessQueue<MessageExt>[] = [];
+    for (let q = 0; q < 4; q++) {
+      const pq = new ProcessQueue<MessageExt>();
+      pq.locked = true;
+      pqs.push(pq);
+      const queue = { ...mq, queueId: q };
+      const msgs = [0, 1, 2].map((o) => ({ ...msg(o), queueId: q }) as MessageExt);
+      service.submit(queue, pq, pq.putMessages(msgs));
+    }
+    await waitFor(() => pqs.every((pq) => pq.msgCount === 0) && service.activeCount === 0, 5_000, "queues drained");
+    assert.equal(maxConcurrent, consumeThreads, `consumeThreads ${consumeThreads}: listener calls at once across queues`);
+    assert.equal(maxPerQueue, 1, `consumeThreads ${consumeThreads}: one call at a time per queue`);
+    for (let q = 0; q < 4; q++)
+      assert.deepEqual(
+        calls.filter(([c]) => c === q).map(([, o]) => o),
+        [0, 1, 2],
+        `queue ${q} in offset order`,
+      );
+    // a queue whose batch is done waits behind the others for its next turn
+    assert.deepEqual(
+      new Set(calls.slice(0, 4).map(([q]) => q)),
+      new Set([0, 1, 2, 3]),
+      `consumeThreads ${consumeThreads}: every queue has a turn before any has a second`,
+    );
+    assert.equal(offsets.updates.length, 12);
+    await service.stop();
+  }
 });
 
 test("SUSPEND (or a throw) redelivers the same batch after the suspend time, nothing later meanwhile", async () => {
