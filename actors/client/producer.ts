@@ -23,6 +23,7 @@ import {
   type SendMessageRequest,
   type SendStatus,
 } from "../../transport/protocol.ts";
+import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
 import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
@@ -350,8 +351,10 @@ export class Producer {
     if (lastError instanceof MQError && isMQError(lastError, "TIMEOUT")) {
       // a closed connection fails an ask early: saying the budget ran out would send the reader to raise it
       const elapsed = Math.round(monotonicNow() - begin);
-      const what =
-        elapsed >= this.sendTimeoutMs
+      const tooLarge = overTransportLimit(out);
+      const what = tooLarge
+        ? `failed after ${elapsed} ms (${lastError.message}): ${tooLarge}`
+        : elapsed >= this.sendTimeoutMs
           ? `did not succeed within ${this.sendTimeoutMs} ms (${lastError.message}); check the brokers or raise sendTimeoutMs.`
           : `failed after ${elapsed} ms (${lastError.message}); check the brokers.`;
       throw new MQError("TIMEOUT", `Sending to topic ${out.topic} ${what}`, { cause: lastError });
@@ -394,6 +397,30 @@ export class Producer {
     }
     return found;
   }
+}
+
+/**
+ * Room kept for a send request's header (its fields, msgpack-encoded) besides the body and the
+ * properties when its size is compared with the transport's limit.
+ */
+const SEND_HEADER_ALLOWANCE_BYTES = 1024;
+
+/**
+ * What to say of a send that timed out when its request may be larger than a broker takes in one
+ * message (`maxInboundBytes`: 64 MiB, or 4 x the broker's maxMessageBytes when that is more): such
+ * a broker drops the connection before it reads the request, so the send can only time out there.
+ * undefined when the request is within the default limit.
+ */
+function overTransportLimit(out: Outgoing): string | undefined {
+  const bytes = out.body.length + (out.properties ? Buffer.byteLength(out.properties) : 0) + SEND_HEADER_ALLOWANCE_BYTES;
+  if (bytes <= DEFAULT_MAX_INBOUND_BYTES) return undefined;
+  const what = out.type === "SEND_BATCH_MESSAGE" ? "batch" : "message";
+  return (
+    `the ${what} is too large for the transport: its request is about ${bytes} bytes, over the ${DEFAULT_MAX_INBOUND_BYTES} bytes ` +
+    `(${DEFAULT_MAX_INBOUND_BYTES / 1024 / 1024} MiB) a broker takes in one request unless its maxMessageBytes is larger ` +
+    `(it takes 4 x maxMessageBytes), and a broker that receives more drops the connection. ${what === "batch" ? "Split the batch" : "Send a smaller message"}, ` +
+    `or raise the brokers' maxMessageBytes to at least ${out.body.length}.`
+  );
 }
 
 /** Why a route gives a producer no queue: no broker, none writable with a master, or writable ones with 0 write queues. */

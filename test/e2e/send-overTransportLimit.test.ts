@@ -1,0 +1,39 @@
+/**
+ * A send whose request is larger than a broker's transport takes in one message (64 MiB unless its
+ * maxMessageBytes is over 16 MiB) is cut off by the broker's socket and can only time out: the
+ * TIMEOUT says the message or batch is too large for the transport, the limit, and what to do.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { isMQError, Producer, startLocalCluster } from "../../index.ts";
+import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
+import { tempDir } from "../helpers.ts";
+
+test("a batch over the transport's 64 MiB fails with a TIMEOUT that says it is too large for the transport and names the limit", async () => {
+  const { dir, cleanup } = await tempDir("actormq-over-transport-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  // a producer that allows large messages, brokers at the default maxMessageBytes (4 MiB, so 64 MiB per request)
+  const producer = await Producer.start({
+    group: "pgOverTransport",
+    nameservers: cluster.nameservers,
+    maxMessageBytes: 2 * DEFAULT_MAX_INBOUND_BYTES,
+    retryTimesWhenSendFailed: 0,
+  });
+  try {
+    await cluster.brokers[0]!.createTopic({ topic: "Huge", readQueueNums: 1, writeQueueNums: 1 });
+    const body = Buffer.alloc(DEFAULT_MAX_INBOUND_BYTES + 1, 1);
+    await assert.rejects(
+      producer.sendBatch([{ topic: "Huge", body }]),
+      (e: unknown) =>
+        isMQError(e, "TIMEOUT") &&
+        /the batch is too large for the transport: its request is about \d+ bytes, over the 67108864 bytes \(64 MiB\)/.test(e.message) &&
+        /Split the batch, or raise the brokers' maxMessageBytes to at least \d+\.$/.test(e.message),
+    );
+    // the broker cut the connection, not the producer: the next send goes through
+    assert.equal((await producer.send({ topic: "Huge", body: "small" })).status, "SEND_OK");
+  } finally {
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
