@@ -8,6 +8,7 @@ import {
   type ClusterInfo,
   MASTER_ID,
   MQError,
+  Perm,
   type QueueData,
   type RegisterBrokerReply,
   type RegisterBrokerRequest,
@@ -122,7 +123,11 @@ export class RouteTable {
     return dropped;
   }
 
-  /** A topic's route; throws MQError TOPIC_NOT_EXIST when no live broker serves it. */
+  /**
+   * A topic's route; throws MQError TOPIC_NOT_EXIST when no live broker serves it. A broker name
+   * whose master is gone but whose slave is alive stays in it with the slave's address, its queues
+   * read-only (perm without WRITE): consumers go on reading from the slave, producers send elsewhere.
+   */
   getRoute(topic: string): TopicRouteData {
     const byBroker = this.topicQueueTable.get(topic);
     if (!byBroker || byBroker.size === 0) {
@@ -134,8 +139,9 @@ export class RouteTable {
     const queueDatas: QueueData[] = [];
     const brokerDatas: BrokerData[] = [];
     for (const qd of byBroker.values()) {
-      queueDatas.push({ ...qd });
       const bd = this.brokerAddrTable.get(qd.brokerName);
+      const masterless = bd !== undefined && bd.brokerAddrs[String(MASTER_ID)] === undefined;
+      queueDatas.push(masterless ? { ...qd, perm: qd.perm & ~Perm.WRITE } : { ...qd });
       if (bd) brokerDatas.push({ cluster: bd.cluster, brokerName: bd.brokerName, brokerAddrs: { ...bd.brokerAddrs } });
     }
     queueDatas.sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0));

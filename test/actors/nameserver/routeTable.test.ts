@@ -96,6 +96,11 @@ test("unregister removes the broker; a slave gets its master's address; queues s
   t.unregister({ clusterName: "C", brokerName: "a", brokerAddr: "tcp://h:1", brokerId: 0 });
   const route = t.getRoute("T");
   assert.deepEqual(route.brokerDatas[0]!.brokerAddrs, { "1": "tcp://h:3" });
+  // read from the slave, never written to: a producer that only checks perm sends elsewhere
+  assert.deepEqual(route.queueDatas, [{ brokerName: "a", readQueueNums: 4, writeQueueNums: 4, perm: 4 }]);
+  t.register(reg("a", "tcp://h:1", [tc("T")]), 0);
+  assert.equal(t.getRoute("T").queueDatas[0]!.perm, 6, "writable again once the master is back");
+  t.unregister({ clusterName: "C", brokerName: "a", brokerAddr: "tcp://h:1", brokerId: 0 });
   t.unregister({ clusterName: "C", brokerName: "a", brokerAddr: "tcp://h:3", brokerId: 1 });
   assert.throws(
     () => t.getRoute("T"),
