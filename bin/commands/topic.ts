@@ -1,10 +1,52 @@
 /** `actormq topic create|list|route|status`: topics as the name servers and brokers see them. */
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
+import { MAX_QUEUE_NUMS, MQError } from "../../transport/protocol.ts";
 import { clientCommand, formatTable, intArg, listArg, runClient } from "../common.ts";
 
 interface ClientFlags {
   namesrv: string[];
+}
+
+interface QueueFlags {
+  queues?: number;
+  readQueues?: number;
+  writeQueues?: number;
+}
+
+/**
+ * The queue counts of `topic create` (RocketMQ's readQueueNums / writeQueueNums): `--queues` sets
+ * both, `--read-queues` / `--write-queues` one each; a count not given stays undefined, so the
+ * broker keeps an existing topic's. Throws ILLEGAL_ARGUMENT for a mix or a count out of range.
+ */
+export function queueCounts(f: QueueFlags): { readQueueNums?: number; writeQueueNums?: number } {
+  const { queues, readQueues, writeQueues } = f;
+  if (queues !== undefined) {
+    if (readQueues !== undefined || writeQueues !== undefined)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "--queues sets both the read and the write queue count: give either --queues, or --read-queues and/or --write-queues.",
+      );
+    if (queues < 1 || queues > MAX_QUEUE_NUMS)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `--queues ${queues} is out of range: give 1 to ${MAX_QUEUE_NUMS} queues per broker (to stop writes or reads, use --write-queues 0 or --read-queues 0).`,
+      );
+    return { readQueueNums: queues, writeQueueNums: queues };
+  }
+  for (const [flag, v] of [
+    ["--read-queues", readQueues],
+    ["--write-queues", writeQueues],
+  ] as const) {
+    if (v !== undefined && v > MAX_QUEUE_NUMS)
+      throw new MQError("ILLEGAL_ARGUMENT", `${flag} ${v} is out of range: give 0 to ${MAX_QUEUE_NUMS} queues per broker.`);
+  }
+  if (readQueues !== undefined && writeQueues !== undefined && writeQueues > readQueues)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `--write-queues ${writeQueues} is more than --read-queues ${readQueues}: messages sent to write queues ${readQueues} and up would never be consumed. Give at least as many read queues.`,
+    );
+  return { readQueueNums: readQueues, writeQueueNums: writeQueues };
 }
 
 export function addTopicCommands(program: Command): void {
@@ -13,25 +55,26 @@ export function addTopicCommands(program: Command): void {
   clientCommand(
     topic
       .command("create")
-      .description("Create or update a topic on every master (or the brokers named by --brokers).")
+      .description(
+        "Create or update a topic on every master (or the brokers named by --brokers). A queue count not given keeps an existing topic's on each broker; a new topic gets 8.",
+      )
       .argument("<topic>", "topic name")
-      .option("--queues <n>", "read and write queues per broker", intArg, 8)
+      .option("--queues <n>", `read and write queues per broker, 1 to ${MAX_QUEUE_NUMS} (both counts)`, intArg)
+      .option("--read-queues <n>", `read queues per broker (readQueueNums), 0 to ${MAX_QUEUE_NUMS}`, intArg)
+      .option("--write-queues <n>", `write queues per broker (writeQueueNums), 0 to ${MAX_QUEUE_NUMS}; at most the read queues`, intArg)
       .option("--brokers <names>", "comma-separated broker names (default: every master)", listArg)
       .addOption(new Option("--perm <perm>", "6 = read+write, 4 = read only, 2 = write only").choices(["2", "4", "6"]).default("6"))
       .option("--order", "mark the topic as ordered"),
-  ).action((name: string, f: ClientFlags & { queues: number; brokers?: string[]; perm: string; order?: boolean }) =>
+  ).action((name: string, f: ClientFlags & QueueFlags & { brokers?: string[]; perm: string; order?: boolean }) =>
     runClient(async (onExit) => {
+      const counts = queueCounts(f);
       const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
-      const configs = await admin.createTopic({
-        topic: name,
-        brokers: f.brokers,
-        readQueueNums: f.queues,
-        writeQueueNums: f.queues,
-        perm: Number(f.perm),
-        order: !!f.order,
-      });
-      process.stdout.write(`topic ${name} created on ${configs.length} broker(s) with ${f.queues} queue(s) each\n`);
+      const configs = await admin.createTopic({ topic: name, brokers: f.brokers, ...counts, perm: Number(f.perm), order: !!f.order });
+      const shapes = [...new Set(configs.map((c) => `${c.readQueueNums} read / ${c.writeQueueNums} write queues`))];
+      process.stdout.write(
+        `topic ${name} created on ${configs.length} broker(s) with ${shapes.join(", ")}${shapes.length === 1 ? " each" : ""}\n`,
+      );
     }),
   );
 

@@ -46,6 +46,32 @@ test("topic create, list and route show the topic on both brokers", async () => 
   assert.match(oneLine(none.err), /^actormq: error ILLEGAL_ARGUMENT: .*names no broker/);
 });
 
+test("topic create takes read and write queue counts apart; a count not given keeps the topic's; bad counts are refused before anything is created", async () => {
+  const c = await cli(["topic", "create", "CliRw", "--read-queues", "4", "--write-queues", "2"], { env });
+  assert.equal(c.code, 0, c.err);
+  assert.match(c.out, /created on 2 broker\(s\) with 4 read \/ 2 write queues each/);
+  const routeRows = async () => (await cli(["topic", "route", "CliRw"], { env })).out.trim().split("\n").slice(1);
+  for (const row of await routeRows()) assert.match(row, /master\s+tcp:\/\/\S+\s+4\s+2\s+6$/);
+  // making it read only must not reset its queue counts to a default
+  assert.equal((await cli(["topic", "create", "CliRw", "--perm", "4"], { env })).code, 0);
+  for (const row of await routeRows()) assert.match(row, /master\s+tcp:\/\/\S+\s+4\s+2\s+4$/);
+  assert.equal((await cli(["topic", "create", "CliRw", "--write-queues", "0", "--brokers", "broker-a"], { env })).code, 0);
+  assert.match((await routeRows()).join("\n"), /broker-a\s+master\s+tcp:\/\/\S+\s+4\s+0\s+6/);
+  for (const [args, why] of [
+    [["--queues", "2", "--read-queues", "3"], /either --queues, or --read-queues/],
+    [["--queues", "0"], /--queues 0 is out of range: give 1 to 1024/],
+    [["--read-queues", "1025"], /--read-queues 1025 is out of range: give 0 to 1024/],
+    [["--read-queues", "2", "--write-queues", "3"], /--write-queues 3 is more than --read-queues 2: .*never be consumed/],
+  ] as const) {
+    const bad = await cli(["topic", "create", "CliRwBad", ...args], { env });
+    assert.equal(bad.code, 1, args.join(" "));
+    assert.match(oneLine(bad.err), /^actormq: error ILLEGAL_ARGUMENT: /);
+    assert.match(bad.err, why);
+  }
+  const list = await cli(["topic", "list"], { env });
+  assert.ok(!list.out.split("\n").includes("CliRwBad"), list.out);
+});
+
 test("topic status shows each queue's min and max offset and its last message's store time", async () => {
   assert.equal((await cli(["topic", "create", "CliStatus", "--queues", "2"], { env })).code, 0);
   const before = Date.now();
