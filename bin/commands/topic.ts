@@ -108,7 +108,7 @@ export function addTopicCommands(program: Command): void {
           ]);
         }
       }
-      process.stdout.write(formatTable(["BROKER", "ROLE", "ADDRESS", "READ", "WRITE", "PERM"], rows));
+      process.stdout.write(formatTable(["BROKER", "ROLE", "ADDRESS", "READ QUEUES", "WRITE QUEUES", "PERM"], rows));
     }),
   );
 
@@ -116,7 +116,7 @@ export function addTopicCommands(program: Command): void {
     topic
       .command("status")
       .description(
-        "Show each queue's min and max offset and the store time of its last message (RocketMQ's topicStatus); messages stored = MAX - MIN.",
+        "Show each write queue's min and max offset and the store time of its last message, per broker (RocketMQ's topicStatus); messages stored = MAX - MIN. Read queues past the write queue count are not listed: `topic route` shows both counts.",
       )
       .argument("<topic>", "topic name"),
   ).action((name: string, f: ClientFlags) =>
@@ -130,7 +130,7 @@ export function addTopicCommands(program: Command): void {
         q.maxOffset,
         q.lastUpdateTimestamp > 0 ? new Date(q.lastUpdateTimestamp).toISOString() : "-",
       ]);
-      process.stdout.write(formatTable(["BROKER", "QUEUE", "MIN", "MAX", "LAST UPDATED"], rows));
+      process.stdout.write(formatTable(["BROKER", "WRITE QUEUE", "MIN", "MAX", "LAST UPDATED"], rows));
     }),
   );
 }

@@ -36,6 +36,7 @@ test("topic create, list and route show the topic on both brokers", async () => 
   const l = await cli(["topic", "list"], { env });
   assert.ok(l.out.split("\n").includes("CliTopic"), l.out);
   const r = await cli(["topic", "route", "CliTopic"], { env });
+  assert.match(r.out.split("\n")[0]!, /^BROKER\s+ROLE\s+ADDRESS\s+READ QUEUES\s+WRITE QUEUES\s+PERM$/);
   assert.match(r.out, /broker-a\s+master\s+tcp:\/\/\S+\s+2\s+2\s+6/);
   assert.match(r.out, /broker-b\s+master/);
   const missing = await cli(["topic", "route", "NoSuchTopic"], { env });
@@ -72,13 +73,14 @@ test("topic create takes read and write queue counts apart; a count not given ke
   assert.ok(!list.out.split("\n").includes("CliRwBad"), list.out);
 });
 
-test("topic status shows each queue's min and max offset and its last message's store time", async () => {
+test("topic status shows each write queue's min and max offset and its last message's store time", async () => {
   assert.equal((await cli(["topic", "create", "CliStatus", "--queues", "2"], { env })).code, 0);
   const before = Date.now();
   const s = await cli(["send", "--topic", "CliStatus", "one"], { env });
   assert.equal(s.code, 0, s.err);
   const r = await cli(["topic", "status", "CliStatus"], { env });
   assert.equal(r.code, 0, r.err);
+  assert.match(r.out.split("\n")[0]!, /^BROKER\s+WRITE QUEUE\s+MIN\s+MAX\s+LAST UPDATED$/);
   const rows = r.out
     .trim()
     .split("\n")
