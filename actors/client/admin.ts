@@ -150,6 +150,33 @@ function brokersFailedError(failed: { broker: LookupTarget; reason: unknown }[],
   );
 }
 
+/**
+ * The error of a createTopic some brokers did not take: the first failure's code (a broker's
+ * refusal, or TIMEOUT for one that did not answer), naming each broker that failed and why, and
+ * the brokers that did create it (kept: creating is idempotent, so the same call again finishes it).
+ */
+function createTopicFailedError(
+  topic: string,
+  created: string[],
+  failed: { brokerName: string; addr: string; reason: unknown }[],
+): MQError {
+  const first = failed[0]!.reason;
+  const why = failed
+    .map(
+      ({ brokerName, addr, reason }) =>
+        `${brokerName} (${addr}: ${isMQError(reason) ? `${reason.code} ${reason.message}` : String(reason)})`,
+    )
+    .join("; ");
+  return new MQError(
+    isMQError(first) ? first.code : "SYSTEM_ERROR",
+    `Topic ${topic} was not created or updated on ${failed.length === 1 ? "broker" : "brokers"} ${why}. ` +
+      (created.length > 0 ? `It was on ${created.join(", ")}, which keep it. ` : "") +
+      "Run the same create again once the failed brokers are up (a killed master stays registered with the name servers for up to 120 s), " +
+      "or leave them out with brokers (CLI --brokers).",
+    { cause: first },
+  );
+}
+
 /** The topic a message was sent to when it is stored under another: a delayed one's REAL_TOPIC, a redelivered one's RETRY_TOPIC. */
 function originTopicOf(m: MessageExt): string | undefined {
   return m.properties[MessageConst.REAL_TOPIC] ?? m.properties[MessageConst.RETRY_TOPIC];
@@ -179,7 +206,9 @@ export class Admin {
    * Creates or updates a topic on the named brokers (default: every master). Queue numbers are
    * per broker; a count not given keeps an existing topic's on each broker (see the options).
    * Resolves once every broker stored it and re-registered with its name servers, so
-   * a route query right after sees the topic.
+   * a route query right after sees the topic. Every broker is asked whatever the others answer; when
+   * any fails (a refusal, a timeout, a registered master whose connection is refused or lost, which
+   * fails at once) the error names each failed broker and the ones that created it, which keep it.
    */
   async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
     this.checkOpen();
@@ -203,11 +232,16 @@ export class Admin {
           "NO_ROUTE",
           `Broker ${name} has no live master registered with the name servers; known brokers: ${Object.keys(info.brokerAddrTable).join(", ") || "none"}.`,
         );
-      return addr;
+      return { brokerName: name, addr };
     });
-    const replies = await Promise.all(
-      targets.map((addr) =>
-        this.instance.refAt(addr, BrokerActor.BROKER).ask<{ topicConfig: TopicConfig }>(
+    const node = this.instance.node;
+    // every broker is asked and every answer awaited: one failing must not hide which others took
+    // the topic; a master killed while still registered fails as soon as its connection does, not
+    // after the request's 10 s
+    const settled = await Promise.allSettled(
+      targets.map(({ addr }) => {
+        const since = monotonicNow();
+        const ask = this.instance.refAt(addr, BrokerActor.BROKER).ask<{ topicConfig: TopicConfig }>(
           {
             type: "UPDATE_AND_CREATE_TOPIC",
             topicName: opts.topic,
@@ -219,11 +253,20 @@ export class Admin {
             order: opts.order ?? false,
           } satisfies UpdateTopicRequest & { type: string },
           { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
-        ),
-      ),
+        );
+        return unlessConnectionLost(node, addr, ask, since);
+      }),
     );
     await this.instance.updateRoute(opts.topic).catch(() => undefined);
-    return replies.map((r) => r.fields.topicConfig);
+    const created: string[] = [];
+    const failed: { brokerName: string; addr: string; reason: unknown }[] = [];
+    settled.forEach((r, i) => {
+      const t = targets[i]!;
+      if (r.status === "fulfilled") created.push(`${t.brokerName} (${t.addr})`);
+      else failed.push({ ...t, reason: r.reason });
+    });
+    if (failed.length > 0) throw createTopicFailedError(opts.topic, created, failed);
+    return settled.map((r) => (r as PromiseFulfilledResult<Reply<{ topicConfig: TopicConfig }>>).value.fields.topicConfig);
   }
 
   /** A topic's route from the name servers; MQError TOPIC_NOT_EXIST when none serves it. */

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import net from "node:net";
+import path from "node:path";
+import { test } from "node:test";
+import { ActorNode } from "../../../actors/runtime/index.ts";
+import { Admin, Broker, isMQError, NameServer } from "../../../index.ts";
+import { NAMESRV_ACTOR } from "../../../transport/protocol.ts";
+import { EPHEMERAL, tempDir } from "../../helpers.ts";
+
+/** An address nothing listens on: a port the OS handed out, then freed. */
+async function deadAddress(): Promise<string> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise((resolve) => server.close(resolve));
+  return `tcp://127.0.0.1:${port}`;
+}
+
+test("createTopic on several brokers with one dead master still registered: the error names the dead one and the ones that created it, which keep it, within seconds", async () => {
+  const { dir, cleanup } = await tempDir("actormq-admin-create-");
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const live = await Broker.start({ brokerName: "live-a", listen: EPHEMERAL, nameservers: [ns.address], storeDir: path.join(dir, "a") });
+  // a master that died without unregistering: still in the name server's table, its port refusing
+  const raw = await ActorNode.start({ listen: null });
+  const dead = await deadAddress();
+  await raw.ref(ns.address, NAMESRV_ACTOR).ask({
+    type: "REGISTER_BROKER",
+    clusterName: "DefaultCluster",
+    brokerName: "dead-b",
+    brokerAddr: dead,
+    brokerId: 0,
+    topicConfigTable: {},
+    dataVersion: 1,
+  });
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  try {
+    const t0 = performance.now();
+    const err = await admin.createTopic({ topic: "Half", readQueueNums: 2, writeQueueNums: 2 }).then(
+      () => assert.fail("createTopic succeeded with a dead broker"),
+      (e: unknown) => e,
+    );
+    const took = performance.now() - t0;
+    assert.ok(isMQError(err), String(err));
+    assert.match(err.message, new RegExp(`not created or updated on broker dead-b \\(${dead}: TIMEOUT`));
+    assert.match(err.message, new RegExp(`It was on live-a \\(${live.address}\\), which keep it`));
+    assert.ok(took < 8_000, `failed after ${Math.round(took)} ms, not as soon as the dead broker's connection did`);
+    const route = await admin.topicRoute("Half");
+    assert.deepEqual(route.queueDatas, [{ brokerName: "live-a", readQueueNums: 2, writeQueueNums: 2, perm: 6 }]);
+    // leaving the dead broker out finishes it
+    const configs = await admin.createTopic({ topic: "Half", brokers: ["live-a"], readQueueNums: 2, writeQueueNums: 2 });
+    assert.equal(configs.length, 1);
+  } finally {
+    await admin.close();
+    await raw.close();
+    await live.close();
+    await ns.close();
+    await cleanup();
+  }
+});
