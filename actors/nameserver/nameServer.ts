@@ -7,6 +7,7 @@ import { checkRange, MAX_TIMER_MS, NAMESRV_ACTOR } from "../../transport/protoco
 import { createLogger, defaultLogLevel, type Logger, logTransportDrops } from "../logger.ts";
 import { ActorNode, logActorFailures } from "../runtime/index.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
+import type { ClusterConflict } from "./routeTable.ts";
 
 export const DEFAULT_NAMESRV_LISTEN = "tcp://127.0.0.1:9876";
 
@@ -20,6 +21,14 @@ export interface NameServerOptions {
   scanIntervalMs?: number;
   /** pino level. @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
+}
+
+/** The warning of a {@link ClusterConflict}: what is shown, and what to change. */
+export function clusterConflictMessage(c: ClusterConflict): string {
+  const others = c.others.map((o) => `${o.brokerAddr} (id ${o.brokerId}, cluster ${o.clusterName})`).join(", ");
+  if (c.kind === "slave")
+    return `slave ${c.brokerId} of ${c.brokerName} (${c.brokerAddr}) registers in cluster ${c.clusterName}, its master in ${c.listedUnder}: it is listed under ${c.listedUnder}; start it with its master's clusterName`;
+  return `two brokers named ${c.brokerName} register in different clusters: ${c.brokerAddr} (id ${c.brokerId}, cluster ${c.clusterName}) and ${others}; the name is listed under the last to register, so its routes flip between them: give each broker a unique brokerName`;
 }
 
 /** A running name server. */
@@ -43,6 +52,7 @@ export class NameServer {
       input: {
         scanIntervalMs,
         onExpired: (addrs: string[]) => logger.warn({ brokers: addrs }, "brokers expired: no registration within their timeout"),
+        onClusterConflict: (c: ClusterConflict) => logger.warn(c, clusterConflictMessage(c)),
       },
     });
     logger.info({ address: node.address }, "name server started");

@@ -17,7 +17,7 @@ import {
   type UnregisterBrokerRequest,
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
-import { RouteTable } from "./routeTable.ts";
+import { type ClusterConflict, RouteTable } from "./routeTable.ts";
 
 /** How often expired brokers are looked for (RocketMQ's `scanNotActiveBrokerInterval`). */
 export const DEFAULT_SCAN_INTERVAL_MS = 5_000;
@@ -56,6 +56,8 @@ export interface NamesrvInput {
   now?: () => number;
   /** called with the addresses of brokers dropped for silence */
   onExpired?: (addrs: string[]) => void;
+  /** called when brokers of one name register in different clusters (see {@link ClusterConflict}) */
+  onClusterConflict?: (c: ClusterConflict) => void;
 }
 
 export interface NamesrvContext {
@@ -187,7 +189,7 @@ export const namesrvMachine = setup({
 }).createMachine({
   id: "namesrv",
   context: ({ input }) => ({
-    table: new RouteTable(),
+    table: new RouteTable({ onClusterConflict: input?.onClusterConflict }),
     scanIntervalMs: input?.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS,
     now: input?.now ?? monotonicNow,
     onExpired: input?.onExpired,

@@ -22,10 +22,39 @@ export const DEFAULT_BROKER_EXPIRED_MS = 120_000;
 interface LiveBroker {
   brokerName: string;
   brokerId: number;
+  /** the cluster this address registered in (its broker name is listed under one cluster only) */
+  clusterName: string;
   /** the name server's monotonic clock, never shown or sent */
   lastUpdateMs: number;
   timeoutMs: number;
   haServerAddr?: string;
+}
+
+/** How often one broker name's cluster conflict is reported at most (it recurs at each registration, every 30 s). */
+export const CLUSTER_CONFLICT_REPORT_MS = 60_000;
+
+/**
+ * Brokers of one name registering in different clusters. `slave`: a slave names another cluster
+ * than its registered master; it is listed under the master's (`listedUnder`). `name`: two masters
+ * (or, with no master, two slaves) of one broker name in two clusters, two brokers sharing a name:
+ * the name is listed under the last one to register, so its routes and cluster flip between them.
+ */
+export interface ClusterConflict {
+  kind: "slave" | "name";
+  brokerName: string;
+  brokerAddr: string;
+  brokerId: number;
+  /** the cluster this registration names */
+  clusterName: string;
+  /** the live addresses of the name registered in another cluster, with theirs */
+  others: { brokerAddr: string; brokerId: number; clusterName: string }[];
+  /** the cluster the broker name is listed under after this registration */
+  listedUnder: string;
+}
+
+export interface RouteTableOptions {
+  /** called at most every {@link CLUSTER_CONFLICT_REPORT_MS} per broker name and kind */
+  onClusterConflict?: (c: ClusterConflict) => void;
 }
 
 /** The route registry of one name server. */
@@ -38,6 +67,10 @@ export class RouteTable {
   private readonly topicQueueTable = new Map<string, Map<string, QueueData>>();
   /** broker address -> liveness */
   private readonly brokerLiveTable = new Map<string, LiveBroker>();
+  /** `kind:brokerName` -> when its conflict was last reported */
+  private readonly conflictReported = new Map<string, number>();
+
+  constructor(private readonly opts: RouteTableOptions = {}) {}
 
   /**
    * Records a broker registration. A master's topic list replaces what it registered before
@@ -56,14 +89,33 @@ export class RouteTable {
       bd = { cluster: clusterName, brokerName, brokerAddrs: {} };
       this.brokerAddrTable.set(brokerName, bd);
     } else if (bd.cluster !== clusterName) {
-      // restarted under another cluster: listed under the old one too, it would stay there for good
-      this.removeFromClusters(brokerName);
-      bd.cluster = clusterName;
+      const others = this.liveElsewhere(bd, brokerAddr, clusterName);
+      const master = bd.brokerAddrs[String(MASTER_ID)];
+      if (brokerId !== MASTER_ID && master !== undefined && master !== brokerAddr) {
+        // a slave is shown where its master is: moved, the name flipped at each of their registrations
+        this.reportConflict(nowMs, { kind: "slave", brokerName, brokerAddr, brokerId, clusterName, others, listedUnder: bd.cluster });
+      } else {
+        // restarted under another cluster: listed under the old one too, it would stay there for good
+        this.removeFromClusters(brokerName);
+        bd.cluster = clusterName;
+        // another broker of the same role and name, live in another cluster: the name flips between them
+        const rivals = others.filter((o) => (o.brokerId === MASTER_ID) === (brokerId === MASTER_ID));
+        if (rivals.length > 0)
+          this.reportConflict(nowMs, {
+            kind: "name",
+            brokerName,
+            brokerAddr,
+            brokerId,
+            clusterName,
+            others: rivals,
+            listedUnder: clusterName,
+          });
+      }
     }
-    let names = this.clusterAddrTable.get(clusterName);
+    let names = this.clusterAddrTable.get(bd.cluster);
     if (!names) {
       names = new Set();
-      this.clusterAddrTable.set(clusterName, names);
+      this.clusterAddrTable.set(bd.cluster, names);
     }
     names.add(brokerName);
     // an address re-registering under another id (a slave promoted, a port reused) replaces its old entry
@@ -75,6 +127,7 @@ export class RouteTable {
     this.brokerLiveTable.set(brokerAddr, {
       brokerName,
       brokerId,
+      clusterName,
       lastUpdateMs: nowMs,
       timeoutMs: req.heartbeatTimeoutMillis && req.heartbeatTimeoutMillis > 0 ? req.heartbeatTimeoutMillis : DEFAULT_BROKER_EXPIRED_MS,
       haServerAddr: req.haServerAddr,
@@ -171,6 +224,25 @@ export class RouteTable {
     return this.brokerLiveTable.size;
   }
 
+  /** The live addresses of `bd` other than `brokerAddr` that registered in another cluster than `clusterName`. */
+  private liveElsewhere(bd: BrokerData, brokerAddr: string, clusterName: string): ClusterConflict["others"] {
+    const out: ClusterConflict["others"] = [];
+    for (const [id, addr] of Object.entries(bd.brokerAddrs)) {
+      const live = addr === brokerAddr ? undefined : this.brokerLiveTable.get(addr);
+      if (live && live.brokerName === bd.brokerName && live.clusterName !== clusterName)
+        out.push({ brokerAddr: addr, brokerId: Number(id), clusterName: live.clusterName });
+    }
+    return out;
+  }
+
+  private reportConflict(nowMs: number, c: ClusterConflict): void {
+    const key = `${c.kind}:${c.brokerName}`;
+    const last = this.conflictReported.get(key);
+    if (last !== undefined && nowMs - last < CLUSTER_CONFLICT_REPORT_MS) return;
+    this.conflictReported.set(key, nowMs);
+    this.opts.onClusterConflict?.(c);
+  }
+
   private removeAddress(brokerAddr: string, brokerName: string, brokerId: number): void {
     this.brokerLiveTable.delete(brokerAddr);
     const bd = this.brokerAddrTable.get(brokerName);
@@ -180,6 +252,8 @@ export class RouteTable {
     if (bd && Object.keys(bd.brokerAddrs).length > 0) return;
     this.brokerAddrTable.delete(brokerName);
     this.removeFromClusters(brokerName);
+    this.conflictReported.delete(`slave:${brokerName}`);
+    this.conflictReported.delete(`name:${brokerName}`);
     for (const [topic, byBroker] of this.topicQueueTable) {
       if (byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);
     }

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { DEFAULT_BROKER_EXPIRED_MS, RouteTable } from "../../../actors/nameserver/routeTable.ts";
+import { clusterConflictMessage } from "../../../actors/nameserver/nameServer.ts";
+import {
+  CLUSTER_CONFLICT_REPORT_MS,
+  type ClusterConflict,
+  DEFAULT_BROKER_EXPIRED_MS,
+  RouteTable,
+} from "../../../actors/nameserver/routeTable.ts";
 import { isMQError, type RegisterBrokerRequest, type TopicConfig } from "../../../transport/protocol.ts";
 
 function tc(topicName: string, q = 4, perm = 6): TopicConfig {
@@ -192,4 +198,50 @@ test("a broker re-registering under another cluster moves to it, and leaves ever
   t.register(reg("b", "tcp://h:3", [tc("T")]), DEFAULT_BROKER_EXPIRED_MS + 500);
   assert.deepEqual(t.scanNotActiveBrokers(DEFAULT_BROKER_EXPIRED_MS + 1001).sort(), ["tcp://h:1", "tcp://h:2"]);
   assert.deepEqual(t.clusterInfo().clusterAddrTable, { C: ["b"] });
+});
+
+test("a slave naming another cluster than its master is listed under the master's, whichever registers first, and reported", () => {
+  const conflicts: ClusterConflict[] = [];
+  const t = new RouteTable({ onClusterConflict: (c) => conflicts.push(c) });
+  t.register({ ...reg("a", "tcp://h:2", [], 1), clusterName: "C2" }, 0);
+  t.register({ ...reg("a", "tcp://h:1", [tc("T")]), clusterName: "C1" }, 0);
+  for (let now = 0; now <= 90_000; now += 30_000) {
+    t.register({ ...reg("a", "tcp://h:2", [], 1), clusterName: "C2" }, now);
+    t.register({ ...reg("a", "tcp://h:1", [tc("T")]), clusterName: "C1" }, now);
+    assert.deepEqual(t.clusterInfo().clusterAddrTable, { C1: ["a"] }, `at ${now}`);
+    assert.equal(t.getRoute("T").brokerDatas[0]!.cluster, "C1");
+  }
+  assert.deepEqual(
+    conflicts.map((c) => [c.kind, c.brokerAddr, c.clusterName, c.listedUnder]),
+    [
+      ["slave", "tcp://h:2", "C2", "C1"],
+      ["slave", "tcp://h:2", "C2", "C1"],
+    ],
+    `once per ${CLUSTER_CONFLICT_REPORT_MS} ms`,
+  );
+  assert.deepEqual(conflicts[0]!.others, [{ brokerAddr: "tcp://h:1", brokerId: 0, clusterName: "C1" }]);
+  assert.match(
+    clusterConflictMessage(conflicts[0]!),
+    /slave 1 of a \(tcp:\/\/h:2\) registers in cluster C2, its master in C1: .*its master's clusterName/,
+  );
+});
+
+test("two masters of one broker name in two clusters are reported: the name flips to the last to register", () => {
+  const conflicts: ClusterConflict[] = [];
+  const t = new RouteTable({ onClusterConflict: (c) => conflicts.push(c) });
+  t.register({ ...reg("a", "tcp://h:1", [tc("T")]), clusterName: "C1" }, 0);
+  t.register({ ...reg("a", "tcp://h:9", [tc("T")]), clusterName: "C2" }, 10);
+  assert.deepEqual(t.clusterInfo().clusterAddrTable, { C2: ["a"] });
+  assert.deepEqual(
+    conflicts.map((c) => [c.kind, c.brokerName, c.brokerAddr, c.clusterName, c.others]),
+    [["name", "a", "tcp://h:9", "C2", [{ brokerAddr: "tcp://h:1", brokerId: 0, clusterName: "C1" }]]],
+  );
+  assert.match(clusterConflictMessage(conflicts[0]!), /two brokers named a .*tcp:\/\/h:1 \(id 0, cluster C1\).*unique brokerName/);
+  // a master restarted in another cluster, its old address gone: no rival, nothing reported
+  const quiet: ClusterConflict[] = [];
+  const u = new RouteTable({ onClusterConflict: (c) => quiet.push(c) });
+  u.register({ ...reg("b", "tcp://h:3", [tc("T")]), clusterName: "C1" }, 0);
+  u.register({ ...reg("b", "tcp://h:3", [tc("T")]), clusterName: "C2" }, 10);
+  assert.deepEqual(u.clusterInfo().clusterAddrTable, { C2: ["b"] });
+  assert.deepEqual(quiet, []);
 });
