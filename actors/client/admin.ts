@@ -28,6 +28,7 @@ import {
   type QueryMessageRequest,
   type QueueConsumeStats,
   type QueueTopicStats,
+  RETRY_GROUP_TOPIC_PREFIX,
   type ResetOffsetRequest,
   type TopicConfig,
   type TopicRouteData,
@@ -425,8 +426,18 @@ export class Admin {
     // out, its queues and their lag vanished from the answer; no broker to ask is not a group
     // without progress
     const targets = await this.everyBroker();
-    const replies = knownGroupReplies(
-      group,
+    // the brokers whose masters the group's members heartbeated hold its retry topic (created at
+    // the heartbeat, RocketMQ's examineConsumeStats asks only them): their queues are the group's,
+    // so one of them not answering fails the call; another broker (say of another cluster on these
+    // name servers) that does not answer has none of the group's queues to hide
+    const retryBrokers = await this.topicRoute(RETRY_GROUP_TOPIC_PREFIX + group).then(
+      (r) => new Set(r.brokerDatas.map((bd) => bd.brokerName)),
+      (e: unknown) => {
+        if (isMQError(e, "TOPIC_NOT_EXIST")) return undefined;
+        throw e;
+      },
+    );
+    const settled = (
       await Promise.allSettled(
         targets.map((t) =>
           this.askBroker<ConsumeStatsReply>(t, ConsumptionActorFor.GET_CONSUME_STATS, {
@@ -436,7 +447,15 @@ export class Admin {
             type: string;
           }),
         ),
-      ),
+      )
+    ).map((r, i): PromiseSettledResult<Reply<ConsumeStatsReply>> => {
+      if (r.status === "fulfilled" || retryBrokers === undefined || retryBrokers.has(targets[i]!.brokerName)) return r;
+      if (isMQError(r.reason, "NO_PERMISSION", "SUBSCRIPTION_GROUP_NOT_EXIST")) return r;
+      return { status: "rejected", reason: new MQError("SUBSCRIPTION_GROUP_NOT_EXIST", "not on the group's retry route") };
+    });
+    const replies = knownGroupReplies(
+      group,
+      settled,
       targets,
       "GET_CONSUME_STATS",
       `the progress of ${group} there is unknown, and an answer without its queues would hide their lag`,
