@@ -522,7 +522,9 @@ export interface UpdateTopicRequest {
   writeQueueNums?: number;
   /** queues of a new topic given neither count @default the broker's defaultQueueNums */
   defaultQueueNums?: number;
-  perm: number;
+  /** not given: an existing topic keeps its perm; a new one is 6 (read and write) */
+  perm?: number;
+  /** not given: an existing topic stays as it is; a new one is unordered */
   order?: boolean;
 }
 

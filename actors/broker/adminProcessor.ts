@@ -29,7 +29,7 @@ export type AdminRequestType = (typeof ADMIN_REQUESTS)[number];
 function int(v: unknown, name: string, dflt: number): number;
 function int(v: unknown, name: string, dflt?: number): number | undefined;
 function int(v: unknown, name: string, dflt?: number): number | undefined {
-  if (v === undefined) return dflt;
+  if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v)) throw new MQError("INVALID_PARAMETER", `"${name}" must be an integer.`);
   return v;
 }
@@ -43,12 +43,15 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
       checkNotSystemTopic(topicName);
       // a new topic given no count gets the asker's default (Admin: 8), else this broker's
       const q = int(ev.defaultQueueNums, "defaultQueueNums", ctx.config.defaultQueueNums);
+      // perm and order not given keep the topic's own: re-running a create to change its queue
+      // counts must not make a read-only topic writable again or an ordered one unordered
+      const existing = ctx.topics.get(topicName);
       const tc = await ctx.topics.createOrUpdate({
         topicName,
         ...ctx.topics.queueNumsFor(topicName, int(ev.readQueueNums, "readQueueNums"), int(ev.writeQueueNums, "writeQueueNums"), q),
-        perm: int(ev.perm, "perm", PERM_READ_WRITE),
+        perm: int(ev.perm, "perm", existing?.perm ?? PERM_READ_WRITE),
         // createOrUpdate refuses anything but true or false
-        order: (ev.order ?? false) as boolean,
+        order: (ev.order ?? existing?.order ?? false) as boolean,
       });
       await ctx.registerNow();
       return { topicConfig: tc };

@@ -23,7 +23,6 @@ import {
   MASTER_ID,
   MessageConst,
   MQError,
-  PERM_READ_WRITE,
   QUERY_MESSAGE_ACTOR,
   type QueryMessageRequest,
   type QueueConsumeStats,
@@ -90,8 +89,9 @@ export interface AdminCreateTopicOptions {
   readQueueNums?: number;
   /** Not given: an existing topic keeps its write queue count; a new one gets readQueueNums, else 8. */
   writeQueueNums?: number;
-  /** @default 6 (read and write) */
+  /** Not given: an existing topic keeps its perm on each broker; a new one gets 6 (read and write). */
   perm?: number;
+  /** Not given: an existing topic stays as ordered or unordered as it is; a new one is unordered. */
   order?: boolean;
 }
 
@@ -250,8 +250,9 @@ export class Admin {
             readQueueNums: opts.readQueueNums,
             writeQueueNums: opts.writeQueueNums,
             defaultQueueNums: DEFAULT_ADMIN_QUEUE_NUMS,
-            perm: opts.perm ?? PERM_READ_WRITE,
-            order: opts.order ?? false,
+            // likewise perm and order: not given, an existing topic keeps its own (a new one: 6, unordered)
+            perm: opts.perm,
+            order: opts.order,
           } satisfies UpdateTopicRequest & { type: string },
           { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
         );

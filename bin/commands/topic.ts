@@ -56,21 +56,34 @@ export function addTopicCommands(program: Command): void {
     topic
       .command("create")
       .description(
-        "Create or update a topic on every master (or the brokers named by --brokers). A queue count not given keeps an existing topic's on each broker; a new topic gets 8.",
+        "Create or update a topic on every master (or the brokers named by --brokers). A queue count, --perm or --order not given keeps an existing topic's on each broker; a new topic gets 8 queues, perm 6, unordered.",
       )
       .argument("<topic>", "topic name")
       .option("--queues <n>", `read and write queues per broker, 1 to ${MAX_QUEUE_NUMS} (both counts)`, intArg)
       .option("--read-queues <n>", `read queues per broker (readQueueNums), 0 to ${MAX_QUEUE_NUMS}`, intArg)
       .option("--write-queues <n>", `write queues per broker (writeQueueNums), 0 to ${MAX_QUEUE_NUMS}; at most the read queues`, intArg)
       .option("--brokers <names>", "comma-separated broker names (default: every master)", listArg)
-      .addOption(new Option("--perm <perm>", "6 = read+write, 4 = read only, 2 = write only").choices(["2", "4", "6"]).default("6"))
-      .option("--order", "mark the topic as ordered"),
-  ).action((name: string, f: ClientFlags & QueueFlags & { brokers?: string[]; perm: string; order?: boolean }) =>
+      .addOption(
+        new Option("--perm <perm>", "6 = read+write, 4 = read only, 2 = write only (default: kept, 6 for a new topic)").choices([
+          "2",
+          "4",
+          "6",
+        ]),
+      )
+      .option("--order", "mark the topic as ordered")
+      .option("--no-order", "mark the topic as unordered (default: kept, unordered for a new topic)"),
+  ).action((name: string, f: ClientFlags & QueueFlags & { brokers?: string[]; perm?: string; order?: boolean }) =>
     runClient(async (onExit) => {
       const counts = queueCounts(f);
       const admin = await Admin.start({ nameservers: f.namesrv });
       onExit(() => admin.close());
-      const configs = await admin.createTopic({ topic: name, brokers: f.brokers, ...counts, perm: Number(f.perm), order: !!f.order });
+      const configs = await admin.createTopic({
+        topic: name,
+        brokers: f.brokers,
+        ...counts,
+        perm: f.perm === undefined ? undefined : Number(f.perm),
+        order: f.order,
+      });
       const shapes = [...new Set(configs.map((c) => `${c.readQueueNums} read / ${c.writeQueueNums} write queues`))];
       process.stdout.write(
         `topic ${name} created on ${configs.length} broker(s) with ${shapes.join(", ")}${shapes.length === 1 ? " each" : ""}\n`,

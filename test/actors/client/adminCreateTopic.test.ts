@@ -57,3 +57,26 @@ test("createTopic on several brokers with one dead master still registered: the 
     await cleanup();
   }
 });
+
+test("createTopic without perm or order keeps an existing topic's (re-running it to change queue counts does not make a read-only topic writable or an ordered one unordered); given, they change", async () => {
+  const { dir, cleanup } = await tempDir("actormq-admin-keep-");
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const broker = await Broker.start({ brokerName: "keep-a", listen: EPHEMERAL, nameservers: [ns.address], storeDir: dir });
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  try {
+    const [fresh] = await admin.createTopic({ topic: "Plain", readQueueNums: 2, writeQueueNums: 2 });
+    assert.deepEqual([fresh!.perm, fresh!.order], [6, false], "a new topic given neither: perm 6, unordered");
+    await admin.createTopic({ topic: "Kept", readQueueNums: 2, writeQueueNums: 2, perm: 4, order: true });
+    const [kept] = await admin.createTopic({ topic: "Kept", readQueueNums: 4, writeQueueNums: 4 });
+    assert.deepEqual([kept!.readQueueNums, kept!.perm, kept!.order], [4, 4, true]);
+    const route = await admin.topicRoute("Kept");
+    assert.equal(route.queueDatas[0]!.perm, 4, "the route still read-only");
+    const [changed] = await admin.createTopic({ topic: "Kept", perm: 6, order: false });
+    assert.deepEqual([changed!.readQueueNums, changed!.perm, changed!.order], [4, 6, false]);
+  } finally {
+    await admin.close();
+    await broker.close();
+    await ns.close();
+    await cleanup();
+  }
+});
