@@ -47,6 +47,18 @@ export const PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL = 20;
 export const PULL_TIME_DELAY_MILLS_WHEN_SUSPEND = 1000;
 /** Re-pull delay after any other error (pullTimeDelayMillsWhenException). */
 export const PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1000;
+/**
+ * Re-pull delay after NO_PERMISSION (the group's consumption disabled, the broker or topic not
+ * readable): an operator's decision, not a fault that passes within a second; RocketMQ 4.x's
+ * pullTimeDelayMillsWhenException. Pulls resume within this long of the permission coming back.
+ */
+export const PULL_TIME_DELAY_MILLS_WHEN_NO_PERMISSION = 3000;
+
+/** How long a failed pull waits before it is tried again. */
+export function pullRetryDelayFor(e: unknown): number {
+  if (isMQError(e, "FLOW_CONTROL")) return PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL;
+  return isMQError(e, "NO_PERMISSION") ? PULL_TIME_DELAY_MILLS_WHEN_NO_PERMISSION : PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION;
+}
 /** How long the broker may hold a pull that finds nothing (long polling). */
 export const BROKER_SUSPEND_MAX_TIME_MILLIS = 15_000;
 /** The same for the pull consumer (RocketMQ's DefaultLitePullConsumer holds its pulls longer). */
@@ -94,10 +106,22 @@ export function pullFailureLogger(
     const { mq } = request;
     if (isMQError(e, "FLOW_CONTROL") || mq.topic.startsWith(RETRY_GROUP_TOPIC_PREFIX)) return;
     const key = mqKey(mq);
-    if (throttle.pass(key) === undefined) return;
+    // a refusal every queue of the group gets at once (consumption disabled, a broker not readable):
+    // one line for all of them, not one per queue
+    const refused = isMQError(e, "NO_PERMISSION");
+    if (throttle.pass(refused ? "NO_PERMISSION" : key) === undefined) return;
     const code = isMQError(e) ? e.code : undefined;
     const message = e instanceof Error ? e.message : String(e);
     const target = findBrokerAddressInSubscribe(host, mq.brokerName, request.brokerId);
+    if (refused) {
+      pullLog().warn(
+        { group, topic: mq.topic, brokerName: mq.brokerName, broker: target?.addr, queueId: mq.queueId, code, error: message },
+        `Pulls of group ${group} are refused with NO_PERMISSION by broker ${mq.brokerName} (${target?.addr ?? "no address"}): ${message} ` +
+          `Each queue is retried every ${PULL_TIME_DELAY_MILLS_WHEN_NO_PERMISSION / 1000} s; this is logged at most once every ` +
+          `${Math.round(intervalMs / 1000)} s for all the group's queues. Consumption resumes once the permission is given back.`,
+      );
+      return;
+    }
     pullLog().warn(
       {
         group,
@@ -600,10 +624,7 @@ export class PullService {
     this.stats.errors++;
     this.stats.lastError = e;
     this.deps.onError?.(request, e);
-    this.executeLater(
-      request,
-      isMQError(e, "FLOW_CONTROL") ? PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL : PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
-    );
+    this.executeLater(request, pullRetryDelayFor(e));
   }
 
   private onReply(request: PullRequest, reply: PullMessageReply, body: Buffer | undefined): void {

@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
-import { PULL_FAILURE_LOG_INTERVAL_MS, pullFailureLogger, pullLog } from "../../../actors/client/pullService.ts";
+import {
+  PULL_FAILURE_LOG_INTERVAL_MS,
+  PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL,
+  PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
+  PULL_TIME_DELAY_MILLS_WHEN_NO_PERMISSION,
+  pullFailureLogger,
+  pullLog,
+  pullRetryDelayFor,
+} from "../../../actors/client/pullService.ts";
 import { MQError } from "../../../transport/protocol.ts";
 import { monotonicFollowsDate } from "../../helpers.ts";
 
@@ -50,4 +58,32 @@ test("failed pulls: one warning per queue per interval, none for FLOW_CONTROL or
   onError(request("U", 0), new MQError("FLOW_CONTROL", "busy"));
   onError(request("%RETRY%g", 0), new MQError("TOPIC_NOT_EXIST", "no retry topic yet"));
   assert.equal(lines.length, 3);
+});
+
+test("pulls refused with NO_PERMISSION (a disabled group): one line for all the group's queues per interval, retried every 3 s", (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(pullLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const onError = pullFailureLogger({ brokerAddress: () => "tcp://10.0.0.1:10911" }, "g");
+  const refused = new MQError("NO_PERMISSION", "subscription group no permission, g: consumption is disabled for this group.");
+  for (let q = 0; q < 8; q++) onError(request(q < 4 ? "T" : "U", q % 4), refused);
+  assert.equal(lines.length, 1, "eight queues refused at once: one line");
+  assert.match(lines[0]!.msg, /Pulls of group g are refused with NO_PERMISSION by broker b/);
+  assert.match(lines[0]!.msg, /consumption is disabled/);
+  assert.match(lines[0]!.msg, /retried every 3 s/);
+  t.mock.timers.tick(PULL_FAILURE_LOG_INTERVAL_MS - 1);
+  for (let q = 0; q < 4; q++) onError(request("T", q), refused);
+  assert.equal(lines.length, 1);
+  t.mock.timers.tick(1);
+  onError(request("T", 2), refused);
+  assert.equal(lines.length, 2, "logged again once the interval has passed");
+  // other failures keep their own per-queue lines
+  onError(request("T", 0), new MQError("SYSTEM_ERROR", "disk"));
+  assert.equal(lines.length, 3);
+
+  assert.equal(pullRetryDelayFor(refused), PULL_TIME_DELAY_MILLS_WHEN_NO_PERMISSION);
+  assert.equal(PULL_TIME_DELAY_MILLS_WHEN_NO_PERMISSION, 3000);
+  assert.equal(pullRetryDelayFor(new MQError("FLOW_CONTROL", "busy")), PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL);
+  assert.equal(pullRetryDelayFor(new Error("x")), PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
 });
