@@ -16,6 +16,8 @@ export const RequestCode = {
   UPDATE_CONSUMER_OFFSET: 15,
   UPDATE_AND_CREATE_TOPIC: 17,
   GET_ALL_TOPIC_CONFIG: 21,
+  UPDATE_BROKER_CONFIG: 25,
+  GET_BROKER_CONFIG: 26,
   GET_BROKER_RUNTIME_INFO: 28,
   SEARCH_OFFSET_BY_TIMESTAMP: 29,
   GET_MAX_OFFSET: 30,
@@ -38,6 +40,7 @@ export const RequestCode = {
   UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: 200,
   GET_ALL_SUBSCRIPTIONGROUP_CONFIG: 201,
   GET_TOPIC_STATS_INFO: 202,
+  GET_CONSUMER_CONNECTION_LIST: 203,
   GET_ALL_TOPIC_LIST_FROM_NAMESERVER: 206,
   GET_CONSUME_STATS: 208,
   INVOKE_BROKER_TO_RESET_OFFSET: 222,
@@ -77,6 +80,7 @@ export const ResponseCode = {
   FILTER_DATA_NOT_EXIST: 27,
   FILTER_DATA_NOT_LATEST: 28,
   INVALID_PARAMETER: 29,
+  CONSUMER_NOT_ONLINE: 206,
   FLOW_CONTROL: 215,
 } as const;
 export type ResponseCodeName = keyof typeof ResponseCode;
@@ -103,6 +107,8 @@ export const ErrorCodes = {
   SUBSCRIPTION_NOT_LATEST: { retriable: true },
   SUBSCRIPTION_GROUP_NOT_EXIST: { retriable: false },
   INVALID_PARAMETER: { retriable: false },
+  /** a consumer group with no live member on the broker asked */
+  CONSUMER_NOT_ONLINE: { retriable: true },
   FLOW_CONTROL: { retriable: true },
   /** no answer within the request timeout (peer down, overloaded, or unreachable) */
   TIMEOUT: { retriable: true },
@@ -568,6 +574,7 @@ export const ConsumptionActorFor = {
   HEART_BEAT: "consumers",
   UNREGISTER_CLIENT: "consumers",
   GET_CONSUMER_LIST_BY_GROUP: "consumers",
+  GET_CONSUMER_CONNECTION_LIST: "consumers",
   QUERY_CONSUMER_OFFSET: "offsets",
   UPDATE_CONSUMER_OFFSET: "offsets",
   GET_CONSUME_STATS: "offsets",
@@ -640,6 +647,61 @@ export interface HeartbeatRequest {
   clientID: string;
   producerDataSet: { groupName: string }[];
   consumerDataSet: ConsumerData[];
+  /**
+   * What RocketMQ's broker reads off the heartbeat's connection (`ClientChannelInfo`): the client's
+   * address ("ip:0": a client does not listen), language and version. Optional: heartbeats of
+   * versions without them are taken, and listed without them.
+   */
+  clientAddr?: string;
+  /** @default "NODE" for actormq clients */
+  language?: string;
+  version?: string;
+}
+
+/** Language actormq clients name in their heartbeats (RocketMQ's `LanguageCode`). */
+export const CLIENT_LANGUAGE = "NODE";
+
+/** GET_CONSUMER_CONNECTION_LIST fields (`GetConsumerConnectionListRequestHeader`). */
+export interface GetConsumerConnectionListRequest {
+  consumerGroup: string;
+}
+
+/** One member of a group as the broker knows it (RocketMQ's `Connection`). */
+export interface ConsumerConnectionEntry {
+  clientId: string;
+  /** "ip:0", or "" when the member's heartbeats do not say */
+  clientAddr: string;
+  /** "NODE", or "" when its heartbeats do not say */
+  language: string;
+  /** the client's version, or "" when its heartbeats do not say */
+  version: string;
+  /** wall-clock ms of its last heartbeat on this broker */
+  lastUpdateTimestamp: number;
+}
+
+/** GET_CONSUMER_CONNECTION_LIST reply fields (`ConsumerConnection`). */
+export interface ConsumerConnectionReply {
+  connectionSet: ConsumerConnectionEntry[];
+  /** topic to the group's subscription */
+  subscriptionTable: Record<string, SubscriptionData>;
+  consumeType: ConsumeType;
+  messageModel: MessageModel;
+  consumeFromWhere: ConsumeFromWhere;
+}
+
+/** GET_BROKER_CONFIG reply fields: the broker's running configuration and what UPDATE_BROKER_CONFIG may change. */
+export interface BrokerConfigReply {
+  brokerName: string;
+  brokerAddr: string;
+  /** option name to its value now (BrokerOptions' names) */
+  brokerConfig: Record<string, string | number | boolean | string[]>;
+  /** the keys UPDATE_BROKER_CONFIG takes */
+  settableKeys: string[];
+}
+
+/** UPDATE_BROKER_CONFIG fields: key to new value (a number or its decimal text). */
+export interface UpdateBrokerConfigRequest {
+  properties: Record<string, string | number | boolean>;
 }
 
 /** UNREGISTER_CLIENT fields. */

@@ -16,9 +16,12 @@ import {
   CLIENT_ACTOR,
   CLUSTERING_GROUP_MAX_LENGTH,
   type ConsumeFromWhere,
+  type ConsumerConnectionEntry,
+  type ConsumerConnectionReply,
   type ConsumerData,
   type ConsumeType,
   checkRetryTopicFits,
+  type GetConsumerConnectionListRequest,
   type GetConsumerListRequest,
   type HeartbeatRequest,
   type MessageModel,
@@ -44,10 +47,20 @@ export interface ConsumerTuning {
   clientScanIntervalMs?: number;
 }
 
+/** What a heartbeat says of its client (RocketMQ's `ClientChannelInfo`); absent from older clients' heartbeats. */
+export interface ClientInfo {
+  clientAddr?: string;
+  language?: string;
+  version?: string;
+}
+
 /** One member of a group. */
-export interface ClientChannel {
+export interface ClientChannel extends ClientInfo {
   clientId: string;
+  /** monotonic ms of its last heartbeat (expiry) */
   lastUpdateTimestamp: number;
+  /** wall-clock ms of its last heartbeat (shown by GET_CONSUMER_CONNECTION_LIST) */
+  lastHeartbeatAt: number;
   /** the client's `client` actor, reached over the connection its heartbeat came in on */
   notifyRef?: Ref;
 }
@@ -98,7 +111,7 @@ export class ConsumerTable {
    * Registers (or refreshes) a client in a group and replaces the group's subscriptions with the
    * heartbeat's. Returns true when membership or subscriptions changed.
    */
-  register(clientId: string, data: ConsumerData, notifyRef: Ref | undefined, now: number): boolean {
+  register(clientId: string, data: ConsumerData, notifyRef: Ref | undefined, now: number, info: ClientInfo = {}): boolean {
     let g = this.groups.get(data.groupName);
     if (!g) {
       g = {
@@ -116,11 +129,20 @@ export class ConsumerTable {
     g.consumeFromWhere = data.consumeFromWhere ?? g.consumeFromWhere;
     let changed = false;
     const ch = g.clients.get(clientId);
+    const wallNow = Date.now();
     if (!ch) {
-      g.clients.set(clientId, { clientId, lastUpdateTimestamp: now, ...(notifyRef ? { notifyRef } : {}) });
+      g.clients.set(clientId, {
+        clientId,
+        lastUpdateTimestamp: now,
+        lastHeartbeatAt: wallNow,
+        ...info,
+        ...(notifyRef ? { notifyRef } : {}),
+      });
       changed = true;
     } else {
       ch.lastUpdateTimestamp = now;
+      ch.lastHeartbeatAt = wallNow;
+      Object.assign(ch, info);
       if (notifyRef) ch.notifyRef = notifyRef;
     }
     const subs = Array.isArray(data.subscriptionDataSet) ? data.subscriptionDataSet.filter(validSubscription) : [];
@@ -225,6 +247,7 @@ export type ConsumersEvent =
   | ({ type: "HEART_BEAT" } & HeartbeatRequest & Asked)
   | ({ type: "UNREGISTER_CLIENT" } & UnregisterClientRequest & Asked)
   | ({ type: "GET_CONSUMER_LIST_BY_GROUP" } & GetConsumerListRequest & Asked)
+  | ({ type: "GET_CONSUMER_CONNECTION_LIST" } & GetConsumerConnectionListRequest & Asked)
   | { type: "SCAN" }
   | ({ type: "SHUTDOWN" } & Asked)
   | ({ type: string } & Asked);
@@ -239,10 +262,21 @@ export interface ConsumersInput {
   ctx: BrokerContext;
 }
 
+/** A heartbeat's client fields that are strings of a sane length; the others are left out (older clients send none). */
+export function clientInfoOf(e: HeartbeatRequest): ClientInfo {
+  const info: ClientInfo = {};
+  for (const k of ["clientAddr", "language", "version"] as const) {
+    const v = e[k];
+    if (typeof v === "string" && v.length > 0 && v.length <= 256) info[k] = v;
+  }
+  return info;
+}
+
 function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
   const { ctx, table } = c;
   if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "HEART_BEAT needs a clientID.");
   const data = Array.isArray(e.consumerDataSet) ? e.consumerDataSet : [];
+  const info = clientInfoOf(e);
   const notifyRef = e.origin?.ref(CLIENT_ACTOR);
   // monotonic: a wall clock step forward would expire every live member at the next scan
   const now = monotonicNow();
@@ -256,7 +290,7 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
     if (cfg && cd.groupName.length <= CLUSTERING_GROUP_MAX_LENGTH)
       ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
     const joined = !table.group(cd.groupName)?.clients.has(e.clientID);
-    if (table.register(e.clientID, cd, notifyRef, now)) {
+    if (table.register(e.clientID, cd, notifyRef, now, info)) {
       const members = table.group(cd.groupName)?.clients.size;
       ctx.logger.info(
         { group: cd.groupName, clientId: e.clientID, members },
@@ -290,6 +324,38 @@ function consumerList(c: ConsumersContext, e: GetConsumerListRequest): object {
   return { consumerIdList: [...g.clients.keys()] };
 }
 
+/**
+ * GET_CONSUMER_CONNECTION_LIST (`mqadmin consumerConnection`): the group's live members with what
+ * their heartbeats said, and the group's consume type, model, where it starts and subscriptions.
+ * CONSUMER_NOT_ONLINE when no member of it is live here, as RocketMQ answers.
+ */
+export function consumerConnections(ctx: BrokerContext, group: unknown): ConsumerConnectionReply {
+  if (typeof group !== "string" || group.length === 0)
+    throw new MQError("INVALID_PARAMETER", "GET_CONSUMER_CONNECTION_LIST needs a consumerGroup.");
+  const g = consumerTableOf(ctx).group(group);
+  if (!g || g.clients.size === 0)
+    throw new MQError(
+      "CONSUMER_NOT_ONLINE",
+      `the consumer group[${group}] not online: no member of it has a live heartbeat on broker ${ctx.config.brokerName}; start a consumer of the group (or check its name).`,
+    );
+  const connectionSet: ConsumerConnectionEntry[] = [...g.clients.values()]
+    .map((ch) => ({
+      clientId: ch.clientId,
+      clientAddr: ch.clientAddr ?? "",
+      language: ch.language ?? "",
+      version: ch.version ?? "",
+      lastUpdateTimestamp: ch.lastHeartbeatAt,
+    }))
+    .sort((a, b) => (a.clientId < b.clientId ? -1 : a.clientId > b.clientId ? 1 : 0));
+  return {
+    connectionSet,
+    subscriptionTable: Object.fromEntries(g.subscriptions),
+    consumeType: g.consumeType,
+    messageModel: g.messageModel,
+    consumeFromWhere: g.consumeFromWhere,
+  };
+}
+
 /** Sends SCAN every interval while the actor runs. */
 const scanTicker = fromCallback<{ type: string }, { intervalMs: number }>(({ sendBack, input }) => {
   const t = setInterval(() => sendBack({ type: "SCAN" }), input.intervalMs);
@@ -319,6 +385,9 @@ export const consumersMachine = setup({
             break;
           case "GET_CONSUMER_LIST_BY_GROUP":
             fields = consumerList(context, event as GetConsumerListRequest);
+            break;
+          case "GET_CONSUMER_CONNECTION_LIST":
+            fields = consumerConnections(context.ctx, (event as GetConsumerConnectionListRequest).consumerGroup);
             break;
           default:
             throw new MQError(

@@ -12,6 +12,7 @@
  * - `addTopicInterest(topic)`: keeps a topic's route refreshed even before it is used.
  * - `addBrokerUser(fn)`: keeps the addresses of brokers a consumer still has queues on.
  */
+import { createRequire } from "node:module";
 import { hostname } from "node:os";
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
@@ -19,6 +20,7 @@ import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
   CLIENT_ACTOR,
+  CLIENT_LANGUAGE,
   type ClusterInfo,
   type ConsumerData,
   checkRange,
@@ -32,7 +34,11 @@ import {
 import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
 import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
 import { ActorNode, logActorFailures, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
+import { bornHostOfThisProcess } from "./bornHost.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
+
+/** This package's version, named in heartbeats (`mqadmin consumerConnection` shows it). */
+export const CLIENT_VERSION: string = (createRequire(import.meta.url)("../../package.json") as { version: string }).version;
 
 /** The instance's own log: its hosted actors' failures. */
 const instanceLog = lazyClientLogger("client:instance");
@@ -439,7 +445,14 @@ export class ClientInstance {
    */
   async sendHeartbeatToAllBrokers(now = monotonicNow()): Promise<void> {
     if (this.closing) return;
-    const hb: HeartbeatRequest = { clientID: this.clientId, producerDataSet: [], consumerDataSet: [] };
+    const hb: HeartbeatRequest = {
+      clientID: this.clientId,
+      producerDataSet: [],
+      consumerDataSet: [],
+      clientAddr: bornHostOfThisProcess(),
+      language: CLIENT_LANGUAGE,
+      version: CLIENT_VERSION,
+    };
     for (const s of this.heartbeatSources) {
       const d = s();
       for (const g of d.producerGroups ?? []) hb.producerDataSet.push({ groupName: g });

@@ -7,6 +7,7 @@ import { decodeRecords } from "../../../transport/messageRecord.ts";
 import {
   BrokerActor,
   CLIENT_ACTOR,
+  type ConsumerConnectionReply,
   ConsumptionActorFor,
   type HeartbeatRequest,
   isMQError,
@@ -20,7 +21,14 @@ interface FakeClient {
   id: string;
   node: ActorNode;
   notes: string[];
-  heartbeat(f: Fixture, group: string, subs: Record<string, string>, model?: MessageModel, subVersion?: number): Promise<void>;
+  heartbeat(
+    f: Fixture,
+    group: string,
+    subs: Record<string, string>,
+    model?: MessageModel,
+    subVersion?: number,
+    info?: Partial<HeartbeatRequest>,
+  ): Promise<void>;
   unregister(f: Fixture, group: string): Promise<void>;
 }
 
@@ -41,8 +49,9 @@ async function fakeClient(id: string): Promise<FakeClient> {
     id,
     node,
     notes,
-    async heartbeat(f, group, subs, model = "CLUSTERING", subVersion = 1) {
+    async heartbeat(f, group, subs, model = "CLUSTERING", subVersion = 1, info = {}) {
       const hb: HeartbeatRequest = {
+        ...info,
         clientID: id,
         producerDataSet: [],
         consumerDataSet: [
@@ -104,6 +113,51 @@ test("heartbeats register members; a join notifies every member; the list names 
   assert.deepEqual([g1Notes(c1), g1Notes(c2)], before);
   // the group's retry topic exists once it heartbeats
   assert.ok(f.broker.ctx.topics.get("%RETRY%G1"));
+});
+
+test("GET_CONSUMER_CONNECTION_LIST lists each member with its address, language, version and last heartbeat, and the group's subscriptions; a heartbeat without them (an older client) is listed with blanks", async () => {
+  const modern = await fakeClient("10.0.5.1@1");
+  const old = await fakeClient("10.0.5.2@1");
+  const t0 = Date.now();
+  await modern.heartbeat(f, "Gconn", { T: "TagA || TagB" }, "CLUSTERING", 1, {
+    clientAddr: "10.0.5.1:0",
+    language: "NODE",
+    version: "0.1.0",
+  });
+  await old.heartbeat(f, "Gconn", { T: "TagA || TagB" });
+  const r = await f.ask<ConsumerConnectionReply>("GET_CONSUMER_CONNECTION_LIST", { consumerGroup: "Gconn" });
+  const [a, b] = r.fields.connectionSet;
+  assert.deepEqual(
+    { ...a, lastUpdateTimestamp: 0 },
+    {
+      clientId: "10.0.5.1@1",
+      clientAddr: "10.0.5.1:0",
+      language: "NODE",
+      version: "0.1.0",
+      lastUpdateTimestamp: 0,
+    },
+  );
+  assert.ok(a!.lastUpdateTimestamp >= t0 && a!.lastUpdateTimestamp <= Date.now(), "last heartbeat is wall-clock time");
+  assert.deepEqual(
+    { ...b, lastUpdateTimestamp: 0 },
+    { clientId: "10.0.5.2@1", clientAddr: "", language: "", version: "", lastUpdateTimestamp: 0 },
+  );
+  assert.equal(r.fields.consumeType, "CONSUME_PASSIVELY");
+  assert.equal(r.fields.messageModel, "CLUSTERING");
+  assert.equal(r.fields.consumeFromWhere, "CONSUME_FROM_LAST_OFFSET");
+  assert.deepEqual(Object.keys(r.fields.subscriptionTable), ["T"]);
+  assert.equal(r.fields.subscriptionTable.T!.subString, "TagA || TagB");
+  // a later heartbeat moves the time on; junk in the new fields is left out, not stored
+  await new Promise((res) => setImmediate(res));
+  await modern.heartbeat(f, "Gconn", { T: "TagA || TagB" }, "CLUSTERING", 1, { version: 42 as never, language: "x".repeat(300) });
+  const again = await f.ask<ConsumerConnectionReply>("GET_CONSUMER_CONNECTION_LIST", { consumerGroup: "Gconn" });
+  assert.equal(again.fields.connectionSet[0]!.version, "0.1.0");
+  assert.equal(again.fields.connectionSet[0]!.language, "NODE");
+  await assert.rejects(
+    f.ask("GET_CONSUMER_CONNECTION_LIST", { consumerGroup: "NobodyHere" }),
+    (e) => isMQError(e, "CONSUMER_NOT_ONLINE") && /NobodyHere.*not online/.test(e.message),
+  );
+  await assert.rejects(f.ask("GET_CONSUMER_CONNECTION_LIST", {}), (e) => isMQError(e, "INVALID_PARAMETER"));
 });
 
 test("a pull without a subscription uses the registered one; an older broker copy is SUBSCRIPTION_NOT_LATEST", async () => {
