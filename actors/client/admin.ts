@@ -8,20 +8,27 @@ import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
 import {
   BrokerActor,
+  type BrokerConfigReply,
   type BrokerData,
   type BrokerRuntimeInfo,
   type ClusterInfo,
+  type ConsumeFromWhere,
+  type ConsumerConnectionEntry,
+  type ConsumerConnectionReply,
   type ConsumeStatsReply,
+  type ConsumeType,
   ConsumptionActorFor,
   checkNotSystemTopic,
   checkTopic,
   compareMessageQueue,
   DEFAULT_QUERY_MAX_NUM,
+  type GetConsumerConnectionListRequest,
   type GetConsumeStatsRequest,
   isGroupName,
   isMQError,
   MASTER_ID,
   MessageConst,
+  type MessageModel,
   MQError,
   QUERY_MESSAGE_ACTOR,
   type QueryMessageRequest,
@@ -29,9 +36,13 @@ import {
   type QueueTopicStats,
   RETRY_GROUP_TOPIC_PREFIX,
   type ResetOffsetRequest,
+  type SubscriptionData,
+  type SubscriptionGroupConfig,
   type TopicConfig,
   type TopicRouteData,
   type TopicStatsReply,
+  type UpdateBrokerConfigRequest,
+  type UpdateSubscriptionGroupRequest,
   type UpdateTopicRequest,
   type ViewMessageRequest,
 } from "../../transport/protocol.ts";
@@ -68,6 +79,58 @@ export type BrokerStatus = BrokerRuntimeInfo;
 
 /** A broker address as `brokerStatus` takes it: tcp://host:port, or host:port. */
 const BROKER_ADDRESS = /^(?:tcp:\/\/)?(\[[^\]\s]+\]|[^\s:/[\]]+):(\d{1,5})$/;
+
+/** A member of a group (`Admin.examineConsumerConnectionInfo`): what its heartbeats said, and the brokers that have it. */
+export interface ConsumerConnectionInfo extends ConsumerConnectionEntry {
+  /** names of the brokers it has a live heartbeat on */
+  brokers: string[];
+}
+
+/** `Admin.examineConsumerConnectionInfo`: a group's live members, how it consumes and what it subscribes to (RocketMQ's `ConsumerConnection`). */
+export interface ConsumerConnectionSummary {
+  group: string;
+  connections: ConsumerConnectionInfo[];
+  consumeType: ConsumeType;
+  messageModel: MessageModel;
+  consumeFromWhere: ConsumeFromWhere;
+  /** topic to the group's subscription */
+  subscriptions: Record<string, SubscriptionData>;
+}
+
+/** A group of `Admin.groupList`: its config on each broker that knows it. */
+export interface GroupListEntry {
+  group: string;
+  /** broker name to the group's config there */
+  configs: Record<string, SubscriptionGroupConfig>;
+}
+
+/** Options of `Admin.updateSubscriptionGroup`: the fields to change (others keep their value), and where. */
+export type UpdateSubscriptionGroupOptions = Partial<Omit<SubscriptionGroupConfig, "messageModel">> & {
+  groupName: string;
+  /** broker names; default every live master */
+  brokers?: string[];
+};
+
+/** Fields `Admin.updateSubscriptionGroup` passes on (the broker records `messageModel` itself). */
+const SUBSCRIPTION_GROUP_FIELDS = [
+  "consumeEnable",
+  "consumeFromMinEnable",
+  "consumeBroadcastEnable",
+  "consumeMessageOrderly",
+  "retryQueueNums",
+  "retryMaxTimes",
+  "brokerId",
+  "whichBrokerWhenConsumeSlowly",
+  "notifyConsumerIdsChangedEnable",
+  "consumeTimeoutMinute",
+] as const;
+
+/** A broker name or address as given, trimmed; ILLEGAL_ARGUMENT when it is not a non-blank string. */
+function checkBrokerArg(broker: unknown, what: string): string {
+  if (typeof broker !== "string" || broker.trim().length === 0)
+    throw new MQError("ILLEGAL_ARGUMENT", `${what} needs a broker name (such as broker-a) or address (tcp://host:port).`);
+  return broker.trim();
+}
 
 /** Queues per broker when `Admin.createTopic` is given none (RocketMQ's `defaultTopicQueueNums` for admin creation). */
 export const DEFAULT_ADMIN_QUEUE_NUMS = 8;
@@ -271,6 +334,28 @@ export class Admin {
     return settled.map((r) => (r as PromiseFulfilledResult<Reply<{ topicConfig: TopicConfig }>>).value.fields.topicConfig);
   }
 
+  /** Addresses of the masters named (default every live master); NO_ROUTE for a name without a live master. */
+  private async masterTargets(brokers: string[] | undefined, what: string): Promise<{ brokerName: string; addr: string }[]> {
+    if (brokers !== undefined && (!Array.isArray(brokers) || brokers.length === 0))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `brokers (CLI --brokers) names no broker: give broker names such as broker-a, or leave it out to ${what} on every master.`,
+      );
+    const info = await this.clusterInfo();
+    const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
+    const names = brokers ?? Object.keys(info.brokerAddrTable).filter(masterOf).sort();
+    if (names.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
+    return names.map((brokerName) => {
+      const addr = masterOf(brokerName);
+      if (!addr)
+        throw new MQError(
+          "NO_ROUTE",
+          `Broker ${brokerName} has no live master registered with the name servers; known brokers: ${Object.keys(info.brokerAddrTable).join(", ") || "none"}.`,
+        );
+      return { brokerName, addr };
+    });
+  }
+
   /** A topic's route from the name servers; MQError TOPIC_NOT_EXIST when none serves it. */
   async topicRoute(topic: string): Promise<TopicRouteData> {
     this.checkOpen();
@@ -396,6 +481,170 @@ export class Admin {
       "NO_ROUTE",
       `Broker ${describe(bd)} has no master registered with the name servers: start its master, or give a slave's address to see that slave.`,
     );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Consumer groups and broker config (groupList, examineConsumerConnectionInfo,
+  // updateSubscriptionGroup, brokerConfig, updateBrokerConfig)
+
+  /**
+   * The consumer groups the brokers know (their subscription group configs, every registered
+   * broker asked: a master, else its slave), by name, each with its config per broker. A broker
+   * that does not answer fails the call, naming it (a list without its groups would read as complete).
+   */
+  async groupList(): Promise<GroupListEntry[]> {
+    this.checkOpen();
+    const targets = await this.everyBroker();
+    const settled = await Promise.allSettled(
+      targets.map((t) =>
+        this.askBroker<{ subscriptionGroupTable: Record<string, SubscriptionGroupConfig> }>(t, BrokerActor.BROKER, {
+          type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+        }),
+      ),
+    );
+    const byGroup = new Map<string, Record<string, SubscriptionGroupConfig>>();
+    const failed: { broker: LookupTarget; reason: unknown }[] = [];
+    settled.forEach((r, i) => {
+      if (r.status === "rejected") {
+        failed.push({ broker: targets[i]!, reason: r.reason });
+        return;
+      }
+      for (const [name, cfg] of Object.entries(r.value.fields.subscriptionGroupTable ?? {})) {
+        let configs = byGroup.get(name);
+        if (!configs) byGroup.set(name, (configs = {}));
+        configs[targets[i]!.brokerName] = cfg;
+      }
+    });
+    if (failed.length > 0)
+      throw brokersFailedError(
+        failed,
+        "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+        "its groups are unknown, and a list without them would read as complete",
+      );
+    return [...byGroup.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([group, configs]) => ({ group, configs }));
+  }
+
+  /**
+   * RocketMQ's examineConsumerConnectionInfo (`mqadmin consumerConnection`): the group's live
+   * members as every broker knows them (client id, address, language, version, last heartbeat,
+   * the brokers that have it), the group's consume type, model, where it starts and its
+   * subscriptions. MQError CONSUMER_NOT_ONLINE when no broker has a live member of it; a broker
+   * that does not answer is left out when another one answered (members heartbeat to every broker).
+   */
+  async examineConsumerConnectionInfo(group: string): Promise<ConsumerConnectionSummary> {
+    this.checkOpen();
+    if (!isGroupName(group))
+      throw new MQError("ILLEGAL_ARGUMENT", `Group "${String(group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`);
+    const targets = await this.everyBroker();
+    const settled = await Promise.allSettled(
+      targets.map((t) =>
+        this.askBroker<ConsumerConnectionReply>(t, ConsumptionActorFor.GET_CONSUMER_CONNECTION_LIST, {
+          type: "GET_CONSUMER_CONNECTION_LIST",
+          consumerGroup: group,
+        } satisfies GetConsumerConnectionListRequest & { type: string }),
+      ),
+    );
+    const byClient = new Map<string, ConsumerConnectionInfo>();
+    let first: ConsumerConnectionReply | undefined;
+    const subscriptions: Record<string, SubscriptionData> = {};
+    const failed: { broker: LookupTarget; reason: unknown }[] = [];
+    settled.forEach((r, i) => {
+      const brokerName = targets[i]!.brokerName;
+      if (r.status === "rejected") {
+        if (!isMQError(r.reason, "CONSUMER_NOT_ONLINE")) failed.push({ broker: targets[i]!, reason: r.reason });
+        return;
+      }
+      const f = r.value.fields;
+      first ??= f;
+      for (const [topic, sd] of Object.entries(f.subscriptionTable ?? {})) subscriptions[topic] ??= sd;
+      for (const c of f.connectionSet ?? []) {
+        const known = byClient.get(c.clientId);
+        if (!known) byClient.set(c.clientId, { ...c, brokers: [brokerName] });
+        else {
+          known.brokers.push(brokerName);
+          if (c.lastUpdateTimestamp > known.lastUpdateTimestamp) Object.assign(known, { ...c, brokers: known.brokers });
+        }
+      }
+    });
+    if (!first) {
+      if (failed.length > 0) throw brokersFailedError(failed, "GET_CONSUMER_CONNECTION_LIST", `the members of ${group} there are unknown`);
+      throw new MQError(
+        "CONSUMER_NOT_ONLINE",
+        `Consumer group ${group} has no live member on any broker: start a consumer of it (or check the name; groups known to the brokers: actormq group list).`,
+      );
+    }
+    return {
+      group,
+      connections: [...byClient.values()].sort((a, b) => (a.clientId < b.clientId ? -1 : a.clientId > b.clientId ? 1 : 0)),
+      consumeType: first.consumeType,
+      messageModel: first.messageModel,
+      consumeFromWhere: first.consumeFromWhere,
+      subscriptions,
+    };
+  }
+
+  /**
+   * RocketMQ's updateSubGroup: creates or updates a consumer group's config on the named brokers
+   * (default every live master); fields not given keep their value. `consumeEnable: false` stops
+   * the group's pulls (NO_PERMISSION; its consumers retry every 3 s) until it is set true again.
+   * Resolves with the config each broker now has; MQError INVALID_PARAMETER for a value a broker
+   * refuses (nothing changes on that broker).
+   */
+  async updateSubscriptionGroup(opts: UpdateSubscriptionGroupOptions): Promise<SubscriptionGroupConfig[]> {
+    this.checkOpen();
+    if (!opts || typeof opts !== "object" || !isGroupName(opts.groupName))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `updateSubscriptionGroup needs { groupName, ...fields }: groupName ${JSON.stringify(opts?.groupName)} is not a valid group name (1-255 letters, digits, '%', '|', '_' or '-').`,
+      );
+    const req: UpdateSubscriptionGroupRequest = { groupName: opts.groupName };
+    for (const k of SUBSCRIPTION_GROUP_FIELDS) if (opts[k] !== undefined) (req as Record<string, unknown>)[k] = opts[k];
+    const targets = await this.masterTargets(opts.brokers, "update the group");
+    const replies = await Promise.all(
+      targets.map(({ addr }) =>
+        this.instance
+          .refAt(addr, BrokerActor.BROKER)
+          .ask<{ subscriptionGroupConfig: SubscriptionGroupConfig }>(
+            { type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", ...req },
+            { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
+          ),
+      ),
+    );
+    return replies.map((r) => r.fields.subscriptionGroupConfig);
+  }
+
+  /**
+   * RocketMQ's getBrokerConfig: the options a broker runs with and the keys
+   * {@link updateBrokerConfig} may change. `broker` as {@link brokerStatus} takes it: a broker name
+   * (its master is asked; ILLEGAL_ARGUMENT for a name no name server knows, NO_ROUTE for one without a
+   * registered master) or an address (tcp://host:port or host:port, a slave's too).
+   */
+  async brokerConfig(broker: string): Promise<BrokerConfigReply> {
+    this.checkOpen();
+    const addr = await this.brokerAddressOf(checkBrokerArg(broker, "brokerConfig"));
+    return (await this.instance.refAt(addr, BrokerActor.BROKER).ask<BrokerConfigReply>({ type: "GET_BROKER_CONFIG" })).fields;
+  }
+
+  /**
+   * RocketMQ's updateBrokerConfig: changes settings of a running broker (name or address, as
+   * {@link brokerConfig}) and keeps them in its `config/broker.json` for later starts. Only the
+   * keys GET_BROKER_CONFIG lists as settable are taken (`brokerPermission`: 6, 4 to drain the
+   * broker, 2); anything else is refused with INVALID_PARAMETER naming them, and nothing changes.
+   * A new permission is registered with the name servers before this resolves.
+   */
+  async updateBrokerConfig(
+    broker: string,
+    properties: Record<string, string | number | boolean>,
+  ): Promise<{ updated: Record<string, number>; previous: Record<string, number> }> {
+    this.checkOpen();
+    const addr = await this.brokerAddressOf(checkBrokerArg(broker, "updateBrokerConfig"));
+    const r = await this.instance
+      .refAt(addr, BrokerActor.BROKER)
+      .ask<{ updated: Record<string, number>; previous: Record<string, number> }>(
+        { type: "UPDATE_BROKER_CONFIG", properties } satisfies UpdateBrokerConfigRequest & { type: string },
+        { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
+      );
+    return r.fields;
   }
 
   // -------------------------------------------------------------------------------------------
