@@ -1,7 +1,8 @@
 /**
  * Admin requests on the broker (RocketMQ's `AdminBrokerProcessor`, the part about topics and
  * groups): create/update a topic (then re-register so name servers serve the new route at once),
- * list topic configs, create/update and list subscription groups, runtime info (brokerStats.ts).
+ * list topic configs, create/update and list subscription groups, runtime info (brokerStats.ts),
+ * the broker's config and its runtime changes (runtimeConfig.ts).
  */
 import {
   checkNotSystemTopic,
@@ -14,6 +15,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerRuntimeInfo } from "./brokerStats.ts";
+import { brokerConfigReply, updateBrokerConfig } from "./runtimeConfig.ts";
 
 /** Admin request types the `broker` actor routes here. */
 export const ADMIN_REQUESTS = [
@@ -23,6 +25,8 @@ export const ADMIN_REQUESTS = [
   "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
   "GET_BROKER_RUNTIME_INFO",
   "GET_TOPIC_STATS_INFO",
+  "GET_BROKER_CONFIG",
+  "UPDATE_BROKER_CONFIG",
 ] as const;
 export type AdminRequestType = (typeof ADMIN_REQUESTS)[number];
 
@@ -83,6 +87,10 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
       return brokerRuntimeInfo(ctx);
     case "GET_TOPIC_STATS_INFO":
       return topicStats(ctx, ev.topic);
+    case "GET_BROKER_CONFIG":
+      return brokerConfigReply(ctx);
+    case "UPDATE_BROKER_CONFIG":
+      return updateBrokerConfig(ctx, ev.properties);
   }
 }
 

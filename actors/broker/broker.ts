@@ -22,6 +22,7 @@ import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { watchFullGcs } from "./fullGcWatch.ts";
 import { holdHeapReserve } from "./heapReserve.ts";
 import { BrokerMetrics, instrumentBroker, type MetricsServer, parseHostPort, startMetricsServer } from "./metrics.ts";
+import { attachRuntimeConfig, RuntimeConfig } from "./runtimeConfig.ts";
 import { checkDelayOffsetFile, DELAY_OFFSET_FILE } from "./scheduler.ts";
 import { SubscriptionGroupManager } from "./subscriptionGroupManager.ts";
 import { TopicConfigManager } from "./topicConfigManager.ts";
@@ -117,6 +118,8 @@ export class Broker {
   private static async startBroker(opts: BrokerOptions): Promise<Broker> {
     const config: BrokerConfig = resolveBrokerConfig(opts);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
+    // what UPDATE_BROKER_CONFIG changed before a restart, unless a start option says otherwise
+    const runtimeConfig = RuntimeConfig.load(config, opts, logger);
     const flushErrorLog = new LogThrottle(FLUSH_ERROR_LOG_INTERVAL_MS);
     try {
       await mkdir(config.storeDir, { recursive: true });
@@ -200,6 +203,7 @@ export class Broker {
         logger,
       });
       const ctx = createBrokerContext({ config, node, store, topics, groups, logger, brokerAddr, storeHost });
+      attachRuntimeConfig(ctx, runtimeConfig);
       // the offset files are read now, so that one that cannot be loaded refuses the start (as the
       // config files above) instead of failing the first request, or resetting progress, later
       consumerOffsetsOf(ctx);
@@ -223,7 +227,14 @@ export class Broker {
         });
       await ctx.registerNow();
       logger.info(
-        { brokerAddr, storeDir: config.storeDir, flush: config.flush, nameservers: config.nameservers, heapReserveMb: heapReserve.mb },
+        {
+          brokerAddr,
+          storeDir: config.storeDir,
+          flush: config.flush,
+          nameservers: config.nameservers,
+          heapReserveMb: heapReserve.mb,
+          brokerPermission: config.brokerPermission,
+        },
         "broker started",
       );
       watchFullGcs((fields, msg) => logger.warn(fields, msg));
