@@ -340,8 +340,10 @@ export class Producer {
         };
       } catch (e) {
         // a broker that refused the message itself (e.g. a body over its maxMessageBytes) answered and is
-        // healthy: isolating it would stop round robin reaching it for 30 s over one bad message
-        this.faults.update(mq.brokerName, monotonicNow() - started, !isMQError(e, "MESSAGE_ILLEGAL"));
+        // healthy: isolating it would stop round robin reaching it for 30 s over one bad message. So is
+        // one that refused it with NO_PERMISSION (made read only to drain it, a slave): the retry goes
+        // to another broker and the route refreshed below leaves it out while it stays so
+        this.faults.update(mq.brokerName, monotonicNow() - started, !isMQError(e, "MESSAGE_ILLEGAL", "NO_PERMISSION"));
         lastError = e;
         lastBroker = mq.brokerName;
         if (!worthRetrying(e) || this.closing) throw e;
