@@ -6,7 +6,16 @@
 export type { CreateTopicOptions } from "./actors/broker/broker.ts";
 export { Broker } from "./actors/broker/broker.ts";
 export type { BrokerOptions } from "./actors/broker/brokerConfig.ts";
-export type { BrokerStatus, ConsumerProgressEntry, QueryMessageByKeyOptions, TopicStatsEntry } from "./actors/client/admin.ts";
+export type {
+  BrokerStatus,
+  ConsumerConnectionInfo,
+  ConsumerConnectionSummary,
+  ConsumerProgressEntry,
+  GroupListEntry,
+  QueryMessageByKeyOptions,
+  TopicStatsEntry,
+  UpdateSubscriptionGroupOptions,
+} from "./actors/client/admin.ts";
 export type { AllocateOptions, AllocateStrategy, AllocateStrategyName } from "./actors/client/allocateStrategies.ts";
 export {
   allocateAveragely,

@@ -1,14 +1,16 @@
 /**
  * The `actormq` command line. Servers: `start`, `nameserver`, `broker`; clients: `topic`,
- * `send`, `consume`, `progress`, `reset-offset`, `message`, `broker-status`; `bench`; and `cluster` for
+ * `send`, `consume`, `progress`, `reset-offset`, `group`, `broker-config`, `message`, `broker-status`; `bench`; and `cluster` for
  * multi-process clusters. One file per command under bin/commands/. Every failure is one line
  * on stderr (`error CODE: message`) and a non-zero exit code.
  */
 import { Command } from "commander";
 import { addBenchCommand } from "./commands/bench.ts";
+import { addBrokerConfigCommands } from "./commands/brokerConfig.ts";
 import { addBrokerStatusCommand } from "./commands/brokerStatus.ts";
 import { addClusterCommands } from "./commands/cluster.ts";
 import { addConsumeCommand } from "./commands/consume.ts";
+import { addGroupCommands } from "./commands/group.ts";
 import { addInspectCommand } from "./commands/inspect.ts";
 import { addMessageCommand } from "./commands/message.ts";
 import { addProgressCommands } from "./commands/progress.ts";
@@ -42,6 +44,8 @@ export function buildProgram(): Command {
   addSendCommand(program);
   addConsumeCommand(program);
   addProgressCommands(program);
+  addGroupCommands(program);
+  addBrokerConfigCommands(program);
   addBrokerStatusCommand(program);
   addMessageCommand(program);
   addBenchCommand(program);

@@ -587,10 +587,10 @@ export class Admin {
    * RocketMQ's updateSubGroup: creates or updates a consumer group's config on the named brokers
    * (default every live master); fields not given keep their value. `consumeEnable: false` stops
    * the group's pulls (NO_PERMISSION; its consumers retry every 3 s) until it is set true again.
-   * Resolves with the config each broker now has; MQError INVALID_PARAMETER for a value a broker
+   * Resolves with the config each broker now has, by broker name; MQError INVALID_PARAMETER for a value a broker
    * refuses (nothing changes on that broker).
    */
-  async updateSubscriptionGroup(opts: UpdateSubscriptionGroupOptions): Promise<SubscriptionGroupConfig[]> {
+  async updateSubscriptionGroup(opts: UpdateSubscriptionGroupOptions): Promise<{ brokerName: string; config: SubscriptionGroupConfig }[]> {
     this.checkOpen();
     if (!opts || typeof opts !== "object" || !isGroupName(opts.groupName))
       throw new MQError(
@@ -600,17 +600,17 @@ export class Admin {
     const req: UpdateSubscriptionGroupRequest = { groupName: opts.groupName };
     for (const k of SUBSCRIPTION_GROUP_FIELDS) if (opts[k] !== undefined) (req as Record<string, unknown>)[k] = opts[k];
     const targets = await this.masterTargets(opts.brokers, "update the group");
-    const replies = await Promise.all(
-      targets.map(({ addr }) =>
-        this.instance
+    return Promise.all(
+      targets.map(async ({ brokerName, addr }) => {
+        const r = await this.instance
           .refAt(addr, BrokerActor.BROKER)
           .ask<{ subscriptionGroupConfig: SubscriptionGroupConfig }>(
             { type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", ...req },
             { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
-          ),
-      ),
+          );
+        return { brokerName, config: r.fields.subscriptionGroupConfig };
+      }),
     );
-    return replies.map((r) => r.fields.subscriptionGroupConfig);
   }
 
   /**

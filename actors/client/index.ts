@@ -1,6 +1,13 @@
 /** actors/client: producers, admin, and the client instance consumers build on. */
 
-export type { AdminCreateTopicOptions, AdminOptions } from "./admin.ts";
+export type {
+  AdminCreateTopicOptions,
+  AdminOptions,
+  ConsumerConnectionInfo,
+  ConsumerConnectionSummary,
+  GroupListEntry,
+  UpdateSubscriptionGroupOptions,
+} from "./admin.ts";
 export { Admin, DEFAULT_ADMIN_QUEUE_NUMS } from "./admin.ts";
 export type { ClientEvent, ClientInstanceOptions, HeartbeatSource } from "./clientInstance.ts";
 export {

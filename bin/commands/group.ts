@@ -1,0 +1,169 @@
+/**
+ * `actormq group list|members|update`: consumer groups as the brokers know them (RocketMQ's
+ * `mqadmin consumerConnection` and `updateSubGroup`). One function per subcommand.
+ */
+import { type Command, InvalidArgumentError } from "commander";
+import { Admin, type UpdateSubscriptionGroupOptions } from "../../actors/client/index.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { clientCommand, formatTable, intArg, listArg, runClient } from "../common.ts";
+
+interface ClientFlags {
+  namesrv: string[];
+}
+
+/** `true` or `false`; anything else is a usage error. */
+function boolArg(v: string): boolean {
+  if (v === "true") return true;
+  if (v === "false") return false;
+  throw new InvalidArgumentError("expected true or false");
+}
+
+/** The `group` command; its subcommands are added by the functions below. */
+export function groupCommand(program: Command): Command {
+  return (
+    program.commands.find((c) => c.name() === "group") ??
+    program.command("group").description("List consumer groups, show their members and change their settings.")
+  );
+}
+
+export function addGroupCommands(program: Command): void {
+  const group = groupCommand(program);
+  addGroupListCommand(group);
+  addGroupMembersCommand(group);
+  addGroupUpdateCommand(group);
+}
+
+/** `group list`: every group the brokers know, with its main settings. */
+export function addGroupListCommand(group: Command): void {
+  clientCommand(
+    group
+      .command("list")
+      .description(
+        "List the consumer groups the brokers know (created by a consumer's heartbeat or by group update), with the brokers that have each and its settings there.",
+      ),
+  ).action((f: ClientFlags) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const rows = (await admin.groupList()).map(({ group: name, configs }) => {
+        const brokers = Object.keys(configs).sort();
+        const all = Object.values(configs);
+        const same = <T>(pick: (c: (typeof all)[number]) => T): string => {
+          const values = [...new Set(all.map((c) => String(pick(c) ?? "-")))];
+          return values.length === 1 ? values[0]! : brokers.map((b) => `${b}=${String(pick(configs[b]!) ?? "-")}`).join(",");
+        };
+        return [name, brokers.join(","), same((c) => c.consumeEnable), same((c) => c.messageModel), same((c) => c.retryMaxTimes)];
+      });
+      process.stdout.write(formatTable(["GROUP", "BROKERS", "CONSUME_ENABLE", "MODEL", "RETRY_MAX_TIMES"], rows));
+    }),
+  );
+}
+
+/** `group members <group>`: the group's live members (mqadmin consumerConnection). */
+export function addGroupMembersCommand(group: Command): void {
+  clientCommand(
+    group
+      .command("members")
+      .description(
+        "Show a group's live members (client id, address, language, version, last heartbeat, brokers), how it consumes and what it subscribes to (RocketMQ's consumerConnection).",
+      )
+      .argument("<group>", "consumer group"),
+  ).action((name: string, f: ClientFlags) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const info = await admin.examineConsumerConnectionInfo(name);
+      process.stdout.write(
+        formatTable(
+          ["CLIENT_ID", "ADDRESS", "LANGUAGE", "VERSION", "LAST_HEARTBEAT", "BROKERS"],
+          info.connections.map((c) => [
+            c.clientId,
+            c.clientAddr || "-",
+            c.language || "-",
+            c.version || "-",
+            new Date(c.lastUpdateTimestamp).toISOString(),
+            c.brokers.join(","),
+          ]),
+        ),
+      );
+      process.stdout.write(`\n${info.messageModel} ${info.consumeType} ${info.consumeFromWhere}\n`);
+      const subs = Object.entries(info.subscriptions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      process.stdout.write(
+        formatTable(
+          ["TOPIC", "EXPRESSION"],
+          subs.map(([topic, sd]) => [topic, sd.expressionType === "SQL92" ? `SQL92 ${sd.subString}` : sd.subString]),
+        ),
+      );
+    }),
+  );
+}
+
+/** `group update <group> --flags`: RocketMQ's updateSubGroup, the fields given only. */
+export function addGroupUpdateCommand(group: Command): void {
+  clientCommand(
+    group
+      .command("update")
+      .description(
+        "Create or update a consumer group's settings on every master (or --brokers); settings not given keep their value. " +
+          "--consume-enable false stops the group's consumption (its pulls are refused with NO_PERMISSION and retried every 3 s) until set true again.",
+      )
+      .argument("<group>", "consumer group")
+      .option("--consume-enable <bool>", "true: the group may consume; false: its pulls are refused", boolArg)
+      .option("--broadcast <bool>", "whether the group may consume in broadcasting mode (consumeBroadcastEnable)", boolArg)
+      .option("--consume-from-min <bool>", "consumeFromMinEnable", boolArg)
+      .option("--orderly <bool>", "consumeMessageOrderly", boolArg)
+      .option("--notify-ids-changed <bool>", "tell members when the group's membership changes (notifyConsumerIdsChangedEnable)", boolArg)
+      .option("--retry-max-times <n>", "deliveries before a message goes to the group's %DLQ% topic (retryMaxTimes, default 16)", intArg)
+      .option("--retry-queues <n>", "queues of the group's %RETRY% topic (retryQueueNums, default 1)", intArg)
+      .option("--consume-timeout-minutes <n>", "consumeTimeoutMinute (default 15)", intArg)
+      .option("--brokers <names>", "comma-separated broker names (default: every master)", listArg),
+  ).action(
+    (
+      name: string,
+      f: ClientFlags & {
+        consumeEnable?: boolean;
+        broadcast?: boolean;
+        consumeFromMin?: boolean;
+        orderly?: boolean;
+        notifyIdsChanged?: boolean;
+        retryMaxTimes?: number;
+        retryQueues?: number;
+        consumeTimeoutMinutes?: number;
+        brokers?: string[];
+      },
+    ) =>
+      runClient(async (onExit) => {
+        const update: UpdateSubscriptionGroupOptions = {
+          groupName: name,
+          consumeEnable: f.consumeEnable,
+          consumeBroadcastEnable: f.broadcast,
+          consumeFromMinEnable: f.consumeFromMin,
+          consumeMessageOrderly: f.orderly,
+          notifyConsumerIdsChangedEnable: f.notifyIdsChanged,
+          retryMaxTimes: f.retryMaxTimes,
+          retryQueueNums: f.retryQueues,
+          consumeTimeoutMinute: f.consumeTimeoutMinutes,
+          brokers: f.brokers,
+        };
+        if (Object.entries(update).every(([k, v]) => k === "groupName" || k === "brokers" || v === undefined))
+          throw new MQError(
+            "ILLEGAL_ARGUMENT",
+            "Nothing to update: give at least one setting, e.g. --consume-enable false (see actormq group update --help).",
+          );
+        const admin = await Admin.start({ nameservers: f.namesrv });
+        onExit(() => admin.close());
+        const rows = (await admin.updateSubscriptionGroup(update)).map(({ brokerName, config: c }) => [
+          brokerName,
+          String(c.consumeEnable),
+          String(c.consumeBroadcastEnable),
+          c.retryMaxTimes,
+          c.retryQueueNums,
+          c.consumeTimeoutMinute,
+        ]);
+        process.stdout.write(`group ${name} updated on ${rows.length} broker(s)\n`);
+        process.stdout.write(
+          formatTable(["BROKER", "CONSUME_ENABLE", "BROADCAST_ENABLE", "RETRY_MAX_TIMES", "RETRY_QUEUES", "CONSUME_TIMEOUT_MIN"], rows),
+        );
+      }),
+  );
+}
