@@ -80,7 +80,9 @@ export interface BrokerOptions {
   diskFullPercent?: number;
   /**
    * broker-wide permission (`brokerPermission`): 6 = read and write, 4 = read only, 2 = write only;
-   * short of 6, the broker registers each topic with `perm & brokerPermission`. @default 6
+   * short of 6, the broker registers each topic with `perm & brokerPermission`. Changed on a running
+   * broker by UPDATE_BROKER_CONFIG (`Admin.updateBrokerConfig`), which keeps it in
+   * `<storeDir>/config/broker.json` for later starts; given here, it wins over that file. @default 6
    */
   brokerPermission?: number;
   /** ms between registrations with every name server, an integer > 0 (RocketMQ's registerNameServerPeriod). @default 30000 */

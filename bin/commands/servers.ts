@@ -141,7 +141,7 @@ function addBrokerFlags(cmd: Command, storeDefault: string | undefined, storeHel
     )
     .option(
       "--broker-permission <perm>",
-      "6 = read and write (default), 4 = read only: every topic is routed read only, so producers go to other brokers while consumers drain it; 2 = write only (RocketMQ's brokerPermission; README, Operate: rolling restart)",
+      "6 = read and write (default), 4 = read only: every topic is routed read only, so producers go to other brokers while consumers drain it; 2 = write only (RocketMQ's brokerPermission). Given, it wins over the value `broker-config set` kept in <store>/config/broker.json (README, Operate: drain a broker)",
       permArg,
     )
     .addOption(new Option("--ready-file <file>", "write {pid,address,metrics} as JSON once serving").hideHelp())
