@@ -89,6 +89,8 @@ export class Dispatcher {
     private readonly queueFor: (topic: string, queueId: number) => ConsumeQueue,
     private readonly index: IndexService,
     private readonly delayLevelsMs: number[],
+    /** deleted topics: topic -> commit-log offset below which its records are skipped (see deletedTopics.ts) */
+    private readonly deletedBelow: ReadonlyMap<string, number> = new Map(),
   ) {}
 
   onArrival(fn: (a: ArrivalNotice) => void): () => void {
@@ -126,6 +128,8 @@ export class Dispatcher {
     let runPropsStart = 0;
     let runPropsEnd = 0;
     let topicHash = 0;
+    // records of the run's topic below this offset belong to a deleted topic: skipped
+    let runDeletedBelow = -1;
 
     const flushRun = () => {
       if (runCount === 0) return;
@@ -176,11 +180,16 @@ export class Dispatcher {
           if (!sameTopic) {
             runTopic = buf.toString("utf8", topicPos, topicPos + topicLen);
             topicHash = javaHashCode(`${runTopic}#`);
+            runDeletedBelow = this.deletedBelow.size > 0 ? (this.deletedBelow.get(runTopic) ?? -1) : -1;
           }
           runTopicPos = topicPos;
           runTopicLen = topicLen;
           runQueueId = queueId;
           runFirstOffset = queueOffset;
+        }
+        if (phy < runDeletedBelow) {
+          p += total;
+          continue;
         }
 
         let tagsCode = 0;

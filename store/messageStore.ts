@@ -51,6 +51,7 @@ import {
 import { CommitLog, FILLER_HEADER_BYTES, FILLER_MAGIC, fillerBytes, writeFillerHeader } from "./commitLog.ts";
 import { ConsumeQueue, CQ_ENTRY_BYTES, consumeQueueFilesToOpen, listConsumeQueues } from "./consumeQueue.ts";
 import { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts";
+import { DeletedTopics } from "./deletedTopics.ts";
 import { type ArrivalNotice, Dispatcher } from "./dispatcher.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
@@ -384,6 +385,8 @@ export class MessageStore {
   private readonly queues = new Map<string, Map<number, ConsumeQueue>>();
   private readonly index: IndexService;
   private readonly dispatcher: Dispatcher;
+  /** topics deleted, with the commit-log offset below which their records are old (loaded before recovery) */
+  private readonly deleted: DeletedTopics;
   private readonly storeHostBytes = Buffer.alloc(8);
   private readonly topicBytes = new Map<string, Buffer>();
   private writeBuf = Buffer.allocUnsafe(1024 * 1024);
@@ -435,6 +438,8 @@ export class MessageStore {
   private constructor(opts: Required<MessageStoreOptions>, releaseLock: () => void) {
     this.options = opts;
     this.releaseLock = releaseLock;
+    // before any file is opened: a file that cannot be read stops the open
+    this.deleted = DeletedTopics.load(opts.dir);
     writeHost(this.storeHostBytes, 0, opts.storeHost);
     this.msgIdWriter = new OffsetMsgIdWriter(this.storeHostBytes);
     // the header's fields that never change (headBuf is zeroed, so the prepared-transaction offset is 0)
@@ -443,7 +448,12 @@ export class MessageStore {
     this.commitLog = new CommitLog(path.join(opts.dir, "commitlog"), opts.commitLogSegmentBytes);
     this.commitLog.onSyncError = (error, file, from, to) => this.reportFlushError({ file, from, to, error });
     this.index = new IndexService(path.join(opts.dir, "index"), undefined, opts.indexSlots);
-    this.dispatcher = new Dispatcher((t, q) => this.queue(t, q, true)!, this.index, parseDelayLevels(opts.messageDelayLevel));
+    this.dispatcher = new Dispatcher(
+      (t, q) => this.queue(t, q, true)!,
+      this.index,
+      parseDelayLevels(opts.messageDelayLevel),
+      this.deleted.below,
+    );
   }
 
   /** Opens (creating when needed) and recovers the store in `opts.dir`. */
@@ -582,14 +592,40 @@ export class MessageStore {
       const q = this.queue(topic, queueId, true)!;
       if (q.recover(cp.queues[topic]?.[String(queueId)], clean, extent, this.maxRecordBytes) === "behind")
         return `consume queue ${topic}/${queueId} is behind the checkpoint`;
+      if (this.holdsOldRecords(q)) {
+        // a deletion stopped (a crash) before it removed the queue's files
+        this.dropQueue(topic, queueId);
+        continue;
+      }
       if (this.commitLog.minOffset > 0) q.deleteBelow(this.commitLog.minOffset);
     }
     for (const [topic, m] of Object.entries(cp.queues)) {
+      // a checkpoint written before a deletion names the deleted topic's queues
+      if (this.deleted.at(topic) !== undefined) continue;
       for (const [id, mark] of Object.entries(m)) {
         if (mark.max > mark.min && !this.queues.get(topic)?.has(Number(id))) return `consume queue ${topic}/${id} is missing`;
       }
     }
     return null;
+  }
+
+  /** Whether the first entry of `q` points at an old record of its topic, deleted since. */
+  private holdsOldRecords(q: ConsumeQueue): boolean {
+    const at = this.deleted.at(q.topic);
+    if (at === undefined || q.maxOffset <= q.minOffset) return false;
+    const e = q.read(q.minOffset, 1);
+    return !!e && e.length >= CQ_ENTRY_BYTES && readLong(e, 0) < at;
+  }
+
+  /** Closes a consume queue and removes its files. */
+  private dropQueue(topic: string, queueId: number): void {
+    const m = this.queues.get(topic);
+    const q = m?.get(queueId);
+    if (!m || !q) return;
+    q.close();
+    m.delete(queueId);
+    if (m.size === 0) this.queues.delete(topic);
+    fs.rmSync(q.dir, { recursive: true, force: true });
   }
 
   /**
@@ -643,9 +679,11 @@ export class MessageStore {
       if (!m) out.set(topic, (m = new Map()));
       m.set(queueId, Math.max(m.get(queueId) ?? 0, max));
     };
+    // a deleted topic's queues start again from what the log still holds of it after the deletion
     for (const [topic, m] of Object.entries(cp?.queues ?? {}))
-      for (const [id, mark] of Object.entries(m)) note(topic, Number(id), mark.max);
+      if (this.deleted.at(topic) === undefined) for (const [id, mark] of Object.entries(m)) note(topic, Number(id), mark.max);
     for (const { topic, queueId } of listConsumeQueues(root)) {
+      if (this.deleted.at(topic) !== undefined) continue;
       let q: ConsumeQueue | undefined;
       try {
         q = new ConsumeQueue(root, topic, queueId, this.options.consumeQueueEntries);
@@ -820,6 +858,72 @@ export class MessageStore {
   earliestMessageTime(): number {
     const min = this.commitLog.minOffset;
     return min < this.commitLog.writeOffset ? this.firstStoreTime(min) : -1;
+  }
+
+  /**
+   * Deletes topics (RocketMQ's `deleteTopics`): their consume queues are removed, so they serve
+   * nothing and a topic created again under the same name starts empty, at queue offset 0; their
+   * old records stay in the commit log until their segments expire, skipped by recovery and
+   * consume-queue rebuilds and by lookups by key, unique key and offset, because the deletion is
+   * kept in `deletedTopics.json` with the commit-log offset it happened at (`at`: a slave gives
+   * its master's, and has what it dispatched of the topic from there dispatched again). Resolves
+   * after a checkpoint without the deleted queues is written. Returns how many topics had queues.
+   */
+  async deleteTopics(topics: Iterable<string>, at?: number): Promise<number> {
+    this.checkOpen();
+    try {
+      this.catchUpDispatch();
+    } catch {
+      /* the deletion stands; what is left is dispatched later, and skipped when old */
+    }
+    const end = this.commitLog.writeOffset;
+    const cut = at === undefined ? end : Math.max(0, Math.min(at, end));
+    const names = [...new Set(topics)];
+    if (names.length === 0) return 0;
+    for (const t of names) this.deleted.add(t, at ?? cut);
+    // the deletion is on disk before the queues go: a crash in between finds their files and drops them
+    this.deleted.save();
+    let n = 0;
+    for (const t of names) {
+      const m = this.queues.get(t);
+      if (m) n++;
+      for (const queueId of [...(m?.keys() ?? [])]) this.dropQueue(t, queueId);
+      fs.rmSync(path.join(this.options.dir, "consumequeue", t), { recursive: true, force: true });
+    }
+    // records after the cut already dispatched (a slave learning of its master's deletion late)
+    // belong to the topic created again: dispatched again into its new queues. Consume-queue
+    // entries are positional, so those of other topics are rewritten as they were; no index entry is added
+    if (cut < end) this.redispatch(Math.max(cut, this.commitLog.minOffset), end);
+    // a checkpoint running now has the deleted queues' marks: the next one has not
+    await this.checkpointing?.catch(() => {});
+    await this.checkpoint().catch(() => {
+      /* reported (reportFlushError); recovery skips the deleted topics' marks */
+    });
+    return n;
+  }
+
+  /** The deleted topics still marked, with the commit-log offset each was deleted at. */
+  deletedTopics(): Record<string, number> {
+    return this.deleted.toJSON();
+  }
+
+  /** Dispatches the records in [from, to) again into the consume queues, without index entries or arrival notices. */
+  private redispatch(from: number, to: number): void {
+    const indexedEnd = this.dispatcher.indexedEnd;
+    this.dispatcher.indexedEnd = to;
+    try {
+      let phy = from;
+      while (phy < to) {
+        const seg = this.commitLog.segmentFor(phy);
+        if (!seg) break;
+        const segEnd = Math.min(to, seg.start + this.commitLog.segmentBytes);
+        const buf = this.commitLog.read(phy, segEnd - phy);
+        if (buf) this.dispatcher.dispatch(buf, 0, buf.length, phy, false);
+        phy = seg.start + this.commitLog.segmentBytes;
+      }
+    } finally {
+      this.dispatcher.indexedEnd = indexedEnd;
+    }
   }
 
   /** Topics and queue ids that have consume queues. */
@@ -1144,10 +1248,12 @@ export class MessageStore {
     return buf;
   }
 
-  /** A stored record by commit-log offset, checked; null when absent or damaged. */
+  /** A stored record by commit-log offset, checked; null when absent, damaged or an old record of a deleted topic. */
   viewMessage(commitLogOffset: number, size?: number): Buffer | null {
     this.checkOpen();
-    return this.readRecord(commitLogOffset, size);
+    const rec = this.readRecord(commitLogOffset, size);
+    if (rec && this.deleted.size > 0 && this.deleted.isOld(recordTopic(rec), commitLogOffset)) return null;
+    return rec;
   }
 
   getMinOffset(topic: string, queueId: number): number {
@@ -1507,7 +1613,7 @@ export class MessageStore {
       if (seen.has(phy)) continue;
       seen.add(phy);
       const rec = this.readRecord(phy);
-      if (!rec || recordTopic(rec) !== topic) continue;
+      if (!rec || recordTopic(rec) !== topic || this.deleted.isOld(topic, phy)) continue;
       // the index keeps times to the second; the record has them to the millisecond
       const storeTs = readLong(rec, RecordOffset.STORE_TIMESTAMP);
       if (storeTs < beginTs || storeTs > endTs) continue;
@@ -1522,7 +1628,8 @@ export class MessageStore {
     this.checkOpen();
     for (const phy of this.index.lookup(javaHashCode(`${topic}#${uniqKey}`), 0, Number.MAX_SAFE_INTEGER, 64)) {
       const rec = this.readRecord(phy);
-      if (rec && recordTopic(rec) === topic && recordProperties(rec)[MessageConst.UNIQ_KEY] === uniqKey) return rec;
+      if (rec && recordTopic(rec) === topic && !this.deleted.isOld(topic, phy) && recordProperties(rec)[MessageConst.UNIQ_KEY] === uniqKey)
+        return rec;
     }
     return null;
   }
@@ -1831,6 +1938,8 @@ export class MessageStore {
       const minPhy = this.commitLog.minOffset;
       for (const m of this.queues.values()) for (const q of m.values()) q.deleteBelow(minPhy);
       this.index.deleteBelow(minPhy);
+      // a deletion whose old records are all gone is forgotten
+      if (this.deleted.expireBelow(minPhy)) this.deleted.save();
     }
     return n;
   }

@@ -1,0 +1,90 @@
+/**
+ * The topics deleted from a store (RocketMQ's `deleteTopics`) and, for each, the commit-log offset
+ * at which it was deleted: the records of the topic below that offset are its old messages, which
+ * the store no longer serves and which recovery and consume-queue rebuilds skip, so that a topic
+ * created again under the same name starts empty. Kept in `deletedTopics.json` in the store's
+ * directory, written atomically; an entry is dropped once the commit-log segments holding the old
+ * records have expired (the offset is at or below the log's min offset).
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { MQError } from "../transport/protocol.ts";
+import { JsonFile } from "./jsonFile.ts";
+
+/** The file, in the store's directory. */
+export const DELETED_TOPICS_FILE = "deletedTopics.json";
+
+/** The file's form: topic -> commit-log offset at its deletion. */
+export interface DeletedTopicsFile {
+  deletedTopics: Record<string, number>;
+}
+
+/** The deleted topics of one store, persisted. */
+export class DeletedTopics {
+  /** topic -> commit-log offset below which its records are old (read by the dispatcher for every topic it meets) */
+  readonly below = new Map<string, number>();
+
+  private constructor(readonly file: string) {}
+
+  /**
+   * Loads the file of `dir` (or its `.bak`). A file that exists but can be read in neither form is
+   * MALFORMED: opening without it would serve the deleted topics' old messages again.
+   */
+  static load(dir: string): DeletedTopics {
+    const d = new DeletedTopics(path.join(dir, DELETED_TOPICS_FILE));
+    const stored = JsonFile.read<Partial<DeletedTopicsFile>>(d.file);
+    if (stored === undefined) {
+      if (fs.existsSync(d.file))
+        throw new MQError(
+          "MALFORMED",
+          `${d.file} cannot be read (not JSON, and no readable ${DELETED_TOPICS_FILE}.bak): restore it, or remove it to open the store with the deleted topics' old messages served again.`,
+        );
+      return d;
+    }
+    const table = stored && typeof stored === "object" ? stored.deletedTopics : undefined;
+    if (table && typeof table === "object")
+      for (const [topic, at] of Object.entries(table)) if (Number.isSafeInteger(at) && at >= 0) d.below.set(topic, at);
+    return d;
+  }
+
+  get size(): number {
+    return this.below.size;
+  }
+
+  /** The commit-log offset `topic` was deleted at, or undefined. */
+  at(topic: string): number | undefined {
+    return this.below.get(topic);
+  }
+
+  /** Whether the record of `topic` at commit-log offset `phy` is an old one of a deleted topic. */
+  isOld(topic: string, phy: number): boolean {
+    const at = this.below.get(topic);
+    return at !== undefined && phy < at;
+  }
+
+  /** Records the deletion of `topic` at commit-log offset `at` (a later deletion moves it up, never down). */
+  add(topic: string, at: number): void {
+    this.below.set(topic, Math.max(at, this.below.get(topic) ?? 0));
+  }
+
+  /** Drops the entries whose old records are all gone (`minPhy`: the commit log's min offset); true when any was. */
+  expireBelow(minPhy: number): boolean {
+    let n = 0;
+    for (const [topic, at] of this.below)
+      if (at <= minPhy) {
+        this.below.delete(topic);
+        n++;
+      }
+    return n > 0;
+  }
+
+  /** Writes the table atomically. */
+  save(): void {
+    JsonFile.write(this.file, { deletedTopics: Object.fromEntries(this.below) } satisfies DeletedTopicsFile);
+  }
+
+  /** The table, by topic. */
+  toJSON(): Record<string, number> {
+    return Object.fromEntries(this.below);
+  }
+}

@@ -1,0 +1,184 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+
+const SEG = 64 * 1024;
+const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
+  dir,
+  commitLogSegmentBytes: SEG,
+  consumeQueueEntries: 100,
+  cleanIntervalMs: 0,
+  checkpointIntervalMs: 0,
+  flush: "async",
+  ...o,
+});
+const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "deleter.ts");
+
+/** Puts one message per body to queue 0 of `topic`, KEYS `key` and UNIQ_KEY `<body>`; their commit-log offsets. */
+async function put(s: MessageStore, topic: string, bodies: string[], key = "k"): Promise<number[]> {
+  const out: number[] = [];
+  for (const b of bodies) {
+    const body = encodeMessageBatch([{ body: Buffer.from(b), properties: encodeProperties({ KEYS: key, UNIQ_KEY: b }) }]);
+    out.push((await s.putMessages({ topic, queueId: 0, bornTimestamp: 1, bornHost: "1.1.1.1:1", body })).commitLogOffset);
+  }
+  return out;
+}
+
+/** Bodies and queue offsets of queue 0 of `topic`, from its min offset. */
+function readAll(s: MessageStore, topic: string): string[] {
+  const out: string[] = [];
+  let off = s.getMinOffset(topic, 0);
+  for (;;) {
+    const g = s.getMessage("g", topic, 0, off, 32);
+    if (g.status !== "FOUND") return out;
+    out.push(...decodeRecords(Buffer.concat(g.buffers), "b").map((m) => `${m.queueOffset}:${m.body.toString()}`));
+    off = g.nextBeginOffset;
+  }
+}
+
+const bodies = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+const numbered = (prefix: string, n: number) => bodies(prefix, n).map((b, i) => `${i}:${b}`);
+const keysOf = (recs: Buffer[]) => recs.flatMap((r) => decodeRecords(r, "b").map((m) => m.body.toString()));
+
+test("a deleted topic serves nothing, is found by no lookup, and starts empty when created again, also after a clean restart", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  const old = await put(s, "T", bodies("old", 10));
+  await put(s, "U", bodies("u", 5));
+  assert.equal(await s.deleteTopics(["T"]), 1);
+
+  assert.equal(s.getMaxOffset("T", 0), 0);
+  assert.equal(s.getMessage("g", "T", 0, 0, 32).status, "NO_MATCHED_LOGIC_QUEUE");
+  assert.deepEqual(s.queryMessageByKey("T", "k", 32), []);
+  assert.equal(s.queryMessageByUniqKey("T", "old-3"), null);
+  assert.equal(s.viewMessage(old[3]!), null, "an old record is not served by its offset either");
+  assert.deepEqual(readAll(s, "U"), numbered("u", 5), "other topics are untouched");
+  assert.equal(s.queryMessageByKey("U", "k", 32).length, 5);
+  assert.ok(!fs.existsSync(path.join(dir, "consumequeue", "T")), "the topic's consume-queue files are removed");
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, "deletedTopics.json"), "utf8")), { deletedTopics: { T: s.maxPhyOffset } });
+
+  const fresh = await put(s, "T", bodies("new", 3));
+  assert.deepEqual(readAll(s, "T"), numbered("new", 3), "the topic created again starts at queue offset 0");
+  assert.deepEqual(keysOf(s.queryMessageByKey("T", "k", 32)).sort(), bodies("new", 3));
+  assert.ok(s.viewMessage(fresh[0]!));
+  await s.close();
+
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.equal(s.recovery.rebuilt, null);
+  assert.deepEqual(readAll(s, "T"), numbered("new", 3));
+  assert.deepEqual(keysOf(s.queryMessageByKey("T", "k", 32)).sort(), bodies("new", 3));
+  assert.equal(s.queryMessageByUniqKey("T", "old-0"), null);
+  assert.deepEqual(readAll(s, "U"), numbered("u", 5));
+  assert.deepEqual(s.deletedTopics(), { T: fresh[0] });
+});
+
+test("a consume-queue rebuild (no checkpoint, crash marker) skips a deleted topic's old records", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await put(s, "T", bodies("old", 30));
+  await put(s, "U", bodies("u", 5));
+  await s.deleteTopics(["T"]);
+  await put(s, "T", bodies("new", 4));
+  await s.close();
+  for (const f of ["checkpoint", "checkpoint.bak"]) fs.rmSync(path.join(dir, f), { force: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.equal(s.recovery.rebuilt, "no checkpoint");
+  assert.deepEqual(readAll(s, "T"), numbered("new", 4), "not the 30 old messages, nor queue offsets after them");
+  assert.deepEqual(readAll(s, "U"), numbered("u", 5));
+  assert.deepEqual(keysOf(s.queryMessageByKey("T", "k", 64)).sort(), bodies("new", 4));
+});
+
+test("a crash after the deletion was written but before the queue files were removed drops them on open", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await put(s, "T", bodies("old", 12));
+  await s.checkpoint();
+  // the queue's files as they were before the deletion removed them
+  const aside = path.join(dir, "aside");
+  fs.cpSync(path.join(dir, "consumequeue", "T"), aside, { recursive: true });
+  await s.deleteTopics(["T"]);
+  await s.close();
+  fs.cpSync(aside, path.join(dir, "consumequeue", "T"), { recursive: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.deepEqual(readAll(s, "T"), []);
+  assert.equal(s.getMaxOffset("T", 0), 0);
+  await put(s, "T", bodies("new", 2));
+  assert.deepEqual(readAll(s, "T"), numbered("new", 2));
+});
+
+test("kill -9 after a deletion and new puts to the topic: reopened, the topic holds only the new messages", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const child = spawn(process.execPath, ["--import", "tsx", fixture, dir], { stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise((r) => child.on("exit", r));
+  t.after(() => child.kill("SIGKILL"));
+  let out = "";
+  child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  await waitFor(() => out.includes("deleted\n"), 30_000, "the fixture to delete the topic and put to it again");
+  child.kill("SIGKILL");
+  await exited;
+  assert.ok(fs.existsSync(path.join(dir, "abort")), "the store was not closed");
+
+  const s = await MessageStore.open(opts(dir, { flush: "sync" }));
+  t.after(() => s.close());
+  assert.equal(s.recovery.mode, "abnormal");
+  assert.deepEqual(readAll(s, "Gone"), numbered("new", 3));
+  assert.deepEqual(keysOf(s.queryMessageByKey("Gone", "k", 64)).sort(), bodies("new", 3));
+  assert.ok(readAll(s, "Kept").length >= 20);
+});
+
+test("the deletion is forgotten once the segments holding the old records expire", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  await put(s, "T", bodies("old", 5));
+  await s.deleteTopics(["T"]);
+  const at = s.deletedTopics().T!;
+  assert.ok(at > 0);
+  // fill past the first segment so that it can expire
+  await put(s, "U", bodies(`u-${"x".repeat(2000)}`, 60));
+  assert.ok(s.maxPhyOffset > 2 * SEG);
+  assert.ok(s.deleteExpiredFiles(Date.now() + 1000 * 3600_000) > 0);
+  assert.ok(s.minPhyOffset >= at);
+  assert.deepEqual(s.deletedTopics(), {});
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, "deletedTopics.json"), "utf8")), { deletedTopics: {} });
+});
+
+test("a deletion at a master's offset makes a replica drop what it dispatched of the old topic and keep what came after", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  await put(s, "T", bodies("old", 6));
+  const at = s.maxPhyOffset;
+  await put(s, "U", bodies("u", 2));
+  // the topic was created again on the master and its first messages already copied here
+  const fresh = await put(s, "T", bodies("new", 3));
+  assert.deepEqual(readAll(s, "T"), numbered("old", 6).concat(bodies("new", 3).map((b, i) => `${6 + i}:${b}`)));
+  await s.deleteTopics(["T"], at);
+  assert.deepEqual(s.deletedTopics(), { T: at });
+  assert.ok(fresh[0]! > at);
+  // the old records are skipped; the new ones keep the queue offsets their records carry
+  assert.deepEqual(
+    readAll(s, "T").map((x) => x.split(":")[1]),
+    bodies("new", 3),
+  );
+  assert.deepEqual(readAll(s, "U"), numbered("u", 2));
+});
