@@ -42,7 +42,10 @@ export const RequestCode = {
   GET_TOPIC_STATS_INFO: 202,
   GET_CONSUMER_CONNECTION_LIST: 203,
   GET_ALL_TOPIC_LIST_FROM_NAMESERVER: 206,
+  DELETE_SUBSCRIPTIONGROUP: 207,
   GET_CONSUME_STATS: 208,
+  DELETE_TOPIC_IN_BROKER: 215,
+  DELETE_TOPIC_IN_NAMESRV: 216,
   INVOKE_BROKER_TO_RESET_OFFSET: 222,
   SEND_BATCH_MESSAGE: 320,
   /** actormq: replication stream between master and slave (RocketMQ uses a raw HA socket). */
@@ -538,6 +541,38 @@ export interface UpdateTopicRequest {
 export interface TopicConfigTable {
   topicConfigTable: Record<string, TopicConfig>;
   dataVersion: number;
+  /** actormq: topics deleted from the broker's store, with the commit-log offset each was deleted at (slaves delete theirs there) */
+  deletedTopics?: Record<string, number>;
+}
+
+/** DELETE_TOPIC_IN_BROKER fields (RocketMQ's `DeleteTopicRequestHeader`). */
+export interface DeleteTopicRequest {
+  topic: string;
+  /** actormq, to a slave: the commit-log offset its master deleted the topic at (the reply's `deletedAt`) */
+  deletedAt?: number;
+}
+
+/** DELETE_TOPIC_IN_BROKER reply fields. */
+export interface DeleteTopicReply {
+  /** whether the broker had the topic's config */
+  existed: boolean;
+  /** the commit-log offset the store deleted the topic at */
+  deletedAt: number;
+}
+
+/** DELETE_SUBSCRIPTIONGROUP fields (RocketMQ's `DeleteSubscriptionGroupRequestHeader`). */
+export interface DeleteSubscriptionGroupRequest {
+  groupName: string;
+  /** also forget the group's consumer offsets @default false */
+  cleanOffset?: boolean;
+}
+
+/** DELETE_SUBSCRIPTIONGROUP reply fields. */
+export interface DeleteSubscriptionGroupReply {
+  /** whether the broker had the group's config */
+  existed: boolean;
+  /** how many topic@group offset entries were forgotten */
+  offsetsRemoved: number;
 }
 
 /** A consumer group's settings on a broker (`SubscriptionGroupConfig`). */

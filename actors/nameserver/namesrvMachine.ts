@@ -32,7 +32,8 @@ export type NamesrvEvent =
   | ({ type: "UNREGISTER_BROKER" } & Partial<UnregisterBrokerRequest> & Asked)
   | ({ type: "GET_ROUTEINFO_BY_TOPIC"; topic?: unknown } & Asked)
   | ({ type: "GET_BROKER_CLUSTER_INFO" } & Asked)
-  | ({ type: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" } & Asked);
+  | ({ type: "GET_ALL_TOPIC_LIST_FROM_NAMESERVER" } & Asked)
+  | ({ type: "DELETE_TOPIC_IN_NAMESRV"; topic?: unknown; clusterName?: unknown } & Asked);
 
 /** Checks one entry of a registering broker's topicConfigTable; throws MQError INVALID_PARAMETER. */
 function checkRegisteredTopic(tc: unknown): void {
@@ -176,6 +177,15 @@ export const namesrvMachine = setup({
     },
     clusterInfo: ({ context, event }) => answer(event.reply, () => context.table.clusterInfo()),
     topicList: ({ context, event }) => answer(event.reply, () => ({ topicList: context.table.topicList() })),
+    deleteTopic: ({ context, event }) => {
+      if (event.type !== "DELETE_TOPIC_IN_NAMESRV") return;
+      answer(event.reply, () => {
+        const topic = requireString(event.topic, "topic");
+        const cluster = event.clusterName == null ? undefined : requireName(event.clusterName, "clusterName");
+        // as RocketMQ's: SUCCESS whether or not the topic had a route (a retry after a partial failure succeeds)
+        return { deleted: context.table.deleteTopic(topic, cluster) };
+      });
+    },
     unsupported: ({ event }) => {
       (event as Asked).reply?.fail(
         new MQError("REQUEST_CODE_NOT_SUPPORTED", `The name server does not handle ${(event as { type: string }).type}.`),
@@ -204,6 +214,7 @@ export const namesrvMachine = setup({
         GET_ROUTEINFO_BY_TOPIC: { actions: "getRoute" },
         GET_BROKER_CLUSTER_INFO: { actions: "clusterInfo" },
         GET_ALL_TOPIC_LIST_FROM_NAMESERVER: { actions: "topicList" },
+        DELETE_TOPIC_IN_NAMESRV: { actions: "deleteTopic" },
         "*": { actions: "unsupported" },
       },
     },

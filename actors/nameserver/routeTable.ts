@@ -214,6 +214,25 @@ export class RouteTable {
     return { brokerAddrTable, clusterAddrTable };
   }
 
+  /**
+   * Removes a topic's route (RocketMQ's `deleteTopic`): from every broker, or only from the
+   * brokers of `clusterName`. A broker that still has the topic puts it back at its next
+   * registration. Returns whether the topic had a route.
+   */
+  deleteTopic(topic: string, clusterName?: string): boolean {
+    const byBroker = this.topicQueueTable.get(topic);
+    if (!byBroker) return false;
+    if (clusterName === undefined) {
+      this.topicQueueTable.delete(topic);
+      return true;
+    }
+    const names = this.clusterAddrTable.get(clusterName);
+    let removed = false;
+    for (const name of [...byBroker.keys()]) if (names?.has(name)) removed = byBroker.delete(name) || removed;
+    if (byBroker.size === 0) this.topicQueueTable.delete(topic);
+    return removed;
+  }
+
   /** Names of every topic some live broker serves. */
   topicList(): string[] {
     return [...this.topicQueueTable.keys()].sort();
