@@ -1,11 +1,14 @@
 /**
  * Admin requests on the broker (RocketMQ's `AdminBrokerProcessor`, the part about topics and
- * groups): create/update a topic (then re-register so name servers serve the new route at once),
- * list topic configs, create/update and list subscription groups, runtime info (brokerStats.ts),
- * the broker's config and its runtime changes (runtimeConfig.ts).
+ * groups): create/update and delete a topic (then re-register so name servers serve the new route
+ * at once), list topic configs, create/update, list and delete subscription groups, runtime info
+ * (brokerStats.ts), the broker's config and its runtime changes (runtimeConfig.ts).
  */
 import {
   checkNotSystemTopic,
+  checkTopic,
+  type DeleteSubscriptionGroupReply,
+  type DeleteTopicReply,
   MQError,
   PERM_READ_WRITE,
   type QueueTopicStats,
@@ -15,7 +18,9 @@ import {
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerRuntimeInfo } from "./brokerStats.ts";
+import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
 import { brokerConfigReply, updateBrokerConfig } from "./runtimeConfig.ts";
+import { checkGroupName } from "./subscriptionGroupManager.ts";
 
 /** Admin request types the `broker` actor routes here. */
 export const ADMIN_REQUESTS = [
@@ -27,6 +32,8 @@ export const ADMIN_REQUESTS = [
   "GET_TOPIC_STATS_INFO",
   "GET_BROKER_CONFIG",
   "UPDATE_BROKER_CONFIG",
+  "DELETE_TOPIC_IN_BROKER",
+  "DELETE_SUBSCRIPTIONGROUP",
 ] as const;
 export type AdminRequestType = (typeof ADMIN_REQUESTS)[number];
 
@@ -61,7 +68,15 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
       return { topicConfig: tc };
     }
     case "GET_ALL_TOPIC_CONFIG":
-      return { topicConfigTable: ctx.topics.all(), dataVersion: ctx.topics.dataVersion } satisfies TopicConfigTable;
+      return {
+        topicConfigTable: ctx.topics.all(),
+        dataVersion: ctx.topics.dataVersion,
+        deletedTopics: ctx.store.deletedTopics(),
+      } satisfies TopicConfigTable;
+    case "DELETE_TOPIC_IN_BROKER":
+      return deleteTopic(ctx, ev.topic, ev.deletedAt);
+    case "DELETE_SUBSCRIPTIONGROUP":
+      return deleteGroup(ctx, ev.groupName, ev.cleanOffset);
     case "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP": {
       if (typeof ev.groupName !== "string") throw new MQError("INVALID_PARAMETER", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP needs groupName.");
       const known: (keyof SubscriptionGroupConfig)[] = [
@@ -92,6 +107,58 @@ export async function processAdmin(ctx: BrokerContext, type: AdminRequestType, e
     case "UPDATE_BROKER_CONFIG":
       return updateBrokerConfig(ctx, ev.properties);
   }
+}
+
+/**
+ * RocketMQ's deleteTopic: the topic's config, its consumer offsets (of every group) and its
+ * messages in the store (MessageStore.deleteTopics) go, then the broker registers again so name
+ * servers drop its queues at once. Retry and DLQ topics may be deleted (the admin's group deletion
+ * does); TBW102 and SCHEDULE_TOPIC_XXXX may not. A topic the broker does not have is deleted all
+ * the same (`existed: false`): a deletion retried after a partial failure completes. A slave
+ * deletes its store's records below `deletedAt`, its master's offset, so that what it copies of
+ * the old topic afterwards is skipped too.
+ */
+async function deleteTopic(ctx: BrokerContext, topic: unknown, deletedAt: unknown): Promise<DeleteTopicReply> {
+  if (typeof topic !== "string") throw new MQError("INVALID_PARAMETER", "DELETE_TOPIC_IN_BROKER needs a topic.");
+  try {
+    checkTopic(topic, "deleteTopic");
+  } catch (e) {
+    throw new MQError("INVALID_PARAMETER", (e as Error).message);
+  }
+  checkNotSystemTopic(topic);
+  const at = int(deletedAt, "deletedAt");
+  if (at !== undefined && at < 0) throw new MQError("INVALID_PARAMETER", `"deletedAt" must be >= 0, not ${at}.`);
+  const existed = (await ctx.topics.delete(topic)) !== undefined;
+  const offsets = consumerOffsetsOf(ctx);
+  offsets.removeWhere((t) => t === topic);
+  offsets.persist();
+  const before = ctx.store.deletedTopics()[topic];
+  await ctx.store.deleteTopics([topic], ctx.config.role === "SLAVE" ? at : undefined);
+  const after = ctx.store.deletedTopics()[topic] ?? before ?? 0;
+  await ctx.registerNow();
+  return { existed, deletedAt: after };
+}
+
+/**
+ * RocketMQ's deleteSubscriptionGroup: the group's config goes; with `cleanOffset` its consumer
+ * offsets too. Members still online re-create the group (as auto-created) with their next heartbeat.
+ */
+async function deleteGroup(ctx: BrokerContext, group: unknown, cleanOffset: unknown): Promise<DeleteSubscriptionGroupReply> {
+  try {
+    checkGroupName(group);
+  } catch (e) {
+    throw new MQError("INVALID_PARAMETER", `DELETE_SUBSCRIPTIONGROUP: ${(e as Error).message}`);
+  }
+  if (cleanOffset !== undefined && typeof cleanOffset !== "boolean")
+    throw new MQError("INVALID_PARAMETER", `"cleanOffset" must be true or false, not ${String(cleanOffset)}.`);
+  const existed = await ctx.groups.delete(group);
+  let offsetsRemoved = 0;
+  if (cleanOffset === true) {
+    const offsets = consumerOffsetsOf(ctx);
+    offsetsRemoved = offsets.removeWhere((_, g) => g === group);
+    offsets.persist();
+  }
+  return { existed, offsetsRemoved };
 }
 
 /**

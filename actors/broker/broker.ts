@@ -209,7 +209,12 @@ export class Broker {
       consumerOffsetsOf(ctx);
       checkDelayOffsetFile(path.join(config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE), logger);
       const knownTopics = new Set(Object.keys(topics.all()));
-      topics.onChange((tc) => {
+      topics.onChange((tc, deleted) => {
+        if (deleted) {
+          knownTopics.delete(tc.topicName);
+          logger.info({ topic: tc.topicName }, "topic deleted");
+          return;
+        }
         const created = !knownTopics.has(tc.topicName);
         knownTopics.add(tc.topicName);
         logger.info(

@@ -366,6 +366,25 @@ export class ConsumerOffsetManager {
     return this.table.get(topic + TOPIC_GROUP_SEPARATOR + group);
   }
 
+  /**
+   * Forgets every offset and pending reset whose `topic@group` key `drop` takes (RocketMQ's
+   * `cleanOffsetByTopic` and `removeOffset`); the table is written at the next persist. Returns
+   * how many keys were dropped.
+   */
+  removeWhere(drop: (topic: string, group: string) => boolean): number {
+    let n = 0;
+    for (const t of [this.table, this.resets, this.holders] as Array<Map<string, unknown>>) {
+      for (const key of [...t.keys()]) {
+        const at = key.indexOf(TOPIC_GROUP_SEPARATOR);
+        if (!drop(key.slice(0, at), key.slice(at + 1))) continue;
+        t.delete(key);
+        if (t === this.table) n++;
+      }
+    }
+    if (n > 0) this.dirty = true;
+    return n;
+  }
+
   /** Topics the group has committed offsets for. */
   topicsOf(group: string): string[] {
     const out: string[] = [];

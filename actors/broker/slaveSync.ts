@@ -6,7 +6,10 @@
  * Called by the slave's replication loop when it connects, when the master's config version
  * changes and every `slaveSyncIntervalMs`. Offsets are a put-all, as in RocketMQ: offsets committed
  * to the slave while its master was down are overwritten by the master's at the next copy after it
- * returns, by when the consumers commit to the master again.
+ * returns, by when the consumers commit to the master again. A topic the master's store deleted
+ * (and a slave that missed the admin's deletion, being down, has not) is deleted here too, with its
+ * offsets, at the master's commit-log offset (see MessageStore.deleteTopics). Groups and other
+ * topics the master lacks are kept: a slave serving while its master is down makes its own.
  */
 import path from "node:path";
 import { JsonFile } from "../../store/index.ts";
@@ -29,7 +32,19 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
   const ref = ctx.node.ref(masterAddress, BrokerActor.BROKER);
   let changed = 0;
   const topics = await ref.ask<TopicConfigTable>({ type: "GET_ALL_TOPIC_CONFIG" }, { timeoutMs: SYNC_TIMEOUT_MS });
-  for (const tc of Object.values(topics.fields.topicConfigTable ?? {})) {
+  const theirs = topics.fields.topicConfigTable ?? {};
+  const offsets = consumerOffsetsOf(ctx);
+  // deletions first: a topic deleted and created again on the master is created again here after
+  const mine = ctx.store.deletedTopics();
+  for (const [topic, at] of Object.entries(topics.fields.deletedTopics ?? {})) {
+    if (!Number.isSafeInteger(at) || at < 0 || (mine[topic] ?? -1) >= at) continue;
+    if (!Object.hasOwn(theirs, topic)) await ctx.topics.delete(topic);
+    offsets.removeWhere((t) => t === topic);
+    await ctx.store.deleteTopics([topic], at);
+    ctx.logger.info({ topic, deletedAt: at }, "topic deleted as on master");
+    changed++;
+  }
+  for (const tc of Object.values(theirs)) {
     if (sameTopic(ctx.topics.get(tc.topicName), tc)) continue;
     await ctx.topics.createOrUpdate(tc);
     changed++;

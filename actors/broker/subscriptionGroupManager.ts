@@ -203,6 +203,17 @@ export class SubscriptionGroupManager {
     return cfg;
   }
 
+  /**
+   * Removes a group's config (RocketMQ's `deleteSubscriptionGroupConfig`); resolves when the file
+   * is written. Returns whether the broker had the group.
+   */
+  async delete(group: string): Promise<boolean> {
+    if (!this.table.delete(group)) return false;
+    this.version++;
+    await this.file.persist();
+    return true;
+  }
+
   all(): Record<string, SubscriptionGroupConfig> {
     const out: Record<string, SubscriptionGroupConfig> = {};
     for (const [k, v] of this.table) out[k] = { ...v };

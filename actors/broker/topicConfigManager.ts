@@ -32,7 +32,7 @@ export interface TopicConfigManagerOptions {
 export class TopicConfigManager {
   private readonly table = new Map<string, TopicConfig>();
   private version = 0;
-  private readonly listeners = new Set<(tc: TopicConfig) => void>();
+  private readonly listeners = new Set<(tc: TopicConfig, deleted?: boolean) => void>();
   private readonly file: ConfigFile<TopicConfigTable>;
 
   private constructor(private readonly opts: TopicConfigManagerOptions) {
@@ -182,8 +182,21 @@ export class TopicConfigManager {
     return tc;
   }
 
-  /** Hears every created or updated topic. Returns the unsubscribe function. */
-  onChange(listener: (tc: TopicConfig) => void): () => void {
+  /**
+   * Removes a topic's config (RocketMQ's `deleteTopicConfig`); resolves when the file is written.
+   * Returns the config removed, undefined when the broker had no such topic.
+   */
+  async delete(topic: string): Promise<TopicConfig | undefined> {
+    const found = this.table.get(topic);
+    if (!found) return undefined;
+    this.table.delete(topic);
+    this.changed(found, true);
+    await this.file.persist();
+    return found;
+  }
+
+  /** Hears every created, updated (and, with `deleted`, deleted) topic. Returns the unsubscribe function. */
+  onChange(listener: (tc: TopicConfig, deleted?: boolean) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
@@ -194,8 +207,8 @@ export class TopicConfigManager {
     await this.file.persist();
   }
 
-  private changed(tc: TopicConfig): void {
+  private changed(tc: TopicConfig, deleted = false): void {
     this.version++;
-    for (const l of this.listeners) l(tc);
+    for (const l of this.listeners) l(tc, deleted);
   }
 }
