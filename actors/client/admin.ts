@@ -22,6 +22,11 @@ import {
   checkTopic,
   compareMessageQueue,
   DEFAULT_QUERY_MAX_NUM,
+  type DeleteSubscriptionGroupReply,
+  type DeleteSubscriptionGroupRequest,
+  type DeleteTopicReply,
+  type DeleteTopicRequest,
+  DLQ_GROUP_TOPIC_PREFIX,
   type GetConsumerConnectionListRequest,
   type GetConsumeStatsRequest,
   isGroupName,
@@ -30,6 +35,7 @@ import {
   MessageConst,
   type MessageModel,
   MQError,
+  NAMESRV_ACTOR,
   QUERY_MESSAGE_ACTOR,
   type QueryMessageRequest,
   type QueueConsumeStats,
@@ -38,6 +44,7 @@ import {
   type ResetOffsetRequest,
   type SubscriptionData,
   type SubscriptionGroupConfig,
+  TOPIC_MAX_LENGTH,
   type TopicConfig,
   type TopicRouteData,
   type TopicStatsReply,
@@ -156,6 +163,47 @@ export interface AdminCreateTopicOptions {
   perm?: number;
   /** Not given: an existing topic stays as ordered or unordered as it is; a new one is unordered. */
   order?: boolean;
+}
+
+/** Options of `Admin.deleteTopic`. */
+export interface AdminDeleteTopicOptions {
+  /** delete it from this cluster's brokers only (and its route to them); default every cluster */
+  cluster?: string;
+}
+
+/** Options of `Admin.deleteSubscriptionGroup`: at most one of `cluster` and `broker`. */
+export interface AdminDeleteGroupOptions {
+  /** delete it from this cluster's brokers only; default every broker */
+  cluster?: string;
+  /** delete it from this broker name (its master and slaves) only */
+  broker?: string;
+  /** forget the group's consumer offsets too (RocketMQ's `cleanOffset`) @default false */
+  cleanOffset?: boolean;
+}
+
+/** What `Admin.deleteTopic` deleted. */
+export interface DeleteTopicResult {
+  topic: string;
+  /** the broker addresses (masters, then slaves) the topic was deleted from */
+  brokers: string[];
+}
+
+/** What `Admin.deleteSubscriptionGroup` deleted. */
+export interface DeleteGroupResult {
+  group: string;
+  /** the broker addresses the group's config was deleted from */
+  brokers: string[];
+  /** topic@group offset entries forgotten, over every broker (with `cleanOffset`) */
+  offsetsRemoved: number;
+  /** the group's retry and dead-letter topics that were deleted too */
+  topicsDeleted: string[];
+}
+
+/** A broker address the admin asks, with its broker name. */
+interface BrokerAddr {
+  brokerName: string;
+  brokerId: number;
+  addr: string;
 }
 
 /** Options of `Admin.queryMessageByKey`. */
@@ -381,6 +429,207 @@ export class Admin {
       .refAt(brokerAddr)
       .ask<{ topicConfigTable: Record<string, TopicConfig> }>({ type: "GET_ALL_TOPIC_CONFIG" });
     return r.fields.topicConfigTable;
+  }
+
+  /**
+   * RocketMQ's deleteTopic (`mqadmin deleteTopic`): deletes `topic` from every master and slave
+   * (of `cluster`, when given) that has it, masters first, each slave at its master's commit-log
+   * offset (the messages stay in the commit log until their segments expire, served to no one),
+   * then its route from every name server. The topic's consumer offsets go with it, so a topic
+   * created again under the name starts empty and is consumed from its start. TOPIC_NOT_EXIST when
+   * no broker has it and no name server routes it; system topics are refused (INVALID_PARAMETER),
+   * retry and dead-letter topics too (deleteSubscriptionGroup deletes them with their group). A
+   * broker or name server that fails is named in the error, after the others are done: run the
+   * deletion again once they are back.
+   */
+  async deleteTopic(topic: string, opts: AdminDeleteTopicOptions = {}): Promise<DeleteTopicResult> {
+    this.checkOpen();
+    checkTopic(topic, "deleteTopic");
+    checkNotSystemTopic(topic);
+    for (const [prefix, what] of [
+      [RETRY_GROUP_TOPIC_PREFIX, "retry"],
+      [DLQ_GROUP_TOPIC_PREFIX, "dead-letter"],
+    ] as const)
+      if (topic.startsWith(prefix))
+        throw new MQError(
+          "INVALID_PARAMETER",
+          `The topic "${topic}" is the ${what} topic of consumer group ${topic.slice(prefix.length)}: delete the group (Admin.deleteSubscriptionGroup, \`actormq group delete\`), which deletes its retry and dead-letter topics.`,
+        );
+    return this.deleteTopicEverywhere(topic, opts.cluster);
+  }
+
+  /** The deletion of {@link deleteTopic}, retry and DLQ topics allowed; TOPIC_NOT_EXIST when nothing had it. */
+  private async deleteTopicEverywhere(topic: string, cluster: string | undefined): Promise<DeleteTopicResult> {
+    const addrs = await this.brokerAddrs(cluster, undefined);
+    const failed: string[] = [];
+    const failure = (b: BrokerAddr, e: unknown) =>
+      failed.push(`${b.brokerName}${b.brokerId === MASTER_ID ? "" : ` (slave ${b.brokerId})`} at ${b.addr}: ${(e as Error).message}`);
+    // which of them have it: a slave left out of the deletion would serve its old messages
+    const has = await Promise.allSettled(addrs.map((b) => this.brokerTopicConfigs(b.addr)));
+    const holders: BrokerAddr[] = [];
+    has.forEach((r, i) => {
+      if (r.status === "rejected") failure(addrs[i]!, r.reason);
+      else if (Object.hasOwn(r.value, topic)) holders.push(addrs[i]!);
+    });
+    const routed = await this.topicRoute(topic).then(
+      () => true,
+      (e: unknown) => {
+        if (isMQError(e, "TOPIC_NOT_EXIST")) return false;
+        throw e;
+      },
+    );
+    if (holders.length === 0 && failed.length === 0 && !routed)
+      throw new MQError(
+        "TOPIC_NOT_EXIST",
+        `Topic ${topic} does not exist on any broker${cluster === undefined ? "" : ` of cluster ${cluster}`}: check the name (\`actormq topic list\`).`,
+      );
+    const deleted: string[] = [];
+    const ask = (b: BrokerAddr, req: DeleteTopicRequest) =>
+      this.instance
+        .refAt(b.addr, BrokerActor.BROKER)
+        .ask<DeleteTopicReply>({ type: "DELETE_TOPIC_IN_BROKER", ...req }, { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS });
+    const masters = holders.filter((b) => b.brokerId === MASTER_ID);
+    const deletedAt = new Map<string, number>();
+    await Promise.all(
+      masters.map((b) =>
+        ask(b, { topic }).then(
+          (r) => {
+            deleted.push(b.addr);
+            deletedAt.set(b.brokerName, r.fields.deletedAt);
+          },
+          (e: unknown) => failure(b, e),
+        ),
+      ),
+    );
+    // a slave deletes at its master's offset; one whose master did not delete it (down, failed)
+    // is left for the next run, as its old messages would otherwise be counted from its own end
+    const slaves = holders.filter((b) => b.brokerId !== MASTER_ID);
+    await Promise.all(
+      slaves.map((b) => {
+        const at = deletedAt.get(b.brokerName);
+        // the master does not have the topic (it was deleted there before): the slave's own end
+        const masterHas = masters.some((m) => m.brokerName === b.brokerName);
+        if (at === undefined && masterHas) return undefined;
+        return ask(b, at === undefined ? { topic } : { topic, deletedAt: at }).then(
+          () => {
+            deleted.push(b.addr);
+          },
+          (e: unknown) => failure(b, e),
+        );
+      }),
+    );
+    await Promise.all(
+      this.instance.nameservers.map((ns) =>
+        this.instance.node
+          .ref(ns, NAMESRV_ACTOR)
+          .ask({ type: "DELETE_TOPIC_IN_NAMESRV", topic, ...(cluster === undefined ? {} : { clusterName: cluster }) })
+          .catch((e: unknown) => failed.push(`name server ${ns}: ${(e as Error).message}`)),
+      ),
+    );
+    await this.instance.updateRoute(topic).catch(() => undefined);
+    if (failed.length > 0)
+      throw new MQError(
+        "SYSTEM_ERROR",
+        `Topic ${topic} was deleted from ${deleted.length > 0 ? deleted.join(", ") : "no broker"}, but not from ${failed.join("; ")}. ` +
+          "Run the deletion again once they are back (a slave is deleted after its master).",
+      );
+    return { topic, brokers: deleted };
+  }
+
+  /**
+   * RocketMQ's deleteSubscriptionGroup (`mqadmin deleteSubGroup`): deletes the group's config from
+   * every master and slave (of `cluster`, or of the broker name `broker`, when given), with
+   * `cleanOffset` its consumer offsets too, then its retry and dead-letter topics, as mqadmin does.
+   * SUBSCRIPTION_GROUP_NOT_EXIST when no broker asked has the group. Members still running make the
+   * group again (auto-created) with their next heartbeat: stop them first. A broker that fails is
+   * named in the error, after the others are done.
+   */
+  async deleteSubscriptionGroup(group: string, opts: AdminDeleteGroupOptions = {}): Promise<DeleteGroupResult> {
+    this.checkOpen();
+    if (!isGroupName(group))
+      throw new MQError(
+        "INVALID_PARAMETER",
+        `Group ${JSON.stringify(group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
+      );
+    if (opts.cluster !== undefined && opts.broker !== undefined)
+      throw new MQError("ILLEGAL_ARGUMENT", "Give a cluster or a broker to delete the group from, not both.");
+    const addrs = await this.brokerAddrs(opts.cluster, opts.broker);
+    const req: DeleteSubscriptionGroupRequest = { groupName: group, cleanOffset: opts.cleanOffset === true };
+    const settled = await Promise.allSettled(
+      addrs.map((b) =>
+        this.instance
+          .refAt(b.addr, BrokerActor.BROKER)
+          .ask<DeleteSubscriptionGroupReply>({ type: "DELETE_SUBSCRIPTIONGROUP", ...req }, { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS }),
+      ),
+    );
+    const brokers: string[] = [];
+    const failed: string[] = [];
+    let offsetsRemoved = 0;
+    settled.forEach((r, i) => {
+      const b = addrs[i]!;
+      if (r.status === "rejected") failed.push(`${b.brokerName} at ${b.addr}: ${(r.reason as Error).message}`);
+      else if (r.value.fields.existed || r.value.fields.offsetsRemoved > 0) {
+        brokers.push(b.addr);
+        offsetsRemoved += r.value.fields.offsetsRemoved;
+      }
+    });
+    if (brokers.length === 0 && failed.length === 0)
+      throw new MQError(
+        "SUBSCRIPTION_GROUP_NOT_EXIST",
+        `Consumer group ${group} does not exist on any broker${opts.broker ? ` named ${opts.broker}` : opts.cluster ? ` of cluster ${opts.cluster}` : ""}: check the name.`,
+      );
+    const topicsDeleted: string[] = [];
+    // with a broker given, the name servers keep the topics' routes of the other brokers
+    if (opts.broker === undefined)
+      for (const t of [RETRY_GROUP_TOPIC_PREFIX + group, DLQ_GROUP_TOPIC_PREFIX + group]) {
+        // a broadcasting group's name may be too long for one (it has none)
+        if (t.length > TOPIC_MAX_LENGTH) continue;
+        try {
+          await this.deleteTopicEverywhere(t, opts.cluster);
+          topicsDeleted.push(t);
+        } catch (e) {
+          if (!isMQError(e, "TOPIC_NOT_EXIST")) failed.push(`topic ${t}: ${(e as Error).message}`);
+        }
+      }
+    if (failed.length > 0)
+      throw new MQError(
+        "SYSTEM_ERROR",
+        `Consumer group ${group} was deleted from ${brokers.length > 0 ? brokers.join(", ") : "no broker"}, but not from ${failed.join("; ")}. Run the deletion again once they are back.`,
+      );
+    return { group, brokers, offsetsRemoved, topicsDeleted };
+  }
+
+  /**
+   * Every registered address (masters first, then slaves by id) of the brokers of `cluster`, or of
+   * the broker name `broker`, or of every broker. An unknown cluster or broker is ILLEGAL_ARGUMENT
+   * naming the known ones; none registered is NO_ROUTE.
+   */
+  private async brokerAddrs(cluster: string | undefined, broker: string | undefined): Promise<BrokerAddr[]> {
+    const info = await this.clusterInfo();
+    let names = Object.keys(info.brokerAddrTable);
+    if (names.length === 0) throw noMasterError([]);
+    if (cluster !== undefined) {
+      const inCluster = info.clusterAddrTable[cluster];
+      if (!inCluster)
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `No cluster ${cluster} is registered with the name servers; known clusters: ${Object.keys(info.clusterAddrTable).sort().join(", ")}.`,
+        );
+      names = inCluster;
+    }
+    if (broker !== undefined) {
+      if (!info.brokerAddrTable[broker])
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `No broker ${broker} is registered with the name servers; known brokers: ${names.sort().join(", ")}.`,
+        );
+      names = [broker];
+    }
+    const out: BrokerAddr[] = [];
+    for (const name of [...names].sort())
+      for (const [id, addr] of Object.entries(info.brokerAddrTable[name]?.brokerAddrs ?? {}))
+        if (addr) out.push({ brokerName: name, brokerId: Number(id), addr });
+    return out.sort((a, b) => a.brokerId - b.brokerId || (a.brokerName < b.brokerName ? -1 : 1));
   }
 
   /**
