@@ -47,6 +47,7 @@ export function buildProgram(): Command {
   addGroupCommands(program);
   addBrokerConfigCommands(program);
   addBrokerStatusCommand(program);
+  addGroupCommands(program);
   addMessageCommand(program);
   addBenchCommand(program);
   addClusterCommands(program);

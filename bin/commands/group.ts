@@ -1,6 +1,6 @@
 /**
- * `actormq group list|members|update`: consumer groups as the brokers know them (RocketMQ's
- * `mqadmin consumerConnection` and `updateSubGroup`). One function per subcommand.
+ * `actormq group list|members|update|delete`: consumer groups as the brokers know them (RocketMQ's
+ * `mqadmin consumerConnection`, `updateSubGroup` and `deleteSubGroup`). One function per subcommand.
  */
 import { type Command, InvalidArgumentError } from "commander";
 import { Admin, type UpdateSubscriptionGroupOptions } from "../../actors/client/index.ts";
@@ -22,7 +22,7 @@ function boolArg(v: string): boolean {
 export function groupCommand(program: Command): Command {
   return (
     program.commands.find((c) => c.name() === "group") ??
-    program.command("group").description("List consumer groups, show their members and change their settings.")
+    program.command("group").description("List consumer groups, show their members, change their settings or delete them.")
   );
 }
 
@@ -31,6 +31,7 @@ export function addGroupCommands(program: Command): void {
   addGroupListCommand(group);
   addGroupMembersCommand(group);
   addGroupUpdateCommand(group);
+  addGroupDeleteCommand(group);
 }
 
 /** `group list`: every group the brokers know, with its main settings. */
@@ -165,5 +166,33 @@ export function addGroupUpdateCommand(group: Command): void {
           formatTable(["BROKER", "CONSUME_ENABLE", "BROADCAST_ENABLE", "RETRY_MAX_TIMES", "RETRY_QUEUES", "CONSUME_TIMEOUT_MIN"], rows),
         );
       }),
+  );
+}
+
+/** `actormq group delete <group> [--cluster C | --broker B] [--clean-offset]` (RocketMQ's `mqadmin deleteSubGroup`). */
+function addGroupDeleteCommand(group: Command): void {
+  clientCommand(
+    group
+      .command("delete")
+      .description(
+        "Delete a consumer group's config from every master and slave (of --cluster or --broker only, when given), with " +
+          "--clean-offset its consumer offsets too, then its retry and dead-letter topics (%RETRY%<group>, %DLQ%<group>; not with --broker), " +
+          "as RocketMQ's deleteSubGroup does. Stop the group's consumers first: a running member makes the group again with its next heartbeat.",
+      )
+      .argument("<group>", "consumer group name")
+      .option("--cluster <name>", "delete it from this cluster's brokers only (default: every broker)")
+      .option("--broker <name>", "delete it from this broker name (master and slaves) only")
+      .option("--clean-offset", "also forget the group's consumer offsets (it then starts where its consumeFromWhere says)"),
+  ).action((name: string, f: ClientFlags & { cluster?: string; broker?: string; cleanOffset?: boolean }) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const r = await admin.deleteSubscriptionGroup(name, { cluster: f.cluster, broker: f.broker, cleanOffset: !!f.cleanOffset });
+      const extra = [
+        f.cleanOffset ? `${r.offsetsRemoved} offset entr${r.offsetsRemoved === 1 ? "y" : "ies"} forgotten` : "",
+        r.topicsDeleted.length > 0 ? `topics ${r.topicsDeleted.join(", ")} deleted` : "",
+      ].filter((x) => x);
+      process.stdout.write(`group ${name} deleted from ${r.brokers.length} broker(s)${extra.length > 0 ? `; ${extra.join("; ")}` : ""}\n`);
+    }),
   );
 }

@@ -1,4 +1,4 @@
-/** `actormq topic create|list|route|status`: topics as the name servers and brokers see them. */
+/** `actormq topic create|list|route|status|delete`: topics as the name servers and brokers see them. */
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { MAX_QUEUE_NUMS, MQError } from "../../transport/protocol.ts";
@@ -144,6 +144,31 @@ export function addTopicCommands(program: Command): void {
         q.lastUpdateTimestamp > 0 ? new Date(q.lastUpdateTimestamp).toISOString() : "-",
       ]);
       process.stdout.write(formatTable(["BROKER", "WRITE QUEUE", "MIN", "MAX", "LAST UPDATED"], rows));
+    }),
+  );
+
+  addTopicDeleteCommand(topic);
+}
+
+/** `actormq topic delete <topic> [--cluster C]` (RocketMQ's `mqadmin deleteTopic`). */
+function addTopicDeleteCommand(topic: Command): void {
+  clientCommand(
+    topic
+      .command("delete")
+      .description(
+        "Delete a topic from every master and slave that has it (of --cluster only, when given) and its route from the name servers " +
+          "(RocketMQ's deleteTopic). Its messages are no longer served (they leave the disk when their commit-log files expire) and " +
+          "its consumer offsets are dropped: a topic created again under the name starts empty. Stop its producers and consumers first. " +
+          "TBW102, SCHEDULE_TOPIC_XXXX and retry/dead-letter topics are refused (`group delete` deletes a group's).",
+      )
+      .argument("<topic>", "topic name")
+      .option("--cluster <name>", "delete it from this cluster's brokers only (default: every cluster)"),
+  ).action((name: string, f: ClientFlags & { cluster?: string }) =>
+    runClient(async (onExit) => {
+      const admin = await Admin.start({ nameservers: f.namesrv });
+      onExit(() => admin.close());
+      const r = await admin.deleteTopic(name, { cluster: f.cluster });
+      process.stdout.write(`topic ${name} deleted from ${r.brokers.length} broker(s) and the name servers\n`);
     }),
   );
 }
