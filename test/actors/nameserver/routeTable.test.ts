@@ -245,3 +245,25 @@ test("two masters of one broker name in two clusters are reported: the name flip
   assert.deepEqual(u.clusterInfo().clusterAddrTable, { C2: ["b"] });
   assert.deepEqual(quiet, []);
 });
+
+test("deleteTopic removes a topic's route from every broker, or only from those of one cluster", () => {
+  const t = new RouteTable();
+  t.register(reg("a", "tcp://h:1", [tc("T"), tc("U")]), 0);
+  t.register(reg("b", "tcp://h:2", [tc("T"), tc("U")], 0, { clusterName: "D" }), 0);
+  assert.equal(t.deleteTopic("T", "D"), true);
+  assert.deepEqual(
+    t.getRoute("T").queueDatas.map((q) => q.brokerName),
+    ["a"],
+  );
+  assert.equal(t.deleteTopic("T", "NoSuchCluster"), false);
+  assert.equal(t.deleteTopic("U"), true);
+  assert.throws(
+    () => t.getRoute("U"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+  );
+  assert.equal(t.deleteTopic("U"), false, "a topic without a route: nothing to do");
+  assert.deepEqual(t.topicList(), ["T"]);
+  // a broker that still has the topic puts it back when it registers again
+  t.register(reg("a", "tcp://h:1", [tc("T"), tc("U")]), 1);
+  assert.deepEqual(t.topicList(), ["T", "U"]);
+});
