@@ -7,10 +7,14 @@ export type { CreateTopicOptions } from "./actors/broker/broker.ts";
 export { Broker } from "./actors/broker/broker.ts";
 export type { BrokerOptions } from "./actors/broker/brokerConfig.ts";
 export type {
+  AdminDeleteGroupOptions,
+  AdminDeleteTopicOptions,
   BrokerStatus,
   ConsumerConnectionInfo,
   ConsumerConnectionSummary,
   ConsumerProgressEntry,
+  DeleteGroupResult,
+  DeleteTopicResult,
   GroupListEntry,
   QueryMessageByKeyOptions,
   TopicStatsEntry,
