@@ -614,7 +614,8 @@ export class MessageStore {
     const at = this.deleted.at(q.topic);
     if (at === undefined || q.maxOffset <= q.minOffset) return false;
     const e = q.read(q.minOffset, 1);
-    return !!e && e.length >= CQ_ENTRY_BYTES && readLong(e, 0) < at;
+    // a hole (all zeros: a record recovery could not read) says nothing
+    return !!e && e.length >= CQ_ENTRY_BYTES && e.readInt32BE(8) > 0 && readLong(e, 0) < at;
   }
 
   /** Closes a consume queue and removes its files. */
