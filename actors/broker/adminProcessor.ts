@@ -132,9 +132,9 @@ async function deleteTopic(ctx: BrokerContext, topic: unknown, deletedAt: unknow
   const offsets = consumerOffsetsOf(ctx);
   offsets.removeWhere((t) => t === topic);
   offsets.persist();
-  const before = ctx.store.deletedTopics()[topic];
   await ctx.store.deleteTopics([topic], ctx.config.role === "SLAVE" ? at : undefined);
-  const after = ctx.store.deletedTopics()[topic] ?? before ?? 0;
+  const marks = ctx.store.deletedTopics();
+  const after = Object.hasOwn(marks, topic) ? marks[topic]! : 0;
   await ctx.registerNow();
   return { existed, deletedAt: after };
 }

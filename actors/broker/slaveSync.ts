@@ -37,7 +37,7 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
   // deletions first: a topic deleted and created again on the master is created again here after
   const mine = ctx.store.deletedTopics();
   for (const [topic, at] of Object.entries(topics.fields.deletedTopics ?? {})) {
-    if (!Number.isSafeInteger(at) || at < 0 || (mine[topic] ?? -1) >= at) continue;
+    if (!Number.isSafeInteger(at) || at < 0 || (Object.hasOwn(mine, topic) && mine[topic]! >= at)) continue;
     if (!Object.hasOwn(theirs, topic)) await ctx.topics.delete(topic);
     offsets.removeWhere((t) => t === topic);
     await ctx.store.deleteTopics([topic], at);
