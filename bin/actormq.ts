@@ -47,7 +47,6 @@ export function buildProgram(): Command {
   addGroupCommands(program);
   addBrokerConfigCommands(program);
   addBrokerStatusCommand(program);
-  addGroupCommands(program);
   addMessageCommand(program);
   addBenchCommand(program);
   addClusterCommands(program);
