@@ -908,6 +908,9 @@ export class MessageStore {
     return this.deleted.toJSON();
   }
 
+  /** Most bytes {@link redispatch} reads at once (a record longer than this is read whole). */
+  redispatchChunkBytes = 4 * 1024 * 1024;
+
   /** Dispatches the records in [from, to) again into the consume queues, without index entries or arrival notices. */
   private redispatch(from: number, to: number): void {
     const indexedEnd = this.dispatcher.indexedEnd;
@@ -918,8 +921,27 @@ export class MessageStore {
         const seg = this.commitLog.segmentFor(phy);
         if (!seg) break;
         const segEnd = Math.min(to, seg.start + this.commitLog.segmentBytes);
-        const buf = this.commitLog.read(phy, segEnd - phy);
-        if (buf) this.dispatcher.dispatch(buf, 0, buf.length, phy, false);
+        // in chunks of whole records: a slave far behind must not read a whole segment at once
+        while (phy < segEnd) {
+          let buf = this.commitLog.read(phy, Math.min(segEnd - phy, this.redispatchChunkBytes));
+          if (!buf || buf.length < 8) break;
+          let whole = 0;
+          for (;;) {
+            const total = whole + 8 <= buf.length ? buf.readInt32BE(whole) : 0;
+            if (total <= 0 || buf.readUInt32BE(whole + 4) === BLANK_MAGIC || whole + total > buf.length) break;
+            whole += total;
+          }
+          if (whole === 0) {
+            // one record longer than a chunk, or the segment's end (a blank or nothing written)
+            const total = buf.readInt32BE(0);
+            if (total <= 0 || buf.readUInt32BE(4) === BLANK_MAGIC || phy + total > segEnd) break;
+            buf = this.commitLog.read(phy, total);
+            if (!buf || buf.length < total) break;
+            whole = total;
+          }
+          this.dispatcher.dispatch(buf, 0, whole, phy, false);
+          phy += whole;
+        }
         phy = seg.start + this.commitLog.segmentBytes;
       }
     } finally {

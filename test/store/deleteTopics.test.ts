@@ -161,24 +161,29 @@ test("the deletion is forgotten once the segments holding the old records expire
   assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, "deletedTopics.json"), "utf8")), { deletedTopics: {} });
 });
 
-test("a deletion at a master's offset makes a replica drop what it dispatched of the old topic and keep what came after", async (t) => {
-  const { dir, cleanup } = await tempDir();
-  t.after(cleanup);
-  const s = await MessageStore.open(opts(dir));
-  t.after(() => s.close());
-  await put(s, "T", bodies("old", 6));
-  const at = s.maxPhyOffset;
-  await put(s, "U", bodies("u", 2));
-  // the topic was created again on the master and its first messages already copied here
-  const fresh = await put(s, "T", bodies("new", 3));
-  assert.deepEqual(readAll(s, "T"), numbered("old", 6).concat(bodies("new", 3).map((b, i) => `${6 + i}:${b}`)));
-  await s.deleteTopics(["T"], at);
-  assert.deepEqual(s.deletedTopics(), { T: at });
-  assert.ok(fresh[0]! > at);
-  // the old records are skipped; the new ones keep the queue offsets their records carry
-  assert.deepEqual(
-    readAll(s, "T").map((x) => x.split(":")[1]),
-    bodies("new", 3),
-  );
-  assert.deepEqual(readAll(s, "U"), numbered("u", 2));
-});
+for (const chunk of [4 * 1024 * 1024, 300])
+  test(`a deletion at a master's offset makes a replica drop what it dispatched of the old topic and keep what came after (re-read in chunks of ${chunk} bytes)`, async (t) => {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    const s = await MessageStore.open(opts(dir));
+    t.after(() => s.close());
+    // 300 bytes: a few records per chunk, and the long "new" record below is longer than one
+    s.redispatchChunkBytes = chunk;
+    await put(s, "T", bodies("old", 6));
+    const at = s.maxPhyOffset;
+    await put(s, "U", bodies("u", 2));
+    // the topic was created again on the master and its first messages already copied here
+    const news = [...bodies("new", 3), "L".repeat(500)];
+    const fresh = await put(s, "T", news);
+    await put(s, "U", bodies("v", 2));
+    assert.deepEqual(readAll(s, "T"), numbered("old", 6).concat(news.map((b, i) => `${6 + i}:${b}`)));
+    await s.deleteTopics(["T"], at);
+    assert.deepEqual(s.deletedTopics(), { T: at });
+    assert.ok(fresh[0]! > at);
+    // the old records are skipped; the new ones keep the queue offsets their records carry
+    assert.deepEqual(
+      readAll(s, "T").map((x) => x.split(":")[1]),
+      news,
+    );
+    assert.deepEqual(readAll(s, "U"), numbered("u", 2).concat(bodies("v", 2).map((b, i) => `${2 + i}:${b}`)));
+  });
