@@ -130,10 +130,9 @@ async function deleteTopic(ctx: BrokerContext, topic: unknown, deletedAt: unknow
   if (at !== undefined && at < 0) throw new MQError("INVALID_PARAMETER", `"deletedAt" must be >= 0, not ${at}.`);
   // the config goes last: a deletion cut short (a crash, a full disk) leaves the topic listed, so
   // the admin finds it and a deletion run again completes it
-  const deleting = ctx.store.deleteTopics([topic], ctx.config.role === "SLAVE" ? at : undefined);
+  await ctx.store.deleteTopics([topic], ctx.config.role === "SLAVE" ? at : undefined);
   const marks = ctx.store.deletedTopics();
   const after = Object.hasOwn(marks, topic) ? marks[topic]! : 0;
-  await deleting;
   const offsets = consumerOffsetsOf(ctx);
   offsets.removeWhere((t) => t === topic);
   offsets.persist();

@@ -418,10 +418,10 @@ function overTransportLimit(out: Outgoing): string | undefined {
   if (bytes <= DEFAULT_MAX_INBOUND_BYTES) return undefined;
   const what = out.type === "SEND_BATCH_MESSAGE" ? "batch" : "message";
   return (
-    `the ${what} is too large for the transport: its request is about ${bytes} bytes, over the ${DEFAULT_MAX_INBOUND_BYTES} bytes ` +
+    `the ${what} may be too large for the transport: its request is about ${bytes} bytes, over the ${DEFAULT_MAX_INBOUND_BYTES} bytes ` +
     `(${DEFAULT_MAX_INBOUND_BYTES / 1024 / 1024} MiB) a broker takes in one request unless its maxMessageBytes is larger ` +
     `(it takes 4 x maxMessageBytes), and a broker that receives more drops the connection. ${what === "batch" ? "Split the batch" : "Send a smaller message"}, ` +
-    `or raise the brokers' maxMessageBytes to at least ${out.body.length}.`
+    `or, if the brokers run with the default, raise their maxMessageBytes to at least ${Math.ceil(bytes / 4)}.`
   );
 }
 
