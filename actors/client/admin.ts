@@ -509,7 +509,10 @@ export class Admin {
         const at = deletedAt.get(b.brokerName);
         // the master does not have the topic (it was deleted there before): the slave's own end
         const masterHas = masters.some((m) => m.brokerName === b.brokerName);
-        if (at === undefined && masterHas) return undefined;
+        if (at === undefined && masterHas) {
+          failed.push(`${b.brokerName} (slave ${b.brokerId}) at ${b.addr}: skipped, its master did not delete it`);
+          return undefined;
+        }
         return ask(b, at === undefined ? { topic } : { topic, deletedAt: at }).then(
           () => {
             deleted.push(b.addr);
