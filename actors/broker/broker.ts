@@ -118,8 +118,6 @@ export class Broker {
   private static async startBroker(opts: BrokerOptions): Promise<Broker> {
     const config: BrokerConfig = resolveBrokerConfig(opts);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
-    // what UPDATE_BROKER_CONFIG changed before a restart, unless a start option says otherwise
-    const runtimeConfig = RuntimeConfig.load(config, opts, logger);
     const flushErrorLog = new LogThrottle(FLUSH_ERROR_LOG_INTERVAL_MS);
     try {
       await mkdir(config.storeDir, { recursive: true });
@@ -133,6 +131,9 @@ export class Broker {
         );
       throw ioError(e, `creating the store directory ${config.storeDir}`);
     }
+    // what UPDATE_BROKER_CONFIG changed before a restart, unless a start option says otherwise (read
+    // once the store directory is known to be one: a file in its way is named as such above)
+    const runtimeConfig = RuntimeConfig.load(config, opts, logger);
     const node = await ActorNode.start({
       listen: config.listen,
       advertise: config.advertise,

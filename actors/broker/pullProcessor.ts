@@ -275,8 +275,9 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
   // 1. broker readable
   if (!(ctx.config.brokerPermission & Perm.READ))
     throw new MQError("NO_PERMISSION", `the broker[${name}] pulling message is forbidden; pull from another broker.`);
-  // 3. subscription group exists (or is auto-created)
-  const groupCfg = ctx.groups.findOrAutoCreate(req.consumerGroup);
+  // 3. subscription group exists (or is auto-created). A held pull re-executed is not a member
+  // speaking now (its consumer may be gone): it must not bring back a group deleted meanwhile
+  const groupCfg = brokerAllowSuspend ? ctx.groups.findOrAutoCreate(req.consumerGroup) : ctx.groups.get(req.consumerGroup);
   if (!groupCfg) {
     throw new MQError(
       "SUBSCRIPTION_GROUP_NOT_EXIST",

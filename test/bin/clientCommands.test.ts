@@ -56,7 +56,10 @@ test("topic create takes read and write queue counts apart; a count not given ke
   // making it read only must not reset its queue counts to a default
   assert.equal((await cli(["topic", "create", "CliRw", "--perm", "4"], { env })).code, 0);
   for (const row of await routeRows()) assert.match(row, /master\s+tcp:\/\/\S+\s+4\s+2\s+4$/);
+  // nor changing its queue counts reset its perm: it stays read only until --perm says otherwise
   assert.equal((await cli(["topic", "create", "CliRw", "--write-queues", "0", "--brokers", "broker-a"], { env })).code, 0);
+  assert.match((await routeRows()).join("\n"), /broker-a\s+master\s+tcp:\/\/\S+\s+4\s+0\s+4/);
+  assert.equal((await cli(["topic", "create", "CliRw", "--perm", "6", "--brokers", "broker-a"], { env })).code, 0);
   assert.match((await routeRows()).join("\n"), /broker-a\s+master\s+tcp:\/\/\S+\s+4\s+0\s+6/);
   for (const [args, why] of [
     [["--queues", "2", "--read-queues", "3"], /either --queues, or --read-queues/],

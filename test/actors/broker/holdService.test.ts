@@ -4,7 +4,7 @@ import type { HoldContext } from "../../../actors/broker/holdService.ts";
 import { MAX_SUSPEND_TIMEOUT_MS } from "../../../actors/broker/pullProcessor.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import { decodeRecords } from "../../../transport/messageRecord.ts";
-import { BrokerActor, PullSysFlag } from "../../../transport/protocol.ts";
+import { BrokerActor, isMQError, PullSysFlag } from "../../../transport/protocol.ts";
 import { fakeWallClock, waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
@@ -173,6 +173,24 @@ test("a pull that finds nothing after the hold service shut down is answered at 
     assert.equal(r.fields.nextBeginOffset, 0);
     assert.ok(Date.now() - t0 < 1000, `answered after ${Date.now() - t0} ms`);
     assert.equal(heldPulls(s), 0);
+  } finally {
+    await s.close();
+  }
+});
+
+test("a held pull whose group was deleted meanwhile is answered SUBSCRIPTION_GROUP_NOT_EXIST and does not bring the group back", async () => {
+  const s = await startFixture();
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 1, writeQueueNums: 1 });
+    // the pull's group exists once the pull is taken (auto-created)
+    const held = track(s.pull({ queueId: 0, queueOffset: 0, sysFlag: SUSPEND, suspendTimeoutMillis: 300 }, 5_000));
+    await waitFor(() => heldPulls(s) === 1, 2000, "the pull held by the broker");
+    assert.ok(s.broker.ctx.groups.get("G"), "group G auto-created by the pull");
+    // deleted while the pull waits, as `group delete` does after its consumer left
+    assert.equal(await s.broker.ctx.groups.delete("G"), true);
+    await held.done;
+    assert.ok(isMQError(held.error, "SUBSCRIPTION_GROUP_NOT_EXIST"), String(held.error ?? held.value?.fields.status));
+    assert.equal(s.broker.ctx.groups.get("G"), undefined, "the re-executed pull did not create the group again");
   } finally {
     await s.close();
   }
