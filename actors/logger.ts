@@ -135,7 +135,18 @@ export function logTransportDrops(transport: ZmqNode, logger: Logger, what: stri
       `${what} received malformed frames (dropped, or answered MALFORMED / REQUEST_CODE_NOT_SUPPORTED where a reply could go back): check what connects to this port, and that its actormq version matches`,
     );
   });
-  transport.onConnectionRefused((kind, address, why) => {
+  transport.onConnectionRefused((kind, address, why, client) => {
+    if (kind === "clientKey") {
+      // one line per refused key and 30 s: a client retries at most once a second, and its key is
+      // what the operator adds to the allow-list (or looks for)
+      const held = throttle.pass(`clientKey ${client?.key}`);
+      if (held === undefined) return;
+      logger.warn(
+        { refused: held + 1, listener: address, clientAddress: client?.address, clientKey: client?.key },
+        `${what} refused a CURVE client whose public key is not in its allowed client keys (curve.allowedClientKeys, --curve-allow): add the key if the client is to connect`,
+      );
+      return;
+    }
     const held = throttle.pass(kind);
     if (held === undefined) return;
     if (kind === "accept")
@@ -145,8 +156,8 @@ export function logTransportDrops(transport: ZmqNode, logger: Logger, what: stri
       );
     else
       logger.warn(
-        { refused: held + 1, reason: why, peer: address },
-        `${what} refused connections whose handshake failed: check the clients' CURVE keys (curveClient.serverKeys must be this server's public key, and the client's key allowed) and that its clients use CURVE`,
+        { refused: held + 1, reason: why, peer: address, listener: address },
+        `${what} refused connections whose handshake failed: check the clients' CURVE keys (their curveServerKey must be this server's public key) and that its clients use CURVE, or none when this server does not`,
       );
   });
 }

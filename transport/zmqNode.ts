@@ -101,6 +101,20 @@ export const LAG_WINDOW_MS = 5 * 60_000;
 export const EXPIRED_RUN_RESET_MS = 10_000;
 /** How long a DEALER's TCP connect may take before it is retried (RocketMQ's connectTimeoutMillis). */
 export const CONNECT_TIMEOUT_MS = 3000;
+/**
+ * A link whose handshake the peer refused (CURVE keys, or CURVE on one side only) is closed, its
+ * asks failed with AUTH_FAILED; sends to the address within this long fail at once with the same
+ * error, and the first one after it connects anew: at most one refused attempt a second, where
+ * libzmq would retry every RECONNECT_INTERVAL_MS.
+ */
+export const REFUSED_RETRY_MS = 1000;
+/**
+ * Handshakes of a CURVE link that end with the connection closed, one after the other, that read
+ * as the server refusing this client's hello: a server given the wrong server key cannot read it
+ * and drops the connection, which libzmq reports as an unspecified handshake error (one alone may
+ * be a server going down mid-handshake).
+ */
+const CLOSED_HANDSHAKES_REFUSED = 2;
 /** How often links are checked against PEER_EXPIRY_MS. */
 const PEER_EXPIRY_CHECK_MS = 10_000;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
@@ -207,6 +221,8 @@ export class PeerLink extends Link {
   unreachableSince = 0;
   /** when the connection last closed or an attempt to make it failed ({@link monotonicNow} ms) */
   lastFailureAt = 0;
+  /** handshakes ended by the connection closing since the last completed one (see CLOSED_HANDSHAKES_REFUSED) */
+  closedHandshakes = 0;
   /** told at the next close or failed attempt (see {@link ZmqNode.onPeerFailure}) */
   readonly failureListeners = new Set<() => void>();
   /** deadline of the last frame queued ({@link monotonicNow} ms): the link is unused once it is long past */
@@ -365,8 +381,17 @@ export type ExpiredRequestHandler = (link: Link, type: string, waitedMs: number,
  * link it came in on (null when not even the connection was readable) and why.
  */
 export type MalformedFrameHandler = (link: Link | null, why: string) => void;
-/** Told of a connection the listening socket could not accept or whose handshake failed, with the peer's address. */
-export type RefusedConnectionHandler = (kind: "accept" | "handshake", address: string, why: string) => void;
+/**
+ * Told of a connection the listening socket could not accept or whose handshake failed, with the
+ * listening endpoint; `clientKey`: a CURVE client whose public key is not allowed, with the
+ * client's IP address and key (ZAP tells them).
+ */
+export type RefusedConnectionHandler = (
+  kind: "accept" | "handshake" | "clientKey",
+  address: string,
+  why: string,
+  client?: { address: string; key: string },
+) => void;
 
 export class ZmqNode {
   readonly nodeId: string;
@@ -392,6 +417,8 @@ export class ZmqNode {
   private readonly peers = new Map<string, PeerLink>();
   /** per address, told when a lost connection to it is made again (kept while its link is forgotten and made anew) */
   private readonly reconnectListeners = new Map<string, Set<() => void>>();
+  /** addresses whose handshake was refused, when and why (see {@link REFUSED_RETRY_MS}) */
+  private readonly refusals = new Map<string, { at: number; message: string }>();
   private readonly routerLinks = new Map<string, RouterLink>();
   private routerDirty: RouterLink[] = [];
   private routerScheduled = false;
@@ -407,7 +434,8 @@ export class ZmqNode {
   private peerForgotten: (address: string) => void = () => {};
   private requestExpired: ExpiredRequestHandler = () => {};
   private frameMalformed: MalformedFrameHandler = () => {};
-  private connectionRefused: RefusedConnectionHandler = () => {};
+  /** @internal told by the socket events and the ZAP handler; see {@link onConnectionRefused} */
+  connectionRefused: RefusedConnectionHandler = () => {};
   private readonly expiryTimer: NodeJS.Timeout;
 
   private constructor(
@@ -455,6 +483,11 @@ export class ZmqNode {
       checkCurveKey(opts.curveClient.publicKey, "curveClient.publicKey");
       checkCurveKey(opts.curveClient.secretKey, "curveClient.secretKey");
     }
+    if (opts.curve && !opts.listen)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        "curve (the server side of CURVE) needs a listening endpoint (listen): a node that does not listen has no server to secure. Use curveClient for its outgoing links.",
+      );
     if (opts.listen && opts.curve) {
       // checked before the ROUTER exists: a socket left open would keep the process alive
       checkCurveKey(opts.curve.publicKey, "curve.publicKey");
@@ -464,6 +497,8 @@ export class ZmqNode {
     let router: zmq.Router | null = null;
     let address: string | null = null;
     let zapDomain: string | null = null;
+    // the ZAP handler's refusals are told to the node once it exists
+    let node: ZmqNode | undefined;
     if (opts.listen) {
       router = new zmq.Router({
         linger: 0,
@@ -489,7 +524,9 @@ export class ZmqNode {
           // drop) one key set; nor long, since libzmq takes at most 255 bytes
           zapDomain = `actormq/${++zapDomainCount}`;
           try {
-            await zapHandler.register(zapDomain, opts.curve.allowedClientKeys);
+            await zapHandler.register(zapDomain, opts.curve.allowedClientKeys, (ip, key) =>
+              node?.connectionRefused("clientKey", address ?? opts.listen!, "client key not allowed", { address: ip, key }),
+            );
           } catch (e) {
             router.close();
             throw e;
@@ -510,7 +547,7 @@ export class ZmqNode {
       }
       address = opts.advertise ?? router.lastEndpoint ?? opts.listen;
     }
-    const node = new ZmqNode(opts, router, address, opts.curveClient);
+    node = new ZmqNode(opts, router, address, opts.curveClient);
     node.zapDomain = zapDomain;
     if (router) {
       node.watchConnections(router);
@@ -532,7 +569,11 @@ export class ZmqNode {
       this.connectionRefused(kind, e.address, errno && !e.error.message.includes(errno) ? `${errno}: ${e.error.message}` : e.error.message);
     };
     router.events.on("accept:error", (e) => refused("accept", e));
-    router.events.on("handshake:error:auth", (e) => refused("handshake", e));
+    router.events.on("handshake:error:auth", (e) => {
+      // refused by the client-key check, which tells the client's address and key itself
+      if (this.zapDomain !== null) this.stats.handshakeFailures++;
+      else refused("handshake", e);
+    });
     router.events.on("handshake:error:protocol", (e) => refused("handshake", e));
     // a ROUTER does not say which peer a closed connection was, but its monitor counts them
     router.events.on("accept", () => this.stats.connectionsOpen++);
@@ -586,6 +627,11 @@ export class ZmqNode {
     let link = this.peers.get(address);
     if (link) return link;
     if (this.closed) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; start a new one to reach ${address}.`);
+    const refusal = this.refusals.get(address);
+    if (refusal !== undefined) {
+      if (monotonicNow() - refusal.at < REFUSED_RETRY_MS) throw new MQError("AUTH_FAILED", refusal.message);
+      this.refusals.delete(address);
+    }
     checkTcpPort(address, "The address", true);
     const sock = new zmq.Dealer({
       linger: 0,
@@ -614,6 +660,25 @@ export class ZmqNode {
       sock.curvePublicKey = this.curveClient.publicKey;
       sock.curveSecretKey = this.curveClient.secretKey;
     }
+    const peerLink = new PeerLink(address, sock, this);
+    // the events are watched before the connect: zeromq starts its socket monitor on first use of
+    // `events`, and what happens before is not told (a refused handshake on a local connection
+    // often is over by then, and its asks would wait out their timeouts)
+    sock.events.on("disconnect", () => {
+      markUnreachable(peerLink);
+      this.onPeerDisconnect(peerLink);
+    });
+    sock.events.on("connect:retry", () => {
+      markUnreachable(peerLink);
+    });
+    sock.events.on("handshake", () => {
+      peerLink.closedHandshakes = 0;
+      if (!peerLink.unreachable) return;
+      peerLink.unreachable = false;
+      const back = this.reconnectListeners.get(address);
+      if (back) for (const f of back) f();
+    });
+    this.watchHandshakes(peerLink, this.curveClient !== undefined);
     try {
       sock.connect(address);
     } catch (e) {
@@ -624,24 +689,59 @@ export class ZmqNode {
         { cause: e },
       );
     }
-    link = new PeerLink(address, sock, this);
+    link = peerLink;
     this.peers.set(address, link);
-    const peerLink = link;
-    sock.events.on("disconnect", () => {
-      markUnreachable(peerLink);
-      this.onPeerDisconnect(peerLink);
-    });
-    sock.events.on("connect:retry", () => {
-      markUnreachable(peerLink);
-    });
-    sock.events.on("handshake", () => {
-      if (!peerLink.unreachable) return;
-      peerLink.unreachable = false;
-      const back = this.reconnectListeners.get(address);
-      if (back) for (const f of back) f();
-    });
     void this.receiveLoop(sock, false, link);
     return link;
+  }
+
+  /**
+   * Retires a link whose peer refuses its handshake, instead of letting libzmq retry it every
+   * RECONNECT_INTERVAL_MS while its asks wait out their timeouts (see {@link refuse}).
+   */
+  private watchHandshakes(link: PeerLink, curve: boolean): void {
+    const events = link.socket.events;
+    const address = link.address;
+    events.on("handshake:error:auth", () =>
+      this.refuse(
+        link,
+        `The server at ${address} refused this client's CURVE key: it is not in the server's allowed client keys. ` +
+          `Add this client's public key (${this.curveClient?.publicKey ?? "none"}) to the server's allow-list, or give the client an allowed key pair (curveClient).`,
+      ),
+    );
+    events.on("handshake:error:protocol", () =>
+      this.refuse(
+        link,
+        curve
+          ? `The CURVE handshake with ${address} failed: the server does not use CURVE. Connect without curveServerKey, or start the server with curve.`
+          : `The handshake with ${address} failed: the server requires CURVE (or is not an actormq server). Give this client curveServerKey (the server's public key; \`actormq keygen\` wrote it to the .pub file).`,
+      ),
+    );
+    if (curve)
+      events.on("handshake:error:other", () => {
+        if (++link.closedHandshakes < CLOSED_HANDSHAKES_REFUSED) return;
+        this.refuse(
+          link,
+          `The CURVE handshake with ${address} failed: the server closed the connection at this client's hello, as a server does whose public key is not curveServerKey. ` +
+            "Check curveServerKey (the server's public key, the .pub file of `actormq keygen`).",
+        );
+      });
+  }
+
+  /**
+   * The peer refused the link's handshake: the link is closed and forgotten (libzmq would retry it
+   * at once), its asks and queued sends fail now with AUTH_FAILED, its failure listeners are told,
+   * and sends to the address fail with the same error for {@link REFUSED_RETRY_MS}.
+   */
+  private refuse(link: PeerLink, message: string): void {
+    if (this.closed || link.retired) return;
+    this.refusals.set(link.address, { at: monotonicNow(), message });
+    if (this.peers.get(link.address) === link) this.peers.delete(link.address);
+    link.retired = true;
+    link.socket.close();
+    takeQueue(link);
+    markUnreachable(link);
+    this.pending.rejectSentOn(link, Number.POSITIVE_INFINITY, () => new MQError("AUTH_FAILED", message));
   }
 
   /**
@@ -715,6 +815,7 @@ export class ZmqNode {
    */
   forgetIdlePeers(now = monotonicNow()): void {
     const since = now - PEER_EXPIRY_MS;
+    for (const [address, r] of this.refusals) if (now - r.at >= REFUSED_RETRY_MS) this.refusals.delete(address);
     for (const [address, link] of this.peers) {
       if (!link.unreachable || link.unreachableSince > since || link.lastDeadline > since || link.queued > 0 || link.flushing) continue;
       this.peers.delete(address);
@@ -737,7 +838,14 @@ export class ZmqNode {
     serveLate = false,
   ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
-    if (link.retired) link = this.peer((link as PeerLink).address);
+    if (link.retired) {
+      try {
+        link = this.peer((link as PeerLink).address);
+      } catch (e) {
+        // refused (AUTH_FAILED) a moment ago: fails now, as the asks on the refused link did
+        return Promise.reject(e);
+      }
+    }
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
     const seq = link instanceof PeerLink ? ++link.askSeq : 0;
     const { id, deadline, promise } = this.pending.add<T>(timeoutMs, event.type, target, link, seq);
@@ -891,7 +999,8 @@ export class ZmqNode {
           await link.socket.send(frame);
           link.sentSeq = upTo;
         } catch (e) {
-          if (this.closed) return;
+          // retired: refused at its handshake, its asks failed (see refuse)
+          if (this.closed || link.retired) return;
           if ((e as { code?: string }).code === "EAGAIN") this.requeueUnexpired(link, parts, meta, monotonicNow(), taken);
           else this.stats.sendFailures++;
         }
