@@ -13,7 +13,7 @@ import { ioError } from "../../store/ioError.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { LogThrottle, logTransportDrops } from "../logger.ts";
-import { ActorNode, logActorFailures } from "../runtime/index.ts";
+import { ActorNode, logActorFailures, resolveCurveLink, resolveCurveServer } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
 import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
@@ -115,8 +115,12 @@ export class Broker {
     }
   }
 
-  private static async startBroker(opts: BrokerOptions): Promise<Broker> {
+  private static async startBroker(options: BrokerOptions): Promise<Broker> {
+    // kept out of the config, which is logged and shown: they hold secret keys
+    const { curve: curveOption, curveClient, curveServerKey, ...opts } = options;
     const config: BrokerConfig = resolveBrokerConfig(opts);
+    const curve = resolveCurveServer(curveOption);
+    const curveLinks = resolveCurveLink({ curveClient, curveServerKey }, curve);
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
     const flushErrorLog = new LogThrottle(FLUSH_ERROR_LOG_INTERVAL_MS);
     try {
@@ -139,6 +143,8 @@ export class Broker {
       advertise: config.advertise,
       // a send of the largest message this broker accepts is refused with its own clear error, not cut off
       maxInboundBytes: Math.max(DEFAULT_MAX_INBOUND_BYTES, 4 * config.maxMessageBytes),
+      curve,
+      curveClient: curveLinks,
     });
     logActorFailures(node, () => logger);
     logTransportDrops(node.transport, logger, `broker ${config.brokerName}`);
@@ -239,6 +245,8 @@ export class Broker {
           flush: config.flush,
           nameservers: config.nameservers,
           heapReserveMb: heapReserve.mb,
+          ...(curve ? { curve: { publicKey: curve.publicKey, allowedClientKeys: curve.allowedClientKeys?.length ?? "any" } } : {}),
+          ...(curveLinks ? { curveLinks: { publicKey: curveLinks.publicKey } } : {}),
           brokerPermission: config.brokerPermission,
         },
         "broker started",

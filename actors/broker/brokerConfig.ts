@@ -17,6 +17,7 @@ import {
 } from "../../transport/protocol.ts";
 import { checkTcpPort } from "../../transport/zmqNode.ts";
 import { defaultLogLevel } from "../logger.ts";
+import type { CurveClientKeys, CurveServerKey, CurveServerKeys } from "../runtime/index.ts";
 import { parseDelayLevels } from "./delayLevels.ts";
 import { DEFAULT_HEAP_RESERVE_MB } from "./heapReserve.ts";
 
@@ -98,9 +99,21 @@ export interface BrokerOptions {
    * without `--initial-old-space-size` (README, Operate: node flags); 0 = none. @default 32
    */
   heapReserveMb?: number;
+  /** CURVE on the broker's listening socket (docs/security.md). @default none (plaintext) */
+  curve?: CurveServerKeys;
+  /**
+   * the key pair of the broker's links to its name servers and master, which their allow-lists
+   * check. @default the `curve` key pair, else a fresh one (needs `curveServerKey`)
+   */
+  curveClient?: CurveClientKeys;
+  /** the public key of the name servers and master: set, the broker's links to them use CURVE. @default none (plaintext) */
+  curveServerKey?: CurveServerKey;
 }
 
 type OptionalBrokerOptions =
+  | "curve"
+  | "curveClient"
+  | "curveServerKey"
   | "masterAddress"
   | "advertise"
   | "messageDelayLevel"

@@ -16,6 +16,7 @@ import { createRequire } from "node:module";
 import { hostname } from "node:os";
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
+import type { CurveClientOptions } from "../../transport/curve.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
@@ -33,7 +34,16 @@ import {
 } from "../../transport/protocol.ts";
 import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
 import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
-import { ActorNode, logActorFailures, type Ref, type Replier, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
+import {
+  ActorNode,
+  type CurveLinkOptions,
+  logActorFailures,
+  type Ref,
+  type Replier,
+  resolveCurveLink,
+  unlessConnectionLost,
+  type WireEvent,
+} from "../runtime/index.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
 import { RouteCache, routeFromDefaultTopic, type TopicPublishInfo } from "./routeCache.ts";
 
@@ -63,7 +73,7 @@ export const DEFAULT_INSTANCE_NAME = "DEFAULT";
 export const INSPECTOR_ENV = "ACTORMQ_INSPECTOR";
 
 /** Options shared by every client kind. */
-export interface ClientInstanceOptions {
+export interface ClientInstanceOptions extends CurveLinkOptions {
   nameservers: string[];
   /** clients with different instance names get separate instances (and client ids). @default "DEFAULT" */
   instanceName?: string;
@@ -98,8 +108,10 @@ export const clientMachine = setup({
 
 const registry = new Map<string, Promise<ClientInstance>>();
 
-function keyOf(nameservers: string[], instanceName: string): string {
-  return `${[...nameservers].sort().join(",")}|${instanceName}`;
+/** Clients share an instance when they name the same name servers and instance name, and use the same CURVE keys. */
+function keyOf(nameservers: string[], instanceName: string, curve: CurveClientOptions | undefined): string {
+  const base = `${[...nameservers].sort().join(",")}|${instanceName}`;
+  return curve ? `${base}|curve ${curve.publicKey} ${JSON.stringify(curve.serverKeys)}` : base;
 }
 
 /** One process's shared client machinery for one (name servers, instance name). */
@@ -126,6 +138,8 @@ export class ClientInstance {
   private heartbeatQueued: Promise<void> | null = null;
   private heartbeatInFlight: Promise<void> | null = null;
   private closing: Promise<void> | null = null;
+  /** its key in the registry of started instances */
+  private registryKey = "";
 
   private constructor(
     readonly node: ActorNode,
@@ -154,9 +168,10 @@ export class ClientInstance {
     for (const name of ["pollNameServerIntervalMs", "heartbeatBrokerIntervalMs", "requestTimeoutMs"] as const)
       if (options[name] !== undefined) checkRange(name, options[name], 1, MAX_TIMER_MS);
     const instanceName = options.instanceName ?? DEFAULT_INSTANCE_NAME;
-    const key = keyOf(nameservers, instanceName);
+    const curve = resolveCurveLink(options);
+    const key = keyOf(nameservers, instanceName, curve);
     for (;;) {
-      const inst = await ClientInstance.shared(key, options, nameservers, instanceName);
+      const inst = await ClientInstance.shared(key, options, nameservers, instanceName, curve);
       // the last holder may have released it while this acquire waited: that one is closing, start another
       if (inst.closing !== null) continue;
       inst.refs++;
@@ -165,17 +180,24 @@ export class ClientInstance {
   }
 
   /** The registry's instance for `key`, started if there is none. */
-  private static shared(key: string, options: ClientInstanceOptions, nameservers: string[], instanceName: string): Promise<ClientInstance> {
+  private static shared(
+    key: string,
+    options: ClientInstanceOptions,
+    nameservers: string[],
+    instanceName: string,
+    curve: CurveClientOptions | undefined,
+  ): Promise<ClientInstance> {
     let p = registry.get(key);
     if (!p) {
       p = (async () => {
-        const node = await ActorNode.start({ listen: null, requestTimeoutMs: options.requestTimeoutMs });
+        const node = await ActorNode.start({ listen: null, requestTimeoutMs: options.requestTimeoutMs, curveClient: curve });
         logActorFailures(node, instanceLog);
         const inst = new ClientInstance(node, [...nameservers], instanceName, {
           pollNameServerIntervalMs: options.pollNameServerIntervalMs ?? DEFAULT_POLL_NAMESERVER_INTERVAL_MS,
           heartbeatBrokerIntervalMs: options.heartbeatBrokerIntervalMs ?? DEFAULT_HEARTBEAT_BROKER_INTERVAL_MS,
           requestTimeoutMs: options.requestTimeoutMs ?? 3000,
         });
+        inst.registryKey = key;
         inst.start();
         const inspector = process.env[INSPECTOR_ENV];
         // inspection is a debugging aid: an unreachable or bad endpoint never stops the client
@@ -191,7 +213,7 @@ export class ClientInstance {
   /** Gives back one acquire; the last release closes the node and timers. */
   async release(): Promise<void> {
     if (--this.refs > 0) return;
-    registry.delete(keyOf(this.nameservers, this.instanceName));
+    registry.delete(this.registryKey);
     if (!this.closing) this.closing = this.doClose();
     await this.closing;
   }

@@ -5,7 +5,7 @@
 
 import { checkRange, MAX_TIMER_MS, NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { createLogger, defaultLogLevel, type Logger, logTransportDrops } from "../logger.ts";
-import { ActorNode, logActorFailures } from "../runtime/index.ts";
+import { ActorNode, type CurveServerKeys, logActorFailures, resolveCurveServer } from "../runtime/index.ts";
 import { DEFAULT_SCAN_INTERVAL_MS, namesrvMachine } from "./namesrvMachine.ts";
 import type { ClusterConflict } from "./routeTable.ts";
 
@@ -21,6 +21,8 @@ export interface NameServerOptions {
   scanIntervalMs?: number;
   /** pino level. @default ACTORMQ_LOG_LEVEL, else "info" ("warn" under the test runner) */
   logLevel?: string;
+  /** CURVE: encrypt every connection and authenticate clients (docs/security.md). @default none (plaintext) */
+  curve?: CurveServerKeys;
 }
 
 /** The warning of a {@link ClusterConflict}: what is shown, and what to change. */
@@ -45,7 +47,8 @@ export class NameServer {
     const scanIntervalMs = opts.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS;
     checkRange("scanIntervalMs", scanIntervalMs, 1, MAX_TIMER_MS);
     const logger = createLogger("namesrv", opts.logLevel ?? defaultLogLevel());
-    const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise });
+    const curve = resolveCurveServer(opts.curve);
+    const node = await ActorNode.start({ listen: opts.listen ?? DEFAULT_NAMESRV_LISTEN, advertise: opts.advertise, curve });
     logActorFailures(node, () => logger);
     logTransportDrops(node.transport, logger, "name server");
     node.spawn(NAMESRV_ACTOR, namesrvMachine, {
@@ -55,7 +58,12 @@ export class NameServer {
         onClusterConflict: (c: ClusterConflict) => logger.warn(c, clusterConflictMessage(c)),
       },
     });
-    logger.info({ address: node.address }, "name server started");
+    logger.info(
+      curve
+        ? { address: node.address, curve: { publicKey: curve.publicKey, allowedClientKeys: curve.allowedClientKeys?.length ?? "any" } }
+        : { address: node.address },
+      "name server started",
+    );
     return new NameServer(node, logger);
   }
 

@@ -1,0 +1,168 @@
+/**
+ * CURVE links as servers and clients configure them (actors/runtime/curveOptions.ts): a refused
+ * handshake fails the client's asks with AUTH_FAILED at once instead of at their timeout, the
+ * refused link is retried at most once a second, and the server tells which client it refused.
+ */
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { pino } from "pino";
+import { setup } from "xstate";
+import { logTransportDrops } from "../../actors/logger.ts";
+import { NameServer } from "../../actors/nameserver/index.ts";
+import { ActorNode, type Replier, resolveCurveLink, resolveCurveServer } from "../../actors/runtime/index.ts";
+import { curveKeyPair, curvePublicKeyOf } from "../../transport/curve.ts";
+import { isMQError, type MQError } from "../../transport/protocol.ts";
+import { REFUSED_RETRY_MS } from "../../transport/zmqNode.ts";
+import { EPHEMERAL, waitFor } from "../helpers.ts";
+
+const echo = setup({ types: { events: {} as { type: "ECHO"; reply?: Replier } } }).createMachine({
+  on: { ECHO: { actions: ({ event }) => event.reply?.ok({ ok: true }) } },
+});
+
+/** A listening node with `curve` (resolved as a server resolves it) hosting `echo`, closed after the test. */
+async function server(t: { after: (fn: () => Promise<void>) => void }, curve: unknown): Promise<ActorNode> {
+  const node = await ActorNode.start({ listen: EPHEMERAL, curve: resolveCurveServer(curve) });
+  t.after(() => node.close());
+  node.spawn("echo", echo);
+  return node;
+}
+
+async function client(t: { after: (fn: () => Promise<void>) => void }, link: Parameters<typeof resolveCurveLink>[0]): Promise<ActorNode> {
+  const node = await ActorNode.start({ listen: null, curveClient: resolveCurveLink(link) });
+  t.after(() => node.close());
+  return node;
+}
+
+/** Rejects with the ask's error; how long the ask took, ms. */
+async function refusedAsk(node: ActorNode, address: string): Promise<{ error: MQError; ms: number }> {
+  const t0 = performance.now();
+  try {
+    await node.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 });
+  } catch (e) {
+    return { error: e as MQError, ms: performance.now() - t0 };
+  }
+  assert.fail("the ask was answered");
+}
+
+describe("CURVE links", () => {
+  const keys = curveKeyPair();
+
+  test("a client given the server's public key completes the handshake; its own key pair defaults to a fresh one", async (t) => {
+    const srv = await server(t, { secretKey: keys.secretKey });
+    const c = await client(t, { curveServerKey: keys.publicKey });
+    assert.deepEqual((await c.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+    const own = curveKeyPair();
+    const withKeys = await client(t, { curveServerKey: { [srv.address!]: keys.publicKey }, curveClient: own });
+    assert.deepEqual((await withKeys.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+  });
+
+  test("a client without CURVE is refused at once with AUTH_FAILED, told to give curveServerKey", async (t) => {
+    const srv = await server(t, keys);
+    const plain = await client(t, undefined);
+    const { error, ms } = await refusedAsk(plain, srv.address!);
+    assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
+    assert.match(error.message, /requires CURVE.*curveServerKey/);
+    assert.ok(ms < 5000, `failed after ${ms} ms, not at the 20 s timeout`);
+  });
+
+  test("a wrong server key fails asks with AUTH_FAILED at once, and the refused link is tried again at most once a second", async (t) => {
+    const srv = await server(t, keys);
+    const c = await client(t, { curveServerKey: curveKeyPair().publicKey });
+    const { error, ms } = await refusedAsk(c, srv.address!);
+    assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
+    assert.match(error.message, /curveServerKey/);
+    assert.ok(ms < 5000, `failed after ${ms} ms, not at the 20 s timeout`);
+    // asks right after the refusal fail without a connection attempt; libzmq alone would retry every 100 ms
+    const before = srv.stats().handshakeFailures;
+    const t0 = performance.now();
+    let asks = 0;
+    while (performance.now() - t0 < 2.5 * REFUSED_RETRY_MS) {
+      const r = await refusedAsk(c, srv.address!);
+      assert.ok(isMQError(r.error, "AUTH_FAILED"), String(r.error));
+      asks++;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    // every attempt is 2 refused hellos (a server that cannot read one closes the connection, which
+    // is also how a server going down looks): at most 3 attempts in 2.5 s, plus one under way
+    const attempts = (srv.stats().handshakeFailures - before) / 2;
+    assert.ok(asks > 20, `asked ${asks} times`);
+    assert.ok(attempts >= 1 && attempts <= 4, `${attempts} connection attempts in 2.5 s`);
+  });
+
+  test("a client not in the allow-list is refused at once; the server logs the listener, the client's address and key", async (t) => {
+    const allowed = curveKeyPair();
+    const stranger = curveKeyPair();
+    const srv = await server(t, { ...keys, allowedClientKeys: [allowed.publicKey] });
+    const lines: Record<string, unknown>[] = [];
+    logTransportDrops(srv.transport, pino({ level: "warn" }, { write: (l: string) => void lines.push(JSON.parse(l)) }), "name server");
+    const good = await client(t, { curveServerKey: keys.publicKey, curveClient: allowed });
+    assert.deepEqual((await good.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+    const bad = await client(t, { curveServerKey: keys.publicKey, curveClient: stranger });
+    const { error, ms } = await refusedAsk(bad, srv.address!);
+    assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
+    assert.ok(error.message.includes(stranger.publicKey), "names the key to allow");
+    assert.ok(ms < 5000, `failed after ${ms} ms`);
+    await waitFor(() => lines.length > 0, 5000, "the refusal logged");
+    assert.equal(lines.length, 1);
+    assert.match(String(lines[0]!.msg), /^name server refused a CURVE client whose public key is not in its allowed client keys/);
+    assert.equal(lines[0]!.listener, srv.address);
+    assert.equal(lines[0]!.clientAddress, "127.0.0.1");
+    assert.equal(lines[0]!.clientKey, stranger.publicKey);
+    // the server's own key is always allowed: brokers started with the name servers' key pair reach them
+    const self = await client(t, { curveServerKey: keys.publicKey, curveClient: { secretKey: keys.secretKey } });
+    assert.deepEqual((await self.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+  });
+});
+
+describe("CURVE options", () => {
+  const a = curveKeyPair();
+  const b = curveKeyPair();
+  /** Asserts an ILLEGAL_ARGUMENT whose message matches `re` and quotes no secret key. */
+  const refused = (fn: () => unknown, re: RegExp) =>
+    assert.throws(fn, (e) => {
+      assert.ok(isMQError(e, "ILLEGAL_ARGUMENT"), String(e));
+      assert.match(e.message, re);
+      for (const secret of [a.secretKey, b.secretKey])
+        assert.ok(!e.message.includes(secret.slice(0, 10)), `quotes a secret key: ${e.message}`);
+      return true;
+    });
+
+  test("keys are 40 Z85 characters decoding to 32 bytes; a public key must belong to its secret key", () => {
+    assert.equal(curvePublicKeyOf(a.secretKey), a.publicKey);
+    assert.deepEqual(resolveCurveServer({ secretKey: a.secretKey }), { publicKey: a.publicKey, secretKey: a.secretKey });
+    refused(() => resolveCurveServer({ secretKey: a.secretKey.slice(0, 39) }), /^curve\.secretKey has 39 characters, not 40/);
+    refused(() => resolveCurveServer({ secretKey: `${a.secretKey.slice(0, 39)}"` }), /^curve\.secretKey is not Z85 \(its character 40/);
+    refused(() => resolveCurveServer({ secretKey: `#####${a.secretKey.slice(5)}` }), /^curve\.secretKey is not Z85 .*more than 32 bits/);
+    refused(() => resolveCurveServer({ secretKey: 42 }), /^curve\.secretKey is a number, not a string/);
+    refused(() => resolveCurveServer({ publicKey: a.publicKey }), /^curve\.secretKey is missing/);
+    refused(() => resolveCurveServer("key"), /^curve must be an object \{ secretKey, publicKey\? \}/);
+    refused(
+      () => resolveCurveServer({ secretKey: a.secretKey, publicKey: b.publicKey }),
+      /^curve\.publicKey is not the public key of curve\.secretKey .*different pairs/,
+    );
+    refused(() => resolveCurveServer({ ...a, allowedClientKeys: b.publicKey }), /^curve\.allowedClientKeys must be an array/);
+    refused(
+      () => resolveCurveServer({ ...a, allowedClientKeys: [b.publicKey, "nope"] }),
+      /^curve\.allowedClientKeys\[1\] \("nope"\) has 4/,
+    );
+    refused(() => resolveCurveLink({ curveClient: a }), /^curveClient needs curveServerKey/);
+    refused(() => resolveCurveLink({ curveServerKey: b.publicKey.slice(1) }), /^curveServerKey \(".{12}\.\.\."\) has 39 characters/);
+    refused(() => resolveCurveLink({ curveServerKey: ["k"] as never }), /^curveServerKey must be the servers' public key/);
+    refused(() => resolveCurveLink({ curveServerKey: { "tcp://h:1": "x" } }), /^curveServerKey\["tcp:\/\/h:1"\] \("x"\) has 1 character/);
+    refused(
+      () => resolveCurveLink({ curveServerKey: a.publicKey, curveClient: { secretKey: b.secretKey, publicKey: a.publicKey } }),
+      /^curveClient\.publicKey is not the public key of curveClient\.secretKey/,
+    );
+  });
+
+  test("a server refuses bad keys before it listens, and curve without a listening endpoint", async () => {
+    await assert.rejects(NameServer.start({ listen: EPHEMERAL, curve: { secretKey: a.secretKey, publicKey: b.publicKey } }), (e) =>
+      isMQError(e, "ILLEGAL_ARGUMENT"),
+    );
+    await assert.rejects(ActorNode.start({ listen: null, curve: a }), (e) => {
+      assert.ok(isMQError(e, "ILLEGAL_ARGUMENT"));
+      assert.match(e.message, /^curve \(the server side of CURVE\) needs a listening endpoint/);
+      return true;
+    });
+  });
+});
