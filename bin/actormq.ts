@@ -1,6 +1,6 @@
 /**
  * The `actormq` command line. Servers: `start`, `nameserver`, `broker`; clients: `topic`,
- * `send`, `consume`, `progress`, `reset-offset`, `group`, `broker-config`, `message`, `broker-status`; `bench`; and `cluster` for
+ * `send`, `consume`, `progress`, `reset-offset`, `group`, `broker-config`, `message`, `broker-status`; `bench`; `keygen`; and `cluster` for
  * multi-process clusters. One file per command under bin/commands/. Every failure is one line
  * on stderr (`error CODE: message`) and a non-zero exit code.
  */
@@ -12,6 +12,7 @@ import { addClusterCommands } from "./commands/cluster.ts";
 import { addConsumeCommand } from "./commands/consume.ts";
 import { addGroupCommands } from "./commands/group.ts";
 import { addInspectCommand } from "./commands/inspect.ts";
+import { addKeygenCommand } from "./commands/keygen.ts";
 import { addMessageCommand } from "./commands/message.ts";
 import { addProgressCommands } from "./commands/progress.ts";
 import { addSendCommand } from "./commands/send.ts";
@@ -51,6 +52,7 @@ export function buildProgram(): Command {
   addBenchCommand(program);
   addClusterCommands(program);
   addInspectCommand(program);
+  addKeygenCommand(program);
   // --log-level reaches every logger of the process, the client-side ones included
   program.hook("preAction", (_top, action) => {
     const level = action.opts().logLevel;

@@ -5,7 +5,9 @@
  */
 import os from "node:os";
 import { type Command, InvalidArgumentError, Option } from "commander";
+import type { CurveLinkOptions } from "../actors/runtime/index.ts";
 import { MQError } from "../transport/protocol.ts";
+import { addClientCurveFlags, type CurveFlags, clientCurveOf } from "./curveFlags.ts";
 
 /** Name server a client command talks to when neither `--namesrv` nor ACTORMQ_NAMESRV says otherwise. */
 export const DEFAULT_CLIENT_NAMESRV = "tcp://127.0.0.1:9876";
@@ -75,9 +77,14 @@ export function namesrvOption(): Option {
     .argParser(listArg);
 }
 
-/** Adds the client flags every client command takes. */
+/** Adds the client flags every client command takes: --namesrv, --log-level and the CURVE ones. */
 export function clientCommand(cmd: Command): Command {
-  return cmd.addOption(namesrvOption()).addOption(logLevelOption("warn"));
+  return addClientCurveFlags(cmd.addOption(namesrvOption()).addOption(logLevelOption("warn")));
+}
+
+/** A client's start options from its flags: the name servers and its CURVE options. */
+export function clientOptions(f: { namesrv: string[] } & CurveFlags): { nameservers: string[] } & CurveLinkOptions {
+  return { nameservers: f.namesrv, ...clientCurveOf(f) };
 }
 
 /** One line on stderr and exit code 1: `error CODE: message` for MQErrors, `error: message` otherwise. */

@@ -54,6 +54,10 @@ export interface ClusterUpFlags {
   advertiseHost?: string;
   flush: "sync" | "async";
   logLevel?: string;
+  /** every process's --curve-secret: a key file (docs/security.md) */
+  curveSecretFile?: string;
+  /** every process's --curve-allow */
+  curveAllowFile?: string;
 }
 
 /** What `cluster up` uses for a flag not given. */
@@ -71,6 +75,8 @@ export function resolveUpFlags(opts: Partial<ClusterUpFlags>): ClusterUpFlags {
     advertiseHost: opts.advertiseHost,
     flush: opts.flush ?? d.flush,
     logLevel: opts.logLevel,
+    ...(opts.curveSecretFile !== undefined ? { curveSecretFile: opts.curveSecretFile } : {}),
+    ...(opts.curveAllowFile !== undefined ? { curveAllowFile: opts.curveAllowFile } : {}),
   };
 }
 

@@ -45,6 +45,13 @@ export interface ClusterUpOptions {
   /** role of the masters. @default "ASYNC_MASTER" with no slaves, "SYNC_MASTER" with slaves */
   masterRole?: "ASYNC_MASTER" | "SYNC_MASTER";
   logLevel?: string;
+  /**
+   * a file holding the CURVE secret key every process uses (`--curve-secret`; brokers take its
+   * public key as the name servers' and master's). @default none (plaintext)
+   */
+  curveSecretFile?: string;
+  /** a file of the client public keys every process allows (`--curve-allow`) */
+  curveAllowFile?: string;
   readyTimeoutMs?: number;
   /** called as each process becomes ready */
   onProgress?: (ready: number, total: number, p: ClusterProcess) => void;
@@ -117,6 +124,9 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
       "--ready-file",
       path.join(p.dir, "ready.json"),
       ...(opts.logLevel ? ["--log-level", opts.logLevel] : []),
+      // files, not keys: argv is shown by ps and kept in cluster.json
+      ...(up.curveSecretFile ? ["--curve-secret", path.resolve(up.curveSecretFile)] : []),
+      ...(up.curveAllowFile ? ["--curve-allow", path.resolve(up.curveAllowFile)] : []),
     ];
     return p;
   };

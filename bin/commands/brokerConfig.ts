@@ -4,7 +4,7 @@
  */
 import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
-import { clientCommand, formatTable, runClient } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, runClient } from "../common.ts";
 
 interface ClientFlags {
   namesrv: string[];
@@ -27,7 +27,7 @@ function addBrokerConfigGetCommand(cmd: Command): void {
       .argument("<broker>", BROKER_ARG),
   ).action((broker: string, f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const r = await admin.brokerConfig(broker);
       const settable = new Set(r.settableKeys);
@@ -56,7 +56,7 @@ function addBrokerConfigSetCommand(cmd: Command): void {
       .argument("<value>", "new value, e.g. 4"),
   ).action((broker: string, key: string, value: string, f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const r = await admin.updateBrokerConfig(broker, { [key]: value });
       for (const [k, v] of Object.entries(r.updated))

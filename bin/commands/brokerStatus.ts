@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import type { BrokerStatus } from "../../actors/client/admin.ts";
 import { Admin } from "../../actors/client/index.ts";
-import { clientCommand, runClient } from "../common.ts";
+import { clientCommand, clientOptions, runClient } from "../common.ts";
 
 const FIELDS_HELP = `
 <broker> is a broker name (its master is asked, as the name servers list it) or an address
@@ -90,7 +90,7 @@ export function addBrokerStatusCommand(program: Command): void {
       .addHelpText("after", FIELDS_HELP),
   ).action((broker: string, f: { namesrv: string[]; json?: boolean }) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const s = await admin.brokerStatus(broker);
       process.stdout.write(f.json ? `${JSON.stringify(s)}\n` : statusLines(s));

@@ -1,6 +1,8 @@
 /** `actormq cluster up|status|down|kill|restart`: a multi-process cluster on this machine (actors/cluster). */
 
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import os from "node:os";
+import path from "node:path";
 import cliProgress from "cli-progress";
 import { type Command, Option } from "commander";
 import type { ClusterFile, ClusterProcess } from "../../actors/cluster/index.ts";
@@ -17,6 +19,7 @@ import {
   shellArg,
 } from "../../actors/cluster/index.ts";
 import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
+import { addServerCurveFlags, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
 
 const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
@@ -44,6 +47,8 @@ export function upAgainCommand(dir: string, file: ClusterFile): string {
     u.advertiseHost !== undefined && `--advertise-host ${shellArg(u.advertiseHost)}`,
     u.flush !== d.flush && `--flush ${u.flush}`,
     u.logLevel !== undefined && `--log-level ${shellArg(u.logLevel)}`,
+    u.curveSecretFile !== undefined && `--curve-secret ${shellArg(u.curveSecretFile)}`,
+    u.curveAllowFile !== undefined && `--curve-allow ${shellArg(u.curveAllowFile)}`,
   ].filter((f): f is string => typeof f === "string");
   return ["actormq cluster up --dir", shellArg(dir), ...flags].join(" ");
 }
@@ -79,13 +84,38 @@ async function run(body: () => Promise<void>): Promise<void> {
   process.exit(0);
 }
 
+/**
+ * The key file the processes of `cluster up` are given for --curve-secret: the file named, or
+ * <dir>/curve.key (mode 0600) holding a key given as such, so that no key is in their argv (shown
+ * by ps, kept in cluster.json).
+ */
+function curveSecretFileOf(f: CurveFlags & { dir: string }): string | undefined {
+  const secret = curveSecretOf(f);
+  if (!secret) return undefined;
+  if (secret.file) return secret.file;
+  const dir = path.resolve(f.dir);
+  mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, "curve.key");
+  writeFileSync(file, `# actormq CURVE secret key (public key ${secret.publicKey}), from cluster up\n${secret.secretKey}\n`, {
+    mode: 0o600,
+  });
+  chmodSync(file, 0o600);
+  return file;
+}
+
 export function addClusterCommands(program: Command): void {
   const cluster = program.command("cluster").description("Run a cluster of name servers, masters and slaves as processes on this machine.");
   const dirOption = () => new Option("--dir <dir>", "cluster directory (data, logs, cluster.json)").default(DEFAULT_CLUSTER_DIR);
 
-  cluster
-    .command("up")
-    .description("Start N name servers, M masters and S slaves per master as child processes; print them and write <dir>/cluster.json.")
+  addServerCurveFlags(
+    cluster
+      .command("up")
+      .description(
+        "Start N name servers, M masters and S slaves per master as child processes; print them and write <dir>/cluster.json. " +
+          "With --curve-secret every process uses CURVE with that key pair (a key given as such is written to <dir>/curve.key).",
+      ),
+    false,
+  )
     .option("--nameservers <n>", "name servers", intArg, 1)
     .option("--brokers <n>", "masters (broker-a, broker-b, ...)", intArg, 1)
     .option("--slaves <n>", "slaves per master", intArg, 0)
@@ -96,18 +126,25 @@ export function addClusterCommands(program: Command): void {
     .addOption(new Option("--flush <mode>", "brokers' flush mode").choices(["sync", "async"]).default("sync"))
     .addOption(logLevelOption())
     .action(
-      (f: {
-        nameservers: number;
-        brokers: number;
-        slaves: number;
-        dir: string;
-        basePort?: number;
-        bindHost: string;
-        advertiseHost?: string;
-        flush: "sync" | "async";
-        logLevel?: string;
-      }) =>
+      (
+        f: {
+          nameservers: number;
+          brokers: number;
+          slaves: number;
+          dir: string;
+          basePort?: number;
+          bindHost: string;
+          advertiseHost?: string;
+          flush: "sync" | "async";
+          logLevel?: string;
+        } & CurveFlags,
+      ) =>
         run(async () => {
+          serverCurveOf(f); // one error line before anything starts
+          const { curveSecret, curveAllow, ...flags } = f;
+          const curveAllowFile = curveAllow?.file;
+          const curveSecretFile = curveSecretFileOf(f);
+          const upOpts = { ...flags, ...(curveSecretFile ? { curveSecretFile } : {}), ...(curveAllowFile ? { curveAllowFile } : {}) };
           const total = f.nameservers + f.brokers * (1 + f.slaves);
           const bar = new cliProgress.SingleBar(
             { format: "starting {bar} {value}/{total} {name}", stream: process.stderr, noTTYOutput: false },
@@ -116,7 +153,7 @@ export function addClusterCommands(program: Command): void {
           bar.start(total, 0, { name: "" });
           // the bar stops before an interrupted start exits
           const cf = await withInterrupt((signal) =>
-            clusterUp({ ...f, signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) }).finally(() => bar.stop()),
+            clusterUp({ ...upOpts, signal, onProgress: (n, _t, p) => bar.update(n, { name: p.name }) }).finally(() => bar.stop()),
           );
           process.stdout.write(
             formatTable(
@@ -124,7 +161,12 @@ export function addClusterCommands(program: Command): void {
               cf.processes.map((p) => memberRow(p)),
             ),
           );
-          process.stdout.write(`cluster file ${f.dir}/cluster.json; clients use --namesrv ${cf.nameservers.join(",")}\n`);
+          const curve = curveSecretOf(f);
+          process.stdout.write(
+            `cluster file ${f.dir}/cluster.json; clients use --namesrv ${cf.nameservers.join(",")}` +
+              (curve ? ` --curve-server ${shellArg(curve.publicKey)}` : "") +
+              "\n",
+          );
         }),
     );
 

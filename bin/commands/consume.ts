@@ -8,7 +8,7 @@ import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, intArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
+import { clientCommand, clientOptions, intArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
 
 interface ConsumeFlags {
   namesrv: string[];
@@ -110,7 +110,7 @@ export function addConsumeCommand(program: Command): void {
       if (f.count === 0) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
       // a consumer starts without a reachable name server (RocketMQ's clients keep retrying): ask for
       // the route first so a wrong --namesrv is one error line, not a silent wait
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       let skipBefore: number | undefined;
       try {
         try {
@@ -135,7 +135,7 @@ export function addConsumeCommand(program: Command): void {
       for (const sig of STOP_SIGNALS) process.once(sig, () => done());
       const started = PushConsumer.start({
         group: f.group ?? `actormq-cli-${process.pid}`,
-        nameservers: f.namesrv,
+        ...clientOptions(f),
         subscriptions: { [f.topic]: expr },
         model: f.broadcast ? "BROADCASTING" : "CLUSTERING",
         ...f.from,

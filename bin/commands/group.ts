@@ -5,7 +5,7 @@
 import { type Command, InvalidArgumentError } from "commander";
 import { Admin, type UpdateSubscriptionGroupOptions } from "../../actors/client/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, formatTable, intArg, listArg, runClient } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, intArg, listArg, runClient } from "../common.ts";
 
 interface ClientFlags {
   namesrv: string[];
@@ -44,7 +44,7 @@ export function addGroupListCommand(group: Command): void {
       ),
   ).action((f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const rows = (await admin.groupList()).map(({ group: name, configs }) => {
         const brokers = Object.keys(configs).sort();
@@ -71,7 +71,7 @@ export function addGroupMembersCommand(group: Command): void {
       .argument("<group>", "consumer group"),
   ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const info = await admin.examineConsumerConnectionInfo(name);
       process.stdout.write(
@@ -151,7 +151,7 @@ export function addGroupUpdateCommand(group: Command): void {
             "ILLEGAL_ARGUMENT",
             "Nothing to update: give at least one setting, e.g. --consume-enable false (see actormq group update --help).",
           );
-        const admin = await Admin.start({ nameservers: f.namesrv });
+        const admin = await Admin.start(clientOptions(f));
         onExit(() => admin.close());
         const rows = (await admin.updateSubscriptionGroup(update)).map(({ brokerName, config: c }) => [
           brokerName,
@@ -185,7 +185,7 @@ function addGroupDeleteCommand(group: Command): void {
       .option("--clean-offset", "also forget the group's consumer offsets (it then starts where its consumeFromWhere says)"),
   ).action((name: string, f: ClientFlags & { cluster?: string; broker?: string; cleanOffset?: boolean }) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const r = await admin.deleteSubscriptionGroup(name, { cluster: f.cluster, broker: f.broker, cleanOffset: !!f.cleanOffset });
       const extra = [

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, runClient } from "../common.ts";
+import { clientCommand, clientOptions, runClient } from "../common.ts";
 import { formatMessage } from "./consume.ts";
 
 export function addMessageCommand(program: Command): void {
@@ -18,7 +18,7 @@ export function addMessageCommand(program: Command): void {
     runClient(async (onExit) => {
       if (!!f.key === !!f.id) throw new MQError("ILLEGAL_ARGUMENT", "Give either --key (with --topic) or --id.");
       if (f.key && !f.topic) throw new MQError("ILLEGAL_ARGUMENT", "--key needs --topic.");
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       let found: MessageExt[];
       if (f.key) {

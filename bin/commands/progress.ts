@@ -1,7 +1,7 @@
 /** `actormq progress --group G` and `actormq reset-offset`: a group's lag per queue, and moving its offsets. */
 import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
-import { clientCommand, formatTable, runClient, timeArg } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, runClient, timeArg } from "../common.ts";
 
 export function addProgressCommands(program: Command): void {
   clientCommand(
@@ -11,7 +11,7 @@ export function addProgressCommands(program: Command): void {
       .requiredOption("--group <group>", "consumer group"),
   ).action((f: { namesrv: string[]; group: string }) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const { offsetTable: rows, consumeTps } = await admin.examineConsumeStats(f.group);
       let total = 0;
@@ -33,7 +33,7 @@ export function addProgressCommands(program: Command): void {
       .requiredOption("--time <time>", "ISO 8601 time (2025-01-31T12:00:00Z) or epoch milliseconds", timeArg),
   ).action((f: { namesrv: string[]; group: string; topic: string; time: number }) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const rows = await admin.resetOffsetByTimestamp(f.group, f.topic, f.time);
       process.stdout.write(

@@ -3,7 +3,7 @@ import readline from "node:readline";
 import type { Command } from "commander";
 import { Producer } from "../../actors/client/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, intArg, listArg, runClient } from "../common.ts";
+import { clientCommand, clientOptions, intArg, listArg, runClient } from "../common.ts";
 
 interface SendFlags {
   namesrv: string[];
@@ -32,7 +32,7 @@ export function addSendCommand(program: Command): void {
   ).action((bodies: string[], f: SendFlags) =>
     runClient(async (onExit) => {
       if (f.count < 1) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
-      const producer = await Producer.start({ group: f.group, nameservers: f.namesrv });
+      const producer = await Producer.start({ group: f.group, ...clientOptions(f) });
       onExit(() => producer.close());
       let sent = 0;
       const sendOne = async (body: string) => {

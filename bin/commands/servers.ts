@@ -17,6 +17,7 @@ import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOption
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
+import { addServerCurveFlags, brokerLinkCurveOf, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
 
 /** Run a broker with these node flags (README, Operate: node flags); said in `--help`. */
 const NODE_FLAGS_HELP = `Run node with ${BROKER_NODE_FLAGS.join(" ")} (npm start and \`cluster up\` do; README, Operate: node flags).`;
@@ -30,6 +31,14 @@ function nodeFlagsNote(broker: Broker): string {
       ? `a ${broker.heapReserveMb} MiB heap reserve stands in for ${OLD_SPACE_FLAG}`
       : "expect frequent full GCs under load";
   return `  node flags   without ${missing.join(" ")}: ${instead} (README, Operate: node flags)\n`;
+}
+
+/** A banner line with the CURVE public key clients need, or "". */
+function curveNote(f: CurveFlags): string {
+  const secret = curveSecretOf(f);
+  if (!secret) return "";
+  const allow = f.curveAllow ? `, clients allowed: the ${f.curveAllow.keys.length} key(s) of ${f.curveAllow.file}` : ", any client";
+  return `  curve        public key ${secret.publicKey}${allow} (clients: --curve-server ${secret.publicKey})\n`;
 }
 
 /** Default store root of `actormq start`. */
@@ -50,7 +59,7 @@ function writeReady(file: string | undefined, info: ReadyInfo): void {
   renameSync(tmp, file);
 }
 
-interface BrokerFlags {
+interface BrokerFlags extends CurveFlags {
   name: string;
   namesrv?: string[];
   /** `start`: the data directory (defaulted); `broker`: its store, undefined without --store */
@@ -100,6 +109,8 @@ function brokerOptions(f: BrokerFlags, nameservers: string[], storeDir: string) 
     heapReserveMb: f.heapReserve,
     brokerPermission: f.brokerPermission,
     logLevel: f.logLevel,
+    curve: serverCurveOf(f),
+    ...brokerLinkCurveOf(f),
   };
 }
 
@@ -151,13 +162,20 @@ function addBrokerFlags(cmd: Command, storeDefault: string | undefined, storeHel
 /** Adds `start`, `nameserver` and `broker` to the program. */
 export function addServerCommands(program: Command): void {
   addBrokerFlags(
-    program
-      .command("start")
-      .description(`Run a name server and a broker in one process (store in ./actormq-data) until Ctrl-C. ${NODE_FLAGS_HELP}`)
-      .option("--namesrv-listen <endpoint>", "name server endpoint", DEFAULT_NAMESRV_LISTEN)
-      .option("--inspector-listen <host:port>", "address of the visual debugger's page (port 0 = any free port)", DEFAULT_INSPECTOR_LISTEN)
-      .option("--inspector-allow-remote", "serve the visual debugger on a non-loopback --inspector-listen address", false)
-      .option("--no-inspector", "do not serve the visual debugger"),
+    addServerCurveFlags(
+      program
+        .command("start")
+        .description(`Run a name server and a broker in one process (store in ./actormq-data) until Ctrl-C. ${NODE_FLAGS_HELP}`)
+        .option("--namesrv-listen <endpoint>", "name server endpoint", DEFAULT_NAMESRV_LISTEN)
+        .option(
+          "--inspector-listen <host:port>",
+          "address of the visual debugger's page (port 0 = any free port)",
+          DEFAULT_INSPECTOR_LISTEN,
+        )
+        .option("--inspector-allow-remote", "serve the visual debugger on a non-loopback --inspector-listen address", false)
+        .option("--no-inspector", "do not serve the visual debugger"),
+      false,
+    ),
     DEFAULT_DATA_DIR,
     "data directory; the broker's store is <dir>/<brokerName>",
   ).action(
@@ -165,7 +183,7 @@ export function addServerCommands(program: Command): void {
       let ns: NameServer | undefined;
       let broker: Broker | undefined;
       try {
-        ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel });
+        ns = await NameServer.start({ listen: f.namesrvListen, logLevel: f.logLevel, curve: serverCurveOf(f) });
         const storeDir = path.resolve(f.store ?? DEFAULT_DATA_DIR, f.name);
         broker = await Broker.start(brokerOptions(f, [ns.address], storeDir));
         // collects only once the page is opened: an unwatched inspector costs the broker nothing
@@ -190,6 +208,7 @@ export function addServerCommands(program: Command): void {
             (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
             (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
             nodeFlagsNote(broker) +
+            curveNote(f) +
             `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
         );
         writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
@@ -201,18 +220,16 @@ export function addServerCommands(program: Command): void {
     },
   );
 
-  program
-    .command("nameserver")
-    .description("Run a name server until Ctrl-C.")
+  addServerCurveFlags(program.command("nameserver").description("Run a name server until Ctrl-C."), false)
     .option("--listen <endpoint>", "endpoint to bind (port * = any free port)", DEFAULT_NAMESRV_LISTEN)
     .option("--advertise <endpoint>", "endpoint brokers and clients should use, when it differs from --listen")
     .addOption(new Option("--ready-file <file>", "write {pid,address} as JSON once serving").hideHelp())
     .addOption(logLevelOption())
-    .action(async (f: { listen: string; advertise?: string; readyFile?: string; logLevel?: string }) => {
+    .action(async (f: { listen: string; advertise?: string; readyFile?: string; logLevel?: string } & CurveFlags) => {
       try {
-        const ns = await NameServer.start({ listen: f.listen, advertise: f.advertise, logLevel: f.logLevel });
+        const ns = await NameServer.start({ listen: f.listen, advertise: f.advertise, logLevel: f.logLevel, curve: serverCurveOf(f) });
         runUntilSignal(() => ns.close());
-        process.stdout.write(`actormq name server listening on ${ns.address}. Press Ctrl-C to stop.\n`);
+        process.stdout.write(`actormq name server listening on ${ns.address}. Press Ctrl-C to stop.\n${curveNote(f)}`);
         writeReady(f.readyFile, { pid: process.pid, address: ns.address });
       } catch (e) {
         fail(e);
@@ -220,10 +237,13 @@ export function addServerCommands(program: Command): void {
     });
 
   addBrokerFlags(
-    program
-      .command("broker")
-      .description(`Run a broker until Ctrl-C. ${NODE_FLAGS_HELP}`)
-      .requiredOption("--namesrv <addresses>", "comma-separated name server endpoints, e.g. tcp://127.0.0.1:9876", listArg),
+    addServerCurveFlags(
+      program
+        .command("broker")
+        .description(`Run a broker until Ctrl-C. ${NODE_FLAGS_HELP}`)
+        .requiredOption("--namesrv <addresses>", "comma-separated name server endpoints, e.g. tcp://127.0.0.1:9876", listArg),
+      true,
+    ),
     // per name, as `start` keeps <dir>/<brokerName>: one default for every name would let a second
     // broker open the first one's store and serve its messages under another name
     undefined,
@@ -238,7 +258,8 @@ export function addServerCommands(program: Command): void {
         `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${store}, flush ${f.flush})` +
           (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
           ". Press Ctrl-C to stop.\n" +
-          nodeFlagsNote(broker),
+          nodeFlagsNote(broker) +
+          curveNote(f),
       );
       writeReady(f.readyFile, { pid: process.pid, address: broker.address, metrics: broker.metrics?.address });
     } catch (e) {

@@ -2,7 +2,7 @@
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { MAX_QUEUE_NUMS, MQError } from "../../transport/protocol.ts";
-import { clientCommand, formatTable, intArg, listArg, runClient } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, intArg, listArg, runClient } from "../common.ts";
 
 interface ClientFlags {
   namesrv: string[];
@@ -75,7 +75,7 @@ export function addTopicCommands(program: Command): void {
   ).action((name: string, f: ClientFlags & QueueFlags & { brokers?: string[]; perm?: string; order?: boolean }) =>
     runClient(async (onExit) => {
       const counts = queueCounts(f);
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const configs = await admin.createTopic({
         topic: name,
@@ -93,7 +93,7 @@ export function addTopicCommands(program: Command): void {
 
   clientCommand(topic.command("list").description("List the topics the name servers know.")).action((f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const list = (await admin.topicList()).sort();
       if (list.length > 0) process.stdout.write(`${list.join("\n")}\n`);
@@ -104,7 +104,7 @@ export function addTopicCommands(program: Command): void {
     topic.command("route").description("Show which brokers and queues serve a topic.").argument("<topic>", "topic name"),
   ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const route = await admin.topicRoute(name);
       const rows: (string | number)[][] = [];
@@ -134,7 +134,7 @@ export function addTopicCommands(program: Command): void {
       .argument("<topic>", "topic name"),
   ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const rows = (await admin.examineTopicStats(name)).map((q) => [
         q.brokerName,
@@ -165,7 +165,7 @@ function addTopicDeleteCommand(topic: Command): void {
       .option("--cluster <name>", "delete it from this cluster's brokers only (default: every cluster)"),
   ).action((name: string, f: ClientFlags & { cluster?: string }) =>
     runClient(async (onExit) => {
-      const admin = await Admin.start({ nameservers: f.namesrv });
+      const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const r = await admin.deleteTopic(name, { cluster: f.cluster });
       process.stdout.write(`topic ${name} deleted from ${r.brokers.length} broker(s) and the name servers\n`);

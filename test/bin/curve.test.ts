@@ -1,0 +1,204 @@
+/**
+ * `actormq keygen` and the CURVE flags: --curve-secret, --curve-allow, --curve-server and their
+ * environment variables on servers, client commands and `cluster up`.
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { curvePublicKeyOf } from "../../transport/curve.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+import { bin, cli } from "./cliRun.ts";
+
+let dir: string;
+let cleanup: () => Promise<void>;
+
+before(async () => {
+  const t = await tempDir("actormq-curve-cli-");
+  dir = t.dir;
+  cleanup = t.cleanup;
+});
+
+after(async () => {
+  await cleanup();
+});
+
+/** The key line of a key file `keygen --out` wrote. */
+const keyOf = (file: string) =>
+  readFileSync(file, "utf8")
+    .split("\n")
+    .find((l) => l.length > 0 && !l.startsWith("#"))!;
+
+/** Exactly one line on stderr. */
+function oneLine(err: string): string {
+  const lines = err.trim().split("\n");
+  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
+  return lines[0]!;
+}
+
+test("keygen prints a key pair, or writes <prefix>.key (mode 600) and <prefix>.pub and does not overwrite them", async () => {
+  const p = await cli(["keygen"]);
+  assert.equal(p.code, 0, p.err);
+  const m = /^public-key (\S{40})\nsecret-key (\S{40})\n$/.exec(p.out);
+  assert.ok(m, p.out);
+  assert.equal(curvePublicKeyOf(m[2]!), m[1], "a pair");
+
+  const prefix = path.join(dir, "server");
+  const w = await cli(["keygen", "--out", prefix]);
+  assert.equal(w.code, 0, w.err);
+  assert.equal(statSync(`${prefix}.key`).mode & 0o777, 0o600);
+  const secret = keyOf(`${prefix}.key`);
+  const pub = keyOf(`${prefix}.pub`);
+  assert.equal(curvePublicKeyOf(secret), pub);
+  assert.ok(w.out.includes(pub) && !w.out.includes(secret), "prints the public key, never the secret one");
+
+  const again = await cli(["keygen", "--out", prefix]);
+  assert.equal(again.code, 1);
+  assert.match(oneLine(again.err), /server\.key exists: keygen does not overwrite keys.*--force/);
+  assert.equal(keyOf(`${prefix}.key`), secret, "left as it was");
+  const forced = await cli(["keygen", "--out", prefix, "--force"]);
+  assert.equal(forced.code, 0, forced.err);
+  assert.notEqual(keyOf(`${prefix}.key`), secret);
+  assert.equal(statSync(`${prefix}.key`).mode & 0o777, 0o600);
+});
+
+test("bad CURVE flags are one line, and a secret key is never echoed", async () => {
+  const secret = keyOf(path.join(dir, "server.key"));
+  const typo = `${secret.slice(0, 39)}"`;
+  const s = await cli(["nameserver", "--listen", "tcp://127.0.0.1:*", "--curve-secret", typo]);
+  assert.equal(s.code, 1);
+  assert.match(
+    oneLine(s.err),
+    /^actormq: error ILLEGAL_ARGUMENT: --curve-secret is neither a 40-character Z85 secret key nor a file that can be read \(ENOENT\)/,
+  );
+  assert.ok(!s.err.includes(secret.slice(0, 12)), s.err);
+  const env = await cli(["nameserver", "--listen", "tcp://127.0.0.1:*"], { env: { ACTORMQ_CURVE_SECRET: path.join(dir, "none.key") } });
+  assert.equal(env.code, 1);
+  assert.match(oneLine(env.err), /--curve-secret is neither a 40-character Z85 secret key nor a file that can be read \(ENOENT\)/);
+  assert.ok(!env.err.includes("none.key"), "the value is not quoted");
+  const allow = await cli(["nameserver", "--curve-allow", path.join(dir, "server.pub")]);
+  assert.equal(allow.code, 1);
+  assert.match(oneLine(allow.err), /--curve-allow needs --curve-secret/);
+  const badAllow = path.join(dir, "bad-allow.txt");
+  writeFileSync(badAllow, "# clients\nnot-a-key\n");
+  const ba = await cli(["nameserver", "--curve-secret", secret, "--curve-allow", badAllow]);
+  assert.equal(ba.code, 2, "a usage error");
+  assert.match(oneLine(ba.err), /--curve-allow: line 2 of .*bad-allow\.txt is not a public key/);
+  const client = await cli(["topic", "list", "--curve-secret", path.join(dir, "server.key")]);
+  assert.equal(client.code, 1);
+  assert.match(oneLine(client.err), /--curve-secret needs --curve-server/);
+  const server = await cli(["topic", "list", "--curve-server", "xyz"]);
+  assert.equal(server.code, 2);
+  assert.match(oneLine(server.err), /--curve-server: .*cannot read the key file/);
+});
+
+/** A server command run until the test ends; its stdout so far. */
+function serve(args: string[], cwd: string): { child: ChildProcess; out: () => string; exit: Promise<number | null> } {
+  const child = spawn(process.execPath, [bin, ...args], {
+    cwd,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+  });
+  let out = "";
+  child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+  const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  return { child, out: () => out, exit };
+}
+
+test("start --curve-secret --curve-allow: clients with --curve-server and an allowed --curve-secret (or the env vars) work, others fail with AUTH_FAILED", async () => {
+  const keys = path.join(dir, "start");
+  mkdirSync(keys);
+  for (const name of ["server", "client", "other"]) assert.equal((await cli(["keygen", "--out", path.join(keys, name)])).code, 0);
+  const allow = path.join(keys, "allow.txt");
+  writeFileSync(allow, `# allowed clients\n${keyOf(path.join(keys, "client.pub"))}\n`);
+  const s = serve(
+    [
+      "start",
+      "--no-inspector",
+      "--store",
+      path.join(dir, "data"),
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--curve-secret",
+      path.join(keys, "server.key"),
+      "--curve-allow",
+      allow,
+    ],
+    dir,
+  );
+  try {
+    await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
+    const serverPub = keyOf(path.join(keys, "server.pub"));
+    assert.ok(s.out().includes(`curve        public key ${serverPub}, clients allowed: the 1 key(s) of ${allow}`), s.out());
+    const namesrv = /name server {2}(tcp:\/\/\S+)/.exec(s.out())![1]!;
+    const ok = await cli([
+      "send",
+      "--namesrv",
+      namesrv,
+      "--topic",
+      "CurveCli",
+      "hello",
+      "--curve-server",
+      path.join(keys, "server.pub"),
+      "--curve-secret",
+      path.join(keys, "client.key"),
+    ]);
+    assert.equal(ok.code, 0, ok.err);
+    assert.match(ok.out, /^SEND_OK /);
+    const viaEnv = await cli(["consume", "--namesrv", namesrv, "--topic", "CurveCli", "--from", "first", "--count", "1"], {
+      env: { ACTORMQ_CURVE_SERVER: serverPub, ACTORMQ_CURVE_SECRET: path.join(keys, "client.key") },
+    });
+    assert.equal(viaEnv.code, 0, viaEnv.err);
+    assert.match(viaEnv.out, /hello\n$/);
+    const plain = await cli(["topic", "list", "--namesrv", namesrv]);
+    assert.equal(plain.code, 1);
+    assert.match(oneLine(plain.err), /^actormq: error AUTH_FAILED: .*requires CURVE/);
+    const notAllowed = await cli([
+      "topic",
+      "list",
+      "--namesrv",
+      namesrv,
+      "--curve-server",
+      serverPub,
+      "--curve-secret",
+      path.join(keys, "other.key"),
+    ]);
+    assert.equal(notAllowed.code, 1);
+    assert.match(oneLine(notAllowed.err), /^actormq: error AUTH_FAILED: .*not in the server's allowed client keys/);
+    await waitFor(() => s.out().includes(keyOf(path.join(keys, "other.pub"))), 10_000, "the refused key logged by the server");
+  } finally {
+    s.child.kill("SIGTERM");
+    assert.equal(await s.exit, 0);
+  }
+});
+
+test("cluster up --curve-secret <key> gives every process a key file, never the key, and prints the clients' --curve-server", async () => {
+  const secret = keyOf(path.join(dir, "server.key"));
+  const cdir = path.join(dir, "cluster");
+  const up = await cli(["cluster", "up", "--dir", cdir], { env: { ACTORMQ_CURVE_SECRET: secret } });
+  try {
+    assert.equal(up.code, 0, up.err);
+    const pub = curvePublicKeyOf(secret);
+    assert.ok(up.out.includes("--curve-server"), up.out);
+    const file = path.join(cdir, "curve.key");
+    assert.equal(keyOf(file), secret);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const cf = readFileSync(path.join(cdir, "cluster.json"), "utf8");
+    assert.ok(!cf.includes(secret), "no secret key in cluster.json (nor in the argv it keeps)");
+    const members = JSON.parse(cf).processes as { argv: string[] }[];
+    for (const p of members) assert.equal(p.argv[p.argv.indexOf("--curve-secret") + 1], file);
+    const namesrv = (JSON.parse(cf).nameservers as string[]).join(",");
+    const send = await cli(["send", "--namesrv", namesrv, "--topic", "CurveUp", "x", "--curve-server", pub]);
+    assert.equal(send.code, 0, send.err);
+    const plain = await cli(["send", "--namesrv", namesrv, "--topic", "CurveUp", "x"]);
+    assert.equal(plain.code, 1);
+    assert.match(oneLine(plain.err), /AUTH_FAILED/);
+  } finally {
+    const down = await cli(["cluster", "down", "--dir", cdir]);
+    assert.equal(down.code, 0, down.err);
+  }
+});
