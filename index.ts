@@ -57,6 +57,10 @@ export { NameServer } from "./actors/nameserver/index.ts";
 export type {
   ActorFailure,
   ActorNodeOptions,
+  CurveClientKeys,
+  CurveLinkOptions,
+  CurveServerKey,
+  CurveServerKeys,
   InspectionRecord,
   Origin,
   Ref,
