@@ -5,7 +5,13 @@
  * draws every actor's statechart and an event timeline.
  */
 import { checkBoolean, MQError, shownValue } from "../../transport/protocol.ts";
-import { ActorNode, INSPECTION_HEARTBEAT_INTERVAL_MS, InspectionCollector, type InspectionRecord } from "../runtime/index.ts";
+import {
+  ActorNode,
+  INSPECTION_HEARTBEAT_INTERVAL_MS,
+  InspectionCollector,
+  type InspectionRecord,
+  resolveCurveLink,
+} from "../runtime/index.ts";
 import { type ClusterSource, type ClusterView, wireClusterSource } from "./clusterView.ts";
 import {
   checkCollectAddress,
@@ -74,7 +80,7 @@ export class Inspector {
   private clusterBuilding: Promise<ClusterView> | null = null;
 
   private constructor(
-    private readonly opts: Required<Omit<InspectorOptions, "cluster" | "collectorAdvertise">> &
+    private readonly opts: Required<Omit<InspectorOptions, "cluster" | "collectorAdvertise" | "curveServerKey" | "curveClient">> &
       Pick<InspectorOptions, "cluster" | "collectorAdvertise">,
     private readonly collector: InspectionCollector,
     private readonly client: ActorNode,
@@ -134,11 +140,23 @@ export class Inspector {
         "ILLEGAL_ARGUMENT",
         `Inspector collectIdleMs must be a positive number of milliseconds, got ${opts.collectIdleMs}.`,
       );
-    const collector = await InspectionCollector.start({ bind: opts.collectorBind, advertise: opts.collectorAdvertise, capacity: 0 });
+    // CURVE (docs/security.md): the probes and cluster-view asks go over CURVE links, and the nodes
+    // publish to a collector that is a CURVE server of its own
+    const curveClient = resolveCurveLink(opts);
+    const collector = await InspectionCollector.start({
+      bind: opts.collectorBind,
+      advertise: opts.collectorAdvertise,
+      capacity: 0,
+      curve: curveClient !== undefined,
+    });
     let client: ActorNode | undefined;
     let insp: Inspector | undefined;
     try {
-      client = await ActorNode.start({ listen: null, nodeId: `inspector:${process.pid}:${Math.random().toString(36).slice(2, 8)}` });
+      client = await ActorNode.start({
+        listen: null,
+        nodeId: `inspector:${process.pid}:${Math.random().toString(36).slice(2, 8)}`,
+        curveClient,
+      });
       insp = new Inspector(opts, collector, client, host);
       collector.onRecord((r) => insp!.ingest(r));
       insp.server = await PageServer.start(host, port, insp.pageData(), DEFAULT_PUSH_INTERVAL_MS);

@@ -2,7 +2,7 @@
 
 import { networkInterfaces } from "node:os";
 import { checkBoolean, isPortText, MQError, shownValue } from "../../transport/protocol.ts";
-import type { ActorNode } from "../runtime/index.ts";
+import type { ActorNode, CurveLinkOptions } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
 import { DEFAULT_TIMELINE_BYTES, DEFAULT_TIMELINE_CAPACITY } from "./timelineBuffer.ts";
@@ -22,7 +22,7 @@ export const DEFAULT_COLLECT_IDLE_MS = 60_000;
 /** Pause between pushes of new records to open pages (one write per page per tick). @default 50 */
 export const DEFAULT_PUSH_INTERVAL_MS = 50;
 
-export interface InspectorOptions {
+export interface InspectorOptions extends CurveLinkOptions {
   /** `host:port` for the web page. Non-loopback hosts need `allowRemote: true`. @default "127.0.0.1:0" */
   listen?: string;
   /** Serve the page on a non-loopback address (anyone who reaches it sees actor states). @default false */
@@ -67,7 +67,9 @@ export interface InspectorOptions {
 }
 
 /** Defaults spread under the user's options. */
-export function defaultInspectorOptions(): Required<Omit<InspectorOptions, "cluster" | "collectorAdvertise">> {
+export function defaultInspectorOptions(): Required<
+  Omit<InspectorOptions, "cluster" | "collectorAdvertise" | "curveServerKey" | "curveClient">
+> {
   return {
     listen: DEFAULT_INSPECTOR_LISTEN,
     allowRemote: false,

@@ -5,7 +5,7 @@
  */
 import { EventEmitter } from "node:events";
 import type { AnyActorLogic } from "xstate";
-import { type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
+import { checkCurveKey, type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
 import { MQError, RequestCode, shownValue } from "../../transport/protocol.ts";
 import { InspectionHub, type InspectionListener } from "./inspection.ts";
 import { InspectionPublisher } from "./inspectionPublisher.ts";
@@ -212,10 +212,16 @@ export class ActorNode implements RefHost {
    * without it the publisher runs until the returned function (or `close`) stops it. At most
    * {@link MAX_INSPECTION_PUBLISHERS} endpoints at a time.
    */
-  async publishInspection(endpoint: string, opts: { leaseMs?: number } = {}): Promise<() => Promise<void>> {
+  async publishInspection(endpoint: string, opts: { leaseMs?: number; curveServerKey?: string } = {}): Promise<() => Promise<void>> {
     if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed.`);
     const leaseMs = opts.leaseMs ?? null;
+    if (opts.curveServerKey !== undefined) checkCurveKey(opts.curveServerKey, "curveServerKey");
     let p = this.publishers.get(endpoint);
+    // an inspector started again on the endpoint has a new key: the old stream could not connect
+    if (p !== undefined && p.curveServerKey !== opts.curveServerKey) {
+      await p.stop();
+      p = this.publishers.get(endpoint);
+    }
     if (p === undefined) {
       // a leased endpoint nobody is subscribed on (an inspector gone, or one no inspector listens on)
       // gives up its place: requests for endpoints that never subscribe cannot lock inspectors out
@@ -229,9 +235,15 @@ export class ActorNode implements RefHost {
           "SYSTEM_BUSY",
           `The node ${this.nodeId} already publishes its inspection stream to ${MAX_INSPECTION_PUBLISHERS} endpoints; close an inspector (or wait for an unrenewed one to lapse) and retry.`,
         );
-      const created = new InspectionPublisher(this.nodeId, this.hub, endpoint, () => {
-        if (this.publishers.get(endpoint) === created) this.publishers.delete(endpoint);
-      });
+      const created = new InspectionPublisher(
+        this.nodeId,
+        this.hub,
+        endpoint,
+        () => {
+          if (this.publishers.get(endpoint) === created) this.publishers.delete(endpoint);
+        },
+        opts.curveServerKey,
+      );
       p = created;
       this.publishers.set(endpoint, p);
       p.renew(leaseMs);
@@ -386,7 +398,12 @@ export class ActorNode implements RefHost {
       typeof asked === "number" && Number.isFinite(asked)
         ? Math.min(MAX_INSPECTION_LEASE_MS, Math.max(MIN_INSPECTION_LEASE_MS, asked))
         : DEFAULT_INSPECTION_LEASE_MS;
-    this.publishInspection(endpoint, { leaseMs }).then(
+    const curveServerKey = event.curveServerKey;
+    if (curveServerKey !== undefined && typeof curveServerKey !== "string") {
+      replier?.fail(new MQError("INVALID_PARAMETER", "INSPECT_SUBSCRIBE's curveServerKey must be the collector's CURVE public key (Z85)."));
+      return;
+    }
+    this.publishInspection(endpoint, { leaseMs, ...(curveServerKey === undefined ? {} : { curveServerKey }) }).then(
       () => replier?.ok({ nodeId: this.nodeId }),
       (e) => replier?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e))),
     );

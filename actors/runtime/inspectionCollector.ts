@@ -5,6 +5,7 @@
  */
 import * as zmq from "zeromq";
 import { decode } from "../../transport/codec.ts";
+import { curveKeyPair } from "../../transport/curve.ts";
 import { isTcpAddress, MQError } from "../../transport/protocol.ts";
 import type { InspectionListener, InspectionRecord } from "./inspection.ts";
 import type { Ref } from "./refs.ts";
@@ -25,15 +26,19 @@ export class InspectionCollector {
     /** What nodes are asked to publish to (INSPECT_SUBSCRIBE): the advertised endpoint, else the bound one. */
     readonly endpoint: string,
     private readonly capacity: number,
+    /** the SUB's CURVE public key, sent with INSPECT_SUBSCRIBE; null: plaintext */
+    readonly curvePublicKey: string | null,
   ) {}
 
   /**
    * Binds the SUB socket (`tcp://127.0.0.1:*` by default) and starts collecting. `advertise` is the
    * {@link endpoint} nodes are asked to publish to when it is not the bound one (a bind on
    * loopback or 0.0.0.0 names no address a node on another host can reach): `tcp://host:port`,
-   * port `*` for the bound port; anything else is refused (ILLEGAL_ARGUMENT).
+   * port `*` for the bound port; anything else is refused (ILLEGAL_ARGUMENT). With `curve` the SUB is
+   * a CURVE server with a key pair of its own, whose public key {@link requestFrom} sends the nodes:
+   * the streams are encrypted, and publishers that do not have the key cannot connect.
    */
-  static async start(opts: { bind?: string; advertise?: string; capacity?: number } = {}): Promise<InspectionCollector> {
+  static async start(opts: { bind?: string; advertise?: string; capacity?: number; curve?: boolean } = {}): Promise<InspectionCollector> {
     const { advertise } = opts;
     if (advertise !== undefined && (typeof advertise !== "string" || !isTcpAddress(advertise.replace(/:\*$/, ":1"))))
       throw new MQError(
@@ -41,6 +46,12 @@ export class InspectionCollector {
         `Bad collector advertise endpoint "${advertise}": use tcp://host:port, the address nodes reach this collector at (port * for the bound port), e.g. tcp://10.0.0.5:7777.`,
       );
     const sub = new zmq.Subscriber({ linger: 0 });
+    const keys = opts.curve === true ? curveKeyPair() : null;
+    if (keys) {
+      sub.curveServer = true;
+      sub.curvePublicKey = keys.publicKey;
+      sub.curveSecretKey = keys.secretKey;
+    }
     sub.subscribe();
     try {
       await sub.bind(opts.bind ?? "tcp://127.0.0.1:*");
@@ -58,7 +69,7 @@ export class InspectionCollector {
       }
       endpoint = advertise.endsWith(":*") ? `${advertise.slice(0, -1)}${port}` : advertise;
     }
-    const c = new InspectionCollector(sub, endpoint, opts.capacity ?? DEFAULT_COLLECTOR_CAPACITY);
+    const c = new InspectionCollector(sub, endpoint, opts.capacity ?? DEFAULT_COLLECTOR_CAPACITY, keys?.publicKey ?? null);
     void c.loop();
     return c;
   }
@@ -68,10 +79,12 @@ export class InspectionCollector {
    * (the node's default lease when omitted); ask again before it runs out to keep the stream.
    */
   async requestFrom(ref: Ref, timeoutMs?: number, leaseMs?: number): Promise<string> {
-    const ev =
-      leaseMs === undefined
-        ? { type: "INSPECT_SUBSCRIBE", endpoint: this.endpoint }
-        : { type: "INSPECT_SUBSCRIBE", endpoint: this.endpoint, leaseMs };
+    const ev = {
+      type: "INSPECT_SUBSCRIBE",
+      endpoint: this.endpoint,
+      ...(leaseMs === undefined ? {} : { leaseMs }),
+      ...(this.curvePublicKey === null ? {} : { curveServerKey: this.curvePublicKey }),
+    };
     const r = await ref.ask<{ nodeId: string }>(ev, { timeoutMs });
     return r.fields.nodeId;
   }

@@ -11,7 +11,7 @@
  */
 import * as zmq from "zeromq";
 import { monotonicNow } from "../../transport/clock.ts";
-import { encode } from "../../transport/index.ts";
+import { curveKeyPair, encode } from "../../transport/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import {
   INSPECTION_HEARTBEAT_EVENT,
@@ -56,10 +56,18 @@ export class InspectionPublisher {
     private readonly hub: InspectionHub,
     readonly endpoint: string,
     private readonly onClosed: () => void,
+    /** the collector's CURVE public key: the stream is encrypted, with a key pair of its own */
+    readonly curveServerKey?: string,
   ) {
     // immediate: a connection that drops ends the subscription (the XPUB reports it) instead of
     // queueing records for a peer that may never come back
     this.pub = new zmq.XPublisher({ linger: 0, sendHighWaterMark: INSPECTION_QUEUE_LIMIT, sendTimeout: 0, immediate: true });
+    if (curveServerKey !== undefined) {
+      const keys = curveKeyPair();
+      this.pub.curveServerKey = curveServerKey;
+      this.pub.curvePublicKey = keys.publicKey;
+      this.pub.curveSecretKey = keys.secretKey;
+    }
     try {
       this.pub.connect(endpoint);
     } catch (e) {

@@ -12,8 +12,9 @@ import { Inspector } from "../../actors/inspector/index.ts";
 import { collectorReachWarning, DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fail, listArg, runUntilSignal } from "../common.ts";
+import { addClientCurveFlags, type CurveFlags, clientCurveOf } from "../curveFlags.ts";
 
-interface InspectFlags {
+interface InspectFlags extends CurveFlags {
   cluster?: string;
   collect?: string[];
   listen: string;
@@ -38,8 +39,7 @@ export function clusterAddresses(where: string): string[] {
 
 /** Adds `inspect` to the program. */
 export function addInspectCommand(program: Command): void {
-  program
-    .command("inspect")
+  addClientCurveFlags(program.command("inspect"))
     .description("Serve the visual debugger (statecharts, timeline, cluster view) for a running cluster until Ctrl-C.")
     .option("--cluster <file>", "cluster file written by `actormq cluster up` (<dir>/cluster.json, or the directory)")
     .option(
@@ -68,6 +68,8 @@ export function addInspectCommand(program: Command): void {
           collect,
           collectorBind: f.collectorBind,
           collectorAdvertise: f.collectorAdvertise,
+          // a CURVE cluster: its nodes are asked over CURVE, and publish to a CURVE collector
+          ...clientCurveOf(f),
         });
         runUntilSignal(() => insp.close());
         // they would answer probes (listed alive) but publish to their own host: no actors, no records

@@ -1,0 +1,54 @@
+/**
+ * The inspection stream of a CURVE cluster: the inspector's probes go over CURVE links, and the
+ * nodes publish to a collector that is a CURVE server with a key of its own, sent with
+ * INSPECT_SUBSCRIBE; a publisher without that key cannot connect to it.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { setup } from "xstate";
+import * as zmq from "zeromq";
+import { ActorNode, InspectionCollector, resolveCurveLink, resolveCurveServer } from "../../../actors/runtime/index.ts";
+import { curveKeyPair } from "../../../transport/curve.ts";
+import { isMQError } from "../../../transport/protocol.ts";
+import { EPHEMERAL, waitFor } from "../../helpers.ts";
+
+const idle = setup({}).createMachine({ id: "idle" });
+
+test("a CURVE collector gets a CURVE node's stream through an allowed client; a plaintext publisher cannot connect to it", async (t) => {
+  const server = curveKeyPair();
+  const allowed = curveKeyPair();
+  const node = await ActorNode.start({
+    listen: EPHEMERAL,
+    curve: resolveCurveServer({ ...server, allowedClientKeys: [allowed.publicKey] }),
+  });
+  t.after(() => node.close());
+  node.spawn("idle", idle);
+  const collector = await InspectionCollector.start({ curve: true });
+  t.after(() => collector.close());
+  assert.equal(typeof collector.curvePublicKey, "string");
+  const client = await ActorNode.start({
+    listen: null,
+    curveClient: resolveCurveLink({ curveServerKey: server.publicKey, curveClient: allowed }),
+  });
+  t.after(() => client.close());
+  assert.equal(await collector.requestFrom(client.ref(node.address, "idle")), node.nodeId);
+  await waitFor(
+    () => collector.records.some((r) => r.nodeId === node.nodeId && r.kind === "actor"),
+    10_000,
+    "the node's actors over the CURVE stream",
+  );
+
+  // a publisher without the collector's key is refused at its handshake
+  const plain = new zmq.XPublisher({ linger: 0 });
+  t.after(() => plain.close());
+  let refused = false;
+  plain.events.on("handshake:error:protocol", () => (refused = true));
+  plain.connect(collector.endpoint);
+  await waitFor(() => refused, 10_000, "the plaintext publisher refused");
+
+  // a key that is not one is refused by the node, not taken for a stream that never connects
+  await assert.rejects(
+    client.ref(node.address, "idle").ask({ type: "INSPECT_SUBSCRIBE", endpoint: collector.endpoint, curveServerKey: "short" }),
+    (e) => isMQError(e, "ILLEGAL_ARGUMENT"),
+  );
+});
