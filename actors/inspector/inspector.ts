@@ -141,13 +141,14 @@ export class Inspector {
         `Inspector collectIdleMs must be a positive number of milliseconds, got ${opts.collectIdleMs}.`,
       );
     // CURVE (docs/security.md): the probes and cluster-view asks go over CURVE links, and the nodes
-    // publish to a collector that is a CURVE server of its own
+    // asked to publish (collect) publish to a collector that is a CURVE server of its own; without
+    // them (nodes of this process only) it stays plaintext for clients that publish themselves
     const curveClient = resolveCurveLink(opts);
     const collector = await InspectionCollector.start({
       bind: opts.collectorBind,
       advertise: opts.collectorAdvertise,
       capacity: 0,
-      curve: curveClient !== undefined,
+      curve: curveClient !== undefined && opts.collect.length > 0,
     });
     let client: ActorNode | undefined;
     let insp: Inspector | undefined;

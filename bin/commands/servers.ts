@@ -193,6 +193,8 @@ export function addServerCommands(program: Command): void {
               allowRemote: f.inspectorAllowRemote,
               nodes: [ns.node, broker.ctx.node],
               collectOnFirstView: true,
+              // the cluster view asks the name server over the network
+              ...brokerLinkCurveOf(f),
             })
           : undefined;
         const nsRef = ns;
