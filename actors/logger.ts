@@ -137,9 +137,9 @@ export function logTransportDrops(transport: ZmqNode, logger: Logger, what: stri
   });
   transport.onConnectionRefused((kind, address, why, client) => {
     if (kind === "clientKey") {
-      // one line per refused key and 30 s: a client retries at most once a second, and its key is
-      // what the operator adds to the allow-list (or looks for)
-      const held = throttle.pass(`clientKey ${client?.key}`);
+      // one line per 30 s for all refused keys (a client picks its key, so one per key could be
+      // made to flood), naming the last one: what the operator adds to the allow-list or looks for
+      const held = throttle.pass("clientKey");
       if (held === undefined) return;
       logger.warn(
         { refused: held + 1, listener: address, clientAddress: client?.address, clientKey: client?.key },

@@ -187,6 +187,15 @@ export function brokerLinkCurveOf(f: CurveFlags): CurveLinkOptions {
   return serverKey ? { curveServerKey: serverKey } : {};
 }
 
+/**
+ * The links of a process that runs its own servers (`start`'s debugger): as a broker's, and with the
+ * process's own key pair as the client's, which its servers admit whatever --curve-allow lists.
+ */
+export function ownLinkCurveOf(f: CurveFlags): CurveLinkOptions {
+  const secret = curveSecretOf(f);
+  return { ...brokerLinkCurveOf(f), ...(secret ? { curveClient: { secretKey: secret.secretKey } } : {}) };
+}
+
 /** A client's link options from its flags; ILLEGAL_ARGUMENT for --curve-secret without --curve-server. */
 export function clientCurveOf(f: CurveFlags): CurveLinkOptions {
   const secret = curveSecretOf(f);

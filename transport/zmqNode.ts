@@ -224,7 +224,7 @@ export class PeerLink extends Link {
   /** handshakes ended by the connection closing since the last completed one (see CLOSED_HANDSHAKES_REFUSED) */
   closedHandshakes = 0;
   /** told at the next close or failed attempt (see {@link ZmqNode.onPeerFailure}) */
-  readonly failureListeners = new Set<() => void>();
+  readonly failureListeners = new Set<(reason?: MQError) => void>();
   /** deadline of the last frame queued ({@link monotonicNow} ms): the link is unused once it is long past */
   lastDeadline = 0;
   readonly flush: () => void;
@@ -417,8 +417,8 @@ export class ZmqNode {
   private readonly peers = new Map<string, PeerLink>();
   /** per address, told when a lost connection to it is made again (kept while its link is forgotten and made anew) */
   private readonly reconnectListeners = new Map<string, Set<() => void>>();
-  /** addresses whose handshake was refused, when and why (see {@link REFUSED_RETRY_MS}) */
-  private readonly refusals = new Map<string, { at: number; message: string }>();
+  /** addresses whose handshake was refused: when, why and the link retired (see {@link REFUSED_RETRY_MS}) */
+  private readonly refusals = new Map<string, { at: number; message: string; link: PeerLink }>();
   private readonly routerLinks = new Map<string, RouterLink>();
   private routerDirty: RouterLink[] = [];
   private routerScheduled = false;
@@ -629,7 +629,8 @@ export class ZmqNode {
     if (this.closed) throw new MQError("CLOSED", `The node ${this.nodeId} is closed; start a new one to reach ${address}.`);
     const refusal = this.refusals.get(address);
     if (refusal !== undefined) {
-      if (monotonicNow() - refusal.at < REFUSED_RETRY_MS) throw new MQError("AUTH_FAILED", refusal.message);
+      // refused a moment ago: the retired link, whose asks and sends fail at once (request, post)
+      if (monotonicNow() - refusal.at < REFUSED_RETRY_MS) return refusal.link;
       this.refusals.delete(address);
     }
     checkTcpPort(address, "The address", true);
@@ -653,14 +654,24 @@ export class ZmqNode {
       const serverKey = typeof sk === "string" ? sk : sk?.[address];
       if (serverKey === undefined) {
         sock.close();
-        throw new MQError("AUTH_FAILED", `No CURVE server key for ${address}: add it to curveClient.serverKeys.`);
+        throw new MQError(
+          "AUTH_FAILED",
+          `No CURVE server key for ${address}: add it to curveServerKey (the servers' public key, or an object of one per address).`,
+        );
       }
-      checkCurveKey(serverKey, `curveClient.serverKeys[${address}]`);
+      checkCurveKey(serverKey, `curveServerKey["${address}"]`);
       sock.curveServerKey = serverKey;
       sock.curvePublicKey = this.curveClient.publicKey;
       sock.curveSecretKey = this.curveClient.secretKey;
     }
     const peerLink = new PeerLink(address, sock, this);
+    if (refusal !== undefined) {
+      // still lost since the refusal: its next handshake is told as the peer being back, and the
+      // loss keeps its time (peerLostAt)
+      peerLink.unreachable = true;
+      peerLink.unreachableSince = refusal.link.unreachableSince;
+      peerLink.lastFailureAt = refusal.at;
+    }
     // the events are watched before the connect: zeromq starts its socket monitor on first use of
     // `events`, and what happens before is not told (a refused handshake on a local connection
     // often is over by then, and its asks would wait out their timeouts)
@@ -723,7 +734,7 @@ export class ZmqNode {
         this.refuse(
           link,
           `The CURVE handshake with ${address} failed: the server closed the connection at this client's hello, as a server does whose public key is not curveServerKey. ` +
-            "Check curveServerKey (the server's public key, the .pub file of `actormq keygen`).",
+            "Check curveServerKey (the server's public key, the .pub file of `actormq keygen`); a TCP proxy in front of a server that is down closes connections the same way.",
         );
       });
   }
@@ -735,13 +746,21 @@ export class ZmqNode {
    */
   private refuse(link: PeerLink, message: string): void {
     if (this.closed || link.retired) return;
-    this.refusals.set(link.address, { at: monotonicNow(), message });
+    this.refusals.set(link.address, { at: monotonicNow(), message, link });
     if (this.peers.get(link.address) === link) this.peers.delete(link.address);
     link.retired = true;
     link.socket.close();
     takeQueue(link);
-    markUnreachable(link);
+    // told with the refusal: an ask waiting on the connection (unlessConnectionLost) fails with it,
+    // not as a lost connection
+    markUnreachable(link, new MQError("AUTH_FAILED", message));
     this.pending.rejectSentOn(link, Number.POSITIVE_INFINITY, () => new MQError("AUTH_FAILED", message));
+  }
+
+  /** AUTH_FAILED for a link retired by {@link refuse}, with the refusal's message. */
+  private refusedError(link: PeerLink): MQError {
+    const r = this.refusals.get(link.address);
+    return new MQError("AUTH_FAILED", r?.message ?? `The server at ${link.address} refused this client's handshake.`);
   }
 
   /**
@@ -759,7 +778,7 @@ export class ZmqNode {
    * Calls `listener` at the next close of the connection to `address` or failed attempt to make it
    * (an address this node never sent to: never); returns the function that stops it.
    */
-  onPeerFailure(address: string, listener: () => void): () => void {
+  onPeerFailure(address: string, listener: (reason?: MQError) => void): () => void {
     const link = this.peers.get(address);
     if (!link) return () => {};
     link.failureListeners.add(listener);
@@ -839,12 +858,9 @@ export class ZmqNode {
   ): Promise<ReplyMessage<T>> {
     if (this.closed) return Promise.reject(this.closedError());
     if (link.retired) {
-      try {
-        link = this.peer((link as PeerLink).address);
-      } catch (e) {
-        // refused (AUTH_FAILED) a moment ago: fails now, as the asks on the refused link did
-        return Promise.reject(e);
-      }
+      link = this.peer((link as PeerLink).address);
+      // refused a moment ago: fails now, as the asks on the refused link did
+      if (link.retired) return Promise.reject(this.refusedError(link as PeerLink));
     }
     if (link.queued >= this.sendHighWaterMark) return Promise.reject(this.busyError(link));
     const seq = link instanceof PeerLink ? ++link.askSeq : 0;
@@ -861,7 +877,10 @@ export class ZmqNode {
   /** One-way send; throws MQError SYSTEM_BUSY past the queue bound, CLOSED after close. */
   post(link: Link, target: string, event: { type: string }, body: BodyParts): void {
     if (this.closed) throw this.closedError();
-    if (link.retired) link = this.peer((link as PeerLink).address);
+    if (link.retired) {
+      link = this.peer((link as PeerLink).address);
+      if (link.retired) throw this.refusedError(link as PeerLink);
+    }
     if (link.queued >= this.sendHighWaterMark) throw this.busyError(link);
     this.enqueueRequest(link, 0, target, event, body, this.requestTimeoutMs, monotonicNow() + this.requestTimeoutMs);
   }
@@ -1442,9 +1461,9 @@ function takeBatchPrefix(link: PeerLink): Buffer {
 }
 
 /** Marks a link unreachable; `unreachableSince` keeps the first of a loss's disconnect and retries. */
-function markUnreachable(link: PeerLink): void {
+function markUnreachable(link: PeerLink, reason?: MQError): void {
   link.lastFailureAt = monotonicNow();
-  for (const f of link.failureListeners) f();
+  for (const f of link.failureListeners) f(reason);
   if (link.unreachable) return;
   link.unreachable = true;
   link.unreachableSince = monotonicNow();

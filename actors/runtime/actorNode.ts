@@ -155,7 +155,7 @@ export class ActorNode implements RefHost {
   }
 
   /** Calls `listener` at the next loss of this node's connection to `address` (see {@link ZmqNode.onPeerFailure}). */
-  onPeerFailure(address: string, listener: () => void): () => void {
+  onPeerFailure(address: string, listener: (reason?: MQError) => void): () => void {
     return this.transport.onPeerFailure(address, listener);
   }
 

@@ -26,10 +26,11 @@ export function unlessConnectionLost<R>(
     return Promise.reject(lost());
   }
   return new Promise<R>((resolve, reject) => {
-    const stop = node.onPeerFailure(address, () => {
+    const stop = node.onPeerFailure(address, (reason) => {
       stop();
       ask.catch(() => {});
-      reject(lost());
+      // a refused handshake says why (AUTH_FAILED), a lost connection only that it is lost
+      reject(reason ?? lost());
     });
     ask.then(
       (r) => {

@@ -77,7 +77,8 @@ function keyPairOf(value: unknown, option: string): { publicKey: string; secretK
   if (value === null || typeof value !== "object" || Array.isArray(value))
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `${option} must be an object { secretKey, publicKey? } of Z85 CURVE keys, got ${shownValue(value)}.`,
+      // only the type: a secret key passed by itself would otherwise be printed whole
+      `${option} must be an object { secretKey, publicKey? } of Z85 CURVE keys, got ${value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`}.`,
     );
   const { secretKey, publicKey } = value as { secretKey?: unknown; publicKey?: unknown };
   checkCurveKeyOption(secretKey, `${option}.secretKey`, true);

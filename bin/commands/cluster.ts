@@ -1,6 +1,6 @@
 /** `actormq cluster up|status|down|kill|restart`: a multi-process cluster on this machine (actors/cluster). */
 
-import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import cliProgress from "cli-progress";
@@ -96,8 +96,12 @@ function curveSecretFileOf(f: CurveFlags & { dir: string }): string | undefined 
   const dir = path.resolve(f.dir);
   mkdirSync(dir, { recursive: true });
   const file = path.join(dir, "curve.key");
+  // made anew: an existing file keeps its mode through writeFileSync, so the key would be written
+  // readable by others before a chmod
+  rmSync(file, { force: true });
   writeFileSync(file, `# actormq CURVE secret key (public key ${secret.publicKey}), from cluster up\n${secret.secretKey}\n`, {
     mode: 0o600,
+    flag: "wx",
   });
   chmodSync(file, 0o600);
   return file;

@@ -17,7 +17,7 @@ import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOption
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
-import { addServerCurveFlags, brokerLinkCurveOf, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
+import { addServerCurveFlags, brokerLinkCurveOf, type CurveFlags, curveSecretOf, ownLinkCurveOf, serverCurveOf } from "../curveFlags.ts";
 
 /** Run a broker with these node flags (README, Operate: node flags); said in `--help`. */
 const NODE_FLAGS_HELP = `Run node with ${BROKER_NODE_FLAGS.join(" ")} (npm start and \`cluster up\` do; README, Operate: node flags).`;
@@ -193,8 +193,9 @@ export function addServerCommands(program: Command): void {
               allowRemote: f.inspectorAllowRemote,
               nodes: [ns.node, broker.ctx.node],
               collectOnFirstView: true,
-              // the cluster view asks the name server over the network
-              ...brokerLinkCurveOf(f),
+              // the cluster view asks the name server over the network, with this process's key
+              // pair: the name server admits it whatever --curve-allow lists
+              ...ownLinkCurveOf(f),
             })
           : undefined;
         const nsRef = ns;

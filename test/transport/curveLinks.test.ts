@@ -9,6 +9,7 @@ import { pino } from "pino";
 import { setup } from "xstate";
 import { logTransportDrops } from "../../actors/logger.ts";
 import { NameServer } from "../../actors/nameserver/index.ts";
+import { unlessConnectionLost } from "../../actors/runtime/connectionLost.ts";
 import { ActorNode, type Replier, resolveCurveLink, resolveCurveServer } from "../../actors/runtime/index.ts";
 import { curveKeyPair, curvePublicKeyOf } from "../../transport/curve.ts";
 import { isMQError, type MQError } from "../../transport/protocol.ts";
@@ -108,6 +109,21 @@ describe("CURVE links", () => {
     assert.equal(lines[0]!.listener, srv.address);
     assert.equal(lines[0]!.clientAddress, "127.0.0.1");
     assert.equal(lines[0]!.clientKey, stranger.publicKey);
+    // an ask that also watches the connection (unlessConnectionLost, as admin and broker asks do)
+    // fails with the refusal, not as a lost connection; a ref made during the refusal does not throw
+    const again = await client(t, { curveServerKey: keys.publicKey, curveClient: stranger });
+    const watched = await unlessConnectionLost(
+      again,
+      srv.address!,
+      again.ref(srv.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 }),
+    ).then(
+      () => assert.fail("answered"),
+      (e: unknown) => e,
+    );
+    assert.ok(isMQError(watched, "AUTH_FAILED"), String(watched));
+    assert.ok((watched as MQError).message.includes(stranger.publicKey), (watched as MQError).message);
+    const other = again.ref(srv.address, "other");
+    await assert.rejects(other.ask({ type: "ECHO" }), (e) => isMQError(e, "AUTH_FAILED"));
     // the server's own key is always allowed: brokers started with the name servers' key pair reach them
     const self = await client(t, { curveServerKey: keys.publicKey, curveClient: { secretKey: keys.secretKey } });
     assert.deepEqual((await self.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
@@ -136,6 +152,12 @@ describe("CURVE options", () => {
     refused(() => resolveCurveServer({ secretKey: 42 }), /^curve\.secretKey is a number, not a string/);
     refused(() => resolveCurveServer({ publicKey: a.publicKey }), /^curve\.secretKey is missing/);
     refused(() => resolveCurveServer("key"), /^curve must be an object \{ secretKey, publicKey\? \}/);
+    // a secret key passed by itself (not in an object) is named by its type only
+    refused(
+      () => resolveCurveServer(a.secretKey),
+      /^curve must be an object \{ secretKey, publicKey\? \} of Z85 CURVE keys, got a string\.$/,
+    );
+    refused(() => resolveCurveLink({ curveServerKey: b.publicKey, curveClient: b.secretKey as never }), /^curveClient must be an object/);
     refused(
       () => resolveCurveServer({ secretKey: a.secretKey, publicKey: b.publicKey }),
       /^curve\.publicKey is not the public key of curve\.secretKey .*different pairs/,
