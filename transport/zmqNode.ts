@@ -223,6 +223,8 @@ export class PeerLink extends Link {
   lastFailureAt = 0;
   /** handshakes ended by the connection closing since the last completed one (see CLOSED_HANDSHAKES_REFUSED) */
   closedHandshakes = 0;
+  /** made after a refused link to the same address: its first handshake is told as the peer being back */
+  afterRefusal = false;
   /** told at the next close or failed attempt (see {@link ZmqNode.onPeerFailure}) */
   readonly failureListeners = new Set<(reason?: MQError) => void>();
   /** deadline of the last frame queued ({@link monotonicNow} ms): the link is unused once it is long past */
@@ -666,9 +668,10 @@ export class ZmqNode {
     }
     const peerLink = new PeerLink(address, sock, this);
     if (refusal !== undefined) {
-      // still lost since the refusal: its next handshake is told as the peer being back, and the
-      // loss keeps its time (peerLostAt)
-      peerLink.unreachable = true;
+      // lost since the refusal: its first handshake is told as the peer being back, and the loss
+      // keeps its time (peerLostAt). Not marked unreachable: an ask on it waits for the handshake,
+      // whose refusal it fails with (AUTH_FAILED), rather than failing at once as lost
+      peerLink.afterRefusal = true;
       peerLink.unreachableSince = refusal.link.unreachableSince;
       peerLink.lastFailureAt = refusal.at;
     }
@@ -684,8 +687,9 @@ export class ZmqNode {
     });
     sock.events.on("handshake", () => {
       peerLink.closedHandshakes = 0;
-      if (!peerLink.unreachable) return;
+      if (!peerLink.unreachable && !peerLink.afterRefusal) return;
       peerLink.unreachable = false;
+      peerLink.afterRefusal = false;
       const back = this.reconnectListeners.get(address);
       if (back) for (const f of back) f();
     });
