@@ -51,9 +51,10 @@ export class BrokerStats {
   /** A send request stored `count` messages for `producerGroup`. */
   notePut(producerGroup: unknown, count: number): void {
     this.putTotal += count;
-    this.puts.add(count);
-    if (typeof producerGroup !== "string") return;
+    // one clock read for the rate and the producer table
     const sec = Math.floor(this.now() / 1000);
+    this.puts.add(count, sec);
+    if (typeof producerGroup !== "string") return;
     const seen = this.producers.get(producerGroup);
     if (seen === sec) return;
     if (seen === undefined && this.producers.size >= MAX_PRODUCER_GROUPS) this.forgetProducers(sec);

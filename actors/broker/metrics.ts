@@ -8,8 +8,9 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { GetMessageResult, PutBatch, PutResult } from "../../store/index.ts";
-import { BrokerActor, MQError } from "../../transport/protocol.ts";
+import { MQError } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { heldPulls } from "./brokerStats.ts";
 import { consumerOffsetsOf, TOPIC_GROUP_SEPARATOR } from "./consumerOffsetManager.ts";
 
 /** Upper bounds (seconds) of the put/flush latency histogram buckets. */
@@ -79,7 +80,7 @@ export class BrokerMetrics {
     lines.push(`actormq_store_flush_errors_total{${b}} ${ctx.store.flushErrors}`);
 
     family("actormq_pull_suspended", "gauge", "Pull requests held by long polling right now.");
-    lines.push(`actormq_pull_suspended{${b}} ${this.suspendedPulls()}`);
+    lines.push(`actormq_pull_suspended{${b}} ${heldPulls(this.ctx)}`);
 
     family(
       "actormq_put_flush_latency_seconds",
@@ -109,11 +110,6 @@ export class BrokerMetrics {
       out.set(`${topic}\u0000${group}`, lag);
     }
     return out;
-  }
-
-  private suspendedPulls(): number {
-    const snap = this.ctx.node.actorOf(BrokerActor.HOLD)?.getSnapshot() as { context?: { table?: { size?: number } } } | undefined;
-    return snap?.context?.table?.size ?? 0;
   }
 }
 

@@ -79,8 +79,8 @@ export class RateWindow {
     this.since = Math.floor(now() / 1000);
   }
 
-  add(n: number): void {
-    const sec = Math.floor(this.now() / 1000);
+  /** Counts `n` in second `sec` (of `now`; the current one unless the caller has read it already). */
+  add(n: number, sec = Math.floor(this.now() / 1000)): void {
     const i = sec % BUCKETS;
     if (this.seconds[i] !== sec) {
       this.seconds[i] = sec;
