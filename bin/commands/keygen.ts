@@ -6,32 +6,77 @@ import { curveKeyPair } from "../../transport/curve.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fail } from "../common.ts";
 
-/**
- * Writes `text` to a new file with `mode` (an existing one is refused unless `force`, and then
- * replaced: its old mode is not kept). Throws MQError naming the file.
- */
-function writeNew(file: string, text: string, mode: number, force: boolean): void {
-  if (force) {
-    try {
-      unlinkSync(file);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-    }
+const errnoOf = (e: unknown) => (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+
+/** Removes `file` (gone already is fine); MQError naming it when it cannot be removed. */
+function removeFile(file: string, why: string): void {
+  try {
+    unlinkSync(file);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw new MQError("ILLEGAL_ARGUMENT", `Cannot ${why} ${file} (${errnoOf(e)}).`, { cause: e });
   }
+}
+
+/**
+ * Writes `text` to a new file with `mode` (an existing one is refused). Throws MQError naming the
+ * file; a file it created and could not fill is removed.
+ */
+function writeNew(file: string, text: string, mode: number): void {
   let fd: number;
   try {
     // O_EXCL: created with `mode` from the start, never readable by others for a moment
     fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === "EEXIST")
+    if ((e as NodeJS.ErrnoException).code === "EEXIST")
       throw new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
-    throw new MQError("ILLEGAL_ARGUMENT", `Cannot write ${file} (${code ?? (e as Error).message}).`, { cause: e });
+    throw new MQError("ILLEGAL_ARGUMENT", `Cannot write ${file} (${errnoOf(e)}).`, { cause: e });
   }
   try {
-    writeSync(fd, text);
-  } finally {
-    closeSync(fd);
+    try {
+      writeSync(fd, text);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (e) {
+    try {
+      unlinkSync(file);
+    } catch {
+      // reported below with the write's error
+    }
+    throw new MQError("ILLEGAL_ARGUMENT", `Cannot write ${file} (${errnoOf(e)}).`, { cause: e });
+  }
+}
+
+/**
+ * Writes the pair whole or not at all: `.key` then `.pub`, each a new file; when the second cannot
+ * be written the first is removed. With `force` the existing files are removed first (`.pub`
+ * before `.key`: a `.pub` that cannot be removed, say a directory, fails before anything is written).
+ */
+function writePair(prefix: string, publicKey: string, secretKey: string, force: boolean): void {
+  const keyFile = `${prefix}.key`;
+  const pubFile = `${prefix}.pub`;
+  if (force) for (const file of [pubFile, keyFile]) removeFile(file, "replace");
+  // both checked first, so that an existing .pub is named before a .key is written
+  else
+    for (const file of [keyFile, pubFile])
+      if (existsSync(file))
+        throw new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
+  writeNew(keyFile, `# actormq CURVE secret key (public key ${publicKey}): keep it private\n${secretKey}\n`, 0o600);
+  try {
+    writeNew(pubFile, `# actormq CURVE public key\n${publicKey}\n`, 0o644);
+  } catch (e) {
+    // a secret key without its .pub would be taken for a pair written whole
+    try {
+      unlinkSync(keyFile);
+    } catch (u) {
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `${(e as Error).message} The secret key written to ${keyFile} could not be removed (${errnoOf(u)}): delete it.`,
+        { cause: e },
+      );
+    }
+    throw new MQError("ILLEGAL_ARGUMENT", `${(e as Error).message} Nothing was written (${keyFile} removed).`, { cause: e });
   }
 }
 
@@ -40,7 +85,7 @@ export function addKeygenCommand(program: Command): void {
     .command("keygen")
     .description(
       "Make a CURVE key pair for --curve-secret / --curve-server (docs/security.md): printed, or with --out written to " +
-        "<prefix>.key (the secret key, mode 0600) and <prefix>.pub (the public key).",
+        "<prefix>.key (the secret key, mode 0600) and <prefix>.pub (the public key), both or neither.",
     )
     .option("--out <prefix>", "write <prefix>.key and <prefix>.pub instead of printing the pair")
     .option("--force", "replace existing files")
@@ -52,17 +97,7 @@ export function addKeygenCommand(program: Command): void {
       }
       const prefix = path.resolve(f.out);
       try {
-        // both checked first: a pair is written whole or not at all
-        for (const file of [`${prefix}.key`, `${prefix}.pub`])
-          if (!f.force && existsSync(file))
-            throw new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
-        writeNew(
-          `${prefix}.key`,
-          `# actormq CURVE secret key (public key ${publicKey}): keep it private\n${secretKey}\n`,
-          0o600,
-          f.force === true,
-        );
-        writeNew(`${prefix}.pub`, `# actormq CURVE public key\n${publicKey}\n`, 0o644, f.force === true);
+        writePair(prefix, publicKey, secretKey, f.force === true);
       } catch (e) {
         fail(e);
       }

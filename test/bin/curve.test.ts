@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { curvePublicKeyOf } from "../../transport/curve.ts";
@@ -61,6 +61,29 @@ test("keygen prints a key pair, or writes <prefix>.key (mode 600) and <prefix>.p
   assert.equal(forced.code, 0, forced.err);
   assert.notEqual(keyOf(`${prefix}.key`), secret);
   assert.equal(statSync(`${prefix}.key`).mode & 0o777, 0o600);
+});
+
+test("keygen --out writes both files or neither: a .pub it cannot write leaves no .key behind", async () => {
+  // --force, and <prefix>.pub is a directory, which it cannot replace
+  const forced = path.join(dir, "half-forced");
+  mkdirSync(`${forced}.pub`);
+  const f = await cli(["keygen", "--out", forced, "--force"]);
+  assert.equal(f.code, 1);
+  assert.match(oneLine(f.err), /^actormq: error ILLEGAL_ARGUMENT: Cannot replace .*half-forced\.pub \(EISDIR\)/);
+  assert.ok(!existsSync(`${forced}.key`), "no secret key left without its .pub");
+  assert.ok(statSync(`${forced}.pub`).isDirectory(), "the directory is left as it was");
+  // no --force, and <prefix>.pub appears only when it is written (a dangling symlink: not found by
+  // the check for existing files, but there when the file is created)
+  const racing = path.join(dir, "half-racing");
+  symlinkSync(path.join(dir, "nowhere"), `${racing}.pub`);
+  const r = await cli(["keygen", "--out", racing]);
+  assert.equal(r.code, 1);
+  assert.match(
+    oneLine(r.err),
+    /^actormq: error ILLEGAL_ARGUMENT: .*half-racing\.pub exists: .*Nothing was written \(.*half-racing\.key removed\)/,
+  );
+  assert.ok(!existsSync(`${racing}.key`), "the .key written first is removed");
+  assert.equal(r.out, "");
 });
 
 test("bad CURVE flags are one line, and a secret key is never echoed", async () => {
