@@ -5,6 +5,7 @@
  * on stderr (`error CODE: message`) and a non-zero exit code.
  */
 import { Command } from "commander";
+import { MQError } from "../transport/protocol.ts";
 import { addBenchCommand } from "./commands/bench.ts";
 import { addBrokerConfigCommands } from "./commands/brokerConfig.ts";
 import { addBrokerStatusCommand } from "./commands/brokerStatus.ts";
@@ -18,7 +19,7 @@ import { addProgressCommands } from "./commands/progress.ts";
 import { addSendCommand } from "./commands/send.ts";
 import { addServerCommands } from "./commands/servers.ts";
 import { addTopicCommands } from "./commands/topic.ts";
-import { ExitCode } from "./common.ts";
+import { ExitCode, fail } from "./common.ts";
 
 export { DEFAULT_BROKER_NAME, DEFAULT_DATA_DIR } from "./commands/servers.ts";
 
@@ -62,4 +63,11 @@ export function buildProgram(): Command {
   return program;
 }
 
-await buildProgram().parseAsync(process.argv);
+// an option parser that refuses a value with an MQError (not a usage error): one line, exit code 1,
+// as the actions' errors
+await buildProgram()
+  .parseAsync(process.argv)
+  .catch((e: unknown) => {
+    if (e instanceof MQError) fail(e);
+    throw e;
+  });

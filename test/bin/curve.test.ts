@@ -116,6 +116,35 @@ test("bad CURVE flags are one line, and a secret key is never echoed", async () 
   assert.match(oneLine(server.err), /--curve-server: .*cannot read the key file/);
 });
 
+test("--curve-server refuses a file holding a secret key with ILLEGAL_ARGUMENT that names the .pub file and never the key", async () => {
+  const prefix = path.join(dir, "pair");
+  assert.equal((await cli(["keygen", "--out", prefix])).code, 0);
+  const keyFile = `${prefix}.key`;
+  const secret = keyOf(keyFile);
+  const pub = keyOf(`${prefix}.pub`);
+  // keygen's .key file, on the command line and in $ACTORMQ_CURVE_SERVER
+  const runs = [
+    await cli(["topic", "list", "--namesrv", "tcp://127.0.0.1:1", "--curve-server", keyFile]),
+    await cli(["topic", "list", "--namesrv", "tcp://127.0.0.1:1"], { env: { ACTORMQ_CURVE_SERVER: keyFile } }),
+  ];
+  for (const r of runs) {
+    assert.equal(r.code, 1, r.err);
+    assert.match(
+      oneLine(r.err),
+      /^actormq: error ILLEGAL_ARGUMENT: --curve-server: .*pair\.key holds a secret key .*not the servers' public key: give the \.pub file .*pair\.pub/,
+    );
+    assert.ok(r.err.includes(pub), "names its public key");
+    assert.ok(!r.err.includes(secret.slice(0, 12)) && !r.out.includes(secret.slice(0, 12)), "never the secret key");
+  }
+  // a file written by hand, with another name and comment, that names the secret key's public key
+  const handMade = path.join(dir, "handmade.txt");
+  writeFileSync(handMade, `# the servers' key pair; clients use ${pub}\n${secret}\n`);
+  const h = await cli(["topic", "list", "--namesrv", "tcp://127.0.0.1:1", "--curve-server", handMade]);
+  assert.equal(h.code, 1, h.err);
+  assert.match(oneLine(h.err), /error ILLEGAL_ARGUMENT: --curve-server: .*handmade\.txt holds a secret key/);
+  assert.ok(!h.err.includes(secret.slice(0, 12)), h.err);
+});
+
 /** A server command run until the test ends; its stdout so far. */
 function serve(args: string[], cwd: string): { child: ChildProcess; out: () => string; exit: Promise<number | null> } {
   const child = spawn(process.execPath, [bin, ...args], {
