@@ -1,12 +1,15 @@
 /**
  * `startLocalCluster(...)`: a name server and brokers in this process, each broker with its own
- * store under `dir`, for tests, examples and `actormq start`.
+ * store under `dir`, for tests, examples and `actormq start`. With `nameserver.curve` and
+ * `broker.curve` every server uses CURVE (docs/security.md), and the brokers' links to the name
+ * server and their master use the servers' public keys.
  */
 import path from "node:path";
 import { MQError } from "../transport/protocol.ts";
 import { Broker } from "./broker/broker.ts";
 import type { BrokerOptions } from "./broker/brokerConfig.ts";
 import { NameServer } from "./nameserver/index.ts";
+import { type CurveServerKey, type CurveServerKeys, resolveCurveServer } from "./runtime/index.ts";
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
@@ -20,10 +23,18 @@ export interface LocalClusterOptions {
   nameserverListen?: string;
   /** endpoint of the first broker; later brokers always bind ephemeral ports. @default "tcp://127.0.0.1:*" */
   brokerListen?: string;
-  /** any Broker.start option, applied to every broker */
+  /**
+   * any Broker.start option, applied to every broker. With `curve` and no `curveServerKey`, a
+   * slave's link to its master uses the master's public key; see `nameserver.curve`
+   */
   broker?: Partial<Omit<BrokerOptions, "brokerName" | "nameservers" | "storeDir" | "brokerId">>;
-  /** name server options */
-  nameserver?: { scanIntervalMs?: number; logLevel?: string };
+  /**
+   * name server options. `curve`: CURVE on the name server, as NameServer.start's; unless
+   * `broker.curveServerKey` is given, the brokers' links to it then use its public key (give the
+   * brokers the same key pair as `broker.curve`, or admit their `broker.curveClient` keys in its
+   * allow-list)
+   */
+  nameserver?: { scanIntervalMs?: number; logLevel?: string; curve?: CurveServerKeys };
 }
 
 /** A running local cluster. */
@@ -48,8 +59,29 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
   const slaves = opts.slavesPerBroker ?? 0;
   if (!Number.isInteger(count) || count < 1) throw new MQError("ILLEGAL_ARGUMENT", "brokers must be an integer >= 1.");
   if (!Number.isInteger(slaves) || slaves < 0) throw new MQError("ILLEGAL_ARGUMENT", "slavesPerBroker must be an integer >= 0.");
+  // checked before anything starts; the public keys of the brokers' links
+  const nameserverKey = resolveCurveServer(opts.nameserver?.curve, "nameserver.curve")?.publicKey;
+  const brokerKey = resolveCurveServer(opts.broker?.curve, "broker.curve")?.publicKey;
+  const linkKeysGiven = opts.broker?.curveServerKey !== undefined && opts.broker.curveServerKey !== null;
+  if (!linkKeysGiven && slaves > 0 && (nameserverKey === undefined) !== (brokerKey === undefined))
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `${nameserverKey ? "nameserver.curve" : "broker.curve"} with slavesPerBroker needs ${nameserverKey ? "broker.curve" : "nameserver.curve"} too: ` +
+        "a slave links to the name server and to its master, and a broker's links use CURVE for all or none.",
+    );
   const nameServer = await NameServer.start({ listen: opts.nameserverListen ?? EPHEMERAL, ...opts.nameserver });
   const nameservers = [nameServer.address];
+  /** a broker's curveServerKey, unless given: the name server's key, and its master's for a slave */
+  const linkKeys = (masterAddress?: string): { curveServerKey?: CurveServerKey } => {
+    if (linkKeysGiven) return {};
+    const keys: Record<string, string> = {};
+    if (nameserverKey) keys[nameServer.address] = nameserverKey;
+    if (masterAddress && brokerKey) keys[masterAddress] = brokerKey;
+    const distinct = new Set(Object.values(keys));
+    if (distinct.size === 0) return {};
+    // one key pair for the cluster: one key for every address
+    return { curveServerKey: distinct.size === 1 ? [...distinct][0]! : keys };
+  };
   const brokers: Broker[] = [];
   const close = async () => {
     for (const b of [...brokers].reverse()) await b.close();
@@ -60,6 +92,7 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
       const brokerName = localBrokerName(i);
       const master = await Broker.start({
         ...opts.broker,
+        ...linkKeys(),
         brokerName,
         brokerId: 0,
         listen: i === 0 && opts.brokerListen ? opts.brokerListen : EPHEMERAL,
@@ -71,6 +104,7 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
         brokers.push(
           await Broker.start({
             ...opts.broker,
+            ...linkKeys(master.address),
             brokerName,
             brokerId: s,
             role: "SLAVE",

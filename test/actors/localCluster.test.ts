@@ -4,7 +4,7 @@ import path from "node:path";
 import { test } from "node:test";
 import type { Broker } from "../../actors/broker/broker.ts";
 import { consumerOffsetsOf } from "../../actors/broker/consumerOffsetManager.ts";
-import { Admin, NameServer, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
+import { Admin, curveKeyPair, NameServer, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { ConsumptionActorFor, isMQError } from "../../transport/protocol.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
@@ -270,6 +270,61 @@ test("resetOffsetByTimestamp of a broadcasting group is refused, with its member
     for (const m of members) await m.close();
     await producer.close();
     await admin.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
+
+test("startLocalCluster with nameserver.curve and broker.curve: every server uses CURVE, brokers and slaves link with the servers' keys; a plaintext client is refused", async () => {
+  const { dir, cleanup } = await tempDir();
+  const nsKeys = curveKeyPair();
+  const brokerKeys = curveKeyPair();
+  // with a slave, CURVE on the name server alone (or the brokers alone) cannot work: refused before anything starts
+  await assert.rejects(
+    startLocalCluster({ dir, slavesPerBroker: 1, nameserver: { curve: { secretKey: nsKeys.secretKey } } }),
+    (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /nameserver\.curve with slavesPerBroker needs broker\.curve too/.test(e.message),
+  );
+  // two key pairs: the brokers' links need the name server's key there and the master's key there
+  const cluster = await startLocalCluster({
+    dir,
+    slavesPerBroker: 1,
+    nameserver: { curve: { secretKey: nsKeys.secretKey } },
+    broker: { flush: "async", curve: { secretKey: brokerKeys.secretKey } },
+  });
+  const [master, slave] = cluster.brokers as [Broker, Broker];
+  const curveServerKey = {
+    [cluster.nameservers[0]!]: nsKeys.publicKey,
+    [master.address]: brokerKeys.publicKey,
+    [slave.address]: brokerKeys.publicKey,
+  };
+  const plain = await Producer.start({ group: "lc-plain", nameservers: cluster.nameservers, instanceName: "plain" });
+  const producer = await Producer.start({ group: "lc-curve", nameservers: cluster.nameservers, curveServerKey });
+  const got: string[] = [];
+  const consumer = await PushConsumer.start({
+    group: "lc-curve-cg",
+    nameservers: cluster.nameservers,
+    curveServerKey,
+    subscriptions: { LocalCurve: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs) => {
+      for (const m of msgs) got.push(m.body.toString());
+      return "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    await assert.rejects(
+      plain.send({ topic: "LocalCurve", body: "plain" }),
+      (e) => isMQError(e, "AUTH_FAILED") && /requires CURVE/.test(e.message),
+    );
+    for (let i = 0; i < 10; i++) assert.equal((await producer.send({ topic: "LocalCurve", body: `m${i}` })).status, "SEND_OK");
+    await waitFor(() => got.length >= 10, 30_000, `all 10 consumed (${got.length})`);
+    assert.deepEqual([...new Set(got)].sort(), Array.from({ length: 10 }, (_, i) => `m${i}`).sort());
+    await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 15_000, "the slave replicated over CURVE");
+    assert.ok(master.store.maxPhyOffset > 0);
+  } finally {
+    await consumer.close();
+    await producer.close();
+    await plain.close();
     await cluster.close();
     await cleanup();
   }
