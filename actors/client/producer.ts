@@ -313,6 +313,7 @@ export class Producer {
         bornHost: this.bornHost,
         ...(out.type === "SEND_MESSAGE" ? { flag: out.flag, properties: out.properties } : {}),
       };
+      let sent = false;
       try {
         const ref = this.instance.brokerRef(mq.brokerName, BrokerActor.BROKER);
         if (oneway) {
@@ -327,6 +328,7 @@ export class Producer {
         const unreachable = this.instance.brokerUnreachable(mq.brokerName);
         if (unreachable && attempt < times - 1)
           throw new MQError("TIMEOUT", `the connection to broker ${mq.brokerName} was refused or lost`);
+        sent = true;
         const ask = ref.ask<SendMessageReply>({ type: out.type, ...fields }, { body: out.body, timeoutMs });
         const r = await (unreachable ? this.instance.unlessBrokerRefused(mq.brokerName, ask, monotonicNow()) : ask);
         this.faults.update(mq.brokerName, monotonicNow() - started, false);
@@ -347,6 +349,10 @@ export class Producer {
         lastError = e;
         lastBroker = mq.brokerName;
         if (!worthRetrying(e) || this.closing) throw e;
+        // a request over the transport's default limit that timed out was most likely cut off by
+        // the broker (it drops the connection of a peer that sends more): sent again, its full body
+        // would only be dropped again, and cut the connection of every other ask on it
+        if (sent && isMQError(e, "TIMEOUT") && overTransportLimit(out) !== undefined) break;
         this.instance.updateRoute(out.topic, true).catch(() => undefined);
       }
     }
