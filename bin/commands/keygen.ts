@@ -56,12 +56,14 @@ function writeNew(file: string, text: string, mode: number): void {
 function writePair(prefix: string, publicKey: string, secretKey: string, force: boolean): void {
   const keyFile = `${prefix}.key`;
   const pubFile = `${prefix}.pub`;
-  if (force) for (const file of [pubFile, keyFile]) removeFile(file, "replace");
-  // both checked first, so that an existing .pub is named before a .key is written
-  else
+  if (force) {
+    for (const file of [pubFile, keyFile]) removeFile(file, "replace");
+  } else {
+    // both checked first, so that an existing .pub is named before a .key is written
     for (const file of [keyFile, pubFile])
       if (existsSync(file))
         throw new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
+  }
   writeNew(keyFile, `# actormq CURVE secret key (public key ${publicKey}): keep it private\n${secretKey}\n`, 0o600);
   try {
     writeNew(pubFile, `# actormq CURVE public key\n${publicKey}\n`, 0o644);
