@@ -10,9 +10,10 @@ import type { Command } from "commander";
 import { readClusterFile } from "../../actors/cluster/index.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { collectorReachWarning, DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
+import type { CurveLinkOptions } from "../../actors/runtime/index.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fail, listArg, runUntilSignal } from "../common.ts";
-import { addClientCurveFlags, type CurveFlags, clientCurveOf } from "../curveFlags.ts";
+import { addClientCurveFlags, type CurveFlags, clientCurveOf, ownLinkCurveOf } from "../curveFlags.ts";
 
 interface InspectFlags extends CurveFlags {
   cluster?: string;
@@ -23,8 +24,16 @@ interface InspectFlags extends CurveFlags {
   collectorAdvertise?: string;
 }
 
-/** Node addresses of every process of the cluster file at `where` (the file, or its directory). */
-export function clusterAddresses(where: string): string[] {
+/** What `inspect` needs of the cluster file at `where` (the file, or its directory). */
+export interface ClusterTargets {
+  /** node addresses of every process */
+  addresses: string[];
+  /** the key file every process of a CURVE cluster was given (--curve-secret of `cluster up`) */
+  curveSecretFile?: string;
+}
+
+/** The processes of the cluster file at `where` (the file, or its directory), and its CURVE key file. */
+export function clusterTargets(where: string): ClusterTargets {
   let dir = where;
   try {
     if (statSync(where).isFile()) dir = path.dirname(where);
@@ -34,14 +43,29 @@ export function clusterAddresses(where: string): string[] {
   }
   const cf = readClusterFile(dir, "--cluster");
   // a process that never came up (an interrupted `cluster up`) has no address yet
-  return [...new Set([...cf.nameservers, ...cf.processes.map((p) => p.address)])].filter((a) => a !== "");
+  const addresses = [...new Set([...cf.nameservers, ...cf.processes.map((p) => p.address)])].filter((a) => a !== "");
+  return { addresses, ...(cf.up?.curveSecretFile !== undefined ? { curveSecretFile: cf.up.curveSecretFile } : {}) };
+}
+
+/**
+ * The inspector's CURVE links: the flags when given; else, for a CURVE cluster file, the cluster's
+ * own key pair (its servers' public key, and the pair as the client's, which they admit whatever
+ * their --curve-allow lists), so `inspect --cluster` needs no key flags for a cluster it can read.
+ */
+function inspectCurveOf(f: InspectFlags, cluster: ClusterTargets | undefined): CurveLinkOptions {
+  if (f.curveServer === undefined && f.curveSecret === undefined && cluster?.curveSecretFile !== undefined)
+    return ownLinkCurveOf({ curveSecret: cluster.curveSecretFile });
+  return clientCurveOf(f);
 }
 
 /** Adds `inspect` to the program. */
 export function addInspectCommand(program: Command): void {
   addClientCurveFlags(program.command("inspect"))
     .description("Serve the visual debugger (statecharts, timeline, cluster view) for a running cluster until Ctrl-C.")
-    .option("--cluster <file>", "cluster file written by `actormq cluster up` (<dir>/cluster.json, or the directory)")
+    .option(
+      "--cluster <file>",
+      "cluster file written by `actormq cluster up` (<dir>/cluster.json, or the directory); a CURVE cluster's key file is read from it",
+    )
     .option(
       "--collect <addresses>",
       "more node endpoints to collect from, comma-separated (name servers, brokers, listening clients)",
@@ -56,7 +80,8 @@ export function addInspectCommand(program: Command): void {
     )
     .action(async (f: InspectFlags) => {
       try {
-        const collect = [...(f.cluster ? clusterAddresses(f.cluster) : []), ...(f.collect ?? [])];
+        const cluster = f.cluster ? clusterTargets(f.cluster) : undefined;
+        const collect = [...(cluster?.addresses ?? []), ...(f.collect ?? [])];
         if (collect.length === 0)
           throw new MQError(
             "ILLEGAL_ARGUMENT",
@@ -69,7 +94,7 @@ export function addInspectCommand(program: Command): void {
           collectorBind: f.collectorBind,
           collectorAdvertise: f.collectorAdvertise,
           // a CURVE cluster: its nodes are asked over CURVE, and publish to a CURVE collector
-          ...clientCurveOf(f),
+          ...inspectCurveOf(f, cluster),
         });
         runUntilSignal(() => insp.close());
         // they would answer probes (listed alive) but publish to their own host: no actors, no records

@@ -9,6 +9,7 @@ import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { ActorNode } from "../../actors/runtime/index.ts";
+import { curveKeyPair } from "../../transport/curve.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 import { bin, cli, root } from "./cliRun.ts";
 
@@ -200,5 +201,81 @@ test("inspect asks nodes to publish to --collector-advertise, and warns when nod
     advertised.child.kill("SIGKILL");
     loopback?.child.kill("SIGKILL");
     await node.close();
+  }
+});
+
+test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key flags needed", async () => {
+  const { dir, cleanup } = await tempDir("actormq-inspect-curve-");
+  const { secretKey, publicKey } = curveKeyPair();
+  const keyFile = path.join(dir, "curve.key");
+  writeFileSync(keyFile, `# test key (public key ${publicKey})\n${secretKey}\n`, { mode: 0o600 });
+  // an allow-list without the cluster's own key: the inspector presents that pair, which its servers admit
+  const allowFile = path.join(dir, "allow.txt");
+  writeFileSync(allowFile, `${curveKeyPair().publicKey}\n`);
+  const s = run(
+    [
+      "start",
+      "--namesrv-listen",
+      "tcp://127.0.0.1:*",
+      "--listen",
+      "tcp://127.0.0.1:*",
+      "--store",
+      path.join(dir, "data"),
+      "--no-inspector",
+      "--curve-secret",
+      keyFile,
+      "--curve-allow",
+      allowFile,
+    ],
+    dir,
+  );
+  let insp: Running | undefined;
+  try {
+    await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
+    const m = /name server\s+(\S+)\n\s+broker\s+\S+ (\S+)/.exec(s.out());
+    assert.ok(m, s.out());
+    const [, ns, broker] = m;
+    const member = { host: "localhost", pid: s.child.pid, dir, logFile: "", argv: [] };
+    const cf = {
+      version: 1,
+      createdAt: new Date().toISOString(),
+      nameservers: [ns],
+      up: {
+        nameservers: 1,
+        brokers: 1,
+        slaves: 0,
+        bindHost: "127.0.0.1",
+        flush: "sync",
+        curveSecretFile: keyFile,
+        curveAllowFile: allowFile,
+      },
+      processes: [
+        { ...member, name: "namesrv-0", role: "nameserver", listen: ns, address: ns },
+        { ...member, name: "broker-a", role: "master", brokerName: "broker-a", brokerId: 0, listen: broker, address: broker },
+      ],
+    };
+    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
+    insp = run(["inspect", "--cluster", dir], root);
+    await waitFor(() => /Press Ctrl-C/.test(insp!.out()), 30_000, `inspect to be ready (${insp!.out()})`);
+    const iu = /actormq inspector (http:\/\/127\.0\.0\.1:\d+\/)/.exec(insp.out())?.[1];
+    assert.ok(iu, insp.out());
+    // both CURVE servers answer its probes and publish their actors to its (CURVE) collector
+    await waitFor(
+      async () => {
+        const x = await state(iu);
+        const alive = x.nodes.filter((n) => n.status === "alive" && n.actors.length > 0);
+        return alive.some((n) => n.role === "broker") && alive.some((n) => n.role === "nameserver") ? x : undefined;
+      },
+      15_000,
+      `both CURVE processes collected without key flags (${insp.out()})`,
+    );
+    insp.child.kill("SIGTERM");
+    assert.equal(await insp.exit, 0);
+    insp = undefined;
+  } finally {
+    insp?.child.kill("SIGKILL");
+    s.child.kill("SIGTERM");
+    assert.equal(await s.exit, 0, s.out());
+    await cleanup();
   }
 });
