@@ -39,6 +39,14 @@ function run(args: string[], cwd: string): Running {
   return { child, out: () => out, err: () => err, exit };
 }
 
+/** `actormq start` on ephemeral ports with its store under `dir`, and `extra` flags. */
+function runStart(dir: string, extra: string[]): Running {
+  return run(
+    ["start", "--namesrv-listen", "tcp://127.0.0.1:*", "--listen", "tcp://127.0.0.1:*", "--store", path.join(dir, "data"), ...extra],
+    dir,
+  );
+}
+
 interface StateView {
   stats: { received: number };
   nodes: { nodeId: string; role: string; status: string; actors: { actorName: string }[] }[];
@@ -50,20 +58,7 @@ async function state(url: string): Promise<StateView> {
 
 test("start serves the inspector; inspect --cluster collects a cluster's processes; clients publish with ACTORMQ_INSPECTOR", async () => {
   const { dir, cleanup } = await tempDir("actormq-inspect-cli-");
-  const s = run(
-    [
-      "start",
-      "--namesrv-listen",
-      "tcp://127.0.0.1:*",
-      "--listen",
-      "tcp://127.0.0.1:*",
-      "--store",
-      path.join(dir, "data"),
-      "--flush",
-      "async",
-    ],
-    dir,
-  );
+  const s = runStart(dir, ["--flush", "async"]);
   let insp: Running | undefined;
   try {
     await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
@@ -212,23 +207,7 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
   // an allow-list without the cluster's own key: the inspector presents that pair, which its servers admit
   const allowFile = path.join(dir, "allow.txt");
   writeFileSync(allowFile, `${curveKeyPair().publicKey}\n`);
-  const s = run(
-    [
-      "start",
-      "--namesrv-listen",
-      "tcp://127.0.0.1:*",
-      "--listen",
-      "tcp://127.0.0.1:*",
-      "--store",
-      path.join(dir, "data"),
-      "--no-inspector",
-      "--curve-secret",
-      keyFile,
-      "--curve-allow",
-      allowFile,
-    ],
-    dir,
-  );
+  const s = runStart(dir, ["--no-inspector", "--curve-secret", keyFile, "--curve-allow", allowFile]);
   let insp: Running | undefined;
   try {
     await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
