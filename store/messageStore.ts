@@ -590,7 +590,7 @@ export class MessageStore {
     const root = path.join(this.options.dir, "consumequeue");
     for (const { topic, queueId } of listConsumeQueues(root)) {
       const q = this.queue(topic, queueId, true)!;
-      if (q.recover(cp.queues[topic]?.[String(queueId)], clean, extent, this.maxRecordBytes) === "behind")
+      if (q.recover(this.checkpointMarks(cp, topic)?.[String(queueId)], clean, extent, this.maxRecordBytes) === "behind")
         return `consume queue ${topic}/${queueId} is behind the checkpoint`;
       if (this.holdsOldRecords(q)) {
         // a deletion stopped (a crash) before it removed the queue's files
@@ -599,14 +599,27 @@ export class MessageStore {
       }
       if (this.commitLog.minOffset > 0) q.deleteBelow(this.commitLog.minOffset);
     }
-    for (const [topic, m] of Object.entries(cp.queues)) {
-      // a checkpoint written before a deletion names the deleted topic's queues
-      if (this.deleted.at(topic) !== undefined) continue;
-      for (const [id, mark] of Object.entries(m)) {
+    for (const topic of Object.keys(cp.queues)) {
+      for (const [id, mark] of Object.entries(this.checkpointMarks(cp, topic) ?? {})) {
         if (mark.max > mark.min && !this.queues.get(topic)?.has(Number(id))) return `consume queue ${topic}/${id} is missing`;
       }
     }
     return null;
+  }
+
+  /**
+   * The checkpoint's marks of the queues of `topic`; none when the checkpoint was written before
+   * the topic's deletion (it names the deleted queues). A checkpoint written since names the queues
+   * of the topic created again, whose entries point at records at or past the deletion's offset: it
+   * saw the log past that offset, where one written before saw it no further than the log's end at
+   * the deletion. (A replica that deleted at its master's offset, below its own end, cannot tell
+   * them apart when the checkpoint saw past that offset: the marks are taken, and a queue behind or
+   * missing against them makes recovery rebuild the queues from the log.)
+   */
+  private checkpointMarks(cp: StoreCheckpoint | null, topic: string): Record<string, QueueMark> | undefined {
+    const marks = cp?.queues[topic];
+    const at = this.deleted.at(topic);
+    return marks && (at === undefined || cp.flushedOffset > at) ? marks : undefined;
   }
 
   /** Whether the first entry of `q` points at an old record of its topic, deleted since. */
@@ -681,8 +694,9 @@ export class MessageStore {
       m.set(queueId, Math.max(m.get(queueId) ?? 0, max));
     };
     // a deleted topic's queues start again from what the log still holds of it after the deletion
-    for (const [topic, m] of Object.entries(cp?.queues ?? {}))
-      if (this.deleted.at(topic) === undefined) for (const [id, mark] of Object.entries(m)) note(topic, Number(id), mark.max);
+    // (the marks of a checkpoint written before it are not taken)
+    for (const topic of Object.keys(cp?.queues ?? {}))
+      for (const [id, mark] of Object.entries(this.checkpointMarks(cp, topic) ?? {})) note(topic, Number(id), mark.max);
     for (const { topic, queueId } of listConsumeQueues(root)) {
       if (this.deleted.at(topic) !== undefined) continue;
       let q: ConsumeQueue | undefined;
