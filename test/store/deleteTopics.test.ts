@@ -20,22 +20,22 @@ const opts = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOp
 });
 const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "deleter.ts");
 
-/** Puts one message per body to queue 0 of `topic`, KEYS `key` and UNIQ_KEY `<body>`; their commit-log offsets. */
-async function put(s: MessageStore, topic: string, bodies: string[], key = "k"): Promise<number[]> {
+/** Puts one message per body to queue `queueId` of `topic`, KEYS `key` and UNIQ_KEY `<body>`; their commit-log offsets. */
+async function put(s: MessageStore, topic: string, bodies: string[], key = "k", queueId = 0): Promise<number[]> {
   const out: number[] = [];
   for (const b of bodies) {
     const body = encodeMessageBatch([{ body: Buffer.from(b), properties: encodeProperties({ KEYS: key, UNIQ_KEY: b }) }]);
-    out.push((await s.putMessages({ topic, queueId: 0, bornTimestamp: 1, bornHost: "1.1.1.1:1", body })).commitLogOffset);
+    out.push((await s.putMessages({ topic, queueId, bornTimestamp: 1, bornHost: "1.1.1.1:1", body })).commitLogOffset);
   }
   return out;
 }
 
-/** Bodies and queue offsets of queue 0 of `topic`, from its min offset. */
-function readAll(s: MessageStore, topic: string): string[] {
+/** Bodies and queue offsets of queue `queueId` of `topic`, from its min offset. */
+function readAll(s: MessageStore, topic: string, queueId = 0): string[] {
   const out: string[] = [];
-  let off = s.getMinOffset(topic, 0);
+  let off = s.getMinOffset(topic, queueId);
   for (;;) {
-    const g = s.getMessage("g", topic, 0, off, 32);
+    const g = s.getMessage("g", topic, queueId, off, 32);
     if (g.status !== "FOUND") return out;
     out.push(...decodeRecords(Buffer.concat(g.buffers), "b").map((m) => `${m.queueOffset}:${m.body.toString()}`));
     off = g.nextBeginOffset;
@@ -121,6 +121,65 @@ test("a crash after the deletion was written but before the queue files were rem
   await put(s, "T", bodies("new", 2));
   assert.deepEqual(readAll(s, "T"), numbered("new", 2));
 });
+
+for (const unclean of [false, true])
+  test(`a consume queue of a topic created again, lost after a checkpoint written since the deletion, is rebuilt from the log (${unclean ? "crash marker" : "clean shutdown"})`, async (t) => {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    let s = await MessageStore.open(opts(dir));
+    await put(s, "T", bodies("old0", 10), "k", 0);
+    await put(s, "T", bodies("old1", 10), "k", 1);
+    await put(s, "U", bodies("u", 5));
+    await s.deleteTopics(["T"]);
+    await put(s, "T", bodies("new0", 3), "k", 0);
+    await put(s, "T", bodies("new1", 4), "k", 1);
+    await s.close();
+    // the checkpoint close wrote names the queues of the topic created again
+    const cp = JSON.parse(fs.readFileSync(path.join(dir, "checkpoint"), "utf8"));
+    assert.deepEqual(cp.queues.T, { 0: { min: 0, max: 3 }, 1: { min: 0, max: 4 } });
+    fs.rmSync(path.join(dir, "consumequeue", "T", "1"), { recursive: true });
+    if (unclean) fs.writeFileSync(path.join(dir, "abort"), "1");
+
+    s = await MessageStore.open(opts(dir));
+    t.after(() => s.close());
+    assert.equal(s.recovery.mode, unclean ? "abnormal" : "normal");
+    assert.match(s.recovery.rebuilt ?? "", /consume queue T\/1 is missing/);
+    assert.deepEqual(readAll(s, "T", 0), numbered("new0", 3));
+    assert.deepEqual(readAll(s, "T", 1), numbered("new1", 4), "the lost queue is rebuilt, without the old messages");
+    assert.equal(s.getMaxOffset("T", 1), 4);
+    assert.equal(s.queryMessageByUniqKey("T", "old1-0"), null);
+    assert.deepEqual(keysOf(s.queryMessageByKey("T", "k", 64)).sort(), [...bodies("new0", 3), ...bodies("new1", 4)].sort());
+    assert.deepEqual(readAll(s, "U"), numbered("u", 5));
+  });
+
+for (const unclean of [false, true])
+  test(`the marks of a checkpoint written before a deletion are not taken for the topic created again (${unclean ? "crash marker" : "clean shutdown"})`, async (t) => {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    let s = await MessageStore.open(opts(dir));
+    await put(s, "T", bodies("old0", 10), "k", 0);
+    await put(s, "T", bodies("old1", 5), "k", 1);
+    await s.checkpoint();
+    const before = fs.readFileSync(path.join(dir, "checkpoint"));
+    await put(s, "T", bodies("late", 2), "k", 0);
+    await s.deleteTopics(["T"]);
+    await put(s, "T", bodies("new0", 3), "k", 0);
+    await s.close();
+    // the checkpoints written since the deletion are lost: the one before it is the last
+    fs.writeFileSync(path.join(dir, "checkpoint"), before);
+    fs.rmSync(path.join(dir, "checkpoint.bak"), { force: true });
+    if (unclean) fs.writeFileSync(path.join(dir, "abort"), "1");
+
+    s = await MessageStore.open(opts(dir));
+    t.after(() => s.close());
+    assert.equal(s.recovery.mode, unclean ? "abnormal" : "normal");
+    // queue 1 is named by the checkpoint and gone with the deletion; queue 0 has fewer entries than it says
+    assert.equal(s.recovery.rebuilt, null);
+    assert.deepEqual(readAll(s, "T", 0), numbered("new0", 3));
+    assert.deepEqual(readAll(s, "T", 1), []);
+    assert.equal(s.getMaxOffset("T", 1), 0);
+    assert.equal(s.queryMessageByUniqKey("T", "late-0"), null);
+  });
 
 test("kill -9 after a deletion and new puts to the topic: reopened, the topic holds only the new messages", async (t) => {
   const { dir, cleanup } = await tempDir();
