@@ -1,7 +1,8 @@
 /**
  * CURVE links as servers and clients configure them (actors/runtime/curveOptions.ts): a refused
  * handshake fails the client's asks with AUTH_FAILED at once instead of at their timeout, the
- * refused link is retried at most once a second, and the server tells which client it refused.
+ * refused link is retried at most once a second, the server tells which client it refused, and the
+ * link made after a refusal tells its handshake as the peer being back.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
@@ -11,6 +12,7 @@ import { logTransportDrops } from "../../actors/logger.ts";
 import { NameServer } from "../../actors/nameserver/index.ts";
 import { unlessConnectionLost } from "../../actors/runtime/connectionLost.ts";
 import { ActorNode, type Replier, resolveCurveLink, resolveCurveServer } from "../../actors/runtime/index.ts";
+import { monotonicNow } from "../../transport/clock.ts";
 import { curveKeyPair, curvePublicKeyOf } from "../../transport/curve.ts";
 import { isMQError, type MQError } from "../../transport/protocol.ts";
 import { REFUSED_RETRY_MS } from "../../transport/zmqNode.ts";
@@ -127,6 +129,58 @@ describe("CURVE links", () => {
     // the server's own key is always allowed: brokers started with the name servers' key pair reach them
     const self = await client(t, { curveServerKey: keys.publicKey, curveClient: { secretKey: keys.secretKey } });
     assert.deepEqual((await self.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+  });
+
+  test("the link made after a refusal waits for its handshake, which is told as the peer being back; the loss keeps its time", async (t) => {
+    const member = curveKeyPair();
+    const late = curveKeyPair();
+    const first = await ActorNode.start({
+      listen: EPHEMERAL,
+      curve: resolveCurveServer({ ...keys, allowedClientKeys: [member.publicKey] }),
+    });
+    t.after(() => first.close());
+    const address = first.address!;
+    const c = await client(t, { curveServerKey: keys.publicKey, curveClient: late });
+    let backs = 0;
+    c.onPeerReconnect(address, () => backs++);
+    const t0 = monotonicNow();
+    const { error } = await refusedAsk(c, address);
+    const refusedBy = monotonicNow();
+    assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
+    assert.ok(error.message.includes(late.publicKey), error.message);
+    // the server restarts on its address with the client's key in its allow-list
+    await first.close();
+    const second = await waitFor(
+      () =>
+        ActorNode.start({ listen: address, curve: resolveCurveServer({ ...keys, allowedClientKeys: [late.publicKey] }) }).catch(() => null),
+      10_000,
+      "the server back on its address",
+    );
+    t.after(() => second.close());
+    second.spawn("echo", echo);
+    // as a client retrying would: asks fail with the refusal for REFUSED_RETRY_MS without a connection
+    // attempt, and the first one after it goes out on a new link. That ask also watches the connection
+    // (unlessConnectionLost): the new link is not lost, so it waits for the handshake and is answered
+    const answer = await waitFor(
+      async () => {
+        const asked = monotonicNow();
+        try {
+          return await unlessConnectionLost(c, address, c.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 }));
+        } catch (e) {
+          if (isMQError(e, "AUTH_FAILED") && asked - refusedBy < REFUSED_RETRY_MS) return null;
+          throw e;
+        }
+      },
+      10_000,
+      "an ask answered over the link made after the refusal",
+    );
+    assert.deepEqual(answer.fields, { ok: true });
+    // the handshake is told by the socket's monitor, which may come after the reply
+    await waitFor(() => backs > 0, 5000, "the peer told as back");
+    assert.equal(backs, 1, "told once");
+    assert.equal(c.peerUnreachable(address), false);
+    const lostAt = c.peerLostAt(address);
+    assert.ok(lostAt >= t0 && lostAt <= refusedBy, `lost at ${lostAt}, the refusal was between ${t0} and ${refusedBy}`);
   });
 });
 
