@@ -419,7 +419,11 @@ export class ZmqNode {
   private readonly peers = new Map<string, PeerLink>();
   /** per address, told when a lost connection to it is made again (kept while its link is forgotten and made anew) */
   private readonly reconnectListeners = new Map<string, Set<() => void>>();
-  /** addresses whose handshake was refused: when, why and the link retired (see {@link REFUSED_RETRY_MS}) */
+  /**
+   * addresses whose handshake was refused: when, why and the link retired (see {@link REFUSED_RETRY_MS}).
+   * Kept until the next link to the address is made, which starts from the refusal's loss, or for
+   * PEER_EXPIRY_MS, as an unreachable link unused for as long is (see {@link forgetIdlePeers})
+   */
   private readonly refusals = new Map<string, { at: number; message: string; link: PeerLink }>();
   private readonly routerLinks = new Map<string, RouterLink>();
   private routerDirty: RouterLink[] = [];
@@ -833,12 +837,16 @@ export class ZmqNode {
    * @internal closes and forgets the DEALERs whose peer has been unreachable for PEER_EXPIRY_MS and
    * that have queued nothing for as long (so no ask on them still waits), and tells the runtime to
    * drop its refs to them. A peer still sent to (a consumer's heartbeats to a killed master that is
-   * still in the route) keeps its link, so it keeps reading unreachable. Runs every 10 s; tests pass
-   * a later `now` ({@link monotonicNow} ms).
+   * still in the route) keeps its link, so it keeps reading unreachable. Refusals older than
+   * PEER_EXPIRY_MS are forgotten too: the next link to such an address starts afresh. Runs every
+   * 10 s; tests pass a later `now` ({@link monotonicNow} ms).
    */
   forgetIdlePeers(now = monotonicNow()): void {
     const since = now - PEER_EXPIRY_MS;
-    for (const [address, r] of this.refusals) if (now - r.at >= REFUSED_RETRY_MS) this.refusals.delete(address);
+    // not once REFUSED_RETRY_MS is over: the next link to the address would then start afresh, its
+    // handshake not told as the peer being back and the loss's time gone, depending on whether this
+    // check ran between the refusal's second and that link's first ask
+    for (const [address, r] of this.refusals) if (r.at <= since) this.refusals.delete(address);
     for (const [address, link] of this.peers) {
       if (!link.unreachable || link.unreachableSince > since || link.lastDeadline > since || link.queued > 0 || link.flushing) continue;
       this.peers.delete(address);

@@ -15,7 +15,7 @@ import { ActorNode, type Replier, resolveCurveLink, resolveCurveServer } from ".
 import { monotonicNow } from "../../transport/clock.ts";
 import { curveKeyPair, curvePublicKeyOf } from "../../transport/curve.ts";
 import { isMQError, type MQError } from "../../transport/protocol.ts";
-import { REFUSED_RETRY_MS } from "../../transport/zmqNode.ts";
+import { PEER_EXPIRY_MS, REFUSED_RETRY_MS } from "../../transport/zmqNode.ts";
 import { EPHEMERAL, waitFor } from "../helpers.ts";
 
 const echo = setup({ types: { events: {} as { type: "ECHO"; reply?: Replier } } }).createMachine({
@@ -131,56 +131,78 @@ describe("CURVE links", () => {
     assert.deepEqual((await self.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
   });
 
-  test("the link made after a refusal waits for its handshake, which is told as the peer being back; the loss keeps its time", async (t) => {
-    const member = curveKeyPair();
-    const late = curveKeyPair();
-    const first = await ActorNode.start({
-      listen: EPHEMERAL,
-      curve: resolveCurveServer({ ...keys, allowedClientKeys: [member.publicKey] }),
+  // the node's expiry check (forgetIdlePeers, every 10 s) may run between the refusal's second and
+  // the next ask, or not: the link made then is the same either way
+  for (const check of ["no expiry check", "an expiry check"] as const)
+    test(`the link made after a refusal waits for its handshake, which is told as the peer being back; the loss keeps its time (${check} in between)`, async (t) => {
+      const member = curveKeyPair();
+      const late = curveKeyPair();
+      const first = await ActorNode.start({
+        listen: EPHEMERAL,
+        curve: resolveCurveServer({ ...keys, allowedClientKeys: [member.publicKey] }),
+      });
+      t.after(() => first.close());
+      const address = first.address!;
+      const c = await client(t, { curveServerKey: keys.publicKey, curveClient: late });
+      let backs = 0;
+      c.onPeerReconnect(address, () => backs++);
+      const t0 = monotonicNow();
+      const { error } = await refusedAsk(c, address);
+      const refusedBy = monotonicNow();
+      assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
+      assert.ok(error.message.includes(late.publicKey), error.message);
+      // the server restarts on its address with the client's key in its allow-list
+      await first.close();
+      const second = await waitFor(
+        () =>
+          ActorNode.start({ listen: address, curve: resolveCurveServer({ ...keys, allowedClientKeys: [late.publicKey] }) }).catch(
+            () => null,
+          ),
+        10_000,
+        "the server back on its address",
+      );
+      t.after(() => second.close());
+      second.spawn("echo", echo);
+      if (check === "an expiry check") {
+        await waitFor(() => monotonicNow() - refusedBy >= REFUSED_RETRY_MS, 5000, "the refusal's second over");
+        c.transport.forgetIdlePeers();
+      }
+      // as a client retrying would: asks fail with the refusal for REFUSED_RETRY_MS without a connection
+      // attempt, and the first one after it goes out on a new link. That ask also watches the connection
+      // (unlessConnectionLost): the new link is not lost, so it waits for the handshake and is answered
+      const answer = await waitFor(
+        async () => {
+          const asked = monotonicNow();
+          try {
+            return await unlessConnectionLost(c, address, c.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 }));
+          } catch (e) {
+            if (isMQError(e, "AUTH_FAILED") && asked - refusedBy < REFUSED_RETRY_MS) return null;
+            throw e;
+          }
+        },
+        10_000,
+        "an ask answered over the link made after the refusal",
+      );
+      assert.deepEqual(answer.fields, { ok: true });
+      // the handshake is told by the socket's monitor, which may come after the reply
+      await waitFor(() => backs > 0, 5000, "the peer told as back");
+      assert.equal(backs, 1, "told once");
+      assert.equal(c.peerUnreachable(address), false);
+      const lostAt = c.peerLostAt(address);
+      assert.ok(lostAt >= t0 && lostAt <= refusedBy, `lost at ${lostAt}, the refusal was between ${t0} and ${refusedBy}`);
     });
-    t.after(() => first.close());
-    const address = first.address!;
-    const c = await client(t, { curveServerKey: keys.publicKey, curveClient: late });
-    let backs = 0;
-    c.onPeerReconnect(address, () => backs++);
-    const t0 = monotonicNow();
-    const { error } = await refusedAsk(c, address);
-    const refusedBy = monotonicNow();
-    assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
-    assert.ok(error.message.includes(late.publicKey), error.message);
-    // the server restarts on its address with the client's key in its allow-list
-    await first.close();
-    const second = await waitFor(
-      () =>
-        ActorNode.start({ listen: address, curve: resolveCurveServer({ ...keys, allowedClientKeys: [late.publicKey] }) }).catch(() => null),
-      10_000,
-      "the server back on its address",
-    );
-    t.after(() => second.close());
-    second.spawn("echo", echo);
-    // as a client retrying would: asks fail with the refusal for REFUSED_RETRY_MS without a connection
-    // attempt, and the first one after it goes out on a new link. That ask also watches the connection
-    // (unlessConnectionLost): the new link is not lost, so it waits for the handshake and is answered
-    const answer = await waitFor(
-      async () => {
-        const asked = monotonicNow();
-        try {
-          return await unlessConnectionLost(c, address, c.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 }));
-        } catch (e) {
-          if (isMQError(e, "AUTH_FAILED") && asked - refusedBy < REFUSED_RETRY_MS) return null;
-          throw e;
-        }
-      },
-      10_000,
-      "an ask answered over the link made after the refusal",
-    );
-    assert.deepEqual(answer.fields, { ok: true });
-    // the handshake is told by the socket's monitor, which may come after the reply
-    await waitFor(() => backs > 0, 5000, "the peer told as back");
-    assert.equal(backs, 1, "told once");
-    assert.equal(c.peerUnreachable(address), false);
-    const lostAt = c.peerLostAt(address);
-    assert.ok(lostAt >= t0 && lostAt <= refusedBy, `lost at ${lostAt}, the refusal was between ${t0} and ${refusedBy}`);
+
+  test("a refusal is forgotten after PEER_EXPIRY_MS: the next ask tries the server again, also within the refusal's second", async (t) => {
+    const srv = await server(t, { ...keys, allowedClientKeys: [curveKeyPair().publicKey] });
+    const address = srv.address!;
+    const c = await client(t, { curveServerKey: keys.publicKey });
+    assert.ok(isMQError((await refusedAsk(c, address)).error, "AUTH_FAILED"));
+    await waitFor(() => srv.stats().handshakeFailures > 0, 5000, "the server counting the refusal");
+    const before = srv.stats().handshakeFailures;
+    c.transport.forgetIdlePeers(monotonicNow() + PEER_EXPIRY_MS);
+    // not failed with the forgotten refusal: a new link makes a new handshake, which is refused too
+    assert.ok(isMQError((await refusedAsk(c, address)).error, "AUTH_FAILED"));
+    await waitFor(() => srv.stats().handshakeFailures > before, 5000, "a new handshake refused");
   });
 });
 
