@@ -271,6 +271,25 @@ export class CommitLog {
     }
   }
 
+  /**
+   * Synchronous flush of everything written so far, each failed fdatasync told to `onSyncError`
+   * and thrown (a deletion of topics makes the log durable up to its offset this way first).
+   */
+  flushNowReporting(): void {
+    const from = this.flushedOffset;
+    const target = this.writeOffset;
+    for (const s of this.segments) {
+      if (s.start + this.segmentBytes <= from || s.start >= target) continue;
+      try {
+        s.syncNow();
+      } catch (e) {
+        this.onSyncError(e as MQError, s.file, Math.max(from, s.start), Math.min(target, s.start + this.segmentBytes));
+        throw e;
+      }
+    }
+    this.flushedOffset = Math.max(this.flushedOffset, target);
+  }
+
   /** Synchronous flush of everything (close, recovery). */
   flushNow(): void {
     for (const s of this.segments) if (s.start + this.segmentBytes > this.flushedOffset) s.syncNow();

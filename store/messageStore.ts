@@ -881,8 +881,10 @@ export class MessageStore {
    * old records stay in the commit log until their segments expire, skipped by recovery and
    * consume-queue rebuilds and by lookups by key, unique key and offset, because the deletion is
    * kept in `deletedTopics.json` with the commit-log offset it happened at (`at`: a slave gives
-   * its master's, and has what it dispatched of the topic from there dispatched again). Resolves
-   * after a checkpoint without the deleted queues is written. Returns how many topics had queues.
+   * its master's, and has what it dispatched of the topic from there dispatched again). The commit
+   * log is flushed (synchronously) before the deletion is written, so that no crash leaves a
+   * deletion past the log's durable end; a failed flush fails the deletion. Resolves after a
+   * checkpoint without the deleted queues is written. Returns how many topics had queues.
    */
   async deleteTopics(topics: Iterable<string>, at?: number): Promise<number> {
     this.checkOpen();
@@ -895,6 +897,11 @@ export class MessageStore {
     const cut = at === undefined ? end : Math.max(0, Math.min(at, end));
     const names = [...new Set(topics)];
     if (names.length === 0) return 0;
+    // the log is on disk up to the deletion's offset before the deletion is: a power loss must not
+    // keep the deletion and lose records below its offset, or the records appended there after
+    // recovery (the topic's new messages among them) would be taken for old ones. A failed
+    // fdatasync fails the deletion, recording nothing
+    this.commitLog.flushNowReporting();
     for (const t of names) this.deleted.add(t, at ?? cut);
     // the deletion is on disk before the queues go: a crash in between finds their files and drops them
     this.deleted.save();

@@ -4,7 +4,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { JsonFile, MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
@@ -246,3 +246,51 @@ for (const chunk of [4 * 1024 * 1024, 300])
     );
     assert.deepEqual(readAll(s, "U"), numbered("u", 2).concat(bodies("v", 2).map((b, i) => `${2 + i}:${b}`)));
   });
+
+for (const flush of ["async", "sync"] as const)
+  test(`the commit log is flushed up to a deletion's offset before the deletion is written (${flush} flush)`, async (t) => {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    const s = await MessageStore.open(opts(dir, { flush, flushIntervalMs: 60_000, flushLeastBytes: 1 << 30 }));
+    t.after(() => s.close());
+    await put(s, "T", bodies("old", 5));
+    // in sync mode: appended, their flush not yet done
+    const pending = put(s, "T", bodies("late", 1));
+    const write = JsonFile.write;
+    const flushedWhenWritten: number[] = [];
+    JsonFile.write = (file, value) => {
+      if (path.basename(file) === "deletedTopics.json") flushedWhenWritten.push(s.commitLog.flushedOffset);
+      write(file, value);
+    };
+    t.after(() => {
+      JsonFile.write = write;
+    });
+    await s.deleteTopics(["T"]);
+    await pending;
+    const at = s.deletedTopics().T!;
+    assert.equal(at, s.maxPhyOffset);
+    assert.equal(flushedWhenWritten.length, 1);
+    assert.ok(flushedWhenWritten[0]! >= at, `flushed to ${flushedWhenWritten[0]} when the deletion at ${at} was written`);
+  });
+
+test("a deletion whose commit-log flush fails is not recorded: the topic is still served", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const flushErrors: unknown[] = [];
+  const s = await MessageStore.open(
+    opts(dir, { flushIntervalMs: 60_000, flushLeastBytes: 1 << 30, onFlushError: (f) => flushErrors.push(f) }),
+  );
+  t.after(() => s.close());
+  await put(s, "T", bodies("old", 3));
+  const seg = s.commitLog.segments[0]!;
+  const syncNow = seg.syncNow;
+  seg.syncNow = () => {
+    throw new Error("EIO: simulated");
+  };
+  await assert.rejects(s.deleteTopics(["T"]), /EIO: simulated/);
+  seg.syncNow = syncNow;
+  assert.equal(flushErrors.length, 1);
+  assert.deepEqual(s.deletedTopics(), {});
+  assert.ok(!fs.existsSync(path.join(dir, "deletedTopics.json")));
+  assert.deepEqual(readAll(s, "T"), numbered("old", 3));
+});
