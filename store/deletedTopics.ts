@@ -23,6 +23,8 @@ export interface DeletedTopicsFile {
 export class DeletedTopics {
   /** topic -> commit-log offset below which its records are old (read by the dispatcher for every topic it meets) */
   readonly below = new Map<string, number>();
+  /** the highest offset in `below` (0 when empty) */
+  private highest = 0;
 
   private constructor(readonly file: string) {}
 
@@ -44,6 +46,7 @@ export class DeletedTopics {
     const table = stored && typeof stored === "object" ? stored.deletedTopics : undefined;
     if (table && typeof table === "object")
       for (const [topic, at] of Object.entries(table)) if (Number.isSafeInteger(at) && at >= 0) d.below.set(topic, at);
+    d.noteHighest();
     return d;
   }
 
@@ -65,6 +68,26 @@ export class DeletedTopics {
   /** Records the deletion of `topic` at commit-log offset `at` (a later deletion moves it up, never down). */
   add(topic: string, at: number): void {
     this.below.set(topic, Math.max(at, this.below.get(topic) ?? 0));
+    this.noteHighest();
+  }
+
+  /**
+   * Lowers every deletion offset above `end` to it, the table written first (a failed write
+   * changes nothing); true when any was. Called before this store appends records of its own at
+   * `end`: they are new, whatever topic they are of. A deletion can lie past the log's end when
+   * the log lost its unflushed tail after the deletion was written (a store of an older version,
+   * a flush that the disk did not keep), or on a store that was a slave and took its master's
+   * offset, past its own end, and now appends its own records (a slave's copy of the master's log
+   * up to that offset keeps it: those records are the old ones).
+   */
+  lowerTo(end: number): boolean {
+    if (this.highest <= end) return false;
+    const table = new Map(this.below);
+    for (const [topic, at] of table) if (at > end) table.set(topic, end);
+    this.write(table);
+    for (const [topic, at] of table) this.below.set(topic, at);
+    this.noteHighest();
+    return true;
   }
 
   /** Drops the entries whose old records are all gone (`minPhy`: the commit log's min offset); true when any was. */
@@ -75,12 +98,22 @@ export class DeletedTopics {
         this.below.delete(topic);
         n++;
       }
+    this.noteHighest();
     return n > 0;
   }
 
   /** Writes the table atomically. */
   save(): void {
-    JsonFile.write(this.file, { deletedTopics: Object.fromEntries(this.below) } satisfies DeletedTopicsFile);
+    this.write(this.below);
+  }
+
+  private write(table: Map<string, number>): void {
+    JsonFile.write(this.file, { deletedTopics: Object.fromEntries(table) } satisfies DeletedTopicsFile);
+  }
+
+  private noteHighest(): void {
+    this.highest = 0;
+    for (const at of this.below.values()) if (at > this.highest) this.highest = at;
   }
 
   /** The table, by topic. */

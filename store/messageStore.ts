@@ -1021,6 +1021,8 @@ export class MessageStore {
       let results: Promise<void>;
       try {
         this.catchUpDispatch();
+        // records this store appends are no old ones of a deleted topic
+        this.deleted.lowerTo(this.commitLog.writeOffset);
         results = this.appendGroup(group, total, flushDeadline);
       } catch (e) {
         results = Promise.reject(e);

@@ -294,3 +294,102 @@ test("a deletion whose commit-log flush fails is not recorded: the topic is stil
   assert.ok(!fs.existsSync(path.join(dir, "deletedTopics.json")));
   assert.deepEqual(readAll(s, "T"), numbered("old", 3));
 });
+
+/** Zeroes the commit log's bytes in [from, to) (one segment): what a power loss leaves of bytes written but not yet flushed. */
+function loseUnflushed(dir: string, from: number, to: number): void {
+  const seg = Math.floor(from / SEG) * SEG;
+  assert.ok(to <= seg + SEG, "one segment");
+  const fd = fs.openSync(path.join(dir, "commitlog", String(seg).padStart(20, "0")), "r+");
+  try {
+    fs.writeSync(fd, Buffer.alloc(to - from), 0, to - from, from - seg);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+test("a power loss that keeps a deletion but not the unflushed log below its offset: the topic's new messages are served, also after a reopen and a rebuild", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir, { flushIntervalMs: 60_000, flushLeastBytes: 1 << 30 }));
+  await put(s, "T", bodies("old", 5));
+  await put(s, "U", bodies("u", 3));
+  await s.checkpoint();
+  const flushed = s.maxPhyOffset;
+  // the last checkpoint the power loss leaves: the one the deletion writes is lost with the log's tail
+  const cp = fs.readFileSync(path.join(dir, "checkpoint"));
+  await put(s, "T", bodies("late", 5));
+  await s.deleteTopics(["T"]);
+  const at = s.deletedTopics().T!;
+  assert.ok(at > flushed);
+  await s.close();
+  loseUnflushed(dir, flushed, at);
+  fs.writeFileSync(path.join(dir, "checkpoint"), cp);
+  fs.rmSync(path.join(dir, "checkpoint.bak"), { force: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+
+  s = await MessageStore.open(opts(dir));
+  assert.equal(s.recovery.mode, "abnormal");
+  assert.equal(s.maxPhyOffset, flushed, "the unflushed tail is cut");
+  assert.deepEqual(readAll(s, "T"), []);
+  const fresh = await put(s, "T", bodies("new", 4));
+  assert.ok(fresh[0]! < at, "the new records are appended below the deletion's offset");
+  assert.deepEqual(s.deletedTopics(), { T: flushed }, "the deletion is lowered to the log's end");
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, "deletedTopics.json"), "utf8")), { deletedTopics: { T: flushed } });
+  assert.deepEqual(readAll(s, "T"), numbered("new", 4), "the new messages are served");
+  assert.deepEqual(keysOf(s.queryMessageByKey("T", "k", 64)).sort(), bodies("new", 4));
+  assert.ok(s.viewMessage(fresh[0]!));
+  assert.equal(s.queryMessageByUniqKey("T", "old-0"), null, "the old ones are still not");
+  await s.close();
+
+  s = await MessageStore.open(opts(dir));
+  assert.deepEqual(readAll(s, "T"), numbered("new", 4), "after a clean reopen");
+  await s.close();
+  for (const f of ["checkpoint", "checkpoint.bak"]) fs.rmSync(path.join(dir, f), { force: true });
+  fs.writeFileSync(path.join(dir, "abort"), "1");
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.equal(s.recovery.rebuilt, "no checkpoint");
+  assert.deepEqual(readAll(s, "T"), numbered("new", 4), "after a rebuild from the log");
+  assert.deepEqual(readAll(s, "U"), numbered("u", 3));
+});
+
+for (const unclean of [false, true])
+  test(`a replica keeps a deletion at its master's offset past its own end across a restart (${unclean ? "crash marker" : "clean shutdown"}); appending records of its own, it lowers it to its end`, async (t) => {
+    const { dir, cleanup } = await tempDir();
+    t.after(cleanup);
+    const master = await MessageStore.open(opts(path.join(dir, "m")));
+    t.after(() => master.close());
+    let slave = await MessageStore.open(opts(path.join(dir, "s")));
+    const copyAll = async () => {
+      while (slave.maxPhyOffset < master.maxPhyOffset) await slave.appendReplica(master.readCommitLog(slave.maxPhyOffset, 200));
+    };
+    await put(master, "T", bodies("old", 2));
+    await copyAll();
+    await put(master, "T", bodies("old", 6).slice(2));
+    await put(master, "U", bodies("u", 2));
+    await master.deleteTopics(["T"]);
+    const at = master.deletedTopics().T!;
+    await put(master, "T", bodies("new", 3));
+    // the slave learns of the deletion before it has copied the log up to its offset
+    await slave.deleteTopics(["T"], at);
+    assert.ok(slave.maxPhyOffset < at);
+    assert.deepEqual(slave.deletedTopics(), { T: at });
+    await slave.close();
+    if (unclean) fs.writeFileSync(path.join(dir, "s", "abort"), "1");
+
+    slave = await MessageStore.open(opts(path.join(dir, "s")));
+    t.after(() => slave.close());
+    assert.deepEqual(slave.deletedTopics(), { T: at }, "not lowered by recovery");
+    await copyAll();
+    assert.deepEqual(readAll(slave, "T"), numbered("new", 3), "the old records copied after the restart are skipped");
+    assert.deepEqual(readAll(slave, "U"), numbered("u", 2));
+    assert.equal(slave.queryMessageByUniqKey("T", "old-4"), null);
+
+    // a slave promoted before it copied up to the deletion's offset: its own records are new
+    await slave.deleteTopics(["V"], master.maxPhyOffset + 1000);
+    assert.deepEqual(slave.deletedTopics(), { T: at, V: master.maxPhyOffset + 1000 });
+    const end = slave.maxPhyOffset;
+    await put(slave, "V", bodies("v", 2));
+    assert.deepEqual(slave.deletedTopics(), { T: at, V: end });
+    assert.deepEqual(readAll(slave, "V"), numbered("v", 2));
+  });
