@@ -65,10 +65,17 @@ export class DeletedTopics {
     return at !== undefined && phy < at;
   }
 
-  /** Records the deletion of `topic` at commit-log offset `at` (a later deletion moves it up, never down). */
-  add(topic: string, at: number): void {
-    this.below.set(topic, Math.max(at, this.below.get(topic) ?? 0));
-    this.noteHighest();
+  /**
+   * Records the deletion of `topics` at commit-log offset `at` (a later deletion moves a topic's
+   * up, never down), the table written first: a failed write throws and changes nothing, so the
+   * table in memory (read by the dispatcher and the lookups) never holds a deletion the file does
+   * not, and the topics are still served as before.
+   */
+  add(topics: Iterable<string>, at: number): void {
+    const table = new Map(this.below);
+    for (const topic of topics) table.set(topic, Math.max(at, table.get(topic) ?? 0));
+    this.write(table);
+    this.apply(table);
   }
 
   /**
@@ -85,12 +92,20 @@ export class DeletedTopics {
     const table = new Map(this.below);
     for (const [topic, at] of table) if (at > end) table.set(topic, end);
     this.write(table);
-    for (const [topic, at] of table) this.below.set(topic, at);
-    this.noteHighest();
+    this.apply(table);
     return true;
   }
 
-  /** Drops the entries whose old records are all gone (`minPhy`: the commit log's min offset); true when any was. */
+  /**
+   * Drops the entries whose old records are all gone (`minPhy`: the commit log's min offset); true
+   * when any was. Dropped in memory before the caller's {@link save}, which is not made
+   * all-or-nothing like {@link add}: a failed save leaves on disk entries that memory no longer
+   * holds, which is harmless. Such an entry's offset is at or below the log's min offset, so no
+   * record it covers is left to skip; after a restart it is what a crash between the segments'
+   * deletion and the save leaves, and the next write of the table (a deletion, a lowering, the next
+   * expiry that drops one) leaves it out. Only the reverse (memory without a deletion the disk
+   * holds while its records remain, or with one the disk lacks) would serve or hide records wrongly.
+   */
   expireBelow(minPhy: number): boolean {
     let n = 0;
     for (const [topic, at] of this.below)
@@ -109,6 +124,13 @@ export class DeletedTopics {
 
   private write(table: Map<string, number>): void {
     JsonFile.write(this.file, { deletedTopics: Object.fromEntries(table) } satisfies DeletedTopicsFile);
+  }
+
+  /** Takes `table`, already written, into memory (into `below` itself: the dispatcher holds it). */
+  private apply(table: Map<string, number>): void {
+    for (const [topic, at] of table) this.below.set(topic, at);
+    for (const topic of this.below.keys()) if (!table.has(topic)) this.below.delete(topic);
+    this.noteHighest();
   }
 
   private noteHighest(): void {

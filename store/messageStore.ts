@@ -51,7 +51,7 @@ import {
 import { CommitLog, FILLER_HEADER_BYTES, FILLER_MAGIC, fillerBytes, writeFillerHeader } from "./commitLog.ts";
 import { ConsumeQueue, CQ_ENTRY_BYTES, consumeQueueFilesToOpen, listConsumeQueues } from "./consumeQueue.ts";
 import { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts";
-import { DeletedTopics } from "./deletedTopics.ts";
+import { DELETED_TOPICS_FILE, DeletedTopics } from "./deletedTopics.ts";
 import { type ArrivalNotice, Dispatcher } from "./dispatcher.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
@@ -902,9 +902,17 @@ export class MessageStore {
     // recovery (the topic's new messages among them) would be taken for old ones. A failed
     // fdatasync fails the deletion, recording nothing
     this.commitLog.flushNowReporting();
-    for (const t of names) this.deleted.add(t, at ?? cut);
-    // the deletion is on disk before the queues go: a crash in between finds their files and drops them
-    this.deleted.save();
+    // the deletion is on disk before the queues go: a crash in between finds their files and drops
+    // them. It is written before it is taken into memory: a failed write deletes nothing
+    try {
+      this.deleted.add(names, at ?? cut);
+    } catch (e) {
+      const err = ioError(e, `writing ${DELETED_TOPICS_FILE}`);
+      const shown = names.length > 3 ? `${names.slice(0, 3).join(", ")} and ${names.length - 3} more` : names.join(", ");
+      throw new MQError(err.code, `Deleting ${shown} failed, nothing was deleted (the topics are still served): ${err.message}`, {
+        cause: e,
+      });
+    }
     let n = 0;
     for (const t of names) {
       const m = this.queues.get(t);

@@ -6,6 +6,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { JsonFile, MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import { MQError } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 const SEG = 64 * 1024;
@@ -293,6 +294,59 @@ test("a deletion whose commit-log flush fails is not recorded: the topic is stil
   assert.deepEqual(s.deletedTopics(), {});
   assert.ok(!fs.existsSync(path.join(dir, "deletedTopics.json")));
   assert.deepEqual(readAll(s, "T"), numbered("old", 3));
+});
+
+test("a deletion whose deletedTopics.json cannot be written is not made: the topics are still served, in memory and after a reopen", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  // A was deleted before and created again: a failed deletion must not move its offset up either
+  await put(s, "A", bodies("a-old", 2));
+  await s.deleteTopics(["A"]);
+  const aAt = s.deletedTopics().A!;
+  await put(s, "A", bodies("a", 2));
+  const old = await put(s, "T", bodies("old", 3));
+  const file = path.join(dir, "deletedTopics.json");
+  const onDisk = fs.readFileSync(file, "utf8");
+  // a non-empty directory in the file's place: the rename over it fails, also as root
+  fs.rmSync(file);
+  fs.mkdirSync(path.join(file, "obstacle"), { recursive: true });
+
+  await assert.rejects(
+    s.deleteTopics(["A", "T"]),
+    (e: unknown) =>
+      e instanceof MQError &&
+      e.code === "SYSTEM_ERROR" &&
+      e.message.includes("deletedTopics.json") &&
+      /EISDIR|ENOTEMPTY|EEXIST/.test(e.message),
+  );
+  assert.deepEqual(s.deletedTopics(), { A: aAt }, "the table in memory is as before");
+  assert.deepEqual(readAll(s, "T"), numbered("old", 3));
+  assert.deepEqual(readAll(s, "A"), numbered("a", 2));
+  assert.deepEqual(keysOf(s.queryMessageByKey("T", "k", 32)).sort(), bodies("old", 3));
+  assert.ok(s.queryMessageByUniqKey("T", "old-1"));
+  assert.ok(s.viewMessage(old[0]!));
+  assert.ok(fs.existsSync(path.join(dir, "consumequeue", "T")), "the topic's consume-queue files are kept");
+  // puts to the topics are dispatched as before
+  await put(s, "T", bodies("more", 1));
+  assert.deepEqual(readAll(s, "T"), [...numbered("old", 3), "3:more-0"]);
+
+  // with the obstacle gone the deletion is made
+  fs.rmSync(file, { recursive: true });
+  fs.writeFileSync(file, onDisk);
+  assert.equal(await s.deleteTopics(["T"]), 1);
+  assert.equal(s.getMessage("g", "T", 0, 0, 32).status, "NO_MATCHED_LOGIC_QUEUE");
+  assert.equal(s.viewMessage(old[0]!), null);
+  const at = s.deletedTopics().T!;
+  assert.deepEqual(s.deletedTopics(), { A: aAt, T: at });
+  assert.deepEqual(JSON.parse(fs.readFileSync(file, "utf8")), { deletedTopics: { A: aAt, T: at } });
+  await s.close();
+
+  s = await MessageStore.open(opts(dir));
+  assert.deepEqual(s.deletedTopics(), { A: aAt, T: at });
+  assert.deepEqual(readAll(s, "T"), []);
+  assert.deepEqual(readAll(s, "A"), numbered("a", 2));
 });
 
 /** Zeroes the commit log's bytes in [from, to) (one segment): what a power loss leaves of bytes written but not yet flushed. */
