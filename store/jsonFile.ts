@@ -68,14 +68,22 @@ function keepCopy(file: string): string | undefined {
 export const JsonFile = {
   keepCopy,
 
-  /** Writes `value` as JSON to `file` atomically (temp, fsync, `.bak`, rename, fsync dir). */
+  /**
+   * Writes `value` as JSON to `file` atomically (temp, fsync, `.bak`, rename, fsync dir). A write
+   * that fails before its rename removes its temp file: `read` takes a complete `.tmp` for a first
+   * write stopped by a crash when the file is missing, and would so make a write its caller was
+   * told failed (and did not apply) look done after a restart.
+   */
   write(file: string, value: unknown): void {
     const dir = path.dirname(file);
     const tmp = `${file}.tmp`;
     const text = JSON.stringify(value, null, 2);
+    // set once this write has opened (truncated) the temp file: one left by an earlier crash is not its own
+    let ownTmp = false;
     try {
       mkdirDurable(dir);
       const fd = fs.openSync(tmp, "w");
+      ownTmp = true;
       try {
         fs.writeFileSync(fd, text);
         fs.fsyncSync(fd);
@@ -84,8 +92,15 @@ export const JsonFile = {
       }
       if (tryRead(file).ok) fs.copyFileSync(file, `${file}.bak`);
       fs.renameSync(tmp, file);
+      ownTmp = false;
       fsyncDir(dir);
     } catch (e) {
+      if (ownTmp)
+        try {
+          fs.rmSync(tmp, { force: true });
+        } catch {
+          /* left: read only when the file is missing */
+        }
       throw ioError(e, `writing ${file}`);
     }
   },

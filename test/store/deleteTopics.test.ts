@@ -349,6 +349,24 @@ test("a deletion whose deletedTopics.json cannot be written is not made: the top
   assert.deepEqual(readAll(s, "A"), numbered("a", 2));
 });
 
+test("a first deletion whose deletedTopics.json cannot be written is not made after a reopen either", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  await put(s, "T", bodies("old", 3));
+  const file = path.join(dir, "deletedTopics.json");
+  fs.mkdirSync(path.join(file, "obstacle"), { recursive: true });
+  await assert.rejects(s.deleteTopics(["T"]), (e: unknown) => e instanceof MQError && e.code === "SYSTEM_ERROR");
+  fs.rmSync(file, { recursive: true });
+  assert.ok(!fs.existsSync(`${file}.tmp`), "the failed write leaves no temp file that a reopen would read instead");
+  await s.close();
+
+  s = await MessageStore.open(opts(dir));
+  assert.deepEqual(s.deletedTopics(), {});
+  assert.deepEqual(readAll(s, "T"), numbered("old", 3));
+});
+
 /** Zeroes the commit log's bytes in [from, to) (one segment): what a power loss leaves of bytes written but not yet flushed. */
 function loseUnflushed(dir: string, from: number, to: number): void {
   const seg = Math.floor(from / SEG) * SEG;

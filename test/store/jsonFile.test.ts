@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { JsonFile, type JsonFileDamage } from "../../store/index.ts";
+import { MQError } from "../../transport/protocol.ts";
 import { tempDir } from "../helpers.ts";
 
 test("JsonFile writes atomically and falls back to .bak when the main file is torn or missing", async (t) => {
@@ -123,4 +124,21 @@ test("JsonFile.read reports a missing file whose .bak it read instead", async (t
     JsonFile.read(g, () => assert.fail("reported")),
     { v: 9 },
   );
+});
+
+test("a JsonFile.write that fails before its rename removes its temp file: a reopen does not take the failed write as done", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const f = path.join(dir, "topics.json");
+  // a non-empty directory in the file's place: the rename over it fails, also as root
+  fs.mkdirSync(path.join(f, "obstacle"), { recursive: true });
+  assert.throws(
+    () => JsonFile.write(f, { v: 1 }),
+    (e: unknown) => e instanceof MQError && e.code === "SYSTEM_ERROR" && e.message.includes(f),
+  );
+  assert.ok(!fs.existsSync(`${f}.tmp`));
+  fs.rmSync(f, { recursive: true });
+  assert.equal(JsonFile.read(f), undefined);
+  JsonFile.write(f, { v: 2 });
+  assert.deepEqual(JsonFile.read(f), { v: 2 });
 });
