@@ -288,6 +288,7 @@ export class Inspector {
       oversizedDropped: this.oversized,
       evicted: this.buffer.evicted,
       pages: this.server?.pages ?? 0,
+      refusedPublishers: this.collector.refusedPublishers,
     };
   }
 

@@ -36,6 +36,8 @@ export interface InspectorStats {
   oversizedDropped: number;
   evicted: number;
   pages: number;
+  /** publishers whose handshake the collector refused (CURVE key missing, unexpected or wrong) */
+  refusedPublishers: number;
 }
 
 /** A `collect` address that has not answered a probe yet. */

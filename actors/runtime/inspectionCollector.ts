@@ -18,6 +18,11 @@ export class InspectionCollector {
   readonly records: InspectionRecord[] = [];
   /** Messages that were not inspection records. */
   malformed = 0;
+  /**
+   * Publisher handshakes refused: a plaintext publisher on a CURVE collector (a client without
+   * ACTORMQ_INSPECTOR_KEY), one with a key on a plaintext collector, or one with the wrong key.
+   */
+  refusedPublishers = 0;
   private readonly listeners = new Set<InspectionListener>();
   private paused = false;
 
@@ -70,6 +75,10 @@ export class InspectionCollector {
       endpoint = advertise.endsWith(":*") ? `${advertise.slice(0, -1)}${port}` : advertise;
     }
     const c = new InspectionCollector(sub, endpoint, opts.capacity ?? DEFAULT_COLLECTOR_CAPACITY, keys?.publicKey ?? null);
+    // a publisher whose mechanism or key does not match never gets a record through: counted, so
+    // the inspector can tell a stream that cannot connect from one that sends nothing
+    const refused = () => c.refusedPublishers++;
+    for (const e of ["handshake:error:protocol", "handshake:error:auth", "handshake:error:other"] as const) sub.events.on(e, refused);
     void c.loop();
     return c;
   }

@@ -194,7 +194,9 @@ function renderHeader() {
   m.textContent = app.mode === "file" ? `file: ${app.fileName}` : app.mode;
   const s = app.stats;
   $("stats").textContent = s
-    ? `records ${s.received} · kept ${s.kept} · dropped malformed ${s.malformedDropped} · oversized ${s.oversizedDropped} · evicted ${s.evicted}`
+    ? `records ${s.received} · kept ${s.kept} · dropped malformed ${s.malformedDropped} · oversized ${s.oversizedDropped} · evicted ${s.evicted}` +
+      // a client without the collector's key (ACTORMQ_INSPECTOR_KEY), or with one the collector does not expect
+      (s.refusedPublishers > 0 ? ` · publishers refused ${s.refusedPublishers}` : "")
     : "";
 }
 

@@ -45,6 +45,7 @@ test("a CURVE collector gets a CURVE node's stream through an allowed client; a 
   plain.events.on("handshake:error:protocol", () => (refused = true));
   plain.connect(collector.endpoint);
   await waitFor(() => refused, 10_000, "the plaintext publisher refused");
+  await waitFor(() => collector.refusedPublishers > 0, 10_000, "the refusal counted by the collector");
 
   // a key that is not one is refused by the node, not taken for a stream that never connects
   await assert.rejects(
