@@ -16,7 +16,7 @@ import { createRequire } from "node:module";
 import { hostname } from "node:os";
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
-import type { CurveClientOptions } from "../../transport/curve.ts";
+import { type CurveClientOptions, z85Decode } from "../../transport/curve.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
@@ -71,6 +71,36 @@ export const DEFAULT_INSTANCE_NAME = "DEFAULT";
  * inspect` print it): when set, every client instance publishes its actors' inspection there.
  */
 export const INSPECTOR_ENV = "ACTORMQ_INSPECTOR";
+/**
+ * Environment variable with the CURVE public key of that collector, when it is a CURVE server
+ * (`actormq inspect` of a CURVE cluster prints it): the stream is then published over CURVE.
+ */
+export const INSPECTOR_KEY_ENV = "ACTORMQ_INSPECTOR_KEY";
+
+/**
+ * The collector's public key from {@link INSPECTOR_KEY_ENV} when {@link INSPECTOR_ENV} is set
+ * (undefined when either is unset or empty). Throws ILLEGAL_ARGUMENT, naming the variable, when it
+ * is not a CURVE key: a stream that could never connect would fail silently.
+ */
+export function inspectorKeyFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const key = env[INSPECTOR_KEY_ENV];
+  if (!env[INSPECTOR_ENV] || key === undefined || key === "") return undefined;
+  let problem: string | undefined;
+  if (key.length !== 40) problem = `it has ${key.length} characters`;
+  else {
+    try {
+      z85Decode(key);
+    } catch (e) {
+      problem = (e as Error).message.replace(/^Not a Z85 key: /, "").replace(/\.$/, "");
+    }
+  }
+  if (problem !== undefined)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `${INSPECTOR_KEY_ENV} is not a CURVE public key (${problem}): set it to the 40-character key \`actormq inspect\` prints next to ${INSPECTOR_ENV}, or unset it for an inspector that prints none.`,
+    );
+  return key;
+}
 
 /** Options shared by every client kind. */
 export interface ClientInstanceOptions extends CurveLinkOptions {
@@ -159,6 +189,7 @@ export class ClientInstance {
   static async acquire(options: ClientInstanceOptions): Promise<ClientInstance> {
     // every Producer, PushConsumer, PullConsumer and Admin starts here
     checkClientLogLevel();
+    const inspectorKey = inspectorKeyFromEnv();
     const nameservers = options?.nameservers;
     if (!Array.isArray(nameservers) || nameservers.length === 0 || nameservers.some((a) => typeof a !== "string" || a.length === 0)) {
       throw new MQError("ILLEGAL_ARGUMENT", "nameservers must be a non-empty array of name server addresses such as tcp://127.0.0.1:9876.");
@@ -171,7 +202,7 @@ export class ClientInstance {
     const curve = resolveCurveLink(options);
     const key = keyOf(nameservers, instanceName, curve);
     for (;;) {
-      const inst = await ClientInstance.shared(key, options, nameservers, instanceName, curve);
+      const inst = await ClientInstance.shared(key, options, nameservers, instanceName, curve, inspectorKey);
       // the last holder may have released it while this acquire waited: that one is closing, start another
       if (inst.closing !== null) continue;
       inst.refs++;
@@ -186,6 +217,8 @@ export class ClientInstance {
     nameservers: string[],
     instanceName: string,
     curve: CurveClientOptions | undefined,
+    /** the collector's public key, for a stream to ACTORMQ_INSPECTOR over CURVE */
+    inspectorKey: string | undefined,
   ): Promise<ClientInstance> {
     let p = registry.get(key);
     if (!p) {
@@ -200,8 +233,12 @@ export class ClientInstance {
         inst.registryKey = key;
         inst.start();
         const inspector = process.env[INSPECTOR_ENV];
-        // inspection is a debugging aid: an unreachable or bad endpoint never stops the client
-        if (inspector) await node.publishInspection(inspector).catch(() => undefined);
+        // inspection is a debugging aid: an unreachable or bad endpoint never stops the client (a
+        // malformed key does, in acquire's checks); with the collector's key the stream is CURVE
+        if (inspector)
+          await node
+            .publishInspection(inspector, inspectorKey === undefined ? {} : { curveServerKey: inspectorKey })
+            .catch(() => undefined);
         return inst;
       })();
       registry.set(key, p);

@@ -239,6 +239,16 @@ export class Inspector {
     return this.collector.endpoint;
   }
 
+  /**
+   * The collector's CURVE public key when it is a CURVE server (an inspector of CURVE nodes over
+   * the wire), else undefined. Processes that publish themselves need it:
+   * `node.publishInspection(inspector.collectorEndpoint, { curveServerKey: inspector.collectorPublicKey })`,
+   * or `ACTORMQ_INSPECTOR_KEY` for clients.
+   */
+  get collectorPublicKey(): string | undefined {
+    return this.collector.curvePublicKey ?? undefined;
+  }
+
   /** Inspects a node of this process directly. */
   attach(node: ActorNode): void {
     if (this.localNodes.has(node) || this.closing) return;

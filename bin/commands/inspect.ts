@@ -2,11 +2,13 @@
  * `actormq inspect`: serves the visual debugger for processes running elsewhere, typically a
  * cluster started by `actormq cluster up` (every process listed in its cluster file is asked to
  * publish its inspection stream here). Prints the page's URL and the collector endpoint that
- * client processes publish to (`ACTORMQ_INSPECTOR=<endpoint>`), then runs until Ctrl-C.
+ * client processes publish to (`ACTORMQ_INSPECTOR=<endpoint>`, with `ACTORMQ_INSPECTOR_KEY=<public
+ * key>` when the collector is a CURVE server), then runs until Ctrl-C.
  */
 import { statSync } from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
+import { INSPECTOR_ENV, INSPECTOR_KEY_ENV } from "../../actors/client/clientInstance.ts";
 import { readClusterFile } from "../../actors/cluster/index.ts";
 import { Inspector } from "../../actors/inspector/index.ts";
 import { collectorReachWarning, DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
@@ -58,6 +60,15 @@ function inspectCurveOf(f: InspectFlags, cluster: ClusterTargets | undefined): C
   return clientCurveOf(f);
 }
 
+/**
+ * The environment a client process needs to publish to `insp`'s collector: its endpoint, and its
+ * public key when it is a CURVE server (a stream without it is refused).
+ */
+export function inspectorClientEnv(insp: Pick<Inspector, "collectorEndpoint" | "collectorPublicKey">): string {
+  const key = insp.collectorPublicKey;
+  return `${INSPECTOR_ENV}=${insp.collectorEndpoint}${key === undefined ? "" : ` ${INSPECTOR_KEY_ENV}=${key}`}`;
+}
+
 /** Adds `inspect` to the program. */
 export function addInspectCommand(program: Command): void {
   addClientCurveFlags(program.command("inspect"))
@@ -101,7 +112,7 @@ export function addInspectCommand(program: Command): void {
         const warning = collectorReachWarning(collect, insp.collectorEndpoint);
         if (warning) process.stderr.write(`actormq: warning: ${warning}\n`);
         process.stdout.write(
-          `actormq inspector ${insp.url}\n  collecting   ${collect.join(", ")}\n  collector    ${insp.collectorEndpoint} (clients: ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\nPress Ctrl-C to stop.\n`,
+          `actormq inspector ${insp.url}\n  collecting   ${collect.join(", ")}\n  collector    ${insp.collectorEndpoint} (clients: ${inspectorClientEnv(insp)})\nPress Ctrl-C to stop.\n`,
         );
       } catch (e) {
         fail(e);

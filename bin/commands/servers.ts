@@ -18,6 +18,7 @@ import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/inde
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
 import { addServerCurveFlags, brokerLinkCurveOf, type CurveFlags, curveSecretOf, ownLinkCurveOf, serverCurveOf } from "../curveFlags.ts";
+import { inspectorClientEnv } from "./inspect.ts";
 
 /** Run a broker with these node flags (README, Operate: node flags); said in `--help`. */
 const NODE_FLAGS_HELP = `Run node with ${BROKER_NODE_FLAGS.join(" ")} (npm start and \`cluster up\` do; README, Operate: node flags).`;
@@ -209,7 +210,7 @@ export function addServerCommands(program: Command): void {
         process.stdout.write(
           `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
             (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
-            (insp ? `  inspector    ${insp.url} (clients publish with ACTORMQ_INSPECTOR=${insp.collectorEndpoint})\n` : "") +
+            (insp ? `  inspector    ${insp.url} (clients publish with ${inspectorClientEnv(insp)})\n` : "") +
             nodeFlagsNote(broker) +
             curveNote(f) +
             `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,

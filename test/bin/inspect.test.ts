@@ -22,11 +22,11 @@ interface Running {
   exit: Promise<number | null>;
 }
 
-function run(args: string[], cwd: string): Running {
+function run(args: string[], cwd: string, env: Record<string, string> = {}): Running {
   const child = spawn(process.execPath, [bin, ...args], {
     cwd,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
+    env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env },
   });
   let out = "";
   let err = "";
@@ -48,7 +48,7 @@ function runStart(dir: string, extra: string[]): Running {
 }
 
 interface StateView {
-  stats: { received: number };
+  stats: { received: number; refusedPublishers: number };
   nodes: { nodeId: string; role: string; status: string; actors: { actorName: string }[] }[];
 }
 
@@ -209,6 +209,8 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
   writeFileSync(allowFile, `${curveKeyPair().publicKey}\n`);
   const s = runStart(dir, ["--no-inspector", "--curve-secret", keyFile, "--curve-allow", allowFile]);
   let insp: Running | undefined;
+  let keyed: Running | undefined;
+  let plain: Running | undefined;
   try {
     await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
     const m = /name server\s+(\S+)\n\s+broker\s+\S+ (\S+)/.exec(s.out());
@@ -248,13 +250,72 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
       15_000,
       `both CURVE processes collected without key flags (${insp.out()})`,
     );
+
+    // its collector is a CURVE server: the banner gives clients its endpoint and public key
+    const env = /collector\s+(\S+) \(clients: ACTORMQ_INSPECTOR=(\S+) ACTORMQ_INSPECTOR_KEY=(\S+)\)/.exec(insp.out());
+    assert.ok(env, insp.out());
+    const [, collector, endpointEnv, collectorKey] = env;
+    assert.equal(endpointEnv, collector);
+    assert.equal(collectorKey!.length, 40);
+    const clientArgs = (group: string) => [
+      "consume",
+      "--namesrv",
+      ns!,
+      "--curve-server",
+      publicKey,
+      "--curve-secret",
+      keyFile,
+      "--topic",
+      "InspCurve",
+      "--group",
+      group,
+      "--count",
+      "1",
+    ];
+    // client nodes of process `pid` (the consume command's admin and consumer each have one)
+    const clientsOf = (x: StateView, pid: number | undefined) =>
+      x.nodes.filter((n) => n.role === "client" && n.actors.length > 0 && n.nodeId.includes(`:${pid}:`));
+    // a client process given both publishes its actors over CURVE
+    keyed = run(clientArgs("cg-keyed"), root, { ACTORMQ_INSPECTOR: collector!, ACTORMQ_INSPECTOR_KEY: collectorKey! });
+    await waitFor(
+      async () => clientsOf(await state(iu), keyed!.child.pid).length > 0,
+      15_000,
+      `the keyed client process in the tree (${keyed.out()})`,
+    );
+    // one without the key publishes in plaintext: the collector refuses its handshake, and counts it
+    const refusedBefore = (await state(iu)).stats.refusedPublishers;
+    assert.equal(refusedBefore, 0);
+    plain = run(clientArgs("cg-plain"), root, { ACTORMQ_INSPECTOR: collector! });
+    await waitFor(
+      async () => (await state(iu)).stats.refusedPublishers > refusedBefore,
+      15_000,
+      `the plaintext client's stream refused (${plain.out()})`,
+    );
+    // refused at the handshake: nothing of it can arrive later
+    assert.deepEqual(clientsOf(await state(iu), plain.child.pid), [], "the plaintext client's actors are not collected");
+    keyed.child.kill("SIGTERM");
+    plain.child.kill("SIGTERM");
+    await Promise.all([keyed.exit, plain.exit]);
+    keyed = plain = undefined;
+
     insp.child.kill("SIGTERM");
     assert.equal(await insp.exit, 0);
     insp = undefined;
   } finally {
+    keyed?.child.kill("SIGKILL");
+    plain?.child.kill("SIGKILL");
     insp?.child.kill("SIGKILL");
     s.child.kill("SIGTERM");
     assert.equal(await s.exit, 0, s.out());
     await cleanup();
   }
+});
+
+test("a client refuses a malformed ACTORMQ_INSPECTOR_KEY in one line naming the variable", async () => {
+  const bad = await cli(["send", "--namesrv", "tcp://127.0.0.1:1", "--topic", "InspKey", "hello"], {
+    env: { ACTORMQ_INSPECTOR: "tcp://127.0.0.1:2", ACTORMQ_INSPECTOR_KEY: "not-a-key" },
+  });
+  assert.notEqual(bad.code, 0);
+  assert.equal(bad.err.trim().split("\n").length, 1, bad.err);
+  assert.match(bad.err, /ILLEGAL_ARGUMENT.*ACTORMQ_INSPECTOR_KEY.*actormq inspect/);
 });

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setup } from "xstate";
 import * as zmq from "zeromq";
+import { Inspector } from "../../../actors/inspector/index.ts";
 import { ActorNode, InspectionCollector, resolveCurveLink, resolveCurveServer } from "../../../actors/runtime/index.ts";
 import { curveKeyPair } from "../../../transport/curve.ts";
 import { isMQError } from "../../../transport/protocol.ts";
@@ -52,4 +53,40 @@ test("a CURVE collector gets a CURVE node's stream through an allowed client; a 
     client.ref(node.address, "idle").ask({ type: "INSPECT_SUBSCRIBE", endpoint: collector.endpoint, curveServerKey: "short" }),
     (e) => isMQError(e, "ILLEGAL_ARGUMENT"),
   );
+});
+
+test("a process that publishes itself reaches a CURVE inspector's collector with its public key, and only with it", async (t) => {
+  const server = curveKeyPair();
+  const node = await ActorNode.start({ listen: EPHEMERAL, curve: resolveCurveServer(server) });
+  t.after(() => node.close());
+  const insp = await Inspector.start({ collect: [node.address!], curveServerKey: server.publicKey, listen: "127.0.0.1:0" });
+  t.after(() => insp.close());
+  const key = insp.collectorPublicKey;
+  assert.equal(typeof key, "string");
+  // a client-like node (no listener, nothing to probe) publishing on its own, as ACTORMQ_INSPECTOR_KEY makes it
+  const keyed = await ActorNode.start({ listen: null, nodeId: "self-keyed" });
+  t.after(() => keyed.close());
+  keyed.spawn("idle", idle);
+  await keyed.publishInspection(insp.collectorEndpoint, { curveServerKey: key });
+  const plain = await ActorNode.start({ listen: null, nodeId: "self-plain" });
+  t.after(() => plain.close());
+  plain.spawn("idle", idle);
+  await plain.publishInspection(insp.collectorEndpoint);
+  const state = async () =>
+    (await (await fetch(new URL("/api/state", insp.url))).json()) as {
+      stats: { refusedPublishers: number };
+      nodes: { nodeId: string; actors: { actorName: string }[] }[];
+    };
+  await waitFor(
+    async () => (await state()).nodes.some((n) => n.nodeId === "self-keyed" && n.actors.some((a) => a.actorName === "idle")),
+    10_000,
+    "the keyed node's actors",
+  );
+  await waitFor(async () => (await state()).stats.refusedPublishers > 0, 10_000, "the plaintext node refused");
+  assert.ok(!(await state()).nodes.some((n) => n.nodeId === "self-plain"), "nothing of the plaintext node");
+
+  // a plaintext inspector (nodes of this process only) has no key to give
+  const local = await Inspector.start({ nodes: [node], listen: "127.0.0.1:0" });
+  t.after(() => local.close());
+  assert.equal(local.collectorPublicKey, undefined);
 });
