@@ -109,10 +109,13 @@ export const CONNECT_TIMEOUT_MS = 3000;
  */
 export const REFUSED_RETRY_MS = 1000;
 /**
- * Handshakes of a CURVE link that end with the connection closed, one after the other, that read
- * as the server refusing this client's hello: a server given the wrong server key cannot read it
- * and drops the connection, which libzmq reports as an unspecified handshake error (one alone may
- * be a server going down mid-handshake).
+ * Handshakes that end with the connection closed, one after the other, that read as the server
+ * refusing this client, which libzmq reports as an unspecified handshake error (one alone may be a
+ * server going down mid-handshake). On a CURVE link: a server given the wrong server key cannot
+ * read the client's hello and drops the connection. On a plain link that has never completed a
+ * handshake: a CURVE server that reads the client's greeting before it has sent the rest of its own
+ * drops the connection before the client learns its mechanism (often many times in a row on a busy
+ * machine), where it would otherwise be told of the mismatch.
  */
 const CLOSED_HANDSHAKES_REFUSED = 2;
 /** How often links are checked against PEER_EXPIRY_MS. */
@@ -223,6 +226,8 @@ export class PeerLink extends Link {
   lastFailureAt = 0;
   /** handshakes ended by the connection closing since the last completed one (see CLOSED_HANDSHAKES_REFUSED) */
   closedHandshakes = 0;
+  /** a connection of this link has completed its handshake */
+  handshaken = false;
   /** made after a refused link to the same address: its first handshake is told as the peer being back */
   afterRefusal = false;
   /** told at the next close or failed attempt (see {@link ZmqNode.onPeerFailure}) */
@@ -691,6 +696,7 @@ export class ZmqNode {
     });
     sock.events.on("handshake", () => {
       peerLink.closedHandshakes = 0;
+      peerLink.handshaken = true;
       if (!peerLink.unreachable && !peerLink.afterRefusal) return;
       peerLink.unreachable = false;
       peerLink.afterRefusal = false;
@@ -736,15 +742,20 @@ export class ZmqNode {
           : `The handshake with ${address} failed: the server requires CURVE (or is not an actormq server). Give this client curveServerKey (the server's public key; \`actormq keygen\` wrote it to the .pub file).`,
       ),
     );
-    if (curve)
-      events.on("handshake:error:other", () => {
-        if (++link.closedHandshakes < CLOSED_HANDSHAKES_REFUSED) return;
-        this.refuse(
-          link,
-          `The CURVE handshake with ${address} failed: the server closed the connection at this client's hello, as a server does whose public key is not curveServerKey. ` +
-            "Check curveServerKey (the server's public key, the .pub file of `actormq keygen`); a TCP proxy in front of a server that is down closes connections the same way.",
-        );
-      });
+    events.on("handshake:error:other", () => {
+      // a plain link that has completed a handshake reaches a plain server: one that closes
+      // connections later is going down or restarting (perhaps behind a proxy)
+      if (!curve && link.handshaken) return;
+      if (++link.closedHandshakes < CLOSED_HANDSHAKES_REFUSED) return;
+      this.refuse(
+        link,
+        curve
+          ? `The CURVE handshake with ${address} failed: the server closed the connection at this client's hello, as a server does whose public key is not curveServerKey. ` +
+              "Check curveServerKey (the server's public key, the .pub file of `actormq keygen`); a TCP proxy in front of a server that is down closes connections the same way."
+          : `The handshake with ${address} failed: the server closed the connection at this client's greeting, as a server does that requires CURVE. ` +
+              "Give this client curveServerKey (the server's public key; `actormq keygen` wrote it to the .pub file); a TCP proxy in front of a server that is down closes connections the same way.",
+      );
+    });
   }
 
   /**

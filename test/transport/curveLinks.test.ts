@@ -5,6 +5,7 @@
  * link made after a refusal tells its handshake as the peer being back.
  */
 import assert from "node:assert/strict";
+import net from "node:net";
 import { describe, test } from "node:test";
 import { pino } from "pino";
 import { setup } from "xstate";
@@ -37,14 +38,71 @@ async function client(t: { after: (fn: () => Promise<void>) => void }, link: Par
 }
 
 /** Rejects with the ask's error; how long the ask took, ms. */
-async function refusedAsk(node: ActorNode, address: string): Promise<{ error: MQError; ms: number }> {
+async function refusedAsk(node: ActorNode, address: string, timeoutMs = 20_000): Promise<{ error: MQError; ms: number }> {
   const t0 = performance.now();
   try {
-    await node.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 });
+    await node.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs });
   } catch (e) {
     return { error: e as MQError, ms: performance.now() - t0 };
   }
   assert.fail("the ask was answered");
+}
+
+/**
+ * A TCP server that closes each connection once it has read the client's ZMTP greeting, having sent
+ * only the start of its own (signature and major version, not its security mechanism): what a
+ * CURVE server does to a plain client when its I/O thread reads the client's whole greeting before
+ * it has sent the rest of its own, which on a busy machine happens many times in a row. libzmq tells
+ * the client only of a handshake ended by the connection closing (handshake:error:other), never of
+ * the mechanism mismatch. While `forwardTo` is set, connections are forwarded to that port instead,
+ * as a proxy in front of a server does.
+ */
+async function greetingCloser(t: { after: (fn: () => Promise<void>) => void }) {
+  const conns = new Set<net.Socket>();
+  const fake = {
+    address: "",
+    /** connections closed at the greeting */
+    closed: 0,
+    forwardTo: null as number | null,
+    /** closes every open connection (the server behind the proxy going down) */
+    dropAll: () => {
+      for (const c of conns) c.destroy();
+    },
+  };
+  const server = net.createServer((c) => {
+    conns.add(c);
+    c.on("close", () => conns.delete(c));
+    c.on("error", () => {});
+    if (fake.forwardTo !== null) {
+      const target = net.connect(fake.forwardTo, "127.0.0.1");
+      conns.add(target);
+      target.on("close", () => conns.delete(target));
+      target.on("error", () => c.destroy());
+      c.on("close", () => target.destroy());
+      target.on("close", () => c.destroy());
+      c.pipe(target);
+      target.pipe(c);
+      return;
+    }
+    let read = 0;
+    c.write(Buffer.from([0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f]));
+    c.on("data", (d: Buffer) => {
+      const before = read;
+      read += d.length;
+      if (before < 10 && read >= 10) c.write(Buffer.from([3]));
+      if (read >= 64 && before < 64) {
+        fake.closed++;
+        c.end();
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  fake.address = `tcp://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  t.after(async () => {
+    fake.dropAll();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return fake;
 }
 
 describe("CURVE links", () => {
@@ -66,6 +124,32 @@ describe("CURVE links", () => {
     assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
     assert.match(error.message, /requires CURVE.*curveServerKey/);
     assert.ok(ms < 5000, `failed after ${ms} ms, not at the 20 s timeout`);
+  });
+
+  test("a client without CURVE is refused at once also when the server closes its handshakes before sending its mechanism", async (t) => {
+    const fake = await greetingCloser(t);
+    const plain = await client(t, undefined);
+    const { error, ms } = await refusedAsk(plain, fake.address, 5000);
+    assert.ok(isMQError(error, "AUTH_FAILED"), String(error));
+    assert.match(error.message, /requires CURVE.*curveServerKey/);
+    assert.ok(ms < 2500, `failed after ${ms} ms`);
+    assert.ok(fake.closed >= 2, `${fake.closed} handshakes closed`);
+  });
+
+  test("a plain link that completed a handshake is not refused when its server's later connections close at the handshake", async (t) => {
+    const srv = await server(t, undefined);
+    const fake = await greetingCloser(t);
+    fake.forwardTo = Number(new URL(srv.address!).port);
+    const c = await client(t, undefined);
+    assert.deepEqual((await c.ref(fake.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+    // the server behind the proxy goes down mid-handshake, again and again, then is back
+    fake.forwardTo = null;
+    fake.dropAll();
+    await waitFor(() => fake.closed >= 3, 10_000, "three handshakes closed in a row");
+    const ask = c.ref(fake.address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 });
+    await waitFor(() => fake.closed >= 5, 10_000, "two more handshakes closed");
+    fake.forwardTo = Number(new URL(srv.address!).port);
+    assert.deepEqual((await ask).fields, { ok: true });
   });
 
   test("a wrong server key fails asks with AUTH_FAILED at once, and the refused link is tried again at most once a second", async (t) => {
