@@ -272,28 +272,23 @@ export class CommitLog {
   }
 
   /**
-   * Synchronous flush of everything written so far, each failed fdatasync told to `onSyncError`
-   * and thrown (a deletion of topics makes the log durable up to its offset this way first).
+   * Synchronous flush of everything written so far (close, recovery, a topic deletion). `report`:
+   * a failed fdatasync is told to `onSyncError` before it is thrown (a deletion makes the log
+   * durable up to its offset this way first, and fails with it).
    */
-  flushNowReporting(): void {
+  flushNow(report = false): void {
     const from = this.flushedOffset;
     const target = this.writeOffset;
     for (const s of this.segments) {
-      if (s.start + this.segmentBytes <= from || s.start >= target) continue;
+      if (s.start + this.segmentBytes <= from) continue;
       try {
         s.syncNow();
       } catch (e) {
-        this.onSyncError(e as MQError, s.file, Math.max(from, s.start), Math.min(target, s.start + this.segmentBytes));
+        if (report) this.onSyncError(e as MQError, s.file, Math.max(from, s.start), Math.min(target, s.start + this.segmentBytes));
         throw e;
       }
     }
-    this.flushedOffset = Math.max(this.flushedOffset, target);
-  }
-
-  /** Synchronous flush of everything (close, recovery). */
-  flushNow(): void {
-    for (const s of this.segments) if (s.start + this.segmentBytes > this.flushedOffset) s.syncNow();
-    this.flushedOffset = this.writeOffset;
+    this.flushedOffset = target;
   }
 
   /** Sets the end of the log after recovery: zeroes the rest of its segment, deletes later segments. */

@@ -901,7 +901,7 @@ export class MessageStore {
     // keep the deletion and lose records below its offset, or the records appended there after
     // recovery (the topic's new messages among them) would be taken for old ones. A failed
     // fdatasync fails the deletion, recording nothing
-    this.commitLog.flushNowReporting();
+    this.commitLog.flushNow(true);
     // the deletion is on disk before the queues go: a crash in between finds their files and drops
     // them. It is written before it is taken into memory: a failed write deletes nothing
     try {

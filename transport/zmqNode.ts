@@ -118,6 +118,8 @@ export const REFUSED_RETRY_MS = 1000;
  * machine), where it would otherwise be told of the mismatch.
  */
 const CLOSED_HANDSHAKES_REFUSED = 2;
+/** What a client without CURVE is told to do when its server requires it. */
+const GIVE_SERVER_KEY = "Give this client curveServerKey (the server's public key; `actormq keygen` wrote it to the .pub file)";
 /** How often links are checked against PEER_EXPIRY_MS. */
 const PEER_EXPIRY_CHECK_MS = 10_000;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
@@ -739,7 +741,7 @@ export class ZmqNode {
         link,
         curve
           ? `The CURVE handshake with ${address} failed: the server does not use CURVE. Connect without curveServerKey, or start the server with curve.`
-          : `The handshake with ${address} failed: the server requires CURVE (or is not an actormq server). Give this client curveServerKey (the server's public key; \`actormq keygen\` wrote it to the .pub file).`,
+          : `The handshake with ${address} failed: the server requires CURVE (or is not an actormq server). ${GIVE_SERVER_KEY}.`,
       ),
     );
     events.on("handshake:error:other", () => {
@@ -753,7 +755,7 @@ export class ZmqNode {
           ? `The CURVE handshake with ${address} failed: the server closed the connection at this client's hello, as a server does whose public key is not curveServerKey. ` +
               "Check curveServerKey (the server's public key, the .pub file of `actormq keygen`); a TCP proxy in front of a server that is down closes connections the same way."
           : `The handshake with ${address} failed: the server closed the connection at this client's greeting, as a server does that requires CURVE. ` +
-              "Give this client curveServerKey (the server's public key; `actormq keygen` wrote it to the .pub file); a TCP proxy in front of a server that is down closes connections the same way.",
+              `${GIVE_SERVER_KEY}; a TCP proxy in front of a server that is down closes connections the same way.`,
       );
     });
   }

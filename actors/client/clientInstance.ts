@@ -16,7 +16,7 @@ import { createRequire } from "node:module";
 import { hostname } from "node:os";
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
-import { type CurveClientOptions, z85Decode } from "../../transport/curve.ts";
+import type { CurveClientOptions } from "../../transport/curve.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
@@ -37,6 +37,7 @@ import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
 import {
   ActorNode,
   type CurveLinkOptions,
+  checkCurveKeyOption,
   logActorFailures,
   type Ref,
   type Replier,
@@ -85,20 +86,7 @@ export const INSPECTOR_KEY_ENV = "ACTORMQ_INSPECTOR_KEY";
 export function inspectorKeyFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
   const key = env[INSPECTOR_KEY_ENV];
   if (!env[INSPECTOR_ENV] || key === undefined || key === "") return undefined;
-  let problem: string | undefined;
-  if (key.length !== 40) problem = `it has ${key.length} characters`;
-  else {
-    try {
-      z85Decode(key);
-    } catch (e) {
-      problem = (e as Error).message.replace(/^Not a Z85 key: /, "").replace(/\.$/, "");
-    }
-  }
-  if (problem !== undefined)
-    throw new MQError(
-      "ILLEGAL_ARGUMENT",
-      `${INSPECTOR_KEY_ENV} is not a CURVE public key (${problem}): set it to the 40-character key \`actormq inspect\` prints next to ${INSPECTOR_ENV}, or unset it for an inspector that prints none.`,
-    );
+  checkCurveKeyOption(key, `${INSPECTOR_KEY_ENV} (the key \`actormq inspect\` prints next to ${INSPECTOR_ENV})`, false);
   return key;
 }
 

@@ -8,6 +8,10 @@ import { fail } from "../common.ts";
 
 const errnoOf = (e: unknown) => (e as NodeJS.ErrnoException).code ?? (e as Error).message;
 
+/** A key file that is there already: keygen replaces none without --force. */
+const exists = (file: string) =>
+  new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
+
 /** Removes `file` (gone already is fine); MQError naming it when it cannot be removed. */
 function removeFile(file: string, why: string): void {
   try {
@@ -28,8 +32,7 @@ function writeNew(file: string, text: string, mode: number): void {
     // O_EXCL: created with `mode` from the start, never readable by others for a moment
     fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST")
-      throw new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
+    if ((e as NodeJS.ErrnoException).code === "EEXIST") throw exists(file);
     throw new MQError("ILLEGAL_ARGUMENT", `Cannot write ${file} (${errnoOf(e)}).`, { cause: e });
   }
   try {
@@ -60,9 +63,7 @@ function writePair(prefix: string, publicKey: string, secretKey: string, force: 
     for (const file of [pubFile, keyFile]) removeFile(file, "replace");
   } else {
     // both checked first, so that an existing .pub is named before a .key is written
-    for (const file of [keyFile, pubFile])
-      if (existsSync(file))
-        throw new MQError("ILLEGAL_ARGUMENT", `${file} exists: keygen does not overwrite keys. Choose another --out, or add --force.`);
+    for (const file of [keyFile, pubFile]) if (existsSync(file)) throw exists(file);
   }
   writeNew(keyFile, `# actormq CURVE secret key (public key ${publicKey}): keep it private\n${secretKey}\n`, 0o600);
   try {
