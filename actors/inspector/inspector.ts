@@ -4,6 +4,7 @@
  * keeps them in a bounded buffer, tracks which processes are alive, and serves a local page that
  * draws every actor's statechart and an event timeline.
  */
+import { monotonicNow } from "../../transport/clock.ts";
 import { checkBoolean, MQError, shownValue } from "../../transport/protocol.ts";
 import {
   ActorNode,
@@ -190,7 +191,7 @@ export class Inspector {
   /** Starts collecting from the configured nodes and addresses (once; again after {@link deactivate}). */
   activate(): Promise<void> {
     if (!this.activation) {
-      this.lastViewed = Date.now();
+      this.lastViewed = monotonicNow();
       this.activatedAt = this.lastViewed;
       this.collector.resume();
       const generation = this.generation;
@@ -268,7 +269,7 @@ export class Inspector {
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null;
       if (this.closing || !this.activation) return;
-      const idle = Date.now() - this.lastViewed;
+      const idle = monotonicNow() - this.lastViewed;
       if ((this.server?.pages ?? 0) > 0) this.armIdle(this.opts.collectIdleMs);
       else if (idle < this.opts.collectIdleMs) this.armIdle(this.opts.collectIdleMs - idle);
       else this.deactivate();
@@ -365,7 +366,7 @@ export class Inspector {
       if (node.transport.isClosed) this.tree.markGone(node.nodeId);
     }
     // processes that publish on their own have no probe: their heartbeats stopping is the sign
-    const now = Date.now();
+    const now = monotonicNow();
     if (now - this.activatedAt >= SILENT_GONE_MS) this.tree.markSilentGone(now - SILENT_GONE_MS);
     for (const p of this.probes.values()) if (!p.busy) void this.probe(p);
   }
@@ -449,7 +450,7 @@ export class Inspector {
   private pageData() {
     return {
       stats: () => {
-        this.lastViewed = Date.now();
+        this.lastViewed = monotonicNow();
         if (!this.activation) void this.activate();
         return this.stats();
       },

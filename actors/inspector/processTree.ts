@@ -3,6 +3,7 @@
  * from inspection records. Keeps the last state of every actor, also after its process is gone,
  * and the machine definitions needed to draw statecharts.
  */
+import { monotonicNow } from "../../transport/clock.ts";
 import { INSPECTION_HEARTBEAT_EVENT, INSPECTION_NODE_CLOSED_EVENT, type InspectionRecord } from "../runtime/index.ts";
 import { type Assignment, assignmentsFromContext, queueIn } from "./clusterView.ts";
 
@@ -58,6 +59,8 @@ interface NodeState {
   address?: string;
   status: "alive" | "gone";
   lastSeen: number;
+  /** when last heard from, on the tree's clock: what the silence check compares */
+  heardAt: number;
   goneAt?: number;
   records: number;
   /** sends heartbeats: shown as gone when they stop (see {@link ProcessTree.markSilentGone}) */
@@ -92,6 +95,8 @@ export class ProcessTree {
   constructor(
     private readonly maxActorsPerNode = DEFAULT_MAX_ACTORS_PER_NODE,
     private readonly maxGoneProcesses = DEFAULT_MAX_GONE_PROCESSES,
+    /** the clock of `heardAt` and {@link markSilentGone}: monotonic, so a wall clock step does not delay a silence */
+    private readonly clock: () => number = monotonicNow,
   ) {}
 
   /** Updates the tree with one (checked) record; false for a liveness signal, which is not for the timeline. */
@@ -103,6 +108,7 @@ export class ProcessTree {
     }
     const n = this.node(r.nodeId);
     n.lastSeen = Date.now();
+    n.heardAt = this.clock();
     if (n.status === "gone") {
       n.status = "alive";
       n.goneAt = undefined;
@@ -193,10 +199,11 @@ export class ProcessTree {
 
   /**
    * Marks as gone every alive process that sends heartbeats and was last heard from (any record,
-   * or a probe answer) before `time`: a process that died without its farewell (kill -9).
+   * or a probe answer) before `time` (on the tree's clock, {@link monotonicNow} unless given): a process that died without its
+   * farewell (kill -9).
    */
   markSilentGone(time: number): void {
-    for (const n of this.nodes.values()) if (n.heartbeats && n.status === "alive" && n.lastSeen < time) this.markGone(n.nodeId);
+    for (const n of this.nodes.values()) if (n.heartbeats && n.status === "alive" && n.heardAt < time) this.markGone(n.nodeId);
   }
 
   /** Drops everything known about a process. */
@@ -215,6 +222,7 @@ export class ProcessTree {
     n.status = "alive";
     n.goneAt = undefined;
     n.lastSeen = Date.now();
+    n.heardAt = this.clock();
     this.gone.delete(nodeId);
   }
 
@@ -278,7 +286,16 @@ export class ProcessTree {
     if (!n)
       this.nodes.set(
         nodeId,
-        (n = { nodeId, status: "alive", lastSeen: Date.now(), records: 0, heartbeats: false, actors: new Map(), bySession: new Map() }),
+        (n = {
+          nodeId,
+          status: "alive",
+          lastSeen: Date.now(),
+          heardAt: this.clock(),
+          records: 0,
+          heartbeats: false,
+          actors: new Map(),
+          bySession: new Map(),
+        }),
       );
     return n;
   }

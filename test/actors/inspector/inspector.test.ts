@@ -144,7 +144,7 @@ describe("Inspector", () => {
     assert.equal(gone!.actors.length, 1, "its actor is still listed");
   });
 
-  it("shows a publishing-only client process killed with SIGKILL as gone, with its actors' last states", async () => {
+  it("shows a publishing-only client process killed with SIGKILL as gone, with its actors' last states, also after a wall clock step back", async () => {
     const insp = await Inspector.start({ probeIntervalMs: 200 });
     cleanups.push(() => insp.close());
     const child = spawn(
@@ -165,6 +165,14 @@ describe("Inspector", () => {
         }
       ).nodes.find((n) => n.nodeId === nodeId);
     await waitFor(async () => (await proc())?.actors.some((a) => a.actorName === "toggle" && a.value === "on"), 10_000, "toggle on seen");
+    // the wall clock steps back an hour (NTP, a VM resume): the silence is still noticed on time
+    const wallNow = Date.now;
+    const step = Date.now() - 3_600_000;
+    const steppedAt = wallNow();
+    Date.now = () => step + (wallNow() - steppedAt);
+    cleanups.push(async () => {
+      Date.now = wallNow;
+    });
     const exited = new Promise((r) => child.once("exit", r));
     child.kill("SIGKILL");
     await exited;

@@ -47,7 +47,7 @@ describe("process tree", () => {
 
   it("shows processes whose heartbeats stopped as gone, within its bound, and leaves those that send none", () => {
     mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
-    const tree = new ProcessTree(2000, 3);
+    const tree = new ProcessTree(2000, 3, () => Date.now());
     const heartbeat = (nodeId: string): InspectionRecord => ({
       nodeId,
       actorName: "(node)",
