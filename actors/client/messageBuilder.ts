@@ -53,6 +53,8 @@ export interface PreparedMessage {
 /** The property separators (\u0001, \u0002) may not appear in names, values, tags or keys. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the property separators are control characters
 const SEPARATOR_CHARS = /[\u0001\u0002]/;
+/** The largest delay level a message carries (Java int max; the broker clamps it to its highest level). */
+const MAX_DELAY_LEVEL_WRITTEN = 0x7fffffff;
 
 function toBuffer(body: unknown): Buffer {
   if (typeof body === "string") return Buffer.from(body, "utf8");
@@ -157,7 +159,9 @@ function buildProperties(msg: Message, uniqKey: string): string {
   if (msg.delayLevel !== undefined && msg.delayLevel !== 0) {
     if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0)
       throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
-    s += encodeProperty(MessageConst.DELAY, String(msg.delayLevel));
+    // any level above the broker's highest waits at the highest; written within Java's int (what
+    // the broker reads back), since String(1e21) is "1e+21", which reads back as level 1
+    s += encodeProperty(MessageConst.DELAY, String(Math.min(msg.delayLevel, MAX_DELAY_LEVEL_WRITTEN)));
   }
   return s + WAIT_AND_UNIQ_KEY + uniqKey + PROPERTY_SEPARATOR;
 }
