@@ -796,6 +796,15 @@ export class ZmqNode {
   }
 
   /**
+   * AUTH_FAILED with the refusal's message while `address` reads unreachable because its last link
+   * was refused and no new one has been made ({@link peerUnreachable}); undefined otherwise.
+   */
+  peerRefusal(address: string): MQError | undefined {
+    const refusal = this.peers.has(address) ? undefined : this.refusals.get(address);
+    return refusal && new MQError("AUTH_FAILED", refusal.message);
+  }
+
+  /**
    * Calls `listener` at the next close of the connection to `address` or failed attempt to make it
    * (an address this node never sent to: never); returns the function that stops it.
    */

@@ -154,6 +154,11 @@ export class ActorNode implements RefHost {
     return this.transport.peerFailedSince(address, since);
   }
 
+  /** The AUTH_FAILED of the refusal that makes `address` read unreachable, if that is why (see {@link ZmqNode.peerRefusal}). */
+  peerRefusal(address: string): MQError | undefined {
+    return this.transport.peerRefusal(address);
+  }
+
   /** Calls `listener` at the next loss of this node's connection to `address` (see {@link ZmqNode.onPeerFailure}). */
   onPeerFailure(address: string, listener: (reason?: MQError) => void): () => void {
     return this.transport.onPeerFailure(address, listener);

@@ -12,10 +12,11 @@ import type { ActorNode } from "./actorNode.ts";
  * ({@link ActorNode.peerUnreachable}), now or at its next loss ({@link ActorNode.onPeerFailure}). The
  * ask itself is left to time out, unheard. With `since` ({@link monotonicNow} ms), only a connection
  * that closed or failed to be made at or after it counts ({@link ActorNode.peerFailedSince}): a peer
- * that restarted, whose link reads lost until ZeroMQ's next reconnect, gets the ask.
+ * that restarted, whose link reads lost until ZeroMQ's next reconnect, gets the ask. A peer that
+ * refused the handshake fails it with the refusal (AUTH_FAILED and why), not TIMEOUT.
  */
 export function unlessConnectionLost<R>(
-  node: Pick<ActorNode, "peerUnreachable" | "peerFailedSince" | "onPeerFailure">,
+  node: Pick<ActorNode, "peerUnreachable" | "peerFailedSince" | "peerRefusal" | "onPeerFailure">,
   address: string,
   ask: Promise<R>,
   since?: number,
@@ -23,7 +24,8 @@ export function unlessConnectionLost<R>(
   const lost = () => new MQError("TIMEOUT", "its connection was refused or lost");
   if (since === undefined ? node.peerUnreachable(address) : node.peerFailedSince(address, since)) {
     ask.catch(() => {});
-    return Promise.reject(lost());
+    // refused (and not tried again since): AUTH_FAILED with why, as the ask itself fails
+    return Promise.reject(node.peerRefusal(address) ?? lost());
   }
   return new Promise<R>((resolve, reject) => {
     const stop = node.onPeerFailure(address, (reason) => {
