@@ -789,10 +789,13 @@ export class ZmqNode {
    * missed the ZMTP heartbeats) or could not be made, and no new one has completed its handshake
    * since. False while connected, and for an address this node never sent to or forgot (unreachable
    * and unused for {@link PEER_EXPIRY_MS}). ZeroMQ reconnects by itself, so this turns false as soon
-   * as the peer is back.
+   * as the peer is back. Also true while the address's last link was refused (see {@link refuse}) and
+   * no new one has been made: the peer would not have this node. The link made after it reads false
+   * until its own handshake fails (an ask on it waits for the handshake).
    */
   peerUnreachable(address: string): boolean {
-    return this.peers.get(address)?.unreachable === true;
+    const link = this.peers.get(address);
+    return link !== undefined ? link.unreachable : this.refusals.has(address);
   }
 
   /**
@@ -838,21 +841,29 @@ export class ZmqNode {
   /**
    * When the connection to `address` was last lost ({@link monotonicNow} ms), kept after it is made
    * again: the peer may have restarted meanwhile and forgotten what it granted over the old one. 0
-   * when it never was, and for an address this node never sent to or forgot.
+   * when it never was, and for an address this node never sent to or forgot. A refused link's loss
+   * (or, if it was never lost before, the refusal's time) while no new link has been made, and the
+   * link made after it keeps that time.
    */
   peerLostAt(address: string): number {
-    return this.peers.get(address)?.unreachableSince ?? 0;
+    const link = this.peers.get(address);
+    if (link !== undefined) return link.unreachableSince;
+    const refusal = this.refusals.get(address);
+    return refusal === undefined ? 0 : refusal.link.unreachableSince || refusal.at;
   }
 
   /**
    * True when the connection to `address` is lost and closed or failed to be made again at or after
    * `since` ({@link monotonicNow} ms): refused now, not just not yet made again. ZeroMQ reconnects on
    * its own timer (up to {@link RECONNECT_INTERVAL_MAX_MS} apart), so a peer that restarted reads
-   * unreachable until the next attempt, and this tells the two apart within that interval.
+   * unreachable until the next attempt, and this tells the two apart within that interval. A refusal
+   * is a failure: while no link has been made after it, true when it came at or after `since`.
    */
   peerFailedSince(address: string, since: number): boolean {
     const link = this.peers.get(address);
-    return link?.unreachable === true && link.lastFailureAt >= since;
+    if (link !== undefined) return link.unreachable && link.lastFailureAt >= since;
+    const refusal = this.refusals.get(address);
+    return refusal !== undefined && refusal.at >= since;
   }
 
   /**

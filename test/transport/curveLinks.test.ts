@@ -1,8 +1,9 @@
 /**
  * CURVE links as servers and clients configure them (actors/runtime/curveOptions.ts): a refused
  * handshake fails the client's asks with AUTH_FAILED at once instead of at their timeout, the
- * refused link is retried at most once a second, the server tells which client it refused, and the
- * link made after a refusal tells its handshake as the peer being back.
+ * refused link is retried at most once a second, the server tells which client it refused, a
+ * refused address reads unreachable until the next link to it is made, and the link made after a
+ * refusal tells its handshake as the peer being back.
  */
 import assert from "node:assert/strict";
 import net from "node:net";
@@ -213,6 +214,34 @@ describe("CURVE links", () => {
     // the server's own key is always allowed: brokers started with the name servers' key pair reach them
     const self = await client(t, { curveServerKey: keys.publicKey, curveClient: { secretKey: keys.secretKey } });
     assert.deepEqual((await self.ref(srv.address, "echo").ask({ type: "ECHO" })).fields, { ok: true });
+  });
+
+  test("a refused address reads unreachable, lost since the refusal and failed, until the next link to it is made", async (t) => {
+    const srv = await server(t, { ...keys, allowedClientKeys: [curveKeyPair().publicKey] });
+    const address = srv.address!;
+    const c = await client(t, { curveServerKey: keys.publicKey });
+    const t0 = monotonicNow();
+    assert.ok(isMQError((await refusedAsk(c, address)).error, "AUTH_FAILED"));
+    const refusedBy = monotonicNow();
+    // the refused link is retired and no ask has made the next one: the refusal is all there is
+    assert.equal(c.peerUnreachable(address), true, "unreachable while refused");
+    const lostAt = c.peerLostAt(address);
+    assert.ok(lostAt >= t0 && lostAt <= refusedBy, `lost at ${lostAt}, the refusal was between ${t0} and ${refusedBy}`);
+    assert.equal(c.peerFailedSince(address, t0), true, "failed since before the refusal");
+    assert.equal(c.peerFailedSince(address, refusedBy + 1), false, "not failed again since the refusal");
+    // a watched ask within the refusal's second fails with the refusal (why), not as a lost connection
+    const watched = await unlessConnectionLost(c, address, c.ref(address, "echo").ask({ type: "ECHO" }, { timeoutMs: 20_000 })).then(
+      () => assert.fail("answered"),
+      (e: unknown) => e,
+    );
+    assert.ok(isMQError(watched, "AUTH_FAILED"), String(watched));
+    // the first ask after the refusal's second makes the next link, which waits for its handshake
+    // (not unreachable) and keeps the refusal's loss
+    await waitFor(() => monotonicNow() - refusedBy >= REFUSED_RETRY_MS, 5000, "the refusal's second over");
+    const next = refusedAsk(c, address);
+    assert.equal(c.peerUnreachable(address), false, "the next link waits for its handshake");
+    assert.equal(c.peerLostAt(address), lostAt);
+    assert.ok(isMQError((await next).error, "AUTH_FAILED"));
   });
 
   // the node's expiry check (forgetIdlePeers, every 10 s) may run between the refusal's second and
