@@ -1511,7 +1511,9 @@ function markUnreachable(link: PeerLink, reason?: MQError): void {
   for (const f of link.failureListeners) f(reason);
   if (link.unreachable) return;
   link.unreachable = true;
-  link.unreachableSince = monotonicNow();
+  // a link made after a refusal that has not completed a handshake goes on with that loss: a peer
+  // refusing every new link stays lost since the first refusal
+  if (!link.afterRefusal || link.unreachableSince === 0) link.unreachableSince = monotonicNow();
 }
 
 /** Empties a link's queue (the caller holds on to what it needs of it). */

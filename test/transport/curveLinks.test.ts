@@ -242,6 +242,10 @@ describe("CURVE links", () => {
     assert.equal(c.peerUnreachable(address), false, "the next link waits for its handshake");
     assert.equal(c.peerLostAt(address), lostAt);
     assert.ok(isMQError((await next).error, "AUTH_FAILED"));
+    // refused again before any handshake: the same loss goes on (what gives up on such a peer
+    // after PEER_EXPIRY_MS counts from it), it does not start over with each refusal
+    assert.equal(c.peerUnreachable(address), true, "unreachable, refused again");
+    assert.equal(c.peerLostAt(address), lostAt, "still lost since the first refusal");
   });
 
   // the node's expiry check (forgetIdlePeers, every 10 s) may run between the refusal's second and
