@@ -4,14 +4,16 @@
  * servers' public key), each with its environment variable. Key files hold one Z85 key a line;
  * blank lines and lines starting with `#` are skipped. A secret key is never echoed in an error.
  */
-import { readFileSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import path from "node:path";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import {
   CURVE_KEY_LENGTH,
   type CurveLinkOptions,
   type CurveServerKeys,
-  checkCurveKeyOption,
+  curvePublicKeyOrFile,
+  isCurveKey as isKey,
+  readCurveKeyFile,
   resolveCurveServer,
 } from "../actors/runtime/index.ts";
 import { curvePublicKeyOf } from "../transport/curve.ts";
@@ -42,16 +44,6 @@ export interface CurveFlags {
   curveServer?: string;
 }
 
-/** True for a string that is a well-formed CURVE key. */
-function isKey(v: string): boolean {
-  try {
-    checkCurveKeyOption(v, "key", true);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** A usage error of a flag commander parses: commander shows the value, which is public. */
 const usage = (message: string) => new InvalidArgumentError(message);
 /** An error about --curve-secret, parsed in the action: commander's own would quote the value. */
@@ -59,25 +51,12 @@ const secretError = (message: string) => new MQError("ILLEGAL_ARGUMENT", message
 
 /** The key lines of a key file (blank and `#` lines skipped); `err` makes the error naming the flag. */
 function keyLines(file: string, flag: string, err: (message: string) => Error): { line: number; key: string }[] {
-  return keyFile(file, flag, err).lines;
-}
-
-/** A key file's text and key lines; see {@link keyLines}. */
-function keyFile(file: string, flag: string, err: (message: string) => Error): { text: string; lines: { line: number; key: string }[] } {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw err(
-      `${flag}: cannot read the key file ${file} (${code ?? (e as Error).message}); give a file \`actormq keygen --out\` wrote${flag === "--curve-allow" ? "" : ", or the key itself"}.`,
-    );
-  }
-  const lines = text
-    .split(/\r?\n/)
-    .map((l, i) => ({ line: i + 1, key: l.trim() }))
-    .filter((l) => l.key.length > 0 && !l.key.startsWith("#"));
-  return { text, lines };
+  return readCurveKeyFile(
+    file,
+    flag,
+    err,
+    `give a file \`actormq keygen --out\` wrote${flag === "--curve-allow" ? "" : ", or the key itself"}`,
+  ).lines;
 }
 
 const secrets = new Map<string, CurveSecretFlag>();
@@ -139,46 +118,22 @@ export function curveAllowArg(value: string): CurveAllowFlag {
 }
 
 /**
- * True when the key file `text` (holding `key` as its one key line) is a secret key file: its
- * comments say so as keygen's and cluster up's `.key` files do, or name the public key of `key`,
- * which only the file of a secret key can (keygen's and cluster up's name it; a `.pub` file does not).
- */
-function isSecretKeyFile(text: string, key: string): boolean {
-  const comments = text.split(/\r?\n/).filter((l) => l.trim().startsWith("#"));
-  if (comments.some((l) => /^#\s*actormq CURVE secret key\b/i.test(l.trim()))) return true;
-  let derived: string;
-  try {
-    derived = curvePublicKeyOf(key);
-  } catch {
-    return false;
-  }
-  return comments.some((l) => l.includes(derived));
-}
-
-/**
  * Parses --curve-server: a server's public key, or a file holding it (a .pub file). A file of a
  * secret key (a .key file) is refused with MQError ILLEGAL_ARGUMENT, which never quotes the key:
  * passed on, the secret key would be used as the servers' public key, and every handshake fail.
  */
 export function curveServerArg(value: string): string {
-  const v = value.trim();
-  if (isKey(v)) return v;
-  const file = path.resolve(v);
-  const { text, lines } = keyFile(file, "--curve-server", usage);
-  if (lines.length !== 1 || !isKey(lines[0]!.key))
-    throw usage(
-      `--curve-server: give the servers' public key (${CURVE_KEY_LENGTH} Z85 characters) or a file holding it alone, as the .pub file of \`actormq keygen --out\`.`,
-    );
-  const key = lines[0]!.key;
-  if (isSecretKeyFile(text, key)) {
-    const pub = file.endsWith(".key") ? `${file.slice(0, -".key".length)}.pub` : "the .pub file of its pair";
-    throw new MQError(
-      "ILLEGAL_ARGUMENT",
-      `--curve-server: ${file} holds a secret key (public key ${curvePublicKeyOf(key)}), not the servers' public key: ` +
-        `give the .pub file \`actormq keygen --out\` wrote with it (${pub}), or the public key itself; the secret key stays with the servers.`,
-    );
-  }
-  return key;
+  return curvePublicKeyOrFile(value, {
+    option: "--curve-server",
+    whose: "the servers'",
+    err: usage,
+    unreadable: "give a file `actormq keygen --out` wrote, or the key itself",
+    file: "as the .pub file of `actormq keygen --out`",
+    notSecret: (file) => {
+      const pub = file.endsWith(".key") ? `${file.slice(0, -".key".length)}.pub` : "the .pub file of its pair";
+      return `give the .pub file \`actormq keygen --out\` wrote with it (${pub}), or the public key itself; the secret key stays with the servers`;
+    },
+  });
 }
 
 const secretOption = (help: string) => new Option("--curve-secret <file|key>", help).env(CURVE_SECRET_ENV);
