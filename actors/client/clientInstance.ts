@@ -37,7 +37,7 @@ import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
 import {
   ActorNode,
   type CurveLinkOptions,
-  checkCurveKeyOption,
+  curvePublicKeyOrFile,
   logActorFailures,
   type Ref,
   type Replier,
@@ -74,20 +74,32 @@ export const DEFAULT_INSTANCE_NAME = "DEFAULT";
 export const INSPECTOR_ENV = "ACTORMQ_INSPECTOR";
 /**
  * Environment variable with the CURVE public key of that collector, when it is a CURVE server
- * (`actormq inspect` of a CURVE cluster prints it): the stream is then published over CURVE.
+ * (`actormq inspect` of a CURVE cluster prints it): the stream is then published over CURVE. Its
+ * value is the key itself (40 Z85 characters) or, anything else, the path of a file holding it
+ * alone (one key line; blank and `#` lines skipped), read as `--curve-server` reads its `.pub` file.
  */
 export const INSPECTOR_KEY_ENV = "ACTORMQ_INSPECTOR_KEY";
 
 /**
- * The collector's public key from {@link INSPECTOR_KEY_ENV} when {@link INSPECTOR_ENV} is set
- * (undefined when either is unset or empty). Throws ILLEGAL_ARGUMENT, naming the variable, when it
- * is not a CURVE key: a stream that could never connect would fail silently.
+ * The collector's public key from {@link INSPECTOR_KEY_ENV} (the key, or a file holding it) when
+ * {@link INSPECTOR_ENV} is set (undefined when either is unset or empty). Throws MQError
+ * ILLEGAL_ARGUMENT, naming the variable, for a value that is neither a CURVE key nor a readable file
+ * holding one alone, and for a secret key file (whose key it never quotes): a stream that could
+ * never connect would fail silently.
  */
 export function inspectorKeyFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
-  const key = env[INSPECTOR_KEY_ENV];
-  if (!env[INSPECTOR_ENV] || key === undefined || key === "") return undefined;
-  checkCurveKeyOption(key, `${INSPECTOR_KEY_ENV} (the key \`actormq inspect\` prints next to ${INSPECTOR_ENV})`, false);
-  return key;
+  const value = env[INSPECTOR_KEY_ENV];
+  if (!env[INSPECTOR_ENV] || value === undefined || value === "") return undefined;
+  const printed = `the public key \`actormq inspect\` prints next to ${INSPECTOR_ENV}`;
+  return curvePublicKeyOrFile(value, {
+    option: INSPECTOR_KEY_ENV,
+    whose: "the collector's",
+    err: (message) => new MQError("ILLEGAL_ARGUMENT", message),
+    unreadable: `give ${printed}, or a file holding it`,
+    file: `as \`actormq inspect\` prints it next to ${INSPECTOR_ENV}`,
+    notSecret: () =>
+      `give ${printed}, or a file holding it alone (the collector has a key pair of its own, new at every start of \`actormq inspect\`)`,
+  });
 }
 
 /** Options shared by every client kind. */

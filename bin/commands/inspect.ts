@@ -3,7 +3,8 @@
  * cluster started by `actormq cluster up` (every process listed in its cluster file is asked to
  * publish its inspection stream here). Prints the page's URL and the collector endpoint that
  * client processes publish to (`ACTORMQ_INSPECTOR=<endpoint>`, with `ACTORMQ_INSPECTOR_KEY=<public
- * key>` when the collector is a CURVE server), then runs until Ctrl-C.
+ * key>` when the collector is a CURVE server; a client may give the path of a file holding the key
+ * instead), then runs until Ctrl-C.
  */
 import { statSync } from "node:fs";
 import path from "node:path";

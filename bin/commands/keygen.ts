@@ -56,7 +56,7 @@ function writeNew(file: string, text: string, mode: number): void {
  * be written the first is removed. With `force` the existing files are removed first (`.pub`
  * before `.key`: a `.pub` that cannot be removed, say a directory, fails before anything is written).
  */
-function writePair(prefix: string, publicKey: string, secretKey: string, force: boolean): void {
+export function writePair(prefix: string, publicKey: string, secretKey: string, force: boolean): void {
   const keyFile = `${prefix}.key`;
   const pubFile = `${prefix}.pub`;
   if (force) {

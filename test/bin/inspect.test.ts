@@ -8,7 +8,9 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { INSPECTOR_ENV, INSPECTOR_KEY_ENV, inspectorKeyFromEnv } from "../../actors/client/clientInstance.ts";
 import { ActorNode } from "../../actors/runtime/index.ts";
+import { writePair } from "../../bin/commands/keygen.ts";
 import { curveKeyPair } from "../../transport/curve.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 import { bin, cli, root } from "./cliRun.ts";
@@ -210,6 +212,7 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
   const s = runStart(dir, ["--no-inspector", "--curve-secret", keyFile, "--curve-allow", allowFile]);
   let insp: Running | undefined;
   let keyed: Running | undefined;
+  let filed: Running | undefined;
   let plain: Running | undefined;
   try {
     await waitFor(() => /Press Ctrl-C/.test(s.out()), 30_000, `start to be ready (${s.out()})`);
@@ -275,12 +278,20 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
     // client nodes of process `pid` (the consume command's admin and consumer each have one)
     const clientsOf = (x: StateView, pid: number | undefined) =>
       x.nodes.filter((n) => n.role === "client" && n.actors.length > 0 && n.nodeId.includes(`:${pid}:`));
-    // a client process given both publishes its actors over CURVE
+    // a client process given both publishes its actors over CURVE; so does one given a file holding the key
+    const collectorPub = path.join(dir, "collector.pub");
+    writeFileSync(collectorPub, `# actormq CURVE public key\n${collectorKey}\n`);
     keyed = run(clientArgs("cg-keyed"), root, { ACTORMQ_INSPECTOR: collector!, ACTORMQ_INSPECTOR_KEY: collectorKey! });
+    filed = run(clientArgs("cg-filed"), root, { ACTORMQ_INSPECTOR: collector!, ACTORMQ_INSPECTOR_KEY: collectorPub });
     await waitFor(
-      async () => clientsOf(await state(iu), keyed!.child.pid).length > 0,
+      async () => {
+        // one that refused its key has exited: fail with its error rather than wait out the timeout
+        for (const c of [keyed!, filed!]) if (c.child.exitCode !== null) assert.fail(`a keyed client exited: ${c.out()}`);
+        const x = await state(iu);
+        return clientsOf(x, keyed!.child.pid).length > 0 && clientsOf(x, filed!.child.pid).length > 0;
+      },
       15_000,
-      `the keyed client process in the tree (${keyed.out()})`,
+      "the keyed client processes in the tree (given the key, and a file holding it)",
     );
     // one without the key publishes in plaintext: the collector refuses its handshake, and counts it
     const refusedBefore = (await state(iu)).stats.refusedPublishers;
@@ -294,15 +305,17 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
     // refused at the handshake: nothing of it can arrive later
     assert.deepEqual(clientsOf(await state(iu), plain.child.pid), [], "the plaintext client's actors are not collected");
     keyed.child.kill("SIGTERM");
+    filed.child.kill("SIGTERM");
     plain.child.kill("SIGTERM");
-    await Promise.all([keyed.exit, plain.exit]);
-    keyed = plain = undefined;
+    await Promise.all([keyed.exit, filed.exit, plain.exit]);
+    keyed = filed = plain = undefined;
 
     insp.child.kill("SIGTERM");
     assert.equal(await insp.exit, 0);
     insp = undefined;
   } finally {
     keyed?.child.kill("SIGKILL");
+    filed?.child.kill("SIGKILL");
     plain?.child.kill("SIGKILL");
     insp?.child.kill("SIGKILL");
     s.child.kill("SIGTERM");
@@ -311,11 +324,42 @@ test("inspect --cluster of a CURVE cluster uses the cluster's key file: no key f
   }
 });
 
-test("a client refuses a malformed ACTORMQ_INSPECTOR_KEY in one line naming the variable", async () => {
-  const bad = await cli(["send", "--namesrv", "tcp://127.0.0.1:1", "--topic", "InspKey", "hello"], {
-    env: { ACTORMQ_INSPECTOR: "tcp://127.0.0.1:2", ACTORMQ_INSPECTOR_KEY: "not-a-key" },
-  });
-  assert.notEqual(bad.code, 0);
-  assert.equal(bad.err.trim().split("\n").length, 1, bad.err);
-  assert.match(bad.err, /ILLEGAL_ARGUMENT.*ACTORMQ_INSPECTOR_KEY.*actormq inspect/);
+test("a client refuses a malformed ACTORMQ_INSPECTOR_KEY, a missing, malformed or secret key file in one line naming the variable", async () => {
+  const { dir, cleanup } = await tempDir("actormq-inspect-key-");
+  try {
+    // not 40 characters long: a path of 40 Z85 characters would be taken as a key
+    const prefix = path.join(dir, "collector-pair");
+    const { publicKey, secretKey: secret } = curveKeyPair();
+    writePair(prefix, publicKey, secret, false);
+    const send = (key: string) =>
+      cli(["send", "--namesrv", "tcp://127.0.0.1:1", "--topic", "InspKey", "hello"], {
+        env: { ACTORMQ_INSPECTOR: "tcp://127.0.0.1:2", ACTORMQ_INSPECTOR_KEY: key },
+      });
+    // anything but a key is a path: "not-a-key" is refused as the missing file is (checked below, in-process)
+    const [missing, secretFile] = await Promise.all([send(path.join(dir, "missing-collector.pub")), send(`${prefix}.key`)]);
+    for (const bad of [missing, secretFile]) {
+      assert.notEqual(bad.code, 0);
+      assert.equal(bad.err.trim().split("\n").length, 1, bad.err);
+      assert.match(bad.err, /ILLEGAL_ARGUMENT.*ACTORMQ_INSPECTOR_KEY.*actormq inspect/);
+    }
+    assert.match(missing.err, /missing-collector\.pub.*ENOENT/);
+    assert.match(secretFile.err, /collector-pair\.key holds a secret key/);
+    assert.ok(!secretFile.err.includes(secret.slice(0, 12)) && !secretFile.out.includes(secret.slice(0, 12)), "never the secret key");
+    // read the way --curve-server reads its .pub file: the key alone, blank and # lines skipped
+    const keyEnv = (value: string) => inspectorKeyFromEnv({ [INSPECTOR_ENV]: "tcp://127.0.0.1:2", [INSPECTOR_KEY_ENV]: value });
+    assert.equal(keyEnv(`${prefix}.pub`), publicKey);
+    assert.equal(keyEnv(` ${publicKey}\n`), publicKey);
+    assert.throws(() => keyEnv("not-a-key"), {
+      code: "ILLEGAL_ARGUMENT",
+      message: /^ACTORMQ_INSPECTOR_KEY: cannot read the key file .*not-a-key \(ENOENT\)/,
+    });
+    const badFile = path.join(dir, "bad-collector.pub");
+    writeFileSync(badFile, `# two keys\n${publicKey}\n${publicKey}\n`);
+    assert.throws(() => keyEnv(badFile), {
+      code: "ILLEGAL_ARGUMENT",
+      message: /^ACTORMQ_INSPECTOR_KEY: .*bad-collector\.pub does not hold one key alone/,
+    });
+  } finally {
+    await cleanup();
+  }
 });
