@@ -12,6 +12,7 @@ import {
   type CurveLinkOptions,
   type CurveServerKeys,
   curvePublicKeyOrFile,
+  isExistingFile,
   isCurveKey as isKey,
   readCurveKeyFile,
   resolveCurveServer,
@@ -78,7 +79,7 @@ export function curveSecretOf(f: CurveFlags): CurveSecretFlag | undefined {
 
 function parseSecret(value: string): CurveSecretFlag {
   let secretKey = value.trim();
-  if (isKey(secretKey)) return { secretKey, publicKey: curvePublicKeyOf(secretKey) };
+  if (isKey(secretKey) && !isExistingFile(secretKey)) return { secretKey, publicKey: curvePublicKeyOf(secretKey) };
   const file = path.resolve(secretKey);
   let mode: number;
   try {

@@ -4,7 +4,7 @@
  * (bin/curveFlags.ts) and for `ACTORMQ_INSPECTOR_KEY` of client processes. No error quotes a
  * secret key.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { curvePublicKeyOf } from "../../transport/curve.ts";
 import { MQError } from "../../transport/protocol.ts";
@@ -15,6 +15,18 @@ export function isCurveKey(v: string): boolean {
   try {
     checkCurveKeyOption(v, "key", true);
     return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * True when `value` names an existing file. A path can be 40 Z85 characters too (letters, digits,
+ * "/", ".", "-"): such a value is the file, not a key, or the path's text would be used as the key.
+ */
+export function isExistingFile(value: string): boolean {
+  try {
+    return statSync(value).isFile();
   } catch {
     return false;
   }
@@ -79,12 +91,12 @@ export interface PublicKeyOption {
 
 /**
  * A public key given as the key itself (40 Z85 characters) or as a file holding it alone (a .pub
- * file). A file of a secret key (a .key file) is refused with MQError ILLEGAL_ARGUMENT, which never
+ * file; an existing file wins over the same text read as a key). A file of a secret key (a .key file) is refused with MQError ILLEGAL_ARGUMENT, which never
  * quotes the key: passed on, the secret key would be used as the public key, and every handshake fail.
  */
 export function curvePublicKeyOrFile(value: string, o: PublicKeyOption): string {
   const v = value.trim();
-  if (isCurveKey(v)) return v;
+  if (isCurveKey(v) && !isExistingFile(v)) return v;
   const file = path.resolve(v);
   const { text, lines } = readCurveKeyFile(file, o.option, o.err, o.unreadable);
   if (lines.length !== 1 || !isCurveKey(lines[0]!.key))
