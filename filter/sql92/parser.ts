@@ -26,6 +26,8 @@ export interface Node {
   constValue?: () => JValue;
   /** human-readable form for error messages */
   text: string;
+  /** how deeply evaluating it nests calls: 1 for a literal or a property, 1 + the deepest operand's otherwise */
+  depth: number;
 }
 
 const hasOwn = Object.prototype.hasOwnProperty;
@@ -37,7 +39,7 @@ function fail(message: string, pos: number): never {
 }
 
 function constNode(value: JValue, text: string, kind: "const" | "boolConst" = "const"): Node {
-  return { kind, ev: () => value, constValue: () => value, text };
+  return { kind, ev: () => value, constValue: () => value, text, depth: 1 };
 }
 
 const TRUE_NODE = constNode(true, "TRUE", "boolConst");
@@ -67,6 +69,7 @@ function booleanCast(n: Node): Node {
   return {
     kind: "bool",
     text: n.text,
+    depth: n.depth + 1,
     ev: (p) => {
       const v = n.ev(p);
       if (v === null) return null;
@@ -85,6 +88,7 @@ function not(n: Node): Node {
   return {
     kind: "bool",
     text: `(NOT ${n.text})`,
+    depth: n.depth + 1,
     ev: (p) => {
       const v = n.ev(p);
       return v === null ? null : !v;
@@ -102,6 +106,36 @@ function chainTooLong(t: Token): never {
   return fail(`more than ${MAX_OPERATOR_CHAIN} comparisons in a row without AND or OR`, t.pos);
 }
 
+/**
+ * Most parentheses, NOTs and signs a selector may open around one operand: the parser recurses on
+ * each (several calls per parenthesis), so this keeps parsing well inside the stack wherever it runs.
+ */
+const MAX_SELECTOR_NESTING = 256;
+
+/**
+ * Deepest a compiled selector may nest calls when it evaluates a message (each operator calls its
+ * operands' `ev`). Without a bound a selector that compiled could overflow the stack when run from
+ * a deeper call stack (the broker's pull path), and the error counted as "no match" for every message.
+ */
+const MAX_SELECTOR_DEPTH = 1024;
+
+function tooNested(pos: number): never {
+  return fail(`more than ${MAX_SELECTOR_NESTING} parentheses, NOTs or signs are open here`, pos);
+}
+
+function tooDeep(pos: number): never {
+  return fail(
+    `the expression is nested too deeply (more than ${MAX_SELECTOR_DEPTH} levels of operators, counting parentheses and chained comparisons): flatten it with AND / OR`,
+    pos,
+  );
+}
+
+function deepest(nodes: Node[]): number {
+  let d = 0;
+  for (let i = 0; i < nodes.length; i++) if (nodes[i]!.depth > d) d = nodes[i]!.depth;
+  return d;
+}
+
 /*
  * `a AND b AND c ...` and `a OR b OR c ...` are one node over all their terms, evaluated in a loop
  * left to right with the three-valued rules (the first false / true decides; else unknown if any
@@ -112,6 +146,7 @@ function and(terms: Node[]): Node {
   return {
     kind: "bool",
     text: `(${terms.map((t) => t.text).join(" AND ")})`,
+    depth: deepest(terms) + 1,
     ev: (p) => {
       let unknown = false;
       for (let i = 0; i < terms.length; i++) {
@@ -128,6 +163,7 @@ function or(terms: Node[]): Node {
   return {
     kind: "bool",
     text: `(${terms.map((t) => t.text).join(" OR ")})`,
+    depth: deepest(terms) + 1,
     ev: (p) => {
       let unknown = false;
       for (let i = 0; i < terms.length; i++) {
@@ -144,6 +180,7 @@ function doEqual(l: Node, r: Node, text: string): Node {
   return {
     kind: "bool",
     text,
+    depth: Math.max(l.depth, r.depth) + 1,
     ev: (p) => {
       const lv = l.ev(p);
       const rv = r.ev(p);
@@ -186,6 +223,7 @@ function ordered(l: Node, r: Node, op: Ordering, pos: number): Node {
   return {
     kind: "bool",
     text: `(${l.text} ${op} ${r.text})`,
+    depth: Math.max(l.depth, r.depth) + 1,
     ev: (p) => {
       const lv = l.ev(p);
       if (lv === null) return null;
@@ -226,6 +264,7 @@ function inList(left: Node, values: string[], negated: boolean, pos: number): No
   return {
     kind: "bool",
     text: `${left.text} ${negated ? "NOT IN" : "IN"} (${values.map(quote).join(", ")})`,
+    depth: left.depth + 1,
     ev: (p) => {
       const v = left.ev(p);
       if (typeof v !== "string") return null;
@@ -242,6 +281,7 @@ function stringTest(left: Node, op: StringTest, search: string, negated: boolean
   return {
     kind: "bool",
     text: `(${left.text} ${negated ? "NOT " : ""}${op} ${quote(search)})`,
+    depth: left.depth + 1,
     ev: (p) => {
       if (search.length === 0) return false;
       const v = left.ev(p);
@@ -264,15 +304,16 @@ function negate(n: Node): Node {
     // A negated literal is not a ConstantExpression in RocketMQ (so it escapes the constant
     // checks) but its value never changes: compute it once.
     const v = negateValue(n.constValue!());
-    return { kind: "value", text, ev: () => v };
+    return { kind: "value", text, ev: () => v, depth: 1 };
   }
-  return { kind: "value", text, ev: (p) => negateValue(n.ev(p)) };
+  return { kind: "value", text, ev: (p) => negateValue(n.ev(p)), depth: n.depth + 1 };
 }
 
 function property(name: string): Node {
   return {
     kind: "prop",
     text: name,
+    depth: 1,
     ev: (p) => (hasOwn.call(p, name) ? toJValue(p[name]) : null),
   };
 }
@@ -296,6 +337,7 @@ function floatLiteral(image: string, pos: number): Node {
 const NOW_NODE: Node = {
   kind: "const",
   text: "NOW",
+  depth: 1,
   ev: () => new JLong(BigInt(Date.now())),
   constValue: () => new JLong(BigInt(Date.now())),
 };
@@ -307,6 +349,8 @@ const COMPARISON_STARTERS = new Set<TokenKind>([">", ">=", "<", "<=", "CONTAINS"
 
 class Parser {
   private i = 0;
+  /** parentheses, NOT and signs open around the current position */
+  private level = 0;
   constructor(private readonly tokens: Token[]) {}
 
   private peek(k = 0): Token {
@@ -327,12 +371,20 @@ class Parser {
     return fail(`expected ${expected} but found ${found}`, t.pos);
   }
 
+  /** Counts one more parenthesis, NOT or sign around what is parsed next (the parser recurses on each). */
+  private enter(pos: number): void {
+    if (++this.level > MAX_SELECTOR_NESTING) tooNested(pos);
+  }
+
   selector(): Node {
     const start = this.peek().pos;
     const e = this.orExpression();
     const t = this.peek();
     if (t.kind !== "EOF") this.unexpected(t, "AND, OR or the end of the expression");
-    return asBoolean(e, start);
+    const root = asBoolean(e, start);
+    // a node is deeper than each of its operands, so bounding the root bounds every evaluation (the
+    // loops above stop a deep chain early, before it costs much to build)
+    return root.depth > MAX_SELECTOR_DEPTH ? tooDeep(start) : root;
   }
 
   private orExpression(): Node {
@@ -361,6 +413,7 @@ class Parser {
     let left = this.comparisonExpression();
     for (let n = 0; ; n++) {
       const t = this.peek();
+      if (left.depth > MAX_SELECTOR_DEPTH) tooDeep(t.pos);
       if (n === MAX_OPERATOR_CHAIN && (t.kind === "=" || t.kind === "<>" || t.kind === "IS")) chainTooLong(t);
       if (t.kind === "=") {
         this.next();
@@ -388,6 +441,7 @@ class Parser {
     let left = this.unaryExpr();
     for (let n = 0; ; n++) {
       const t = this.peek();
+      if (left.depth > MAX_SELECTOR_DEPTH) tooDeep(t.pos);
       if (!COMPARISON_STARTERS.has(t.kind)) return left;
       if (n === MAX_OPERATOR_CHAIN) chainTooLong(t);
       this.next();
@@ -438,19 +492,14 @@ class Parser {
 
   private unaryExpr(): Node {
     const t = this.peek();
-    if (t.kind === "+") {
-      this.next();
-      return this.unaryExpr();
-    }
-    if (t.kind === "-") {
-      this.next();
-      return negate(this.unaryExpr());
-    }
-    if (t.kind === "NOT") {
-      this.next();
-      return not(asBoolean(this.unaryExpr(), t.pos));
-    }
-    return this.primaryExpr();
+    if (t.kind !== "+" && t.kind !== "-" && t.kind !== "NOT") return this.primaryExpr();
+    this.next();
+    this.enter(t.pos);
+    const operand = this.unaryExpr();
+    this.level--;
+    if (t.kind === "+") return operand;
+    if (t.kind === "-") return negate(operand);
+    return not(asBoolean(operand, t.pos));
   }
 
   private primaryExpr(): Node {
@@ -473,8 +522,10 @@ class Parser {
       case "ID":
         return property(t.image);
       case "(": {
+        this.enter(t.pos);
         const e = this.orExpression();
         this.expect(")", "')'");
+        this.level--;
         return e;
       }
       default:

@@ -445,6 +445,55 @@ describe("SQL92 selectors: cost stays linear in the size of values and selectors
       );
   });
 
+  it("a selector nested too deeply to evaluate safely is refused; one that compiles evaluates right from a deep call stack", () => {
+    // evaluating each nested operator is one more call: a selector that compiled could overflow the
+    // stack on each message (the error swallowed as "no match") when evaluated below other frames
+    const deepCall = (d: number, f: () => boolean): boolean => (d === 0 ? f() : deepCall(d - 1, f));
+    let chains = "a";
+    for (let i = 0; i < 100; i++) chains = `(${chains}${" = a".repeat(250)})`;
+    const cases: [string, Props, boolean][] = [
+      [chains, { a: true }, true],
+      [`${"NOT ".repeat(9000)}(a = '1')`, { a: "1" }, true],
+      [`a = ${"-".repeat(9000)}1`, { a: "1" }, true],
+      [`${"(".repeat(3000)}a = '1'${")".repeat(3000)}`, { a: "1" }, true],
+      [`a = '1'${" OR (a = '2'".repeat(3000)}${")".repeat(3000)}`, { a: "1" }, true],
+    ];
+    for (const [expr, props, want] of cases) {
+      let f: ((p: Props) => boolean) | undefined;
+      try {
+        f = compileSql92(expr);
+      } catch (e) {
+        assert.ok(
+          isMQError(e, "SUBSCRIPTION_PARSE_FAILED") && /nested too deeply|more than 256 parentheses/.test((e as Error).message),
+          (e as Error).message,
+        );
+      }
+      if (f)
+        assert.equal(
+          deepCall(3000, () => f(props)),
+          want,
+          `${expr.slice(0, 40)}... evaluated 3000 calls deep`,
+        );
+    }
+    for (const expr of cases.map((c) => c[0])) assertParseError(expr);
+    // within the limits: compiles and evaluates from deep in the stack
+    let near = "a";
+    for (let i = 0; i < 4; i++) near = `(${near}${" = a".repeat(250)})`;
+    assert.equal(
+      deepCall(5000, () => compileSql92(near)({ a: true })),
+      true,
+    );
+    const f = compileSql92(`${"NOT ".repeat(254)}(a = '1')`);
+    assert.equal(
+      deepCall(5000, () => f({ a: "1" })),
+      true,
+    );
+    assert.equal(
+      deepCall(5000, () => compileSql92(`a = ${"-".repeat(256)}1`)({ a: "1" })),
+      true,
+    );
+  });
+
   it("a 30 000-digit property value compared with a float is decided quickly", () => {
     const f = compileSql92("a > 5.5");
     for (const [a, want] of [
