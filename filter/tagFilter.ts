@@ -25,6 +25,18 @@ export function tagsCodeOf(tags: string | null | undefined): number {
 }
 
 /**
+ * Refuses an expression with an unpaired surrogate: it reaches the broker as UTF-8, which replaces
+ * it with U+FFFD, and no message can carry it (producers refuse it), so it could match nothing.
+ */
+function checkWellFormed(topic: string, expr: string): void {
+  if ((expr as unknown as { isWellFormed(): boolean }).isWellFormed()) return;
+  throw new MQError(
+    "SUBSCRIPTION_PARSE_FAILED",
+    `The subscription ${JSON.stringify(expr)} of topic "${topic}" contains an unpaired surrogate (half of a character such as an emoji, often left by cutting a string), which no message can carry: fix the text.`,
+  );
+}
+
+/**
  * Builds the SubscriptionData a consumer announces in its heartbeats.
  *
  * - `"*"`, `""` (or only blanks) match everything: subString `*`, empty tagsSet.
@@ -32,7 +44,8 @@ export function tagsCodeOf(tags: string | null | undefined): number {
  *   blanks dropped; tags are case-sensitive.
  * - `{ sql92 }`: the selector is compiled once here so a bad one fails at subscribe time.
  *
- * @throws MQError SUBSCRIPTION_PARSE_FAILED on an expression that names no tag or a bad selector.
+ * @throws MQError SUBSCRIPTION_PARSE_FAILED on an expression that names no tag, a bad selector, or
+ *   text with an unpaired surrogate.
  */
 export function parseSubscription(topic: string, expr: SubscriptionExpression, subVersion: number = Date.now()): SubscriptionData {
   if (typeof expr === "object" && expr !== null && "sql92" in expr) {
@@ -48,6 +61,7 @@ export function parseSubscription(topic: string, expr: SubscriptionExpression, s
         `The SQL92 subscription of topic "${topic}" is empty: give a selector such as { sql92: "a > 5 AND b = 'x'" }, or subscribe with "*".`,
       );
     }
+    checkWellFormed(topic, sql);
     compileSql92(sql);
     return { topic, subString: sql, expressionType: "SQL92", tagsSet: [], codeSet: [], subVersion };
   }
@@ -58,6 +72,7 @@ export function parseSubscription(topic: string, expr: SubscriptionExpression, s
       `The subscription of topic "${topic}" must be a tag expression string ("*", "TagA || TagB") or { sql92: "..." }, got ${typeof expr}.`,
     );
   }
+  checkWellFormed(topic, expr);
   const trimmed = javaTrim(expr);
   if (trimmed.length === 0 || trimmed === SUB_ALL) {
     return { topic, subString: SUB_ALL, expressionType: "TAG", tagsSet: [], codeSet: [], subVersion };

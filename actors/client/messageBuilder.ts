@@ -50,14 +50,32 @@ export interface PreparedMessage {
   uniqKey: string;
 }
 
-/** The property separators (\u0001, \u0002) may not appear in names, values, tags or keys. */
+/** The property separators (\u0001, \u0002) may not appear in names, values, tags or keys, nor may unpaired surrogates. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the property separators are control characters
 const SEPARATOR_CHARS = /[\u0001\u0002]/;
 /** The largest delay level a message carries (Java int max; the broker clamps it to its highest level). */
 const MAX_DELAY_LEVEL_WRITTEN = 0x7fffffff;
 
+/**
+ * Whether `s` is well-formed UTF-16 (no unpaired surrogate), so UTF-8 carries it unchanged; encoding
+ * replaces an unpaired surrogate with U+FFFD. A native scan: no allocation.
+ */
+function isWellFormed(s: string): boolean {
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
+
+function unpairedSurrogate(what: string): MQError {
+  return new MQError(
+    "MESSAGE_ILLEGAL",
+    `The ${what} contains an unpaired surrogate (half of a character such as an emoji, often left by cutting a string), which UTF-8 cannot carry: it would arrive as U+FFFD. Fix the text before sending it.`,
+  );
+}
+
 function toBuffer(body: unknown): Buffer {
-  if (typeof body === "string") return Buffer.from(body, "utf8");
+  if (typeof body === "string") {
+    if (!isWellFormed(body)) throw unpairedSurrogate("message body (a string)");
+    return Buffer.from(body, "utf8");
+  }
   if (Buffer.isBuffer(body)) return body;
   if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   throw new MQError("MESSAGE_ILLEGAL", "The message body must be a Buffer, a Uint8Array or a string.");
@@ -121,6 +139,7 @@ function checkPropertyText(what: string, s: string): void {
       "MESSAGE_ILLEGAL",
       `The ${what} "${s.replace(SEPARATOR_CHARS, "?")}" contains the reserved characters \\u0001 or \\u0002: remove them.`,
     );
+  if (!isWellFormed(s)) throw unpairedSurrogate(`${what} ${JSON.stringify(s)}`);
 }
 
 /**

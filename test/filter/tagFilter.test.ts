@@ -56,6 +56,16 @@ describe("parseSubscription (FilterAPI.buildSubscriptionData)", () => {
     }
   });
 
+  it("an expression with an unpaired surrogate (which no message can carry) is refused, not left to match nothing", () => {
+    for (const bad of ["TagA || Tag\ud83d", "\ude00", { sql92: "a = 'x\ud800'" }])
+      assert.throws(
+        () => parseSubscription("T", bad),
+        (e: unknown) => isMQError(e, "SUBSCRIPTION_PARSE_FAILED") && /unpaired surrogate/.test((e as Error).message),
+        JSON.stringify(bad),
+      );
+    assert.deepEqual(parseSubscription("T", "\u{1F600} || A").tagsSet, ["\u{1F600}", "A"]);
+  });
+
   it("an SQL92 selector that is not a string is told so, not called empty", () => {
     for (const [bad, got] of [
       [123, "number"],

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { prepareBatch, prepareMessage } from "../../../actors/client/messageBuilder.ts";
+import { type Message, prepareBatch, prepareMessage } from "../../../actors/client/messageBuilder.ts";
 import { decodeProperties, forEachBatchMessage, MAX_MESSAGE_PROPERTIES_BYTES } from "../../../transport/messageRecord.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 
@@ -158,4 +158,32 @@ test("properties are refused by the client at the store's limit (32 767 bytes le
   const wide = sized(limit - 2);
   wide.properties.big = `${wide.properties.big.slice(1)}\u00e9`;
   assert.equal(Buffer.byteLength(prepareMessage(wide).properties), limit - 1);
+});
+
+test("text UTF-8 cannot carry (an unpaired surrogate) is MESSAGE_ILLEGAL, not turned into U+FFFD on the way", () => {
+  // a string cut in the middle of an emoji ends in half a surrogate pair: stored as UTF-8 it would
+  // come back as U+FFFD, a different tag, key or value (a tag subscription would never match it)
+  for (const fields of [
+    { tags: "Tag\ud83d" },
+    { keys: "k\ude00" },
+    { keys: ["ok", "\ud83d"] },
+    { properties: { "a\ud800": "v" } },
+    { properties: { a: "v\udfff" } },
+    { body: "x\ud800" },
+  ] as Partial<Message>[])
+    assert.throws(
+      () => prepareMessage({ topic: "T", body: "x", ...fields }),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && /unpaired surrogate/.test((e as Error).message),
+      JSON.stringify(fields),
+    );
+  // paired surrogates (an emoji) are text like any other, and come back as sent
+  const p = prepareMessage({
+    topic: "T",
+    body: "\u{1F600}",
+    tags: "\u{1F600}",
+    keys: "\u{1F600}",
+    properties: { "\u{1F600}": "\u{1F600}" },
+  });
+  const back = decodeProperties(Buffer.from(p.properties, "utf8").toString("utf8"));
+  assert.deepEqual([back.TAGS, back.KEYS, back["\u{1F600}"], p.body.toString("utf8")], Array(4).fill("\u{1F600}"));
 });
