@@ -53,8 +53,6 @@ export interface PreparedMessage {
 /** The property separators (\u0001, \u0002) may not appear in names, values, tags or keys, nor may unpaired surrogates. */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the property separators are control characters
 const SEPARATOR_CHARS = /[\u0001\u0002]/;
-/** The largest delay level a message carries (Java int max; the broker clamps it to its highest level). */
-const MAX_DELAY_LEVEL_WRITTEN = 0x7fffffff;
 
 /**
  * Whether `s` is well-formed UTF-16 (no unpaired surrogate), so UTF-8 carries it unchanged; encoding
@@ -176,11 +174,13 @@ function buildProperties(msg: Message, uniqKey: string): string {
     if (joined.length > 0) s += encodeProperty(MessageConst.KEYS, joined);
   }
   if (msg.delayLevel !== undefined && msg.delayLevel !== 0) {
-    if (!Number.isInteger(msg.delayLevel) || msg.delayLevel < 0)
-      throw new MQError("MESSAGE_ILLEGAL", `delayLevel must be an integer >= 0, not ${String(msg.delayLevel)}.`);
-    // any level above the broker's highest waits at the highest; written within Java's int (what
-    // the broker reads back), since String(1e21) is "1e+21", which reads back as level 1
-    s += encodeProperty(MessageConst.DELAY, String(Math.min(msg.delayLevel, MAX_DELAY_LEVEL_WRITTEN)));
+    // an int in RocketMQ; past 2^53 String() writes an exponent ("1e+21") the broker reads as level 1
+    if (!isInt32(msg.delayLevel) || msg.delayLevel < 0)
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        `delayLevel must be an integer from 0 to 2147483647 (1..18 with the default levels; a level past the broker's last waits as long as the last), not ${String(msg.delayLevel)}.`,
+      );
+    s += encodeProperty(MessageConst.DELAY, String(msg.delayLevel));
   }
   return s + WAIT_AND_UNIQ_KEY + uniqKey + PROPERTY_SEPARATOR;
 }

@@ -187,3 +187,14 @@ test("text UTF-8 cannot carry (an unpaired surrogate) is MESSAGE_ILLEGAL, not tu
   const back = decodeProperties(Buffer.from(p.properties, "utf8").toString("utf8"));
   assert.deepEqual([back.TAGS, back.KEYS, back["\u{1F600}"], p.body.toString("utf8")], Array(4).fill("\u{1F600}"));
 });
+
+test("delayLevel is a 32-bit int as in RocketMQ: a larger one is refused, not stored in exponent form and read back as level 1", () => {
+  for (const delayLevel of [2 ** 31, 1e21, 1e300, Number.MAX_VALUE])
+    assert.throws(
+      () => prepareMessage({ topic: "T", body: "x", delayLevel }),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && /delayLevel must be an integer from 0 to 2147483647/.test((e as Error).message),
+      String(delayLevel),
+    );
+  // a level past the broker's last is still taken: the broker uses its last level (RocketMQ's rule)
+  assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", delayLevel: 2 ** 31 - 1 }).properties).DELAY, "2147483647");
+});
