@@ -141,6 +141,20 @@ function checkPropertyText(what: string, s: string): void {
 }
 
 /**
+ * Refuses a (non-empty) tag that no tag subscription can name: one that is blank, starts or ends
+ * with a character Java's trim removes (up to U+0020), or contains "||". Subscriptions split on
+ * "||" and trim each tag, so such a message would reach only "*" and SQL92 subscribers. (RocketMQ
+ * 5's client refuses blank tags and any "|"; a single "|" is kept here, a subscription can name it.)
+ */
+function checkTagSelectable(tag: string): void {
+  if (tag.charCodeAt(0) > 0x20 && tag.charCodeAt(tag.length - 1) > 0x20 && !tag.includes("||")) return;
+  throw new MQError(
+    "MESSAGE_ILLEGAL",
+    `The tag ${JSON.stringify(tag)} is ${tag.includes("||") ? 'not one tag: it contains "||"' : "blank or padded with spaces or control characters"}, so no tag subscription could select it (subscriptions split on "||" and trim each tag): give the message a single tag without surrounding blanks, or put other labels in properties.`,
+  );
+}
+
+/**
  * The encoded properties of one message (encodeProperties' form, built directly: no object per
  * message); throws MQError MESSAGE_ILLEGAL on bad fields.
  */
@@ -162,6 +176,7 @@ function buildProperties(msg: Message, uniqKey: string): string {
   if (msg.tags !== undefined && msg.tags !== "") {
     if (typeof msg.tags !== "string") throw new MQError("MESSAGE_ILLEGAL", "tags must be a string.");
     checkPropertyText("tag", msg.tags);
+    checkTagSelectable(msg.tags);
     s += encodeProperty(MessageConst.TAGS, msg.tags);
   }
   if (msg.keys !== undefined) {

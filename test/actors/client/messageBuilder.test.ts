@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { type Message, prepareBatch, prepareMessage } from "../../../actors/client/messageBuilder.ts";
+import { parseSubscription } from "../../../filter/index.ts";
 import { decodeProperties, forEachBatchMessage, MAX_MESSAGE_PROPERTIES_BYTES } from "../../../transport/messageRecord.ts";
 import { isMQError } from "../../../transport/protocol.ts";
 
@@ -197,4 +198,21 @@ test("delayLevel is a 32-bit int as in RocketMQ: a larger one is refused, not st
     );
   // a level past the broker's last is still taken: the broker uses its last level (RocketMQ's rule)
   assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", delayLevel: 2 ** 31 - 1 }).properties).DELAY, "2147483647");
+});
+
+test("a tag no tag subscription could select is MESSAGE_ILLEGAL: blank, containing ||, or padded", () => {
+  // subscriptions split on || and trim each tag (as Java trims), so such a message would reach only
+  // "*" and SQL92 subscribers; RocketMQ 5's client refuses blank tags and tags with "|" too
+  for (const tags of [" ", "\t", "TagA||TagB", "TagA || TagB", " TagA", "TagA ", "TagA\n", "\u0000TagA"])
+    assert.throws(
+      () => prepareMessage({ topic: "T", body: "x", tags }),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && /no tag subscription could select it/.test((e as Error).message),
+      JSON.stringify(tags),
+    );
+  // what a subscription can name is taken: inner spaces, one "|", "*", non-ASCII, other Unicode spaces
+  for (const tags of ["Tag A", "A|B", "*", "\u00e9t\u00e9", "\u00a0TagA"]) {
+    const sent = decodeProperties(prepareMessage({ topic: "T", body: "x", tags }).properties).TAGS;
+    assert.equal(sent, tags);
+    assert.ok(parseSubscription("T", `Other || ${tags}`).tagsSet.includes(tags), JSON.stringify(tags));
+  }
 });
