@@ -164,6 +164,12 @@ function buildProperties(msg: Message, uniqKey: string): string {
     // an array would be stored as properties named "0", "1", ...
     if (typeof msg.properties !== "object" || msg.properties === null || Array.isArray(msg.properties))
       throw new MQError("MESSAGE_ILLEGAL", 'properties must be an object of string values, such as { region: "eu" }.');
+    // its entries are not own properties: every one would be left out without a word
+    if (msg.properties instanceof Map)
+      throw new MQError(
+        "MESSAGE_ILLEGAL",
+        'properties must be a plain object of string values, such as { region: "eu" }, not a Map: pass Object.fromEntries(map).',
+      );
     for (const [k, v] of Object.entries(msg.properties)) {
       if (typeof v !== "string") throw new MQError("MESSAGE_ILLEGAL", `Property "${k}" must be a string, not ${typeof v}.`);
       checkUserProperty(k, v);

@@ -216,3 +216,12 @@ test("a tag no tag subscription could select is MESSAGE_ILLEGAL: blank, containi
     assert.ok(parseSubscription("T", `Other || ${tags}`).tagsSet.includes(tags), JSON.stringify(tags));
   }
 });
+
+test("properties given as a Map are MESSAGE_ILLEGAL, not silently dropped (a Map has no own entries to read)", () => {
+  assert.throws(
+    () => prepareMessage({ topic: "T", body: "x", properties: new Map([["region", "eu"]]) as never }),
+    (e) => isMQError(e, "MESSAGE_ILLEGAL") && /Object\.fromEntries/.test((e as Error).message),
+  );
+  const nullProto = Object.assign(Object.create(null) as Record<string, string>, { region: "eu" });
+  assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", properties: nullProto }).properties).region, "eu");
+});
