@@ -16,6 +16,7 @@ import {
   MQError,
   mqKey,
   type QueryConsumerOffsetRequest,
+  shownValue,
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
@@ -324,7 +325,7 @@ function parseKey(k: string): MessageQueue | null {
   const b = k.lastIndexOf("@", a - 1);
   if (a < 0 || b < 0) return null;
   const queueId = Number(k.slice(a + 1));
-  if (!Number.isInteger(queueId)) return null;
+  if (!(Number.isInteger(queueId) && queueId >= 0)) return null;
   return { topic: k.slice(0, b), brokerName: k.slice(b + 1, a), queueId };
 }
 
@@ -371,13 +372,22 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
         );
       return;
     }
+    const skipped: string[] = [];
     for (const [k, v] of Object.entries(data.offsetTable)) {
       const mq = parseKey(k);
-      if (mq && typeof v === "number" && v >= 0) {
-        this.fileOffsets.set(k, v);
-        this.table.updateOffset(mq, v, false);
-      }
+      // a fractional offset would be pulled from, every pull refused (INVALID_PARAMETER) and retried:
+      // the queue would never be consumed again
+      if (mq && Number.isSafeInteger(v) && (v as number) >= 0) {
+        this.fileOffsets.set(k, v as number);
+        this.table.updateOffset(mq, v as number, false);
+      } else skipped.push(`${JSON.stringify(k)}: ${shownValue(v)}`);
     }
+    if (skipped.length > 0)
+      offsetLog().warn(
+        { file: main.data ? this.file : bak, skipped },
+        `The broadcasting offsets file ${main.data ? this.file : bak} has entries that are not "topic@broker@queueId": offset (an integer >= 0), skipped: ` +
+          `${skipped.join(", ")}. Those queues start where consumeFromWhere says; the next write drops the entries.`,
+      );
   }
 
   protected async readFromStore(mq: MessageQueue): Promise<number> {

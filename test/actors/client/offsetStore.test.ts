@@ -206,6 +206,30 @@ test("local file store: offsets files that exist but none of which can be read r
   }
 });
 
+test("local file store: an entry that is not a queue and an integer offset >= 0 is skipped with a warning naming it; the others load", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const file = localOffsetsPath(dir, "host@m", "g");
+  await mkdir(path.dirname(file), { recursive: true });
+  // 1.5 would be pulled from: every pull refused (INVALID_PARAMETER) and retried, the queue never consumed again
+  const table = { "T@broker-a@0": 1.5, "T@broker-a@1": 7, "T@broker-a@2": -1, "T@broker-a@3": "8", "T@broker-a@4": 2 ** 60, "no-queue": 3 };
+  await writeFile(file, JSON.stringify({ offsetTable: table }));
+  const lines = offsetWarnings(t);
+  const s = new LocalFileOffsetStore(file);
+  await s.load();
+  assert.equal(await s.readOffset(q0, "READ_FROM_STORE"), -1, "1.5 skipped: the queue starts where consumeFromWhere says");
+  assert.equal(await s.readOffset(q1, "READ_FROM_STORE"), 7);
+  for (const queueId of [2, 3, 4]) assert.equal(await s.readOffset({ ...q0, queueId }, "READ_FROM_STORE"), -1, `queue ${queueId}`);
+  assert.equal(lines.length, 1, "one warning for all of them");
+  assert.ok(lines[0]!.msg.includes(file), lines[0]!.msg);
+  for (const k of ["T@broker-a@0", "T@broker-a@2", "T@broker-a@3", "T@broker-a@4", "no-queue"]) assert.ok(lines[0]!.msg.includes(k), k);
+  assert.ok(!lines[0]!.msg.includes("T@broker-a@1"), "the good entry is not named");
+  // the next write keeps none of them
+  s.updateOffset(q1, 9, false);
+  await s.persistAll([q1]);
+  assert.deepEqual(JSON.parse(await readFile(file, "utf8")).offsetTable, { "T@broker-a@1": 9 });
+});
+
 test("local file store: kept under host@instanceName; the default instance name is replaced by pid#start time, once per process", () => {
   assert.equal(localOffsetsClientId("member-1", "h", 123, 7n), "h@member-1");
   assert.equal(localOffsetsClientId("member-1", "h", 456, 8n), "h@member-1", "a new process finds the same file");
