@@ -5,7 +5,7 @@
  * table is persisted: the group's broker (clustering) or a file of this client (broadcasting).
  */
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import path from "node:path";
 import {
@@ -421,15 +421,21 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
       const tmp = `${this.file}.${randomBytes(4).toString("hex")}.tmp`;
       const fh = await open(tmp, "w");
       try {
-        await fh.writeFile(JSON.stringify(data, null, 2));
-        await fh.sync();
-      } finally {
-        await fh.close();
+        try {
+          await fh.writeFile(JSON.stringify(data, null, 2));
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        // a damaged file (one load fell back from) must not replace the good .bak
+        const prev = await readOffsetsFile(this.file);
+        if (prev.data) await writeFile(`${this.file}.bak`, prev.text!).catch(() => {});
+        await rename(tmp, this.file);
+      } catch (e) {
+        // retried every persist interval: each failure would leave one more temp file
+        await unlink(tmp).catch(() => {});
+        throw e;
       }
-      // a damaged file (one load fell back from) must not replace the good .bak
-      const prev = await readOffsetsFile(this.file);
-      if (prev.data) await writeFile(`${this.file}.bak`, prev.text!).catch(() => {});
-      await rename(tmp, this.file);
     };
     this.writing = this.writing.then(run, run);
     return this.writing;

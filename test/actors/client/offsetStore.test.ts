@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import fsPromises, { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import fsPromises, { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { syncBuiltinESMExports } from "node:module";
 import path from "node:path";
 import { test } from "node:test";
@@ -228,6 +228,25 @@ test("local file store: an entry that is not a queue and an integer offset >= 0 
   s.updateOffset(q1, 9, false);
   await s.persistAll([q1]);
   assert.deepEqual(JSON.parse(await readFile(file, "utf8")).offsetTable, { "T@broker-a@1": 9 });
+});
+
+test("local file store: a write that fails after its temp file was made leaves no temp file behind", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = localOffsetsPath(dir, "host@m", "g");
+    // a directory where offsets.json should be: the temp file is written, the rename fails
+    await mkdir(file, { recursive: true });
+    const s = new LocalFileOffsetStore(file);
+    s.updateOffset(q0, 3, false);
+    for (let i = 0; i < 3; i++) await assert.rejects(s.persistAll([q0]));
+    assert.deepEqual(
+      (await readdir(path.dirname(file))).filter((f) => f.endsWith(".tmp")),
+      [],
+      "every persist interval would leave one more",
+    );
+  } finally {
+    await cleanup();
+  }
 });
 
 test("local file store: kept under host@instanceName; the default instance name is replaced by pid#start time, once per process", () => {
