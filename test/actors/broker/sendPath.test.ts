@@ -296,6 +296,14 @@ test("bad input gets its code and the broker keeps serving", async () => {
   await assert.rejects(ref.ask({ type: "SEND_MESSAGE", ...base, properties: 5 }, { body: Buffer.from("x") }), (e) =>
     isMQError(e, "MESSAGE_ILLEGAL"),
   );
+  // a DELAY that is not an int (another client's): refused, as RocketMQ's Integer.parseInt fails the
+  // put, rather than read as its leading digits ("5abc" as level 5) or its mantissa ("1e+21" as 1)
+  for (const delay of ["5abc", "1e+21", "", " 3", "2147483648", "1.5"])
+    await assert.rejects(
+      ref.ask({ type: "SEND_MESSAGE", ...base, properties: encodeProperties({ [MessageConst.DELAY]: delay }) }, { body: Buffer.from("x") }),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && /DELAY/.test((e as MQError).message),
+      `DELAY ${JSON.stringify(delay)}`,
+    );
   await assert.rejects(ref.ask({ type: "SEND_BATCH_MESSAGE", ...base }, { body: Buffer.from("garbage batch body") }), (e) =>
     isMQError(e, "MESSAGE_ILLEGAL"),
   );
