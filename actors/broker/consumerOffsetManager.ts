@@ -527,6 +527,11 @@ export function updateConsumerOffset(
   const topic = str(req.topic, "topic");
   const queueId = int(req.queueId, "queueId");
   const commitOffset = int(req.commitOffset, "commitOffset");
+  const release = req.release === true && typeof req.clientId === "string" && req.clientId.length > 0;
+  // as a pull's piggy-backed commit: a negative or unsafe offset stored would make every later pull
+  // of the group from it invalid (a release's -1: the member leaves no offset)
+  if (!Number.isSafeInteger(commitOffset) || (commitOffset < 0 && !(release && commitOffset === -1)))
+    throw new MQError("INVALID_PARAMETER", `UPDATE_CONSUMER_OFFSET needs a commitOffset from 0 to 2^53-1, got ${commitOffset}.`);
   if (!ctx.groups.findOrAutoCreate(group)) {
     throw new MQError(
       "SUBSCRIPTION_GROUP_NOT_EXIST",
@@ -538,8 +543,8 @@ export function updateConsumerOffset(
       "TOPIC_NOT_EXIST",
       `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it before committing offsets.`,
     );
-  if (req.release === true && typeof req.clientId === "string" && req.clientId.length > 0) {
-    offsets.release(group, topic, queueId, req.clientId, commitOffset);
+  if (release) {
+    offsets.release(group, topic, queueId, req.clientId as string, commitOffset);
     return {};
   }
   if (offsets.hasPendingReset(group, topic, queueId)) return {};

@@ -116,6 +116,17 @@ test("UPDATE_CONSUMER_OFFSET is kept in memory, written every interval and at cl
   await assert.rejects(f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 0 }), (e: unknown) =>
     isMQError(e, "INVALID_PARAMETER"),
   );
+  // an offset no queue has (another client's): stored, every pull from it would be refused
+  for (const commitOffset of [-5, 2 ** 53, -0.5])
+    await assert.rejects(
+      f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 3, commitOffset }),
+      (e: unknown) => isMQError(e, "INVALID_PARAMETER"),
+      `commitOffset ${commitOffset}`,
+    );
+  assert.equal(await query("G", 3), 11, "a refused commit leaves the offset");
+  // a member releasing a queue it has no offset for says -1
+  await f.ask("UPDATE_CONSUMER_OFFSET", { consumerGroup: "G", topic: "T", queueId: 3, commitOffset: -1, clientId: "c1", release: true });
+  assert.equal(await query("G", 3), 11);
 });
 
 test("commits acknowledged while the broker closes (after the offsets actor's close-time persist) survive a restart", async () => {
