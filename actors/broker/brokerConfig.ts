@@ -88,7 +88,7 @@ export interface BrokerOptions {
   brokerPermission?: number;
   /** ms between registrations with every name server, an integer > 0 (RocketMQ's registerNameServerPeriod). @default 30000 */
   registerIntervalMs?: number;
-  /** ms the name servers keep this broker without a registration, an integer from 1 to 2^31 - 1. @default 120000 */
+  /** ms the name servers keep this broker without a registration, an integer from 1 to 2^31 - 1, more than registerIntervalMs. @default 120000 */
   heartbeatTimeoutMs?: number;
   /** puts the store actor takes at once before answering SYSTEM_BUSY, an integer >= 1. @default 4096 */
   storeMaxInFlight?: number;
@@ -229,6 +229,12 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `heartbeatTimeoutMs must be an integer number of ms from 1 to ${MAX_TIMER_MS} (default ${DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS}), not ${String(cfg.heartbeatTimeoutMs)}.`,
+    );
+  // the name servers would drop the broker between two of its registrations (RocketMQ: 30 s and 120 s)
+  if (cfg.heartbeatTimeoutMs <= cfg.registerIntervalMs)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `heartbeatTimeoutMs ${cfg.heartbeatTimeoutMs} is not more than registerIntervalMs ${cfg.registerIntervalMs}: name servers would drop the broker from the routes between its registrations. Keep it several registrations long (defaults ${DEFAULT_BROKER_HEARTBEAT_TIMEOUT_MS} and ${DEFAULT_REGISTER_INTERVAL_MS}).`,
     );
   // 0 or less answers every send SYSTEM_BUSY; NaN makes the store actor's in-flight count NaN, so
   // puts are never answered and close waits for them

@@ -47,6 +47,9 @@ test("brokerConfig: registerIntervalMs and heartbeatTimeoutMs must be positive i
   for (const v of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, 1.5, 2 ** 31, 1e300, "120000"])
     refused({ heartbeatTimeoutMs: v as never }, /heartbeatTimeoutMs must be/);
   for (const v of [-1, 16, 2.5, Number.NaN, "6"]) refused({ brokerPermission: v as never }, /brokerPermission must be/);
+  // name servers would drop the broker between two of its registrations: it would flap in and out of the routes
+  refused({ heartbeatTimeoutMs: 1500 }, /heartbeatTimeoutMs 1500 .* registerIntervalMs 30000/);
+  refused({ registerIntervalMs: 2000, heartbeatTimeoutMs: 2000 }, /heartbeatTimeoutMs 2000 .* registerIntervalMs 2000/);
   const c = resolveBrokerConfig({ ...base, registerIntervalMs: 300, heartbeatTimeoutMs: 1500, brokerPermission: 4 });
   assert.deepEqual([c.registerIntervalMs, c.heartbeatTimeoutMs, c.brokerPermission], [300, 1500, 4]);
   for (const p of [0, 2, 6]) assert.equal(resolveBrokerConfig({ ...base, brokerPermission: p }).brokerPermission, p);
