@@ -346,23 +346,37 @@ export class IndexService {
   /** Commit-log offsets of entries with this key hash and store time in [begin, end] (to the second), newest first. */
   lookup(hash: number, begin: number, end: number, max: number): number[] {
     const out: number[] = [];
+    this.visit(hash, begin, end, max, (phy) => out.push(phy) < max);
+    return out;
+  }
+
+  /**
+   * Hands the commit-log offset of each entry with this key hash and store time in [begin, end]
+   * (to the second) to `each`, newest first, until it returns false or `maxEntries` were handed
+   * over. Entries of other keys with the same hash come too: the caller checks each record, and
+   * keeps walking past those (a key whose hash another busy key shares is still found).
+   */
+  visit(hash: number, begin: number, end: number, maxEntries: number, each: (phy: number) => boolean): void {
     const keyHash = keyHashOf(hash);
     const slot = keyHash % this.slots.length;
-    for (let k = this.files.length - 1; k >= 0 && out.length < max; k--) {
+    let left = maxEntries;
+    for (let k = this.files.length - 1; k >= 0 && left > 0; k--) {
       const f = this.files[k]!;
       // times are kept to the second: a file or entry within a second of the range may hold a match
       if (f.count <= 1 || f.endTs + 1000 < begin || f.beginTs > end) continue;
       let i = this.slotOf(f, slot);
-      while (i > 0 && i < f.count && out.length < max) {
+      while (i > 0 && i < f.count && left > 0) {
         const { buf, at } = this.entry(f, i);
         const t = f.beginTs + buf.readInt32BE(at + 12) * 1000;
-        if (buf.readInt32BE(at) === keyHash && t + 1000 > begin && t <= end) out.push(readLong(buf, at + 4));
         const prev = buf.readInt32BE(at + 16);
+        if (buf.readInt32BE(at) === keyHash && t + 1000 > begin && t <= end) {
+          left--;
+          if (!each(readLong(buf, at + 4))) return;
+        }
         if (prev >= i) break; // chains only go back: a damaged link ends the walk
         i = prev;
       }
     }
-    return out;
   }
 
   /** Deletes index files whose entries all point below `minPhy` (never the one written). */

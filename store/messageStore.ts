@@ -148,6 +148,11 @@ const MAX_REMEMBERED_DAMAGE = 4096;
 /** filter scan cap of one getMessage, in consume-queue bytes */
 const MAX_FILTER_SCAN_BYTES = 16_000;
 const MAX_PULL_BYTES = 128 * 1024 * 1024;
+/**
+ * Index entries one key lookup reads at most (each costs a record read): keys sharing the key's
+ * hash are passed over up to this many entries, rather than ending the lookup at the first 64.
+ */
+const MAX_LOOKUP_ENTRIES = 4096;
 
 /** Options of {@link MessageStore.open}. */
 export interface MessageStoreOptions {
@@ -1660,32 +1665,36 @@ export class MessageStore {
   queryMessageByKey(topic: string, key: string, maxNum: number, beginTs = 0, endTs = Number.MAX_SAFE_INTEGER): Buffer[] {
     this.checkOpen();
     const out: Buffer[] = [];
+    if (maxNum <= 0) return out;
     // a record whose KEYS repeat the key has one index entry per repeat: it is served once
     const seen = new Set<number>();
-    for (const phy of this.index.lookup(javaHashCode(`${topic}#${key}`), beginTs, endTs, Math.max(maxNum * 4, 64))) {
-      if (out.length >= maxNum) break;
-      if (seen.has(phy)) continue;
+    // entries of keys sharing the key's hash are read and passed over, up to MAX_LOOKUP_ENTRIES
+    this.index.visit(javaHashCode(`${topic}#${key}`), beginTs, endTs, MAX_LOOKUP_ENTRIES, (phy) => {
+      if (seen.has(phy)) return true;
       seen.add(phy);
       const rec = this.readRecord(phy);
-      if (!rec || recordTopic(rec) !== topic || this.deleted.isOld(topic, phy)) continue;
+      if (!rec || recordTopic(rec) !== topic || this.deleted.isOld(topic, phy)) return true;
       // the index keeps times to the second; the record has them to the millisecond
       const storeTs = readLong(rec, RecordOffset.STORE_TIMESTAMP);
-      if (storeTs < beginTs || storeTs > endTs) continue;
+      if (storeTs < beginTs || storeTs > endTs) return true;
       const keys = recordProperties(rec)[MessageConst.KEYS];
       if (keys?.split(" ").includes(key)) out.push(rec);
-    }
+      return out.length < maxNum;
+    });
     return out;
   }
 
   /** The stored record of `topic` with this UNIQ_KEY, or null. */
   queryMessageByUniqKey(topic: string, uniqKey: string): Buffer | null {
     this.checkOpen();
-    for (const phy of this.index.lookup(javaHashCode(`${topic}#${uniqKey}`), 0, Number.MAX_SAFE_INTEGER, 64)) {
+    let found: Buffer | null = null;
+    this.index.visit(javaHashCode(`${topic}#${uniqKey}`), 0, Number.MAX_SAFE_INTEGER, MAX_LOOKUP_ENTRIES, (phy) => {
       const rec = this.readRecord(phy);
       if (rec && recordTopic(rec) === topic && !this.deleted.isOld(topic, phy) && recordProperties(rec)[MessageConst.UNIQ_KEY] === uniqKey)
-        return rec;
-    }
-    return null;
+        found = rec;
+      return found === null;
+    });
+    return found;
   }
 
   // -------------------------------------------------------------------------------------------
