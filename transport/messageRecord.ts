@@ -6,6 +6,7 @@
  */
 
 import { randomBytes } from "node:crypto";
+import { networkInterfaces } from "node:os";
 import { crc32, inflateSync } from "node:zlib";
 import { bytesEqual, int32BE, int64BE, putInt32BE, putInt64BE, putUint16BE, uint16BE, uint32BE } from "./bigEndian.ts";
 import { MessageConst, MQError, TOPIC_MAX_LENGTH } from "./protocol.ts";
@@ -617,11 +618,47 @@ export function parseOffsetMsgId(id: string): { storeHost: string; commitLogOffs
   return { storeHost: readHost(b, 0), commitLogOffset: Number(b.readBigInt64BE(8)) };
 }
 
-const UNIQ_PREFIX = randomBytes(6).toString("hex").toUpperCase() + (process.pid & 0xffff).toString(16).toUpperCase().padStart(4, "0");
-/** The id's 32 characters: the prefix once, the time hex once per millisecond, the counter per id. */
-const uniqText = Buffer.from(`${UNIQ_PREFIX}${"0".repeat(16)}`, "latin1");
+/**
+ * The first non-internal IPv4 address of this host (RocketMQ's getLocalAddress picks one the same
+ * way), else 127.0.0.1: the producer's bornHost and the first bytes of its message ids.
+ */
+export function localIPv4(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    const a = list?.find((x) => x.family === "IPv4" && !x.internal);
+    if (a) return a.address;
+  }
+  return "127.0.0.1";
+}
+
+/**
+ * UNIQ_KEY text, RocketMQ's layout (MessageClientIDSetter): 16 bytes as 32 upper-case hex chars =
+ * IPv4 (4) | pid (2) | a per-process random int, RocketMQ's class-loader hash (4) | ms since the
+ * start of the month, local time (4) | counter (2). The first 20 chars are written once, the time
+ * when it changes, the counter per id. Null until the first id.
+ */
+let uniqText: Buffer | null = null;
 let uniqCounter = 0;
+/** the time the id's time field holds: never goes back, and moves on when a millisecond's 65 536 counter values are used */
 let uniqTime = -1;
+/** ids made at `uniqTime` */
+let uniqTimeIds = 0;
+let monthStart = 0;
+let nextMonthStart = 0;
+
+function uniqPrefix(): Buffer {
+  const b = Buffer.allocUnsafe(10);
+  const ip = localIPv4().split(".");
+  for (let i = 0; i < 4; i++) b[i] = Number(ip[i]) & 0xff;
+  b.writeUInt16BE(process.pid & 0xffff, 4);
+  randomBytes(4).copy(b, 6);
+  return Buffer.from(`${b.toString("hex").toUpperCase()}${"0".repeat(12)}`, "latin1");
+}
+
+function setMonth(now: number): void {
+  const d = new Date(now);
+  monthStart = new Date(d.getFullYear(), d.getMonth(), 1).getTime();
+  nextMonthStart = new Date(d.getFullYear(), d.getMonth() + 1, 1).getTime();
+}
 
 /** Writes `v` (uint32) as 8 upper-case hex digits at `pos`. */
 function writeHex32(buf: Buffer, pos: number, v: number): void {
@@ -631,16 +668,49 @@ function writeHex32(buf: Buffer, pos: number, v: number): void {
   }
 }
 
-/** A message's UNIQ_KEY: 32 upper-case hex chars = process prefix (16) + time (8) + counter (8). */
-export function createUniqId(): string {
-  const now = Date.now();
-  if (now !== uniqTime) {
-    uniqTime = now;
-    writeHex32(uniqText, 16, now >>> 0);
+/** Writes `v` (uint16) as 4 upper-case hex digits at `pos`. */
+function writeHex16(buf: Buffer, pos: number, v: number): void {
+  for (let i = pos + 3; i >= pos; i--) {
+    buf[i] = HEX_CODES[v & 15]!;
+    v >>>= 4;
   }
-  uniqCounter = (uniqCounter + 1) >>> 0;
-  writeHex32(uniqText, 24, uniqCounter);
-  return uniqText.toString("latin1", 0, 32);
+}
+
+/**
+ * A message's UNIQ_KEY in RocketMQ's layout (see {@link uniqText}), decodable with
+ * {@link uniqIdInfo} as RocketMQ's getIPStrFromID / getNearlyTimeFromID decode it. Unique within
+ * the process: the time field never goes back (a clock stepped back keeps the last time) and moves
+ * on by a millisecond once one has had 65 536 ids.
+ */
+export function createUniqId(): string {
+  const text = (uniqText ??= uniqPrefix());
+  const now = Date.now();
+  if (now > uniqTime || uniqTimeIds === 0x10000) {
+    uniqTime = now > uniqTime ? now : uniqTime + 1;
+    uniqTimeIds = 0;
+    if (uniqTime >= nextMonthStart) setMonth(uniqTime);
+    writeHex32(text, 20, (uniqTime - monthStart) >>> 0);
+  }
+  uniqTimeIds++;
+  uniqCounter = (uniqCounter + 1) & 0xffff;
+  writeHex16(text, 28, uniqCounter);
+  return text.toString("latin1", 0, 32);
+}
+
+/**
+ * What a UNIQ_KEY in RocketMQ's layout says (RocketMQ's getIPStrFromID, getPidFromID and
+ * getNearlyTimeFromID): the producer's IPv4 address, its pid (low 16 bits) and when the id was
+ * made, to the ms, taken as within the month before `now`. Null when `id` is not 32 hex chars.
+ */
+export function uniqIdInfo(id: string, now = Date.now()): { ip: string; pid: number; time: number } | null {
+  if (!/^[0-9A-Fa-f]{32}$/.test(id)) return null;
+  const b = Buffer.from(id, "hex");
+  const span = b.readUInt32BE(10);
+  const d = new Date(now);
+  let start = new Date(d.getFullYear(), d.getMonth(), 1).getTime();
+  // (RocketMQ goes back a month already at start + span === now, which misdates an id made this very ms)
+  if (start + span > now) start = new Date(d.getFullYear(), d.getMonth() - 1, 1).getTime();
+  return { ip: `${b[0]}.${b[1]}.${b[2]}.${b[3]}`, pid: b.readUInt16BE(4), time: start + span };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,22 +4,12 @@
  * names itself: its first non-internal IPv4 address (RocketMQ's RemotingUtil.getLocalAddress picks
  * one the same way), else 127.0.0.1; port 0, as it does not listen.
  */
-import { networkInterfaces } from "node:os";
+import { localIPv4 } from "../../transport/messageRecord.ts";
 
 let cached: string | undefined;
 
 /** `ip:0` of this host (computed once per process). */
 export function bornHostOfThisProcess(): string {
-  if (cached === undefined) {
-    let ip = "127.0.0.1";
-    for (const list of Object.values(networkInterfaces())) {
-      const a = list?.find((x) => x.family === "IPv4" && !x.internal);
-      if (a) {
-        ip = a.address;
-        break;
-      }
-    }
-    cached = `${ip}:0`;
-  }
+  cached ??= `${localIPv4()}:0`;
   return cached;
 }
