@@ -44,6 +44,8 @@ export const RECONNECT_INTERVAL_MAX_MS = 1000;
 export const MAX_ROUTER_LINKS = 65_536;
 /** A ROUTER silent this long before a close has sent the replies of the work done before it (see flushReplies). */
 const REPLY_QUIET_MS = 20;
+/** How often {@link ZmqNode.drainPeers} looks whether the DEALERs' queues are empty. */
+const DRAIN_POLL_MS = 2;
 
 /**
  * A link whose queued frames reach this many bytes is sent at once instead of at the end of the
@@ -1450,6 +1452,34 @@ export class ZmqNode {
         return;
       }
     }
+  }
+
+  /**
+   * Before a {@link close} that must not drop the one-way sends it queued (a producer's
+   * `sendOneway` resolves once its frame is queued): waits, at most `timeoutMs`, until every DEALER
+   * that is not known unreachable has handed its queue to its socket (a connection still being
+   * made included) or dropped the frames past their deadline, then gives the sockets that sent something meanwhile a linger of
+   * what is left of `timeoutMs`, as a DEALER closed with linger 0 drops what it took but has not
+   * written yet.
+   */
+  async drainPeers(timeoutMs: number): Promise<void> {
+    const until = monotonicNow() + timeoutMs;
+    const sending = new Set<PeerLink>();
+    for (;;) {
+      let busy = false;
+      // a link whose connection is lost or refused holds its frames until the peer is back: not waited for
+      for (const link of this.peers.values())
+        if ((link.queued > 0 || link.flushing) && !link.unreachable) {
+          busy = true;
+          sending.add(link);
+        }
+      const left = until - monotonicNow();
+      if (!busy || left <= 0 || this.closed) break;
+      await new Promise<void>((resolve) => setTimeout(resolve, Math.min(DRAIN_POLL_MS, left)));
+    }
+    const linger = Math.max(0, Math.ceil(until - monotonicNow()));
+    if (this.closed || linger === 0) return;
+    for (const link of sending) if (!link.socket.closed) link.socket.linger = linger;
   }
 
   /** Closes every socket (linger 0 unless {@link flushReplies} set one), fails pending asks with CLOSED, stops timers. */

@@ -170,6 +170,8 @@ export class ClientInstance {
   private closing: Promise<void> | null = null;
   /** its key in the registry of started instances */
   private registryKey = "";
+  /** how long the last release lets queued one-way sends reach their sockets (see {@link release}) */
+  private drainOnCloseMs = 0;
 
   private constructor(
     readonly node: ActorNode,
@@ -247,8 +249,13 @@ export class ClientInstance {
     return p;
   }
 
-  /** Gives back one acquire; the last release closes the node and timers. */
-  async release(): Promise<void> {
+  /**
+   * Gives back one acquire; the last release closes the node and timers. `drainMs`: the releasing
+   * client queued one-way sends it reported as handed over; the last release lets the node hand
+   * what it still queues to its sockets, for at most the longest `drainMs` any release gave.
+   */
+  async release(drainMs = 0): Promise<void> {
+    if (drainMs > this.drainOnCloseMs) this.drainOnCloseMs = drainMs;
     if (--this.refs > 0) return;
     registry.delete(this.registryKey);
     if (!this.closing) this.closing = this.doClose();
@@ -282,6 +289,7 @@ export class ClientInstance {
     this.missingRouteTimer = null;
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     this.routeTimer = this.heartbeatTimer = null;
+    if (this.drainOnCloseMs > 0) await this.node.drainPeers(this.drainOnCloseMs);
     await this.node.close();
   }
 

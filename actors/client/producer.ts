@@ -146,6 +146,8 @@ export class Producer {
   private readonly compressOver: number;
   /** set by the first close(); later calls return it, so none resolves before the sockets are released */
   private closing: Promise<void> | null = null;
+  /** a one-way send was queued: close lets the transport hand it over before the sockets close */
+  private sentOneway = false;
   private readonly bornHost = bornHostOfThisProcess();
   private readonly removeHeartbeat: () => void;
 
@@ -249,7 +251,9 @@ export class Producer {
   close(): Promise<void> {
     if (!this.closing) {
       this.removeHeartbeat();
-      this.closing = this.instance.release();
+      // a resolved sendOneway is only queued (its connection may still be being made): closing the
+      // sockets at once would drop it. Its budget, as a send's, is sendTimeoutMs
+      this.closing = this.instance.release(this.sentOneway ? this.sendTimeoutMs : 0);
     }
     return this.closing;
   }
@@ -318,6 +322,7 @@ export class Producer {
         const ref = this.instance.brokerRef(mq.brokerName, BrokerActor.BROKER);
         if (oneway) {
           ref.send({ type: out.type, ...fields }, { body: out.body });
+          this.sentOneway = true;
           return undefined;
         }
         // a broker whose connection is refused or lost (its process gone) fails the attempt at once, as

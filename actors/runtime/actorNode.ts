@@ -144,6 +144,11 @@ export class ActorNode implements RefHost {
     return h && h.status === "running" ? h.actor : undefined;
   }
 
+  /** Waits until what this node queued to its peers is handed to their sockets, at most `timeoutMs` (see {@link ZmqNode.drainPeers}). */
+  drainPeers(timeoutMs: number): Promise<void> {
+    return this.transport.drainPeers(timeoutMs);
+  }
+
   /** True while this node's connection to `address` is lost and not yet made again (see {@link ZmqNode.peerUnreachable}). */
   peerUnreachable(address: string): boolean {
     return this.transport.peerUnreachable(address);
