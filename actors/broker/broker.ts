@@ -152,6 +152,10 @@ export class Broker {
     // in place before the first request: taken under load it would itself cost a mark-compact
     const heapReserve = holdHeapReserve(config.heapReserveMb);
     try {
+      // an address libzmq cannot connect to ("foo", http://...) fails the start, as it fails a
+      // client's, instead of every registration or replication attempt of a broker that runs on
+      for (const a of [...config.nameservers, ...(config.masterAddress === undefined ? [] : [config.masterAddress])])
+        node.transport.peer(a);
       const brokerAddr = node.address!;
       const storeHost = await storeHostOf(brokerAddr, config.advertise ? "advertise" : "listen");
       store = await MessageStore.open({
