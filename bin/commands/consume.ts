@@ -7,7 +7,7 @@ import { Admin } from "../../actors/client/index.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import { MQError } from "../../transport/protocol.ts";
+import { checkTopic, MQError } from "../../transport/protocol.ts";
 import { clientCommand, clientOptions, intArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
 
 interface ConsumeFlags {
@@ -108,6 +108,8 @@ export function addConsumeCommand(program: Command): void {
     runClient(async (onExit) => {
       if (f.tag && f.sql) throw new MQError("ILLEGAL_ARGUMENT", "Give either --tag or --sql, not both.");
       if (f.count === 0) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
+      // as the consumer would refuse it, before a route lookup that says it does not exist yet
+      checkTopic(f.topic, "subscribe");
       // a consumer starts without a reachable name server (RocketMQ's clients keep retrying): ask for
       // the route first so a wrong --namesrv is one error line, not a silent wait
       const admin = await Admin.start(clientOptions(f));

@@ -58,3 +58,17 @@ test("a broker given a name server or master address it cannot connect to is ref
     await cleanup();
   }
 });
+
+test("consume of a topic name that is not valid is one error line, not a 'waiting for its first message' note first", async () => {
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  try {
+    const r = await runFor(["consume", "--namesrv", ns.address, "--topic", "bad topic!", "--count", "1"], 20_000);
+    assert.equal(r.code, 1, r.err);
+    assert.equal(
+      r.err,
+      `actormq: error MESSAGE_ILLEGAL: subscribe: the topic "bad topic!" has illegal characters; use only letters, digits, '%', '|', '_' and '-'.\n`,
+    );
+  } finally {
+    await ns.close();
+  }
+});
