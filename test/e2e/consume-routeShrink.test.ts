@@ -34,6 +34,8 @@ test("a consumer whose route loses a broker for a while commits that broker's qu
       storeDir: path.join(dir, brokerName),
       flush: "async",
       registerIntervalMs,
+      // above the registration interval, as a broker requires
+      heartbeatTimeoutMs: Math.max(120_000, 2 * registerIntervalMs),
       logLevel: "silent",
     });
   const a = await start("broker-a", 200);
