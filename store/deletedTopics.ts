@@ -43,9 +43,22 @@ export class DeletedTopics {
         );
       return d;
     }
-    const table = stored && typeof stored === "object" ? stored.deletedTopics : undefined;
-    if (table && typeof table === "object")
-      for (const [topic, at] of Object.entries(table)) if (Number.isSafeInteger(at) && at >= 0) d.below.set(topic, at);
+    // a table or an offset that cannot be used is refused too: skipped, the topic's old records
+    // would be served again by the next consume-queue rebuild, and the next write would drop it
+    const table = stored && typeof stored === "object" && !Array.isArray(stored) ? stored.deletedTopics : undefined;
+    if (!table || typeof table !== "object" || Array.isArray(table))
+      throw new MQError(
+        "MALFORMED",
+        `${d.file} has no "deletedTopics" object ({"deletedTopics": {"<topic>": <commit-log offset>}}): restore it (or its .bak), or remove both to open the store with the deleted topics' old messages served again.`,
+      );
+    for (const [topic, at] of Object.entries(table)) {
+      if (!Number.isSafeInteger(at) || (at as number) < 0)
+        throw new MQError(
+          "MALFORMED",
+          `${d.file}: the deletion offset of topic ${JSON.stringify(topic)} is ${JSON.stringify(at)}, not an integer >= 0 (the commit-log offset the topic was deleted at): restore the file (or its .bak), or remove the entry to serve that topic's old messages again.`,
+        );
+      d.below.set(topic, at as number);
+    }
     d.noteHighest();
     return d;
   }

@@ -465,3 +465,49 @@ for (const unclean of [false, true])
     assert.deepEqual(slave.deletedTopics(), { T: at, V: end });
     assert.deepEqual(readAll(slave, "V"), numbered("v", 2));
   });
+
+test("deletedTopics.json without its deletedTopics object, or with an offset that is not an integer >= 0, refuses the open: the deleted topic's old messages are not served again", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  await put(s, "T", bodies("old", 3));
+  await s.deleteTopics(["T"]);
+  await s.close();
+  const file = path.join(dir, "deletedTopics.json");
+  const good = fs.readFileSync(file, "utf8");
+  const at = (JSON.parse(good) as { deletedTopics: { T: number } }).deletedTopics.T;
+  // without a checkpoint the consume queues are rebuilt from the log, where the old records still are
+  for (const f of ["checkpoint", "checkpoint.bak"]) fs.rmSync(path.join(dir, f), { force: true });
+  const damaged = [
+    "[]",
+    "{}",
+    "42",
+    '"NaN"',
+    JSON.stringify({ deletedTopics: [] }),
+    JSON.stringify({ deletedTopics: { T: String(at) } }),
+    JSON.stringify({ deletedTopics: { T: -1 } }),
+    JSON.stringify({ deletedTopics: { T: 1.5 } }),
+    JSON.stringify({ deletedTopics: { T: 1e300 } }),
+    JSON.stringify({ deletedTopics: { T: null } }),
+  ];
+  for (const text of damaged) {
+    fs.writeFileSync(file, text);
+    fs.rmSync(`${file}.bak`, { force: true });
+    const opened = MessageStore.open(opts(dir)).then(async (o) => {
+      const served = o.getMaxOffset("T", 0);
+      await o.close();
+      return served;
+    });
+    await assert.rejects(
+      opened,
+      (e: unknown) => e instanceof MQError && e.code === "MALFORMED" && e.message.includes(file) && /deletedTopics/.test(e.message),
+      `${text}: refused, not opened with T's ${3} old messages served again`,
+    );
+    assert.equal(fs.readFileSync(file, "utf8"), text, `${text}: left as it is`);
+  }
+  fs.writeFileSync(file, good);
+  s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.equal(s.recovery.rebuilt, "no checkpoint");
+  assert.equal(s.getMaxOffset("T", 0), 0, "restored, the deletion holds");
+});
