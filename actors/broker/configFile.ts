@@ -5,6 +5,7 @@
  * `.bak` with a warning, or refuses the start when there is none (RocketMQ's ConfigManager.load
  * fails the broker's start then): an empty table would be written over the user's topics.
  */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { JsonFile, type JsonFileDamage } from "../../store/index.ts";
 import { MQError } from "../../transport/protocol.ts";
@@ -61,6 +62,21 @@ export function tableOf(file: string, stored: unknown, field: string): Record<st
       `${file} has no "${field}" object ({"${field}": {...}}): fix the file, or remove it to start without its entries.`,
     );
   return table as Record<string, unknown>;
+}
+
+/**
+ * The `field` table of `file`'s `.bak`, or undefined when it cannot be read or has none: where an
+ * entry of the file is not valid, the backup's entry is the state it last had.
+ */
+export function backupTableOf(file: string, field: string): Record<string, unknown> | undefined {
+  let stored: unknown;
+  try {
+    stored = JSON.parse(readFileSync(`${file}.bak`, "utf8"));
+  } catch {
+    return undefined;
+  }
+  const table = stored && typeof stored === "object" && !Array.isArray(stored) ? (stored as Record<string, unknown>)[field] : undefined;
+  return table && typeof table === "object" && !Array.isArray(table) ? (table as Record<string, unknown>) : undefined;
 }
 
 /** An entry of a broker JSON file that was skipped on load, and why. */

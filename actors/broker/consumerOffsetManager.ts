@@ -24,7 +24,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
+import { backupTableOf, CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
 import { consumerTableOf, isBroadcastingGroup } from "./consumerManager.ts";
 import { checkInDiskByCommitOffset, haTuningOf } from "./haTuning.ts";
 import { RateCounter } from "./rateCounter.ts";
@@ -95,7 +95,7 @@ export interface ConsumerOffsetFile {
 function forEachStoredOffset(
   table: unknown,
   fn: (key: string, queueId: number, offset: number) => void,
-  skip?: (s: SkippedEntry) => void,
+  skip?: (s: SkippedEntry & { key?: string; queueId?: number }) => void,
 ): void {
   if (!table || typeof table !== "object") return;
   for (const [key, queues] of Object.entries(table)) {
@@ -104,7 +104,7 @@ function forEachStoredOffset(
       continue;
     }
     if (!queues || typeof queues !== "object" || Array.isArray(queues)) {
-      skip?.({ entry: `offsets of "${key}"`, error: `They must be an object of queue id -> offset, not ${shownValue(queues)}.` });
+      skip?.({ entry: `offsets of "${key}"`, error: `They must be an object of queue id -> offset, not ${shownValue(queues)}.`, key });
       continue;
     }
     for (const [qid, off] of Object.entries(queues as Record<string, unknown>)) {
@@ -113,7 +113,12 @@ function forEachStoredOffset(
       if (!(Number.isInteger(q) && q >= 0))
         skip?.({ entry: `offset of "${key}" queue ${qid}`, error: "The queue id must be an integer >= 0." });
       else if (!(Number.isSafeInteger(off) && (off as number) >= 0))
-        skip?.({ entry: `offset of "${key}" queue ${qid}`, error: `The offset must be an integer >= 0, not ${shownValue(off)}.` });
+        skip?.({
+          entry: `offset of "${key}" queue ${qid}`,
+          error: `The offset must be an integer >= 0, not ${shownValue(off)}.`,
+          key,
+          queueId: q,
+        });
       else fn(key, q, off as number);
     }
   }
@@ -144,17 +149,43 @@ export class ConsumerOffsetManager {
    */
   static load(file: string, logger?: ConfigLogger): ConsumerOffsetManager {
     const m = new ConsumerOffsetManager(file);
-    const skipped: SkippedEntry[] = [];
-    forEachStoredOffset(
-      tableOf(file, readBrokerJson(file, logger), "offsetTable"),
-      (key, queueId, offset) => {
-        let q = m.table.get(key);
-        if (!q) m.table.set(key, (q = new Map()));
-        q.set(queueId, offset);
-      },
-      (s) => skipped.push(s),
+    const skipped: (SkippedEntry & { key?: string; queueId?: number })[] = [];
+    const set = (key: string, queueId: number, offset: number) => {
+      let q = m.table.get(key);
+      if (!q) m.table.set(key, (q = new Map()));
+      q.set(queueId, offset);
+    };
+    forEachStoredOffset(tableOf(file, readBrokerJson(file, logger), "offsetTable"), set, (s) => skipped.push(s));
+    // an offset that is not valid takes the .bak's, where that one is (RocketMQ reads the .bak when
+    // the file does not decode): skipped, the group would consume the queue again from
+    // consumeFromWhere, and the next write would replace the .bak with the damaged file
+    const bak = skipped.length > 0 ? backupTableOf(file, "offsetTable") : undefined;
+    const fromBak: (SkippedEntry & { offset: number })[] = [];
+    const restored = new Set<SkippedEntry>();
+    if (bak)
+      forEachStoredOffset(bak, (key, queueId, offset) => {
+        if (m.table.get(key)?.has(queueId)) return;
+        const s = skipped.find((e) => e.key === key && (e.queueId === undefined || e.queueId === queueId));
+        if (!s) return;
+        set(key, queueId, offset);
+        restored.add(s);
+        fromBak.push({ ...s, entry: s.queueId === undefined ? `${s.entry} (queue ${queueId})` : s.entry, offset });
+      });
+    if (fromBak.length > 0) {
+      m.dirty = true; // the next write puts them in the file
+      const keptAs = JsonFile.keepCopy(file);
+      for (const s of fromBak)
+        logger?.warn(
+          { file, entry: s.entry, error: s.error, loaded: `${file}.bak`, offset: s.offset, keptAs },
+          `${s.entry} in ${path.basename(file)} is not valid: ${s.error} It loaded ${s.offset} from its backup ${path.basename(file)}.bak instead (a copy of the file is kept as ${keptAs ?? "(copy failed)"}).`,
+        );
+    }
+    warnSkipped(
+      file,
+      skipped.filter((s) => !restored.has(s)),
+      "the group starts such a queue where its consumeFromWhere says",
+      logger,
     );
-    warnSkipped(file, skipped, "the group starts such a queue where its consumeFromWhere says", logger);
     return m;
   }
 

@@ -437,3 +437,38 @@ test("TopicConfigManager: an entry of topics.json whose topicName is not its key
   await m.close();
   assert.deepEqual(Object.keys(JSON.parse(readFileSync(f, "utf8")).topicConfigTable).sort(), ["Orders", "SCHEDULE_TOPIC_XXXX"]);
 });
+
+test("ConsumerOffsetManager: an invalid offset of consumerOffset.json whose .bak holds a valid one loads the .bak's, with a warning, and survives the next write", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  // an offset edited wrong: skipped without its backup's value, the group would start the queue
+  // from consumeFromWhere (consuming it again from its first offset), and the next write would
+  // replace the .bak with the damaged file
+  const bak = writeConfig(dir, "consumerOffset.json.bak", JSON.stringify({ offsetTable: { "T@g": { "0": 500, "1": 40, "2": 7 } } }));
+  const f = writeConfig(
+    dir,
+    "consumerOffset.json",
+    JSON.stringify({ offsetTable: { "T@g": { "0": "NaN", "1": 41, "2": -1 }, "U@g": { "0": 1e300 } } }),
+  );
+  const logger = recordingLogger();
+  const m = ConsumerOffsetManager.load(f, logger);
+  assert.equal(m.queryOffset("g", "T", 0), 500, "the .bak's offset, not none");
+  assert.equal(m.queryOffset("g", "T", 1), 41, "a valid entry of the file wins over the .bak's");
+  assert.equal(m.queryOffset("g", "T", 2), 7);
+  assert.equal(m.queryOffset("g", "U", 0), -1, "not in the .bak either: skipped");
+  assert.deepEqual(
+    logger.lines.map((l) => [l.fields.entry, l.fields.loaded]),
+    [
+      ['offset of "T@g" queue 0', bak],
+      ['offset of "T@g" queue 2', bak],
+      ['offset of "U@g" queue 0', undefined],
+    ],
+  );
+  assert.match(
+    logger.lines[0]!.msg,
+    /offset of "T@g" queue 0 in consumerOffset.json is not valid: .* loaded 500 from its backup consumerOffset.json.bak instead/,
+  );
+  m.persist();
+  const written = JSON.parse(readFileSync(f, "utf8")) as { offsetTable: Record<string, Record<string, number>> };
+  assert.deepEqual(written.offsetTable["T@g"], { "0": 500, "1": 41, "2": 7 });
+});
