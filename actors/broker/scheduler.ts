@@ -23,7 +23,7 @@ import { decodeRecords, encodeMessageBatch, encodeProperties, type MessageExt } 
 import { MessageConst, MQError, SCHEDULE_TOPIC, shownValue } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
+import { backupTableOf, CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
 import {
   computeDeliverTimestamp,
   correctDeliverTimestamp,
@@ -117,9 +117,23 @@ export function readDelayOffsets(file: string, levelCount: number): number[] {
   return Array.from({ length: levelCount }, (_, i) => stored[String(i + 1)] ?? 0);
 }
 
-/** Every well-formed entry of delayOffset.json, configured levels or not. */
+/** A delay level's key in the offset table: 1, 2, ... */
+const LEVEL_KEY = /^[1-9]\d*$/;
+
+/**
+ * Every well-formed entry of delayOffset.json, configured levels or not. A level whose offset is not
+ * valid takes its `.bak`'s where that one is (as consumerOffset.json does): dropped, the level would
+ * deliver again from the oldest message of its queue, and the next write would replace the `.bak`.
+ */
 export function readDelayOffsetTable(file: string): Record<string, number> {
-  return wellFormedDelayOffsets(JsonFile.read<Partial<DelayOffsetFile>>(file)?.offsetTable);
+  const table = JsonFile.read<Partial<DelayOffsetFile>>(file)?.offsetTable;
+  const out = wellFormedDelayOffsets(table);
+  const bad = table && typeof table === "object" ? Object.keys(table).filter((k) => LEVEL_KEY.test(k) && !(k in out)) : [];
+  if (bad.length > 0) {
+    const bak = wellFormedDelayOffsets(backupTableOf(file, "offsetTable"));
+    for (const k of bad) if (k in bak) out[k] = bak[k]!;
+  }
+  return out;
 }
 
 /**
@@ -131,7 +145,12 @@ export function readDelayOffsetTable(file: string): Record<string, number> {
 export function checkDelayOffsetFile(file: string, logger?: ConfigLogger): void {
   const skipped: SkippedEntry[] = [];
   wellFormedDelayOffsets(tableOf(file, readBrokerJson(file, logger), "offsetTable"), (s) => skipped.push(s));
-  warnSkipped(file, skipped, "such a level starts again at the oldest message of its queue (delivering again what it delivered)", logger);
+  warnSkipped(
+    file,
+    skipped,
+    "such a level takes its offset from the .bak where that one is valid, else starts again at the oldest message of its queue (delivering again what it delivered)",
+    logger,
+  );
 }
 
 /**
@@ -142,7 +161,7 @@ export function wellFormedDelayOffsets(table: unknown, skip?: (s: SkippedEntry) 
   const out: Record<string, number> = {};
   if (!table || typeof table !== "object") return out;
   for (const [k, v] of Object.entries(table as Record<string, unknown>)) {
-    if (!/^[1-9]\d*$/.test(k)) skip?.({ entry: `level "${k}"`, error: "The key must be a delay level (1, 2, ...)." });
+    if (!LEVEL_KEY.test(k)) skip?.({ entry: `level "${k}"`, error: "The key must be a delay level (1, 2, ...)." });
     else if (!Number.isSafeInteger(v) || (v as number) < 0)
       skip?.({ entry: `offset of level ${k}`, error: `It must be an integer >= 0, not ${shownValue(v)}.` });
     else out[k] = v as number;

@@ -158,6 +158,14 @@ test("a stored offset beyond the queue is corrected to its end; a damaged file s
   assert.deepEqual(readDelayOffsets(offsetFile(), 3), [0, 0, 0]);
 });
 
+test("a level whose offset is not valid takes its .bak's, rather than delivering its level again from the oldest message", () => {
+  fs.mkdirSync(path.dirname(offsetFile()), { recursive: true });
+  fs.writeFileSync(offsetFile(), JSON.stringify({ offsetTable: { "1": "NaN", "2": 5, "3": -1 } }));
+  fs.writeFileSync(`${offsetFile()}.bak`, JSON.stringify({ offsetTable: { "1": 7, "2": 3, "3": "x" } }));
+  // level 2's own value wins; level 3 has no valid one anywhere
+  assert.deepEqual(readDelayOffsets(offsetFile(), 3), [7, 5, 0]);
+});
+
 test("progress of levels not configured now is kept, so configuring them again resumes there instead of re-delivering", async () => {
   // level 5's three messages were delivered by a broker with 5 levels, then it restarted with 3
   for (let i = 0; i < 3; i++) await sendDelayed(5, `old-${i}`, 0, 5);
