@@ -102,6 +102,29 @@ export function warnSkipped(file: string, skipped: readonly SkippedEntry[], then
     );
 }
 
+/**
+ * Warns about each entry of `file` that was not valid and was loaded from its `.bak` instead (with
+ * the value taken, when given), keeping a copy of the file as {@link warnSkipped} does.
+ */
+export function warnLoadedFromBackup(file: string, loaded: readonly (SkippedEntry & { value?: unknown })[], logger?: ConfigLogger): void {
+  if (loaded.length === 0) return;
+  const keptAs = JsonFile.keepCopy(file);
+  const name = path.basename(file);
+  for (const s of loaded)
+    logger?.warn(
+      {
+        file,
+        ...s.fields,
+        entry: s.entry,
+        error: s.error,
+        loaded: `${file}.bak`,
+        ...(s.value === undefined ? {} : { value: s.value }),
+        keptAs,
+      },
+      `${s.entry} in ${name} is not valid: ${s.error} It ${s.value === undefined ? "was loaded" : `loaded ${s.value}`} from its backup ${name}.bak instead (a copy of the file is kept as ${keptAs ?? "(copy failed)"}).`,
+    );
+}
+
 /** A coalescing atomic writer for one config file. */
 export class ConfigFile<T extends object> {
   readonly path: string;

@@ -24,7 +24,16 @@ import {
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { backupTableOf, CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
+import {
+  backupTableOf,
+  CONFIG_DIR,
+  type ConfigLogger,
+  readBrokerJson,
+  type SkippedEntry,
+  tableOf,
+  warnLoadedFromBackup,
+  warnSkipped,
+} from "./configFile.ts";
 import { consumerTableOf, isBroadcastingGroup } from "./consumerManager.ts";
 import { checkInDiskByCommitOffset, haTuningOf } from "./haTuning.ts";
 import { RateCounter } from "./rateCounter.ts";
@@ -171,15 +180,12 @@ export class ConsumerOffsetManager {
         restored.add(s);
         fromBak.push({ ...s, entry: s.queueId === undefined ? `${s.entry} (queue ${queueId})` : s.entry, offset });
       });
-    if (fromBak.length > 0) {
-      m.dirty = true; // the next write puts them in the file
-      const keptAs = JsonFile.keepCopy(file);
-      for (const s of fromBak)
-        logger?.warn(
-          { file, entry: s.entry, error: s.error, loaded: `${file}.bak`, offset: s.offset, keptAs },
-          `${s.entry} in ${path.basename(file)} is not valid: ${s.error} It loaded ${s.offset} from its backup ${path.basename(file)}.bak instead (a copy of the file is kept as ${keptAs ?? "(copy failed)"}).`,
-        );
-    }
+    if (fromBak.length > 0) m.dirty = true; // the next write puts them in the file
+    warnLoadedFromBackup(
+      file,
+      fromBak.map((s) => ({ ...s, value: s.offset })),
+      logger,
+    );
     warnSkipped(
       file,
       skipped.filter((s) => !restored.has(s)),

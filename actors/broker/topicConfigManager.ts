@@ -13,7 +13,7 @@ import {
   type TopicConfig,
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
-import { ConfigFile, type ConfigLogger, type SkippedEntry, warnSkipped } from "./configFile.ts";
+import { backupTableOf, ConfigFile, type ConfigLogger, type SkippedEntry, warnLoadedFromBackup, warnSkipped } from "./configFile.ts";
 
 export const TOPICS_FILE = "topics.json";
 /** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
@@ -45,39 +45,40 @@ export class TopicConfigManager {
     const stored = (await m.file.load(opts.logger)) as Partial<TopicConfigTable> | null;
     const table = m.file.tableOf(stored, "topicConfigTable") as Record<string, TopicConfig>;
     if (stored) {
-      const skipped: SkippedEntry[] = [];
+      const skipped: (SkippedEntry & { key: string })[] = [];
       for (const [key, tc] of Object.entries(table)) {
         try {
-          if (!tc || typeof tc !== "object") throw new Error("It is not an object.");
-          checkTopicConfig(tc);
-          // read by truthiness, "false" made an ordered topic; no order is an unordered one
-          if (tc.order !== undefined && typeof tc.order !== "boolean")
-            throw new Error(`order must be true or false, not ${shownValue(tc.order)}.`);
-          // the table is keyed by its keys (as RocketMQ's and subscriptionGroup.json): an entry copied
-          // under a new key with its old topicName would otherwise replace the topic it was copied from
-          if (tc.topicName !== key)
-            throw new Error(
-              `its topicName is "${tc.topicName}", not its key "${key}" (an entry copied under a new key keeps the old name).`,
-            );
-          m.table.set(key, {
-            topicName: tc.topicName,
-            readQueueNums: tc.readQueueNums,
-            writeQueueNums: tc.writeQueueNums,
-            perm: tc.perm,
-            order: tc.order === true,
-          });
+          m.table.set(key, topicConfigEntry(key, tc));
         } catch (e) {
           const topicName = tc && typeof tc === "object" ? tc.topicName : undefined;
           skipped.push({
+            key,
             entry: `topic "${key}"`,
             error: (e as Error).message,
             fields: topicName === key || topicName === undefined ? { topic: key } : { topic: key, topicName },
           });
         }
       }
+      // an entry the .bak holds valid is loaded from it (RocketMQ reads the .bak when the file does not
+      // decode): skipped, the topic's messages could not be reached until it was made again
+      const bak = skipped.length > 0 ? backupTableOf(m.file.path, "topicConfigTable") : undefined;
+      const fromBak = skipped.filter((s) => {
+        try {
+          m.table.set(s.key, topicConfigEntry(s.key, bak?.[s.key]));
+          return true;
+        } catch {
+          return false;
+        }
+      });
+      warnLoadedFromBackup(m.file.path, fromBak, opts.logger);
       // an entry damaged by hand is skipped rather than stopping the broker, but said so, and the
       // file kept as it is: the next write leaves the entry out
-      warnSkipped(m.file.path, skipped, "the broker does not have the topic (or create it again)", opts.logger);
+      warnSkipped(
+        m.file.path,
+        skipped.filter((s) => !fromBak.includes(s)),
+        "the broker does not have the topic (or create it again)",
+        opts.logger,
+      );
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
     }
     if (opts.autoCreateTopic) {
@@ -211,4 +212,24 @@ export class TopicConfigManager {
     this.version++;
     for (const l of this.listeners) l(tc, deleted);
   }
+}
+
+/** A topics.json entry under `key` as a TopicConfig; throws (Error, its message for the warning) when it is not valid. */
+function topicConfigEntry(key: string, tc: unknown): TopicConfig {
+  if (!tc || typeof tc !== "object") throw new Error("It is not an object.");
+  const c = tc as TopicConfig;
+  checkTopicConfig(c);
+  // read by truthiness, "false" made an ordered topic; no order is an unordered one
+  if (c.order !== undefined && typeof c.order !== "boolean") throw new Error(`order must be true or false, not ${shownValue(c.order)}.`);
+  // the table is keyed by its keys (as RocketMQ's and subscriptionGroup.json): an entry copied
+  // under a new key with its old topicName would otherwise replace the topic it was copied from
+  if (c.topicName !== key)
+    throw new Error(`its topicName is "${c.topicName}", not its key "${key}" (an entry copied under a new key keeps the old name).`);
+  return {
+    topicName: c.topicName,
+    readQueueNums: c.readQueueNums,
+    writeQueueNums: c.writeQueueNums,
+    perm: c.perm,
+    order: c.order === true,
+  };
 }

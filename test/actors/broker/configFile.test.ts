@@ -135,6 +135,36 @@ test("TopicConfigManager: an invalid entry of topics.json is skipped with a warn
   assert.equal(readFileSync(w!.fields.keptAs as string, "utf8"), text);
 });
 
+test("TopicConfigManager: an invalid entry of topics.json whose .bak holds a valid one loads the .bak's, with a warning", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  const edited = { topicName: "Edited", readQueueNums: 8, writeQueueNums: 8, perm: 6 };
+  writeConfig(dir, "topics.json.bak", JSON.stringify({ topicConfigTable: { Good: GOOD, Edited: edited }, dataVersion: 2 }));
+  writeConfig(
+    dir,
+    "topics.json",
+    JSON.stringify({
+      topicConfigTable: { Good: GOOD, Edited: { ...edited, readQueueNums: "16" }, Lost: { topicName: "Lost" } },
+      dataVersion: 3,
+    }),
+  );
+  const logger = recordingLogger();
+  const m = await TopicConfigManager.load({ storeDir: dir, autoCreateTopic: false, defaultQueueNums: 4, logger });
+  // skipped, the topic's messages could not be reached until it was created again (with other queue counts)
+  assert.deepEqual(m.get("Edited"), { ...edited, order: false });
+  assert.equal(m.get("Lost"), undefined, "no valid entry anywhere: skipped");
+  assert.equal(logger.lines.length, 2);
+  const fromBak = logger.lines.find((l) => l.fields.topic === "Edited")!;
+  assert.match(fromBak.msg, /topic "Edited" in topics.json is not valid: .* was loaded from its backup topics.json.bak instead/);
+  // the next write puts it in the file
+  await m.createOrUpdate({ topicName: "Other", readQueueNums: 1, writeQueueNums: 1, perm: 6, order: false });
+  await waitFor(
+    () => JSON.parse(readFileSync(path.join(dir, "config", "topics.json"), "utf8")).topicConfigTable.Edited?.readQueueNums === 8,
+    5000,
+    "written",
+  );
+});
+
 test("TopicConfigManager: topics.json that is not JSON loads its .bak with a warning; without a .bak the load is refused", async (t) => {
   const { dir, cleanup } = await tempDir("cfgfile-");
   t.after(cleanup);
