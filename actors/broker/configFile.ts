@@ -125,6 +125,48 @@ export function warnLoadedFromBackup(file: string, loaded: readonly (SkippedEntr
     );
 }
 
+/**
+ * Reads each entry of a loaded config table with `parse` (which throws, its message for the
+ * warning, when the entry is not valid) into `set`. An entry that is not valid takes the `.bak`'s
+ * entry under its key when that one is valid (RocketMQ reads the `.bak` when the file does not
+ * decode), with a warning; otherwise it is skipped with a warning ending with `then`.
+ */
+export function loadEntries<T>(
+  file: string,
+  table: Record<string, unknown>,
+  field: string,
+  what: (key: string) => Pick<SkippedEntry, "entry" | "fields">,
+  parse: (key: string, value: unknown) => T,
+  set: (key: string, value: T) => void,
+  then: string,
+  logger?: ConfigLogger,
+): void {
+  const skipped: (SkippedEntry & { key: string })[] = [];
+  for (const [key, value] of Object.entries(table)) {
+    try {
+      set(key, parse(key, value));
+    } catch (e) {
+      skipped.push({ key, ...what(key), error: (e as Error).message });
+    }
+  }
+  const bak = skipped.length > 0 ? backupTableOf(file, field) : undefined;
+  const fromBak = skipped.filter((s) => {
+    try {
+      set(s.key, parse(s.key, bak?.[s.key]));
+      return true;
+    } catch {
+      return false;
+    }
+  });
+  warnLoadedFromBackup(file, fromBak, logger);
+  warnSkipped(
+    file,
+    skipped.filter((s) => !fromBak.includes(s)),
+    then,
+    logger,
+  );
+}
+
 /** A coalescing atomic writer for one config file. */
 export class ConfigFile<T extends object> {
   readonly path: string;

@@ -13,7 +13,7 @@ import {
   type SubscriptionGroupConfig,
   type UpdateSubscriptionGroupRequest,
 } from "../../transport/protocol.ts";
-import { ConfigFile, type ConfigLogger, type SkippedEntry, warnSkipped } from "./configFile.ts";
+import { ConfigFile, type ConfigLogger, loadEntries } from "./configFile.ts";
 
 export const SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json";
 
@@ -125,20 +125,24 @@ export class SubscriptionGroupManager {
     const stored = (await m.file.load(opts.logger)) as Partial<Stored> | null;
     const table = m.file.tableOf(stored, "subscriptionGroupTable") as Record<string, SubscriptionGroupConfig>;
     if (stored) {
-      const skipped: SkippedEntry[] = [];
-      for (const [name, cfg] of Object.entries(table)) {
-        try {
+      // as topics.json: an entry damaged by hand is skipped rather than stopping the broker (or every
+      // heartbeat of the group), but said so, and the file kept as it is: the next write leaves it
+      // out; one the .bak holds valid is loaded from it
+      loadEntries(
+        m.file.path,
+        table,
+        "subscriptionGroupTable",
+        (name) => ({ entry: `group "${name}"`, fields: { group: name } }),
+        (name, cfg) => {
           if (!cfg || typeof cfg !== "object") throw new Error("It is not an object.");
           const full = { ...defaultSubscriptionGroupConfig(name), ...cfg, groupName: name };
           checkSubscriptionGroupConfig(full);
-          m.table.set(name, full);
-        } catch (e) {
-          skipped.push({ entry: `group "${name}"`, error: (e as Error).message, fields: { group: name } });
-        }
-      }
-      // as topics.json: an entry damaged by hand is skipped rather than stopping the broker (or every
-      // heartbeat of the group), but said so, and the file kept as it is: the next write leaves it out
-      warnSkipped(m.file.path, skipped, "the broker does not have the group's settings (or update them again)", opts.logger);
+          return full;
+        },
+        (name, full) => m.table.set(name, full),
+        "the broker does not have the group's settings (or update them again)",
+        opts.logger,
+      );
       m.version = typeof stored.dataVersion === "number" ? stored.dataVersion : 0;
     }
     return m;

@@ -13,7 +13,7 @@ import {
   type TopicConfig,
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
-import { backupTableOf, ConfigFile, type ConfigLogger, type SkippedEntry, warnLoadedFromBackup, warnSkipped } from "./configFile.ts";
+import { ConfigFile, type ConfigLogger, loadEntries } from "./configFile.ts";
 
 export const TOPICS_FILE = "topics.json";
 /** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
@@ -45,37 +45,22 @@ export class TopicConfigManager {
     const stored = (await m.file.load(opts.logger)) as Partial<TopicConfigTable> | null;
     const table = m.file.tableOf(stored, "topicConfigTable") as Record<string, TopicConfig>;
     if (stored) {
-      const skipped: (SkippedEntry & { key: string })[] = [];
-      for (const [key, tc] of Object.entries(table)) {
-        try {
-          m.table.set(key, topicConfigEntry(key, tc));
-        } catch (e) {
-          const topicName = tc && typeof tc === "object" ? tc.topicName : undefined;
-          skipped.push({
-            key,
-            entry: `topic "${key}"`,
-            error: (e as Error).message,
-            fields: topicName === key || topicName === undefined ? { topic: key } : { topic: key, topicName },
-          });
-        }
-      }
-      // an entry the .bak holds valid is loaded from it (RocketMQ reads the .bak when the file does not
-      // decode): skipped, the topic's messages could not be reached until it was made again
-      const bak = skipped.length > 0 ? backupTableOf(m.file.path, "topicConfigTable") : undefined;
-      const fromBak = skipped.filter((s) => {
-        try {
-          m.table.set(s.key, topicConfigEntry(s.key, bak?.[s.key]));
-          return true;
-        } catch {
-          return false;
-        }
-      });
-      warnLoadedFromBackup(m.file.path, fromBak, opts.logger);
       // an entry damaged by hand is skipped rather than stopping the broker, but said so, and the
-      // file kept as it is: the next write leaves the entry out
-      warnSkipped(
+      // file kept as it is (the next write leaves it out); one the .bak holds valid is loaded from it:
+      // skipped, the topic's messages could not be reached until it was made again
+      loadEntries(
         m.file.path,
-        skipped.filter((s) => !fromBak.includes(s)),
+        table,
+        "topicConfigTable",
+        (key) => {
+          const topicName = (table[key] as Partial<TopicConfig> | null)?.topicName;
+          return {
+            entry: `topic "${key}"`,
+            fields: topicName === key || topicName === undefined ? { topic: key } : { topic: key, topicName },
+          };
+        },
+        topicConfigEntry,
+        (key, tc) => m.table.set(key, tc),
         "the broker does not have the topic (or create it again)",
         opts.logger,
       );

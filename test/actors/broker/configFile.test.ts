@@ -209,6 +209,31 @@ test("SubscriptionGroupManager: a broken subscriptionGroup.json without a .bak r
   );
 });
 
+test("SubscriptionGroupManager: an invalid group of subscriptionGroup.json whose .bak holds it valid is loaded from the .bak, with a warning", async (t) => {
+  const { dir, cleanup } = await tempDir("cfgfile-");
+  t.after(cleanup);
+  writeConfig(
+    dir,
+    "subscriptionGroup.json.bak",
+    JSON.stringify({ subscriptionGroupTable: { g: { retryMaxTimes: 3, consumeEnable: false } } }),
+  );
+  writeConfig(
+    dir,
+    "subscriptionGroup.json",
+    JSON.stringify({ subscriptionGroupTable: { g: { retryMaxTimes: "three", consumeEnable: false } } }),
+  );
+  const logger = recordingLogger();
+  const m = await SubscriptionGroupManager.load({ storeDir: dir, autoCreateSubscriptionGroup: true, logger });
+  // skipped, the group would be made again with the defaults at its next heartbeat (consumeEnable true)
+  assert.equal(m.get("g")?.retryMaxTimes, 3);
+  assert.equal(m.get("g")?.consumeEnable, false);
+  assert.equal(logger.lines.length, 1);
+  assert.match(
+    logger.lines[0]!.msg,
+    /group "g" in subscriptionGroup.json is not valid: .* was loaded from its backup subscriptionGroup.json.bak instead/,
+  );
+});
+
 test("SubscriptionGroupManager: an entry of subscriptionGroup.json the broker could not use is skipped with a warning, and the file is kept", async (t) => {
   const { dir, cleanup } = await tempDir("cfgfile-");
   t.after(cleanup);
