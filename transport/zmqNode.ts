@@ -796,8 +796,15 @@ export class ZmqNode {
    * until its own handshake fails (an ask on it waits for the handshake).
    */
   peerUnreachable(address: string): boolean {
-    const link = this.peers.get(address);
-    return link !== undefined ? link.unreachable : this.refusals.has(address);
+    return this.linkFor(address)?.unreachable === true;
+  }
+
+  /**
+   * The link whose state the peer reads are about: the address's link, else the one last refused
+   * while no new one has been made ({@link refuse} marked it unreachable, failed at the refusal).
+   */
+  private linkFor(address: string): PeerLink | undefined {
+    return this.peers.get(address) ?? this.refusals.get(address)?.link;
   }
 
   /**
@@ -806,7 +813,7 @@ export class ZmqNode {
    */
   peerRefusal(address: string): MQError | undefined {
     const refusal = this.peers.has(address) ? undefined : this.refusals.get(address);
-    return refusal && new MQError("AUTH_FAILED", refusal.message);
+    return refusal && this.refusedError(refusal.link);
   }
 
   /**
@@ -848,10 +855,7 @@ export class ZmqNode {
    * link made after it keeps that time.
    */
   peerLostAt(address: string): number {
-    const link = this.peers.get(address);
-    if (link !== undefined) return link.unreachableSince;
-    const refusal = this.refusals.get(address);
-    return refusal === undefined ? 0 : refusal.link.unreachableSince || refusal.at;
+    return this.linkFor(address)?.unreachableSince ?? 0;
   }
 
   /**
@@ -862,10 +866,8 @@ export class ZmqNode {
    * is a failure: while no link has been made after it, true when it came at or after `since`.
    */
   peerFailedSince(address: string, since: number): boolean {
-    const link = this.peers.get(address);
-    if (link !== undefined) return link.unreachable && link.lastFailureAt >= since;
-    const refusal = this.refusals.get(address);
-    return refusal !== undefined && refusal.at >= since;
+    const link = this.linkFor(address);
+    return link?.unreachable === true && link.lastFailureAt >= since;
   }
 
   /**
