@@ -3,7 +3,7 @@
  * broker's hash pre-filter on consume-queue entries and the client's exact re-check on the TAGS
  * string (two tags may share a hash code).
  */
-import { MQError, type SubscriptionData } from "../transport/protocol.ts";
+import { isWellFormedText, MQError, type SubscriptionData } from "../transport/protocol.ts";
 import { javaStringHashCode } from "./javaHash.ts";
 import { compileSql92 } from "./sql92/index.ts";
 import { javaTrim } from "./sql92/values.ts";
@@ -29,7 +29,7 @@ export function tagsCodeOf(tags: string | null | undefined): number {
  * it with U+FFFD, and no message can carry it (producers refuse it), so it could match nothing.
  */
 function checkWellFormed(topic: string, expr: string): void {
-  if ((expr as unknown as { isWellFormed(): boolean }).isWellFormed()) return;
+  if (isWellFormedText(expr)) return;
   throw new MQError(
     "SUBSCRIPTION_PARSE_FAILED",
     `The subscription ${JSON.stringify(expr)} of topic "${topic}" contains an unpaired surrogate (half of a character such as an emoji, often left by cutting a string), which no message can carry: fix the text.`,

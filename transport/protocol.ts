@@ -262,6 +262,14 @@ export const MessageConst = {
 /** Pull request sysFlag bits (`PullSysFlag`). */
 export const PullSysFlag = { COMMIT_OFFSET: 0x1, SUSPEND: 0x2, SUBSCRIPTION: 0x4, CLASS_FILTER: 0x8, LITE_PULL: 0x10 } as const;
 
+/**
+ * Whether `s` is well-formed UTF-16 (no unpaired surrogate), so UTF-8 carries it unchanged; encoding
+ * replaces an unpaired surrogate with U+FFFD. A native scan (ES2024's isWellFormed): no allocation.
+ */
+export function isWellFormedText(s: string): boolean {
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
+
 /** Whether `v` is an integer a Java `int` holds (what the wire and the store keep as 32 bits). */
 export function isInt32(v: unknown): v is number {
   return typeof v === "number" && Number.isInteger(v) && v >= -0x80000000 && v <= 0x7fffffff;

@@ -20,6 +20,7 @@ import {
   checkTopic,
   DEFAULT_MAX_MESSAGE_BYTES,
   isInt32,
+  isWellFormedText,
   KEY_SEPARATOR,
   MessageConst,
   MQError,
@@ -54,14 +55,6 @@ export interface PreparedMessage {
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the property separators are control characters
 const SEPARATOR_CHARS = /[\u0001\u0002]/;
 
-/**
- * Whether `s` is well-formed UTF-16 (no unpaired surrogate), so UTF-8 carries it unchanged; encoding
- * replaces an unpaired surrogate with U+FFFD. A native scan: no allocation.
- */
-function isWellFormed(s: string): boolean {
-  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
-}
-
 function unpairedSurrogate(what: string): MQError {
   return new MQError(
     "MESSAGE_ILLEGAL",
@@ -71,7 +64,7 @@ function unpairedSurrogate(what: string): MQError {
 
 function toBuffer(body: unknown): Buffer {
   if (typeof body === "string") {
-    if (!isWellFormed(body)) throw unpairedSurrogate("message body (a string)");
+    if (!isWellFormedText(body)) throw unpairedSurrogate("message body (a string)");
     return Buffer.from(body, "utf8");
   }
   if (Buffer.isBuffer(body)) return body;
@@ -137,7 +130,7 @@ function checkPropertyText(what: string, s: string): void {
       "MESSAGE_ILLEGAL",
       `The ${what} "${s.replace(SEPARATOR_CHARS, "?")}" contains the reserved characters \\u0001 or \\u0002: remove them.`,
     );
-  if (!isWellFormed(s)) throw unpairedSurrogate(`${what} ${JSON.stringify(s)}`);
+  if (!isWellFormedText(s)) throw unpairedSurrogate(`${what} ${JSON.stringify(s)}`);
 }
 
 /**
