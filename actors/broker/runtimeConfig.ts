@@ -11,7 +11,7 @@ import { JsonFile } from "../../store/index.ts";
 import { type BrokerConfigReply, MQError, Perm, shownValue } from "../../transport/protocol.ts";
 import type { BrokerConfig, BrokerOptions } from "./brokerConfig.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { CONFIG_DIR, type ConfigLogger, readBrokerJson, type SkippedEntry, tableOf, warnSkipped } from "./configFile.ts";
+import { CONFIG_DIR, type ConfigLogger, loadEntries, readBrokerJson, tableOf } from "./configFile.ts";
 
 export const BROKER_CONFIG_FILE = "broker.json";
 
@@ -86,8 +86,9 @@ export class RuntimeConfig {
   /**
    * Reads `broker.json` (if any) and applies each setting to `config`, except those `opts` gives
    * explicitly (a start option wins; the file keeps its value for later starts). An entry that is
-   * not valid is skipped with a warning (a copy of the file is kept); a file that is not JSON is
-   * read from its `.bak`, else refuses the start (MALFORMED), as the other config files.
+   * not valid takes the `.bak`'s when that one is valid, else is skipped, with a warning either way (a
+   * copy of the file is kept); a file that is not JSON is read from its `.bak`, else refuses the start
+   * (MALFORMED), as the other config files.
    */
   static load(
     config: BrokerConfig,
@@ -97,15 +98,16 @@ export class RuntimeConfig {
     const file = path.join(config.storeDir, CONFIG_DIR, BROKER_CONFIG_FILE);
     const table = tableOf(file, readBrokerJson(file, logger), "brokerConfig");
     const stored: BrokerConfigUpdate = {};
-    const skipped: SkippedEntry[] = [];
-    for (const [key, raw] of Object.entries(table)) {
-      try {
-        Object.assign(stored, parseBrokerConfigUpdate({ [key]: raw }));
-      } catch (e) {
-        skipped.push({ entry: `setting "${key}"`, error: (e as Error).message, fields: { key } });
-      }
-    }
-    warnSkipped(file, skipped, "the broker runs with its start value", logger);
+    loadEntries(
+      file,
+      table,
+      "brokerConfig",
+      (key) => ({ entry: `setting "${key}"`, fields: { key } }),
+      (key, raw) => parseBrokerConfigUpdate({ [key]: raw }),
+      (_key, update) => Object.assign(stored, update),
+      "the broker runs with its start value",
+      logger,
+    );
     for (const key of SETTABLE_KEYS) {
       const v = stored[key];
       if (v === undefined) continue;

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
-import { parseBrokerConfigUpdate } from "../../../actors/broker/runtimeConfig.ts";
+import { resolveBrokerConfig } from "../../../actors/broker/brokerConfig.ts";
+import { parseBrokerConfigUpdate, RuntimeConfig } from "../../../actors/broker/runtimeConfig.ts";
 import { Admin } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
@@ -133,6 +134,42 @@ test("a broker.json entry that is not valid is skipped with a warning (the start
     await b.close();
     writeFileSync(file, "{ not json");
     await assert.rejects(startBroker(dir), (e) => isMQError(e, "MALFORMED") && /broker\.json/.test(e.message));
+  } finally {
+    await cleanup();
+  }
+});
+
+test("a broker.json setting that is not valid is loaded from its .bak when the .bak's is valid, with a warning naming both", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    mkdirSync(path.join(dir, "config"));
+    const file = path.join(dir, "config", "broker.json");
+    writeFileSync(file, JSON.stringify({ brokerConfig: { brokerPermission: 9 } }));
+    writeFileSync(`${file}.bak`, JSON.stringify({ brokerConfig: { brokerPermission: 4 } }));
+    const b = await startBroker(dir);
+    try {
+      assert.equal(b.ctx.config.brokerPermission, 4, "the .bak's permission, not the start value");
+    } finally {
+      await b.close();
+    }
+    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+    const record = (fields: object, msg: string) => void lines.push({ fields: fields as Record<string, unknown>, msg });
+    const opts = { brokerName: "rc", nameservers: [ns.address], storeDir: dir };
+    const config = resolveBrokerConfig(opts);
+    RuntimeConfig.load(config, opts, { warn: record, error: record, info: () => {} });
+    assert.equal(config.brokerPermission, 4);
+    assert.equal(lines.length, 1);
+    assert.equal(lines[0]!.fields.loaded, `${file}.bak`);
+    assert.match(
+      lines[0]!.msg,
+      /setting "brokerPermission" in broker\.json is not valid: brokerPermission must be .* was loaded from its backup broker\.json\.bak instead/,
+    );
+    // no valid .bak entry either: skipped, the start value stays
+    writeFileSync(`${file}.bak`, JSON.stringify({ brokerConfig: { brokerPermission: 5 } }));
+    const again = resolveBrokerConfig(opts);
+    RuntimeConfig.load(again, opts, { warn: record, error: record, info: () => {} });
+    assert.equal(again.brokerPermission, 6);
+    assert.match(lines[1]!.msg, /setting "brokerPermission" in broker\.json is not valid and was skipped/);
   } finally {
     await cleanup();
   }
