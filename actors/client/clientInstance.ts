@@ -36,6 +36,7 @@ import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
 import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
 import {
   ActorNode,
+  askUnlessConnectionLost,
   type CurveLinkOptions,
   curvePublicKeyOrFile,
   logActorFailures,
@@ -540,11 +541,13 @@ export class ClientInstance {
     for (const a of this.heartbeatsStopped) if (!known.has(a)) this.heartbeatsStopped.delete(a);
     await Promise.all(
       // ref() throws at once for an address it cannot connect to (a route naming a bad port): that
-      // broker is skipped like an unreachable one, the others still get the heartbeat
+      // broker is skipped like an unreachable one, the others still get the heartbeat. One whose
+      // connection is lost is waited on until its next reconnect fails (at most a second away), not
+      // for the whole timeout: a rebalance (and a closing consumer) waits for this heartbeat
       masters.map((addr) =>
-        Promise.resolve()
-          .then(() => this.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "HEART_BEAT", ...hb }))
-          .catch(() => undefined),
+        askUnlessConnectionLost(this.node, addr, BrokerActor.CONSUMERS, { type: "HEART_BEAT", ...hb }, {}, monotonicNow()).catch(
+          () => undefined,
+        ),
       ),
     );
   }

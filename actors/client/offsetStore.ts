@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import path from "node:path";
+import { monotonicNow } from "../../transport/clock.ts";
 import {
   ConsumptionActorFor,
   isMQError,
@@ -20,6 +21,7 @@ import {
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
+import { askUnlessConnectionLost } from "../runtime/index.ts";
 import { DEFAULT_INSTANCE_NAME } from "./clientInstance.ts";
 import { OFFSET_NOT_FOUND, OFFSET_QUERY_FAILED, OffsetTable, type ReadOffsetType } from "./offsetTable.ts";
 import type { ConsumerHost } from "./pullRequest.ts";
@@ -246,7 +248,7 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     if (offset >= 0) await this.updateBroker(mq, offset, undefined, final).catch(() => {});
   }
 
-  private ref(mq: MessageQueue, actor: string) {
+  private address(mq: MessageQueue): string {
     // the master, else a slave while the master is down; the next persist after the master is back carries the offset to it
     const addr = findBrokerAddressInSubscribe(this.host, mq.brokerName, MASTER_ID)?.addr;
     if (!addr)
@@ -254,7 +256,7 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
         "SERVICE_NOT_AVAILABLE",
         `No address is known for broker ${mq.brokerName}; the offset of ${mqKey(mq)} is sent once its route is back.`,
       );
-    return this.host.node.ref(addr, actor);
+    return addr;
   }
 
   /** QUERY_CONSUMER_OFFSET; with `takeOverBy`, a take-over that waits for the previous holder's release. */
@@ -266,10 +268,9 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
       ...(takeOverBy ? { clientId: takeOverBy, waitRelease: true } : {}),
     };
     const timeoutMs = takeOverBy ? TAKE_OVER_REQUEST_TIMEOUT_MS : OFFSET_REQUEST_TIMEOUT_MS;
-    const r = await this.ref(mq, ConsumptionActorFor.QUERY_CONSUMER_OFFSET).ask<{ offset: number }>(
-      { type: "QUERY_CONSUMER_OFFSET", ...req },
-      { timeoutMs },
-    );
+    const r = await this.host.node
+      .ref(this.address(mq), ConsumptionActorFor.QUERY_CONSUMER_OFFSET)
+      .ask<{ offset: number }>({ type: "QUERY_CONSUMER_OFFSET", ...req }, { timeoutMs });
     return Number(r.fields.offset);
   }
 
@@ -282,12 +283,17 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
       commitOffset: offset,
       ...(releasedBy ? { clientId: releasedBy, release: true } : {}),
     };
-    await this.ref(mq, ConsumptionActorFor.UPDATE_CONSUMER_OFFSET).ask(
-      { type: "UPDATE_CONSUMER_OFFSET", ...req },
-      // a release (the broker checks its holder) or a last offset sent at close matters after this
-      // side stops waiting for it
-      { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS, serveLate: releasedBy !== undefined || final },
-    );
+    const event = { type: "UPDATE_CONSUMER_OFFSET", ...req };
+    // a release (the broker checks its holder) or a last offset sent at close matters after this
+    // side stops waiting for it
+    const opts = { timeoutMs: OFFSET_REQUEST_TIMEOUT_MS, serveLate: releasedBy !== undefined || final };
+    const [addr, actor] = [this.address(mq), ConsumptionActorFor.UPDATE_CONSUMER_OFFSET];
+    // a closing member waits for its last offsets only while the broker can get them: a connection
+    // lost now, or one already lost whose next reconnect fails (at most a second away), ends the
+    // wait; a broker restarted on its address gets them with that reconnect
+    await (final
+      ? askUnlessConnectionLost(this.host.node, addr, actor, event, opts, monotonicNow())
+      : this.host.node.ref(addr, actor).ask(event, opts));
   }
 }
 

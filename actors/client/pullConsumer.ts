@@ -523,12 +523,14 @@ export class PullConsumer {
     void this.rebalancer.stop();
     this.pullService.stop();
     for (const w of this.waiters.splice(0)) w();
-    if (this.opts.autoCommit) await this.commitConsumed(true).catch(() => {});
+    // the last commit, then unregisterClient, sent in that order over each broker's one connection
+    // and awaited together: a broker that is gone or slow is waited on once
+    const committed = this.opts.autoCommit ? this.commitConsumed(true).catch(() => {}) : undefined;
     for (const name of [this.names.rebalancer, this.names.pull]) this.host.node.stopActor(name);
     for (const h of this.held.values()) h.pq.dropped = true;
     this.held.clear();
     this.buffer = [];
-    await this.host.unregisterConsumer(this.group);
+    await Promise.all([committed, this.host.unregisterConsumer(this.group)]);
     releaseGroup(this.host.clientId, this.group);
     await this.host.release();
   }

@@ -24,6 +24,7 @@ import {
   shownValue,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
+import { askUnlessConnectionLost } from "../runtime/index.ts";
 import {
   type AllocateOptions,
   type AllocateStrategyName,
@@ -269,14 +270,19 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       // every address, slaves too: consumers heartbeat to slaves (which answer the member list while
       // their master is down), as RocketMQ's unregisterClient tells every broker address
       const addrs = [...inst.routes.brokers().values()].flatMap((a) => Object.values(a)).filter((a): a is string => !!a);
+      // a broker whose connection is lost is not waited on: it has not heard from this client since,
+      // and forgets it at its channel expiry (RocketMQ's unregister fails as fast on a connection it
+      // cannot make); one lost while the goodbye waits ends the wait too. A ref() that throws (an
+      // address it cannot connect to) is skipped the same way, so close() still resolves
       await Promise.all(
-        // ref() throws at once for an address it cannot connect to: skipped, so close() still resolves
         addrs.map((addr) =>
-          Promise.resolve()
-            .then(() =>
-              inst.node.ref(addr, BrokerActor.CONSUMERS).ask({ type: "UNREGISTER_CLIENT", ...req }, { timeoutMs: 3000, serveLate: true }),
-            )
-            .catch(() => undefined),
+          askUnlessConnectionLost(
+            inst.node,
+            addr,
+            BrokerActor.CONSUMERS,
+            { type: "UNREGISTER_CLIENT", ...req },
+            { timeoutMs: 3000, serveLate: true },
+          ).catch(() => undefined),
         ),
       );
     },
@@ -706,15 +712,18 @@ export class PushConsumer {
     const mqs = [...this.held.values()].map((h) => h.mq);
     for (const h of this.held.values()) h.pq.dropped = true;
     const { synced, unsynced } = this.persistableQueues();
-    await this.offsetStore.persistAll(synced, unsynced, true).catch((e) => this.persistFailed(e, true));
+    // RocketMQ's order, persistConsumerOffset, then unlocks, then unregisterClient, kept at each broker
+    // by sending them in that order over its one connection, and awaited together: a broker that is
+    // gone or slow is waited on once, not once per step
+    const persisted = this.offsetStore.persistAll(synced, unsynced, true).catch((e) => this.persistFailed(e, true));
     // orderly: the queues are free for the group's other members once their offsets are stored,
     // and so are those a rebalance round had just locked for a gain it will not complete
     // a round locking a queue now gives it back itself when its answer comes: wait for it
     await roundEnded;
     const locked = this.queueLocks ? [...mqs, ...this.rebalancer.lockedForGain()] : [];
-    if (locked.length > 0) await this.queueLocks!.unlock(locked);
+    const unlocked = locked.length > 0 ? this.queueLocks!.unlock(locked) : undefined;
     this.held.clear();
-    await this.host.unregisterConsumer(this.group);
+    await Promise.all([persisted, unlocked, this.host.unregisterConsumer(this.group)]);
     releaseGroup(this.host.clientId, this.group);
     await this.host.release();
   }

@@ -18,6 +18,7 @@ import { fromPromise, setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { BrokerActor, type LockBatchReply, type LockBatchRequest, MASTER_ID, type MessageQueue, mqKey } from "../../transport/protocol.ts";
+import { askUnlessConnectionLost } from "../runtime/index.ts";
 import { type ProcessQueue, REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./processQueue.ts";
 import type { ConsumerHost } from "./pullRequest.ts";
 
@@ -221,11 +222,16 @@ export class QueueLocks {
         if (!addr) return;
         const req: LockBatchRequest = { consumerGroup: this.deps.group, clientId: this.deps.host.clientId, mqSet: list };
         this.stats.unlocks += list.length;
-        // a lost unlock only delays the next owner until the broker's lock expiry
-        await this.deps.host.node
-          .ref(addr, BrokerActor.LOCKS)
-          .ask({ type: "UNLOCK_BATCH_MQ", ...req }, { timeoutMs: LOCK_ALL_REQUEST_TIMEOUT_MS })
-          .catch(() => undefined);
+        // a lost unlock only delays the next owner until the broker's lock expiry; a broker whose
+        // connection is lost is not waited on: locks granted before the loss no longer count here, and
+        // a broker restarted meanwhile has forgotten them
+        await askUnlessConnectionLost(
+          this.deps.host.node,
+          addr,
+          BrokerActor.LOCKS,
+          { type: "UNLOCK_BATCH_MQ", ...req },
+          { timeoutMs: LOCK_ALL_REQUEST_TIMEOUT_MS },
+        ).catch(() => undefined);
       }),
     );
   }

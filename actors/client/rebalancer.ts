@@ -29,7 +29,7 @@ import {
   mqKey,
 } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
-import type { ActorNode } from "../runtime/index.ts";
+import { type ActorNode, askUnlessConnectionLost } from "../runtime/index.ts";
 import type { AllocateOptions, AllocateStrategy } from "./allocateStrategies.ts";
 import { waitForQueueListeners } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
@@ -243,6 +243,7 @@ export class Rebalancer {
       // again now (once a round: the heartbeat covers every topic) and ask once more
       this.reregistered = true;
       await this.deps.host.sendHeartbeatToAllBrokers().catch(() => {});
+      if (this.stopped) return null;
       cidAll = await this.findConsumerIdList(mqAll);
     }
     if (!cidAll || cidAll.length === 0) return null;
@@ -279,12 +280,16 @@ export class Rebalancer {
     const lists = await Promise.all(
       asked.map(async ({ name, addr }): Promise<readonly string[] | null> => {
         try {
-          const r = await this.deps.host.node
-            .ref(addr, ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP)
-            .ask<GetConsumerListReply>(
-              { type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group },
-              { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS },
-            );
+          // a broker whose connection is lost is waited on only until its next reconnect fails (at
+          // most a second away): a closing consumer waits for the round in flight
+          const r = await askUnlessConnectionLost<GetConsumerListReply>(
+            this.deps.host.node,
+            addr,
+            ConsumptionActorFor.GET_CONSUMER_LIST_BY_GROUP,
+            { type: "GET_CONSUMER_LIST_BY_GROUP", consumerGroup: this.deps.group },
+            { timeoutMs: REBALANCE_REQUEST_TIMEOUT_MS },
+            monotonicNow(),
+          );
           if (Array.isArray(r.fields.consumerIdList)) return r.fields.consumerIdList;
           failures.push(`${name} (${addr}): no member list in the answer`);
         } catch (e) {

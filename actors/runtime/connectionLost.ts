@@ -6,6 +6,7 @@
  */
 import { MQError } from "../../transport/protocol.ts";
 import type { ActorNode } from "./actorNode.ts";
+import type { AskOptions, Reply, WireEvent } from "./refs.ts";
 
 /**
  * `ask`, or a TIMEOUT as soon as the connection of `node` to `address` reads refused or lost
@@ -45,4 +46,26 @@ export function unlessConnectionLost<R>(
       },
     );
   });
+}
+
+/**
+ * `node.ref(address, actor).ask(event, opts)` through {@link unlessConnectionLost}. The ask is made
+ * before the wait begins, so a loss while it waits is heard; a ref() that throws (an address that
+ * is not an endpoint) rejects instead.
+ */
+export function askUnlessConnectionLost<T>(
+  node: Pick<ActorNode, "ref" | "peerUnreachable" | "peerFailedSince" | "peerRefusal" | "onPeerFailure">,
+  address: string,
+  actor: string,
+  event: WireEvent,
+  opts: AskOptions,
+  since?: number,
+): Promise<Reply<T>> {
+  let ask: Promise<Reply<T>>;
+  try {
+    ask = node.ref(address, actor).ask<T>(event, opts);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  return unlessConnectionLost(node, address, ask, since);
 }

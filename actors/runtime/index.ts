@@ -3,7 +3,7 @@
 export { curveKeyPair } from "../../transport/curve.ts";
 export type { ActorNodeEvents, ActorNodeOptions, ActorNodeStats, SpawnOptions } from "./actorNode.ts";
 export { ActorNode, DEFAULT_INSPECTION_LEASE_MS, MAX_INSPECTION_PUBLISHERS } from "./actorNode.ts";
-export { unlessConnectionLost } from "./connectionLost.ts";
+export { askUnlessConnectionLost, unlessConnectionLost } from "./connectionLost.ts";
 export type { PublicKeyOption } from "./curveKeyFiles.ts";
 export { curvePublicKeyOrFile, isCurveKey, isExistingFile, readCurveKeyFile } from "./curveKeyFiles.ts";
 export type { CurveClientKeys, CurveLinkOptions, CurveServerKey, CurveServerKeys } from "./curveOptions.ts";

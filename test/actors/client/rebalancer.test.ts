@@ -13,6 +13,14 @@ import type { MessageExt } from "../../../transport/messageRecord.ts";
 import { MASTER_ID, type MessageModel, type MessageQueue, MQError, mqKey } from "../../../transport/protocol.ts";
 import { monotonicFollowsDate } from "../../helpers.ts";
 
+/** What a fake node says of its connections: never lost. */
+const connected = {
+  peerUnreachable: () => false,
+  peerFailedSince: () => false,
+  peerRefusal: () => undefined,
+  onPeerFailure: () => () => {},
+};
+
 const queues = (n: number): MessageQueue[] =>
   Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
 
@@ -31,7 +39,10 @@ function setupRebalancer(model: MessageModel, me: string, members: { ids: string
     persist: async (mq) => void persisted.push(mqKey(mq)),
     removeOffset: (mq) => void removed.push(mqKey(mq)),
   };
-  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: [...members.ids] } }) }) } as unknown as ActorNode;
+  const node = {
+    ...connected,
+    ref: () => ({ ask: async () => ({ fields: { consumerIdList: [...members.ids] } }) }),
+  } as unknown as ActorNode;
   let heartbeats = 0;
   const held = new Map<string, HeldQueue>();
   const r = new Rebalancer({
@@ -102,6 +113,7 @@ test("a client the broker does not list registers again at once; one still not l
 test("the group's members are asked of a slave while the master is out of the route, so a consumer started then still gets its queues", async () => {
   const asked: string[] = [];
   const node = {
+    ...connected,
     ref: (addr: string) => ({
       ask: async () => {
         asked.push(addr);
@@ -154,6 +166,7 @@ test("clustering: the members are the union of every broker's list (one that has
   };
   const asked: string[] = [];
   const node = {
+    ...connected,
     ref: (addr: string) => ({
       ask: async () => {
         asked.push(addr);
@@ -223,7 +236,10 @@ test("clustering hand-over: a lost queue's listener batch ends before its final 
     },
     release: async (mq) => void released.push({ key: mqKey(mq), offset: memory.get(mqKey(mq)) ?? -1, at: Date.now() }),
   };
-  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: [...members.ids] } }) }) } as unknown as ActorNode;
+  const node = {
+    ...connected,
+    ref: () => ({ ask: async () => ({ fields: { consumerIdList: [...members.ids] } }) }),
+  } as unknown as ActorNode;
   const held = new Map<string, HeldQueue>();
   const r = new Rebalancer({
     host: {
@@ -305,7 +321,7 @@ function orderlyRebalancer(o: {
     persist: async () => {},
     removeOffset: () => {},
   };
-  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const node = { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
   const held = new Map<string, HeldQueue>();
   const r = new Rebalancer({
     host: {
@@ -359,7 +375,7 @@ test("clustering: a kept queue whose broker connection was lost since its offset
       return c;
     },
   };
-  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const node = { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
   const held = new Map<string, HeldQueue>();
   const started: PullRequest[] = [];
   let lostAt = 0;
@@ -458,7 +474,7 @@ test("clustering: a stale queue is read again only where its broker can be reach
       return 10;
     },
   };
-  const node = { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
+  const node = { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode;
   const held = new Map<string, HeldQueue>();
   // broker b: a master; broker a: no master in the route at first (only its slave is listed)
   let masterA: string | undefined;
@@ -588,7 +604,7 @@ test("broadcasting: a lost queue whose offset cannot be written is reported and 
   const held = new Map<string, HeldQueue>();
   const r = new Rebalancer({
     host: {
-      node: { ref: () => ({ ask: async () => ({ fields: { consumerIdList: [] } }) }) } as unknown as ActorNode,
+      node: { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: [] } }) }) } as unknown as ActorNode,
       clientId: "c1",
       brokerAddress: () => "tcp://fake:1",
       fetchSubscribeQueues: async () => queues(count),
@@ -635,7 +651,7 @@ test("a queue whose start offset cannot be read is logged at warn, at most once 
   const held = new Map<string, HeldQueue>();
   const r = new Rebalancer({
     host: {
-      node: { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
+      node: { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
       clientId: "c1",
       brokerAddress: () => "tcp://fake:1",
       fetchSubscribeQueues: async () => queues(4),
@@ -691,6 +707,7 @@ test("clustering: a topic whose group members no broker can list is logged at wa
   t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
   let brokerDown = true;
   const node = {
+    ...connected,
     ref: () => ({
       ask: async () => {
         if (brokerDown) throw new MQError("TIMEOUT", "no answer within 3000 ms");
@@ -754,7 +771,7 @@ test("a subscribed topic that does not exist is logged at warn, at most once per
   const subscriptions = SubscriptionTable.build("g", { T: "*", Down: "*" }, "CLUSTERING");
   const r = new Rebalancer({
     host: {
-      node: { ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
+      node: { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
       clientId: "c1",
       brokerAddress: () => "tcp://fake:1",
       fetchSubscribeQueues: async (topic) => {
