@@ -6,7 +6,7 @@
 import os from "node:os";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { CurveLinkOptions } from "../actors/runtime/index.ts";
-import { MQError } from "../transport/protocol.ts";
+import { BROKER_ID_RULE, isBrokerId, MQError } from "../transport/protocol.ts";
 import { addClientCurveFlags, type CurveFlags, clientCurveOf } from "./curveFlags.ts";
 
 /** Name server a client command talks to when neither `--namesrv` nor ACTORMQ_NAMESRV says otherwise. */
@@ -32,6 +32,8 @@ const DIGITS = /^\d+$/;
 const DECIMAL = /^\d+(\.\d+)?$/;
 
 export const intArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n), "a non-negative integer");
+/** `--broker-id`: said as what a broker id is, since a number past 2^53-1 is a non-negative integer too. */
+export const brokerIdArg = numberArg(DIGITS, isBrokerId, `a broker id: ${BROKER_ID_RULE}`);
 /** A positive number of hours (fractions allowed). */
 export const hoursArg = numberArg(DECIMAL, (n) => n > 0, "a number of hours > 0");
 /** A percentage in (0, 100]. */

@@ -170,6 +170,16 @@ export const Perm = { INHERIT: 1, WRITE: 2, READ: 4, PRIORITY: 8 } as const;
 export const PERM_READ_WRITE = Perm.READ | Perm.WRITE;
 
 export const MASTER_ID = 0;
+/**
+ * What a broker id is, for error messages. RocketMQ's is a Java long; past 2^53 a number is not
+ * exact (2^53 + 1 reads as 2^53), so two slaves could share one route entry.
+ */
+export const BROKER_ID_RULE = "an integer from 0 (the master) to 2^53-1 (9007199254740991; slaves 1, 2, ...)";
+
+/** A broker id (BROKER_ID_RULE): a safe integer >= 0. */
+export function isBrokerId(v: unknown): v is number {
+  return Number.isSafeInteger(v) && (v as number) >= 0;
+}
 export const DEFAULT_CLUSTER = "DefaultCluster";
 export const RETRY_GROUP_TOPIC_PREFIX = "%RETRY%";
 export const DLQ_GROUP_TOPIC_PREFIX = "%DLQ%";

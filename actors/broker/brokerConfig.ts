@@ -5,15 +5,18 @@
 
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
 import {
+  BROKER_ID_RULE,
   BROKER_NAME_PATTERN,
   checkBoolean,
   checkNotReserved,
   DEFAULT_CLUSTER,
   DEFAULT_MAX_MESSAGE_BYTES,
+  isBrokerId,
   MASTER_ID,
   MAX_TIMER_MS,
   MQError,
   PERM_READ_WRITE,
+  shownValue,
 } from "../../transport/protocol.ts";
 import { checkTcpPort } from "../../transport/zmqNode.ts";
 import { defaultLogLevel } from "../logger.ts";
@@ -184,8 +187,8 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
   if (!Number.isInteger(cfg.defaultQueueNums) || cfg.defaultQueueNums < 1 || cfg.defaultQueueNums > 1024) {
     throw new MQError("ILLEGAL_ARGUMENT", "defaultQueueNums must be an integer between 1 and 1024.");
   }
-  if (!Number.isInteger(cfg.brokerId) || cfg.brokerId < 0)
-    throw new MQError("ILLEGAL_ARGUMENT", "brokerId must be an integer >= 0 (0 = master).");
+  if (!isBrokerId(cfg.brokerId))
+    throw new MQError("ILLEGAL_ARGUMENT", `brokerId must be ${BROKER_ID_RULE}, got ${shownValue(cfg.brokerId)}.`);
   // RocketMQ's BrokerStartup: the name server keys a broker name's addresses by brokerId, 0 being
   // the master's, so a slave with id 0 would replace its master in every route
   if (!(BROKER_ROLES as readonly string[]).includes(cfg.role))

@@ -8,7 +8,16 @@
  */
 import { fromCallback, setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
-import { type HaLeaveRequest, type HaTransferReply, type HaTransferRequest, MQError, type SendStatus } from "../../transport/protocol.ts";
+import {
+  BROKER_ID_RULE,
+  type HaLeaveRequest,
+  type HaTransferReply,
+  type HaTransferRequest,
+  isBrokerId,
+  MQError,
+  type SendStatus,
+  shownValue,
+} from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
@@ -135,6 +144,11 @@ export class HAService {
       return;
     }
     const { slaveId, slaveAddr, offset, tailAt, tailCrc } = req;
+    // the key a slave is known by: a fraction or a number past 2^53 would be another slave's, or none
+    if (!isBrokerId(slaveId)) {
+      reply.fail(slaveIdRefused("HA_TRANSFER", slaveId));
+      return;
+    }
     if (
       typeof offset !== "number" ||
       !Number.isInteger(offset) ||
@@ -225,7 +239,11 @@ export class HAService {
    */
   onLeave(req: Partial<HaLeaveRequest>, reply: Replier | undefined): void {
     const { slaveId, slaveAddr } = req;
-    if (typeof slaveId !== "number" || typeof slaveAddr !== "string") {
+    if (!isBrokerId(slaveId)) {
+      reply?.fail(slaveIdRefused("HA_LEAVE", slaveId));
+      return;
+    }
+    if (typeof slaveAddr !== "string") {
       reply?.fail(new MQError("INVALID_PARAMETER", "HA_LEAVE needs the slave's slaveId and slaveAddr."));
       return;
     }
@@ -346,6 +364,11 @@ export class HAService {
     if (bytes.length > 0) h.reply.ok(fields, bytes);
     else h.reply.ok(fields);
   }
+}
+
+/** INVALID_PARAMETER for a request whose slaveId is not a broker id. */
+function slaveIdRefused(type: string, slaveId: unknown): MQError {
+  return new MQError("INVALID_PARAMETER", `${type}'s slaveId must be ${BROKER_ID_RULE}, got ${shownValue(slaveId)}.`);
 }
 
 const services = new WeakMap<BrokerContext, HAService>();

@@ -13,6 +13,7 @@ import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, type MessageExt } from "../../transport/messageRecord.ts";
 import {
   ConsumptionActorFor,
+  isBrokerId,
   isMQError,
   MASTER_ID,
   MAX_TIMER_MS,
@@ -630,7 +631,8 @@ export class PullService {
   private onReply(request: PullRequest, reply: PullMessageReply, body: Buffer | undefined): void {
     const { pq, mq } = request;
     if (pq.dropped) return;
-    if (typeof reply.suggestWhichBrokerId === "number") request.brokerId = reply.suggestWhichBrokerId;
+    // a broker id from the wire: one that is not (a fraction, past 2^53) would name no broker, or another
+    if (isBrokerId(reply.suggestWhichBrokerId)) request.brokerId = reply.suggestWhichBrokerId;
     switch (reply.status) {
       case "SUCCESS": {
         // decoded before the offset moves on: an answer refused here is pulled again from where it started

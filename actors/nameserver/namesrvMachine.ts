@@ -5,14 +5,17 @@
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import {
+  BROKER_ID_RULE,
   BROKER_NAME_PATTERN,
   checkNotReserved,
   checkTopicConfig,
+  isBrokerId,
   isMQError,
   isTcpAddress,
   MAX_TIMER_MS,
   MQError,
   type RegisterBrokerRequest,
+  shownValue,
   type TopicConfig,
   type UnregisterBrokerRequest,
 } from "../../transport/protocol.ts";
@@ -119,8 +122,7 @@ function requireHeartbeatTimeout(v: unknown): number {
 }
 
 function requireBrokerId(v: unknown): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 0)
-    throw new MQError("INVALID_PARAMETER", "The request's brokerId must be an integer >= 0 (0 = master).");
+  if (!isBrokerId(v)) throw new MQError("INVALID_PARAMETER", `The request's brokerId must be ${BROKER_ID_RULE}, got ${shownValue(v)}.`);
   return v;
 }
 

@@ -16,7 +16,7 @@ import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
-import { fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
+import { brokerIdArg, fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
 import { addServerCurveFlags, brokerLinkCurveOf, type CurveFlags, curveSecretOf, ownLinkCurveOf, serverCurveOf } from "../curveFlags.ts";
 import { inspectorClientEnv } from "./inspect.ts";
 
@@ -127,7 +127,7 @@ function addBrokerFlags(cmd: Command, storeDefault: string | undefined, storeHel
         .default("sync"),
     )
     .option("--cluster <name>", "cluster name", "DefaultCluster")
-    .option("--broker-id <id>", "0 = master, > 0 = slave, one id per slave (default 0; 1 with --role SLAVE)", intArg)
+    .option("--broker-id <id>", "0 = master, > 0 = slave, one id per slave (default 0; 1 with --role SLAVE)", brokerIdArg)
     .addOption(new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices(BROKER_ROLES))
     .option("--master-address <endpoint>", "a slave's master endpoint")
     .option("--no-auto-create-topic", "refuse sends to topics not created beforehand")

@@ -200,6 +200,12 @@ test("npm start stops the server it runs on SIGTERM to npm (a process manager's 
   }
 });
 
+test("broker --broker-id past 2^53-1 is a usage error saying what a broker id is", async () => {
+  const r = await cli(["broker", "--name", "big", "--broker-id", "9007199254740993", "--namesrv", "tcp://127.0.0.1:1"]);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /--broker-id.*expected a broker id: an integer from 0 \(the master\) to 2\^53-1/);
+});
+
 test("broker --role SLAVE without --broker-id runs as slave 1 next to its master; a SLAVE with id 0 or a master with id 1 is refused", async () => {
   const { dir, cleanup } = await tempDir();
   const ns = await NameServer.start({ listen: EPHEMERAL });

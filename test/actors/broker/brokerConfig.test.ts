@@ -22,6 +22,27 @@ test("brokerConfig: a SLAVE needs brokerId > 0 (brokerId 0 would take the master
   assert.equal(resolveBrokerConfig({ ...base, role: "SLAVE", brokerId: 2 }).brokerId, 2);
 });
 
+test("brokerConfig: a brokerId that is not an integer from 0 to 2^53-1 is refused, saying what is allowed", async () => {
+  // past 2^53 ids are not exact: 2^53 + 1 reads as 2^53, two slaves would share one route entry
+  for (const v of [2 ** 53, 2 ** 53 + 2, 1e300, Number.POSITIVE_INFINITY, -1, 1.5, Number.NaN, "1"])
+    refused(
+      { role: "SLAVE", brokerId: v as never },
+      /^brokerId must be an integer from 0 \(the master\) to 2\^53-1 \(9007199254740991; slaves 1, 2, \.\.\.\), got /,
+    );
+  assert.equal(resolveBrokerConfig({ ...base, brokerId: Number.MAX_SAFE_INTEGER }).brokerId, Number.MAX_SAFE_INTEGER);
+  const { dir, cleanup } = await tempDir();
+  try {
+    const storeDir = path.join(dir, "store");
+    await assert.rejects(
+      Broker.start({ brokerName: "big", listen: EPHEMERAL, nameservers: [], storeDir, brokerId: 2 ** 53 + 2 }),
+      (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /brokerId must be .* got 9007199254740994/.test(e.message),
+    );
+    assert.equal(existsSync(storeDir), false, "the broker did not start");
+  } finally {
+    await cleanup();
+  }
+});
+
 test("brokerConfig: master roles need brokerId 0", () => {
   refused({ role: "SYNC_MASTER", brokerId: 2 }, /SYNC_MASTER.*brokerId 0/);
   refused({ role: "ASYNC_MASTER", brokerId: 1 }, /ASYNC_MASTER.*brokerId 0/);

@@ -566,7 +566,7 @@ test("a slave with another segment size or broker name is refused before it appe
   await closeBroker(master);
 });
 
-test("HA_TRANSFER from a peer whose offset is not a record boundary of the master is refused, with no damage counted", async () => {
+test("HA_TRANSFER from a peer whose offset is not a record boundary of the master is refused, with no damage counted; so is a slaveId that is no broker id", async () => {
   const master = await startBroker({ brokerName: "ha8", storeDir: path.join(dir, "ha8-m") });
   const sent: SendMessageReply[] = [];
   for (let i = 0; i < 5; i++) sent.push(await send(master, "H", `msg-${i}-${"z".repeat(50)}`));
@@ -579,6 +579,17 @@ test("HA_TRANSFER from a peer whose offset is not a record boundary of the maste
   // a boundary with a wrong CRC of the record before it
   await assert.rejects(transfer({ offset: sent[2]!.commitLogOffset, tailAt: sent[1]!.commitLogOffset, tailCrc: 1 }), refused);
   assert.equal(master.store.damage.replicationBytesSkipped, 0, "no damage reported for a healthy log");
+  // a slave id that is not a broker id (past 2^53 two would share a key), before anything is served
+  for (const slaveId of [2 ** 53 + 2, -1, 1.5, "1"])
+    await assert.rejects(
+      transfer({ slaveId, offset: sent[4]!.commitLogOffset }),
+      (e) => isMQError(e, "INVALID_PARAMETER") && /slaveId must be an integer from 0 .* to 2\^53-1/.test(e.message),
+      String(slaveId),
+    );
+  await assert.rejects(
+    raw.ref(master.address, BrokerActor.HA).ask({ type: "HA_LEAVE", slaveId: 2 ** 53 + 2, slaveAddr: "tcp://x:1" }),
+    (e) => isMQError(e, "INVALID_PARAMETER") && /slaveId must be an integer from 0 .* to 2\^53-1/.test(e.message),
+  );
   // a boundary without a check is served
   const ok = await transfer({ slaveId: 10, offset: sent[4]!.commitLogOffset });
   assert.ok((ok.body?.length ?? 0) > 0);

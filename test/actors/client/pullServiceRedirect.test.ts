@@ -85,3 +85,61 @@ test("repeated redirects that do not move the offset back off instead of spinnin
     service.stop();
   }
 });
+
+test("a suggested broker id that is not one (past 2^53-1, a fraction) is not followed: the next pull goes where the last did", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "setInterval"] });
+  for (const suggested of [2 ** 53 + 2, 1.5, -1]) {
+    const asked: string[] = [];
+    const subscriptions = new SubscriptionTable();
+    subscriptions.subscribe("T", "*");
+    const deps = {
+      host: {
+        // every id has an address here: a bad one followed would be asked
+        brokerAddress: (_name: string, id = MASTER_ID) => `tcp://h:${id}`,
+        node: {
+          ref: (addr: string) => ({
+            ask: () => {
+              asked.push(addr);
+              return new Promise((resolve) =>
+                setImmediate(() =>
+                  resolve({
+                    fields: {
+                      status: "PULL_RETRY_IMMEDIATELY",
+                      nextBeginOffset: 5 + asked.length,
+                      minOffset: 0,
+                      maxOffset: 10,
+                      suggestWhichBrokerId: suggested,
+                    },
+                  }),
+                ),
+              );
+            },
+          }),
+        },
+      },
+      group: "g",
+      model: "CLUSTERING",
+      subscriptions,
+      offsetStore: { readOffsetFromMemory: () => -1, updateOffset: () => {} },
+      settings: defaultPullSettings(),
+      onFound: () => {},
+      onOffsetIllegal: () => {},
+    } as unknown as PullServiceDeps;
+    const service = new PullService(deps);
+    const request: PullRequest = {
+      consumerGroup: "g",
+      mq: { topic: "T", brokerName: "b", queueId: 0 },
+      pq: new ProcessQueue<MessageExt>(),
+      nextOffset: 5,
+      brokerId: MASTER_ID,
+    };
+    try {
+      service.executeNow(request);
+      await until(() => asked.length >= 2, `pulled again after suggestWhichBrokerId ${suggested}`);
+      assert.deepEqual(asked.slice(0, 2), ["tcp://h:0", "tcp://h:0"], `suggestWhichBrokerId ${suggested}`);
+      assert.equal(request.brokerId, MASTER_ID);
+    } finally {
+      service.stop();
+    }
+  }
+});

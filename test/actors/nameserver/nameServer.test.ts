@@ -112,6 +112,17 @@ test("unknown topics, malformed and unknown requests get coded errors and the se
     { readQueueNums: 4, writeQueueNums: 4, perm: 6 },
   ])
     await assert.rejects(reg(tc), (e) => isMQError(e, "INVALID_PARAMETER"), JSON.stringify(tc));
+  // a broker id past 2^53 is not exact (two slaves would share one entry of brokerAddrs), nor is a fraction
+  for (const type of ["REGISTER_BROKER", "UNREGISTER_BROKER"])
+    for (const brokerId of [2 ** 53 + 2, -1, 1.5])
+      await assert.rejects(
+        ref.ask({ type, clusterName: "C", brokerName: "bad", brokerAddr: "tcp://h:3", brokerId, topicConfigTable: {} }),
+        (e) =>
+          isMQError(e, "INVALID_PARAMETER") &&
+          /brokerId must be an integer from 0 \(the master\) to 2\^53-1 .*, got /.test(e.message) &&
+          e.message.includes(String(brokerId)),
+        `${type} ${brokerId}`,
+      );
   await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "B" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
   await assert.rejects(ref.ask({ type: "PULL_MESSAGE" }), (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED"));
   await ref.ask({
