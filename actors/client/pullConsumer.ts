@@ -53,6 +53,19 @@ export const DEFAULT_LITE_PULL_BATCH_SIZE = 10;
 export const DEFAULT_AUTO_COMMIT_INTERVAL_MS = 5_000;
 /** @default 5000 */
 export const DEFAULT_POLL_TIMEOUT_MS = 5_000;
+/** ILLEGAL_ARGUMENT naming queues whose ids the route shows do not exist, with the read queue count there. */
+function missingQueuesError(missing: readonly MessageQueue[], readQueueNums: (mq: MessageQueue) => number): MQError {
+  const each = missing.map((mq) => {
+    const n = readQueueNums(mq);
+    return `${mqKey(mq)}: topic ${mq.topic} has ${n} read queues on broker ${mq.brokerName}${n > 0 ? ` (ids 0 to ${n - 1})` : ""}`;
+  });
+  return new MQError(
+    "ILLEGAL_ARGUMENT",
+    `${missing.length === 1 ? "This queue does" : "These queues do"} not exist, so nothing was assigned: ${each.join("; ")}. ` +
+      "Assign queues fetchMessageQueues(topic) returns (the route of a topic that grew is looked up again).",
+  );
+}
+
 /** Whether `q` has a MessageQueue's fields (what assign() takes). */
 function isMessageQueue(q: unknown): q is MessageQueue {
   const m = q as MessageQueue | null;
@@ -337,6 +350,12 @@ export class PullConsumer {
         "ILLEGAL_ARGUMENT",
         "assign takes an array of queues { topic, brokerName, queueId }, such as fetchMessageQueues(topic) returns.",
       );
+    const negative = queues.find((q) => q.queueId < 0);
+    if (negative)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Queue ${mqKey(negative)} does not exist: queue ids start at 0. Assign queues fetchMessageQueues(topic) returns.`,
+      );
     if (this.mode === "subscribe")
       throw new MQError("ILLEGAL_ARGUMENT", "This pull consumer uses subscribe(); subscribe and assign cannot be mixed.");
     this.mode = "assign";
@@ -348,15 +367,9 @@ export class PullConsumer {
     return run;
   }
 
-  /** What {@link assign} does, one call at a time. */
+  /** What {@link assign} does, one call at a time; a call refused changes nothing. */
   private async assignNow(want: Map<string, MessageQueue>): Promise<void> {
     this.checkOpen();
-    for (const [k, h] of this.held) {
-      if (want.has(k)) continue;
-      h.pq.dropped = true;
-      this.held.delete(k);
-      this.dropBuffered(k);
-    }
     // close may begin at each await: its requests then fail for that reason, not the queue's, and
     // a queue started after it would be held (and pulled) by the closed consumer
     const unlessClosed = <T>(p: Promise<T>): Promise<T> =>
@@ -370,23 +383,34 @@ export class PullConsumer {
           throw e;
         },
       );
-    // the offset look-ups need the queue's broker address: the route is fetched for a new topic, and
-    // again when it names no such broker (its first fetch failed, or the route is gone since)
+    // the offset look-ups need the queue's broker address, and its queue id is judged by the route:
+    // the route is fetched for a new topic, and again when it names no such broker (its first fetch
+    // failed, or the route is gone since) or no such queue (the topic may have grown since)
     const fetched = new Set<string>();
+    const added: string[] = [];
+    // not kept for a topic without a route or queue: the next assign fetches it again (and refuses
+    // it again while it does not exist), whatever brokers the client knows from other topics
+    const refuse = (e: unknown): never => {
+      for (const topic of added) this.subscriptions.unsubscribe(topic);
+      throw e;
+    };
     for (const mq of want.values()) {
       if (fetched.has(mq.topic)) continue;
-      if (this.subscriptions.get(mq.topic) && this.host.brokerAddress(mq.brokerName) !== undefined) continue;
+      if (this.subscriptions.get(mq.topic) && this.host.brokerAddress(mq.brokerName) !== undefined && !this.pastRoute(mq)) continue;
       fetched.add(mq.topic);
-      const added = !this.subscriptions.get(mq.topic);
-      if (added) this.subscriptions.subscribe(mq.topic, "*");
-      try {
-        await unlessClosed(this.host.fetchSubscribeQueues(mq.topic));
-      } catch (e) {
-        // not kept for a topic without a route: the next assign fetches it again (and refuses it
-        // again while it does not exist), whatever brokers the client knows from other topics
-        if (added) this.subscriptions.unsubscribe(mq.topic);
-        throw e;
+      if (!this.subscriptions.get(mq.topic)) {
+        this.subscriptions.subscribe(mq.topic, "*");
+        added.push(mq.topic);
       }
+      await unlessClosed(this.host.fetchSubscribeQueues(mq.topic)).catch(refuse);
+    }
+    const missing = [...want.values()].filter((mq) => this.pastRoute(mq));
+    if (missing.length > 0) refuse(missingQueuesError(missing, (mq) => this.host.readQueueNums!(mq.topic, mq.brokerName)!));
+    for (const [k, h] of this.held) {
+      if (want.has(k)) continue;
+      h.pq.dropped = true;
+      this.held.delete(k);
+      this.dropBuffered(k);
     }
     for (const [k, mq] of want) {
       if (this.held.has(k)) continue;
@@ -402,6 +426,18 @@ export class PullConsumer {
       );
       this.startQueue(mq, offset);
     }
+  }
+
+  /**
+   * True when the cached route lists `mq`'s broker for its topic with fewer read queues than its id.
+   * RocketMQ's broker refuses such a queue's pulls ("queueId[...] is illegal") and its lite pull
+   * consumer logs and pulls it again for good; assign refuses it instead, so a mistyped queue id is
+   * seen (as subscribe refuses a topic that does not exist). A queue whose topic shrank after it was
+   * assigned is pulled as RocketMQ does, its refusals logged (the topic may grow again).
+   */
+  private pastRoute(mq: MessageQueue): boolean {
+    const n = this.host.readQueueNums?.(mq.topic, mq.brokerName);
+    return n !== undefined && mq.queueId >= n;
   }
 
   /** The queues held now. */

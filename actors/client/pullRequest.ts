@@ -58,6 +58,8 @@ export interface ConsumerHost {
   brokerLostAt?(addr: string): number;
   /** the readable queues of a topic, from a fresh route (throws NO_ROUTE / TOPIC_NOT_EXIST) */
   fetchSubscribeQueues(topic: string): Promise<MessageQueue[]>;
+  /** a topic's read queue count on a broker in the cached route; undefined when it lists no such broker */
+  readQueueNums?(topic: string, brokerName: string): number | undefined;
   registerConsumer(c: ConsumerRegistration): void;
   unregisterConsumer(group: string): Promise<void>;
   /** sends a heartbeat to every master now */

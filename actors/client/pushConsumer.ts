@@ -236,6 +236,7 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       if (!info) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);
       return inst.routes.subscribeQueues(topic);
     },
+    readQueueNums: (topic, brokerName) => inst.routes.route(topic)?.queueDatas.find((q) => q.brokerName === brokerName)?.readQueueNums,
     registerConsumer(c: ConsumerRegistration) {
       // wanted topics are asked for every second until they have a route (MISSING_ROUTE_RETRY_MS),
       // so a consumer started before its topic exists begins as soon as the topic is created
