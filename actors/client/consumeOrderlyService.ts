@@ -275,7 +275,7 @@ export class ConsumeOrderlyService {
   /**
    * The rebalancer gives `pq` up (already marked dropped): waits for the batch in hand, which
    * still commits its offset, for at most `maxWaitMs`. Resolves true when no batch is in hand
-   * any more.
+   * any more; false when the wait gave up, and the batch, ending later, commits nothing.
    */
   async release(pq: ProcessQueue<MessageExt>, maxWaitMs: number): Promise<boolean> {
     const run = this.runs.get(pq);
@@ -290,7 +290,13 @@ export class ConsumeOrderlyService {
         new Promise<boolean>((r) => (t = setTimeout(() => r(true), maxWaitMs))),
       ]);
       clearTimeout(t);
-      if (timedOut) return false;
+      if (timedOut) {
+        // the queue is unlocked without it: others (or this client, from the broker's newer offset)
+        // may consume past the batch, whose commit would then move the offset back (RocketMQ commits
+        // nothing of a dropped process queue)
+        run.releasing = false;
+        return false;
+      }
     }
     this.forget(run);
     return true;

@@ -593,6 +593,21 @@ test("release: the batch in hand finishes and commits although the queue was dro
   await service.stop();
 });
 
+test("release that gave up waiting: the batch in hand that ends later commits nothing (the queue may be held again from a newer offset)", async () => {
+  // the queue was unlocked when the wait ended: another member (or this one, from the broker's newer
+  // offset) may have consumed past the batch since, and its commit would move the offset back
+  let finish!: () => void;
+  const { service, pq, offsets } = setup(() => new Promise<string>((r) => (finish = () => r("SUCCESS"))));
+  feed(service, pq, [50, 51]);
+  await waitFor(() => finish !== undefined, 2_000, "listener entered");
+  pq.dropped = true;
+  assert.equal(await service.release(pq, 30), false, "the wait for the batch in hand gave up");
+  finish();
+  await waitFor(() => service.activeCount === 0, 2_000, "the late batch ended");
+  assert.deepEqual(offsets.updates, [], "the late batch committed nothing");
+  await service.stop();
+});
+
 test("a queue's replaced process queue waits for the old one's batch in hand, and the old one is let go", async () => {
   // an offset reset (PULL_OFFSET_MOVED) or a regained lock drops the queue's process queue and
   // gives the queue a new one while the old one's batch may still be in the listener
