@@ -37,15 +37,11 @@
  * members consume, and checks that no queue is consumed by both at once afterwards.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { Admin, type MessageQueue, NameServer, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
-import { killServer, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
-
-const here = path.dirname(fileURLToPath(import.meta.url));
+import { type ChildBatch, killServer, orderlyChild, type ServerChild, spawnServer, stopServer } from "./fixtures/children.ts";
 
 const QUEUES = 8;
 /** ~4 batches a second per queue for ~15 s at most: the backlog never runs out. */
@@ -201,41 +197,6 @@ test("orderly: a queue changes hands only after its previous owner's batch ended
     await cleanup();
   }
 });
-
-interface ChildBatch {
-  client: string;
-  queueId: number;
-  start: number;
-  end: number;
-  offsets: number[];
-}
-
-/** An orderly consumer in its own process (fixtures/orderlyConsumer.ts), so it can be frozen. */
-function orderlyChild(name: string, env: Record<string, string>, batches: ChildBatch[]) {
-  const proc = spawn(process.execPath, ["--import", "tsx", path.join(here, "fixtures", "orderlyConsumer.ts")], {
-    env: { ...process.env, ACTORMQ_LOG_LEVEL: "silent", INSTANCE: name, ...env },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let ready = false;
-  let rest = "";
-  proc.stdout!.setEncoding("utf8");
-  proc.stdout!.on("data", (chunk: string) => {
-    rest += chunk;
-    let i: number;
-    while ((i = rest.indexOf("\n")) >= 0) {
-      const line = rest.slice(0, i);
-      rest = rest.slice(i + 1);
-      const f = line.split(" ");
-      if (line === "READY") ready = true;
-      else if (f[0] === "E" && f.length === 5) {
-        const offsets = f[4]!.split(",").map((item) => Number(item.split(":")[0]));
-        batches.push({ client: name, queueId: Number(f[1]), start: Number(f[2]), end: Number(f[3]), offsets });
-      }
-    }
-  });
-  const exited = new Promise<void>((resolve) => proc.on("exit", () => resolve()));
-  return { proc, exited, ready: () => waitFor(() => ready, 30_000, `orderly consumer ${name} READY`) };
-}
 
 test("orderly: a member frozen past its lock's life does not replay its stale cache when it gets its queues back", async () => {
   const { dir, cleanup } = await tempDir("actormq-orderly-freeze-");
