@@ -1,7 +1,8 @@
 /**
  * Orderly consumption end to end: 100 orders x 10 steps, each order's steps sent to one queue
  * (selectByHash on the order id) of an 8-queue topic; 3 orderly consumers in child processes,
- * one killed with kill -9 and one added mid-stream.
+ * one killed with kill -9 and one added mid-stream; the killed and the added one take batches of up
+ * to 3 messages (consumeMessageBatchMaxSize), the others one.
  *
  * Checked: nothing is lost; within each delivery run (one client's unbroken tenure of a queue)
  * queue offsets are consecutive and every order's steps strictly increase by one; no run leaves a
@@ -121,7 +122,8 @@ test("orderly: 100 orders x 10 steps, 8 queues, 3 consumers, one killed and one 
       }
     };
 
-    const [a, b, c] = ["A", "B", "C"].map((n) => startOrderlyChild(n, env));
+    // B (killed) and D (added) take batches of up to 3 messages (consumeMessageBatchMaxSize), A and C one
+    const [a, b, c] = ["A", "B", "C"].map((n) => startOrderlyChild(n, { ...env, BATCH: n === "B" ? "3" : "1" }));
     children.push(a!, b!, c!);
     await Promise.all(children.map((ch) => ch.ready));
     await sendRounds(0, 3);
@@ -134,12 +136,20 @@ test("orderly: 100 orders x 10 steps, 8 queues, 3 consumers, one killed and one 
     await sendRounds(3, 6);
     await waitFor(() => distinctConsumed(children) >= 450, 30_000, "450 steps consumed after the kill");
 
-    const d = startOrderlyChild("D", env);
+    const d = startOrderlyChild("D", { ...env, BATCH: "3" });
     children.push(d);
     await d.ready;
     await sendRounds(6, STEPS);
     await waitFor(() => distinctConsumed(children) === ORDERS * STEPS, 60_000, `all ${ORDERS * STEPS} steps consumed`);
     assert.ok(d.batches.length > 0, "the consumer added mid-stream took part");
+    assert.ok(
+      [b!, d].some((ch) => ch.batches.some((x) => x.items.length > 1)),
+      "batches of more than one message were consumed",
+    );
+    assert.ok(
+      [a!, c!, d].every((ch) => ch.batches.every((x) => x.items.length <= (ch === d ? 3 : 1))),
+      "no batch above consumeMessageBatchMaxSize",
+    );
     assert.ok(new Set(queueOfOrder.values()).size === QUEUES, "the orders spread over all 8 queues");
 
     // stop the survivors cleanly so every open batch has ended
