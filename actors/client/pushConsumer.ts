@@ -733,12 +733,16 @@ export class PushConsumer {
     this.host.node.actorOf(this.names.pull)?.send({ type: "EXECUTE_PULL", request: req });
   }
 
-  /** PULL_OFFSET_MOVED: adopt the broker's offset, persist it, drop the queue and rebuild it by rebalance. */
+  /**
+   * PULL_OFFSET_MOVED: adopt the broker's offset, persist it, drop the queue and rebuild it by
+   * rebalance. Not persisted for an orderly queue whose lock lapsed (see persistableQueues).
+   */
   private async onOffsetIllegal(req: PullRequest): Promise<void> {
     const { mq } = req;
     this.offsetStore.updateAndFreeze(mq, req.nextOffset);
     // a local file that cannot be written must not stop the queue's rebuild (nor reject unhandled)
-    await this.offsetStore.persist(mq).catch((e) => this.persistFailed(e, false));
+    if (!this.queueLocks || this.queueLocks.isLockHeld(req.pq))
+      await this.offsetStore.persist(mq).catch((e) => this.persistFailed(e, false));
     const k = mqKey(mq);
     if (this.held.get(k)?.pq === req.pq) this.held.delete(k);
     this.offsetStore.removeOffset(mq);
