@@ -253,7 +253,7 @@ interface QueueFlight {
 
 /** What the pull service works with. */
 export interface PullServiceDeps {
-  /** with `clientId`, pulls name their puller: the broker knows who holds each queue (hand-over) */
+  /** with `clientId`, pulls name their puller (but orderly ones): the broker knows who holds each queue (hand-over) */
   host: Pick<ConsumerHost, "node" | "brokerAddress" | "isBrokerUnreachable"> & Partial<Pick<ConsumerHost, "clientId">>;
   group: string;
   model: MessageModel;
@@ -526,7 +526,9 @@ export class PullService {
       subVersion: sd.subVersion,
       expressionType: sd.expressionType,
     };
-    if (this.deps.model === "CLUSTERING" && this.deps.host.clientId) req.clientId = this.deps.host.clientId;
+    // not orderly: its queues change hands under broker locks, unannounced to the hand-over, which
+    // would take a member back under its client id for one whose pulls predate its release
+    if (this.deps.model === "CLUSTERING" && !s.orderly && this.deps.host.clientId) req.clientId = this.deps.host.clientId;
     const verify = request.verifyRecords === true;
     if (verify) req.verifyRecords = true;
     this.stats.pulls++;
