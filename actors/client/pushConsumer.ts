@@ -482,6 +482,7 @@ export class PushConsumer {
     if (this.held.get(k)?.pq !== pq) return;
     pq.dropped = true;
     this.held.delete(k);
+    this.rebalancer.droppedLocked(mq);
     this.offsetStore.removeOffset(mq);
     this.rebalanceNow();
   }
@@ -744,7 +745,10 @@ export class PushConsumer {
     if (!this.queueLocks || this.queueLocks.isLockHeld(req.pq))
       await this.offsetStore.persist(mq).catch((e) => this.persistFailed(e, false));
     const k = mqKey(mq);
-    if (this.held.get(k)?.pq === req.pq) this.held.delete(k);
+    if (this.held.get(k)?.pq === req.pq) {
+      this.held.delete(k);
+      if (this.queueLocks) this.rebalancer.droppedLocked(mq);
+    }
     this.offsetStore.removeOffset(mq);
     this.rebalanceNow();
   }

@@ -125,6 +125,12 @@ export class Rebalancer {
   private reregistered = false;
   /** orderly: queues locked on their broker by a gain still in progress (not in `held` yet) */
   private readonly gaining = new Map<string, MessageQueue>();
+  /**
+   * orderly: queues dropped outside a round with their broker lock still held (rebuilt after a
+   * regained lock or PULL_OFFSET_MOVED): the next round of their topic holds them again or unlocks
+   * them, or no member could lock them until the broker's lock expiry (60 s)
+   */
+  private readonly lockedUnheld = new Map<string, MessageQueue>();
   /** queues lost and not yet let go (their final offset not yet committed) */
   private readonly releasing = new Set<HeldQueue>();
   /**
@@ -169,12 +175,21 @@ export class Rebalancer {
     for (const h of this.deps.held.values()) names.add(h.mq.brokerName);
     for (const h of this.releasing) names.add(h.mq.brokerName);
     for (const mq of this.gaining.values()) names.add(mq.brokerName);
+    for (const mq of this.lockedUnheld.values()) names.add(mq.brokerName);
     return names;
   }
 
-  /** Orderly: queues a gain in progress has locked but not added to `held` (a closing consumer unlocks them too). */
+  /**
+   * Orderly: queues locked on their broker but not in `held`: by a gain in progress, or dropped
+   * outside a round (a closing consumer unlocks them too).
+   */
   lockedForGain(): MessageQueue[] {
-    return [...this.gaining.values()];
+    return [...this.gaining.values(), ...this.lockedUnheld.values()];
+  }
+
+  /** Orderly: `mq` was dropped from `held` outside a round with its broker lock held (see {@link lockedUnheld}). */
+  droppedLocked(mq: MessageQueue): void {
+    this.lockedUnheld.set(mqKey(mq), mq);
   }
 
   /** One round over every subscribed topic; returns true when the assignment changed. */
@@ -389,6 +404,12 @@ export class Rebalancer {
     if (this.deps.lockQueue) {
       // orderly: one lock request at a time, as RocketMQ's rebalance does
       for (const [k, mq] of want) await gain(k, mq);
+      // dropped outside a round: held again above, else its lock goes
+      for (const [k, mq] of this.lockedUnheld) {
+        if (mq.topic !== topic) continue;
+        this.lockedUnheld.delete(k);
+        if (!held.has(k)) await this.deps.unlockQueue?.(mq);
+      }
     } else {
       // kept queues whose broker connection was lost since their offset was read: read it again
       // (only where the broker can be reached: a query to one that cannot would hold this round, and

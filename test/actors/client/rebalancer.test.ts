@@ -565,6 +565,29 @@ test("orderly: a queue locked for a gain that does not happen is unlocked (offse
   assert.deepEqual(r.lockedForGain(), []);
 });
 
+test("orderly: a queue dropped outside a round with its lock held (rebuilt) is held again by the next round, or its lock given back", async () => {
+  const unlocked: string[] = [];
+  const locked: string[] = [];
+  const { r, held } = orderlyRebalancer({
+    queueCount: 4,
+    readOffset: async () => 0,
+    lockQueue: async (mq) => {
+      locked.push(mqKey(mq));
+      return true;
+    },
+    unlocked,
+  });
+  // both rebuilt after their lock was regained; the route no longer gives this client the second
+  r.droppedLocked({ topic: "T", brokerName: "a", queueId: 0 });
+  r.droppedLocked({ topic: "T", brokerName: "z", queueId: 7 });
+  assert.deepEqual(r.lockedForGain().map(mqKey), ["T@a@0", "T@z@7"], "a closing consumer unlocks them");
+  await r.doRebalance();
+  assert.ok(held.has("T@a@0"), "the one still assigned is held again");
+  assert.deepEqual(unlocked, ["T@z@7"], "the other's lock is given back, not left to the broker's expiry");
+  assert.deepEqual(r.lockedForGain(), []);
+  assert.ok(r.brokersInUse().has("a"));
+});
+
 test("orderly: stop() waits for a round whose lock request is in flight, and the round gives that lock back", async () => {
   const unlocked: string[] = [];
   let answerLock!: (locked: boolean) => void;
