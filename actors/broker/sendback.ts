@@ -38,6 +38,13 @@ export const DLQ_LOG_INTERVAL_MS = 30_000;
 
 type SendBackFields = Partial<Record<keyof ConsumerSendMsgBackRequest, unknown>>;
 
+/** A field's value as a remark shows it: short, never an object's own String(). */
+function shown(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
+  if (typeof v === "number" || typeof v === "boolean" || v == null) return String(v);
+  return `a value of type ${typeof v}`;
+}
+
 function badRequest(message: string): MQError {
   return new MQError("INVALID_PARAMETER", message);
 }
@@ -54,36 +61,51 @@ function originIdFits(id: string): boolean {
  */
 export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): Promise<SendBackReply> {
   const { config, topics, groups, store } = ctx;
+  const forGroup = typeof ev.group === "string" && ev.group.length > 0 ? ` of group ${ev.group}` : "";
   if (config.role === "SLAVE")
-    throw new MQError("NO_PERMISSION", `Broker ${config.brokerName} is a slave; send the message back to its master.`);
+    throw new MQError(
+      "NO_PERMISSION",
+      `Broker ${config.brokerName} is a slave (brokerId ${config.brokerId}) and stores no retry copies: send the message${forGroup} back to the master of ${config.brokerName} ` +
+        "(brokerId 0); while the master is down, send the copy to the group's retry topic on another broker.",
+    );
   if ((config.brokerPermission & Perm.WRITE) === 0) {
     throw new MQError(
       "NO_PERMISSION",
-      `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}); the message cannot be sent back to it now.`,
+      `Broker ${config.brokerName} is not writable (brokerPermission ${config.brokerPermission}: writes are off, as while it is drained), so the message${forGroup} cannot be ` +
+        `sent back to it: send the copy to the group's retry topic on another broker, or make this one writable again (\`actormq broker-config set ${config.brokerName} brokerPermission 6\`).`,
     );
   }
-  if (typeof ev.group !== "string" || ev.group.length === 0) throw badRequest("CONSUMER_SEND_MSG_BACK needs the consumer group.");
+  if (typeof ev.group !== "string" || ev.group.length === 0)
+    throw badRequest(
+      `CONSUMER_SEND_MSG_BACK carries no consumer group (field group is ${shown(ev.group)}): the client must name the group whose retry topic takes the message.`,
+    );
   const offset = ev.offset;
   if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0)
-    throw badRequest("CONSUMER_SEND_MSG_BACK needs the message's commit-log offset (a non-negative integer).");
+    throw badRequest(
+      `CONSUMER_SEND_MSG_BACK's offset is ${shown(offset)}: send the commit-log offset of the message as it was pulled (MessageExt.commitLogOffset, an integer >= 0).`,
+    );
   const requestedLevel = ev.delayLevel === undefined ? 0 : ev.delayLevel;
   if (typeof requestedLevel !== "number" || !Number.isInteger(requestedLevel))
-    throw badRequest("CONSUMER_SEND_MSG_BACK's delayLevel must be an integer (0 = the broker decides, -1 = dead-letter queue).");
+    throw badRequest(
+      `CONSUMER_SEND_MSG_BACK's delayLevel is ${shown(requestedLevel)}, not an integer: send 0 (the broker waits at level 3 + reconsumeTimes), a level from 1, or -1 (the dead-letter queue).`,
+    );
   const clientTimes = ev.reconsumeTimes ?? undefined;
   if (clientTimes !== undefined && !(isInt32(clientTimes) && clientTimes >= 0))
     throw badRequest(
-      "CONSUMER_SEND_MSG_BACK's reconsumeTimes, when given, must be a non-negative integer (the client's count of the message's retries).",
+      `CONSUMER_SEND_MSG_BACK's reconsumeTimes is ${shown(clientTimes)}: when given it must be an integer from 0 (the client's count of the message's retries); leave it out to count from the stored message.`,
     );
   const group = ev.group;
   checkRetryTopicFits(group);
-  const groupConfig = groups.findOrAutoCreateOrThrow(group, config.brokerName);
+  const groupConfig = groups.findOrAutoCreateOrThrow(group, config.brokerName, ", so the message cannot be sent back for it");
   if (groupConfig.retryQueueNums <= 0) return { topic: "", toDLQ: false, delayLevel: 0, reconsumeTimes: 0 };
 
   const retry = topics.createIfAbsent(retryTopic(group), groupConfig.retryQueueNums, PERM_READ_WRITE);
   if ((retry.perm & Perm.WRITE) === 0 || retry.writeQueueNums <= 0) {
     throw new MQError(
       "NO_PERMISSION",
-      `The retry topic ${retry.topicName} is not writable on broker ${config.brokerName} (perm ${retry.perm}).`,
+      `The retry topic ${retry.topicName} is not writable on broker ${config.brokerName} (perm ${retry.perm}${retry.writeQueueNums <= 0 ? ", 0 write queues" : ""}), ` +
+        `so the message cannot be sent back for group ${group}: give it write permission and write queues again (admin.createTopic({ topic: "${retry.topicName}", perm: 6, ... })), ` +
+        "or send the copy to the retry topic on another broker.",
     );
   }
 
@@ -91,7 +113,8 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
   if (!rec)
     throw new MQError(
       "SYSTEM_ERROR",
-      `No message at commit-log offset ${offset} on broker ${config.brokerName}: it expired or the offset is wrong; the consumer retries it locally.`,
+      `No message at commit-log offset ${offset} on broker ${config.brokerName}: its commit-log file was deleted (fileReservedTime) or the offset does not ` +
+        `point at a message, so it cannot be sent back for group ${group}. The message is gone from this broker; the consumer still holds it and may retry it itself.`,
     );
   // the copy keeps the stored body and sysFlag: a compressed body stays compressed and marked
   const msg = decodeRecords(rec, config.brokerName, false)[0]!;
@@ -154,7 +177,8 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
   if (r.status !== "PUT_OK")
     throw new MQError(
       "SYSTEM_ERROR",
-      `${r.status}: the copy for ${replyTopic} did not reach disk in time; the consumer retries it locally.`,
+      `Storing the copy for ${replyTopic} on broker ${config.brokerName} failed with ${r.status}, so the message was not sent back for group ${group}: ` +
+        "the consumer keeps it and retries it itself; check the broker's disk (space, flush latency) if this repeats.",
     );
   if (decision.toDLQ) logDeadLettered(ctx, group, replyTopic, msg.msgId, properties[MessageConst.RETRY_TOPIC], decision.reconsumeTimes);
   return { topic: replyTopic, toDLQ: decision.toDLQ, delayLevel: decision.delayLevel, reconsumeTimes: decision.reconsumeTimes };

@@ -189,7 +189,8 @@ export class SubscriptionGroupManager {
     if (cfg) return cfg;
     throw new MQError(
       "SUBSCRIPTION_GROUP_NOT_EXIST",
-      `Subscription group ${group} does not exist on broker ${broker}${consequence}: create it (Admin) or enable autoCreateSubscriptionGroup.`,
+      `Subscription group ${group} does not exist on broker ${broker}${consequence}: check the consumer's group name, then create the ` +
+        `group on this broker (admin.updateSubscriptionGroup, \`actormq group update ${group} --brokers ${broker}\`) or start the broker with autoCreateSubscriptionGroup.`,
     );
   }
 

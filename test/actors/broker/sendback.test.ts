@@ -245,7 +245,11 @@ test("a client's reconsumeTimes (orderly, retried in place) counts when larger t
     true,
   );
   for (const bad of [-1, 1.5, "3", 2 ** 31]) {
-    await rejectsWith(processSendBack(ctx, { group: "g5", offset: d.offset, delayLevel: 0, reconsumeTimes: bad }), "INVALID_PARAMETER");
+    await rejectsWith(
+      processSendBack(ctx, { group: "g5", offset: d.offset, delayLevel: 0, reconsumeTimes: bad }),
+      "INVALID_PARAMETER",
+      /reconsumeTimes is .*: when given it must be an integer from 0 .*leave it out to count from the stored message/,
+    );
   }
 });
 
@@ -257,20 +261,61 @@ test("retryQueueNums 0 disables retries: success, nothing stored", async () => {
   for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0);
 });
 
-async function rejectsWith(p: Promise<unknown>, code: string): Promise<void> {
-  await assert.rejects(p, (e: unknown) => isMQError(e) && e.code === code);
+/** Rejects with `code`, and a remark that says what went wrong and what to do when `says` is given. */
+async function rejectsWith(p: Promise<unknown>, code: string, ...says: RegExp[]): Promise<void> {
+  await assert.rejects(p, (e: unknown) => {
+    assert.ok(isMQError(e), String(e));
+    assert.equal(e.code, code);
+    for (const r of says) assert.match(e.message, r);
+    return true;
+  });
 }
 
 test("bad requests answer with their codes", async () => {
   const { offset } = await original();
-  await rejectsWith(processSendBack(ctx, { group: "g1", offset: store.maxPhyOffset + 1000, delayLevel: 0 }), "SYSTEM_ERROR");
-  await rejectsWith(processSendBack(ctx, { group: "g1", offset: -1, delayLevel: 0 }), "INVALID_PARAMETER");
-  await rejectsWith(processSendBack(ctx, { group: "g1", offset: "x", delayLevel: 0 }), "INVALID_PARAMETER");
-  await rejectsWith(processSendBack(ctx, { offset, delayLevel: 0 }), "INVALID_PARAMETER");
-  await rejectsWith(processSendBack(ctx, { group: "g1", offset, delayLevel: 1.5 }), "INVALID_PARAMETER");
+  await rejectsWith(
+    processSendBack(ctx, { group: "g1", offset: store.maxPhyOffset + 1000, delayLevel: 0 }),
+    "SYSTEM_ERROR",
+    /^No message at commit-log offset \d+ on broker b1: .*deleted.* cannot be sent back for group g1\. The message is gone from this broker/,
+  );
+  await rejectsWith(
+    processSendBack(ctx, { group: "g1", offset: -1, delayLevel: 0 }),
+    "INVALID_PARAMETER",
+    /offset is -1: send the commit-log offset of the message as it was pulled \(MessageExt\.commitLogOffset/,
+  );
+  await rejectsWith(processSendBack(ctx, { group: "g1", offset: "x", delayLevel: 0 }), "INVALID_PARAMETER", /offset is "x"/);
+  await rejectsWith(
+    processSendBack(ctx, { offset, delayLevel: 0 }),
+    "INVALID_PARAMETER",
+    /carries no consumer group \(field group is undefined\): the client must name the group/,
+  );
+  await rejectsWith(
+    processSendBack(ctx, { group: "g1", offset, delayLevel: 1.5 }),
+    "INVALID_PARAMETER",
+    /delayLevel is 1\.5, not an integer: send 0 .*-1 \(the dead-letter queue\)/,
+  );
   // %RETRY%<group> must fit a topic name (127 characters)
   await rejectsWith(processSendBack(ctx, { group: "g".repeat(121), offset, delayLevel: 0 }), "ILLEGAL_ARGUMENT");
+  // a retry topic made read only
+  ctx.topics.createIfAbsent("%RETRY%ro", 1, 4);
+  await rejectsWith(
+    processSendBack(ctx, { group: "ro", offset, delayLevel: 0 }),
+    "NO_PERMISSION",
+    /^The retry topic %RETRY%ro is not writable on broker b1 \(perm 4\), so the message cannot be sent back for group ro: give it write permission/,
+  );
   for (let q = 0; q < 6; q++) assert.equal(store.getMaxOffset(SCHEDULE_TOPIC, q), 0, "nothing stored by a rejected request");
+  // a put that does not end PUT_OK names its status
+  const put = ctx.put;
+  (ctx as { put: unknown }).put = async () => ({ status: "OS_PAGECACHE_BUSY" });
+  try {
+    await rejectsWith(
+      processSendBack(ctx, { group: "g1", offset, delayLevel: 0 }),
+      "SYSTEM_ERROR",
+      /^Storing the copy for %RETRY%g1 on broker b1 failed with OS_PAGECACHE_BUSY, so the message was not sent back for group g1: the consumer keeps it/,
+    );
+  } finally {
+    (ctx as { put: unknown }).put = put;
+  }
 });
 
 test("an unknown group without auto-creation, a slave and a read-only broker refuse", async () => {
@@ -278,10 +323,23 @@ test("an unknown group without auto-creation, a slave and a read-only broker ref
   await cleanup();
   await makeCtx({}, false);
   const { offset } = await original();
-  await rejectsWith(processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }), "SUBSCRIPTION_GROUP_NOT_EXIST");
+  await rejectsWith(
+    processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }),
+    "SUBSCRIPTION_GROUP_NOT_EXIST",
+    /^Subscription group nobody does not exist on broker b1, so the message cannot be sent back for it: check the consumer's group name, then create the group/,
+    /autoCreateSubscriptionGroup/,
+  );
   (ctx.config as { role: string }).role = "SLAVE";
-  await rejectsWith(processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }), "NO_PERMISSION");
+  await rejectsWith(
+    processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }),
+    "NO_PERMISSION",
+    /^Broker b1 is a slave .*send the message of group nobody back to the master of b1/,
+  );
   (ctx.config as { role: string }).role = "ASYNC_MASTER";
   (ctx.config as { brokerPermission: number }).brokerPermission = 4;
-  await rejectsWith(processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }), "NO_PERMISSION");
+  await rejectsWith(
+    processSendBack(ctx, { group: "nobody", offset, delayLevel: 0 }),
+    "NO_PERMISSION",
+    /^Broker b1 is not writable \(brokerPermission 4: .*retry topic on another broker, or make this one writable again \(`actormq broker-config set b1 brokerPermission 6`\)/,
+  );
 });
