@@ -263,6 +263,8 @@ export const MessageConst = {
   ORIGIN_MESSAGE_ID: "ORIGIN_MESSAGE_ID",
   UNIQ_KEY: "UNIQ_KEY",
   MAX_RECONSUME_TIMES: "MAX_RECONSUME_TIMES",
+  /** a client's own retry copy: its reconsume times (the request header carries it; RocketMQ's PROPERTY_RECONSUME_TIME) */
+  RECONSUME_TIME: "RECONSUME_TIME",
   CONSUME_START_TIME: "CONSUME_START_TIME",
   MIN_OFFSET: "MIN_OFFSET",
   MAX_OFFSET: "MAX_OFFSET",

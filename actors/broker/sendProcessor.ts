@@ -101,7 +101,9 @@ function retryGroupOf(ctx: BrokerContext, topic: string): SubscriptionGroupConfi
  * copy, when its send-back failed): past the maximum retries (the message's MAX_RECONSUME_TIMES,
  * else the group's retryMaxTimes), or while the group holds a live orderly lock (an orderly group
  * must not re-order through its retry topic), the message goes to `%DLQ%<group>` queue 0 without
- * its delay level. Returns that topic and the properties to store, or undefined to keep the topic.
+ * its delay level. So does a copy whose DELAY is negative: the consumer meant it for the
+ * dead-letter queue (delay level -1, as a send-back's). Returns that topic and the properties to
+ * store, or undefined to keep the topic.
  */
 function retrySendToDLQ(
   ctx: BrokerContext,
@@ -113,8 +115,10 @@ function retrySendToDLQ(
   const requested = properties[MessageConst.MAX_RECONSUME_TIMES];
   const fromMessage = requested !== undefined && /^-?\d{1,10}$/.test(requested) ? Number(requested) : Number.NaN;
   const max = isInt32(fromMessage) ? fromMessage : group.retryMaxTimes;
-  const locked = reconsumeTimes <= max && !lockTableOf(ctx).isLockAllExpired(group.groupName);
-  if (!shouldDivertRetrySendToDLQ(reconsumeTimes, max, locked)) return undefined;
+  const delay = properties[MessageConst.DELAY];
+  const deadLetter = delay !== undefined && /^-\d{1,10}$/.test(delay) && Number(delay) < 0;
+  const locked = !deadLetter && reconsumeTimes <= max && !lockTableOf(ctx).isLockAllExpired(group.groupName);
+  if (!deadLetter && !shouldDivertRetrySendToDLQ(reconsumeTimes, max, locked)) return undefined;
   const dlq = ctx.topics.createIfAbsent(dlqTopic(group.groupName), DLQ_NUMS_PER_GROUP, PERM_READ_WRITE);
   delete properties[MessageConst.DELAY];
   return { topic: dlq.topicName, properties: encodeProperties(properties) };

@@ -58,6 +58,10 @@ export interface ConsumerHost {
   brokerLostAt?(addr: string): number;
   /** the readable queues of a topic, from a fresh route (throws NO_ROUTE / TOPIC_NOT_EXIST) */
   fetchSubscribeQueues(topic: string): Promise<MessageQueue[]>;
+  /** the writable queues of a topic, from the cached route unless `refresh` (a failed send-back's retry copy) */
+  publishQueues?(topic: string, refresh?: boolean): Promise<MessageQueue[]>;
+  /** `ask` to a broker address, or TIMEOUT as soon as its connection reads refused or lost */
+  unlessBrokerLost?<R>(addr: string, ask: Promise<R>): Promise<R>;
   /** a topic's read queue count on a broker in the cached route; undefined when it lists no such broker */
   readQueueNums?(topic: string, brokerName: string): number | undefined;
   registerConsumer(c: ConsumerRegistration): void;

@@ -24,7 +24,7 @@ import {
   shownValue,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
-import { askUnlessConnectionLost } from "../runtime/index.ts";
+import { askUnlessConnectionLost, unlessConnectionLost } from "../runtime/index.ts";
 import {
   type AllocateOptions,
   type AllocateStrategyName,
@@ -236,6 +236,11 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
       if (!info) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);
       return inst.routes.subscribeQueues(topic);
     },
+    async publishQueues(topic, refresh) {
+      const info = (refresh ? undefined : inst.routes.publishInfo(topic)) ?? (await inst.updateRoute(topic));
+      return info?.queues.slice() ?? [];
+    },
+    unlessBrokerLost: (addr, ask) => unlessConnectionLost(inst.node, addr, ask),
     readQueueNums: (topic, brokerName) => inst.routes.route(topic)?.queueDatas.find((q) => q.brokerName === brokerName)?.readQueueNums,
     registerConsumer(c: ConsumerRegistration) {
       // wanted topics are asked for every second until they have a route (MISSING_ROUTE_RETRY_MS),

@@ -4,18 +4,33 @@
  * failed go back to the broker that stored them (CONSUMER_SEND_MSG_BACK), which re-delivers them
  * through the group's retry topic; and a message pulled from the retry topic shows the listener
  * its original topic again.
+ *
+ * When that broker cannot take the message back (down, too slow, or answering an error), the
+ * consumer sends its own copy to `%RETRY%<group>` on a broker that has the retry topic, another
+ * one first (RocketMQ's fallback through the instance's inner producer): RETRY_TOPIC, ORIGIN_MESSAGE_ID,
+ * RECONSUME_TIME (reconsumeTimes + 1, sent as the request's reconsumeTimes), MAX_RECONSUME_TIMES
+ * and delay level 3 + reconsumeTimes. A copy past maxReconsumeTimes (or meant for the dead-letter
+ * queue) carries DELAY -1, and the broker stores it in `%DLQ%<group>` instead. Only when that fails
+ * too does the caller keep the message and consume it again locally.
  */
-import type { MessageExt } from "../../transport/messageRecord.ts";
+import { monotonicNow } from "../../transport/clock.ts";
+import { encodeProperties, type MessageExt, MessageSysFlag } from "../../transport/messageRecord.ts";
 import {
   BrokerActor,
   type ConsumerSendMsgBackRequest,
+  DLQ_GROUP_TOPIC_PREFIX,
   isMQError,
   MessageConst,
+  type MessageQueue,
   MQError,
   RETRY_GROUP_TOPIC_PREFIX,
+  type SendMessageReply,
+  type SendMessageRequest,
 } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
+import { bornHostOfThisProcess } from "./bornHost.ts";
+import { compressBody, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
 
 /** How long a send-back may take before the message is retried locally instead (RocketMQ: 5 s). */
 export const SEND_BACK_TIMEOUT_MS = 5_000;
@@ -25,12 +40,32 @@ export const SEND_BACK_FAILURE_LOG_INTERVAL_MS = 30_000;
 export const sendBackLog = lazyClientLogger("client:sendback");
 /** Send-backs of one failed batch in flight at once. */
 const SEND_BACK_PARALLELISM = 16;
+/** How long the consumer's own retry copy may take, all brokers tried (RocketMQ's inner producer: sendMsgTimeout 3 s). */
+export const RETRY_COPY_TIMEOUT_MS = 3_000;
+/** Producer group the retry copies are sent under (RocketMQ's `MixAll.CLIENT_INNER_PRODUCER_GROUP`). */
+export const CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER";
+/** Bodies of retry copies of at least this many bytes are sent zlib-compressed, as a producer's are. */
+const RETRY_COPY_COMPRESS_OVER = 4096;
+/** The first retry waits at this delay level; each retry one level more (RocketMQ: 3 + reconsumeTimes). */
+export const FIRST_RETRY_DELAY_LEVEL = 3;
 
 /** What sending back needs from the client instance. */
 export interface SendBackHost {
   readonly node: ActorNode;
   /** address of a broker by name and id (master for 0) */
   brokerAddress(brokerName: string, brokerId?: number): string | undefined;
+  /**
+   * The writable queues of a topic (from the cached route; `refresh` asks the name servers first).
+   * Without it a failed send-back is not followed by the consumer's own retry copy.
+   */
+  publishQueues?(topic: string, refresh?: boolean): Promise<MessageQueue[]>;
+  /**
+   * `ask` to a broker address, or a TIMEOUT as soon as its connection reads refused or lost: a
+   * killed broker fails the send-back at once (RocketMQ's connect exception) instead of at its timeout.
+   */
+  unlessBrokerLost?<R>(addr: string, ask: Promise<R>): Promise<R>;
+  /** true while the connection to this broker address is refused or lost: such a broker is tried last */
+  isBrokerUnreachable?(addr: string): boolean;
 }
 
 /** How a send-back counts the message's retries. */
@@ -69,41 +104,214 @@ export function sendBackRequest(
   return req;
 }
 
+/** The consumer's own copy of a failed message for its group's retry topic (RocketMQ's sendMessageBack fallback). */
+export interface RetryCopy {
+  /** `%RETRY%<group>` */
+  topic: string;
+  body: Buffer;
+  flag: number;
+  /** sysFlag of the body as it is sent (a body still compressed keeps its compression bits) */
+  sysFlag: number;
+  /** the copy's properties, RECONSUME_TIME and MAX_RECONSUME_TIMES included */
+  properties: Record<string, string>;
+  /** RECONSUME_TIME: reconsumeTimes + 1, the request's reconsumeTimes */
+  reconsumeTimes: number;
+  /** the broker stores it in `%DLQ%<group>` (retries used up, or the caller asked for the dead-letter queue) */
+  toDLQ: boolean;
+}
+
+/** Properties of a consumed message that are the consumer's, not the message's: not copied. */
+const CLIENT_ONLY_PROPERTIES = [MessageConst.CONSUME_START_TIME, "TRAN_MSG"];
+
+/**
+ * The retry copy of `msg` for `group` (RocketMQ's sendMessageBack fallback, reference §12.1): its
+ * body, flag and properties, with RETRY_TOPIC = the original topic, ORIGIN_MESSAGE_ID = the existing
+ * one or the message's id, RECONSUME_TIME = reconsumeTimes + 1, MAX_RECONSUME_TIMES and DELAY =
+ * `delayLevel` when positive, else 3 + reconsumeTimes. Past maxReconsumeTimes (reconsumeTimes + 1
+ * above it, as the broker's send-back counts) or with a negative `delayLevel` it is meant for the
+ * dead-letter queue: DELAY -1, which the broker stores in `%DLQ%<group>`.
+ */
+export function retryCopyOf(msg: MessageExt, group: string, delayLevel: number, maxReconsumeTimes: number): RetryCopy {
+  const topic = RETRY_GROUP_TOPIC_PREFIX + group;
+  const properties: Record<string, string> = { ...msg.properties };
+  for (const k of CLIENT_ONLY_PROPERTIES) delete properties[k];
+  // a message pulled from the retry topic shows its original topic once restored; one that was not still names it here
+  const originalTopic = msg.topic === topic ? (msg.properties[MessageConst.RETRY_TOPIC] ?? msg.topic) : msg.topic;
+  properties[MessageConst.RETRY_TOPIC] = originalTopic;
+  properties[MessageConst.ORIGIN_MESSAGE_ID] = msg.properties[MessageConst.ORIGIN_MESSAGE_ID] || msg.msgId;
+  const reconsumeTimes = msg.reconsumeTimes + 1;
+  properties[MessageConst.RECONSUME_TIME] = String(reconsumeTimes);
+  properties[MessageConst.MAX_RECONSUME_TIMES] = String(maxReconsumeTimes);
+  const toDLQ = delayLevel < 0 || reconsumeTimes > maxReconsumeTimes;
+  properties[MessageConst.DELAY] = toDLQ ? "-1" : String(delayLevel > 0 ? delayLevel : FIRST_RETRY_DELAY_LEVEL + msg.reconsumeTimes);
+  // a body the consumer could not inflate (LZ4, ZSTD) travels as it came, with its compression bits
+  const still = msg.sysFlag & (MessageSysFlag.COMPRESSED | MessageSysFlag.COMPRESSION_TYPE_MASK);
+  return { topic, body: msg.body, flag: msg.flag ?? 0, sysFlag: still, properties, reconsumeTimes, toDLQ };
+}
+
+/**
+ * The brokers to try a retry copy on, one queue each: brokers other than `failedBroker` first (the
+ * one that could not take the send-back is likely down), those whose connection reads lost after
+ * the others, `failedBroker` last. Starts at a random broker so copies spread.
+ */
+export function retryCopyTargets(
+  queues: readonly MessageQueue[],
+  failedBroker: string,
+  unreachable: (brokerName: string) => boolean = () => false,
+): MessageQueue[] {
+  const byBroker = new Map<string, MessageQueue[]>();
+  for (const q of queues) {
+    const list = byBroker.get(q.brokerName);
+    if (list) list.push(q);
+    else byBroker.set(q.brokerName, [q]);
+  }
+  const names = [...byBroker.keys()].sort();
+  const start = names.length > 0 ? Math.floor(Math.random() * names.length) : 0;
+  const rotated = [...names.slice(start), ...names.slice(0, start)];
+  const rank = (n: string): number => (n === failedBroker ? 2 : unreachable(n) ? 1 : 0);
+  rotated.sort((a, b) => rank(a) - rank(b));
+  return rotated.map((n) => {
+    const qs = byBroker.get(n)!;
+    return qs[Math.floor(Math.random() * qs.length)]!;
+  });
+}
+
+/** Sends a retry copy; resolves with the broker that stored it, or rejects with the last failure. */
+async function sendRetryCopy(host: SendBackHost, copy: RetryCopy, failedBroker: string, timeoutMs: number): Promise<string> {
+  const deadline = monotonicNow() + timeoutMs;
+  const unreachable = (name: string): boolean => {
+    const addr = host.brokerAddress(name, 0);
+    return addr === undefined || (host.isBrokerUnreachable?.(addr) ?? false);
+  };
+  let queues = await host.publishQueues!(copy.topic);
+  // the cached route may not list the retry topic on another broker yet (or at all): ask once
+  if (!queues.some((q) => q.brokerName !== failedBroker)) queues = await host.publishQueues!(copy.topic, true);
+  const targets = retryCopyTargets(queues, failedBroker, unreachable);
+  if (targets.length === 0)
+    throw new MQError(
+      "NO_ROUTE",
+      `No broker in the route takes writes to ${copy.topic}: none has it (a broker creates it when a member of the group heartbeats to it), ` +
+        "or every one that has it is read only or has no master.",
+    );
+  const compressed = copy.sysFlag === 0 ? compressBody(copy.body, RETRY_COPY_COMPRESS_OVER) : null;
+  const body = compressed ?? copy.body;
+  // RocketMQ's producer moves RECONSUME_TIME into the request header for a retry topic
+  const { [MessageConst.RECONSUME_TIME]: _moved, ...props } = copy.properties;
+  const properties = encodeProperties(props);
+  let last: unknown;
+  for (let i = 0; i < targets.length; i++) {
+    const mq = targets[i]!;
+    const left = deadline - monotonicNow();
+    if (left <= 0) break;
+    const addr = host.brokerAddress(mq.brokerName, 0);
+    if (!addr) {
+      last = new MQError("NO_ROUTE", `No address for the master of broker ${mq.brokerName}.`);
+      continue;
+    }
+    const fields: SendMessageRequest = {
+      producerGroup: CLIENT_INNER_PRODUCER_GROUP,
+      topic: copy.topic,
+      queueId: mq.queueId,
+      sysFlag: compressed ? ZLIB_COMPRESSED_SYS_FLAG : copy.sysFlag,
+      bornTimestamp: Date.now(),
+      bornHost: bornHostOfThisProcess(),
+      flag: copy.flag,
+      properties,
+      reconsumeTimes: copy.reconsumeTimes,
+    };
+    // while other brokers remain, one attempt may use 2/3 of what is left, as a producer's does
+    const attemptMs = Math.max(1, Math.ceil(i < targets.length - 1 ? (left * 2) / 3 : left));
+    try {
+      const ask = host.node
+        .ref(addr, BrokerActor.BROKER)
+        .ask<SendMessageReply>({ type: "SEND_MESSAGE", ...fields }, { body, timeoutMs: attemptMs });
+      await (host.unlessBrokerLost ? host.unlessBrokerLost(addr, ask) : ask);
+      return mq.brokerName;
+    } catch (e) {
+      last = e;
+    }
+  }
+  throw last ?? new MQError("TIMEOUT", `Sending the retry copy to ${copy.topic} did not complete within ${timeoutMs} ms.`);
+}
+
 /** A {@link SendBackFn} that asks the `sendback` actor of each message's broker (its master). */
 export function createSendBack(
   host: SendBackHost,
   group: string,
   maxReconsumeTimes: number,
   timeoutMs: number = SEND_BACK_TIMEOUT_MS,
+  copyTimeoutMs: number = RETRY_COPY_TIMEOUT_MS,
 ): SendBackFn {
-  // a failed send-back leaves the message to be consumed again locally, past maxReconsumeTimes if
-  // it keeps failing: say so (RocketMQ logs each one), once per error code per interval
+  // a failed send-back is followed by the consumer's own retry copy, and a message neither takes is
+  // consumed again locally, past maxReconsumeTimes if it keeps failing: say so (RocketMQ logs each
+  // one), once per error code and outcome per interval
   const throttle = new LogThrottle(SEND_BACK_FAILURE_LOG_INTERVAL_MS);
-  const logFailure = (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): void => {
+  const logFailure = (
+    m: MessageExt,
+    delayLevel: number,
+    addr: string | undefined,
+    e: unknown,
+    fallback?: { broker: string; toDLQ: boolean } | { error: unknown },
+  ): void => {
     const code = isMQError(e) ? e.code : "UNKNOWN";
-    const suppressed = throttle.pass(code);
+    const copied = fallback && "broker" in fallback ? fallback : undefined;
+    const copyError = fallback && "error" in fallback ? fallback.error : undefined;
+    const copyCode = copyError === undefined ? undefined : isMQError(copyError) ? copyError.code : "UNKNOWN";
+    const suppressed = throttle.pass(`${code}|${copied ? "copied" : (copyCode ?? "")}`);
     if (suppressed === undefined) return;
     const error = e instanceof Error ? e.message : String(e);
+    const fields: Record<string, unknown> = { group, topic: m.topic, msgId: m.msgId, broker: addr, delayLevel, code, error, suppressed };
+    let outcome: string;
+    if (copied) {
+      fields.retryCopyBroker = copied.broker;
+      const where = copied.toDLQ ? `${DLQ_GROUP_TOPIC_PREFIX}${group} (its retries are used up)` : `${RETRY_GROUP_TOPIC_PREFIX}${group}`;
+      outcome = `The consumer sent its own copy to ${where} through broker ${copied.broker} instead.`;
+    } else if (copyError !== undefined) {
+      const copyMessage = copyError instanceof Error ? copyError.message : String(copyError);
+      fields.retryCopyCode = copyCode;
+      fields.retryCopyError = copyMessage;
+      outcome =
+        `Sending its own copy to ${RETRY_GROUP_TOPIC_PREFIX}${group} failed too, with ${copyCode}: ${copyMessage} ` +
+        "The consumer keeps the message and retries it locally.";
+    } else outcome = "The consumer keeps the message and retries it locally.";
     sendBackLog().warn(
-      { group, topic: m.topic, msgId: m.msgId, broker: addr, delayLevel, code, error, suppressed },
-      `Sending message ${m.msgId} of ${m.topic} back for group ${group} failed with ${code}: ${error} ` +
-        `The consumer keeps the message and retries it locally; failures with this code are logged at most once every ${SEND_BACK_FAILURE_LOG_INTERVAL_MS / 1000} s.`,
+      fields,
+      `Sending message ${m.msgId} of ${m.topic} back for group ${group} failed with ${code}: ${error} ${outcome} ` +
+        `Failures with this code and outcome are logged at most once every ${SEND_BACK_FAILURE_LOG_INTERVAL_MS / 1000} s.`,
     );
+  };
+  const fallBack = async (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): Promise<boolean> => {
+    if (!host.publishQueues) {
+      logFailure(m, delayLevel, addr, e);
+      return false;
+    }
+    const copy = retryCopyOf(m, group, delayLevel, maxReconsumeTimes);
+    try {
+      const broker = await sendRetryCopy(host, copy, m.brokerName, copyTimeoutMs);
+      logFailure(m, delayLevel, addr, e, { broker, toDLQ: copy.toDLQ });
+      return true;
+    } catch (copyError) {
+      logFailure(m, delayLevel, addr, e, { error: copyError });
+      return false;
+    }
   };
   const one = async (m: MessageExt, delayLevel: number, opts: SendBackOptions | undefined): Promise<boolean> => {
     const addr = host.brokerAddress(m.brokerName, 0);
-    if (!addr) {
-      logFailure(m, delayLevel, addr, new MQError("NO_ROUTE", `No address for the master of broker ${m.brokerName} (not in the route).`));
-      return false;
-    }
+    if (!addr)
+      return fallBack(
+        m,
+        delayLevel,
+        addr,
+        new MQError("NO_ROUTE", `No address for the master of broker ${m.brokerName} (not in the route).`),
+      );
     try {
-      await host.node
+      const ask = host.node
         .ref(addr, BrokerActor.SENDBACK)
         .ask({ type: "CONSUMER_SEND_MSG_BACK", ...sendBackRequest(m, group, delayLevel, maxReconsumeTimes, opts) }, { timeoutMs });
+      await (host.unlessBrokerLost ? host.unlessBrokerLost(addr, ask) : ask);
       return true;
     } catch (e) {
-      logFailure(m, delayLevel, addr, e);
-      return false;
+      return fallBack(m, delayLevel, addr, e);
     }
   };
   return async (msgs, delayLevel, opts) => {

@@ -1,13 +1,13 @@
 /**
- * When the broker cannot take a failed message back, the consumer consumes it again locally
- * after `reconsumeLaterDelayMs` (5 s by default; shortened here) with reconsumeTimes + 1; once
- * send-back works again the retry goes through `%RETRY%<group>`.
+ * When the broker cannot take a failed message back, and no broker takes the consumer's own retry
+ * copy either (the only broker is read only), the consumer consumes it again locally after
+ * `reconsumeLaterDelayMs` (5 s by default; shortened here) with reconsumeTimes + 1; once send-back
+ * works again the retry goes through `%RETRY%<group>`.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { sendbackMachine } from "../../actors/broker/sendback.ts";
 import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
-import { BrokerActor, MessageConst } from "../../transport/protocol.ts";
+import { MessageConst } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 
 const LEVEL_STEP_MS = 200;
@@ -16,25 +16,25 @@ const LOCAL_RETRY_MS = 500;
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
+let admin: Admin;
 
 before(async () => {
   const t = await tempDir("actormq-retry-fallback-");
   cleanup = t.cleanup;
   cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
-  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  admin = await Admin.start({ nameservers: cluster.nameservers });
   await admin.createTopic({ topic: "RetryFallback", readQueueNums: 1, writeQueueNums: 1 });
-  await admin.close();
 });
 
 after(async () => {
+  await admin?.close();
   await cluster?.close();
   await cleanup?.();
 });
 
-test("send-back failing: consumed again locally after the delay with reconsumeTimes + 1; send-back back: retried through the retry topic", async () => {
+test("send-back and retry copy failing: consumed again locally after the delay with reconsumeTimes + 1; send-back back: retried through the retry topic", async () => {
   const broker = cluster.brokers[0]!;
   const group = "fallback-cg";
-  broker.ctx.node.stopActor(BrokerActor.SENDBACK);
   const deliveries: { at: number; msg: MessageExt }[] = [];
   const consumer = await PushConsumer.start({
     group,
@@ -44,7 +44,9 @@ test("send-back failing: consumed again locally after the delay with reconsumeTi
     reconsumeLaterDelayMs: LOCAL_RETRY_MS,
     listener: async (msgs) => {
       for (const m of msgs) deliveries.push({ at: Date.now(), msg: { ...m, properties: { ...m.properties } } });
-      if (deliveries.length === 2) broker.ctx.node.spawn(BrokerActor.SENDBACK, sendbackMachine, { input: { ctx: broker.ctx } });
+      // the first failure: the broker read only refuses the send-back and the copy (no other broker has the retry topic)
+      if (deliveries.length === 1) await admin.updateBrokerConfig(broker.brokerName, { brokerPermission: 4 });
+      if (deliveries.length === 2) await admin.updateBrokerConfig(broker.brokerName, { brokerPermission: 6 });
       return deliveries.length < 3 ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
     },
   });

@@ -236,6 +236,12 @@ test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<g
   assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 3);
   assert.equal(broker.store.getMaxOffset("%RETRY%rg", 0), 2);
 
+  // a copy the consumer meant for the dead-letter queue (DELAY -1, a send-back's delay level -1) goes there at once
+  await retrySend(0, { [MessageConst.DELAY]: "-1" });
+  assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 4);
+  assert.equal(broker.store.getMaxOffset("%RETRY%rg", 0), 2);
+  assert.equal(stored("%DLQ%rg", 0, 3).properties[MessageConst.DELAY], undefined);
+
   // an unknown group is created when the broker auto-creates groups, as for a send-back
   assert.equal((await producer.send({ topic: "%RETRY%newGroup", body: "x" })).status, "SEND_OK");
   assert.equal(broker.ctx.groups.get("newGroup")?.retryMaxTimes, 16);
