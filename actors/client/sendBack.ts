@@ -264,7 +264,9 @@ export function createSendBack(
     let outcome: string;
     if (copied) {
       fields.retryCopyBroker = copied.broker;
-      const where = copied.toDLQ ? `${DLQ_GROUP_TOPIC_PREFIX}${group} (its retries are used up)` : `${RETRY_GROUP_TOPIC_PREFIX}${group}`;
+      const where = copied.toDLQ
+        ? `${RETRY_GROUP_TOPIC_PREFIX}${group}, as a dead letter the broker stores in ${DLQ_GROUP_TOPIC_PREFIX}${group},`
+        : `${RETRY_GROUP_TOPIC_PREFIX}${group}`;
       outcome = `The consumer sent its own copy to ${where} through broker ${copied.broker} instead.`;
     } else if (copyError !== undefined) {
       const copyMessage = copyError instanceof Error ? copyError.message : String(copyError);
