@@ -3,7 +3,8 @@
  * queues through the shared client instance, picks one (round robin avoiding recently failed
  * brokers, or the caller's selector for ordered messages), sends one request per message or per
  * batch, and retries a failed send on another broker up to `retryTimesWhenSendFailed` times
- * within `sendTimeoutMs`.
+ * within `sendTimeoutMs` (and, with `retryAnotherBrokerWhenNotStoreOK`, a send the broker stored but
+ * answered other than SEND_OK).
  */
 
 import { monotonicNow } from "../../transport/clock.ts";
@@ -51,6 +52,14 @@ export interface ProducerOptions extends ClientInstanceOptions {
   sendTimeoutMs?: number;
   /** extra attempts on another broker after a failed send (not for selector or oneway sends). @default 2 */
   retryTimesWhenSendFailed?: number;
+  /**
+   * RocketMQ's `retryAnotherBrokerWhenNotStoreOK`: a send (or batch) the broker answered with a status
+   * other than SEND_OK (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) is sent again to
+   * another broker, within retryTimesWhenSendFailed and sendTimeoutMs; when no attempt gets SEND_OK,
+   * the last such result is returned. The broker stored the message all the same, so a consumer may
+   * get it twice. Off, that result is returned at once. Not for selector or oneway sends. @default false
+   */
+  retryAnotherBrokerWhenNotStoreOK?: boolean;
   /** largest body (or batch) accepted, before compression. @default 4 MiB */
   maxMessageBytes?: number;
   /**
@@ -142,6 +151,7 @@ export class Producer {
   private readonly selector: QueueSelector;
   private readonly sendTimeoutMs: number;
   private readonly retryTimes: number;
+  private readonly retryNotStoreOK: boolean;
   private readonly maxMessageBytes: number;
   private readonly compressOver: number;
   /** set by the first close(); later calls return it, so none resolves before the sockets are released */
@@ -160,6 +170,7 @@ export class Producer {
     this.selector = new QueueSelector(opts.sendLatencyFaultEnable === false ? null : this.faults);
     this.sendTimeoutMs = opts.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
     this.retryTimes = opts.retryTimesWhenSendFailed ?? DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED;
+    this.retryNotStoreOK = opts.retryAnotherBrokerWhenNotStoreOK === true;
     this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.compressOver = opts.compressMsgBodyOverHowmuch ?? DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH;
     this.removeHeartbeat = instance.addHeartbeatSource(() => ({ producerGroups: [group] }));
@@ -182,6 +193,7 @@ export class Producer {
     checkProducerOptions(opts);
     checkFaultTables(opts.latencyMax, opts.notAvailableDuration);
     checkBoolean("sendLatencyFaultEnable", opts.sendLatencyFaultEnable);
+    checkBoolean("retryAnotherBrokerWhenNotStoreOK", opts.retryAnotherBrokerWhenNotStoreOK);
     const instance = await ClientInstance.acquire(opts);
     try {
       return new Producer(instance, opts.group, opts);
@@ -286,6 +298,9 @@ export class Producer {
     const times = opts.selector || oneway ? 1 : 1 + this.retryTimes;
     let lastBroker: string | undefined;
     let lastError: unknown;
+    // the last answer other than SEND_OK (retryAnotherBrokerWhenNotStoreOK): the message is stored,
+    // so it is what the send returns when no later attempt gets SEND_OK, whatever failed after it
+    let notStoreOK: SendResult | undefined;
     for (let attempt = 0; attempt < times; attempt++) {
       const remaining = deadline - monotonicNow();
       if (remaining <= 0) break;
@@ -293,6 +308,7 @@ export class Producer {
       try {
         info = await this.publishInfo(out.topic);
       } catch (e) {
+        if (notStoreOK) return notStoreOK;
         if (attempt === 0 || !worthRetrying(e)) throw e;
         lastError = e;
         continue;
@@ -304,7 +320,7 @@ export class Producer {
       const left = deadline - started;
       if (left <= 0) {
         // a broker that failed first is what to check; else the name servers
-        if (lastError !== undefined) break;
+        if (lastError !== undefined || notStoreOK) break;
         throw this.routeLookupTimeout(out.topic, started - (deadline - remaining));
       }
       const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
@@ -338,13 +354,18 @@ export class Producer {
         const r = await (unreachable ? this.instance.unlessBrokerRefused(mq.brokerName, ask, monotonicNow()) : ask);
         this.faults.update(mq.brokerName, monotonicNow() - started, false);
         const f = r.fields;
-        return {
+        const result: SendResult = {
           status: f.status,
           msgId: out.msgId,
           offsetMsgId: f.msgId,
           queue: { topic: out.topic, brokerName: mq.brokerName, queueId: f.queueId },
           queueOffset: f.queueOffset,
         };
+        // as RocketMQ's sendDefaultImpl: stored but not SEND_OK is returned unless the option asks
+        // for another broker (the selector leaves this one out of the next attempt)
+        if (f.status === "SEND_OK" || !this.retryNotStoreOK || attempt === times - 1 || this.closing) return result;
+        notStoreOK = result;
+        lastBroker = mq.brokerName;
       } catch (e) {
         // a broker that refused the message itself (e.g. a body over its maxMessageBytes) answered and is
         // healthy: isolating it would stop round robin reaching it for 30 s over one bad message. So is
@@ -353,7 +374,10 @@ export class Producer {
         this.faults.update(mq.brokerName, monotonicNow() - started, !isMQError(e, "MESSAGE_ILLEGAL", "NO_PERMISSION"));
         lastError = e;
         lastBroker = mq.brokerName;
-        if (!worthRetrying(e) || this.closing) throw e;
+        if (!worthRetrying(e) || this.closing) {
+          if (notStoreOK) return notStoreOK;
+          throw e;
+        }
         // a request over the transport's default limit that timed out was most likely cut off by
         // the broker (it drops the connection of a peer that sends more): sent again, its full body
         // would only be dropped again, and cut the connection of every other ask on it
@@ -361,6 +385,7 @@ export class Producer {
         this.instance.updateRoute(out.topic, true).catch(() => undefined);
       }
     }
+    if (notStoreOK) return notStoreOK;
     if (lastError instanceof MQError && isMQError(lastError, "TIMEOUT")) {
       // a closed connection fails an ask early: saying the budget ran out would send the reader to raise it
       const elapsed = Math.round(monotonicNow() - begin);
