@@ -32,6 +32,8 @@ const DIGITS = /^\d+$/;
 const DECIMAL = /^\d+(\.\d+)?$/;
 
 export const intArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n), "a non-negative integer");
+/** A count that must be at least 1 (`--count`, `--brokers`, ...): 0, negative and non-integer values are usage errors. */
+export const positiveIntArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n) && n >= 1, "a positive integer (1 or more)");
 /** `--broker-id`: said as what a broker id is, since a number past 2^53-1 is a non-negative integer too. */
 export const brokerIdArg = numberArg(DIGITS, isBrokerId, `a broker id: ${BROKER_ID_RULE}`);
 /** A positive number of hours (fractions allowed). */

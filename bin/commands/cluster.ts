@@ -18,7 +18,7 @@ import {
   resolveUpFlags,
   shellArg,
 } from "../../actors/cluster/index.ts";
-import { fail, formatTable, intArg, logLevelOption } from "../common.ts";
+import { fail, formatTable, intArg, logLevelOption, positiveIntArg } from "../common.ts";
 import { addServerCurveFlags, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
 
 const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
@@ -120,8 +120,8 @@ export function addClusterCommands(program: Command): void {
       ),
     false,
   )
-    .option("--nameservers <n>", "name servers", intArg, 1)
-    .option("--brokers <n>", "masters (broker-a, broker-b, ...)", intArg, 1)
+    .option("--nameservers <n>", "name servers", positiveIntArg, 1)
+    .option("--brokers <n>", "masters (broker-a, broker-b, ...)", positiveIntArg, 1)
     .option("--slaves <n>", "slaves per master", intArg, 0)
     .addOption(dirOption())
     .option("--base-port <port>", "first port; processes take consecutive ports (default: any free ports)", intArg)

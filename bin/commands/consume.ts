@@ -8,7 +8,7 @@ import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { checkTopic, MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, intArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
+import { clientCommand, clientOptions, positiveIntArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
 
 interface ConsumeFlags {
   namesrv: string[];
@@ -100,14 +100,13 @@ export function addConsumeCommand(program: Command): void {
           .default(parseFrom("last"), "last")
           .argParser(parseFrom),
       )
-      .option("--count <n>", "exit after printing this many messages", intArg)
+      .option("--count <n>", "exit after printing this many messages", positiveIntArg)
       .option("--tag <expr>", "tag filter, e.g. 'TagA || TagB'")
       .option("--sql <expr>", "SQL92 filter on message properties, e.g. \"a > 5 AND b = 'x'\"")
       .option("--broadcast", "broadcasting model (every consumer gets every message)"),
   ).action((f: ConsumeFlags) =>
     runClient(async (onExit) => {
       if (f.tag && f.sql) throw new MQError("ILLEGAL_ARGUMENT", "Give either --tag or --sql, not both.");
-      if (f.count === 0) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
       // as the consumer would refuse it, before a route lookup that says it does not exist yet
       checkTopic(f.topic, "subscribe");
       // a consumer starts without a reachable name server (RocketMQ's clients keep retrying): ask for

@@ -2,8 +2,7 @@
 import readline from "node:readline";
 import type { Command } from "commander";
 import { Producer } from "../../actors/client/index.ts";
-import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, intArg, listArg, runClient } from "../common.ts";
+import { clientCommand, clientOptions, intArg, listArg, positiveIntArg, runClient } from "../common.ts";
 
 interface SendFlags {
   namesrv: string[];
@@ -25,13 +24,12 @@ export function addSendCommand(program: Command): void {
       .requiredOption("--topic <topic>", "topic to send to")
       .option("--tags <tag>", "message tag")
       .option("--keys <keys>", "comma-separated message keys", listArg)
-      .option("--count <n>", "send each body this many times", intArg, 1)
+      .option("--count <n>", "send each body this many times", positiveIntArg, 1)
       .option("--delay-level <level>", "delay level (1 = 1s, 2 = 5s, 3 = 10s, ...)", intArg)
       .option("--group <group>", "producer group", "actormq-cli-producer")
       .option("-q, --quiet", "print only a summary line"),
   ).action((bodies: string[], f: SendFlags) =>
     runClient(async (onExit) => {
-      if (f.count < 1) throw new MQError("ILLEGAL_ARGUMENT", "--count must be at least 1.");
       const producer = await Producer.start({ group: f.group, ...clientOptions(f) });
       onExit(() => producer.close());
       let sent = 0;

@@ -16,7 +16,18 @@ import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
-import { brokerIdArg, fail, hoursArg, intArg, listArg, logLevelOption, percentArg, permArg, runUntilSignal } from "../common.ts";
+import {
+  brokerIdArg,
+  fail,
+  hoursArg,
+  intArg,
+  listArg,
+  logLevelOption,
+  percentArg,
+  permArg,
+  positiveIntArg,
+  runUntilSignal,
+} from "../common.ts";
 import { addServerCurveFlags, brokerLinkCurveOf, type CurveFlags, curveSecretOf, ownLinkCurveOf, serverCurveOf } from "../curveFlags.ts";
 import { inspectorClientEnv } from "./inspect.ts";
 
@@ -131,7 +142,7 @@ function addBrokerFlags(cmd: Command, storeDefault: string | undefined, storeHel
     .addOption(new Option("--role <role>", "broker role (default ASYNC_MASTER, SLAVE when --broker-id > 0)").choices(BROKER_ROLES))
     .option("--master-address <endpoint>", "a slave's master endpoint")
     .option("--no-auto-create-topic", "refuse sends to topics not created beforehand")
-    .option("--default-queue-nums <n>", "queues of an auto-created topic", intArg, DEFAULT_QUEUE_NUMS)
+    .option("--default-queue-nums <n>", "queues of an auto-created topic", positiveIntArg, DEFAULT_QUEUE_NUMS)
     .option(
       "--file-reserved-time <hours>",
       "hours a commit-log segment is kept after its last write (RocketMQ's fileReservedTime)",

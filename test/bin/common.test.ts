@@ -3,7 +3,7 @@ import { test } from "node:test";
 import { InvalidArgumentError } from "commander";
 import type { Admin } from "../../actors/client/admin.ts";
 import { parseFrom, skipStoredBefore } from "../../bin/commands/consume.ts";
-import { hoursArg, intArg, percentArg, runUntilSignal, SIGNAL_REPEAT_GRACE_MS, timeArg } from "../../bin/common.ts";
+import { hoursArg, intArg, percentArg, positiveIntArg, runUntilSignal, SIGNAL_REPEAT_GRACE_MS, timeArg } from "../../bin/common.ts";
 import { MQError } from "../../transport/protocol.ts";
 
 const refuses = (parse: (v: string) => unknown, v: string) =>
@@ -14,6 +14,14 @@ test("intArg takes decimal digits only", () => {
   assert.equal(intArg("42"), 42);
   assert.equal(intArg("007"), 7);
   for (const v of ["", " ", " 1", "0x10", "1e3", "0b11", "0o7", "1.5", "-1", "+1", "abc", "99999999999999999999"]) refuses(intArg, v);
+});
+
+test("positiveIntArg takes decimal integers of 1 or more only", () => {
+  assert.equal(positiveIntArg("1"), 1);
+  assert.equal(positiveIntArg("42"), 42);
+  assert.equal(positiveIntArg("007"), 7);
+  for (const v of ["0", "00", "-1", "-0", "1.5", "1.0", "", " ", "0x10", "1e3", "+1", "abc", "99999999999999999999"])
+    refuses(positiveIntArg, v);
 });
 
 test("hoursArg and percentArg take decimal numbers only", () => {

@@ -1,0 +1,65 @@
+/**
+ * Counts on the command line (`send --count`, `consume --count`, `cluster up --nameservers` and
+ * `--brokers`, `broker --default-queue-nums`) must be positive integers: 0, negative and
+ * non-integer values are usage errors (exit 2, one line naming the flag), refused before anything
+ * connects or starts.
+ */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { tempDir } from "../helpers.ts";
+import { cli } from "./cliRun.ts";
+
+// nothing listens there: a command that got past its flags would fail with exit 1, not 2
+const env = { ACTORMQ_NAMESRV: "tcp://127.0.0.1:1" };
+
+function assertUsageError(r: { code: number | null; err: string }, flag: string, value: string, what: string): void {
+  assert.equal(r.code, 2, `${what}: ${r.err}`);
+  const lines = r.err.trim().split("\n");
+  assert.equal(lines.length, 1, `${what}: one line, got ${r.err}`);
+  assert.match(
+    lines[0]!,
+    new RegExp(
+      `^actormq: error: option '${flag} <n>' argument '${value.replace(/[.+]/g, "\\$&")}' is invalid\\. expected a positive integer \\(1 or more\\) \\(see --help\\)$`,
+    ),
+    what,
+  );
+}
+
+test("send --count and consume --count of 0, negative or not an integer are usage errors", async () => {
+  for (const v of ["0", "-1", "1.5", "abc", "00"]) {
+    assertUsageError(await cli(["send", "--topic", "T", "--count", v, "body"], { env }), "--count", v, `send --count ${v}`);
+    assertUsageError(await cli(["consume", "--topic", "T", "--count", v], { env }), "--count", v, `consume --count ${v}`);
+  }
+});
+
+test("cluster up --nameservers 0 / --brokers 0 and broker --default-queue-nums 0 are usage errors; nothing is started", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-countargs-");
+  t.after(cleanup);
+  for (const flag of ["--nameservers", "--brokers"]) {
+    const clusterDir = path.join(dir, `cluster${flag}`);
+    assertUsageError(await cli(["cluster", "up", "--dir", clusterDir, flag, "0"]), flag, "0", `cluster up ${flag} 0`);
+    assert.ok(!existsSync(clusterDir), "no cluster directory made");
+  }
+  const store = path.join(dir, "broker");
+  const b = await cli([
+    "broker",
+    "--namesrv",
+    env.ACTORMQ_NAMESRV,
+    "--listen",
+    "tcp://127.0.0.1:*",
+    "--store",
+    store,
+    "--default-queue-nums",
+    "0",
+  ]);
+  assertUsageError(b, "--default-queue-nums", "0", "broker --default-queue-nums 0");
+  assert.ok(!existsSync(store), "no store made");
+});
+
+test("a count of 1 or more is taken", async () => {
+  // past its flags, send fails on the name server nobody serves: exit 1, not a usage error
+  const r = await cli(["send", "--topic", "T", "--count", "2", "--namesrv", "tcp://127.0.0.1:1", "body"], { env });
+  assert.equal(r.code, 1, r.err);
+});
