@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { checkTopic, compareMessageQueue, isMQError, MQError } from "../transport/protocol.ts";
+import { checkTopic, compareMessageQueue, isMQError, MQError, topicCreateCommand } from "../transport/protocol.ts";
 
 test("checkTopic accepts RocketMQ's legal names and rejects the rest with MESSAGE_ILLEGAL", () => {
   for (const ok of ["TopicTest", "%RETRY%group", "a|b", "x_y-z", "a".repeat(127)]) checkTopic(ok);
@@ -29,6 +29,14 @@ test("checkTopic says what the topic was for, and that a non-string is not a nam
     () => checkTopic("a b", "subscribe"),
     (e) => isMQError(e, "MESSAGE_ILLEGAL") && /^subscribe: the topic "a b" has illegal characters/.test(e.message),
   );
+});
+
+test("topicCreateCommand names the command that creates a topic, quoted for the shell when the name needs it", () => {
+  assert.equal(topicCreateCommand("Orders"), "actormq topic create Orders");
+  assert.equal(topicCreateCommand("%RETRY%cg_1"), "actormq topic create %RETRY%cg_1");
+  assert.equal(topicCreateCommand("a|b"), "actormq topic create 'a|b'");
+  assert.equal(topicCreateCommand("-x"), "actormq topic create -- -x");
+  assert.equal(topicCreateCommand("it's"), "actormq topic create 'it'\\''s'");
 });
 
 test("MQError round-trips over the wire shape and keeps retriable from the code table", () => {

@@ -246,6 +246,16 @@ export function checkRetryTopicFits(group: string): void {
   );
 }
 
+/**
+ * The command that creates `topic` on every master, as the errors of a missing topic name it:
+ * `actormq topic create <topic>`, the topic single-quoted for a POSIX shell when it needs it (`|`
+ * is a pipe there) and after `--` when it starts with `-` (it would be read as a flag).
+ */
+export function topicCreateCommand(topic: string): string {
+  const arg = /^[\w%-]+$/.test(topic) ? topic : `'${topic.replaceAll("'", "'\\''")}'`;
+  return `actormq topic create ${topic.startsWith("-") ? "-- " : ""}${arg}`;
+}
+
 /** Whether `name` is a well-formed group name: 1-255 of the characters topic names use. */
 export function isGroupName(name: unknown): name is string {
   return typeof name === "string" && name.length > 0 && name.length <= GROUP_MAX_LENGTH && TOPIC_PATTERN.test(name);

@@ -29,6 +29,7 @@ import {
   type SendStatus,
   type SubscriptionGroupConfig,
   SYSTEM_TOPICS,
+  topicCreateCommand,
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
@@ -206,7 +207,7 @@ export async function processSend(
   if (!tc) {
     throw new MQError(
       "TOPIC_NOT_EXIST",
-      `Topic ${topic} does not exist on broker ${config.brokerName} and autoCreateTopic is off: create it first (Admin.createTopic).`,
+      `Topic ${topic} does not exist on broker ${config.brokerName} and autoCreateTopic is off: create it first with \`${topicCreateCommand(topic)}\` (Admin.createTopic in code).`,
     );
   }
   if ((tc.perm & Perm.WRITE) === 0)

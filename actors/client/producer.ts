@@ -23,6 +23,7 @@ import {
   type SendMessageReply,
   type SendMessageRequest,
   type SendStatus,
+  topicCreateCommand,
 } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
@@ -280,7 +281,7 @@ export class Producer {
     if (!info) {
       throw new MQError(
         "NO_ROUTE",
-        `No route info of topic ${topic}: create it (Admin.createTopic) or start a broker with autoCreateTopic, and check the name server addresses.`,
+        `No route info of topic ${topic}: create it with \`${topicCreateCommand(topic)}\` (Admin.createTopic in code) or start a broker with autoCreateTopic, and check the name server addresses.`,
       );
     }
     if (info.queues.length === 0) throw noWritableQueue(info);

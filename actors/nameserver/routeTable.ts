@@ -13,6 +13,7 @@ import {
   type RegisterBrokerReply,
   type RegisterBrokerRequest,
   type TopicRouteData,
+  topicCreateCommand,
   type UnregisterBrokerRequest,
 } from "../../transport/protocol.ts";
 
@@ -186,7 +187,7 @@ export class RouteTable {
     if (!byBroker || byBroker.size === 0) {
       throw new MQError(
         "TOPIC_NOT_EXIST",
-        `No route info of topic "${topic}": create it (Admin.createTopic) or enable autoCreateTopic on a broker.`,
+        `No route info of topic "${topic}": create it with \`${topicCreateCommand(topic)}\` (Admin.createTopic in code), or enable autoCreateTopic on a broker.`,
       );
     }
     const queueDatas: QueueData[] = [];

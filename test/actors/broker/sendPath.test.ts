@@ -247,6 +247,59 @@ test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<g
   assert.equal(broker.ctx.groups.get("newGroup")?.retryMaxTimes, 16);
 });
 
+test("without autoCreateTopic, a send to a topic the broker does not have is TOPIC_NOT_EXIST naming the topic and the command that creates it", async () => {
+  const { dir: d7, cleanup: c7 } = await tempDir();
+  const b = await Broker.start({
+    brokerName: "notopics",
+    listen: EPHEMERAL,
+    nameservers: [],
+    storeDir: d7,
+    flush: "async",
+    autoCreateTopic: false,
+  });
+  try {
+    const fields = { producerGroup: "pg", topic: "Missing", queueId: -1, sysFlag: 0, bornTimestamp: Date.now() };
+    await assert.rejects(
+      raw.ref(b.address, BrokerActor.BROKER).ask({ type: "SEND_MESSAGE", ...fields }, { body: Buffer.from("x") }),
+      (e) =>
+        isMQError(e, "TOPIC_NOT_EXIST") &&
+        /Topic Missing does not exist on broker notopics and autoCreateTopic is off: .*`actormq topic create Missing`/.test(
+          (e as Error).message,
+        ),
+    );
+    assert.equal(b.store.maxPhyOffset, 0, "nothing stored");
+  } finally {
+    await b.close();
+    await c7();
+  }
+});
+
+test("a producer whose topic has no route and no broker auto-creates topics gets NO_ROUTE naming the command that creates it", async () => {
+  const { dir: d8, cleanup: c8 } = await tempDir();
+  const ns8 = await NameServer.start({ listen: EPHEMERAL });
+  const b = await Broker.start({
+    brokerName: "noauto",
+    listen: EPHEMERAL,
+    nameservers: [ns8.address],
+    storeDir: d8,
+    flush: "async",
+    autoCreateTopic: false,
+  });
+  const p = await Producer.start({ group: "pgNoRoute", nameservers: [ns8.address], sendTimeoutMs: 2000 });
+  try {
+    await assert.rejects(
+      p.send({ topic: "NoRouteHere", body: "x" }),
+      (e) =>
+        isMQError(e, "NO_ROUTE") && /No route info of topic NoRouteHere: .*`actormq topic create NoRouteHere`/.test((e as Error).message),
+    );
+  } finally {
+    await p.close();
+    await b.close();
+    await ns8.close();
+    await c8();
+  }
+});
+
 test("a plain send to %RETRY%<group> of a group the broker does not know, without auto-creation, is SUBSCRIPTION_GROUP_NOT_EXIST", async () => {
   const { dir: d6, cleanup: c6 } = await tempDir();
   const b = await Broker.start({

@@ -49,11 +49,11 @@ test("a registered master's topics have routes with queue and broker data", () =
   assert.deepEqual(t.clusterInfo().clusterAddrTable, { C: ["a", "b"] });
 });
 
-test("an unknown topic is TOPIC_NOT_EXIST", () => {
+test("an unknown topic is TOPIC_NOT_EXIST naming the topic and the command that creates it", () => {
   const t = new RouteTable();
   assert.throws(
     () => t.getRoute("nope"),
-    (e) => isMQError(e, "TOPIC_NOT_EXIST"),
+    (e) => isMQError(e, "TOPIC_NOT_EXIST") && /topic "nope".*`actormq topic create nope`/.test((e as Error).message),
   );
 });
 
