@@ -2,7 +2,20 @@
 import readline from "node:readline";
 import type { Command } from "commander";
 import { Producer } from "../../actors/client/index.ts";
+import { DEFAULT_MESSAGE_DELAY_LEVEL } from "../../store/index.ts";
 import { clientCommand, clientOptions, intArg, listArg, positiveIntArg, runClient } from "../common.ts";
+
+/**
+ * What `--delay-level` does, with the levels of the brokers' default messageDelayLevel spelled out
+ * (`1=1s 2=5s ... 18=2h`).
+ */
+export const DELAY_LEVEL_HELP =
+  "deliver each message only after its level's delay; 0 = no delay (the default). With the brokers' default " +
+  `messageDelayLevel the levels 1 to ${DEFAULT_MESSAGE_DELAY_LEVEL.split(" ").length} are ` +
+  DEFAULT_MESSAGE_DELAY_LEVEL.split(" ")
+    .map((d, i) => `${i + 1}=${d}`)
+    .join(" ") +
+  "; a broker started with another messageDelayLevel uses its own list, and a level past its last waits as long as the last";
 
 interface SendFlags {
   namesrv: string[];
@@ -25,7 +38,7 @@ export function addSendCommand(program: Command): void {
       .option("--tags <tag>", "message tag")
       .option("--keys <keys>", "comma-separated message keys", listArg)
       .option("--count <n>", "send each body this many times", positiveIntArg, 1)
-      .option("--delay-level <level>", "delay level (1 = 1s, 2 = 5s, 3 = 10s, ...)", intArg)
+      .option("--delay-level <level>", DELAY_LEVEL_HELP, intArg)
       .option("--group <group>", "producer group", "actormq-cli-producer")
       .option("-q, --quiet", "print only a summary line"),
   ).action((bodies: string[], f: SendFlags) =>
