@@ -5,11 +5,36 @@
  * server and their master use the servers' public keys.
  */
 import path from "node:path";
+import { checkOptionNames, optionNamesOf } from "../transport/optionNames.ts";
 import { MQError } from "../transport/protocol.ts";
 import { Broker } from "./broker/broker.ts";
-import type { BrokerOptions } from "./broker/brokerConfig.ts";
-import { NameServer } from "./nameserver/index.ts";
-import { type CurveServerKey, type CurveServerKeys, resolveCurveServer } from "./runtime/index.ts";
+import { BROKER_OPTION_NAMES, BROKER_TUNING_OPTION_NAMES, type BrokerOptions, type BrokerTuning } from "./broker/brokerConfig.ts";
+import { NameServer, type NameServerOptions } from "./nameserver/index.ts";
+import { type CurveServerKey, resolveCurveServer } from "./runtime/index.ts";
+
+/** Broker options the cluster sets for each broker itself. */
+type PerBrokerOption = "brokerName" | "nameservers" | "storeDir" | "brokerId";
+
+/** `startLocalCluster`'s `broker`: options applied to every broker. */
+export type LocalClusterBrokerOptions = Partial<Omit<BrokerOptions, PerBrokerOption>> & BrokerTuning;
+
+/** The names `broker` may hold: every Broker.start option but those the cluster sets per broker (and metricsListen, one port). */
+export const LOCAL_CLUSTER_BROKER_OPTION_NAMES: readonly (keyof LocalClusterBrokerOptions)[] = [
+  ...BROKER_OPTION_NAMES.filter(
+    (n): n is Exclude<typeof n, PerBrokerOption> => !["brokerName", "nameservers", "storeDir", "brokerId"].includes(n),
+  ),
+  ...BROKER_TUNING_OPTION_NAMES,
+];
+
+/** `startLocalCluster`'s `nameserver`. */
+export type LocalClusterNameServerOptions = Pick<NameServerOptions, "scanIntervalMs" | "logLevel" | "curve">;
+
+/** The names `nameserver` may hold. */
+export const LOCAL_CLUSTER_NAMESERVER_OPTION_NAMES = optionNamesOf<LocalClusterNameServerOptions>()([
+  "scanIntervalMs",
+  "logLevel",
+  "curve",
+]);
 
 /** Options of `startLocalCluster`. */
 export interface LocalClusterOptions {
@@ -24,18 +49,30 @@ export interface LocalClusterOptions {
   /** endpoint of the first broker; later brokers always bind ephemeral ports. @default "tcp://127.0.0.1:*" */
   brokerListen?: string;
   /**
-   * any Broker.start option, applied to every broker. With `curve` and no `curveServerKey`, a
-   * slave's link to its master uses the master's public key; see `nameserver.curve`
+   * any Broker.start option (but brokerName, brokerId, nameservers, storeDir and metricsListen),
+   * applied to every broker. With `curve` and no `curveServerKey`, a slave's link to its master
+   * uses the master's public key; see `nameserver.curve`
    */
-  broker?: Partial<Omit<BrokerOptions, "brokerName" | "nameservers" | "storeDir" | "brokerId">>;
+  broker?: LocalClusterBrokerOptions;
   /**
    * name server options. `curve`: CURVE on the name server, as NameServer.start's; unless
    * `broker.curveServerKey` is given, the brokers' links to it then use its public key (give the
    * brokers the same key pair as `broker.curve`, or admit their `broker.curveClient` keys in its
    * allow-list)
    */
-  nameserver?: { scanIntervalMs?: number; logLevel?: string; curve?: CurveServerKeys };
+  nameserver?: LocalClusterNameServerOptions;
 }
+
+/** The names {@link LocalClusterOptions} may hold; startLocalCluster refuses any other. */
+export const LOCAL_CLUSTER_OPTION_NAMES = optionNamesOf<LocalClusterOptions>()([
+  "brokers",
+  "slavesPerBroker",
+  "dir",
+  "nameserverListen",
+  "brokerListen",
+  "broker",
+  "nameserver",
+]);
 
 /** A running local cluster. */
 export interface LocalCluster {
@@ -53,12 +90,17 @@ export function localBrokerName(i: number): string {
 }
 
 export async function startLocalCluster(opts: LocalClusterOptions): Promise<LocalCluster> {
-  if (typeof opts?.dir !== "string" || opts.dir.length === 0)
+  checkOptionNames("startLocalCluster", opts, LOCAL_CLUSTER_OPTION_NAMES);
+  if (typeof opts.dir !== "string" || opts.dir.length === 0)
     throw new MQError("ILLEGAL_ARGUMENT", "startLocalCluster needs dir: the directory for the brokers' stores.");
   const count = opts.brokers ?? 1;
   const slaves = opts.slavesPerBroker ?? 0;
   if (!Number.isInteger(count) || count < 1) throw new MQError("ILLEGAL_ARGUMENT", "brokers must be an integer >= 1.");
   if (!Number.isInteger(slaves) || slaves < 0) throw new MQError("ILLEGAL_ARGUMENT", "slavesPerBroker must be an integer >= 0.");
+  // spread into every broker's (name server's) options: a string or an array would spread as options "0", "1", ...
+  if (opts.broker !== undefined) checkOptionNames("startLocalCluster's broker", opts.broker, LOCAL_CLUSTER_BROKER_OPTION_NAMES);
+  if (opts.nameserver !== undefined)
+    checkOptionNames("startLocalCluster's nameserver", opts.nameserver, LOCAL_CLUSTER_NAMESERVER_OPTION_NAMES);
   // checked before anything starts; the public keys of the brokers' links
   const nameserverKey = resolveCurveServer(opts.nameserver?.curve, "nameserver.curve")?.publicKey;
   const brokerKey = resolveCurveServer(opts.broker?.curve, "broker.curve")?.publicKey;

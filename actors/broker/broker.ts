@@ -10,12 +10,20 @@ import { isIPv4 } from "node:net";
 import path from "node:path";
 import { MessageStore, openFileUse } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
+import { checkOptionNames } from "../../transport/optionNames.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { LogThrottle, logTransportDrops } from "../logger.ts";
 import { ActorNode, logActorFailures, resolveCurveLink, resolveCurveServer } from "../runtime/index.ts";
 import { type BrokerActorEntry, brokerActors } from "./brokerActors.ts";
-import { type BrokerConfig, type BrokerOptions, resolveBrokerConfig } from "./brokerConfig.ts";
+import {
+  BROKER_OPTION_NAMES,
+  BROKER_TUNING_OPTION_NAMES,
+  type BrokerConfig,
+  type BrokerOptions,
+  type BrokerTuning,
+  resolveBrokerConfig,
+} from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
 import { CONFIG_DIR } from "./configFile.ts";
 import { consumerOffsetsOf } from "./consumerOffsetManager.ts";
@@ -76,6 +84,16 @@ async function storeHostOf(address: string, what: string): Promise<string> {
   }
 }
 
+/** What `Broker.start` takes: the broker's options, its parts' tuning, and where to serve metrics. */
+export type BrokerStartOptions = BrokerOptions & BrokerTuning & { metricsListen?: string };
+
+/** The names `Broker.start` takes; any other is refused. */
+export const BROKER_START_OPTION_NAMES: readonly (keyof BrokerStartOptions)[] = [
+  ...BROKER_OPTION_NAMES,
+  ...BROKER_TUNING_OPTION_NAMES,
+  "metricsListen",
+];
+
 /** A running broker. */
 export class Broker {
   private closing: Promise<void> | null = null;
@@ -92,8 +110,9 @@ export class Broker {
    * Starts a broker; see API.md for the options. Throws MQError ILLEGAL_ARGUMENT (bad option, port in use) or STORE_LOCKED.
    * With `metricsListen` ("host:port", port 0 = any) it also serves Prometheus text at `broker.metrics.url`.
    */
-  static async start(opts: BrokerOptions & { metricsListen?: string }): Promise<Broker> {
-    const { metricsListen, ...brokerOpts } = opts ?? ({} as BrokerOptions);
+  static async start(opts: BrokerStartOptions): Promise<Broker> {
+    checkOptionNames("Broker.start", opts, BROKER_START_OPTION_NAMES);
+    const { metricsListen, ...brokerOpts } = opts;
     // checked before the broker starts: past it, a bad address failed only after registering
     if (metricsListen !== undefined && metricsListen !== null && typeof metricsListen !== "string")
       throw new MQError(

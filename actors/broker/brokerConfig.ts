@@ -4,6 +4,7 @@
  */
 
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
+import { optionNamesOf } from "../../transport/optionNames.ts";
 import {
   BROKER_ID_RULE,
   BROKER_NAME_PATTERN,
@@ -21,8 +22,15 @@ import {
 import { checkTcpPort } from "../../transport/zmqNode.ts";
 import { defaultLogLevel } from "../logger.ts";
 import type { CurveClientKeys, CurveServerKey, CurveServerKeys } from "../runtime/index.ts";
+import type { ConsumerTuning } from "./consumerManager.ts";
+import type { OffsetTuning } from "./consumerOffsetManager.ts";
 import { parseDelayLevels } from "./delayLevels.ts";
+import type { HaTuning } from "./haTuning.ts";
 import { DEFAULT_HEAP_RESERVE_MB } from "./heapReserve.ts";
+import type { HoldTuning } from "./holdService.ts";
+import type { LockTuning } from "./lockManager.ts";
+import type { PullTuning } from "./pullProcessor.ts";
+import type { SchedulerTuning } from "./scheduler.ts";
 
 export const DEFAULT_BROKER_LISTEN = "tcp://127.0.0.1:10911";
 /** Queues of a topic created on first send (RocketMQ's `defaultTopicQueueNums` is 8; actormq uses 4). */
@@ -112,6 +120,68 @@ export interface BrokerOptions {
   /** the public key of the name servers and master: set, the broker's links to them use CURVE. @default none (plaintext) */
   curveServerKey?: CurveServerKey;
 }
+
+/** The names {@link BrokerOptions} may hold. */
+export const BROKER_OPTION_NAMES = optionNamesOf<BrokerOptions>()([
+  "brokerName",
+  "brokerId",
+  "clusterName",
+  "listen",
+  "advertise",
+  "nameservers",
+  "storeDir",
+  "flush",
+  "role",
+  "masterAddress",
+  "autoCreateTopic",
+  "autoCreateSubscriptionGroup",
+  "defaultQueueNums",
+  "longPolling",
+  "segmentBytes",
+  "messageDelayLevel",
+  "maxMessageBytes",
+  "fileReservedTimeHours",
+  "diskCleanForciblyPercent",
+  "diskFullPercent",
+  "brokerPermission",
+  "registerIntervalMs",
+  "heartbeatTimeoutMs",
+  "storeMaxInFlight",
+  "logLevel",
+  "heapReserveMb",
+  "curve",
+  "curveClient",
+  "curveServerKey",
+]);
+
+/**
+ * Tuning options the broker's parts read from its options (each part documents its own), also
+ * taken by `Broker.start`: for tests and operators that need shorter intervals or other limits.
+ */
+export type BrokerTuning = LockTuning & HoldTuning & PullTuning & ConsumerTuning & SchedulerTuning & OffsetTuning & HaTuning;
+
+/** The names {@link BrokerTuning} may hold. */
+export const BROKER_TUNING_OPTION_NAMES = optionNamesOf<BrokerTuning>()([
+  "lockMaxLiveTimeMs",
+  "holdCheckIntervalMs",
+  "enablePropertyFilter",
+  "slaveReadEnable",
+  "shortPollingTimeMills",
+  "channelExpiredTimeoutMs",
+  "clientScanIntervalMs",
+  "delayOffsetPersistIntervalMs",
+  "flushConsumerOffsetIntervalMs",
+  "queueHandOverTimeoutMs",
+  "haTransferBatchBytes",
+  "haHoldMs",
+  "haSyncTimeoutMs",
+  "haMaxGapNotInSync",
+  "haSlaveExpireMs",
+  "haReconnectMs",
+  "slaveSyncIntervalMs",
+  "accessMessageInMemoryMaxRatio",
+  "physicalMemoryBytes",
+]);
 
 type OptionalBrokerOptions =
   | "curve"

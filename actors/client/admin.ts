@@ -6,6 +6,7 @@
 
 import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import {
   BrokerActor,
   type BrokerConfigReply,
@@ -54,7 +55,7 @@ import {
   type ViewMessageRequest,
 } from "../../transport/protocol.ts";
 import { type Reply, unlessConnectionLost, type WireEvent } from "../runtime/index.ts";
-import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { CLIENT_INSTANCE_OPTION_NAMES, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 
 /** One queue's line of `Admin.consumerProgress`. */
 export interface ConsumerProgressEntry {
@@ -132,6 +133,13 @@ const SUBSCRIPTION_GROUP_FIELDS = [
   "consumeTimeoutMinute",
 ] as const;
 
+/** The names {@link UpdateSubscriptionGroupOptions} may hold; updateSubscriptionGroup refuses any other. */
+export const UPDATE_SUBSCRIPTION_GROUP_OPTION_NAMES = optionNamesOf<UpdateSubscriptionGroupOptions>()([
+  "groupName",
+  "brokers",
+  ...SUBSCRIPTION_GROUP_FIELDS,
+]);
+
 /** A broker name or address as given, trimmed; ILLEGAL_ARGUMENT when it is not a non-blank string. */
 function checkBrokerArg(broker: unknown, what: string): string {
   if (typeof broker !== "string" || broker.trim().length === 0)
@@ -145,6 +153,9 @@ export const DEFAULT_ADMIN_QUEUE_NUMS = 8;
 export const ADMIN_REQUEST_TIMEOUT_MS = 10_000;
 
 export type AdminOptions = ClientInstanceOptions;
+
+/** The names {@link AdminOptions} may hold; Admin.start refuses any other. */
+export const ADMIN_OPTION_NAMES = optionNamesOf<AdminOptions>()([...CLIENT_INSTANCE_OPTION_NAMES]);
 
 /** Options of `Admin.createTopic`. */
 export interface AdminCreateTopicOptions {
@@ -165,11 +176,24 @@ export interface AdminCreateTopicOptions {
   order?: boolean;
 }
 
+/** The names {@link AdminCreateTopicOptions} may hold; createTopic refuses any other. */
+export const ADMIN_CREATE_TOPIC_OPTION_NAMES = optionNamesOf<AdminCreateTopicOptions>()([
+  "topic",
+  "brokers",
+  "readQueueNums",
+  "writeQueueNums",
+  "perm",
+  "order",
+]);
+
 /** Options of `Admin.deleteTopic`. */
 export interface AdminDeleteTopicOptions {
   /** delete it from this cluster's brokers only (and its route to them); default every cluster */
   cluster?: string;
 }
+
+/** The names {@link AdminDeleteTopicOptions} may hold; deleteTopic refuses any other. */
+export const ADMIN_DELETE_TOPIC_OPTION_NAMES = optionNamesOf<AdminDeleteTopicOptions>()(["cluster"]);
 
 /** Options of `Admin.deleteSubscriptionGroup`: at most one of `cluster` and `broker`. */
 export interface AdminDeleteGroupOptions {
@@ -180,6 +204,9 @@ export interface AdminDeleteGroupOptions {
   /** forget the group's consumer offsets too (RocketMQ's `cleanOffset`) @default false */
   cleanOffset?: boolean;
 }
+
+/** The names {@link AdminDeleteGroupOptions} may hold; deleteSubscriptionGroup refuses any other. */
+export const ADMIN_DELETE_GROUP_OPTION_NAMES = optionNamesOf<AdminDeleteGroupOptions>()(["cluster", "broker", "cleanOffset"]);
 
 /** What `Admin.deleteTopic` deleted. */
 export interface DeleteTopicResult {
@@ -214,6 +241,9 @@ export interface QueryMessageByKeyOptions {
   beginTimestamp?: number;
   endTimestamp?: number;
 }
+
+/** The names {@link QueryMessageByKeyOptions} may hold; queryMessageByKey refuses any other. */
+export const QUERY_MESSAGE_BY_KEY_OPTION_NAMES = optionNamesOf<QueryMessageByKeyOptions>()(["maxNum", "beginTimestamp", "endTimestamp"]);
 
 /**
  * The replies of the brokers that know `group` (`settled[i]` is the answer of `brokers[i]`). A
@@ -311,6 +341,7 @@ export class Admin {
   protected constructor(readonly instance: ClientInstance) {}
 
   static async start(opts: AdminOptions): Promise<Admin> {
+    checkOptionNames("Admin.start", opts, ADMIN_OPTION_NAMES);
     return new Admin(await ClientInstance.acquire(opts));
   }
 
@@ -324,6 +355,7 @@ export class Admin {
    */
   async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
     this.checkOpen();
+    checkOptionNames("Admin.createTopic", opts, ADMIN_CREATE_TOPIC_OPTION_NAMES);
     checkTopic(opts?.topic, "createTopic");
     checkNotSystemTopic(opts.topic);
     if (opts.brokers !== undefined && (!Array.isArray(opts.brokers) || opts.brokers.length === 0))
@@ -444,6 +476,7 @@ export class Admin {
    */
   async deleteTopic(topic: string, opts: AdminDeleteTopicOptions = {}): Promise<DeleteTopicResult> {
     this.checkOpen();
+    checkOptionNames("Admin.deleteTopic", opts, ADMIN_DELETE_TOPIC_OPTION_NAMES);
     checkTopic(topic, "deleteTopic");
     checkNotSystemTopic(topic);
     for (const [prefix, what] of [
@@ -549,6 +582,7 @@ export class Admin {
    */
   async deleteSubscriptionGroup(group: string, opts: AdminDeleteGroupOptions = {}): Promise<DeleteGroupResult> {
     this.checkOpen();
+    checkOptionNames("Admin.deleteSubscriptionGroup", opts, ADMIN_DELETE_GROUP_OPTION_NAMES);
     if (!isGroupName(group))
       throw new MQError(
         "INVALID_PARAMETER",
@@ -844,6 +878,7 @@ export class Admin {
    */
   async updateSubscriptionGroup(opts: UpdateSubscriptionGroupOptions): Promise<{ brokerName: string; config: SubscriptionGroupConfig }[]> {
     this.checkOpen();
+    checkOptionNames("Admin.updateSubscriptionGroup", opts, UPDATE_SUBSCRIPTION_GROUP_OPTION_NAMES);
     if (!opts || typeof opts !== "object" || !isGroupName(opts.groupName))
       throw new MQError(
         "ILLEGAL_ARGUMENT",
@@ -1059,6 +1094,7 @@ export class Admin {
    */
   async queryMessageByKey(topic: string, key: string, opts: QueryMessageByKeyOptions = {}): Promise<MessageExt[]> {
     this.checkOpen();
+    checkOptionNames("Admin.queryMessageByKey", opts, QUERY_MESSAGE_BY_KEY_OPTION_NAMES);
     checkTopic(topic, "queryMessageByKey");
     if (typeof key !== "string" || key.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "queryMessageByKey needs a non-empty key.");
     const maxNum = opts.maxNum ?? DEFAULT_QUERY_MAX_NUM;

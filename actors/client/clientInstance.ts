@@ -17,6 +17,7 @@ import { hostname } from "node:os";
 import { setup } from "xstate";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { CurveClientOptions } from "../../transport/curve.ts";
+import { optionNamesOf } from "../../transport/optionNames.ts";
 import {
   AUTO_CREATE_TOPIC_KEY_TOPIC,
   BrokerActor,
@@ -37,6 +38,7 @@ import { checkClientLogLevel, lazyClientLogger } from "../logger.ts";
 import {
   ActorNode,
   askUnlessConnectionLost,
+  CURVE_LINK_OPTION_NAMES,
   type CurveLinkOptions,
   curvePublicKeyOrFile,
   logActorFailures,
@@ -115,6 +117,16 @@ export interface ClientInstanceOptions extends CurveLinkOptions {
   /** @default 3000 */
   requestTimeoutMs?: number;
 }
+
+/** The names {@link ClientInstanceOptions} may hold: every client's start takes them. */
+export const CLIENT_INSTANCE_OPTION_NAMES = optionNamesOf<ClientInstanceOptions>()([
+  "nameservers",
+  "instanceName",
+  "pollNameServerIntervalMs",
+  "heartbeatBrokerIntervalMs",
+  "requestTimeoutMs",
+  ...CURVE_LINK_OPTION_NAMES,
+]);
 
 /** Contributes to each heartbeat. */
 export type HeartbeatSource = () => { producerGroups?: string[]; consumerData?: ConsumerData[] };

@@ -8,6 +8,7 @@
  */
 
 import { monotonicNow } from "../../transport/clock.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import {
   BrokerActor,
   checkBoolean,
@@ -27,7 +28,7 @@ import {
 } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
-import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { CLIENT_INSTANCE_OPTION_NAMES, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
 import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
 import { type TopicPublishInfo, writableQueueDatas } from "./routeCache.ts";
@@ -80,7 +81,23 @@ export interface ProducerOptions extends ClientInstanceOptions {
   latencyMax?: number[];
   /** how long (ms) a broker is avoided per threshold. @default [0, 0, 2000, 5000, 6000, 10000, 30000] */
   notAvailableDuration?: number[];
+  /** retry another broker when the store answers a non-SEND_OK status. @default false */
+  retryAnotherBrokerWhenNotStoreOK?: boolean;
 }
+
+/** The names {@link ProducerOptions} may hold; Producer.start refuses any other. */
+export const PRODUCER_OPTION_NAMES = optionNamesOf<ProducerOptions>()([
+  "group",
+  ...CLIENT_INSTANCE_OPTION_NAMES,
+  "sendTimeoutMs",
+  "retryTimesWhenSendFailed",
+  "maxMessageBytes",
+  "compressMsgBodyOverHowmuch",
+  "sendLatencyFaultEnable",
+  "latencyMax",
+  "notAvailableDuration",
+  "retryAnotherBrokerWhenNotStoreOK",
+]);
 
 /**
  * The allowed range of each numeric producer option. sendTimeoutMs is a timer's delay (a longer
@@ -179,6 +196,7 @@ export class Producer {
 
   /** Starts a producer; resolves when it can send. */
   static async start(opts: ProducerOptions): Promise<Producer> {
+    checkOptionNames("Producer.start", opts, PRODUCER_OPTION_NAMES);
     if (!isGroupName(opts?.group)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",

@@ -7,6 +7,7 @@
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import {
   type ConsumeFromWhere,
   type ConsumerData,
@@ -28,7 +29,7 @@ import {
   DEFAULT_ALLOCATE_STRATEGY,
   getAllocateStrategy,
 } from "./allocateStrategies.ts";
-import { ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { CLIENT_INSTANCE_OPTION_NAMES, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { OFFSET_REQUEST_TIMEOUT_MS, RemoteOffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere } from "./pullFromWhere.ts";
@@ -114,6 +115,23 @@ export interface PullConsumerOptions extends ClientInstanceOptions {
   rebalanceIntervalMs?: number;
 }
 
+/** The names {@link PullConsumerOptions} may hold; PullConsumer.start refuses any other. */
+export const PULL_CONSUMER_OPTION_NAMES = optionNamesOf<PullConsumerOptions>()([
+  "group",
+  ...CLIENT_INSTANCE_OPTION_NAMES,
+  "autoCommit",
+  "autoCommitIntervalMs",
+  "pullBatchSize",
+  "pullThresholdForQueue",
+  "pullThresholdSizeForQueue",
+  "consumeFromWhere",
+  "consumeTimestamp",
+  "allocateStrategy",
+  "allocateOptions",
+  "brokerSuspendMaxTimeMillis",
+  "rebalanceIntervalMs",
+]);
+
 interface Buffered {
   held: HeldQueue;
   msgs: MessageExt[];
@@ -186,8 +204,7 @@ export class PullConsumer {
   }
 
   static async start(options: PullConsumerOptions): Promise<PullConsumer> {
-    if (typeof options !== "object" || options === null)
-      throw new MQError("ILLEGAL_ARGUMENT", "PullConsumer.start takes an options object: { group, nameservers }.");
+    checkOptionNames("PullConsumer.start", options, PULL_CONSUMER_OPTION_NAMES);
     checkGroup(options.group);
     // always clustering: the broker creates the group's retry topic when it heartbeats
     checkRetryTopicFits(options.group);

@@ -7,6 +7,7 @@
  */
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import {
   BrokerActor,
   type ConsumeFromWhere,
@@ -32,7 +33,7 @@ import {
   DEFAULT_ALLOCATE_STRATEGY,
   getAllocateStrategy,
 } from "./allocateStrategies.ts";
-import { type ClientEvent, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
+import { CLIENT_INSTANCE_OPTION_NAMES, type ClientEvent, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import {
   type ConsumeOrderlyContext,
   ConsumeOrderlyService,
@@ -157,6 +158,36 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   /** delay before a RECONSUME_LATER batch is redelivered locally @default 5000 */
   reconsumeLaterDelayMs?: number;
 }
+
+/** The names {@link PushConsumerOptions} may hold; PushConsumer.start refuses any other. */
+export const PUSH_CONSUMER_OPTION_NAMES = optionNamesOf<PushConsumerOptions>()([
+  "group",
+  ...CLIENT_INSTANCE_OPTION_NAMES,
+  "subscriptions",
+  "listener",
+  "model",
+  "consumeFromWhere",
+  "consumeTimestamp",
+  "allocateStrategy",
+  "allocateOptions",
+  "orderly",
+  "suspendCurrentQueueTimeMillis",
+  "rebalanceLockIntervalMs",
+  "rebalanceLockMaxLiveTimeMs",
+  "pullBatchSize",
+  "pullThresholdForQueue",
+  "pullThresholdSizeForQueue",
+  "consumeConcurrentlyMaxSpan",
+  "consumeMessageBatchMaxSize",
+  "consumeThreads",
+  "maxReconsumeTimes",
+  "consumeTimeoutMinutes",
+  "offsetStoreDir",
+  "brokerSuspendMaxTimeMillis",
+  "rebalanceIntervalMs",
+  "persistConsumerOffsetIntervalMs",
+  "reconsumeLaterDelayMs",
+]);
 
 type Resolved = Required<Omit<PushConsumerOptions, keyof ClientInstanceOptions | "allocateOptions" | "offsetStoreDir">> &
   Pick<PushConsumerOptions, "allocateOptions" | "offsetStoreDir">;
@@ -498,8 +529,7 @@ export class PushConsumer {
    * but cannot be read), registers with every broker and runs the first rebalance.
    */
   static async start(options: PushConsumerOptions): Promise<PushConsumer> {
-    if (typeof options !== "object" || options === null)
-      throw new MQError("ILLEGAL_ARGUMENT", "PushConsumer.start takes an options object: { group, nameservers, subscriptions, listener }.");
+    checkOptionNames("PushConsumer.start", options, PUSH_CONSUMER_OPTION_NAMES);
     const o = {
       ...defaultPushConsumerOptions(),
       consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS,

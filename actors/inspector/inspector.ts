@@ -5,6 +5,7 @@
  * draws every actor's statechart and an event timeline.
  */
 import { monotonicNow } from "../../transport/clock.ts";
+import { checkOptionNames } from "../../transport/optionNames.ts";
 import { checkBoolean, MQError, shownValue } from "../../transport/protocol.ts";
 import {
   ActorNode,
@@ -20,6 +21,7 @@ import {
   DEFAULT_PROBE_FAILURES_BEFORE_GONE,
   DEFAULT_PUSH_INTERVAL_MS,
   defaultInspectorOptions,
+  INSPECTOR_OPTION_NAMES,
   type InspectorOptions,
   MIN_PROBE_INTERVAL_MS,
   parseListen,
@@ -105,6 +107,7 @@ export class Inspector {
    * that is not an ActorNode; a start that fails closes what it opened.
    */
   static async start(options: InspectorOptions = {}): Promise<Inspector> {
+    checkOptionNames("Inspector.start", options, INSPECTOR_OPTION_NAMES);
     const opts = { ...defaultInspectorOptions(), ...options };
     const { host, port } = parseListen(opts.listen, opts.allowRemote);
     checkBoolean("collectOnFirstView", opts.collectOnFirstView);

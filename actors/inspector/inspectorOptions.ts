@@ -1,8 +1,9 @@
 /** Options of {@link Inspector.start} and their defaults. */
 
 import { networkInterfaces } from "node:os";
+import { optionNamesOf } from "../../transport/optionNames.ts";
 import { checkBoolean, isPortText, MQError, shownValue } from "../../transport/protocol.ts";
-import type { ActorNode, CurveLinkOptions } from "../runtime/index.ts";
+import { type ActorNode, CURVE_LINK_OPTION_NAMES, type CurveLinkOptions } from "../runtime/index.ts";
 import type { ClusterSource } from "./clusterView.ts";
 import { DEFAULT_MAX_RECORD_BYTES } from "./recordCheck.ts";
 import { DEFAULT_TIMELINE_BYTES, DEFAULT_TIMELINE_CAPACITY } from "./timelineBuffer.ts";
@@ -65,6 +66,24 @@ export interface InspectorOptions extends CurveLinkOptions {
    */
   collectIdleMs?: number;
 }
+
+/** The names {@link InspectorOptions} may hold; Inspector.start refuses any other. */
+export const INSPECTOR_OPTION_NAMES = optionNamesOf<InspectorOptions>()([
+  ...CURVE_LINK_OPTION_NAMES,
+  "listen",
+  "allowRemote",
+  "collect",
+  "nodes",
+  "collectorBind",
+  "collectorAdvertise",
+  "capacity",
+  "capacityBytes",
+  "maxRecordBytes",
+  "probeIntervalMs",
+  "cluster",
+  "collectOnFirstView",
+  "collectIdleMs",
+]);
 
 /** Defaults spread under the user's options. */
 export function defaultInspectorOptions(): Required<

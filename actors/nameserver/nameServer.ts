@@ -3,6 +3,7 @@
  * with every name server; any number may run.
  */
 
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import { checkRange, MAX_TIMER_MS, NAMESRV_ACTOR } from "../../transport/protocol.ts";
 import { createLogger, defaultLogLevel, type Logger, logTransportDrops } from "../logger.ts";
 import { ActorNode, type CurveServerKeys, logActorFailures, resolveCurveServer } from "../runtime/index.ts";
@@ -25,6 +26,9 @@ export interface NameServerOptions {
   curve?: CurveServerKeys;
 }
 
+/** The names {@link NameServerOptions} may hold; NameServer.start refuses any other. */
+export const NAMESERVER_OPTION_NAMES = optionNamesOf<NameServerOptions>()(["listen", "advertise", "scanIntervalMs", "logLevel", "curve"]);
+
 /** The warning of a {@link ClusterConflict}: what is shown, and what to change. */
 export function clusterConflictMessage(c: ClusterConflict): string {
   const others = c.others.map((o) => `${o.brokerAddr} (id ${o.brokerId}, cluster ${o.clusterName})`).join(", ");
@@ -43,6 +47,7 @@ export class NameServer {
   ) {}
 
   static async start(opts: NameServerOptions = {}): Promise<NameServer> {
+    checkOptionNames("NameServer.start", opts, NAMESERVER_OPTION_NAMES);
     // 0, NaN or a negative delay scans every timer tick; a longer one than a timer holds fires at once
     const scanIntervalMs = opts.scanIntervalMs ?? DEFAULT_SCAN_INTERVAL_MS;
     checkRange("scanIntervalMs", scanIntervalMs, 1, MAX_TIMER_MS);

@@ -6,6 +6,7 @@
  */
 import type { CurveClientOptions, CurveServerOptions } from "../../transport/curve.ts";
 import { curveKeyPair, curvePublicKeyOf, z85Decode } from "../../transport/curve.ts";
+import { optionNamesOf } from "../../transport/optionNames.ts";
 import { MQError, shownValue } from "../../transport/protocol.ts";
 
 /** Characters of a Z85 CURVE key (32 bytes). */
@@ -45,6 +46,9 @@ export interface CurveLinkOptions {
   /** The servers' public key: set, every link of this client uses CURVE. @default none (plaintext) */
   curveServerKey?: CurveServerKey;
 }
+
+/** The names {@link CurveLinkOptions} may hold. */
+export const CURVE_LINK_OPTION_NAMES = optionNamesOf<CurveLinkOptions>()(["curveClient", "curveServerKey"]);
 
 /** Why a string is not a CURVE key, or null; never quotes it (it may be a secret key). */
 function keyProblem(key: unknown): string | null {

@@ -7,7 +7,7 @@ export { askUnlessConnectionLost, unlessConnectionLost } from "./connectionLost.
 export type { PublicKeyOption } from "./curveKeyFiles.ts";
 export { curvePublicKeyOrFile, isCurveKey, isExistingFile, readCurveKeyFile } from "./curveKeyFiles.ts";
 export type { CurveClientKeys, CurveLinkOptions, CurveServerKey, CurveServerKeys } from "./curveOptions.ts";
-export { CURVE_KEY_LENGTH, checkCurveKeyOption, resolveCurveLink, resolveCurveServer } from "./curveOptions.ts";
+export { CURVE_KEY_LENGTH, CURVE_LINK_OPTION_NAMES, checkCurveKeyOption, resolveCurveLink, resolveCurveServer } from "./curveOptions.ts";
 export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, InspectionRecord, SnapshotRecord } from "./inspection.ts";
 export {
   INSPECTION_HEARTBEAT_EVENT,

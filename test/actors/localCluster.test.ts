@@ -329,3 +329,41 @@ test("startLocalCluster with nameserver.curve and broker.curve: every server use
     await cleanup();
   }
 });
+
+test("startLocalCluster refuses broker and nameserver options that are not an options object, or name a per-broker option, with ILLEGAL_ARGUMENT", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const bad: [string, Record<string, unknown>, RegExp][] = [
+    // spread into every broker's options, a string would be options "0", "1", ...
+    ["broker", { broker: "async" }, /^startLocalCluster's broker takes an options object \{ .*flush/],
+    ["broker", { broker: ["flush", "async"] }, /^startLocalCluster's broker takes an options object .* got an array/],
+    ["broker", { broker: null }, /^startLocalCluster's broker takes an options object/],
+    [
+      "nameserver",
+      { nameserver: "silent" },
+      /^startLocalCluster's nameserver takes an options object \{ scanIntervalMs, logLevel, curve \}/,
+    ],
+    // the cluster names and places each broker itself; a metrics port would be bound by every broker
+    ["broker", { broker: { brokerName: "mine" } }, /^startLocalCluster's broker has no option "brokerName"/],
+    ["broker", { broker: { storeDir: dir } }, /^startLocalCluster's broker has no option "storeDir"/],
+    ["broker", { broker: { metricsListen: "127.0.0.1:0" } }, /^startLocalCluster's broker has no option "metricsListen"/],
+    ["broker", { broker: { flushMode: "async" } }, /^startLocalCluster's broker has no option "flushMode"/],
+    [
+      "nameserver",
+      { nameserver: { scanInterval: 100 } },
+      /^startLocalCluster's nameserver has no option "scanInterval" \(did you mean "scanIntervalMs"\?\)/,
+    ],
+  ];
+  for (const [what, opts, message] of bad)
+    await assert.rejects(
+      startLocalCluster({ dir, ...opts } as never).then(async (c) => {
+        await c.close();
+        assert.fail(`started with ${what} ${JSON.stringify(opts)}`);
+      }),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && message.test(e.message),
+      JSON.stringify(opts),
+    );
+  // tuning options of the brokers' parts pass
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async", lockMaxLiveTimeMs: 30_000, holdCheckIntervalMs: 500 } });
+  await cluster.close();
+});
