@@ -46,12 +46,14 @@ export interface LocalClusterOptions {
   dir: string;
   /** name server endpoint. @default "tcp://127.0.0.1:*" */
   nameserverListen?: string;
-  /** endpoint of the first broker; later brokers always bind ephemeral ports. @default "tcp://127.0.0.1:*" */
+  /** endpoint of the first broker (master of broker-a); the others bind `broker.listen`. @default `broker.listen` */
   brokerListen?: string;
   /**
    * any Broker.start option (but brokerName, brokerId, nameservers, storeDir and metricsListen),
-   * applied to every broker. With `curve` and no `curveServerKey`, a slave's link to its master
-   * uses the master's public key; see `nameserver.curve`
+   * applied to every broker. `listen`, the endpoint every broker but the one `brokerListen` names
+   * binds, needs port `*` unless it is for one broker (default "tcp://127.0.0.1:*"). With `curve`
+   * and no `curveServerKey`, a slave's link to its master uses the master's public key; see
+   * `nameserver.curve`
    */
   broker?: LocalClusterBrokerOptions;
   /**
@@ -84,6 +86,13 @@ export interface LocalCluster {
 
 const EPHEMERAL = "tcp://127.0.0.1:*";
 
+/** Whether a tcp endpoint to bind names one port (not `*` or 0, which pick a free one). */
+function fixedPort(endpoint: string): boolean {
+  if (!endpoint.startsWith("tcp://")) return true;
+  const port = endpoint.slice(endpoint.lastIndexOf(":") + 1);
+  return port !== "*" && Number(port) !== 0;
+}
+
 /** The name of the i-th broker: broker-a, broker-b, ... */
 export function localBrokerName(i: number): string {
   return `broker-${i < 26 ? String.fromCharCode(97 + i) : `n${i}`}`;
@@ -101,6 +110,21 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
   if (opts.broker !== undefined) checkOptionNames("startLocalCluster's broker", opts.broker, LOCAL_CLUSTER_BROKER_OPTION_NAMES);
   if (opts.nameserver !== undefined)
     checkOptionNames("startLocalCluster's nameserver", opts.nameserver, LOCAL_CLUSTER_NAMESERVER_OPTION_NAMES);
+  const sharedListen = opts.broker?.listen ?? EPHEMERAL;
+  const firstListen = opts.brokerListen ?? sharedListen;
+  for (const [name, endpoint] of [
+    ["brokerListen", opts.brokerListen],
+    ["broker.listen", opts.broker?.listen],
+  ] as const)
+    if (endpoint !== undefined && (typeof endpoint !== "string" || endpoint.length === 0))
+      throw new MQError("ILLEGAL_ARGUMENT", `${name} must be a ZeroMQ endpoint such as tcp://127.0.0.1:*, got ${String(endpoint)}.`);
+  // every broker but the first binds broker.listen: a fixed port would be taken by one of them only
+  const sharing = count * (1 + slaves) - (opts.brokerListen !== undefined ? 1 : 0);
+  if (sharing > 1 && fixedPort(sharedListen))
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `broker.listen ${sharedListen} has a fixed port, but ${sharing} brokers bind it: use port * (tcp://host:*), and brokerListen for the first broker's fixed endpoint.`,
+    );
   // checked before anything starts; the public keys of the brokers' links
   const nameserverKey = resolveCurveServer(opts.nameserver?.curve, "nameserver.curve")?.publicKey;
   const brokerKey = resolveCurveServer(opts.broker?.curve, "broker.curve")?.publicKey;
@@ -137,7 +161,7 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
         ...linkKeys(),
         brokerName,
         brokerId: 0,
-        listen: i === 0 && opts.brokerListen ? opts.brokerListen : EPHEMERAL,
+        listen: i === 0 ? firstListen : sharedListen,
         nameservers,
         storeDir: path.join(opts.dir, brokerName),
       });
@@ -151,7 +175,7 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
             brokerId: s,
             role: "SLAVE",
             masterAddress: master.address,
-            listen: EPHEMERAL,
+            listen: sharedListen,
             nameservers,
             storeDir: path.join(opts.dir, `${brokerName}-s${s}`),
           }),

@@ -6,6 +6,7 @@ import type { Broker } from "../../actors/broker/broker.ts";
 import { consumerOffsetsOf } from "../../actors/broker/consumerOffsetManager.ts";
 import { Admin, curveKeyPair, NameServer, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { ConsumptionActorFor, isMQError } from "../../transport/protocol.ts";
+import { freePort } from "../e2e/fixtures/tcpProxy.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
 test("startLocalCluster runs a name server and two brokers; Admin.createTopic reaches every master", async () => {
@@ -366,4 +367,45 @@ test("startLocalCluster refuses broker and nameserver options that are not an op
   // tuning options of the brokers' parts pass
   const cluster = await startLocalCluster({ dir, broker: { flush: "async", lockMaxLiveTimeMs: 30_000, holdCheckIntervalMs: 500 } });
   await cluster.close();
+});
+
+test("startLocalCluster's broker.listen is bound by its brokers; a fixed port several brokers would bind is refused", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const port = await freePort();
+  const one = await startLocalCluster({ dir: path.join(dir, "one"), broker: { flush: "async", listen: `tcp://127.0.0.1:${port}` } });
+  try {
+    assert.equal(one.brokers[0]!.address, `tcp://127.0.0.1:${port}`);
+  } finally {
+    await one.close();
+  }
+  // every broker binds it: a fixed port would be taken by the first only
+  for (const opts of [{ brokers: 2 }, { slavesPerBroker: 1 }])
+    await assert.rejects(
+      startLocalCluster({ dir: path.join(dir, "two"), ...opts, broker: { flush: "async", listen: `tcp://127.0.0.1:${port}` } }).then(
+        async (c) => {
+          await c.close();
+          assert.fail("started");
+        },
+      ),
+      (e) =>
+        isMQError(e, "ILLEGAL_ARGUMENT") &&
+        /^broker\.listen tcp:\/\/127\.0\.0\.1:\d+ has a fixed port, but 2 brokers bind it/.test(e.message),
+      JSON.stringify(opts),
+    );
+  // brokerListen takes the first broker, broker.listen (port *) the others, slaves included
+  const two = await startLocalCluster({
+    dir: path.join(dir, "three"),
+    brokers: 2,
+    slavesPerBroker: 1,
+    brokerListen: `tcp://127.0.0.1:${port}`,
+    broker: { flush: "async", listen: "tcp://127.0.0.1:*" },
+  });
+  try {
+    const addrs = two.brokers.map((b) => b.address);
+    assert.equal(addrs[0], `tcp://127.0.0.1:${port}`);
+    assert.equal(new Set(addrs).size, 4);
+  } finally {
+    await two.close();
+  }
 });
