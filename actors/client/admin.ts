@@ -45,6 +45,7 @@ import {
   type ResetOffsetRequest,
   type SubscriptionData,
   type SubscriptionGroupConfig,
+  shownValue,
   TOPIC_MAX_LENGTH,
   type TopicConfig,
   type TopicRouteData,
@@ -1017,10 +1018,17 @@ export class Admin {
   async resetOffsetByTimestamp(
     group: string,
     topic: string,
-    timestamp: number,
+    timestamp: number | Date,
   ): Promise<{ topic: string; brokerName: string; queueId: number; offset: number }[]> {
     this.checkOpen();
     checkTopic(topic, "resetOffsetByTimestamp");
+    const ms = timestamp instanceof Date ? timestamp.getTime() : timestamp;
+    // checked before any broker is asked: a string would reach them as is, NaN or a fraction too
+    if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `resetOffsetByTimestamp needs a time in ms since the epoch (an integer >= 0, such as Date.parse("2025-01-31T12:00:00Z")) or a valid Date, got ${timestamp instanceof Date ? "an invalid Date" : shownValue(timestamp)}.`,
+      );
     const route = await this.topicRoute(topic);
     const masterless = route.brokerDatas
       .filter((bd) => !bd.brokerAddrs[String(MASTER_ID)])
@@ -1044,7 +1052,7 @@ export class Admin {
             type: "INVOKE_BROKER_TO_RESET_OFFSET",
             topic,
             group,
-            timestamp,
+            timestamp: ms,
             isForce: true,
           } satisfies ResetOffsetRequest & { type: string });
         for (const e of r.fields.offsetTable ?? []) out.push({ topic, brokerName, queueId: e.queueId, offset: e.offset });

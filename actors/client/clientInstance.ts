@@ -31,6 +31,7 @@ import {
   MAX_TIMER_MS,
   MQError,
   NAMESRV_ACTOR,
+  shownValue,
   type TopicRouteData,
 } from "../../transport/protocol.ts";
 import { checkTcpPort, PEER_EXPIRY_MS } from "../../transport/zmqNode.ts";
@@ -128,6 +129,24 @@ export const CLIENT_INSTANCE_OPTION_NAMES = optionNamesOf<ClientInstanceOptions>
   ...CURVE_LINK_OPTION_NAMES,
 ]);
 
+/** Longest instance name. */
+export const INSTANCE_NAME_MAX_LENGTH = 255;
+
+/**
+ * Refuses an instance name that is not a string of 1 to 255 characters free of '@', whitespace and
+ * control characters (ILLEGAL_ARGUMENT): it is the last part of the client id `host@pid@instanceName`
+ * that brokers list the group's members by, and names broadcasting's offsets directory.
+ */
+export function checkInstanceName(name: unknown): void {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (typeof name === "string" && name.length > 0 && name.length <= INSTANCE_NAME_MAX_LENGTH && !/[@\s\u0000-\u001f\u007f]/.test(name))
+    return;
+  throw new MQError(
+    "ILLEGAL_ARGUMENT",
+    `instanceName ${shownValue(name)} is not valid: use 1-${INSTANCE_NAME_MAX_LENGTH} characters without '@', whitespace or control characters (it ends the client id host@pid@instanceName).`,
+  );
+}
+
 /** Contributes to each heartbeat. */
 export type HeartbeatSource = () => { producerGroups?: string[]; consumerData?: ConsumerData[] };
 
@@ -213,6 +232,7 @@ export class ClientInstance {
     // 0, NaN or a negative interval is setInterval's 1 ms: a heartbeat or route poll every millisecond
     for (const name of ["pollNameServerIntervalMs", "heartbeatBrokerIntervalMs", "requestTimeoutMs"] as const)
       if (options[name] !== undefined) checkRange(name, options[name], 1, MAX_TIMER_MS);
+    if (options.instanceName !== undefined) checkInstanceName(options.instanceName);
     const instanceName = options.instanceName ?? DEFAULT_INSTANCE_NAME;
     const curve = resolveCurveLink(options);
     const key = keyOf(nameservers, instanceName, curve);

@@ -520,6 +520,11 @@ export class PullConsumer {
    */
   async seek(queue: MessageQueue, offset: number): Promise<void> {
     this.checkOpen();
+    if (!isMessageQueue(queue))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `seek takes a queue { topic, brokerName, queueId } this consumer holds (assign()'s, or from fetchMessageQueues(topic)), got ${queue === null || typeof queue !== "object" ? shownValue(queue) : "an object without them"}.`,
+      );
     const k = mqKey(queue);
     const notHeld = () => new MQError("ILLEGAL_ARGUMENT", `The queue ${k} is not assigned to this consumer; seek only assigned queues.`);
     if (!this.held.has(k)) throw notHeld();

@@ -26,6 +26,14 @@ export class SubscriptionTable {
         `Consumer group "${group}" needs subscriptions: { [topic]: "*" | "TagA || TagB" | { sql92 } }.`,
       );
     }
+    // an array would subscribe topics "0", "1", ... with the entries as expressions; a Map's
+    // entries are no own properties, so it would subscribe nothing
+    if (Array.isArray(subscriptions) || subscriptions instanceof Map)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `Consumer group "${group}" got subscriptions as ${Array.isArray(subscriptions) ? "an array" : "a Map"}: give an object of topic to expression, ` +
+          `such as { TopicA: "*", TopicB: "TagA || TagB" }${Array.isArray(subscriptions) ? "" : " (Object.fromEntries(map))"}.`,
+      );
     for (const [topic, expr] of Object.entries(subscriptions)) t.subscribe(topic, expr);
     if (model === "CLUSTERING") t.subscribe(retryTopicOf(group), SUB_ALL);
     return t;

@@ -1,0 +1,130 @@
+/**
+ * Arguments of the wrong shape are refused with ILLEGAL_ARGUMENT saying what to give, not a
+ * TypeError or a client that runs with something else than was meant: instance names, a push
+ * consumer's subscriptions, PullConsumer.seek's queue, and resetOffsetByTimestamp's time.
+ */
+import assert from "node:assert/strict";
+import path from "node:path";
+import { test } from "node:test";
+import { Admin, isMQError, Producer, PullConsumer, PushConsumer, startLocalCluster } from "../../../index.ts";
+import { tempDir } from "../../helpers.ts";
+
+/** Nothing listens there: clients start without asking it anything. */
+const nameservers = ["tcp://127.0.0.1:1"];
+const listener = async () => "CONSUME_SUCCESS" as const;
+
+/** What `start()` was refused with; fails the test when it started (closing what it started). */
+async function refusal(start: () => Promise<{ close(): Promise<void> }>): Promise<unknown> {
+  let started: { close(): Promise<void> };
+  try {
+    started = await start();
+  } catch (e) {
+    return e;
+  }
+  await started.close();
+  return assert.fail("it started");
+}
+
+test("an instanceName that is not 1-255 characters free of '@', whitespace and control characters is ILLEGAL_ARGUMENT for every client", async () => {
+  const bad: unknown[] = ["", "a@b", "two words", "tab\there", "line\n", "nul\u0000", "x".repeat(256), 42, null, ["a"]];
+  for (const instanceName of bad)
+    for (const [what, start] of [
+      ["Producer", () => Producer.start({ group: "pgInst", nameservers, instanceName } as never)],
+      [
+        "PushConsumer",
+        () => PushConsumer.start({ group: "cgInst", nameservers, subscriptions: { T: "*" }, listener, instanceName } as never),
+      ],
+      ["PullConsumer", () => PullConsumer.start({ group: "cgInst", nameservers, instanceName } as never)],
+      ["Admin", () => Admin.start({ nameservers, instanceName } as never)],
+    ] as const) {
+      const e = await refusal(start);
+      assert.ok(
+        isMQError(e, "ILLEGAL_ARGUMENT") &&
+          (e as Error).message.startsWith("instanceName ") &&
+          /without '@', whitespace/.test((e as Error).message),
+        `${what} ${JSON.stringify(instanceName)}: ${String(e)}`,
+      );
+    }
+  // names such as the examples' and tests' pass
+  for (const instanceName of ["c0", "orderly-1", "worker#2", "x".repeat(255)]) {
+    const p = await Producer.start({ group: "pgInst", nameservers, instanceName });
+    await p.close();
+  }
+});
+
+test("PushConsumer subscriptions given as an array or a Map are ILLEGAL_ARGUMENT, not topics named 0, 1, ... or none", async () => {
+  for (const [subscriptions, shown] of [
+    [["TopicA"], /as an array/],
+    [[["TopicA", "*"]], /as an array/],
+    [new Map([["TopicA", "*"]]), /as a Map.*Object\.fromEntries/],
+  ] as const) {
+    const e = await refusal(() =>
+      PushConsumer.start({ group: "cgSubs", nameservers, subscriptions: subscriptions as never, listener, instanceName: "subs" }),
+    );
+    assert.ok(
+      isMQError(e, "ILLEGAL_ARGUMENT") &&
+        shown.test((e as Error).message) &&
+        /\{ TopicA: "\*", TopicB: "TagA \|\| TagB" \}/.test((e as Error).message),
+      `${JSON.stringify([...subscriptions])}: ${String(e)}`,
+    );
+  }
+});
+
+test("PullConsumer.seek without a queue { topic, brokerName, queueId } is ILLEGAL_ARGUMENT, not a TypeError", async () => {
+  const pc = await PullConsumer.start({ group: "cgSeekArgs", nameservers, instanceName: "seekArgs" });
+  try {
+    for (const queue of [null, undefined, "T@b@0", 0])
+      await assert.rejects(
+        pc.seek(queue as never, 0),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^seek takes a queue \{ topic, brokerName, queueId \}/.test(e.message),
+        String(queue),
+      );
+    await assert.rejects(
+      pc.seek({ topic: "T" } as never, 0),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /an object without them/.test(e.message),
+    );
+    // a queue of the right shape that it does not hold: as before
+    await assert.rejects(
+      pc.seek({ topic: "T", brokerName: "b", queueId: 0 }, 0),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /is not assigned to this consumer/.test(e.message),
+    );
+  } finally {
+    await pc.close();
+  }
+});
+
+test("resetOffsetByTimestamp refuses a time that is not an integer of ms >= 0 (or a valid Date) with ILLEGAL_ARGUMENT before asking a broker", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const cluster = await startLocalCluster({ dir: path.join(dir, "c"), broker: { flush: "async" } });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  try {
+    await admin.createTopic({ topic: "ResetTs", readQueueNums: 1, writeQueueNums: 1 });
+    for (const ts of [
+      "2025-01-31T12:00:00Z",
+      "1700000000000",
+      -1,
+      1.5,
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      null,
+      undefined,
+      new Date("soon"),
+    ])
+      await assert.rejects(
+        admin.resetOffsetByTimestamp("cgResetTs", "ResetTs", ts as never),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^resetOffsetByTimestamp needs a time in ms since the epoch/.test(e.message),
+        String(ts),
+      );
+    // a valid time (a Date too) reaches the brokers, which do not know the group
+    for (const ts of [Date.now(), new Date(0)])
+      await assert.rejects(
+        admin.resetOffsetByTimestamp("cgResetTs", "ResetTs", ts),
+        (e) => isMQError(e, "SUBSCRIPTION_GROUP_NOT_EXIST"),
+        String(ts),
+      );
+  } finally {
+    await admin.close();
+    await cluster.close();
+  }
+});
