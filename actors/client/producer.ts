@@ -81,8 +81,6 @@ export interface ProducerOptions extends ClientInstanceOptions {
   latencyMax?: number[];
   /** how long (ms) a broker is avoided per threshold. @default [0, 0, 2000, 5000, 6000, 10000, 30000] */
   notAvailableDuration?: number[];
-  /** retry another broker when the store answers a non-SEND_OK status. @default false */
-  retryAnotherBrokerWhenNotStoreOK?: boolean;
 }
 
 /** The names {@link ProducerOptions} may hold; Producer.start refuses any other. */
