@@ -133,17 +133,18 @@ export const CLIENT_INSTANCE_OPTION_NAMES = optionNamesOf<ClientInstanceOptions>
 export const INSTANCE_NAME_MAX_LENGTH = 255;
 
 /**
- * Refuses an instance name that is not a string of 1 to 255 characters free of '@', whitespace and
- * control characters (ILLEGAL_ARGUMENT): it is the last part of the client id `host@pid@instanceName`
- * that brokers list the group's members by, and names broadcasting's offsets directory.
+ * Refuses an instance name that is not a string of 1 to 255 characters free of '@' and control
+ * characters (ILLEGAL_ARGUMENT): it is the last part of the client id `host@pid@instanceName` that
+ * brokers list the group's members by (split at '@'), is printed in log lines, and names
+ * broadcasting's offsets directory. Spaces are allowed, as RocketMQ allows them.
  */
 export function checkInstanceName(name: unknown): void {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-  if (typeof name === "string" && name.length > 0 && name.length <= INSTANCE_NAME_MAX_LENGTH && !/[@\s\u0000-\u001f\u007f]/.test(name))
+  if (typeof name === "string" && name.length > 0 && name.length <= INSTANCE_NAME_MAX_LENGTH && !/[@\u0000-\u001f\u007f]/.test(name))
     return;
   throw new MQError(
     "ILLEGAL_ARGUMENT",
-    `instanceName ${shownValue(name)} is not valid: use 1-${INSTANCE_NAME_MAX_LENGTH} characters without '@', whitespace or control characters (it ends the client id host@pid@instanceName).`,
+    `instanceName ${shownValue(name)} is not valid: use 1-${INSTANCE_NAME_MAX_LENGTH} characters without '@' or control characters such as tabs and newlines (it ends the client id host@pid@instanceName).`,
   );
 }
 
