@@ -515,7 +515,7 @@ export class ConsumeOrderlyService {
     if (exhausted.length > 0) {
       let unsent: MessageExt[] = [];
       if (this.deps.sendBack && this.deps.model === "CLUSTERING")
-        unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true });
+        unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true, queue: run.pq });
       else for (const m of exhausted) this.deps.onSkipped?.(m);
       for (const m of exhausted) {
         if (unsent.includes(m)) continue;

@@ -288,9 +288,9 @@ export class ConsumeService {
     try {
       sendingBack = this.processResult(req, status, ctx);
     } finally {
-      // a hand-over waits for the batch's send-back too (bounded by the send timeout): until it
-      // ends, the failed messages are still in the process queue, and releasing then would
-      // commit below them while the retry topic gets them as well
+      // a hand-over waits for the batch's send-back too (bounded by the release wait): until it
+      // ends, the failed messages are still in the process queue, and releasing then commits
+      // below them; a send-back failing once the queue was dropped makes no retry copy of them
       if (sendingBack) {
         const queue = l;
         const ended = (): void => listenerEnded(queue);
@@ -405,7 +405,8 @@ export class ConsumeService {
    */
   private async sendBackFailed(mq: MessageQueue, pq: ProcessQueue<MessageExt>, failed: MessageExt[], delayLevel: number): Promise<void> {
     const inQueue = failed.filter((m) => pq.containsMessage(m));
-    const unsent = inQueue.length > 0 ? await this.deps.sendBack!(inQueue, delayLevel) : [];
+    // a queue dropped meanwhile gets no retry copy: its offset stays before the messages (see sendBack.ts)
+    const unsent = inQueue.length > 0 ? await this.deps.sendBack!(inQueue, delayLevel, { queue: pq }) : [];
     const sent = unsent.length === 0 ? inQueue : inQueue.filter((m) => !unsent.includes(m));
     if (sent.length > 0) {
       const offset = pq.removeMessages(sent);
@@ -454,7 +455,7 @@ export class ConsumeService {
   private async sendBackExpired(mq: MessageQueue, pq: ProcessQueue<MessageExt>, expired: MessageExt[]): Promise<void> {
     for (const m of expired) this.sendingBackExpired.add(m);
     try {
-      const unsent = await this.deps.sendBack!(expired, CONSUME_TIMEOUT_SEND_BACK_DELAY_LEVEL);
+      const unsent = await this.deps.sendBack!(expired, CONSUME_TIMEOUT_SEND_BACK_DELAY_LEVEL, { queue: pq });
       this.ackExpired(mq, pq, unsent.length === 0 ? expired : expired.filter((m) => !unsent.includes(m)));
     } finally {
       for (const m of expired) this.sendingBackExpired.delete(m);

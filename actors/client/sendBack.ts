@@ -12,6 +12,15 @@
  * and delay level 3 + reconsumeTimes. A copy past maxReconsumeTimes (or meant for the dead-letter
  * queue) carries DELAY -1, and the broker stores it in `%DLQ%<group>` instead. Only when that fails
  * too does the caller keep the message and consume it again locally.
+ *
+ * No copy is made of a message whose queue was given up meanwhile (moved to another member in a
+ * rebalance, reset) nor once the consumer is closing: such a message is simply not acknowledged, as
+ * RocketMQ leaves a message whose send-back did not finish. It is still in its process queue, so the
+ * queue's offset is committed before it and whoever consumes the queue next (another member, or this
+ * group after a restart) gets it again. A copy there would deliver it twice: once from the queue and
+ * once from the retry topic. Closing waits for the send-backs in flight to settle (each bounded by its
+ * own timeout; one whose broker connection is lost fails at once); after that nothing is sent or
+ * logged (see {@link SendBack.close}).
  */
 import { monotonicNow } from "../../transport/clock.ts";
 import { encodeProperties, type MessageExt, MessageSysFlag } from "../../transport/messageRecord.ts";
@@ -76,6 +85,12 @@ export interface SendBackOptions {
    * writes it as RECONSUME_TIME, reference §12.3). Otherwise the broker counts from the stored copy.
    */
   retriedInPlace?: boolean;
+  /**
+   * The process queue the messages are in: once it is dropped (its queue given up), a failed
+   * send-back is not followed by a retry copy. The queue's offset stays before the messages, so they
+   * are delivered again from the queue.
+   */
+  queue?: { readonly dropped: boolean };
 }
 
 /**
@@ -83,6 +98,32 @@ export interface SendBackOptions {
  * consumes them again locally). `delayLevel` 0 lets the broker choose (3 + reconsumeTimes).
  */
 export type SendBackFn = (msgs: readonly MessageExt[], delayLevel: number, opts?: SendBackOptions) => Promise<MessageExt[]>;
+
+/**
+ * Longest wait of a consumer's close for its send-backs in flight: a send-back's own timeout plus a
+ * retry copy's (a copy under way when the close began ends its attempt in flight; none starts after).
+ */
+export const SEND_BACK_CLOSE_WAIT_MS = SEND_BACK_TIMEOUT_MS + RETRY_COPY_TIMEOUT_MS;
+
+/** Why a failed send-back made no retry copy, or stopped trying brokers for it: see the module's comment. */
+type CutShort = "closing" | "queueDropped";
+
+/** A consumer's {@link SendBackFn}, with what its close needs. */
+export interface SendBack extends SendBackFn {
+  /** calls not settled yet (send-backs, with their retry copies) */
+  readonly inFlight: number;
+  /**
+   * The consumer began closing: no retry copy starts from now. A message whose send-back fails is
+   * resolved as not sent back, and its caller leaves it unacknowledged (its offset is not committed).
+   */
+  beginClose(): void;
+  /**
+   * {@link beginClose}, then resolves once every call in flight has settled (true) or after
+   * `maxWaitMs` (false). From then on nothing is sent or logged: a new call resolves with every
+   * message unsent, and one still in flight (only past `maxWaitMs`) ends silently, without a copy.
+   */
+  close(maxWaitMs?: number): Promise<boolean>;
+}
 
 /** The CONSUMER_SEND_MSG_BACK fields for one message. */
 export function sendBackRequest(
@@ -176,8 +217,17 @@ export function retryCopyTargets(
   });
 }
 
-/** Sends a retry copy; resolves with the broker that stored it, or rejects with the last failure. */
-async function sendRetryCopy(host: SendBackHost, copy: RetryCopy, failedBroker: string, timeoutMs: number): Promise<string> {
+/**
+ * Sends a retry copy; resolves with the broker that stored it, or rejects with the last failure.
+ * No further broker is tried once `stop()` says so.
+ */
+async function sendRetryCopy(
+  host: SendBackHost,
+  copy: RetryCopy,
+  failedBroker: string,
+  timeoutMs: number,
+  stop: () => boolean,
+): Promise<string> {
   const deadline = monotonicNow() + timeoutMs;
   const unreachable = (name: string): boolean => {
     const addr = host.brokerAddress(name, 0);
@@ -202,7 +252,7 @@ async function sendRetryCopy(host: SendBackHost, copy: RetryCopy, failedBroker: 
   for (let i = 0; i < targets.length; i++) {
     const mq = targets[i]!;
     const left = deadline - monotonicNow();
-    if (left <= 0) break;
+    if (left <= 0 || stop()) break;
     const addr = host.brokerAddress(mq.brokerName, 0);
     if (!addr) {
       last = new MQError("NO_ROUTE", `No address for the master of broker ${mq.brokerName}.`);
@@ -241,7 +291,13 @@ export function createSendBack(
   maxReconsumeTimes: number,
   timeoutMs: number = SEND_BACK_TIMEOUT_MS,
   copyTimeoutMs: number = RETRY_COPY_TIMEOUT_MS,
-): SendBackFn {
+): SendBack {
+  let inFlight = 0;
+  /** the consumer is closing: no retry copy starts */
+  let closing = false;
+  /** its close resolved: nothing is sent or logged any more */
+  let closed = false;
+  const settledWaiters: (() => void)[] = [];
   // a failed send-back is followed by the consumer's own retry copy, and a message neither takes is
   // consumed again locally, past maxReconsumeTimes if it keeps failing: say so (RocketMQ logs each
   // one), once per error code and outcome per interval
@@ -251,13 +307,21 @@ export function createSendBack(
     delayLevel: number,
     addr: string | undefined,
     e: unknown,
-    fallback?: { broker: string; toDLQ: boolean } | { error: unknown },
+    fallback?: { broker: string; toDLQ: boolean } | { error: unknown; cut: CutShort | undefined } | { notCopied: CutShort },
   ): void => {
+    if (closed) return;
     const code = isMQError(e) ? e.code : "UNKNOWN";
     const copied = fallback && "broker" in fallback ? fallback : undefined;
     const copyError = fallback && "error" in fallback ? fallback.error : undefined;
+    const notCopied = fallback && "notCopied" in fallback ? fallback.notCopied : undefined;
+    const cut = notCopied ?? (fallback && "cut" in fallback ? fallback.cut : undefined);
+    const notAcknowledged =
+      cut === undefined
+        ? ""
+        : (cut === "closing" ? "The consumer is closing" : "Its queue was given up meanwhile (moved to another member, or reset)") +
+          ": the message is not acknowledged. Its queue's offset stays before it, so the group consumes it again from the queue.";
     const copyCode = copyError === undefined ? undefined : isMQError(copyError) ? copyError.code : "UNKNOWN";
-    const suppressed = throttle.pass(`${code}|${copied ? "copied" : (copyCode ?? "")}`);
+    const suppressed = throttle.pass(`${code}|${copied ? "copied" : (notCopied ?? copyCode ?? "")}`);
     if (suppressed === undefined) return;
     const error = e instanceof Error ? e.message : String(e);
     const fields: Record<string, unknown> = { group, topic: m.topic, msgId: m.msgId, broker: addr, delayLevel, code, error, suppressed };
@@ -274,7 +338,11 @@ export function createSendBack(
       fields.retryCopyError = copyMessage;
       outcome =
         `Sending its own copy to ${RETRY_GROUP_TOPIC_PREFIX}${group} failed too, with ${copyCode}: ${copyMessage} ` +
-        "The consumer keeps the message and retries it locally.";
+        (cut === undefined ? "The consumer keeps the message and retries it locally." : notAcknowledged);
+      if (cut !== undefined) fields.cutShort = cut;
+    } else if (notCopied !== undefined) {
+      fields.notCopied = notCopied;
+      outcome = `No copy is sent. ${notAcknowledged}`;
     } else outcome = "The consumer keeps the message and retries it locally.";
     sendBackLog().warn(
       fields,
@@ -282,22 +350,37 @@ export function createSendBack(
         `Failures with this code and outcome are logged at most once every ${SEND_BACK_FAILURE_LOG_INTERVAL_MS / 1000} s.`,
     );
   };
-  const fallBack = async (m: MessageExt, delayLevel: number, addr: string | undefined, e: unknown): Promise<boolean> => {
+  const fallBack = async (
+    m: MessageExt,
+    delayLevel: number,
+    addr: string | undefined,
+    e: unknown,
+    opts: SendBackOptions | undefined,
+  ): Promise<boolean> => {
+    // not copied once its queue's offset stays before it anyway: see the module's comment
+    const cutShort = (): CutShort | undefined => (closing ? "closing" : opts?.queue?.dropped ? "queueDropped" : undefined);
+    const notCopied = cutShort();
+    if (notCopied) {
+      logFailure(m, delayLevel, addr, e, { notCopied });
+      return false;
+    }
     if (!host.publishQueues) {
       logFailure(m, delayLevel, addr, e);
       return false;
     }
     const copy = retryCopyOf(m, group, delayLevel, maxReconsumeTimes);
     try {
-      const broker = await sendRetryCopy(host, copy, m.brokerName, copyTimeoutMs);
+      // a copy under way tries no further broker once it was cut short
+      const broker = await sendRetryCopy(host, copy, m.brokerName, copyTimeoutMs, () => closed || cutShort() !== undefined);
       logFailure(m, delayLevel, addr, e, { broker, toDLQ: copy.toDLQ });
       return true;
     } catch (copyError) {
-      logFailure(m, delayLevel, addr, e, { error: copyError });
+      logFailure(m, delayLevel, addr, e, { error: copyError, cut: cutShort() });
       return false;
     }
   };
   const one = async (m: MessageExt, delayLevel: number, opts: SendBackOptions | undefined): Promise<boolean> => {
+    if (closed) return false;
     const addr = host.brokerAddress(m.brokerName, 0);
     if (!addr)
       return fallBack(
@@ -305,6 +388,7 @@ export function createSendBack(
         delayLevel,
         addr,
         new MQError("NO_ROUTE", `No address for the master of broker ${m.brokerName} (not in the route).`),
+        opts,
       );
     try {
       const ask = host.node
@@ -313,18 +397,49 @@ export function createSendBack(
       await (host.unlessBrokerLost ? host.unlessBrokerLost(addr, ask) : ask);
       return true;
     } catch (e) {
-      return fallBack(m, delayLevel, addr, e);
+      return closed ? false : fallBack(m, delayLevel, addr, e, opts);
     }
   };
-  return async (msgs, delayLevel, opts) => {
-    const failed: MessageExt[] = [];
-    for (let i = 0; i < msgs.length; i += SEND_BACK_PARALLELISM) {
-      const part = msgs.slice(i, i + SEND_BACK_PARALLELISM);
-      const ok = await Promise.all(part.map((m) => one(m, delayLevel, opts)));
-      for (let k = 0; k < part.length; k++) if (!ok[k]) failed.push(part[k]!);
+  const sendBack = async (msgs: readonly MessageExt[], delayLevel: number, opts?: SendBackOptions): Promise<MessageExt[]> => {
+    if (closed) return msgs.slice();
+    inFlight++;
+    try {
+      const failed: MessageExt[] = [];
+      for (let i = 0; i < msgs.length; i += SEND_BACK_PARALLELISM) {
+        const part = msgs.slice(i, i + SEND_BACK_PARALLELISM);
+        const ok = await Promise.all(part.map((m) => one(m, delayLevel, opts)));
+        for (let k = 0; k < part.length; k++) if (!ok[k]) failed.push(part[k]!);
+      }
+      return failed;
+    } finally {
+      if (--inFlight === 0 && settledWaiters.length > 0) for (const w of settledWaiters.splice(0)) w();
     }
-    return failed;
   };
+  const beginClose = (): void => {
+    closing = true;
+  };
+  const close = async (maxWaitMs = SEND_BACK_CLOSE_WAIT_MS): Promise<boolean> => {
+    closing = true;
+    let settled = true;
+    if (inFlight > 0) {
+      let t: NodeJS.Timeout | undefined;
+      settled = await new Promise<boolean>((resolve) => {
+        const done = (): void => resolve(true);
+        settledWaiters.push(done);
+        t = setTimeout(() => {
+          const i = settledWaiters.indexOf(done);
+          if (i >= 0) settledWaiters.splice(i, 1);
+          resolve(false);
+        }, maxWaitMs);
+      });
+      clearTimeout(t);
+    }
+    closed = true;
+    return settled;
+  };
+  // a getter on the function itself (Object.assign would copy the count once)
+  Object.defineProperty(sendBack, "inFlight", { get: () => inFlight });
+  return Object.assign(sendBack as typeof sendBack & { readonly inFlight: number }, { beginClose, close });
 }
 
 /**

@@ -304,3 +304,95 @@ test("the retry copy tries the next broker when one fails, and the message stays
   assert.deepEqual(await createSendBack(only.host, "g", 16)([failed()], 0), []);
   assert.deepEqual(only.refreshed, [false, true]);
 });
+
+// --- send-backs that a dropped queue or the consumer's close cut short -------------------------
+
+/** A promise with its settle functions. */
+function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: unknown) => void } {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+test("a send-back failing after its queue was dropped is not followed by a copy: the message is returned unsent (its offset stays before it)", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(sendBackLog(), "warn", (fields: Record<string, unknown>, m: string) => void lines.push({ fields, msg: m }));
+  const answer = deferred<unknown>();
+  const { host, asked } = fallbackHost((a) => (a.actor === BrokerActor.SENDBACK ? answer.promise : Promise.resolve({ fields: {} })));
+  const queue = { dropped: false };
+  const m = failed();
+  const pending = createSendBack(host, "g", 16)([m], 0, { queue });
+  // the queue moves to another member while the send-back waits; then the send-back fails
+  queue.dropped = true;
+  answer.reject(new MQError("TIMEOUT", "no answer within 5000 ms"));
+  assert.deepEqual(await pending, [m], "not sent back: the caller leaves it unacknowledged");
+  assert.deepEqual(
+    asked.map((a) => a.actor),
+    [BrokerActor.SENDBACK],
+    "no copy to %RETRY%g: the queue's next owner consumes the message from the queue",
+  );
+  assert.equal(lines.length, 1);
+  assert.equal(lines[0]!.fields.notCopied, "queueDropped");
+  assert.match(lines[0]!.msg, /not acknowledged/);
+});
+
+test("close: no copy once it began; it waits for the send-backs in flight, and after it resolved nothing is sent or logged", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(sendBackLog(), "warn", (fields: Record<string, unknown>, m: string) => void lines.push({ fields, msg: m }));
+  const answers: ReturnType<typeof deferred<unknown>>[] = [];
+  const { host, asked } = fallbackHost((a) => {
+    if (a.actor !== BrokerActor.SENDBACK) return Promise.resolve({ fields: {} });
+    const d = deferred<unknown>();
+    answers.push(d);
+    return d.promise;
+  });
+  const sendBack = createSendBack(host, "g", 16);
+  const [m1, m2] = [failed({ msgId: "M1" }), failed({ msgId: "M2" })];
+  const first = sendBack([m1], 0);
+  const second = sendBack([m2], 0);
+  assert.equal(sendBack.inFlight, 2);
+  let closed: boolean | undefined;
+  const closing = sendBack.close(60_000).then((settled) => (closed = settled));
+  // the first fails while closing: no copy, logged, returned unsent
+  answers[0]!.reject(new MQError("TIMEOUT", "no answer"));
+  assert.deepEqual(await first, [m1]);
+  assert.equal(lines.length, 1);
+  assert.equal(lines[0]!.fields.notCopied, "closing");
+  assert.equal(closed, undefined, "close still waits for the second");
+  // the second succeeds: close resolves, all settled
+  answers[1]!.resolve({ fields: {} });
+  assert.deepEqual(await second, []);
+  await closing;
+  assert.equal(closed, true);
+  assert.equal(sendBack.inFlight, 0);
+  assert.deepEqual(
+    asked.map((a) => a.actor),
+    [BrokerActor.SENDBACK, BrokerActor.SENDBACK],
+    "no copy",
+  );
+  // after close: nothing is sent, every message comes back unsent
+  const m3 = failed({ msgId: "M3" });
+  assert.deepEqual(await sendBack([m3], 0), [m3]);
+  assert.equal(asked.length, 2);
+  assert.equal(lines.length, 1);
+});
+
+test("close gives up after its wait: a send-back ending later starts no copy and logs nothing", async (t) => {
+  const lines: unknown[] = [];
+  t.mock.method(sendBackLog(), "warn", (...a: unknown[]) => void lines.push(a));
+  const answer = deferred<unknown>();
+  const { host, asked } = fallbackHost((a) => (a.actor === BrokerActor.SENDBACK ? answer.promise : Promise.resolve({ fields: {} })));
+  const sendBack = createSendBack(host, "g", 16);
+  const m = failed();
+  const pending = sendBack([m], 0);
+  assert.equal(await sendBack.close(1), false, "not settled within the wait");
+  answer.reject(new MQError("TIMEOUT", "no answer"));
+  assert.deepEqual(await pending, [m]);
+  assert.equal(asked.length, 1, "no copy");
+  assert.equal(lines.length, 0, "nothing logged after close resolved");
+  assert.equal(sendBack.inFlight, 0);
+});
