@@ -85,7 +85,7 @@ import {
   REBALANCE_LOCK_FIRST_DELAY_MS,
 } from "./queueLocks.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, offsetsToPersist, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
-import { createSendBack } from "./sendBack.ts";
+import { createSendBack, SEND_BACK_CLOSE_WAIT_MS, type SendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
 /** consumeTimestamp default: 30 minutes ago (RocketMQ's default). */
@@ -371,6 +371,8 @@ export class PushConsumer {
   readonly orderlyService: ConsumeOrderlyService | null = null;
   /** orderly clustering consumers: the broker locks of held queues (null otherwise) */
   readonly queueLocks: QueueLocks | null = null;
+  /** the send-backs of the consume services (close waits for those in flight) */
+  private readonly sendBacks: SendBack[] = [];
   /** a failed write of the local offsets file (broadcasting): logged; the remote store reports nothing here */
   private readonly persistFailed: (error: unknown, closing: boolean) => void;
 
@@ -398,7 +400,7 @@ export class PushConsumer {
         reconsumeLaterDelayMs: opts.reconsumeLaterDelayMs,
       },
       processQueues: () => this.held.values(),
-      sendBack: createSendBack(host, group, opts.maxReconsumeTimes),
+      sendBack: this.newSendBack(),
       onDrained: (mq, pq) => {
         // messages skipped by the filter after the last delivered one are done too
         const h = this.held.get(mqKey(mq));
@@ -451,6 +453,12 @@ export class PushConsumer {
     });
   }
 
+  private newSendBack(): SendBack {
+    const s = createSendBack(this.host, this.group, this.opts.maxReconsumeTimes);
+    this.sendBacks.push(s);
+    return s;
+  }
+
   // --- orderly consumption -------------------------------------------------------------------
 
   private createOrderly(host: ConsumerHost, offsetStore: OffsetStore): void {
@@ -480,7 +488,7 @@ export class PushConsumer {
         lockMaxLiveTimeMs: opts.rebalanceLockMaxLiveTimeMs,
       },
       ...(locks ? { lockQueue: (mq: MessageQueue, pq: ProcessQueue<MessageExt>) => locks.lock(mq, pq) } : {}),
-      sendBack: opts.model === "CLUSTERING" ? createSendBack(host, this.group, opts.maxReconsumeTimes) : undefined,
+      sendBack: opts.model === "CLUSTERING" ? this.newSendBack() : undefined,
       onSkipped: orderlySkipLogger(this.group),
       onDrained: (mq, pq) => {
         const h = this.held.get(mqKey(mq));
@@ -742,8 +750,17 @@ export class PushConsumer {
     this.persistTimer = null;
     const roundEnded = this.rebalancer.stop();
     this.pullService.stop();
+    // Send-backs in flight (RocketMQ's shutdown waits for its consume threads, which send back):
+    // from now on a failed one is not followed by a retry copy, and once the listeners stopped,
+    // close waits for those in flight to settle, each bounded by its own timeout (5 s; a copy under
+    // way, 3 s; a broker whose connection is lost fails them at once). A message whose send-back
+    // failed or did not end is not acknowledged: it is still in its process queue, so the offset
+    // persisted below stays before it and the group gets it again. After close resolves nothing is
+    // sent back, copied or logged.
+    for (const s of this.sendBacks) s.beginClose();
     await this.consumeService.stop();
     await this.orderlyService?.stop();
+    await Promise.all(this.sendBacks.map((s) => s.close(SEND_BACK_CLOSE_WAIT_MS)));
     this.queueLocks?.stop();
     for (const name of [this.names.rebalancer, this.names.pull, this.names.consume, this.names.locks]) node.stopActor(name);
     const mqs = [...this.held.values()].map((h) => h.mq);
