@@ -47,6 +47,14 @@ export const REBALANCE_REQUEST_TIMEOUT_MS = 3_000;
 /**
  * How long a lost queue's listener batches in flight are waited for before its offset is
  * committed and the queue released (kept below the broker's hand-over timeout, 5 s).
+ *
+ * Not stretched to a send-back's full budget (5 s, 8 s with the retry copy) while one of the queue's
+ * batches is sending back: the broker answers the new holder's take-over after its hand-over timeout
+ * anyway and then refuses this member's late release, so waiting longer would only hold the commit
+ * without keeping the new holder off the message. Instead, a send-back of a dropped queue makes no
+ * retry copy (sendBack.ts): its message stays in the process queue, the release commits before it,
+ * and the new holder consumes it once. Only a send-back the broker stores after this wait gave up
+ * delivers a message twice (never loses it). See docs/decisions.md.
  * @default 3000
  */
 export const DEFAULT_QUEUE_RELEASE_WAIT_MS = 3_000;
