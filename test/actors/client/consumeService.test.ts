@@ -12,7 +12,7 @@ import {
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { OffsetTable } from "../../../actors/client/offsetTable.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
-import type { SendBackFn } from "../../../actors/client/sendBack.ts";
+import { createSendBack, type SendBackFn, type SendBackHost, sendBackLog } from "../../../actors/client/sendBack.ts";
 import { MQError, PushConsumer, type PushConsumerOptions } from "../../../index.ts";
 import type { MessageExt } from "../../../transport/messageRecord.ts";
 import type { MessageModel, MessageQueue } from "../../../transport/protocol.ts";
@@ -510,6 +510,38 @@ test("hand-over: a failed batch's send-back in flight is waited for; once sent, 
   assert.equal(await waiting, true);
   assert.equal(pq.msgCount, 0, "1001 went to the retry topic: the release starts after it");
   assert.equal(pq.firstOffset(), undefined);
+});
+
+test("hand-over: a send-back failing once its queue was dropped makes no retry copy; the wait ends with it and the release starts at the message", async (t) => {
+  t.mock.method(sendBackLog(), "warn", () => {});
+  let fail!: (e: unknown) => void;
+  const asked: string[] = [];
+  const host: SendBackHost = {
+    node: {
+      ref: (_addr: string, actor: string) => ({
+        ask: () => {
+          asked.push(actor);
+          return actor === "sendback" ? new Promise((_r, reject) => (fail = reject)) : Promise.resolve({ fields: {} });
+        },
+      }),
+    } as unknown as SendBackHost["node"],
+    brokerAddress: () => "tcp://10.0.0.1:10911",
+    publishQueues: async (topic) => [{ topic, brokerName: "other", queueId: 0 }],
+  };
+  const { s, pq } = service(async (m) => (m[0]!.queueOffset === 1001 ? "RECONSUME_LATER" : "CONSUME_SUCCESS"), {
+    sendBack: createSendBack(host, "g", 16),
+  });
+  const batch = msgs(1001, 2);
+  pq.putMessages(batch);
+  s.submit(mq, pq, batch);
+  await waitFor(() => asked.length === 1 && pq.msgCount === 1, 5_000, "1002 consumed, 1001 being sent back");
+  pq.dropped = true;
+  const waiting = waitForQueueListeners(pq, 5_000);
+  fail(new MQError("TIMEOUT", "no answer within 5000 ms"));
+  assert.equal(await waiting, true, "the wait ends with the failed send-back");
+  assert.deepEqual(asked, ["sendback"], "no copy to %RETRY%g: the queue's next holder gets 1001 from the queue");
+  assert.equal(pq.firstOffset(), 1001, "the release commits before 1001");
+  await s.stop(10);
 });
 
 test("delayLevelWhenNextConsume is an int as in RocketMQ: a fraction is truncated toward zero, NaN or a non-number is 0", async () => {
