@@ -515,7 +515,9 @@ export class ConsumeOrderlyService {
     if (exhausted.length > 0) {
       let unsent: MessageExt[] = [];
       if (this.deps.sendBack && this.deps.model === "CLUSTERING")
-        unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true, queue: run.pq });
+        // no `queue`: a released queue's batch in hand still ends and commits (for up to 20 s), so a
+        // copy to the dead-letter queue made meanwhile is committed past, not delivered again
+        unsent = await this.deps.sendBack(exhausted, DLQ_DELAY_LEVEL, { retriedInPlace: true });
       else for (const m of exhausted) this.deps.onSkipped?.(m);
       for (const m of exhausted) {
         if (unsent.includes(m)) continue;

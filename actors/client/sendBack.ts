@@ -14,7 +14,8 @@
  * too does the caller keep the message and consume it again locally.
  *
  * No copy is made of a message whose queue was given up meanwhile (moved to another member in a
- * rebalance, reset) nor once the consumer is closing: such a message is simply not acknowledged, as
+ * rebalance, reset: for callers that pass its process queue, see {@link SendBackOptions.queue}) nor
+ * once the consumer is closing: such a message is simply not acknowledged, as
  * RocketMQ leaves a message whose send-back did not finish. It is still in its process queue, so the
  * queue's offset is committed before it and whoever consumes the queue next (another member, or this
  * group after a restart) gets it again. A copy there would deliver it twice: once from the queue and
@@ -88,7 +89,9 @@ export interface SendBackOptions {
   /**
    * The process queue the messages are in: once it is dropped (its queue given up), a failed
    * send-back is not followed by a retry copy. The queue's offset stays before the messages, so they
-   * are delivered again from the queue.
+   * are delivered again from the queue. The concurrent service passes it (a lost queue is released
+   * after a wait shorter than a send-back and its copy); the orderly one does not (its released
+   * queue's batch in hand ends and commits, for up to 20 s).
    */
   queue?: { readonly dropped: boolean };
 }
