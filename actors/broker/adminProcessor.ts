@@ -15,6 +15,7 @@ import {
   type SubscriptionGroupConfig,
   type TopicConfigTable,
   type TopicStatsReply,
+  topicCreateCommand,
 } from "../../transport/protocol.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerRuntimeInfo } from "./brokerStats.ts";
@@ -170,7 +171,11 @@ async function deleteGroup(ctx: BrokerContext, group: unknown, cleanOffset: unkn
 function topicStats(ctx: BrokerContext, topic: unknown): TopicStatsReply {
   if (typeof topic !== "string") throw new MQError("INVALID_PARAMETER", "GET_TOPIC_STATS_INFO needs a topic.");
   const tc = ctx.topics.get(topic);
-  if (!tc) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} does not exist on broker ${ctx.config.brokerName}.`);
+  if (!tc)
+    throw new MQError(
+      "TOPIC_NOT_EXIST",
+      `Topic ${topic} does not exist on broker ${ctx.config.brokerName}: create it with \`${topicCreateCommand(topic)}\`.`,
+    );
   const offsetTable: QueueTopicStats[] = [];
   for (let queueId = 0; queueId < tc.writeQueueNums; queueId++) {
     const maxOffset = ctx.store.getMaxOffset(topic, queueId);

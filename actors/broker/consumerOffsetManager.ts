@@ -20,6 +20,7 @@ import {
   type ResetOffsetRequest,
   type SearchOffsetRequest,
   shownValue,
+  topicCreateCommand,
   type UpdateConsumerOffsetRequest,
 } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
@@ -578,7 +579,7 @@ export function updateConsumerOffset(
   if (!ctx.topics.get(topic))
     throw new MQError(
       "TOPIC_NOT_EXIST",
-      `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it before committing offsets.`,
+      `topic[${topic}] not exist on broker ${ctx.config.brokerName}; create it with \`${topicCreateCommand(topic)}\` before committing offsets.`,
     );
   if (release) {
     offsets.release(group, topic, queueId, req.clientId as string, commitOffset);
@@ -667,7 +668,11 @@ export function consumeStats(
     consumeTps += offsets.consumeTps(group, topic);
     const tc = ctx.topics.get(topic);
     if (!tc) {
-      if (req.topic) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}.`);
+      if (req.topic)
+        throw new MQError(
+          "TOPIC_NOT_EXIST",
+          `topic[${topic}] not exist on broker ${ctx.config.brokerName}: create it with \`${topicCreateCommand(topic)}\`.`,
+        );
       continue;
     }
     for (let queueId = 0; queueId < tc.readQueueNums; queueId++) {
@@ -705,7 +710,11 @@ export function resetOffset(
   if (typeof req.timestamp !== "number" || !Number.isFinite(req.timestamp))
     throw new MQError("INVALID_PARAMETER", "INVOKE_BROKER_TO_RESET_OFFSET needs a numeric timestamp (ms since the epoch).");
   const tc = ctx.topics.get(topic);
-  if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${topic}] not exist on broker ${ctx.config.brokerName}; nothing to reset.`);
+  if (!tc)
+    throw new MQError(
+      "TOPIC_NOT_EXIST",
+      `topic[${topic}] not exist on broker ${ctx.config.brokerName}; nothing to reset (create it with \`${topicCreateCommand(topic)}\`).`,
+    );
   checkKnownGroup(ctx, offsets, group);
   // a pending reset is answered to one pull per queue: of a broadcasting group, whose members
   // keep their offsets locally, only the first member to pull would have moved; with none online,

@@ -31,6 +31,7 @@ import {
   PullSysFlag,
   type SubscriptionData,
   shownValue,
+  topicCreateCommand,
 } from "../../transport/protocol.ts";
 import type { DirectHandlers, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
@@ -289,7 +290,11 @@ export function processPull(s: PullServices, req: PullMessageRequest, brokerAllo
     throw new MQError("NO_PERMISSION", `subscription group no permission, ${req.consumerGroup}: consumption is disabled for this group.`);
   // 5. topic exists, 6. readable
   const tc = ctx.topics.get(req.topic);
-  if (!tc) throw new MQError("TOPIC_NOT_EXIST", `topic[${req.topic}] not exist, apply first please! (broker ${name})`);
+  if (!tc)
+    throw new MQError(
+      "TOPIC_NOT_EXIST",
+      `topic[${req.topic}] not exist, apply first please! Create it with \`${topicCreateCommand(req.topic)}\` (broker ${name}).`,
+    );
   if (!(tc.perm & Perm.READ)) throw new MQError("NO_PERMISSION", `the topic[${req.topic}] pulling message is forbidden on broker ${name}.`);
   // 7. queue id in range
   if (req.queueId < 0 || req.queueId >= tc.readQueueNums) {

@@ -21,6 +21,7 @@ import {
   MQError,
   mqKey,
   shownValue,
+  topicCreateCommand,
 } from "../../transport/protocol.ts";
 import {
   type AllocateOptions,
@@ -317,7 +318,8 @@ export class PullConsumer {
         if (isMQError(e, "TOPIC_NOT_EXIST"))
           throw new MQError(
             "TOPIC_NOT_EXIST",
-            `Topic ${topic} has no route, so this subscribe was not kept: create the topic (or wait for its broker to register), ` +
+            `Topic ${topic} has no route, so this subscribe was not kept: create it with \`${topicCreateCommand(topic)}\` ` +
+              "(Admin.createTopic in code) or wait for its broker to register, " +
               "then call subscribe again.",
             { cause: e },
           );

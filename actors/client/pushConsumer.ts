@@ -23,6 +23,7 @@ import {
   MQError,
   mqKey,
   shownValue,
+  topicCreateCommand,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
 import { askUnlessConnectionLost, unlessConnectionLost } from "../runtime/index.ts";
@@ -264,7 +265,11 @@ export function consumerHostOf(inst: ClientInstance): ConsumerHost {
     brokerLostAt: (addr) => inst.node.peerLostAt(addr),
     async fetchSubscribeQueues(topic) {
       const info = await inst.updateRoute(topic);
-      if (!info) throw new MQError("TOPIC_NOT_EXIST", `Topic ${topic} has no route; create it or wait for its broker to register.`);
+      if (!info)
+        throw new MQError(
+          "TOPIC_NOT_EXIST",
+          `Topic ${topic} has no route; create it with \`${topicCreateCommand(topic)}\` (Admin.createTopic in code) or wait for its broker to register.`,
+        );
       return inst.routes.subscribeQueues(topic);
     },
     async publishQueues(topic, refresh) {

@@ -27,6 +27,7 @@ import {
   type MessageModel,
   type MessageQueue,
   mqKey,
+  topicCreateCommand,
 } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import { type ActorNode, askUnlessConnectionLost } from "../runtime/index.ts";
@@ -249,6 +250,7 @@ export class Rebalancer {
         rebalanceLog().warn(
           { group: this.deps.group, clientId: this.deps.host.clientId, topic },
           `Group ${this.deps.group} subscribes topic ${topic}, which does not exist: nothing is pulled from it until it is created ` +
+            `with \`${topicCreateCommand(topic)}\` ` +
             `(then taken within a second by a push consumer, at its next rebalance by a pull consumer; ` +
             `logged at most once every ${PULL_FAILURE_LOG_INTERVAL_MS / 1000} s per topic)`,
         );

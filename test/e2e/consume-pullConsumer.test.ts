@@ -146,6 +146,7 @@ test("pull consumer: a subscribe that fails leaves it free to assign", async () 
       (e: unknown) =>
         isMQError(e, "TOPIC_NOT_EXIST") &&
         /NoSuchTopic/.test(String((e as Error).message)) &&
+        /`actormq topic create NoSuchTopic`/.test(String((e as Error).message)) &&
         /then call subscribe again/.test(String((e as Error).message)),
     );
     const queues = await pc.fetchMessageQueues("PolledAfterBadSub");

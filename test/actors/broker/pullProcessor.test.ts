@@ -108,7 +108,11 @@ test("checks come in RocketMQ's order", async () => {
   await f.broker.ctx.groups.createOrUpdate({ groupName: "Disabled", consumeEnable: false });
   await rejects(f.pull({ consumerGroup: "Disabled", topic: "NoSuchTopic" }), "NO_PERMISSION", /Disabled/);
   // unknown topic wins over a bad queue id
-  await rejects(f.pull({ topic: "NoSuchTopic", queueId: 99 }), "TOPIC_NOT_EXIST", /topic\[NoSuchTopic\] not exist/);
+  await rejects(
+    f.pull({ topic: "NoSuchTopic", queueId: 99 }),
+    "TOPIC_NOT_EXIST",
+    /^topic\[NoSuchTopic\] not exist, apply first please! Create it with `actormq topic create NoSuchTopic`/,
+  );
   // a topic that is not readable
   await f.broker.createTopic({ topic: "WriteOnly", readQueueNums: 2, writeQueueNums: 2, perm: 2 });
   await rejects(f.pull({ topic: "WriteOnly", queueId: 99 }), "NO_PERMISSION", /WriteOnly/);

@@ -128,6 +128,22 @@ it("unregistering a consumer skips a routed broker address ref() cannot connect 
   }
 });
 
+it("a push consumer's route look-up of a topic no name server knows names the command that creates it", async (t) => {
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  t.after(() => ns.close());
+  const inst = await ClientInstance.acquire({ nameservers: [ns.address] });
+  try {
+    await assert.rejects(
+      consumerHostOf(inst).fetchSubscribeQueues("it's"),
+      (e: unknown) =>
+        isMQError(e, "TOPIC_NOT_EXIST") &&
+        /^Topic it's has no route; create it with `actormq topic create 'it'\\''s'`/.test((e as Error).message),
+    );
+  } finally {
+    await inst.release();
+  }
+});
+
 it("client timer options that are not an integer from 1 to 2^31 - 1 ms are refused at acquire, naming the option", async () => {
   // 0, NaN, negative or string intervals became setInterval's 1 ms: a heartbeat or route poll every millisecond
   const nameservers = ["tcp://127.0.0.1:1"];
