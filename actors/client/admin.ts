@@ -1122,11 +1122,16 @@ export class Admin {
    * offset; a UNIQ_KEY (SendResult.msgId) is looked up in the index of every master. With `topic`,
    * only the brokers serving it are asked and only a message of it is returned (MQError
    * TOPIC_NOT_EXIST when no broker serves it, as queryMessageByKey); without, every topic. Null
-   * when no broker has it.
+   * when no broker has it; ILLEGAL_ARGUMENT for an `msgId` that is not an id (32 hex characters).
    */
   async viewMessage(msgId: string, topic?: string): Promise<MessageExt | null> {
     this.checkOpen();
-    if (typeof msgId !== "string" || msgId.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "viewMessage needs a message id.");
+    if (typeof msgId !== "string" || !/^[0-9A-Fa-f]{32}$/.test(msgId))
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `viewMessage: ${shownValue(msgId)} is not a message id: an id is 32 hex characters, either the offset msg id ` +
+          "(SendResult.offsetMsgId) or the unique key id (SendResult.msgId, MessageExt.msgId, what `actormq send` prints).",
+      );
     if (topic !== undefined) checkTopic(topic, "viewMessage");
     const targets = topic !== undefined ? lookupTargets((await this.topicRoute(topic)).brokerDatas) : await this.everyBroker();
     const byOffset = await this.viewByOffsetId(targets, msgId);
@@ -1153,7 +1158,6 @@ export class Admin {
    * only when every one of them did.
    */
   private async viewByOffsetId(targets: LookupTarget[], msgId: string): Promise<MessageExt | null> {
-    if (!/^[0-9A-Fa-f]{32}$/.test(msgId)) return null;
     const { storeHost, commitLogOffset } = parseOffsetMsgId(msgId);
     if (!Number.isSafeInteger(commitLogOffset) || commitLogOffset < 0) return null;
     const wanted = msgId.toUpperCase();

@@ -223,6 +223,17 @@ test("message --key with --topic lists the key's messages; --id shows the one se
   const none = await cli(["message", "--key", "nobody", "--topic", "CliLookup"], { env });
   assert.equal(none.code, 1);
   assert.match(oneLine(none.err), /error QUERY_NOT_FOUND: No message found/);
+  // a well-formed id of no message is not found; a malformed one is refused, saying what an id is
+  const unknownId = await cli(["message", "--id", "0".repeat(32)], { env });
+  assert.equal(unknownId.code, 1);
+  assert.match(oneLine(unknownId.err), /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}\.$/);
+  const malformed = await cli(["message", "--id", "zzz"], { env });
+  assert.equal(malformed.code, 1);
+  assert.equal(malformed.out, "");
+  assert.match(
+    oneLine(malformed.err),
+    /^actormq: error ILLEGAL_ARGUMENT: viewMessage: "zzz" is not a message id: an id is 32 hex characters, either the offset msg id .* or the unique key id /,
+  );
 });
 
 /** The command with a reader that starts reading stdout only after `lateMs` (`| less`, a busy `| jq`). */

@@ -98,7 +98,17 @@ test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with
   assert.equal(await admin.viewMessage(delayed.offsetMsgId, "Other"), null);
 
   assert.equal(await admin.viewMessage("00000000000000000000000000000000"), null);
-  assert.equal(await admin.viewMessage("not-an-id"), null);
+  assert.equal(await admin.viewMessage("ffffffffffffffffffffffffffffffff"), null, "a well-formed id, lower case, of no message");
+  // a malformed id is refused, not answered as a message that is not there
+  for (const id of ["not-an-id", "zzz", "", `${s.r.msgId}0`, s.r.msgId.slice(1), ` ${s.r.msgId}`, 5])
+    await assert.rejects(
+      admin.viewMessage(id as string),
+      (e: unknown) =>
+        isMQError(e, "ILLEGAL_ARGUMENT") &&
+        (e as Error).message.startsWith(`viewMessage: ${JSON.stringify(id)} is not a message id: an id is 32 hex characters, `) &&
+        /offset msg id .*unique key id/.test((e as Error).message),
+      String(id),
+    );
   // an offset id whose offset is inside a record, not at its start, finds nothing
   const { commitLogOffset } = parseOffsetMsgId(s.r.offsetMsgId);
   const inside = s.r.offsetMsgId.slice(0, 16) + (commitLogOffset + 3).toString(16).toUpperCase().padStart(16, "0");
