@@ -7,7 +7,7 @@
  */
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { MQError } from "../../transport/protocol.ts";
+import { isBrokerId, MQError, shownValue } from "../../transport/protocol.ts";
 
 export const CLUSTER_FILE_NAME = "cluster.json";
 /** The `cluster` commands' --dir when none is given. */
@@ -138,6 +138,14 @@ export function readClusterFile(dir: string, flag = "--dir"): ClusterFile {
   for (const p of cf.processes) {
     if (typeof p?.name !== "string" || typeof p.pid !== "number" || !Array.isArray(p.argv))
       throw new MQError("MALFORMED", `Cluster file ${file} has a malformed process entry; fix or remove it.`);
+    // a broker's entry needs one (its name and role are shown with it); a name server's has none
+    if ((p.brokerId !== undefined || p.role === "master" || p.role === "slave") && !isBrokerId(p.brokerId))
+      throw new MQError(
+        "MALFORMED",
+        `Cluster file ${file} has a malformed process entry: ${shownValue(p.name)} (${shownValue(p.role)}) ` +
+          `${p.brokerId === undefined ? "has no brokerId" : `has brokerId ${shownValue(p.brokerId)}, not a broker id`} ` +
+          "(an integer >= 0: 0 for a master, 1, 2, ... for its slaves); fix or remove it.",
+      );
   }
   return cf;
 }

@@ -156,6 +156,51 @@ test("cluster status of a stopped cluster names the `cluster up` that makes it a
   }
 });
 
+test("a cluster file entry whose brokerId is not a broker id is refused by status, kill, restart and down, naming the file and the entry", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    const file = path.join(dir, "cluster.json");
+    const processes = planCluster({ dir, nameservers: 1, brokers: 1, slaves: 1 });
+    const write = (brokerId: unknown) =>
+      writeFileSync(
+        file,
+        JSON.stringify({
+          version: 1,
+          createdAt: new Date().toISOString(),
+          nameservers: [],
+          processes: processes.map((p) => (p.name === "broker-a-s1" ? { ...p, brokerId } : p)),
+        }),
+      );
+    const refused = (r: { code: number | null; err: string }, shown: string, what: string) => {
+      assert.equal(r.code, 1, `${what}: ${r.err}`);
+      const lines = r.err.trim().split("\n");
+      assert.equal(lines.length, 1, `${what}: ${r.err}`);
+      assert.ok(
+        lines[0]!.startsWith(
+          `actormq: error MALFORMED: Cluster file ${file} has a malformed process entry: "broker-a-s1" ("slave") ${shown}`,
+        ),
+        `${what}: ${r.err}`,
+      );
+      assert.match(lines[0]!, /\(an integer >= 0: 0 for a master, 1, 2, \.\.\. for its slaves\); fix or remove it\.$/, what);
+    };
+    for (const [v, shown] of [
+      ["1", 'has brokerId "1", not a broker id'],
+      [-1, "has brokerId -1, not a broker id"],
+      [1.5, "has brokerId 1.5, not a broker id"],
+      [undefined, "has no brokerId"],
+    ] as const) {
+      write(v);
+      refused(await cli(["cluster", "status", "--dir", dir]), shown, `status with ${String(v)}`);
+    }
+    write("1");
+    for (const args of [["kill", "broker-a-s1"], ["restart", "broker-a-s1"], ["down"]])
+      refused(await cli(["cluster", ...args, "--dir", dir]), 'has brokerId "1", not a broker id', args.join(" "));
+    assert.equal(readCf(dir).processes.length, 3, "the file is left as it was");
+  } finally {
+    await cleanup();
+  }
+});
+
 test("cluster up refuses a --base-port whose last port would be above 65535 before starting anything", () => {
   // 1 name server + 64 masters with 4 slaves each, two ports per broker: 641 ports
   const opts = { dir: "/nonexistent/c", nameservers: 1, brokers: 64, slaves: 4 };
