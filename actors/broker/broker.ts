@@ -22,6 +22,7 @@ import {
   type BrokerConfig,
   type BrokerOptions,
   type BrokerTuning,
+  checkBrokerTuning,
   resolveBrokerConfig,
 } from "./brokerConfig.ts";
 import { type BrokerContext, createBrokerContext, createLogger } from "./brokerContext.ts";
@@ -112,6 +113,7 @@ export class Broker {
    */
   static async start(opts: BrokerStartOptions): Promise<Broker> {
     checkOptionNames("Broker.start", opts, BROKER_START_OPTION_NAMES);
+    checkBrokerTuning(opts);
     const { metricsListen, ...brokerOpts } = opts;
     // checked before the broker starts: past it, a bad address failed only after registering
     if (metricsListen !== undefined && metricsListen !== null && typeof metricsListen !== "string")

@@ -10,8 +10,10 @@ import {
   BROKER_NAME_PATTERN,
   checkBoolean,
   checkNotReserved,
+  checkRange,
   DEFAULT_CLUSTER,
   DEFAULT_MAX_MESSAGE_BYTES,
+  INT32_MAX,
   isBrokerId,
   MASTER_ID,
   MAX_TIMER_MS,
@@ -182,6 +184,50 @@ export const BROKER_TUNING_OPTION_NAMES = optionNamesOf<BrokerTuning>()([
   "accessMessageInMemoryMaxRatio",
   "physicalMemoryBytes",
 ]);
+
+/** The numeric {@link BrokerTuning} options. */
+type NumericTuningName = {
+  [K in keyof BrokerTuning]-?: NonNullable<BrokerTuning[K]> extends number ? K : never;
+}[keyof BrokerTuning];
+
+/**
+ * The range of each numeric tuning option. Intervals and timeouts run timers: from 1 ms (0 would
+ * spin) to 2^31 - 1 ms (a longer timer fires at once); a slave's transfer request waits `haHoldMs`
+ * and as long again, so the hold stops at half of that.
+ */
+const BROKER_TUNING_RANGES: Record<NumericTuningName, readonly [min: number, max: number]> = {
+  lockMaxLiveTimeMs: [1, MAX_TIMER_MS],
+  holdCheckIntervalMs: [1, MAX_TIMER_MS],
+  shortPollingTimeMills: [1, MAX_TIMER_MS],
+  channelExpiredTimeoutMs: [1, MAX_TIMER_MS],
+  clientScanIntervalMs: [1, MAX_TIMER_MS],
+  delayOffsetPersistIntervalMs: [1, MAX_TIMER_MS],
+  flushConsumerOffsetIntervalMs: [1, MAX_TIMER_MS],
+  queueHandOverTimeoutMs: [1, MAX_TIMER_MS],
+  haTransferBatchBytes: [1, INT32_MAX],
+  haHoldMs: [1, Math.floor(MAX_TIMER_MS / 2)],
+  haSyncTimeoutMs: [1, MAX_TIMER_MS],
+  haMaxGapNotInSync: [1, Number.MAX_SAFE_INTEGER],
+  haSlaveExpireMs: [1, MAX_TIMER_MS],
+  haReconnectMs: [1, MAX_TIMER_MS],
+  slaveSyncIntervalMs: [1, MAX_TIMER_MS],
+  accessMessageInMemoryMaxRatio: [0, 100],
+  physicalMemoryBytes: [1, Number.MAX_SAFE_INTEGER],
+};
+
+/**
+ * Refuses a tuning option that is given but not an integer in its range, or a flag that is not
+ * true or false (ILLEGAL_ARGUMENT naming it, its value and the range). Checked once, at
+ * `Broker.start`: the broker's parts read them over their defaults, where a "5000" was ignored or
+ * used as it is.
+ */
+export function checkBrokerTuning(opts: BrokerTuning): void {
+  const given = opts as Record<string, unknown>;
+  for (const [name, [min, max]] of Object.entries(BROKER_TUNING_RANGES))
+    if (given[name] !== undefined) checkRange(name, given[name], min, max);
+  checkBoolean("enablePropertyFilter", opts.enablePropertyFilter);
+  checkBoolean("slaveReadEnable", opts.slaveReadEnable);
+}
 
 type OptionalBrokerOptions =
   | "curve"

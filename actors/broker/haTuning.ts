@@ -76,7 +76,7 @@ export function defaultHaTuning(): Required<HaTuning> {
   };
 }
 
-/** The tuning of a broker config: its own values over the defaults (undefined and non-numbers ignored). */
+/** The tuning of a broker config: its own values over the defaults (Broker.start checked them; undefined and non-numbers ignored). */
 export function haTuningOf(config: object): Required<HaTuning> {
   const t = defaultHaTuning();
   const c = config as Record<string, unknown>;

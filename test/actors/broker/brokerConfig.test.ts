@@ -147,3 +147,64 @@ test("Broker.start: a metricsListen that is no host:port string is ILLEGAL_ARGUM
     await cleanup();
   }
 });
+
+test("Broker.start: a tuning option given but not an integer in its range is ILLEGAL_ARGUMENT naming it, its value and the range, before anything starts", async () => {
+  const T = 2 ** 31 - 1;
+  const ranges: Record<string, [number, number]> = {
+    lockMaxLiveTimeMs: [1, T],
+    holdCheckIntervalMs: [1, T],
+    shortPollingTimeMills: [1, T],
+    channelExpiredTimeoutMs: [1, T],
+    clientScanIntervalMs: [1, T],
+    delayOffsetPersistIntervalMs: [1, T],
+    flushConsumerOffsetIntervalMs: [1, T],
+    queueHandOverTimeoutMs: [1, T],
+    haTransferBatchBytes: [1, T],
+    haHoldMs: [1, Math.floor(T / 2)],
+    haSyncTimeoutMs: [1, T],
+    haMaxGapNotInSync: [1, Number.MAX_SAFE_INTEGER],
+    haSlaveExpireMs: [1, T],
+    haReconnectMs: [1, T],
+    slaveSyncIntervalMs: [1, T],
+    accessMessageInMemoryMaxRatio: [0, 100],
+    physicalMemoryBytes: [1, Number.MAX_SAFE_INTEGER],
+  };
+  const { dir, cleanup } = await tempDir();
+  try {
+    const storeDir = path.join(dir, "store");
+    const start = (tuning: Record<string, unknown>) =>
+      Broker.start({ brokerName: "t", listen: EPHEMERAL, nameservers: [], storeDir, ...tuning } as BrokerOptions);
+    for (const [name, [min, max]] of Object.entries(ranges)) {
+      for (const v of ["5000", Number.NaN, Number.POSITIVE_INFINITY, min - 1, max + 2, 1.5, null]) {
+        const shown = typeof v === "string" ? `"${v}"` : String(v);
+        await assert.rejects(
+          start({ [name]: v }),
+          (e: unknown) =>
+            e instanceof MQError &&
+            e.code === "ILLEGAL_ARGUMENT" &&
+            e.message === `${name} must be an integer in [${min}, ${max}], got ${shown}.`,
+          `${name} ${shown}`,
+        );
+      }
+    }
+    for (const name of ["enablePropertyFilter", "slaveReadEnable"])
+      await assert.rejects(
+        start({ [name]: "false" }),
+        (e: unknown) =>
+          e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && e.message === `${name} must be true or false, got "false".`,
+        name,
+      );
+    assert.equal(existsSync(storeDir), false, "the broker did not start");
+    // each at the ends of its range is taken
+    for (const end of [0, 1] as const) {
+      const broker = await start({
+        ...Object.fromEntries(Object.entries(ranges).map(([name, r]) => [name, r[end]])),
+        enablePropertyFilter: false,
+        slaveReadEnable: true,
+      });
+      await broker.close();
+    }
+  } finally {
+    await cleanup();
+  }
+});
