@@ -96,7 +96,12 @@ for (const [scenario, n] of cases) {
     assert.equal(last.i, n);
     if (first === last) return;
     assert.ok(last.fds <= first.fds + 2, `open files grew from ${first.fds} (round ${first.i}) to ${last.fds} (round ${last.i})`);
-    assert.deepEqual(last.listeners, first.listeners, "process listeners");
+    // fewer is no leak: a listener whose owner was collected may go between samples
+    for (const [ev, count] of Object.entries(last.listeners))
+      assert.ok(
+        count <= (first.listeners[ev] ?? 0),
+        `process listeners of ${ev}: ${first.listeners[ev]} at round ${first.i}, ${count} at ${last.i}`,
+      );
     // a broker or cluster a round is still warming up (compiled code, heap pages) over the few rounds
     // the suite has time for, by about the bound (703 KiB over 7 rounds once); run the probe with 80
     // rounds to judge their heap (flat after round 20)
