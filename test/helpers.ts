@@ -114,3 +114,6 @@ export function runFixture(fixture: string, nodeFlags: string[], env: Record<str
     child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(fixture)} exited ${code}: ${out}`))));
   });
 }
+
+/** Delay levels of 100 ms steps (level n waits n × 100 ms): a retry (level 3) comes back after 300 ms. */
+export const SHORT_DELAY_LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");

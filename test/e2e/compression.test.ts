@@ -21,10 +21,7 @@ import {
 } from "../../index.ts";
 import { decodeRecords } from "../../transport/messageRecord.ts";
 import { BrokerActor, type MessageQueue, type SendMessageReply } from "../../transport/protocol.ts";
-import { tempDir, waitFor } from "../helpers.ts";
-
-/** Short delay levels: a retry (level 3) comes back after 300 ms. */
-const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");
+import { SHORT_DELAY_LEVELS, tempDir, waitFor } from "../helpers.ts";
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
@@ -34,7 +31,7 @@ let admin: Admin;
 before(async () => {
   const t = await tempDir("actormq-compress-");
   cleanup = t.cleanup;
-  cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
+  cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: SHORT_DELAY_LEVELS } });
   producer = await Producer.start({ group: "compress-pg", nameservers: cluster.nameservers });
   admin = await Admin.start({ nameservers: cluster.nameservers });
   for (const topic of ["Zipped", "Plain", "ZipBatch", "RawZip", "ZipRetry", "Incompressible"])

@@ -16,9 +16,7 @@ import {
   startLocalCluster,
 } from "../../index.ts";
 import { MessageConst } from "../../transport/protocol.ts";
-import { tempDir, waitFor } from "../helpers.ts";
-
-const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");
+import { SHORT_DELAY_LEVELS, tempDir, waitFor } from "../helpers.ts";
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
@@ -28,7 +26,7 @@ let admin: Admin;
 before(async () => {
   const t = await tempDir("actormq-retry-batch-");
   cleanup = t.cleanup;
-  cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
+  cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: SHORT_DELAY_LEVELS } });
   producer = await Producer.start({ group: "batch-pg", nameservers: cluster.nameservers });
   admin = await Admin.start({ nameservers: cluster.nameservers });
 });

@@ -8,14 +8,13 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Admin, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
 import { MessageConst } from "../../transport/protocol.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { SHORT_DELAY_LEVELS, tempDir, waitFor } from "../helpers.ts";
 
-const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");
 const TOPIC = "RetryFiltered";
 
 test("tag and SQL92 subscribers get their failed messages again through the retry topic, and never the ones they do not select", async (t) => {
   const { dir, cleanup } = await tempDir("actormq-retry-filters-");
-  const cluster = await startLocalCluster({ dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async", messageDelayLevel: SHORT_DELAY_LEVELS } });
   const producer = await Producer.start({ group: "filter-pg", nameservers: cluster.nameservers });
   const admin = await Admin.start({ nameservers: cluster.nameservers });
   const consumers: PushConsumer[] = [];

@@ -12,11 +12,9 @@ import { test } from "node:test";
 import { Admin, Broker, type MessageExt, NameServer, Producer, PushConsumer } from "../../index.ts";
 import { decodeRecords } from "../../transport/messageRecord.ts";
 import { MessageConst } from "../../transport/protocol.ts";
-import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
+import { EPHEMERAL, SHORT_DELAY_LEVELS, tempDir, waitFor } from "../helpers.ts";
 import { killServer, spawnServer, stopServer } from "./fixtures/children.ts";
 
-/** Level n waits n x 100 ms: the first retry (level 3) 300 ms. */
-const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");
 const TOPIC = "SendBackDown";
 /** Far beyond every wait below: the message is not consumed again locally within the test. */
 const LOCAL_RETRY_MS = 600_000;
@@ -30,7 +28,7 @@ test("kill -9 of the message's broker before the send-back: the consumer's own c
     nameservers: [ns.address],
     storeDir: path.join(dir, name),
     flush: "async" as const,
-    messageDelayLevel: LEVELS,
+    messageDelayLevel: SHORT_DELAY_LEVELS,
     registerIntervalMs: 300,
   });
   const a = await spawnServer("broker", brokerOpts("broker-a"));
