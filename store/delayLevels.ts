@@ -8,21 +8,13 @@ import { MQError } from "../transport/protocol.ts";
 /** RocketMQ's default: 18 levels from 1 s to 2 h. */
 export const DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
-/**
- * The most levels a broker takes: SCHEDULE_TOPIC_XXXX has one queue per level and 18 queues
- * (RocketMQ's `SCHEDULE_TOPIC_QUEUE_NUM`), so a 19th level would wait in a queue the topic does not
- * list (topic status, routes and replication of its config know 18).
- */
-export const MAX_DELAY_LEVELS = 18;
-
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const LEVEL = /^(\d+)(ms|s|m|h|d)$/;
 
 /**
  * Parses a space-separated list of durations into milliseconds per level: `result[level - 1]`.
  * Units: `s`, `m`, `h`, `d`, and `ms` (handy for tests: "100ms 200ms").
- * @throws MQError ILLEGAL_ARGUMENT on a non-string, an empty or blank string, a malformed entry, or
- * more than {@link MAX_DELAY_LEVELS} levels.
+ * @throws MQError ILLEGAL_ARGUMENT on a non-string, an empty or blank string, or a malformed entry.
  */
 export function parseDelayLevels(spec: string = DEFAULT_MESSAGE_DELAY_LEVEL): number[] {
   if (typeof spec !== "string") {
@@ -38,22 +30,17 @@ export function parseDelayLevels(spec: string = DEFAULT_MESSAGE_DELAY_LEVEL): nu
       `messageDelayLevel is empty: give durations separated by spaces, e.g. "${DEFAULT_MESSAGE_DELAY_LEVEL}".`,
     );
   }
-  const parts = spec.trim().split(/\s+/);
-  if (parts.length > MAX_DELAY_LEVELS) {
-    throw new MQError(
-      "ILLEGAL_ARGUMENT",
-      `messageDelayLevel has ${parts.length} levels; a broker supports at most ${MAX_DELAY_LEVELS} (SCHEDULE_TOPIC_XXXX keeps one queue per level, ${MAX_DELAY_LEVELS} queues): ` +
-        `give at most ${MAX_DELAY_LEVELS} durations, dropping or merging ${parts.length - MAX_DELAY_LEVELS} of them (a retry past the last level waits as long as the last), e.g. "${DEFAULT_MESSAGE_DELAY_LEVEL}".`,
-    );
-  }
-  return parts.map((part, i) => {
-    const m = LEVEL.exec(part);
-    if (!m) {
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `messageDelayLevel entry ${i + 1} "${part}" is not a duration: write a whole number followed by ms, s, m, h or d (e.g. "5s", "2m").`,
-      );
-    }
-    return Number(m[1]) * UNIT_MS[m[2]!]!;
-  });
+  return spec
+    .trim()
+    .split(/\s+/)
+    .map((part, i) => {
+      const m = LEVEL.exec(part);
+      if (!m) {
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `messageDelayLevel entry ${i + 1} "${part}" is not a duration: write a whole number followed by ms, s, m, h or d (e.g. "5s", "2m").`,
+        );
+      }
+      return Number(m[1]) * UNIT_MS[m[2]!]!;
+    });
 }

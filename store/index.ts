@@ -1,7 +1,7 @@
 /** The store's public surface: the broker's store actor uses only what is exported here. */
 
 export { FILLER_HEADER_BYTES, FILLER_MAGIC } from "./commitLog.ts";
-export { DEFAULT_MESSAGE_DELAY_LEVEL, MAX_DELAY_LEVELS, parseDelayLevels } from "./delayLevels.ts";
+export { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "./delayLevels.ts";
 export type { ArrivalNotice } from "./dispatcher.ts";
 export { JsonFile, type JsonFileDamage } from "./jsonFile.ts";
 export type {

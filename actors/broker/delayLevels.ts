@@ -3,7 +3,7 @@
  * `ScheduleMessageService.parseDelayLevel`): a space-separated list of durations, level 1 first.
  */
 // one parser for the store and the broker; the store cannot import from actors/
-export { DEFAULT_MESSAGE_DELAY_LEVEL, MAX_DELAY_LEVELS, parseDelayLevels } from "../../store/index.ts";
+export { DEFAULT_MESSAGE_DELAY_LEVEL, parseDelayLevels } from "../../store/index.ts";
 
 /** Wait before the scheduler first looks at a level's queue. */
 export const FIRST_DELAY_TIME_MS = 1_000;

@@ -14,11 +14,10 @@ import {
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
 import { ConfigFile, type ConfigLogger, loadEntries } from "./configFile.ts";
-import { MAX_DELAY_LEVELS } from "./delayLevels.ts";
 
 export const TOPICS_FILE = "topics.json";
-/** Queues of SCHEDULE_TOPIC_XXXX: one per delay level, as many as messageDelayLevel may have. */
-export const SCHEDULE_TOPIC_QUEUE_NUMS = MAX_DELAY_LEVELS;
+/** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
+export const SCHEDULE_TOPIC_QUEUE_NUMS = 18;
 export interface TopicConfigManagerOptions {
   storeDir: string;
   /** serve TBW102 so producers can send to unknown topics, and create them on first send */

@@ -7,7 +7,6 @@ import {
   DEFAULT_MESSAGE_DELAY_LEVEL,
   delayLevelToQueueId,
   delayOfLevel,
-  MAX_DELAY_LEVELS,
   parseDelayLevels,
 } from "../../../actors/broker/delayLevels.ts";
 import { isMQError } from "../../../transport/protocol.ts";
@@ -32,23 +31,6 @@ describe("delay levels", () => {
         () => parseDelayLevels(bad),
         (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT"),
         bad,
-      );
-    }
-  });
-  it("refuses more levels than SCHEDULE_TOPIC_XXXX has queues (18), saying how many to drop", () => {
-    assert.equal(MAX_DELAY_LEVELS, 18);
-    const levels = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}s`).join(" ");
-    assert.equal(parseDelayLevels(levels(18)).length, 18);
-    assert.equal(parseDelayLevels(levels(1)).length, 1);
-    for (const n of [19, 40]) {
-      assert.throws(
-        () => parseDelayLevels(levels(n)),
-        (e: unknown) =>
-          isMQError(e, "ILLEGAL_ARGUMENT") &&
-          new RegExp(
-            `^messageDelayLevel has ${n} levels; a broker supports at most 18 .*give at most 18 durations, dropping or merging ${n - 18} of them`,
-          ).test((e as Error).message),
-        String(n),
       );
     }
   });
