@@ -190,7 +190,7 @@ export class SubscriptionGroupManager {
     throw new MQError(
       "SUBSCRIPTION_GROUP_NOT_EXIST",
       `Subscription group ${group} does not exist on broker ${broker}${consequence}: check the consumer's group name, then create the ` +
-        `group on this broker (admin.updateSubscriptionGroup, \`actormq group update ${group} --brokers ${broker}\`) or start the broker with autoCreateSubscriptionGroup.`,
+        `group on this broker (admin.updateSubscriptionGroup, \`actormq group update ${group} --consume-enable true --brokers ${broker}\`) or start the broker with autoCreateSubscriptionGroup.`,
     );
   }
 
