@@ -129,22 +129,33 @@ export const CLIENT_INSTANCE_OPTION_NAMES = optionNamesOf<ClientInstanceOptions>
   ...CURVE_LINK_OPTION_NAMES,
 ]);
 
-/** Longest instance name. */
-export const INSTANCE_NAME_MAX_LENGTH = 255;
+/**
+ * Longest instance name, in UTF-8 bytes: a broadcasting consumer's offsets directory is named
+ * `<host>@<instanceName>`, and with a host name of up to 64 bytes that stays within a file name's
+ * 255 bytes (a longer one failed every offsets save with ENAMETOOLONG).
+ */
+export const INSTANCE_NAME_MAX_LENGTH = 128;
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+const INSTANCE_NAME_REFUSED = /[@\u0000-\u001f\u007f]/;
 
 /**
- * Refuses an instance name that is not a string of 1 to 255 characters free of '@' and control
+ * Refuses an instance name that is not a string of 1 to 128 bytes free of '@' and control
  * characters (ILLEGAL_ARGUMENT): it is the last part of the client id `host@pid@instanceName` that
  * brokers list the group's members by (split at '@'), is printed in log lines, and names
  * broadcasting's offsets directory. Spaces are allowed, as RocketMQ allows them.
  */
 export function checkInstanceName(name: unknown): void {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-  if (typeof name === "string" && name.length > 0 && name.length <= INSTANCE_NAME_MAX_LENGTH && !/[@\u0000-\u001f\u007f]/.test(name))
+  if (
+    typeof name === "string" &&
+    name.length > 0 &&
+    Buffer.byteLength(name) <= INSTANCE_NAME_MAX_LENGTH &&
+    !INSTANCE_NAME_REFUSED.test(name)
+  )
     return;
   throw new MQError(
     "ILLEGAL_ARGUMENT",
-    `instanceName ${shownValue(name)} is not valid: use 1-${INSTANCE_NAME_MAX_LENGTH} characters without '@' or control characters such as tabs and newlines (it ends the client id host@pid@instanceName).`,
+    `instanceName ${shownValue(name)} is not valid: use 1-${INSTANCE_NAME_MAX_LENGTH} bytes (UTF-8) without '@' or control characters such as tabs and newlines (it ends the client id host@pid@instanceName).`,
   );
 }
 
