@@ -178,17 +178,10 @@ function buildProperties(msg: Message, uniqKey: string): string {
     s += encodeProperty(MessageConst.TAGS, msg.tags);
   }
   if (msg.keys !== undefined) {
-    const isArray = Array.isArray(msg.keys);
-    const keys = isArray ? (msg.keys as string[]) : [msg.keys as string];
+    const keys = Array.isArray(msg.keys) ? msg.keys : [msg.keys];
     for (const k of keys) {
       if (typeof k !== "string") throw new MQError("MESSAGE_ILLEGAL", "keys must be a string or an array of strings.");
       checkPropertyText("key", k);
-      // the keys are stored joined by spaces and indexed split at them: this entry would be two keys
-      if (isArray && k.includes(KEY_SEPARATOR))
-        throw new MQError(
-          "MESSAGE_ILLEGAL",
-          `The key ${JSON.stringify(k)} contains a space, which separates keys: it would be indexed as ${k.split(KEY_SEPARATOR).filter((p) => p.length > 0).length} keys. Give each key as its own array entry, without spaces.`,
-        );
     }
     const joined = keys.filter((k) => k.length > 0).join(KEY_SEPARATOR);
     if (joined.length > 0) s += encodeProperty(MessageConst.KEYS, joined);

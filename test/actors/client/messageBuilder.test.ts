@@ -225,16 +225,3 @@ test("properties given as a Map are MESSAGE_ILLEGAL, not silently dropped (a Map
   const nullProto = Object.assign(Object.create(null) as Record<string, string>, { region: "eu" });
   assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", properties: nullProto }).properties).region, "eu");
 });
-
-test("a key of a keys array that contains a space is MESSAGE_ILLEGAL: keys are stored space-separated, so it would be indexed as several keys", () => {
-  for (const keys of [["order 42"], ["ok", "two words"], [" lead"], ["trail "]])
-    for (const build of [() => prepareMessage({ topic: "T", body: "x", keys }), () => prepareBatch([{ topic: "T", body: "x", keys }])])
-      assert.throws(
-        build,
-        (e) => isMQError(e, "MESSAGE_ILLEGAL") && /contains a space, which separates keys/.test((e as Error).message),
-        JSON.stringify(keys),
-      );
-  // one string is RocketMQ's setKeys(String): its spaces separate the keys it holds
-  assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", keys: "k1 k2" }).properties).KEYS, "k1 k2");
-  assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", keys: ["k1", "k2", ""] }).properties).KEYS, "k1 k2");
-});
