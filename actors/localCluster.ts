@@ -16,14 +16,15 @@ import { type CurveServerKey, resolveCurveServer } from "./runtime/index.ts";
 type PerBrokerOption = "brokerName" | "nameservers" | "storeDir" | "brokerId";
 
 /** `startLocalCluster`'s `broker`: options applied to every broker. */
-export type LocalClusterBrokerOptions = Partial<Omit<BrokerOptions, PerBrokerOption>> & BrokerTuning;
+export type LocalClusterBrokerOptions = Partial<Omit<BrokerOptions, PerBrokerOption>> & BrokerTuning & { metricsListen?: string };
 
-/** The names `broker` may hold: every Broker.start option but those the cluster sets per broker (and metricsListen, one port). */
+/** The names `broker` may hold: every Broker.start option but those the cluster sets per broker. */
 export const LOCAL_CLUSTER_BROKER_OPTION_NAMES: readonly (keyof LocalClusterBrokerOptions)[] = [
   ...BROKER_OPTION_NAMES.filter(
     (n): n is Exclude<typeof n, PerBrokerOption> => !["brokerName", "nameservers", "storeDir", "brokerId"].includes(n),
   ),
   ...BROKER_TUNING_OPTION_NAMES,
+  "metricsListen",
 ];
 
 /** `startLocalCluster`'s `nameserver`. */
@@ -49,7 +50,8 @@ export interface LocalClusterOptions {
   /** endpoint of the first broker (master of broker-a); the others bind `broker.listen`. @default `broker.listen` */
   brokerListen?: string;
   /**
-   * any Broker.start option (but brokerName, brokerId, nameservers, storeDir and metricsListen),
+   * any Broker.start option (but brokerName, brokerId, nameservers and storeDir; metricsListen with port
+   * 0 when there is more than one broker),
    * applied to every broker. `listen`, the endpoint every broker but the one `brokerListen` names
    * binds, needs port `*` unless it is for one broker (default "tcp://127.0.0.1:*"). With `curve`
    * and no `curveServerKey`, a slave's link to its master uses the master's public key; see
@@ -124,6 +126,17 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `broker.listen ${sharedListen} has a fixed port, but ${sharing} brokers bind it: use port * (tcp://host:*), and brokerListen for the first broker's fixed endpoint.`,
+    );
+  // every broker serves its metrics at broker.metricsListen: a fixed port suits one broker only
+  const metricsListen = opts.broker?.metricsListen;
+  if (
+    typeof metricsListen === "string" &&
+    count * (1 + slaves) > 1 &&
+    Number(metricsListen.slice(metricsListen.lastIndexOf(":") + 1)) !== 0
+  )
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `broker.metricsListen ${metricsListen} has a fixed port, but ${count * (1 + slaves)} brokers serve metrics: use port 0 (each broker's broker.metrics.url says where it listens).`,
     );
   // checked before anything starts; the public keys of the brokers' links
   const nameserverKey = resolveCurveServer(opts.nameserver?.curve, "nameserver.curve")?.publicKey;

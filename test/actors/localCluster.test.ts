@@ -344,10 +344,14 @@ test("startLocalCluster refuses broker and nameserver options that are not an op
       { nameserver: "silent" },
       /^startLocalCluster's nameserver takes an options object \{ scanIntervalMs, logLevel, curve \}/,
     ],
-    // the cluster names and places each broker itself; a metrics port would be bound by every broker
+    // the cluster names and places each broker itself; a fixed metrics port would be bound by every broker
     ["broker", { broker: { brokerName: "mine" } }, /^startLocalCluster's broker has no option "brokerName"/],
     ["broker", { broker: { storeDir: dir } }, /^startLocalCluster's broker has no option "storeDir"/],
-    ["broker", { broker: { metricsListen: "127.0.0.1:0" } }, /^startLocalCluster's broker has no option "metricsListen"/],
+    [
+      "broker",
+      { brokers: 2, broker: { metricsListen: "127.0.0.1:9" } },
+      /^broker\.metricsListen 127\.0\.0\.1:9 has a fixed port, but 2 brokers/,
+    ],
     ["broker", { broker: { flushMode: "async" } }, /^startLocalCluster's broker has no option "flushMode"/],
     [
       "nameserver",
@@ -364,9 +368,20 @@ test("startLocalCluster refuses broker and nameserver options that are not an op
       (e) => isMQError(e, "ILLEGAL_ARGUMENT") && message.test(e.message),
       JSON.stringify(opts),
     );
-  // tuning options of the brokers' parts pass
-  const cluster = await startLocalCluster({ dir, broker: { flush: "async", lockMaxLiveTimeMs: 30_000, holdCheckIntervalMs: 500 } });
-  await cluster.close();
+  // tuning options of the brokers' parts pass, and metricsListen with port 0 for several brokers
+  const cluster = await startLocalCluster({
+    dir,
+    brokers: 2,
+    broker: { flush: "async", lockMaxLiveTimeMs: 30_000, holdCheckIntervalMs: 500, metricsListen: "127.0.0.1:0" },
+  });
+  try {
+    const urls = cluster.brokers.map((b) => b.metrics?.url);
+    assert.equal(new Set(urls).size, 2, `each broker serves its own metrics: ${urls}`);
+    const text = await (await fetch(urls[0]!)).text();
+    assert.match(text, /^# (HELP|TYPE) /m);
+  } finally {
+    await cluster.close();
+  }
 });
 
 test("startLocalCluster's broker.listen is bound by its brokers; a fixed port several brokers would bind is refused", async (t) => {
