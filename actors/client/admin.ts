@@ -113,8 +113,12 @@ export interface GroupListEntry {
   configs: Record<string, SubscriptionGroupConfig>;
 }
 
-/** Options of `Admin.updateSubscriptionGroup`: the fields to change (others keep their value), and where. */
-export type UpdateSubscriptionGroupOptions = Partial<Omit<SubscriptionGroupConfig, "messageModel">> & {
+/**
+ * Options of `Admin.updateSubscriptionGroup`: the fields to change (others keep their value), and
+ * where. A whole config read back (`groupList`, an update's result) may be given: its `messageModel`
+ * is not sent (the broker records it from the members' heartbeats).
+ */
+export type UpdateSubscriptionGroupOptions = Partial<SubscriptionGroupConfig> & {
   groupName: string;
   /** broker names; default every live master */
   brokers?: string[];
@@ -138,6 +142,7 @@ const SUBSCRIPTION_GROUP_FIELDS = [
 export const UPDATE_SUBSCRIPTION_GROUP_OPTION_NAMES = optionNamesOf<UpdateSubscriptionGroupOptions>()([
   "groupName",
   "brokers",
+  "messageModel",
   ...SUBSCRIPTION_GROUP_FIELDS,
 ]);
 

@@ -230,6 +230,10 @@ test("Admin's createTopic, deleteTopic, deleteSubscriptionGroup, updateSubscript
     }
     // refused before anything was asked: the topic was not created
     assert.ok(!(await a.topicList()).includes("Names"));
+    // a config read back, messageModel included, is taken whole (copying a group's settings)
+    const [created] = await a.updateSubscriptionGroup({ groupName: "cgCopy", retryMaxTimes: 3 });
+    const copied = await a.updateSubscriptionGroup({ ...created!.config, messageModel: "CLUSTERING", groupName: "cgCopy2" });
+    assert.equal(copied[0]!.config.retryMaxTimes, 3);
     for (const [what, call] of [
       ["Admin.createTopic", () => a.createTopic(null as never)],
       ["Admin.deleteTopic", () => a.deleteTopic("Names", "DefaultCluster" as never)],
