@@ -256,9 +256,12 @@ export async function processSend(
   let status: SendStatus =
     r.status === "PUT_OK" ? "SEND_OK" : r.status === "FLUSH_DISK_TIMEOUT" ? "FLUSH_DISK_TIMEOUT" : (r.status as SendStatus);
   // replication: SYNC_MASTER answers once a slave holds the message (RocketMQ's handleHA), or
-  // FLUSH_SLAVE_TIMEOUT while the producer still waits for the answer
-  if (status === "SEND_OK" && config.role === "SYNC_MASTER")
-    status = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes, answerBy);
+  // FLUSH_SLAVE_TIMEOUT while the producer still waits for the answer. A flush that timed out is
+  // combined with the slave's outcome as RocketMQ's thenCombine does: the replica's failure wins
+  if ((status === "SEND_OK" || status === "FLUSH_DISK_TIMEOUT") && config.role === "SYNC_MASTER") {
+    const replica = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes, answerBy);
+    if (replica !== "SEND_OK") status = replica;
+  }
   // a client's own retry copy dead-lettered here is logged as a send-back's is
   if (dlq && r.status === "PUT_OK")
     logDeadLettered(

@@ -1073,6 +1073,37 @@ test("a sync-flush broker whose disk stalls answers a producer's send FLUSH_DISK
   }
 });
 
+test("a SYNC_MASTER whose disk stalls and has no slave answers SLAVE_NOT_AVAILABLE, not FLUSH_DISK_TIMEOUT: the replica's failure wins, as RocketMQ combines the two", async () => {
+  const { dir: d6, cleanup: c6 } = await tempDir();
+  const b = await Broker.start({
+    brokerName: "stallSync",
+    role: "SYNC_MASTER",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: d6,
+  });
+  await b.createTopic({ topic: "DiskStallSync", readQueueNums: 1, writeQueueNums: 1 });
+  const p = await Producer.start({ group: "pg-stall-sync", nameservers: [ns.address], retryTimesWhenSendFailed: 0 });
+  const real = segmentIo.fdatasync;
+  const stalled: Array<() => void> = [];
+  try {
+    assert.equal((await p.send({ topic: "DiskStallSync", body: "warm" })).status, "SLAVE_NOT_AVAILABLE");
+    segmentIo.fdatasync = (fd) =>
+      readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)
+        ? new Promise<void>((resolve, reject) => stalled.push(() => real(fd).then(resolve, reject)))
+        : real(fd);
+    const r = await p.send({ topic: "DiskStallSync", body: "stalled" });
+    assert.ok(stalled.length > 0, "the flush was stalled");
+    assert.equal(r.status, "SLAVE_NOT_AVAILABLE");
+  } finally {
+    segmentIo.fdatasync = real;
+    for (const release of stalled) release();
+    await p.close();
+    await b.close();
+    await c6();
+  }
+});
+
 test("a send refused by a broker that is shutting down is told to wait for it, not sent elsewhere, when the caller chose the queue (an ordered send)", async () => {
   const { dir: d4, cleanup: c4 } = await tempDir();
   const closing = await Broker.start({ brokerName: "closing", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d4, flush: "async" });
