@@ -7,6 +7,8 @@
  * stored-record codec in `messageRecord.ts`).
  */
 
+import { shellArg } from "./shellArg.ts";
+
 /** Request codes, numbered as RocketMQ's `RequestCode`. The event `type` on the wire is the name. */
 export const RequestCode = {
   SEND_MESSAGE: 10,
@@ -248,12 +250,11 @@ export function checkRetryTopicFits(group: string): void {
 
 /**
  * The command that creates `topic` on every master, as the errors of a missing topic name it:
- * `actormq topic create <topic>`, the topic single-quoted for a POSIX shell when it needs it (`|`
- * is a pipe there) and after `--` when it starts with `-` (it would be read as a flag).
+ * `actormq topic create <topic>`, the topic quoted for a POSIX shell when it needs it (`|` is a
+ * pipe there) and after `--` when it starts with `-` (it would be read as a flag).
  */
 export function topicCreateCommand(topic: string): string {
-  const arg = /^[\w%-]+$/.test(topic) ? topic : `'${topic.replaceAll("'", "'\\''")}'`;
-  return `actormq topic create ${topic.startsWith("-") ? "-- " : ""}${arg}`;
+  return `actormq topic create ${topic.startsWith("-") ? "-- " : ""}${shellArg(topic)}`;
 }
 
 /** Whether `name` is a well-formed group name: 1-255 of the characters topic names use. */

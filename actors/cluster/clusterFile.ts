@@ -8,6 +8,7 @@
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { isBrokerId, MQError, shownValue } from "../../transport/protocol.ts";
+import { shellArg } from "../../transport/shellArg.ts";
 
 export const CLUSTER_FILE_NAME = "cluster.json";
 /** The `cluster` commands' --dir when none is given. */
@@ -94,13 +95,7 @@ export interface ClusterFile {
   starting?: boolean;
 }
 
-/**
- * `arg` as a POSIX shell reads it back, for the commands printed as hints: single-quoted (a `'`
- * written `'\''`) unless it holds only characters no shell treats specially.
- */
-export function shellArg(arg: string): string {
-  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", "'\\''")}'`;
-}
+export { shellArg };
 
 /** ` --dir <dir>` for a hint naming a command that takes --dir, or "" for the default directory. */
 export function dirArg(dir: string): string {
