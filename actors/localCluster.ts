@@ -13,16 +13,15 @@ import { NameServer, type NameServerOptions } from "./nameserver/index.ts";
 import { type CurveServerKey, resolveCurveServer } from "./runtime/index.ts";
 
 /** Broker options the cluster sets for each broker itself. */
-type PerBrokerOption = "brokerName" | "nameservers" | "storeDir" | "brokerId";
+const PER_BROKER_OPTIONS = ["brokerName", "nameservers", "storeDir", "brokerId"] as const;
+type PerBrokerOption = (typeof PER_BROKER_OPTIONS)[number];
 
 /** `startLocalCluster`'s `broker`: options applied to every broker. */
 export type LocalClusterBrokerOptions = Partial<Omit<BrokerOptions, PerBrokerOption>> & BrokerTuning & { metricsListen?: string };
 
 /** The names `broker` may hold: every Broker.start option but those the cluster sets per broker. */
 export const LOCAL_CLUSTER_BROKER_OPTION_NAMES: readonly (keyof LocalClusterBrokerOptions)[] = [
-  ...BROKER_OPTION_NAMES.filter(
-    (n): n is Exclude<typeof n, PerBrokerOption> => !["brokerName", "nameservers", "storeDir", "brokerId"].includes(n),
-  ),
+  ...BROKER_OPTION_NAMES.filter((n): n is Exclude<typeof n, PerBrokerOption> => !(PER_BROKER_OPTIONS as readonly string[]).includes(n)),
   ...BROKER_TUNING_OPTION_NAMES,
   "metricsListen",
 ];
@@ -88,11 +87,10 @@ export interface LocalCluster {
 
 const EPHEMERAL = "tcp://127.0.0.1:*";
 
-/** Whether a tcp endpoint to bind names one port (not `*` or 0, which pick a free one). */
-function fixedPort(endpoint: string): boolean {
-  if (!endpoint.startsWith("tcp://")) return true;
-  const port = endpoint.slice(endpoint.lastIndexOf(":") + 1);
-  return port !== "*" && Number(port) !== 0;
+/** Whether the port of an address to bind (after its last ':') picks a free one: `*` or 0. */
+function anyPort(address: string): boolean {
+  const port = address.slice(address.lastIndexOf(":") + 1);
+  return port === "*" || Number(port) === 0;
 }
 
 /** The name of the i-th broker: broker-a, broker-b, ... */
@@ -121,22 +119,19 @@ export async function startLocalCluster(opts: LocalClusterOptions): Promise<Loca
     if (endpoint !== undefined && (typeof endpoint !== "string" || endpoint.length === 0))
       throw new MQError("ILLEGAL_ARGUMENT", `${name} must be a ZeroMQ endpoint such as tcp://127.0.0.1:*, got ${String(endpoint)}.`);
   // every broker but the first binds broker.listen: a fixed port would be taken by one of them only
-  const sharing = count * (1 + slaves) - (opts.brokerListen !== undefined ? 1 : 0);
-  if (sharing > 1 && fixedPort(sharedListen))
+  const total = count * (1 + slaves);
+  const sharing = total - (opts.brokerListen !== undefined ? 1 : 0);
+  if (sharing > 1 && (!sharedListen.startsWith("tcp://") || !anyPort(sharedListen)))
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `broker.listen ${sharedListen} has a fixed port, but ${sharing} brokers bind it: use port * (tcp://host:*), and brokerListen for the first broker's fixed endpoint.`,
     );
   // every broker serves its metrics at broker.metricsListen: a fixed port suits one broker only
   const metricsListen = opts.broker?.metricsListen;
-  if (
-    typeof metricsListen === "string" &&
-    count * (1 + slaves) > 1 &&
-    Number(metricsListen.slice(metricsListen.lastIndexOf(":") + 1)) !== 0
-  )
+  if (typeof metricsListen === "string" && total > 1 && !anyPort(metricsListen))
     throw new MQError(
       "ILLEGAL_ARGUMENT",
-      `broker.metricsListen ${metricsListen} has a fixed port, but ${count * (1 + slaves)} brokers serve metrics: use port 0 (each broker's broker.metrics.url says where it listens).`,
+      `broker.metricsListen ${metricsListen} has a fixed port, but ${total} brokers serve metrics: use port 0 (each broker's broker.metrics.url says where it listens).`,
     );
   // checked before anything starts; the public keys of the brokers' links
   const nameserverKey = resolveCurveServer(opts.nameserver?.curve, "nameserver.curve")?.publicKey;
