@@ -41,6 +41,7 @@ import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
 import { compressBody, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
+import { ATTEMPT_BUDGET_SHARE, DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH } from "./producer.ts";
 
 /** How long a send-back may take before the message is retried locally instead (RocketMQ: 5 s). */
 export const SEND_BACK_TIMEOUT_MS = 5_000;
@@ -54,8 +55,6 @@ const SEND_BACK_PARALLELISM = 16;
 export const RETRY_COPY_TIMEOUT_MS = 3_000;
 /** Producer group the retry copies are sent under (RocketMQ's `MixAll.CLIENT_INNER_PRODUCER_GROUP`). */
 export const CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER";
-/** Bodies of retry copies of at least this many bytes are sent zlib-compressed, as a producer's are. */
-const RETRY_COPY_COMPRESS_OVER = 4096;
 /** The first retry waits at this delay level; each retry one level more (RocketMQ: 3 + reconsumeTimes). */
 export const FIRST_RETRY_DELAY_LEVEL = 3;
 
@@ -246,7 +245,7 @@ async function sendRetryCopy(
       `No broker in the route takes writes to ${copy.topic}: none has it (a broker creates it when a member of the group heartbeats to it), ` +
         "or every one that has it is read only or has no master.",
     );
-  const compressed = copy.sysFlag === 0 ? compressBody(copy.body, RETRY_COPY_COMPRESS_OVER) : null;
+  const compressed = copy.sysFlag === 0 ? compressBody(copy.body, DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH) : null;
   const body = compressed ?? copy.body;
   // RocketMQ's producer moves RECONSUME_TIME into the request header for a retry topic
   const { [MessageConst.RECONSUME_TIME]: _moved, ...props } = copy.properties;
@@ -272,8 +271,8 @@ async function sendRetryCopy(
       properties,
       reconsumeTimes: copy.reconsumeTimes,
     };
-    // while other brokers remain, one attempt may use 2/3 of what is left, as a producer's does
-    const attemptMs = Math.max(1, Math.ceil(i < targets.length - 1 ? (left * 2) / 3 : left));
+    // while other brokers remain, one attempt may use a share of what is left, as a producer's does
+    const attemptMs = Math.max(1, Math.ceil(i < targets.length - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
     try {
       const ask = host.node
         .ref(addr, BrokerActor.BROKER)
