@@ -609,9 +609,14 @@ function writeOffsetHex(buf: Buffer, at: number, offset: number): void {
   writeHex32(buf, at + 24, offset >>> 0);
 }
 
+/** Whether `id` has the form of a message id: 32 hex characters (an offset msg id and a UNIQ_KEY alike). */
+export function isMessageIdText(id: unknown): id is string {
+  return typeof id === "string" && /^[0-9A-Fa-f]{32}$/.test(id);
+}
+
 /** Parses an offset message id; throws MQError INVALID_PARAMETER when it is not one. */
 export function parseOffsetMsgId(id: string): { storeHost: string; commitLogOffset: number } {
-  if (!/^[0-9A-Fa-f]{32}$/.test(id)) {
+  if (!isMessageIdText(id)) {
     throw new MQError("INVALID_PARAMETER", `"${id}" is not an offset message id (32 hex characters): pass the offsetMsgId of a message.`);
   }
   const b = Buffer.from(id, "hex");
@@ -703,7 +708,7 @@ export function createUniqId(): string {
  * made, to the ms, taken as within the month before `now`. Null when `id` is not 32 hex chars.
  */
 export function uniqIdInfo(id: string, now = Date.now()): { ip: string; pid: number; time: number } | null {
-  if (!/^[0-9A-Fa-f]{32}$/.test(id)) return null;
+  if (!isMessageIdText(id)) return null;
   const b = Buffer.from(id, "hex");
   const span = b.readUInt32BE(10);
   const d = new Date(now);

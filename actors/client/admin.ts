@@ -5,7 +5,7 @@
  */
 
 import { monotonicNow } from "../../transport/clock.ts";
-import { decodeRecords, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
+import { decodeRecords, isMessageIdText, type MessageExt, parseOffsetMsgId } from "../../transport/messageRecord.ts";
 import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import {
   BrokerActor,
@@ -1131,7 +1131,7 @@ export class Admin {
    */
   async viewMessage(msgId: string, topic?: string): Promise<MessageExt | null> {
     this.checkOpen();
-    if (typeof msgId !== "string" || !/^[0-9A-Fa-f]{32}$/.test(msgId))
+    if (!isMessageIdText(msgId))
       throw new MQError(
         "ILLEGAL_ARGUMENT",
         `viewMessage: ${shownValue(msgId)} is not a message id: an id is 32 hex characters, either the offset msg id ` +
