@@ -219,6 +219,16 @@ export function shownValue(v: unknown): string {
   return typeof v === "string" ? JSON.stringify(v) : String(v);
 }
 
+/**
+ * A field's value a peer sent, as a remark shows it: short (strings quoted and cut at 40
+ * characters), never an object's own String().
+ */
+export function shownWireValue(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
+  if (typeof v === "number" || typeof v === "boolean" || v == null) return String(v);
+  return `a value of type ${typeof v}`;
+}
+
 /** Refuses an option that is set but not true or false (ILLEGAL_ARGUMENT, naming it): "false" would read as true. */
 export function checkBoolean(name: string, v: unknown): void {
   if (v !== undefined && typeof v !== "boolean")

@@ -16,6 +16,7 @@ import {
   MQError,
   PERM_READ_WRITE,
   Perm,
+  shownWireValue,
 } from "../../transport/protocol.ts";
 import { LogThrottle } from "../logger.ts";
 import type { Replier } from "../runtime/index.ts";
@@ -37,13 +38,6 @@ export interface SendBackReply {
 export const DLQ_LOG_INTERVAL_MS = 30_000;
 
 type SendBackFields = Partial<Record<keyof ConsumerSendMsgBackRequest, unknown>>;
-
-/** A field's value as a remark shows it: short, never an object's own String(). */
-function shown(v: unknown): string {
-  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
-  if (typeof v === "number" || typeof v === "boolean" || v == null) return String(v);
-  return `a value of type ${typeof v}`;
-}
 
 function badRequest(message: string): MQError {
   return new MQError("INVALID_PARAMETER", message);
@@ -77,22 +71,22 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
   }
   if (typeof ev.group !== "string" || ev.group.length === 0)
     throw badRequest(
-      `CONSUMER_SEND_MSG_BACK carries no consumer group (field group is ${shown(ev.group)}): the client must name the group whose retry topic takes the message.`,
+      `CONSUMER_SEND_MSG_BACK carries no consumer group (field group is ${shownWireValue(ev.group)}): the client must name the group whose retry topic takes the message.`,
     );
   const offset = ev.offset;
   if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0)
     throw badRequest(
-      `CONSUMER_SEND_MSG_BACK's offset is ${shown(offset)}: send the commit-log offset of the message as it was pulled (MessageExt.commitLogOffset, an integer >= 0).`,
+      `CONSUMER_SEND_MSG_BACK's offset is ${shownWireValue(offset)}: send the commit-log offset of the message as it was pulled (MessageExt.commitLogOffset, an integer >= 0).`,
     );
   const requestedLevel = ev.delayLevel === undefined ? 0 : ev.delayLevel;
   if (typeof requestedLevel !== "number" || !Number.isInteger(requestedLevel))
     throw badRequest(
-      `CONSUMER_SEND_MSG_BACK's delayLevel is ${shown(requestedLevel)}, not an integer: send 0 (the broker waits at level 3 + reconsumeTimes), a level from 1, or -1 (the dead-letter queue).`,
+      `CONSUMER_SEND_MSG_BACK's delayLevel is ${shownWireValue(requestedLevel)}, not an integer: send 0 (the broker waits at level 3 + reconsumeTimes), a level from 1, or -1 (the dead-letter queue).`,
     );
   const clientTimes = ev.reconsumeTimes ?? undefined;
   if (clientTimes !== undefined && !(isInt32(clientTimes) && clientTimes >= 0))
     throw badRequest(
-      `CONSUMER_SEND_MSG_BACK's reconsumeTimes is ${shown(clientTimes)}: when given it must be an integer from 0 (the client's count of the message's retries); leave it out to count from the stored message.`,
+      `CONSUMER_SEND_MSG_BACK's reconsumeTimes is ${shownWireValue(clientTimes)}: when given it must be an integer from 0 (the client's count of the message's retries); leave it out to count from the stored message.`,
     );
   const group = ev.group;
   checkRetryTopicFits(group);

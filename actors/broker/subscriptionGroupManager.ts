@@ -11,6 +11,7 @@ import {
   type MessageModel,
   MQError,
   type SubscriptionGroupConfig,
+  shownValue,
   type UpdateSubscriptionGroupRequest,
 } from "../../transport/protocol.ts";
 import { ConfigFile, type ConfigLogger, loadEntries } from "./configFile.ts";
@@ -67,11 +68,6 @@ const INT_FIELDS: readonly (readonly [keyof SubscriptionGroupConfig, number, num
   ["consumeTimeoutMinute", 0, 0x7fffffff],
 ];
 
-/** A refused value as the message shows it: strings quoted, so "15" is not read as 15. */
-function shown(v: unknown): string {
-  return typeof v === "string" ? JSON.stringify(v) : String(v);
-}
-
 /**
  * Checks a whole group config (admin updates, subscriptionGroup.json entries); throws MQError
  * INVALID_PARAMETER. A value the broker cannot use would fail later and elsewhere: retryQueueNums
@@ -81,16 +77,19 @@ export function checkSubscriptionGroupConfig(cfg: SubscriptionGroupConfig): void
   checkGroupName(cfg.groupName);
   for (const k of BOOLEAN_FIELDS)
     if (typeof cfg[k] !== "boolean")
-      throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be true or false, not ${shown(cfg[k])}.`);
+      throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be true or false, not ${shownValue(cfg[k])}.`);
   for (const [k, min, max] of INT_FIELDS) {
     const v = cfg[k];
     if (!isInt32(v) || v < min || v > max)
-      throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be an integer from ${min} to ${max}, not ${shown(v)}.`);
+      throw new MQError(
+        "INVALID_PARAMETER",
+        `${k} of group "${cfg.groupName}" must be an integer from ${min} to ${max}, not ${shownValue(v)}.`,
+      );
   }
   if (cfg.messageModel !== undefined && !isMessageModel(cfg.messageModel))
     throw new MQError(
       "INVALID_PARAMETER",
-      `messageModel of group "${cfg.groupName}" must be "CLUSTERING" or "BROADCASTING", not ${shown(cfg.messageModel)}.`,
+      `messageModel of group "${cfg.groupName}" must be "CLUSTERING" or "BROADCASTING", not ${shownValue(cfg.messageModel)}.`,
     );
 }
 
