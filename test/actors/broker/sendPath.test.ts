@@ -1038,23 +1038,39 @@ test("a wall clock step forward of 1 h while a send is in flight neither reports
   }
 });
 
+/**
+ * Makes the commit log's fdatasyncs hang (a disk that stopped answering) until the returned
+ * function is called, which releases them and restores the real call; `stalled()` counts them.
+ */
+function stallCommitLogFlushes(): { stalled: () => number; release: () => void } {
+  const real = segmentIo.fdatasync;
+  const held: Array<() => void> = [];
+  segmentIo.fdatasync = (fd) =>
+    readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)
+      ? new Promise<void>((resolve, reject) => held.push(() => real(fd).then(resolve, reject)))
+      : real(fd);
+  return {
+    stalled: () => held.length,
+    release: () => {
+      segmentIo.fdatasync = real;
+      for (const r of held.splice(0)) r();
+    },
+  };
+}
+
 test("a sync-flush broker whose disk stalls answers a producer's send FLUSH_DISK_TIMEOUT within its first attempt and stores it once, not timed out and stored again by each retry", async () => {
   const { dir: d5, cleanup: c5 } = await tempDir();
   // flush "sync" (the default) with syncFlushTimeoutMs 5000 (the default); the producer's sendTimeoutMs is 3000
   const b = await Broker.start({ brokerName: "stall", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d5 });
   await b.createTopic({ topic: "DiskStall", readQueueNums: 4, writeQueueNums: 4 });
   const p = await Producer.start({ group: "pg-stall", nameservers: [ns.address] });
-  const real = segmentIo.fdatasync;
-  const stalled: Array<() => void> = [];
+  let disk: ReturnType<typeof stallCommitLogFlushes> | undefined;
   const stored = () => [0, 1, 2, 3].reduce((n, q) => n + b.store.getMaxOffset("DiskStall", q), 0);
   try {
     assert.equal((await p.send({ topic: "DiskStall", body: "warm" })).status, "SEND_OK");
     const before = stored();
-    // the commit log's fdatasyncs hang (a disk that stopped answering) until the end of the test
-    segmentIo.fdatasync = (fd) =>
-      readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)
-        ? new Promise<void>((resolve, reject) => stalled.push(() => real(fd).then(resolve, reject)))
-        : real(fd);
+    // the commit log's fdatasyncs hang until the end of the test
+    disk = stallCommitLogFlushes();
     const t0 = performance.now();
     const outcome = await p.send({ topic: "DiskStall", body: "once" }).then(
       (r) => r.status,
@@ -1065,8 +1081,7 @@ test("a sync-flush broker whose disk stalls answers a producer's send FLUSH_DISK
     assert.equal(outcome, "FLUSH_DISK_TIMEOUT");
     assert.ok(took < 2000, `answered within the first attempt's 2000 ms (took ${Math.round(took)} ms)`);
   } finally {
-    segmentIo.fdatasync = real;
-    for (const release of stalled) release();
+    disk?.release();
     await p.close();
     await b.close();
     await c5();
@@ -1084,20 +1099,15 @@ test("a SYNC_MASTER whose disk stalls and has no slave answers SLAVE_NOT_AVAILAB
   });
   await b.createTopic({ topic: "DiskStallSync", readQueueNums: 1, writeQueueNums: 1 });
   const p = await Producer.start({ group: "pg-stall-sync", nameservers: [ns.address], retryTimesWhenSendFailed: 0 });
-  const real = segmentIo.fdatasync;
-  const stalled: Array<() => void> = [];
+  let disk: ReturnType<typeof stallCommitLogFlushes> | undefined;
   try {
     assert.equal((await p.send({ topic: "DiskStallSync", body: "warm" })).status, "SLAVE_NOT_AVAILABLE");
-    segmentIo.fdatasync = (fd) =>
-      readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`)
-        ? new Promise<void>((resolve, reject) => stalled.push(() => real(fd).then(resolve, reject)))
-        : real(fd);
+    disk = stallCommitLogFlushes();
     const r = await p.send({ topic: "DiskStallSync", body: "stalled" });
-    assert.ok(stalled.length > 0, "the flush was stalled");
+    assert.ok(disk.stalled() > 0, "the flush was stalled");
     assert.equal(r.status, "SLAVE_NOT_AVAILABLE");
   } finally {
-    segmentIo.fdatasync = real;
-    for (const release of stalled) release();
+    disk?.release();
     await p.close();
     await b.close();
     await c6();
