@@ -61,6 +61,7 @@ export type {
   CurveLinkOptions,
   CurveServerKey,
   CurveServerKeys,
+  InspectionCollectorOptions,
   InspectionRecord,
   Origin,
   Ref,

@@ -31,6 +31,7 @@ import {
   writeHost,
   writeRecordCrcWithBody,
 } from "../transport/messageRecord.ts";
+import { checkOptionNames, optionNamesOf } from "../transport/optionNames.ts";
 import {
   checkTopic,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -204,6 +205,32 @@ export interface MessageStoreOptions {
   /** told when disk pressure changes what the store does (see {@link DiskSpaceChange}). @default a process warning */
   onDiskSpace?: (change: DiskSpaceChange) => void;
 }
+
+/** The names of {@link MessageStoreOptions}. */
+export const MESSAGE_STORE_OPTION_NAMES = optionNamesOf<MessageStoreOptions>()([
+  "dir",
+  "flush",
+  "commitLogSegmentBytes",
+  "consumeQueueEntries",
+  "maxMessageBytes",
+  "fileReservedTimeHours",
+  "flushIntervalMs",
+  "flushLeastBytes",
+  "storeHost",
+  "messageDelayLevel",
+  "syncFlushTimeoutMs",
+  "maxTransferBytes",
+  "maxTransferCount",
+  "indexSlots",
+  "cleanIntervalMs",
+  "diskCleanForciblyPercent",
+  "diskFullPercent",
+  "diskUsedPercent",
+  "checkpointIntervalMs",
+  "onDamage",
+  "onFlushError",
+  "onDiskSpace",
+]);
 
 /** A check of the disk under the store (deleteExpiredFiles) that changed what the store does. */
 export interface DiskSpaceChange {
@@ -463,6 +490,7 @@ export class MessageStore {
 
   /** Opens (creating when needed) and recovers the store in `opts.dir`. */
   static async open(options: MessageStoreOptions): Promise<MessageStore> {
+    checkOptionNames("MessageStore.open", options, MESSAGE_STORE_OPTION_NAMES);
     const opts = { ...defaultMessageStoreOptions(), ...options } as Required<MessageStoreOptions>;
     if (!opts.dir) throw new MQError("ILLEGAL_ARGUMENT", "MessageStore.open needs a dir.");
     if (opts.flush !== "sync" && opts.flush !== "async")

@@ -27,6 +27,7 @@ import {
   responseCodeOf,
 } from "./codec.ts";
 import { type CurveClientOptions, type CurveServerOptions, checkCurveKey, zapHandler } from "./curve.ts";
+import { optionNamesOf } from "./optionNames.ts";
 import { PendingRequests, type ReplyMessage } from "./pendingRequests.ts";
 import { checkRange, isPortText, MAX_TIMER_MS, MQError, RequestCode, ResponseCode, shownValue } from "./protocol.ts";
 
@@ -149,6 +150,18 @@ export interface ZmqNodeOptions {
    */
   maxInboundBytes?: number;
 }
+
+/** The names of {@link ZmqNodeOptions}, which `ActorNode.start` takes and refuses any other of. */
+export const ZMQ_NODE_OPTION_NAMES = optionNamesOf<ZmqNodeOptions>()([
+  "nodeId",
+  "listen",
+  "advertise",
+  "curve",
+  "curveClient",
+  "requestTimeoutMs",
+  "sendHighWaterMark",
+  "maxInboundBytes",
+]);
 
 export function defaultZmqNodeOptions(): Required<
   Pick<ZmqNodeOptions, "nodeId" | "listen" | "requestTimeoutMs" | "sendHighWaterMark" | "maxInboundBytes">

@@ -5,7 +5,15 @@
  */
 import { EventEmitter } from "node:events";
 import type { AnyActorLogic } from "xstate";
-import { checkCurveKey, type Link, type TransportStats, ZmqNode, type ZmqNodeOptions } from "../../transport/index.ts";
+import {
+  checkCurveKey,
+  type Link,
+  type TransportStats,
+  ZMQ_NODE_OPTION_NAMES,
+  ZmqNode,
+  type ZmqNodeOptions,
+} from "../../transport/index.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import { MQError, RequestCode, shownValue } from "../../transport/protocol.ts";
 import { InspectionHub, type InspectionListener } from "./inspection.ts";
 import { InspectionPublisher } from "./inspectionPublisher.ts";
@@ -37,6 +45,9 @@ export interface SpawnOptions {
    */
   localOnly?: LocalOnlyEvents;
 }
+
+/** The names of {@link SpawnOptions}. */
+export const SPAWN_OPTION_NAMES = optionNamesOf<SpawnOptions>()(["input", "supervision", "direct", "localOnly"]);
 
 /** Counters of a node. */
 export interface ActorNodeStats extends TransportStats {
@@ -88,6 +99,7 @@ export class ActorNode implements RefHost {
 
   /** Starts a node: binds its ROUTER when `listen` is set. */
   static async start(options: ActorNodeOptions = {}): Promise<ActorNode> {
+    checkOptionNames("ActorNode.start", options, ZMQ_NODE_OPTION_NAMES);
     return new ActorNode(await ZmqNode.start(options));
   }
 
@@ -112,8 +124,7 @@ export class ActorNode implements RefHost {
         "ILLEGAL_ARGUMENT",
         `The actor ${name} needs actor logic (an xstate machine or fromPromise/fromCallback/... logic), got ${l === null || typeof l !== "object" ? shownValue(l) : "an object without transition and getInitialSnapshot"}.`,
       );
-    if (opts === null || typeof opts !== "object")
-      throw new MQError("ILLEGAL_ARGUMENT", `The options of actor ${name} must be an object, got ${shownValue(opts)}.`);
+    checkOptionNames(`ActorNode.spawn(${JSON.stringify(name)})`, opts, SPAWN_OPTION_NAMES);
     if (opts.supervision !== undefined) checkSupervision(opts.supervision);
     const prev = this.hosted.get(name);
     if (prev && prev.status !== "stopped")

@@ -17,6 +17,7 @@ export {
   machineDefinition,
   summarize,
 } from "./inspection.ts";
+export type { InspectionCollectorOptions } from "./inspectionCollector.ts";
 export { InspectionCollector } from "./inspectionCollector.ts";
 export { INSPECTION_QUEUE_LIMIT } from "./inspectionPublisher.ts";
 export type { AskOptions, Origin, Ref, Replier, Reply, SendOptions, WireEvent } from "./refs.ts";

@@ -6,12 +6,28 @@
 import * as zmq from "zeromq";
 import { decode } from "../../transport/codec.ts";
 import { curveKeyPair } from "../../transport/curve.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import { isTcpAddress, MQError } from "../../transport/protocol.ts";
 import type { InspectionListener, InspectionRecord } from "./inspection.ts";
 import type { Ref } from "./refs.ts";
 
 /** Records kept in memory for late readers. @default 10000 */
 export const DEFAULT_COLLECTOR_CAPACITY = 10_000;
+
+/** Options of {@link InspectionCollector.start}. */
+export interface InspectionCollectorOptions {
+  /** where the SUB socket binds. @default "tcp://127.0.0.1:*" */
+  bind?: string;
+  /** the endpoint nodes are asked to publish to when it is not the bound one: tcp://host:port, port * for the bound port */
+  advertise?: string;
+  /** records kept in memory for late readers. @default 10000 */
+  capacity?: number;
+  /** a CURVE server with a key pair of its own: the streams are encrypted. @default false */
+  curve?: boolean;
+}
+
+/** The names of {@link InspectionCollectorOptions}. */
+export const INSPECTION_COLLECTOR_OPTION_NAMES = optionNamesOf<InspectionCollectorOptions>()(["bind", "advertise", "capacity", "curve"]);
 
 export class InspectionCollector {
   /** Most recent records, oldest first, at most `capacity`. */
@@ -43,7 +59,8 @@ export class InspectionCollector {
    * a CURVE server with a key pair of its own, whose public key {@link requestFrom} sends the nodes:
    * the streams are encrypted, and publishers that do not have the key cannot connect.
    */
-  static async start(opts: { bind?: string; advertise?: string; capacity?: number; curve?: boolean } = {}): Promise<InspectionCollector> {
+  static async start(opts: InspectionCollectorOptions = {}): Promise<InspectionCollector> {
+    checkOptionNames("InspectionCollector.start", opts, INSPECTION_COLLECTOR_OPTION_NAMES);
     const { advertise } = opts;
     if (advertise !== undefined && (typeof advertise !== "string" || !isTcpAddress(advertise.replace(/:\*$/, ":1"))))
       throw new MQError(

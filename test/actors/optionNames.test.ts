@@ -4,8 +4,10 @@
  * take: a misspelt option is an error, not a setting silently left at its default.
  */
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { createMachine } from "xstate";
 import { BROKER_START_OPTION_NAMES } from "../../actors/broker/broker.ts";
 import { ADMIN_OPTION_NAMES } from "../../actors/client/admin.ts";
 import { PRODUCER_OPTION_NAMES } from "../../actors/client/producer.ts";
@@ -14,18 +16,25 @@ import { PUSH_CONSUMER_OPTION_NAMES } from "../../actors/client/pushConsumer.ts"
 import { INSPECTOR_OPTION_NAMES } from "../../actors/inspector/inspectorOptions.ts";
 import { LOCAL_CLUSTER_OPTION_NAMES } from "../../actors/localCluster.ts";
 import { NAMESERVER_OPTION_NAMES } from "../../actors/nameserver/index.ts";
+import { SPAWN_OPTION_NAMES } from "../../actors/runtime/actorNode.ts";
+import { INSPECTION_COLLECTOR_OPTION_NAMES } from "../../actors/runtime/inspectionCollector.ts";
 import {
+  ActorNode,
   Admin,
   Broker,
+  InspectionCollector,
   Inspector,
   isMQError,
   type LocalCluster,
+  MessageStore,
   NameServer,
   Producer,
   PullConsumer,
   PushConsumer,
   startLocalCluster,
 } from "../../index.ts";
+import { MESSAGE_STORE_OPTION_NAMES } from "../../store/messageStore.ts";
+import { ZMQ_NODE_OPTION_NAMES } from "../../transport/zmqNode.ts";
 import { EPHEMERAL, tempDir } from "../helpers.ts";
 
 /** Nothing listens there: clients start without asking it anything. */
@@ -174,6 +183,50 @@ test("Admin.start, Inspector.start and startLocalCluster refuse unknown option n
   );
 });
 
+test("ActorNode.start and ActorNode.spawn refuse unknown option names", async () => {
+  assertUnknown(
+    await refusal(() => ActorNode.start({ listen: null, requestTimeout: 1000 } as never)),
+    "ActorNode.start",
+    "requestTimeout",
+    "requestTimeoutMs",
+    ZMQ_NODE_OPTION_NAMES,
+  );
+  const node = await ActorNode.start({ listen: null });
+  try {
+    let e: unknown;
+    try {
+      node.spawn("probe", createMachine({}), { inputs: {} } as never);
+    } catch (err) {
+      e = err;
+    }
+    assertUnknown(e, 'ActorNode.spawn("probe")', "inputs", "input", SPAWN_OPTION_NAMES);
+  } finally {
+    await node.close();
+  }
+});
+
+test("MessageStore.open refuses unknown option names before it creates its directory", async () => {
+  const storeDir = path.join(dir, "store");
+  assertUnknown(
+    await refusal(() => MessageStore.open({ dir: storeDir, flushInterval: 100 } as never)),
+    "MessageStore.open",
+    "flushInterval",
+    "flushIntervalMs",
+    MESSAGE_STORE_OPTION_NAMES,
+  );
+  assert.ok(!existsSync(storeDir));
+});
+
+test("InspectionCollector.start refuses unknown option names", async () => {
+  assertUnknown(
+    await refusal(() => InspectionCollector.start({ advertize: "tcp://10.0.0.5:*" } as never)),
+    "InspectionCollector.start",
+    "advertize",
+    "advertise",
+    INSPECTION_COLLECTOR_OPTION_NAMES,
+  );
+});
+
 test("every start function refuses options that are not an object with ILLEGAL_ARGUMENT listing its options", async () => {
   const starts: [string, (o: unknown) => Promise<unknown>, string][] = [
     ["NameServer.start", (o) => NameServer.start(o as never), "scanIntervalMs"],
@@ -184,6 +237,9 @@ test("every start function refuses options that are not an object with ILLEGAL_A
     ["Admin.start", (o) => Admin.start(o as never), "nameservers"],
     ["Inspector.start", (o) => Inspector.start(o as never), "collect"],
     ["startLocalCluster", (o) => startLocalCluster(o as never), "slavesPerBroker"],
+    ["ActorNode.start", (o) => ActorNode.start(o as never), "requestTimeoutMs"],
+    ["MessageStore.open", (o) => MessageStore.open(o as never), "storeHost"],
+    ["InspectionCollector.start", (o) => InspectionCollector.start(o as never), "advertise"],
   ];
   for (const [what, start, listed] of starts)
     for (const bad of [null, "tcp://127.0.0.1:9876", ["tcp://127.0.0.1:9876"], 42]) {
