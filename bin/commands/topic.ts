@@ -2,7 +2,7 @@
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { MAX_QUEUE_NUMS, MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, formatTable, intArg, listArg, runClient } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, intRangeArg, listArg, runClient } from "../common.ts";
 
 interface ClientFlags {
   namesrv: string[];
@@ -15,9 +15,22 @@ interface QueueFlags {
 }
 
 /**
+ * The parsers of `--queues` (1 and up: both counts 0 would make a topic nothing can use) and of
+ * `--read-queues` / `--write-queues` (0 and up: 0 stops reads or writes): a count out of range is a
+ * usage error, refused before anything connects.
+ */
+const queuesArg = intRangeArg(
+  1,
+  MAX_QUEUE_NUMS,
+  `1 to ${MAX_QUEUE_NUMS} queues per broker (to stop writes or reads, use --write-queues 0 or --read-queues 0)`,
+);
+const readWriteQueuesArg = intRangeArg(0, MAX_QUEUE_NUMS, `0 to ${MAX_QUEUE_NUMS} queues per broker`);
+
+/**
  * The queue counts of `topic create` (RocketMQ's readQueueNums / writeQueueNums): `--queues` sets
  * both, `--read-queues` / `--write-queues` one each; a count not given stays undefined, so the
- * broker keeps an existing topic's. Throws ILLEGAL_ARGUMENT for a mix or a count out of range.
+ * broker keeps an existing topic's. Throws ILLEGAL_ARGUMENT for a mix, or more write queues than
+ * read queues (each count's range is its parser's).
  */
 export function queueCounts(f: QueueFlags): { readQueueNums?: number; writeQueueNums?: number } {
   const { queues, readQueues, writeQueues } = f;
@@ -27,19 +40,7 @@ export function queueCounts(f: QueueFlags): { readQueueNums?: number; writeQueue
         "ILLEGAL_ARGUMENT",
         "--queues sets both the read and the write queue count: give either --queues, or --read-queues and/or --write-queues.",
       );
-    if (queues < 1 || queues > MAX_QUEUE_NUMS)
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        `--queues ${queues} is out of range: give 1 to ${MAX_QUEUE_NUMS} queues per broker (to stop writes or reads, use --write-queues 0 or --read-queues 0).`,
-      );
     return { readQueueNums: queues, writeQueueNums: queues };
-  }
-  for (const [flag, v] of [
-    ["--read-queues", readQueues],
-    ["--write-queues", writeQueues],
-  ] as const) {
-    if (v !== undefined && v > MAX_QUEUE_NUMS)
-      throw new MQError("ILLEGAL_ARGUMENT", `${flag} ${v} is out of range: give 0 to ${MAX_QUEUE_NUMS} queues per broker.`);
   }
   if (readQueues !== undefined && writeQueues !== undefined && writeQueues > readQueues)
     throw new MQError(
@@ -59,9 +60,13 @@ export function addTopicCommands(program: Command): void {
         "Create or update a topic on every master (or the brokers named by --brokers). A queue count, --perm or --order not given keeps an existing topic's on each broker; a new topic gets 8 queues, perm 6, unordered.",
       )
       .argument("<topic>", "topic name")
-      .option("--queues <n>", `read and write queues per broker, 1 to ${MAX_QUEUE_NUMS} (both counts)`, intArg)
-      .option("--read-queues <n>", `read queues per broker (readQueueNums), 0 to ${MAX_QUEUE_NUMS}`, intArg)
-      .option("--write-queues <n>", `write queues per broker (writeQueueNums), 0 to ${MAX_QUEUE_NUMS}; at most the read queues`, intArg)
+      .option("--queues <n>", `read and write queues per broker, 1 to ${MAX_QUEUE_NUMS} (both counts)`, queuesArg)
+      .option("--read-queues <n>", `read queues per broker (readQueueNums), 0 to ${MAX_QUEUE_NUMS}`, readWriteQueuesArg)
+      .option(
+        "--write-queues <n>",
+        `write queues per broker (writeQueueNums), 0 to ${MAX_QUEUE_NUMS}; at most the read queues`,
+        readWriteQueuesArg,
+      )
       .option("--brokers <names>", "comma-separated broker names (default: every master)", listArg)
       .addOption(
         new Option("--perm <perm>", "6 = read+write, 4 = read only, 2 = write only (default: kept, 6 for a new topic)").choices([
