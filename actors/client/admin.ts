@@ -520,7 +520,7 @@ export class Admin {
     if (holders.length === 0 && failed.length === 0 && !routed)
       throw new MQError(
         "TOPIC_NOT_EXIST",
-        `Topic ${topic} does not exist on any broker${cluster === undefined ? "" : ` of cluster ${cluster}`}: check the name (\`actormq topic list\`).`,
+        `Topic ${topic} does not exist on any broker${cluster === undefined ? "" : ` of cluster ${cluster}`}: nothing to delete; list the topics that exist with \`actormq topic list\` (Admin.topicList in code).`,
       );
     const deleted: string[] = [];
     const ask = (b: BrokerAddr, req: DeleteTopicRequest) =>

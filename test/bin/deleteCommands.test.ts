@@ -62,7 +62,10 @@ test("topic delete removes the topic from both brokers and the name server; crea
 test("topic delete refuses unknown and system topics with one line", async () => {
   const unknown = await cli(["topic", "delete", "NoSuchTopicHere"], { env });
   assert.equal(unknown.code, 1);
-  assert.match(oneLine(unknown.err), /^actormq: error TOPIC_NOT_EXIST: Topic NoSuchTopicHere does not exist on any broker/);
+  assert.match(
+    oneLine(unknown.err),
+    /^actormq: error TOPIC_NOT_EXIST: Topic NoSuchTopicHere does not exist on any broker: nothing to delete; list the topics that exist with `actormq topic list`/,
+  );
   for (const t of ["TBW102", "SCHEDULE_TOPIC_XXXX", "%RETRY%cg"]) {
     const sys = await cli(["topic", "delete", t], { env });
     assert.equal(sys.code, 1, t);
