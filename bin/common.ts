@@ -1,6 +1,6 @@
 /**
- * What every `actormq` command shares: option parsers, the `--namesrv` and `--log-level` flags,
- * the one-line error convention (`error CODE: message`, exit code 1), tables, and the
+ * What every `actormq` command shares: option parsers, the `--namesrv`, `--log-level` and `--json`
+ * flags, the one-line error convention (`error CODE: message`, exit code 1), tables, and the
  * run-until-signal loop of the servers.
  */
 import os from "node:os";
@@ -93,6 +93,27 @@ export function clientCommand(cmd: Command): Command {
 /** A client's start options from its flags: the name servers and its CURVE options. */
 export function clientOptions(f: { namesrv: string[] } & CurveFlags): { nameservers: string[] } & CurveLinkOptions {
   return { nameservers: f.namesrv, ...clientCurveOf(f) };
+}
+
+/** The `--json` flag of a command that shows state ({@link jsonOption}). */
+export interface JsonFlag {
+  json?: boolean;
+}
+
+/**
+ * `--json` for a command that shows state; `what` says in its --help what the JSON value holds
+ * (e.g. "the topic names as an array").
+ */
+export function jsonOption(what: string): Option {
+  return new Option("--json", `print one JSON value on one line instead of the text: ${what}`);
+}
+
+/**
+ * Writes what a command shows: with --json exactly one JSON value on one line (scripts parse the
+ * whole of stdout), else the text `text` makes of the same data.
+ */
+export function show<T>(f: JsonFlag, data: T, text: (data: T) => string): void {
+  process.stdout.write(f.json ? `${JSON.stringify(data)}\n` : text(data));
 }
 
 /** One line on stderr and exit code 1: `error CODE: message` for MQErrors, `error: message` otherwise. */

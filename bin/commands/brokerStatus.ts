@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import type { BrokerStatus } from "../../actors/client/admin.ts";
 import { Admin } from "../../actors/client/index.ts";
-import { clientCommand, clientOptions, runClient } from "../common.ts";
+import { clientCommand, clientOptions, type JsonFlag, jsonOption, runClient, show } from "../common.ts";
 
 const FIELDS_HELP = `
 <broker> is a broker name (its master is asked, as the name servers list it) or an address
@@ -86,14 +86,13 @@ export function addBrokerStatusCommand(program: Command): void {
       .command("broker-status")
       .description("Show a broker's runtime figures: counts, rates, offsets, disk, clients, replication (RocketMQ's brokerStatus).")
       .argument("<broker>", "broker name (its master) or address (tcp://host:port)")
-      .option("--json", "print the figures as one JSON object")
+      .addOption(jsonOption("the figures as an object"))
       .addHelpText("after", FIELDS_HELP),
-  ).action((broker: string, f: { namesrv: string[]; json?: boolean }) =>
+  ).action((broker: string, f: { namesrv: string[] } & JsonFlag) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const s = await admin.brokerStatus(broker);
-      process.stdout.write(f.json ? `${JSON.stringify(s)}\n` : statusLines(s));
+      show(f, await admin.brokerStatus(broker), statusLines);
     }),
   );
 }
