@@ -1,10 +1,10 @@
 /** `actormq topic create|list|route|status|delete`: topics as the name servers and brokers see them. */
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
-import { MAX_QUEUE_NUMS, MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, formatTable, intRangeArg, listArg, runClient } from "../common.ts";
+import { MAX_QUEUE_NUMS, MQError, type TopicRouteData } from "../../transport/protocol.ts";
+import { clientCommand, clientOptions, formatTable, intRangeArg, type JsonFlag, jsonOption, listArg, runClient, show } from "../common.ts";
 
-interface ClientFlags {
+interface ClientFlags extends JsonFlag {
   namesrv: string[];
 }
 
@@ -96,37 +96,27 @@ export function addTopicCommands(program: Command): void {
     }),
   );
 
-  clientCommand(topic.command("list").description("List the topics the name servers know.")).action((f: ClientFlags) =>
+  clientCommand(
+    topic.command("list").description("List the topics the name servers know.").addOption(jsonOption("the topic names as an array")),
+  ).action((f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const list = (await admin.topicList()).sort();
-      if (list.length > 0) process.stdout.write(`${list.join("\n")}\n`);
+      show(f, (await admin.topicList()).sort(), (list) => (list.length > 0 ? `${list.join("\n")}\n` : ""));
     }),
   );
 
   clientCommand(
-    topic.command("route").description("Show which brokers and queues serve a topic.").argument("<topic>", "topic name"),
+    topic
+      .command("route")
+      .description("Show which brokers and queues serve a topic.")
+      .argument("<topic>", "topic name")
+      .addOption(jsonOption("the route as the name servers answer it (RocketMQ's TopicRouteData: brokerDatas, queueDatas)")),
   ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const route = await admin.topicRoute(name);
-      const rows: (string | number)[][] = [];
-      for (const bd of [...route.brokerDatas].sort((a, b) => a.brokerName.localeCompare(b.brokerName))) {
-        const q = route.queueDatas.find((x) => x.brokerName === bd.brokerName);
-        for (const [id, addr] of Object.entries(bd.brokerAddrs).sort()) {
-          rows.push([
-            bd.brokerName,
-            id === "0" ? "master" : `slave ${id}`,
-            addr,
-            q?.readQueueNums ?? 0,
-            q?.writeQueueNums ?? 0,
-            q?.perm ?? 0,
-          ]);
-        }
-      }
-      process.stdout.write(formatTable(["BROKER", "ROLE", "ADDRESS", "READ QUEUES", "WRITE QUEUES", "PERM"], rows));
+      show(f, await admin.topicRoute(name), routeTable);
     }),
   );
 
@@ -136,23 +126,40 @@ export function addTopicCommands(program: Command): void {
       .description(
         "Show each write queue's min and max offset and the store time of its last message, per broker (RocketMQ's topicStatus); messages stored = MAX - MIN. Read queues past the write queue count are not listed: `topic route` shows both counts.",
       )
-      .argument("<topic>", "topic name"),
+      .argument("<topic>", "topic name")
+      .addOption(
+        jsonOption("an array of the queues: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp (epoch ms, 0 when none)"),
+      ),
   ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const rows = (await admin.examineTopicStats(name)).map((q) => [
-        q.brokerName,
-        q.queueId,
-        q.minOffset,
-        q.maxOffset,
-        q.lastUpdateTimestamp > 0 ? new Date(q.lastUpdateTimestamp).toISOString() : "-",
-      ]);
-      process.stdout.write(formatTable(["BROKER", "WRITE QUEUE", "MIN", "MAX", "LAST UPDATED"], rows));
+      show(f, await admin.examineTopicStats(name), (stats) => {
+        const rows = stats.map((q) => [
+          q.brokerName,
+          q.queueId,
+          q.minOffset,
+          q.maxOffset,
+          q.lastUpdateTimestamp > 0 ? new Date(q.lastUpdateTimestamp).toISOString() : "-",
+        ]);
+        return formatTable(["BROKER", "WRITE QUEUE", "MIN", "MAX", "LAST UPDATED"], rows);
+      });
     }),
   );
 
   addTopicDeleteCommand(topic);
+}
+
+/** A route as `topic route` shows it: a row per broker process with its broker's queue counts. */
+function routeTable(route: TopicRouteData): string {
+  const rows: (string | number)[][] = [];
+  for (const bd of [...route.brokerDatas].sort((a, b) => a.brokerName.localeCompare(b.brokerName))) {
+    const q = route.queueDatas.find((x) => x.brokerName === bd.brokerName);
+    for (const [id, addr] of Object.entries(bd.brokerAddrs).sort()) {
+      rows.push([bd.brokerName, id === "0" ? "master" : `slave ${id}`, addr, q?.readQueueNums ?? 0, q?.writeQueueNums ?? 0, q?.perm ?? 0]);
+    }
+  }
+  return formatTable(["BROKER", "ROLE", "ADDRESS", "READ QUEUES", "WRITE QUEUES", "PERM"], rows);
 }
 
 /** `actormq topic delete <topic> [--cluster C]` (RocketMQ's `mqadmin deleteTopic`). */
