@@ -1,26 +1,32 @@
 /** `actormq progress --group G` and `actormq reset-offset`: a group's lag per queue, and moving its offsets. */
 import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
-import { clientCommand, clientOptions, formatTable, runClient, timeArg } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, type JsonFlag, jsonOption, runClient, show, timeArg } from "../common.ts";
 
 export function addProgressCommands(program: Command): void {
   clientCommand(
     program
       .command("progress")
       .description("Show a consumer group's progress: broker offset, committed offset and lag per queue.")
-      .requiredOption("--group <group>", "consumer group"),
-  ).action((f: { namesrv: string[]; group: string }) =>
+      .requiredOption("--group <group>", "consumer group")
+      .addOption(
+        jsonOption(
+          "an object with offsetTable (per queue: topic, brokerName, queueId, brokerOffset, consumerOffset, lag), totalLag and consumeTps",
+        ),
+      ),
+  ).action((f: { namesrv: string[]; group: string } & JsonFlag) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const { offsetTable: rows, consumeTps } = await admin.examineConsumeStats(f.group);
-      let total = 0;
-      const table = rows.map((r) => {
-        total += r.lag;
-        return [r.topic, r.brokerName, r.queueId, r.brokerOffset, r.consumerOffset, r.lag];
+      const { offsetTable, consumeTps } = await admin.examineConsumeStats(f.group);
+      const totalLag = offsetTable.reduce((n, r) => n + r.lag, 0);
+      show(f, { offsetTable, totalLag, consumeTps }, () => {
+        const rows = offsetTable.map((r) => [r.topic, r.brokerName, r.queueId, r.brokerOffset, r.consumerOffset, r.lag]);
+        return (
+          formatTable(["TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"], rows) +
+          `total lag ${totalLag}, consume TPS ${consumeTps.toFixed(1)} (messages pulled per second over the last minute)\n`
+        );
       });
-      process.stdout.write(formatTable(["TOPIC", "BROKER", "QUEUE", "BROKER_OFFSET", "CONSUMER_OFFSET", "LAG"], table));
-      process.stdout.write(`total lag ${total}, consume TPS ${consumeTps.toFixed(1)} (messages pulled per second over the last minute)\n`);
     }),
   );
 
