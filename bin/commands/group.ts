@@ -3,11 +3,16 @@
  * `mqadmin consumerConnection`, `updateSubGroup` and `deleteSubGroup`). One function per subcommand.
  */
 import { type Command, InvalidArgumentError } from "commander";
-import { Admin, type UpdateSubscriptionGroupOptions } from "../../actors/client/index.ts";
+import {
+  Admin,
+  type ConsumerConnectionSummary,
+  type GroupListEntry,
+  type UpdateSubscriptionGroupOptions,
+} from "../../actors/client/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, formatTable, intArg, listArg, runClient } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, intArg, type JsonFlag, jsonOption, listArg, runClient, show } from "../common.ts";
 
-interface ClientFlags {
+interface ClientFlags extends JsonFlag {
   namesrv: string[];
 }
 
@@ -34,6 +39,20 @@ export function addGroupCommands(program: Command): void {
   addGroupDeleteCommand(group);
 }
 
+/** `group list`'s table; a setting that differs between brokers is shown per broker. */
+function groupListTable(groups: GroupListEntry[]): string {
+  const rows = groups.map(({ group: name, configs }) => {
+    const brokers = Object.keys(configs).sort();
+    const all = Object.values(configs);
+    const same = <T>(pick: (c: (typeof all)[number]) => T): string => {
+      const values = [...new Set(all.map((c) => String(pick(c) ?? "-")))];
+      return values.length === 1 ? values[0]! : brokers.map((b) => `${b}=${String(pick(configs[b]!) ?? "-")}`).join(",");
+    };
+    return [name, brokers.join(","), same((c) => c.consumeEnable), same((c) => c.messageModel), same((c) => c.retryMaxTimes)];
+  });
+  return formatTable(["GROUP", "BROKERS", "CONSUME_ENABLE", "MODEL", "RETRY_MAX_TIMES"], rows);
+}
+
 /** `group list`: every group the brokers know, with its main settings. */
 export function addGroupListCommand(group: Command): void {
   clientCommand(
@@ -41,21 +60,17 @@ export function addGroupListCommand(group: Command): void {
       .command("list")
       .description(
         "List the consumer groups the brokers know (created by a consumer's heartbeat or by group update), with the brokers that have each and its settings there.",
+      )
+      .addOption(
+        jsonOption(
+          "an array of { group, configs }, configs mapping each broker name to the group's whole config there (RocketMQ's SubscriptionGroupConfig)",
+        ),
       ),
   ).action((f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const rows = (await admin.groupList()).map(({ group: name, configs }) => {
-        const brokers = Object.keys(configs).sort();
-        const all = Object.values(configs);
-        const same = <T>(pick: (c: (typeof all)[number]) => T): string => {
-          const values = [...new Set(all.map((c) => String(pick(c) ?? "-")))];
-          return values.length === 1 ? values[0]! : brokers.map((b) => `${b}=${String(pick(configs[b]!) ?? "-")}`).join(",");
-        };
-        return [name, brokers.join(","), same((c) => c.consumeEnable), same((c) => c.messageModel), same((c) => c.retryMaxTimes)];
-      });
-      process.stdout.write(formatTable(["GROUP", "BROKERS", "CONSUME_ENABLE", "MODEL", "RETRY_MAX_TIMES"], rows));
+      show(f, await admin.groupList(), groupListTable);
     }),
   );
 }
@@ -68,35 +83,40 @@ export function addGroupMembersCommand(group: Command): void {
       .description(
         "Show a group's live members (client id, address, language, version, last heartbeat, brokers), how it consumes and what it subscribes to (RocketMQ's consumerConnection).",
       )
-      .argument("<group>", "consumer group"),
+      .argument("<group>", "consumer group")
+      .addOption(
+        jsonOption(
+          "an object with group, connections, consumeType, messageModel, consumeFromWhere and subscriptions (topic to its SubscriptionData)",
+        ),
+      ),
   ).action((name: string, f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const info = await admin.examineConsumerConnectionInfo(name);
-      process.stdout.write(
-        formatTable(
-          ["CLIENT_ID", "ADDRESS", "LANGUAGE", "VERSION", "LAST_HEARTBEAT", "BROKERS"],
-          info.connections.map((c) => [
-            c.clientId,
-            c.clientAddr || "-",
-            c.language || "-",
-            c.version || "-",
-            new Date(c.lastUpdateTimestamp).toISOString(),
-            c.brokers.join(","),
-          ]),
-        ),
-      );
-      process.stdout.write(`\n${info.messageModel} ${info.consumeType} ${info.consumeFromWhere}\n`);
-      const subs = Object.entries(info.subscriptions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      process.stdout.write(
-        formatTable(
-          ["TOPIC", "EXPRESSION"],
-          subs.map(([topic, sd]) => [topic, sd.expressionType === "SQL92" ? `SQL92 ${sd.subString}` : sd.subString]),
-        ),
-      );
+      show(f, await admin.examineConsumerConnectionInfo(name), membersText);
     }),
   );
+}
+
+/** `group members`' text: the members, how the group consumes, then its subscriptions. */
+function membersText(info: ConsumerConnectionSummary): string {
+  const members = formatTable(
+    ["CLIENT_ID", "ADDRESS", "LANGUAGE", "VERSION", "LAST_HEARTBEAT", "BROKERS"],
+    info.connections.map((c) => [
+      c.clientId,
+      c.clientAddr || "-",
+      c.language || "-",
+      c.version || "-",
+      new Date(c.lastUpdateTimestamp).toISOString(),
+      c.brokers.join(","),
+    ]),
+  );
+  const subs = Object.entries(info.subscriptions).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const subscriptions = formatTable(
+    ["TOPIC", "EXPRESSION"],
+    subs.map(([topic, sd]) => [topic, sd.expressionType === "SQL92" ? `SQL92 ${sd.subString}` : sd.subString]),
+  );
+  return `${members}\n${info.messageModel} ${info.consumeType} ${info.consumeFromWhere}\n${subscriptions}`;
 }
 
 /** `group update <group> --flags`: RocketMQ's updateSubGroup, the fields given only. */
