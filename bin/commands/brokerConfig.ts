@@ -4,9 +4,9 @@
  */
 import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
-import { clientCommand, clientOptions, formatTable, runClient } from "../common.ts";
+import { clientCommand, clientOptions, formatTable, type JsonFlag, jsonOption, runClient, show } from "../common.ts";
 
-interface ClientFlags {
+interface ClientFlags extends JsonFlag {
   namesrv: string[];
 }
 
@@ -24,20 +24,21 @@ function addBrokerConfigGetCommand(cmd: Command): void {
     cmd
       .command("get")
       .description("Show the options a broker runs with; SETTABLE marks those broker-config set changes while it runs.")
-      .argument("<broker>", BROKER_ARG),
+      .argument("<broker>", BROKER_ARG)
+      .addOption(jsonOption("an object with brokerName, brokerAddr, brokerConfig (option name to value) and settableKeys")),
   ).action((broker: string, f: ClientFlags) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
-      const r = await admin.brokerConfig(broker);
-      const settable = new Set(r.settableKeys);
-      const rows = Object.entries(r.brokerConfig).map(([k, v]) => [
-        k,
-        Array.isArray(v) ? v.join(",") : String(v),
-        settable.has(k) ? "yes" : "",
-      ]);
-      process.stdout.write(`broker ${r.brokerName} (${r.brokerAddr})\n`);
-      process.stdout.write(formatTable(["KEY", "VALUE", "SETTABLE"], rows));
+      show(f, await admin.brokerConfig(broker), (r) => {
+        const settable = new Set(r.settableKeys);
+        const rows = Object.entries(r.brokerConfig).map(([k, v]) => [
+          k,
+          Array.isArray(v) ? v.join(",") : String(v),
+          settable.has(k) ? "yes" : "",
+        ]);
+        return `broker ${r.brokerName} (${r.brokerAddr})\n${formatTable(["KEY", "VALUE", "SETTABLE"], rows)}`;
+      });
     }),
   );
 }
