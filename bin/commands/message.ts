@@ -1,10 +1,20 @@
 /** `actormq message --key K --topic T | --id ID`: look messages up by key or by message id. */
+import { isUtf8 } from "node:buffer";
 import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, runClient } from "../common.ts";
+import { clientCommand, clientOptions, type JsonFlag, jsonOption, runClient, show } from "../common.ts";
 import { formatMessage } from "./consume.ts";
+
+/** A message as `--json` prints it: MessageExt's fields, the body as a string. */
+type MessageJson = Omit<MessageExt, "body"> & { body: string; bodyEncoding: "utf8" | "base64" };
+
+/** A body that is not UTF-8 (protobuf, still compressed) in base64: a script gets every byte back, not replacement characters. */
+function messageJson(m: MessageExt): MessageJson {
+  const utf8 = isUtf8(m.body);
+  return { ...m, body: m.body.toString(utf8 ? "utf8" : "base64"), bodyEncoding: utf8 ? "utf8" : "base64" };
+}
 
 export function addMessageCommand(program: Command): void {
   clientCommand(
@@ -13,8 +23,14 @@ export function addMessageCommand(program: Command): void {
       .description("Show messages by key (--key with --topic) or one message by id (--id).")
       .option("--key <key>", "message key")
       .option("--topic <topic>", "topic (with --key)")
-      .option("--id <msgId>", "message id (as printed by send)"),
-  ).action((f: { namesrv: string[]; key?: string; topic?: string; id?: string }) =>
+      .option("--id <msgId>", "message id (as printed by send)")
+      .addOption(
+        jsonOption(
+          "an array of the key's messages, or the message of --id as an object, with RocketMQ's MessageExt fields (topic, queueId, queueOffset, " +
+            'msgId, offsetMsgId, keys, tags, properties, bornTimestamp, storeTimestamp, ...); body is UTF-8 text, or base64 when bodyEncoding is "base64"',
+        ),
+      ),
+  ).action((f: { namesrv: string[]; key?: string; topic?: string; id?: string } & JsonFlag) =>
     runClient(async (onExit) => {
       if (!!f.key === !!f.id) throw new MQError("ILLEGAL_ARGUMENT", "Give either --key (with --topic) or --id.");
       if (f.key && !f.topic) throw new MQError("ILLEGAL_ARGUMENT", "--key needs --topic.");
@@ -29,7 +45,8 @@ export function addMessageCommand(program: Command): void {
       }
       if (found.length === 0)
         throw new MQError("QUERY_NOT_FOUND", `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}`}.`);
-      for (const m of found) process.stdout.write(`${formatMessage(m)}\n`);
+      const text = () => found.map((m) => `${formatMessage(m)}\n`).join("");
+      show(f, f.key ? found.map(messageJson) : messageJson(found[0]!), text);
     }),
   );
 }
