@@ -18,7 +18,7 @@ import {
   resolveUpFlags,
   shellArg,
 } from "../../actors/cluster/index.ts";
-import { fail, formatTable, intArg, logLevelOption, positiveIntArg } from "../common.ts";
+import { fail, formatTable, intArg, type JsonFlag, jsonOption, logLevelOption, positiveIntArg, show } from "../common.ts";
 import { addServerCurveFlags, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
 
 const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
@@ -178,10 +178,18 @@ export function addClusterCommands(program: Command): void {
     .command("status")
     .description("Show every process of the cluster and whether it runs.")
     .addOption(dirOption())
-    .action((f: { dir: string }) =>
+    .addOption(
+      jsonOption(
+        "an object with nameservers, starting (cluster up did not finish) and processes (cluster.json's entries, each with its state: " +
+          "running, dead or remote); processes not running still exit 3 with the hint on stderr",
+      ),
+    )
+    .action((f: { dir: string } & JsonFlag) =>
       run(async () => {
         const { file, members } = clusterStatus(f.dir);
-        process.stdout.write(formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "STATE", "DIR"], members.map(memberRow)));
+        show(f, { nameservers: file.nameservers, starting: file.starting === true, processes: members }, () =>
+          formatTable(["NAME", "ROLE", "ADDRESS", "METRICS", "PID", "STATE", "DIR"], members.map(memberRow)),
+        );
         if (file.starting) {
           process.stderr.write(
             `actormq: cluster up did not finish (still starting, or stopped before it was done): these are the processes it spawned; \`actormq cluster down --dir ${shellArg(f.dir)}\` stops them\n`,
