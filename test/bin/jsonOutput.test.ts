@@ -1,0 +1,253 @@
+/**
+ * `--json` on the commands that show state: each prints exactly one JSON value on one line of stdout
+ * with the data its text shows, and its errors stay one line on stderr with the same exit code.
+ */
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { Command } from "commander";
+import type { ConsumerConnectionSummary, ConsumerProgressEntry, GroupListEntry, TopicStatsEntry } from "../../actors/client/admin.ts";
+import { Admin } from "../../actors/client/index.ts";
+import { Producer } from "../../actors/client/producer.ts";
+import { PushConsumer } from "../../actors/client/pushConsumer.ts";
+import type { ClusterFile, ClusterMemberStatus } from "../../actors/cluster/index.ts";
+import { planCluster } from "../../actors/cluster/index.ts";
+import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
+import { addBrokerConfigCommands } from "../../bin/commands/brokerConfig.ts";
+import { addBrokerStatusCommand } from "../../bin/commands/brokerStatus.ts";
+import { addClusterCommands } from "../../bin/commands/cluster.ts";
+import { addGroupCommands } from "../../bin/commands/group.ts";
+import { addMessageCommand } from "../../bin/commands/message.ts";
+import { addProgressCommands } from "../../bin/commands/progress.ts";
+import { addTopicCommands } from "../../bin/commands/topic.ts";
+import type { BrokerConfigReply, TopicRouteData } from "../../transport/protocol.ts";
+import { tempDir, waitFor } from "../helpers.ts";
+import { type CliResult, cli } from "./cliRun.ts";
+
+const TOPIC = "JsonT";
+const GROUP = "json-g";
+const KEY = "json-k";
+/** not UTF-8: shown in base64 */
+const BINARY = Buffer.from([0xff, 0xfe, 0x00]);
+
+let cluster: LocalCluster;
+let admin: Admin;
+let consumer: PushConsumer;
+let cleanup: () => Promise<void>;
+let env: Record<string, string>;
+let firstId: string;
+
+before(async () => {
+  const t = await tempDir();
+  cleanup = t.cleanup;
+  cluster = await startLocalCluster({ dir: t.dir, brokers: 1 });
+  env = { ACTORMQ_NAMESRV: cluster.nameservers[0]! };
+  admin = await Admin.start({ nameservers: cluster.nameservers });
+  // read and write counts apart, so that the JSON shows which is which
+  await admin.createTopic({ topic: TOPIC, readQueueNums: 4, writeQueueNums: 2 });
+  const producer = await Producer.start({ group: "json-p", nameservers: cluster.nameservers });
+  try {
+    firstId = (await producer.send({ topic: TOPIC, keys: KEY, body: "first" })).msgId;
+    await producer.send({ topic: TOPIC, keys: KEY, body: "second\nline" });
+    await producer.send({ topic: TOPIC, keys: KEY, body: BINARY });
+  } finally {
+    await producer.close();
+  }
+  consumer = await PushConsumer.start({
+    group: GROUP,
+    nameservers: cluster.nameservers,
+    subscriptions: { [TOPIC]: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    persistConsumerOffsetIntervalMs: 100,
+    listener: async () => "CONSUME_SUCCESS",
+  });
+  await waitFor(
+    async () => {
+      const { offsetTable } = await admin.examineConsumeStats(GROUP);
+      return offsetTable.filter((q) => q.topic === TOPIC).reduce((n, q) => n + q.consumerOffset, 0) === 3;
+    },
+    20_000,
+    "the group's committed offsets of the 3 messages",
+  );
+});
+
+after(async () => {
+  await consumer.close();
+  await admin.close();
+  await cluster.close();
+  await cleanup();
+});
+
+/** The one JSON value of a run's stdout: exit 0, one line, nothing else. */
+function json<T>(r: CliResult): T {
+  assert.equal(r.code, 0, r.err);
+  assert.ok(r.out.endsWith("\n") && r.out.indexOf("\n") === r.out.length - 1, `one line: ${r.out}`);
+  return JSON.parse(r.out) as T;
+}
+
+test("--help of every command that shows state offers --json", () => {
+  const program = new Command("actormq");
+  for (const add of [
+    addTopicCommands,
+    addProgressCommands,
+    addGroupCommands,
+    addBrokerConfigCommands,
+    addBrokerStatusCommand,
+    addMessageCommand,
+    addClusterCommands,
+  ])
+    add(program);
+  const find = (names: string[]) =>
+    names.reduce<Command | undefined>((c, n) => c?.commands.find((s) => s.name() === n), program) ?? assert.fail(names.join(" "));
+  // as wrapped for any terminal width
+  for (const names of [
+    ["topic", "list"],
+    ["topic", "route"],
+    ["topic", "status"],
+    ["progress"],
+    ["group", "list"],
+    ["group", "members"],
+    ["broker-config", "get"],
+    ["broker-status"],
+    ["message"],
+    ["cluster", "status"],
+  ])
+    assert.match(
+      find(names).helpInformation().replace(/\s+/g, " "),
+      / --json print one JSON value on one line instead of the text: \S/,
+      names.join(" "),
+    );
+});
+
+test("topic list, route and status --json: the topic with its queue counts and offsets", async () => {
+  const broker = cluster.brokers[0]!;
+  const list = json<string[]>(await cli(["topic", "list", "--json"], { env }));
+  assert.ok(list.includes(TOPIC), JSON.stringify(list));
+
+  const route = json<TopicRouteData>(await cli(["topic", "route", TOPIC, "--json"], { env }));
+  assert.deepEqual(
+    route.queueDatas.map(({ brokerName, readQueueNums, writeQueueNums, perm }) => ({ brokerName, readQueueNums, writeQueueNums, perm })),
+    [{ brokerName: broker.brokerName, readQueueNums: 4, writeQueueNums: 2, perm: 6 }],
+  );
+  assert.equal(route.brokerDatas[0]?.brokerAddrs["0"], broker.address);
+
+  const stats = json<TopicStatsEntry[]>(await cli(["topic", "status", TOPIC, "--json"], { env }));
+  assert.deepEqual(
+    stats.map((q) => q.queueId),
+    [0, 1],
+    "the write queues",
+  );
+  assert.equal(
+    stats.reduce((n, q) => n + q.maxOffset - q.minOffset, 0),
+    3,
+  );
+  for (const q of stats) assert.equal(q.lastUpdateTimestamp > 0, q.maxOffset > 0, JSON.stringify(q));
+});
+
+test("progress --json: the offsets of the messages sent and consumed, and the total lag", async () => {
+  const p = json<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number; totalLag: number }>(
+    await cli(["progress", "--group", GROUP, "--json"], { env }),
+  );
+  const rows = p.offsetTable.filter((q) => q.topic === TOPIC);
+  assert.deepEqual(
+    rows.map((q) => q.queueId),
+    [0, 1, 2, 3],
+    "the read queues",
+  );
+  assert.equal(
+    rows.reduce((n, q) => n + q.brokerOffset, 0),
+    3,
+  );
+  assert.equal(
+    rows.reduce((n, q) => n + q.consumerOffset, 0),
+    3,
+  );
+  for (const q of rows) assert.equal(q.lag, 0);
+  assert.equal(p.totalLag, 0);
+  assert.ok(p.consumeTps > 0, "the 3 messages pulled count in the TPS");
+});
+
+test("group list and group members --json: the group's config per broker, its member and subscription", async () => {
+  const broker = cluster.brokers[0]!;
+  const groups = json<GroupListEntry[]>(await cli(["group", "list", "--json"], { env }));
+  const g = groups.find((x) => x.group === GROUP);
+  assert.equal(g?.configs[broker.brokerName]?.consumeEnable, true, JSON.stringify(groups));
+  assert.equal(g?.configs[broker.brokerName]?.messageModel, "CLUSTERING");
+
+  const m = json<ConsumerConnectionSummary>(await cli(["group", "members", GROUP, "--json"], { env }));
+  assert.equal(m.connections.length, 1);
+  assert.match(m.connections[0]!.clientId, new RegExp(`@${process.pid}@`));
+  assert.deepEqual(m.connections[0]!.brokers, [broker.brokerName]);
+  assert.equal(m.consumeFromWhere, "CONSUME_FROM_FIRST_OFFSET");
+  assert.equal(m.subscriptions[TOPIC]?.subString, "*");
+});
+
+test("broker-config get --json: the options the broker runs with and the settable keys", async () => {
+  const broker = cluster.brokers[0]!;
+  const c = json<BrokerConfigReply>(await cli(["broker-config", "get", broker.brokerName, "--json"], { env }));
+  assert.equal(c.brokerAddr, broker.address);
+  assert.equal(c.brokerConfig.brokerName, broker.brokerName);
+  assert.equal(c.brokerConfig.brokerPermission, 6);
+  assert.deepEqual(c.settableKeys, ["brokerPermission"]);
+});
+
+interface MessageJson {
+  topic: string;
+  msgId: string;
+  keys: string;
+  queueOffset: number;
+  body: string;
+  bodyEncoding: "utf8" | "base64";
+}
+
+test("message --key and --id --json: the messages with their bodies; a message not found stays an error on stderr", async () => {
+  const byKey = json<MessageJson[]>(await cli(["message", "--topic", TOPIC, "--key", KEY, "--json"], { env }));
+  assert.deepEqual(byKey.map((m) => [m.topic, m.keys, m.bodyEncoding, m.body]).sort(), [
+    [TOPIC, KEY, "base64", BINARY.toString("base64")],
+    [TOPIC, KEY, "utf8", "first"],
+    [TOPIC, KEY, "utf8", "second\nline"],
+  ]);
+
+  const byId = json<MessageJson>(await cli(["message", "--id", firstId, "--json"], { env }));
+  assert.equal(byId.msgId, firstId);
+  assert.equal(byId.topic, TOPIC);
+  assert.equal(byId.body, "first");
+
+  const none = await cli(["message", "--id", "0".repeat(32), "--json"], { env });
+  assert.equal(none.code, 1);
+  assert.equal(none.out, "");
+  assert.match(none.err, /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}\.\n$/);
+});
+
+test("cluster status --json: every process with its state; processes not running still exit 3 with the hint on stderr", async () => {
+  const { dir, cleanup: done } = await tempDir();
+  try {
+    // a file as `cluster up` leaves it, every process stopped (pid 0 is never ours)
+    const cf: ClusterFile = {
+      version: 1,
+      createdAt: new Date().toISOString(),
+      nameservers: ["tcp://127.0.0.1:23000"],
+      processes: planCluster({ dir, nameservers: 1, brokers: 1, slaves: 1 }),
+    };
+    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
+    const r = await cli(["cluster", "status", "--dir", dir, "--json"]);
+    assert.equal(r.code, 3);
+    assert.match(r.err, /^actormq: 3 process\(es\) not running: namesrv-0, broker-a, broker-a-s1; /);
+    assert.equal(r.out.indexOf("\n"), r.out.length - 1, `one line: ${r.out}`);
+    const s = JSON.parse(r.out) as { nameservers: string[]; starting: boolean; processes: ClusterMemberStatus[] };
+    assert.deepEqual(s.nameservers, cf.nameservers);
+    assert.equal(s.starting, false);
+    assert.deepEqual(
+      s.processes.map((p) => [p.name, p.role, p.state]),
+      [
+        ["namesrv-0", "nameserver", "dead"],
+        ["broker-a", "master", "dead"],
+        ["broker-a-s1", "slave", "dead"],
+      ],
+    );
+    assert.equal(s.processes[1]!.dir, cf.processes[1]!.dir);
+  } finally {
+    await done();
+  }
+});
