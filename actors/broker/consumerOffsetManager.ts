@@ -618,7 +618,7 @@ function checkKnownGroup(ctx: BrokerContext, offsets: ConsumerOffsetManager, gro
   if (ctx.groups.get(group) || offsets.topicsOf(group).length > 0 || consumerTableOf(ctx).group(group)) return;
   throw new MQError(
     "SUBSCRIPTION_GROUP_NOT_EXIST",
-    `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}${isGroupName(group) ? "" : " (nor is it a valid group name)"}: check the name; a group exists once a consumer of it has started.`,
+    `Consumer group ${group} does not exist on broker ${ctx.config.brokerName}${isGroupName(group) ? "" : " (nor is it a valid group name)"}: a group exists once a consumer of it has started; list the groups that exist with \`actormq group list\`.`,
   );
 }
 

@@ -280,7 +280,7 @@ function knownGroupReplies<T>(
   if (out.length === 0 && unknown > 0) {
     throw new MQError(
       "SUBSCRIPTION_GROUP_NOT_EXIST",
-      `Consumer group ${group} does not exist on any master${isGroupName(group) ? "" : " (nor is it a valid group name)"}: check the name; a group exists once a consumer of it has started.`,
+      `Consumer group ${group} does not exist on any master${isGroupName(group) ? "" : " (nor is it a valid group name)"}: a group exists once a consumer of it has started; list the groups that exist with \`actormq group list\` (Admin.groupList in code).`,
     );
   }
   return out;
@@ -619,7 +619,7 @@ export class Admin {
     if (brokers.length === 0 && failed.length === 0)
       throw new MQError(
         "SUBSCRIPTION_GROUP_NOT_EXIST",
-        `Consumer group ${group} does not exist on any broker${opts.broker ? ` named ${opts.broker}` : opts.cluster ? ` of cluster ${opts.cluster}` : ""}: check the name.`,
+        `Consumer group ${group} does not exist on any broker${opts.broker ? ` named ${opts.broker}` : opts.cluster ? ` of cluster ${opts.cluster}` : ""}: nothing to delete; list the groups that exist with \`actormq group list\` (Admin.groupList in code).`,
       );
     const topicsDeleted: string[] = [];
     // with a broker given, the name servers keep the topics' routes of the other brokers

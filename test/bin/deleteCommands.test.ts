@@ -98,7 +98,10 @@ test("group delete --clean-offset drops the group's config and offsets; an unkno
 
   const again = await cli(["group", "delete", "cgCliGrp"], { env });
   assert.equal(again.code, 1);
-  assert.match(oneLine(again.err), /^actormq: error SUBSCRIPTION_GROUP_NOT_EXIST: Consumer group cgCliGrp does not exist/);
+  assert.match(
+    oneLine(again.err),
+    /^actormq: error SUBSCRIPTION_GROUP_NOT_EXIST: Consumer group cgCliGrp does not exist on any broker: nothing to delete; list the groups that exist with `actormq group list`/,
+  );
   const both = await cli(["group", "delete", "g", "--cluster", "DefaultCluster", "--broker", "broker-a"], { env });
   assert.match(oneLine(both.err), /^actormq: error ILLEGAL_ARGUMENT: /);
   const help = await cli(["group", "delete", "--help"], { env });
