@@ -2,7 +2,19 @@
 import { type Command, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { MAX_QUEUE_NUMS, MQError, type TopicRouteData } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, formatTable, intRangeArg, type JsonFlag, jsonOption, listArg, runClient, show } from "../common.ts";
+import {
+  clientCommand,
+  clientOptions,
+  ExitCode,
+  fail,
+  formatTable,
+  intRangeArg,
+  type JsonFlag,
+  jsonOption,
+  listArg,
+  runClient,
+  show,
+} from "../common.ts";
 
 interface ClientFlags extends JsonFlag {
   namesrv: string[];
@@ -30,7 +42,7 @@ const readWriteQueuesArg = intRangeArg(0, MAX_QUEUE_NUMS, `0 to ${MAX_QUEUE_NUMS
  * The queue counts of `topic create` (RocketMQ's readQueueNums / writeQueueNums): `--queues` sets
  * both, `--read-queues` / `--write-queues` one each; a count not given stays undefined, so the
  * broker keeps an existing topic's. Throws ILLEGAL_ARGUMENT for a mix, or more write queues than
- * read queues (each count's range is its parser's).
+ * read queues (each count's range is its parser's); the command exits 2 (usage) on it.
  */
 export function queueCounts(f: QueueFlags): { readQueueNums?: number; writeQueueNums?: number } {
   const { queues, readQueues, writeQueues } = f;
@@ -79,7 +91,13 @@ export function addTopicCommands(program: Command): void {
       .option("--no-order", "mark the topic as unordered (default: kept, unordered for a new topic)"),
   ).action((name: string, f: ClientFlags & QueueFlags & { brokers?: string[]; perm?: string; order?: boolean }) =>
     runClient(async (onExit) => {
-      const counts = queueCounts(f);
+      let counts: ReturnType<typeof queueCounts>;
+      try {
+        counts = queueCounts(f);
+      } catch (e) {
+        // flags that do not go together: a usage error, as a count out of range is
+        fail(e, ExitCode.USAGE);
+      }
       const admin = await Admin.start(clientOptions(f));
       onExit(() => admin.close());
       const configs = await admin.createTopic({

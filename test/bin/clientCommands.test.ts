@@ -66,7 +66,7 @@ test("topic create takes read and write queue counts apart; a count not given ke
     [["--read-queues", "2", "--write-queues", "3"], /--write-queues 3 is more than --read-queues 2: .*never be consumed/],
   ] as const) {
     const bad = await cli(["topic", "create", "CliRwBad", ...args], { env });
-    assert.equal(bad.code, 1, args.join(" "));
+    assert.equal(bad.code, 2, `a usage error: ${args.join(" ")}`);
     assert.match(oneLine(bad.err), /^actormq: error ILLEGAL_ARGUMENT: /);
     assert.match(bad.err, why);
   }
