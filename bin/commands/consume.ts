@@ -2,6 +2,7 @@
  * `actormq consume`: a push consumer that prints every message it receives, one line each
  * (`topic broker:queue@offset msgId tags=.. keys=.. body`), until Ctrl-C or `--count` messages.
  */
+import { isUtf8 } from "node:buffer";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
@@ -83,6 +84,15 @@ export async function skipStoredBefore(
 export function formatMessage(m: MessageExt): string {
   const body = m.body.toString("utf8").replace(/\n/g, "\\n");
   return `${m.topic} ${m.brokerName}:${m.queueId}@${m.queueOffset} ${m.msgId} tags=${m.tags ?? ""} keys=${m.keys ?? ""} reconsume=${m.reconsumeTimes} ${body}`;
+}
+
+/** A message as `--json` prints it (`message --json`): MessageExt's fields, the body as a string. */
+export type MessageJson = Omit<MessageExt, "body"> & { body: string; bodyEncoding: "utf8" | "base64" };
+
+/** A body that is not UTF-8 (protobuf, still compressed) in base64: a script gets every byte back, not replacement characters. */
+export function messageJson(m: MessageExt): MessageJson {
+  const utf8 = isUtf8(m.body);
+  return { ...m, body: m.body.toString(utf8 ? "utf8" : "base64"), bodyEncoding: utf8 ? "utf8" : "base64" };
 }
 
 export function addConsumeCommand(program: Command): void {

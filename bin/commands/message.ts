@@ -1,20 +1,10 @@
 /** `actormq message --key K --topic T | --id ID`: look messages up by key or by message id. */
-import { isUtf8 } from "node:buffer";
 import type { Command } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { clientCommand, clientOptions, type JsonFlag, jsonOption, runClient, show } from "../common.ts";
-import { formatMessage } from "./consume.ts";
-
-/** A message as `--json` prints it: MessageExt's fields, the body as a string. */
-type MessageJson = Omit<MessageExt, "body"> & { body: string; bodyEncoding: "utf8" | "base64" };
-
-/** A body that is not UTF-8 (protobuf, still compressed) in base64: a script gets every byte back, not replacement characters. */
-function messageJson(m: MessageExt): MessageJson {
-  const utf8 = isUtf8(m.body);
-  return { ...m, body: m.body.toString(utf8 ? "utf8" : "base64"), bodyEncoding: utf8 ? "utf8" : "base64" };
-}
+import { formatMessage, messageJson } from "./consume.ts";
 
 export function addMessageCommand(program: Command): void {
   clientCommand(
