@@ -1,6 +1,7 @@
 /**
  * `actormq consume`: a push consumer that prints every message it receives, one line each
- * (`topic broker:queue@offset msgId tags=.. keys=.. body`), until Ctrl-C or `--count` messages.
+ * (`topic broker:queue@offset msgId tags=.. keys=.. body`, or with `--json` one JSON object: NDJSON),
+ * until Ctrl-C or `--count` messages.
  */
 import { isUtf8 } from "node:buffer";
 import { type Command, InvalidArgumentError, Option } from "commander";
@@ -9,9 +10,9 @@ import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { checkTopic, MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, positiveIntArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
+import { clientCommand, clientOptions, type JsonFlag, positiveIntArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
 
-interface ConsumeFlags {
+interface ConsumeFlags extends JsonFlag {
   namesrv: string[];
   topic: string;
   group?: string;
@@ -86,7 +87,7 @@ export function formatMessage(m: MessageExt): string {
   return `${m.topic} ${m.brokerName}:${m.queueId}@${m.queueOffset} ${m.msgId} tags=${m.tags ?? ""} keys=${m.keys ?? ""} reconsume=${m.reconsumeTimes} ${body}`;
 }
 
-/** A message as `--json` prints it (`message --json`): MessageExt's fields, the body as a string. */
+/** A message as `--json` prints it (`message --json`, and each line of `consume --json`): MessageExt's fields, the body as a string. */
 export type MessageJson = Omit<MessageExt, "body"> & { body: string; bodyEncoding: "utf8" | "base64" };
 
 /** A body that is not UTF-8 (protobuf, still compressed) in base64: a script gets every byte back, not replacement characters. */
@@ -113,7 +114,12 @@ export function addConsumeCommand(program: Command): void {
       .option("--count <n>", "exit after printing this many messages", positiveIntArg)
       .option("--tag <expr>", "tag filter, e.g. 'TagA || TagB'")
       .option("--sql <expr>", "SQL92 filter on message properties, e.g. \"a > 5 AND b = 'x'\"")
-      .option("--broadcast", "broadcasting model (every consumer gets every message)"),
+      .option("--broadcast", "broadcasting model (every consumer gets every message)")
+      .option(
+        "--json",
+        "print each message as one JSON object on its own line (NDJSON) instead of the text, as message --json shows one: " +
+          'MessageExt\'s fields, body UTF-8 text or base64 when bodyEncoding is "base64"; everything else goes to stderr',
+      ),
   ).action((f: ConsumeFlags) =>
     runClient(async (onExit) => {
       if (f.tag && f.sql) throw new MQError("ILLEGAL_ARGUMENT", "Give either --tag or --sql, not both.");
@@ -134,6 +140,7 @@ export function addConsumeCommand(program: Command): void {
       } finally {
         await admin.close();
       }
+      const line = f.json ? (m: MessageExt) => JSON.stringify(messageJson(m)) : formatMessage;
       const expr: SubscriptionExpression = f.sql ? { sql92: f.sql } : (f.tag ?? "*");
       let printed = 0;
       let stdoutFailed = false;
@@ -162,7 +169,7 @@ export function addConsumeCommand(program: Command): void {
           const shown = skipBefore === undefined ? msgs : msgs.filter((m) => m.storeTimestamp >= skipBefore);
           if (shown.length === 0) return "CONSUME_SUCCESS";
           const unprinted = await new Promise<Error | null | undefined>((r) =>
-            process.stdout.write(shown.map((m) => `${formatMessage(m)}\n`).join(""), r),
+            process.stdout.write(shown.map((m) => `${line(m)}\n`).join(""), r),
           );
           if (unprinted) {
             stdoutFailed = true;

@@ -1,6 +1,7 @@
 /**
  * `--json` on the commands that show state: each prints exactly one JSON value on one line of stdout
  * with the data its text shows, and its errors stay one line on stderr with the same exit code.
+ * `consume --json` prints one such value per message, one line each (NDJSON).
  */
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
@@ -17,6 +18,7 @@ import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.
 import { addBrokerConfigCommands } from "../../bin/commands/brokerConfig.ts";
 import { addBrokerStatusCommand } from "../../bin/commands/brokerStatus.ts";
 import { addClusterCommands } from "../../bin/commands/cluster.ts";
+import { addConsumeCommand } from "../../bin/commands/consume.ts";
 import { addGroupCommands } from "../../bin/commands/group.ts";
 import { addMessageCommand } from "../../bin/commands/message.ts";
 import { addProgressCommands } from "../../bin/commands/progress.ts";
@@ -196,6 +198,7 @@ interface MessageJson {
   topic: string;
   msgId: string;
   keys: string;
+  tags?: string;
   queueOffset: number;
   body: string;
   bodyEncoding: "utf8" | "base64";
@@ -218,6 +221,36 @@ test("message --key and --id --json: the messages with their bodies; a message n
   assert.equal(none.code, 1);
   assert.equal(none.out, "");
   assert.match(none.err, /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}\.\n$/);
+});
+
+test("consume --json: one JSON object per message per line, as message --json shows it, and nothing else on stdout", async () => {
+  const program = new Command("actormq");
+  addConsumeCommand(program);
+  const consume = program.commands.find((c) => c.name() === "consume") ?? assert.fail("consume");
+  assert.match(consume.helpInformation().replace(/\s+/g, " "), / --json print each message as one JSON object on its own line \(NDJSON\)/);
+
+  const topic = "JsonConsumeT";
+  const producer = await Producer.start({ group: "json-consume-p", nameservers: cluster.nameservers });
+  try {
+    await producer.send({ topic, tags: "TagA", keys: "k1", body: "one" });
+    await producer.send({ topic, tags: "TagB", keys: "k2", body: "two\nlines" });
+    await producer.send({ topic, tags: "TagC", keys: "k3", body: BINARY });
+  } finally {
+    await producer.close();
+  }
+  const r = await cli(["consume", "--topic", topic, "--group", "json-consume", "--from", "first", "--count", "3", "--json"], { env });
+  assert.equal(r.code, 0, r.err);
+  assert.ok(r.out.endsWith("\n"), r.out);
+  const lines = r.out.slice(0, -1).split("\n");
+  assert.equal(lines.length, 3, r.out);
+  const msgs = lines.map((l) => JSON.parse(l) as MessageJson);
+  assert.deepEqual(msgs.map((m) => [m.topic, m.tags, m.keys, m.bodyEncoding, m.body]).sort(), [
+    [topic, "TagA", "k1", "utf8", "one"],
+    [topic, "TagB", "k2", "utf8", "two\nlines"],
+    [topic, "TagC", "k3", "base64", BINARY.toString("base64")],
+  ]);
+  for (const m of msgs) assert.match(m.msgId, /^[0-9A-F]{32}$/);
+  assert.match(r.err, /actormq: consumed 3 message\(s\)\n$/);
 });
 
 test("cluster status --json: every process with its state; processes not running still exit 3 with the hint on stderr", async () => {
