@@ -4,6 +4,7 @@
  * `consume --json` prints one such value per message, one line each (NDJSON).
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -25,7 +26,7 @@ import { addProgressCommands } from "../../bin/commands/progress.ts";
 import { addTopicCommands } from "../../bin/commands/topic.ts";
 import type { BrokerConfigReply, TopicRouteData } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
-import { type CliResult, cli } from "./cliRun.ts";
+import { bin, type CliResult, cli } from "./cliRun.ts";
 
 const TOPIC = "JsonT";
 const GROUP = "json-g";
@@ -223,7 +224,7 @@ test("message --key and --id --json: the messages with their bodies; a message n
   assert.match(none.err, /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}\.\n$/);
 });
 
-test("consume --json: one JSON object per message per line, as message --json shows it, and nothing else on stdout", async () => {
+test("consume --json: one JSON object per message per line, as message --json shows it, printed as it comes, and nothing else on stdout", async () => {
   const program = new Command("actormq");
   addConsumeCommand(program);
   const consume = program.commands.find((c) => c.name() === "consume") ?? assert.fail("consume");
@@ -231,18 +232,37 @@ test("consume --json: one JSON object per message per line, as message --json sh
 
   const topic = "JsonConsumeT";
   const producer = await Producer.start({ group: "json-consume-p", nameservers: cluster.nameservers });
+  let out = "";
+  let err = "";
   try {
     await producer.send({ topic, tags: "TagA", keys: "k1", body: "one" });
     await producer.send({ topic, tags: "TagB", keys: "k2", body: "two\nlines" });
-    await producer.send({ topic, tags: "TagC", keys: "k3", body: BINARY });
+    const child = spawn(
+      process.execPath,
+      [bin, "consume", "--topic", topic, "--group", "json-consume", "--from", "first", "--count", "3", "--json"],
+      {
+        env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn", ...env },
+      },
+    );
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const exit = new Promise<number | null>((r) => child.once("close", (code) => r(code)));
+    try {
+      // a reader (`| jq`) gets each line as it comes: the first two while the third is not sent yet
+      await waitFor(() => out.split("\n").length > 2 || child.exitCode !== null, 20_000, "the first two lines");
+      assert.equal(child.exitCode, null, `still waiting for its third message: ${out}${err}`);
+      await producer.send({ topic, tags: "TagC", keys: "k3", body: BINARY });
+      assert.equal(await exit, 0, err);
+    } finally {
+      // a run cut short by a failed assertion never reaches its --count
+      if (child.exitCode === null) child.kill();
+    }
   } finally {
     await producer.close();
   }
-  const r = await cli(["consume", "--topic", topic, "--group", "json-consume", "--from", "first", "--count", "3", "--json"], { env });
-  assert.equal(r.code, 0, r.err);
-  assert.ok(r.out.endsWith("\n"), r.out);
-  const lines = r.out.slice(0, -1).split("\n");
-  assert.equal(lines.length, 3, r.out);
+  assert.ok(out.endsWith("\n"), out);
+  const lines = out.slice(0, -1).split("\n");
+  assert.equal(lines.length, 3, out);
   const msgs = lines.map((l) => JSON.parse(l) as MessageJson);
   assert.deepEqual(msgs.map((m) => [m.topic, m.tags, m.keys, m.bodyEncoding, m.body]).sort(), [
     [topic, "TagA", "k1", "utf8", "one"],
@@ -250,7 +270,7 @@ test("consume --json: one JSON object per message per line, as message --json sh
     [topic, "TagC", "k3", "base64", BINARY.toString("base64")],
   ]);
   for (const m of msgs) assert.match(m.msgId, /^[0-9A-F]{32}$/);
-  assert.match(r.err, /actormq: consumed 3 message\(s\)\n$/);
+  assert.match(err, /actormq: consumed 3 message\(s\)\n$/);
 });
 
 test("cluster status --json: every process with its state; processes not running still exit 3 with the hint on stderr", async () => {
