@@ -18,7 +18,7 @@ import {
   resolveUpFlags,
   shellArg,
 } from "../../actors/cluster/index.ts";
-import { fail, formatTable, intArg, type JsonFlag, jsonOption, logLevelOption, positiveIntArg, show } from "../common.ts";
+import { exitFlushed, fail, formatTable, intArg, type JsonFlag, jsonOption, logLevelOption, positiveIntArg, show } from "../common.ts";
 import { addServerCurveFlags, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
 
 const START_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
@@ -81,7 +81,8 @@ async function run(body: () => Promise<void>): Promise<void> {
   } catch (e) {
     fail(e);
   }
-  process.exit(0);
+  // into a pipe, what the reader has not taken yet (past 64 KiB) waits in the process
+  await exitFlushed(0);
 }
 
 /**
@@ -194,7 +195,7 @@ export function addClusterCommands(program: Command): void {
           process.stderr.write(
             `actormq: cluster up did not finish (still starting, or stopped before it was done): these are the processes it spawned; \`actormq cluster down --dir ${shellArg(f.dir)}\` stops them\n`,
           );
-          process.exit(3);
+          await exitFlushed(3);
         }
         const dead = members.filter((m) => m.state === "dead");
         if (dead.length > 0) {
@@ -205,7 +206,7 @@ export function addClusterCommands(program: Command): void {
                 (file.up?.basePort === undefined ? " (on new ports: clients then use the --namesrv it prints)" : "")
               : `\`actormq cluster restart <name>${dirArg(f.dir)}\` starts one again`;
           process.stderr.write(`actormq: ${dead.length} process(es) not running: ${dead.map((d) => d.name).join(", ")}; ${hint}\n`);
-          process.exit(3);
+          await exitFlushed(3);
         }
       }),
     );

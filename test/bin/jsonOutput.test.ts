@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Command } from "commander";
@@ -300,6 +300,20 @@ test("cluster status --json: every process with its state; processes not running
       ],
     );
     assert.equal(s.processes[1]!.dir, cf.processes[1]!.dir);
+    // a big cluster's status is more than a pipe takes at once (64 KiB): all of it reaches the reader
+    const big = path.join(dir, "big");
+    mkdirSync(big);
+    const bigFile: ClusterFile = { ...cf, processes: planCluster({ dir: big, nameservers: 1, brokers: 60, slaves: 2 }) };
+    writeFileSync(path.join(big, "cluster.json"), JSON.stringify(bigFile));
+    // through a shell pipe, as `| jq` reads it (a pipe Node itself spawns did not show the loss)
+    const rb = await cli(
+      ["-c", 'set -o pipefail; "$0" "$1" cluster status --dir "$2" --json | cat', process.execPath, bin, big],
+      {},
+      "bash",
+    );
+    assert.equal(rb.code, 3, rb.err);
+    assert.ok(rb.out.length > 65_536, `${rb.out.length} bytes`);
+    assert.equal((JSON.parse(rb.out) as { processes: unknown[] }).processes.length, bigFile.processes.length);
   } finally {
     await done();
   }
