@@ -88,12 +88,24 @@ export function formatMessage(m: MessageExt): string {
 }
 
 /** A message as `--json` prints it (`message --json`, and each line of `consume --json`): MessageExt's fields, the body as a string. */
-export type MessageJson = Omit<MessageExt, "body"> & { body: string; bodyEncoding: "utf8" | "base64" };
+export type MessageJson = Omit<MessageExt, "body" | "tags" | "keys"> & {
+  body: string;
+  bodyEncoding: "utf8" | "base64";
+  /** null when the message has none: every line has the same fields */
+  tags: string | null;
+  keys: string | null;
+};
 
 /** A body that is not UTF-8 (protobuf, still compressed) in base64: a script gets every byte back, not replacement characters. */
 export function messageJson(m: MessageExt): MessageJson {
   const utf8 = isUtf8(m.body);
-  return { ...m, body: m.body.toString(utf8 ? "utf8" : "base64"), bodyEncoding: utf8 ? "utf8" : "base64" };
+  return {
+    ...m,
+    tags: m.tags ?? null,
+    keys: m.keys ?? null,
+    body: m.body.toString(utf8 ? "utf8" : "base64"),
+    bodyEncoding: utf8 ? "utf8" : "base64",
+  };
 }
 
 export function addConsumeCommand(program: Command): void {
