@@ -6,7 +6,7 @@ import cliProgress from "cli-progress";
 import type { Command } from "commander";
 import type { BenchOptions, BenchResult } from "../../bench/index.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { ExitCode, fail, formatTable } from "../common.ts";
+import { ExitCode, exitFlushed, fail, formatTable, show } from "../common.ts";
 
 const BENCH_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../bench");
 
@@ -20,6 +20,19 @@ export function benchWorkloads(): string[] {
 
 function fmt(v: number): string {
   return Number.isInteger(v) ? String(v) : v.toFixed(3);
+}
+
+/** A result as text: the workload, a table of its metrics beside the baseline and the ratio, then its notes. */
+function resultText(result: BenchResult): string {
+  const keys = [...new Set([...Object.keys(result.metrics), ...Object.keys(result.baseline), ...Object.keys(result.ratio)])];
+  const rows = keys.map((k) => [
+    k,
+    k in result.metrics ? fmt(result.metrics[k]!) : "-",
+    k in result.baseline ? fmt(result.baseline[k]!) : "-",
+    k in result.ratio ? fmt(result.ratio[k]!) : "-",
+  ]);
+  const notes = (result.notes ?? []).map((n) => `note: ${n}\n`).join("");
+  return `${result.workload}\n${formatTable(["METRIC", "VALUE", "BASELINE", "RATIO"], rows)}${notes}`;
 }
 
 export function addBenchCommand(program: Command): void {
@@ -58,19 +71,7 @@ export function addBenchCommand(program: Command): void {
       clearInterval(tick);
       bar?.update(100);
       bar?.stop();
-      if (f.json) {
-        process.stdout.write(`${JSON.stringify(result)}\n`);
-      } else {
-        const keys = [...new Set([...Object.keys(result.metrics), ...Object.keys(result.baseline), ...Object.keys(result.ratio)])];
-        const rows = keys.map((k) => [
-          k,
-          k in result.metrics ? fmt(result.metrics[k]!) : "-",
-          k in result.baseline ? fmt(result.baseline[k]!) : "-",
-          k in result.ratio ? fmt(result.ratio[k]!) : "-",
-        ]);
-        process.stdout.write(`${result.workload}\n${formatTable(["METRIC", "VALUE", "BASELINE", "RATIO"], rows)}`);
-        for (const n of result.notes ?? []) process.stdout.write(`note: ${n}\n`);
-      }
-      process.exit(0);
+      show(f, result, resultText);
+      await exitFlushed(0);
     });
 }
