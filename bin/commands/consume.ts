@@ -3,7 +3,6 @@
  * (`topic broker:queue@offset msgId tags=.. keys=.. body`, or with `--json` one JSON object: NDJSON),
  * until Ctrl-C or `--count` messages.
  */
-import { isUtf8 } from "node:buffer";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
@@ -11,6 +10,7 @@ import type { SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { checkTopic, MQError } from "../../transport/protocol.ts";
 import { clientCommand, clientOptions, type JsonFlag, positiveIntArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
+import { formatMessage, messageJson } from "../messageOutput.ts";
 
 interface ConsumeFlags extends JsonFlag {
   namesrv: string[];
@@ -79,33 +79,6 @@ export async function skipStoredBefore(
     return undefined;
   }
   return progress.some((q) => q.topic === f.topic && q.consumerOffset > 0) ? undefined : consumeTimestamp;
-}
-
-/** One printed line per message; bodies are shown as UTF-8 with newlines escaped. */
-export function formatMessage(m: MessageExt): string {
-  const body = m.body.toString("utf8").replace(/\n/g, "\\n");
-  return `${m.topic} ${m.brokerName}:${m.queueId}@${m.queueOffset} ${m.msgId} tags=${m.tags ?? ""} keys=${m.keys ?? ""} reconsume=${m.reconsumeTimes} ${body}`;
-}
-
-/** A message as `--json` prints it (`message --json`, and each line of `consume --json`): MessageExt's fields, the body as a string. */
-export type MessageJson = Omit<MessageExt, "body" | "tags" | "keys"> & {
-  body: string;
-  bodyEncoding: "utf8" | "base64";
-  /** null when the message has none: every line has the same fields */
-  tags: string | null;
-  keys: string | null;
-};
-
-/** A body that is not UTF-8 (protobuf, still compressed) in base64: a script gets every byte back, not replacement characters. */
-export function messageJson(m: MessageExt): MessageJson {
-  const utf8 = isUtf8(m.body);
-  return {
-    ...m,
-    tags: m.tags ?? null,
-    keys: m.keys ?? null,
-    body: m.body.toString(utf8 ? "utf8" : "base64"),
-    bodyEncoding: utf8 ? "utf8" : "base64",
-  };
 }
 
 export function addConsumeCommand(program: Command): void {

@@ -4,7 +4,7 @@ import { Admin } from "../../actors/client/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { clientCommand, clientOptions, type JsonFlag, jsonOption, runClient, show } from "../common.ts";
-import { formatMessage, messageJson } from "./consume.ts";
+import { formatMessage, messageJson } from "../messageOutput.ts";
 
 export function addMessageCommand(program: Command): void {
   clientCommand(

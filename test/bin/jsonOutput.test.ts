@@ -24,6 +24,7 @@ import { addGroupCommands } from "../../bin/commands/group.ts";
 import { addMessageCommand } from "../../bin/commands/message.ts";
 import { addProgressCommands } from "../../bin/commands/progress.ts";
 import { addTopicCommands } from "../../bin/commands/topic.ts";
+import type { MessageJson } from "../../bin/messageOutput.ts";
 import type { BrokerConfigReply, TopicRouteData } from "../../transport/protocol.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 import { bin, type CliResult, cli } from "./cliRun.ts";
@@ -195,16 +196,6 @@ test("broker-config get --json: the options the broker runs with and the settabl
   assert.equal(c.brokerConfig.brokerPermission, 6);
   assert.deepEqual(c.settableKeys, ["brokerPermission"]);
 });
-
-interface MessageJson {
-  topic: string;
-  msgId: string;
-  keys: string | null;
-  tags: string | null;
-  queueOffset: number;
-  body: string;
-  bodyEncoding: "utf8" | "base64";
-}
 
 test("message --key and --id --json: the messages with their bodies; a message not found stays an error on stderr", async () => {
   const byKey = json<MessageJson[]>(await cli(["message", "--topic", TOPIC, "--key", KEY, "--json"], { env }));
