@@ -86,7 +86,7 @@ import {
   REBALANCE_LOCK_FIRST_DELAY_MS,
 } from "./queueLocks.ts";
 import { DEFAULT_REBALANCE_INTERVAL_MS, type HeldQueue, offsetsToPersist, Rebalancer, RebalanceTrigger } from "./rebalancer.ts";
-import { createSendBack, SEND_BACK_CLOSE_WAIT_MS, type SendBack } from "./sendBack.ts";
+import { createSendBack, type SendBack } from "./sendBack.ts";
 import { SubscriptionTable } from "./subscriptions.ts";
 
 /** consumeTimestamp default: 30 minutes ago (RocketMQ's default). */
@@ -765,7 +765,7 @@ export class PushConsumer {
     for (const s of this.sendBacks) s.beginClose();
     await this.consumeService.stop();
     await this.orderlyService?.stop();
-    await Promise.all(this.sendBacks.map((s) => s.close(SEND_BACK_CLOSE_WAIT_MS)));
+    await Promise.all(this.sendBacks.map((s) => s.close()));
     this.queueLocks?.stop();
     for (const name of [this.names.rebalancer, this.names.pull, this.names.consume, this.names.locks]) node.stopActor(name);
     const mqs = [...this.held.values()].map((h) => h.mq);

@@ -373,7 +373,7 @@ export function createSendBack(
     const copy = retryCopyOf(m, group, delayLevel, maxReconsumeTimes);
     try {
       // a copy under way tries no further broker once it was cut short
-      const broker = await sendRetryCopy(host, copy, m.brokerName, copyTimeoutMs, () => closed || cutShort() !== undefined);
+      const broker = await sendRetryCopy(host, copy, m.brokerName, copyTimeoutMs, () => cutShort() !== undefined);
       logFailure(m, delayLevel, addr, e, { broker, toDLQ: copy.toDLQ });
       return true;
     } catch (copyError) {
@@ -399,7 +399,8 @@ export function createSendBack(
       await (host.unlessBrokerLost ? host.unlessBrokerLost(addr, ask) : ask);
       return true;
     } catch (e) {
-      return closed ? false : fallBack(m, delayLevel, addr, e, opts);
+      // closed meanwhile: fallBack sees it as closing, makes no copy and logs nothing
+      return fallBack(m, delayLevel, addr, e, opts);
     }
   };
   const sendBack = async (msgs: readonly MessageExt[], delayLevel: number, opts?: SendBackOptions): Promise<MessageExt[]> => {
