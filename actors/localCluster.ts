@@ -7,8 +7,7 @@
 import path from "node:path";
 import { checkOptionNames, optionNamesOf } from "../transport/optionNames.ts";
 import { MQError } from "../transport/protocol.ts";
-import { Broker } from "./broker/broker.ts";
-import { BROKER_OPTION_NAMES, BROKER_TUNING_OPTION_NAMES, type BrokerOptions, type BrokerTuning } from "./broker/brokerConfig.ts";
+import { BROKER_START_OPTION_NAMES, Broker, type BrokerStartOptions } from "./broker/broker.ts";
 import { NameServer, type NameServerOptions } from "./nameserver/index.ts";
 import { type CurveServerKey, resolveCurveServer } from "./runtime/index.ts";
 
@@ -17,14 +16,12 @@ const PER_BROKER_OPTIONS = ["brokerName", "nameservers", "storeDir", "brokerId"]
 type PerBrokerOption = (typeof PER_BROKER_OPTIONS)[number];
 
 /** `startLocalCluster`'s `broker`: options applied to every broker. */
-export type LocalClusterBrokerOptions = Partial<Omit<BrokerOptions, PerBrokerOption>> & BrokerTuning & { metricsListen?: string };
+export type LocalClusterBrokerOptions = Partial<Omit<BrokerStartOptions, PerBrokerOption>>;
 
 /** The names `broker` may hold: every Broker.start option but those the cluster sets per broker. */
-export const LOCAL_CLUSTER_BROKER_OPTION_NAMES: readonly (keyof LocalClusterBrokerOptions)[] = [
-  ...BROKER_OPTION_NAMES.filter((n): n is Exclude<typeof n, PerBrokerOption> => !(PER_BROKER_OPTIONS as readonly string[]).includes(n)),
-  ...BROKER_TUNING_OPTION_NAMES,
-  "metricsListen",
-];
+export const LOCAL_CLUSTER_BROKER_OPTION_NAMES = BROKER_START_OPTION_NAMES.filter(
+  (n): n is Exclude<typeof n, PerBrokerOption> => !(PER_BROKER_OPTIONS as readonly string[]).includes(n),
+);
 
 /** `startLocalCluster`'s `nameserver`. */
 export type LocalClusterNameServerOptions = Pick<NameServerOptions, "scanIntervalMs" | "logLevel" | "curve">;

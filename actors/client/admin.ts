@@ -161,7 +161,7 @@ export const ADMIN_REQUEST_TIMEOUT_MS = 10_000;
 export type AdminOptions = ClientInstanceOptions;
 
 /** The names {@link AdminOptions} may hold; Admin.start refuses any other. */
-export const ADMIN_OPTION_NAMES = optionNamesOf<AdminOptions>()([...CLIENT_INSTANCE_OPTION_NAMES]);
+export const ADMIN_OPTION_NAMES: readonly (keyof AdminOptions)[] = CLIENT_INSTANCE_OPTION_NAMES;
 
 /** Options of `Admin.createTopic`. */
 export interface AdminCreateTopicOptions {
@@ -362,7 +362,7 @@ export class Admin {
   async createTopic(opts: AdminCreateTopicOptions): Promise<TopicConfig[]> {
     this.checkOpen();
     checkOptionNames("Admin.createTopic", opts, ADMIN_CREATE_TOPIC_OPTION_NAMES);
-    checkTopic(opts?.topic, "createTopic");
+    checkTopic(opts.topic, "createTopic");
     checkNotSystemTopic(opts.topic);
     if (opts.brokers !== undefined && (!Array.isArray(opts.brokers) || opts.brokers.length === 0))
       throw new MQError(
@@ -885,10 +885,11 @@ export class Admin {
   async updateSubscriptionGroup(opts: UpdateSubscriptionGroupOptions): Promise<{ brokerName: string; config: SubscriptionGroupConfig }[]> {
     this.checkOpen();
     checkOptionNames("Admin.updateSubscriptionGroup", opts, UPDATE_SUBSCRIPTION_GROUP_OPTION_NAMES);
-    if (!opts || typeof opts !== "object" || !isGroupName(opts.groupName))
+    // checkOptionNames refused anything but an options object
+    if (!isGroupName(opts.groupName))
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `updateSubscriptionGroup needs { groupName, ...fields }: groupName ${JSON.stringify(opts?.groupName)} is not a valid group name (1-255 letters, digits, '%', '|', '_' or '-').`,
+        `updateSubscriptionGroup needs { groupName, ...fields }: groupName ${JSON.stringify(opts.groupName)} is not a valid group name (1-255 letters, digits, '%', '|', '_' or '-').`,
       );
     const req: UpdateSubscriptionGroupRequest = { groupName: opts.groupName };
     for (const k of SUBSCRIPTION_GROUP_FIELDS) if (opts[k] !== undefined) (req as Record<string, unknown>)[k] = opts[k];

@@ -195,10 +195,10 @@ export class Producer {
   /** Starts a producer; resolves when it can send. */
   static async start(opts: ProducerOptions): Promise<Producer> {
     checkOptionNames("Producer.start", opts, PRODUCER_OPTION_NAMES);
-    if (!isGroupName(opts?.group)) {
+    if (!isGroupName(opts.group)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `Producer group "${String(opts?.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
+        `Producer group "${String(opts.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
       );
     }
     // as RocketMQ's producer: the reserved default group of clients that never named one
