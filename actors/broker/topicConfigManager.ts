@@ -14,10 +14,11 @@ import {
   type TopicConfigTable,
 } from "../../transport/protocol.ts";
 import { ConfigFile, type ConfigLogger, loadEntries } from "./configFile.ts";
+import { DEFAULT_MAX_DELAY_LEVEL } from "./retryPolicy.ts";
 
 export const TOPICS_FILE = "topics.json";
 /** Queues of SCHEDULE_TOPIC_XXXX: one per delay level. */
-export const SCHEDULE_TOPIC_QUEUE_NUMS = 18;
+export const SCHEDULE_TOPIC_QUEUE_NUMS = DEFAULT_MAX_DELAY_LEVEL;
 export interface TopicConfigManagerOptions {
   storeDir: string;
   /** serve TBW102 so producers can send to unknown topics, and create them on first send */
