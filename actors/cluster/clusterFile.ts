@@ -131,16 +131,18 @@ export function readClusterFile(dir: string, flag = "--dir"): ClusterFile {
     throw new MQError("MALFORMED", `Cluster file ${file} is not a version ${CLUSTER_FILE_VERSION} actormq cluster file; fix or remove it.`);
   }
   for (const [i, p] of cf.processes.entries()) {
-    if (typeof p?.name !== "string" || typeof p.pid !== "number" || !Array.isArray(p.argv)) {
+    const lacking =
+      typeof p !== "object" || p === null
+        ? "is not an object"
+        : typeof p.name !== "string"
+          ? "has no name (a string)"
+          : typeof p.pid !== "number"
+            ? "has no pid (a number)"
+            : !Array.isArray(p.argv)
+              ? "has no argv (an array)"
+              : undefined;
+    if (lacking !== undefined) {
       const what = typeof p?.name === "string" ? shownValue(p.name) : `number ${i + 1}`;
-      const lacking =
-        typeof p !== "object" || p === null
-          ? "is not an object"
-          : typeof p.name !== "string"
-            ? "has no name (a string)"
-            : typeof p.pid !== "number"
-              ? "has no pid (a number)"
-              : "has no argv (an array)";
       throw new MQError("MALFORMED", `Cluster file ${file} has a malformed process entry: entry ${what} ${lacking}; fix or remove it.`);
     }
     // a broker's entry needs one (its name and role are shown with it); a name server's has none
