@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readSync, rmSync, writeSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -117,3 +118,15 @@ export function runFixture(fixture: string, nodeFlags: string[], env: Record<str
 
 /** Delay levels of 100 ms steps (level n waits n × 100 ms): a retry (level 3) comes back after 300 ms. */
 export const SHORT_DELAY_LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * 100}ms`).join(" ");
+
+/** What `start()` was refused with; fails the test when it started (closing what it started). */
+export async function refusal(start: () => Promise<unknown>): Promise<unknown> {
+  let started: unknown;
+  try {
+    started = await start();
+  } catch (e) {
+    return e;
+  }
+  await (started as { close?: () => Promise<void> } | undefined)?.close?.();
+  return assert.fail("it started: it was not refused");
+}

@@ -35,23 +35,11 @@ import {
 } from "../../index.ts";
 import { MESSAGE_STORE_OPTION_NAMES } from "../../store/messageStore.ts";
 import { ZMQ_NODE_OPTION_NAMES } from "../../transport/zmqNode.ts";
-import { EPHEMERAL, tempDir } from "../helpers.ts";
+import { EPHEMERAL, refusal, tempDir } from "../helpers.ts";
 
 /** Nothing listens there: clients start without asking it anything. */
 const nameservers = ["tcp://127.0.0.1:1"];
 const listener = async () => "CONSUME_SUCCESS" as const;
-
-/** What `start()` was refused with; fails the test when it started (closing what it started). */
-async function refusal(start: () => Promise<unknown>): Promise<unknown> {
-  let started: unknown;
-  try {
-    started = await start();
-  } catch (e) {
-    return e;
-  }
-  await (started as { close?: () => Promise<void> } | undefined)?.close?.();
-  return assert.fail("it started: the option was not refused");
-}
 
 /** Checks an unknown-option error: its code, `what`, the option, the suggestion and every allowed name. */
 function assertUnknown(e: unknown, what: string, option: string, suggestion: string | null, allowed: readonly string[]): void {

@@ -7,23 +7,11 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
 import { Admin, isMQError, Producer, PullConsumer, PushConsumer, startLocalCluster } from "../../../index.ts";
-import { tempDir } from "../../helpers.ts";
+import { refusal, tempDir } from "../../helpers.ts";
 
 /** Nothing listens there: clients start without asking it anything. */
 const nameservers = ["tcp://127.0.0.1:1"];
 const listener = async () => "CONSUME_SUCCESS" as const;
-
-/** What `start()` was refused with; fails the test when it started (closing what it started). */
-async function refusal(start: () => Promise<{ close(): Promise<void> }>): Promise<unknown> {
-  let started: { close(): Promise<void> };
-  try {
-    started = await start();
-  } catch (e) {
-    return e;
-  }
-  await started.close();
-  return assert.fail("it started");
-}
 
 test("an instanceName that is not 1-128 bytes free of '@' and control characters is ILLEGAL_ARGUMENT for every client", async () => {
   const bad: unknown[] = ["", "a@b", "tab\there", "line\n", "nul\u0000", "x".repeat(129), "é".repeat(65), 42, null, ["a"]];
