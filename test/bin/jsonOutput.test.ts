@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Command } from "commander";
@@ -14,7 +14,7 @@ import { Admin } from "../../actors/client/index.ts";
 import { Producer } from "../../actors/client/producer.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import type { ClusterFile, ClusterMemberStatus } from "../../actors/cluster/index.ts";
-import { planCluster } from "../../actors/cluster/index.ts";
+import { planCluster, writeClusterFile } from "../../actors/cluster/index.ts";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import { addBrokerConfigCommands } from "../../bin/commands/brokerConfig.ts";
 import { addBrokerStatusCommand } from "../../bin/commands/brokerStatus.ts";
@@ -84,9 +84,9 @@ after(async () => {
   await cleanup?.();
 });
 
-/** The one JSON value of a run's stdout: exit 0, one line, nothing else. */
-function json<T>(r: CliResult): T {
-  assert.equal(r.code, 0, r.err);
+/** The one JSON value of a run's stdout: exit `code` (0 unless said), one line, nothing else. */
+function json<T>(r: CliResult, code = 0): T {
+  assert.equal(r.code, code, r.err);
   assert.ok(r.out.endsWith("\n") && r.out.indexOf("\n") === r.out.length - 1, `one line: ${r.out}`);
   return JSON.parse(r.out) as T;
 }
@@ -277,12 +277,10 @@ test("cluster status --json: every process with its state; processes not running
       nameservers: ["tcp://127.0.0.1:23000"],
       processes: planCluster({ dir, nameservers: 1, brokers: 1, slaves: 1 }),
     };
-    writeFileSync(path.join(dir, "cluster.json"), JSON.stringify(cf));
+    writeClusterFile(dir, cf);
     const r = await cli(["cluster", "status", "--dir", dir, "--json"]);
-    assert.equal(r.code, 3);
     assert.match(r.err, /^actormq: 3 process\(es\) not running: namesrv-0, broker-a, broker-a-s1; /);
-    assert.equal(r.out.indexOf("\n"), r.out.length - 1, `one line: ${r.out}`);
-    const s = JSON.parse(r.out) as { nameservers: string[]; starting: boolean; processes: ClusterMemberStatus[] };
+    const s = json<{ nameservers: string[]; starting: boolean; processes: ClusterMemberStatus[] }>(r, 3);
     assert.deepEqual(s.nameservers, cf.nameservers);
     assert.equal(s.starting, false);
     assert.deepEqual(
@@ -298,7 +296,7 @@ test("cluster status --json: every process with its state; processes not running
     const big = path.join(dir, "big");
     mkdirSync(big);
     const bigFile: ClusterFile = { ...cf, processes: planCluster({ dir: big, nameservers: 1, brokers: 60, slaves: 2 }) };
-    writeFileSync(path.join(big, "cluster.json"), JSON.stringify(bigFile));
+    writeClusterFile(big, bigFile);
     // through a shell pipe, as `| jq` reads it (a pipe Node itself spawns did not show the loss)
     const rb = await cli(
       ["-c", 'set -o pipefail; "$0" "$1" cluster status --dir "$2" --json | cat', process.execPath, bin, big],
