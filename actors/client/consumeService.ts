@@ -15,6 +15,7 @@ import { setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { MessageConst, type MessageModel, type MessageQueue } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
+import { InFlight } from "./inFlight.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { restoreRetryTopic, type SendBackFn } from "./sendBack.ts";
@@ -121,13 +122,8 @@ export interface ConsumeServiceDeps {
   onDrained?(mq: MessageQueue, pq: ProcessQueue<MessageExt>): void;
 }
 
-/** Listener batches running per process queue, and who waits for them to end (hand-over). */
-interface QueueListeners {
-  /** batches in the listener, or whose failed messages are being sent back */
-  running: number;
-  idle: (() => void)[];
-}
-const listenersByQueue = new WeakMap<ProcessQueue<MessageExt>, QueueListeners>();
+/** Listener batches running per process queue (or sending their failed messages back), for a hand-over to wait on. */
+const listenersByQueue = new WeakMap<ProcessQueue<MessageExt>, InFlight>();
 
 /**
  * Resolves once no listener batch of `pq` is running nor sending its failed messages back (true),
@@ -136,20 +132,7 @@ const listenersByQueue = new WeakMap<ProcessQueue<MessageExt>, QueueListeners>()
  * its first offset is the one to commit.
  */
 export function waitForQueueListeners(pq: ProcessQueue<MessageExt>, maxWaitMs: number): Promise<boolean> {
-  const l = listenersByQueue.get(pq);
-  if (!l || l.running === 0) return Promise.resolve(true);
-  return new Promise<boolean>((resolve) => {
-    const done = (): void => {
-      clearTimeout(t);
-      resolve(true);
-    };
-    const t = setTimeout(() => {
-      const i = l.idle.indexOf(done);
-      if (i >= 0) l.idle.splice(i, 1);
-      resolve(false);
-    }, maxWaitMs);
-    l.idle.push(done);
-  });
+  return listenersByQueue.get(pq)?.idle(maxWaitMs) ?? Promise.resolve(true);
 }
 
 interface ConsumeRequest {
@@ -166,21 +149,16 @@ export interface ConsumeServiceStats {
   timedOut: number;
 }
 
-/** One listener batch of a queue ended: wakes the waiters for the queue's last running batch. */
-function listenerEnded(l: QueueListeners): void {
-  if (--l.running === 0 && l.idle.length > 0) for (const w of l.idle.splice(0)) w();
-}
-
 /** The pool of listener calls of one push consumer. */
 export class ConsumeService {
   readonly stats: ConsumeServiceStats = { batches: 0, consumed: 0, reconsumeLater: 0, timedOut: 0 };
   private readonly queue: ConsumeRequest[] = [];
   private head = 0;
-  private active = 0;
+  /** listener calls running now */
+  private readonly active = new InFlight();
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
   private cleanTimer: NodeJS.Timeout | null = null;
-  private idleWaiters: (() => void)[] = [];
   private stopping: Promise<void> | null = null;
   /** expired messages whose send-back is in flight (not sent again by the next cleaning round) */
   private readonly sendingBackExpired = new Set<MessageExt>();
@@ -209,7 +187,7 @@ export class ConsumeService {
 
   /** Listener calls running now. */
   get activeCount(): number {
-    return this.active;
+    return this.active.count;
   }
 
   /** Batches waiting for a free slot. */
@@ -231,26 +209,19 @@ export class ConsumeService {
     this.timers.clear();
     this.queue.length = 0;
     this.head = 0;
-    if (this.active === 0) return;
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, graceMs);
-      this.idleWaiters.push(() => {
-        clearTimeout(t);
-        resolve();
-      });
-    });
+    await this.active.idle(graceMs);
   }
 
   private pump(): void {
     const max = this.deps.settings.consumeThreads;
-    while (this.active < max && this.head < this.queue.length) {
+    while (this.active.count < max && this.head < this.queue.length) {
       const req = this.queue[this.head++]!;
       if (this.head > 1024 && this.head * 2 > this.queue.length) {
         this.queue.splice(0, this.head);
         this.head = 0;
       }
       if (req.pq.dropped) continue;
-      this.active++;
+      this.active.begin();
       void this.run(req);
     }
     if (this.head === this.queue.length) {
@@ -263,10 +234,10 @@ export class ConsumeService {
     const { mq, msgs, pq } = req;
     let l = listenersByQueue.get(pq);
     if (!l) {
-      l = { running: 0, idle: [] };
+      l = new InFlight();
       listenersByQueue.set(pq, l);
     }
-    l.running++;
+    l.begin();
     restoreRetryTopic(msgs, this.deps.group);
     const start = String(Date.now());
     for (const m of msgs) m.properties[MessageConst.CONSUME_START_TIME] = start;
@@ -293,15 +264,11 @@ export class ConsumeService {
       // below them; a send-back failing once the queue was dropped makes no retry copy of them
       if (sendingBack) {
         const queue = l;
-        const ended = (): void => listenerEnded(queue);
+        const ended = (): void => queue.end();
         void sendingBack.then(ended, ended);
-      } else listenerEnded(l);
-      this.active--;
-      if (this.stopped) {
-        if (this.active === 0) for (const w of this.idleWaiters.splice(0)) w();
-      } else {
-        this.pump();
-      }
+      } else l.end();
+      this.active.end();
+      if (!this.stopped) this.pump();
     }
   }
 

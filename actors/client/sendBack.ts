@@ -40,6 +40,7 @@ import {
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import type { ActorNode } from "../runtime/index.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
+import { InFlight } from "./inFlight.ts";
 import { compressBody, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
 import { ATTEMPT_BUDGET_SHARE, DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH } from "./producer.ts";
 
@@ -294,12 +295,11 @@ export function createSendBack(
   timeoutMs: number = SEND_BACK_TIMEOUT_MS,
   copyTimeoutMs: number = RETRY_COPY_TIMEOUT_MS,
 ): SendBack {
-  let inFlight = 0;
+  const inFlight = new InFlight();
   /** the consumer is closing: no retry copy starts */
   let closing = false;
   /** its close resolved: nothing is sent or logged any more */
   let closed = false;
-  const settledWaiters: (() => void)[] = [];
   // a failed send-back is followed by the consumer's own retry copy, and a message neither takes is
   // consumed again locally, past maxReconsumeTimes if it keeps failing: say so (RocketMQ logs each
   // one), once per error code and outcome per interval
@@ -405,7 +405,7 @@ export function createSendBack(
   };
   const sendBack = async (msgs: readonly MessageExt[], delayLevel: number, opts?: SendBackOptions): Promise<MessageExt[]> => {
     if (closed) return msgs.slice();
-    inFlight++;
+    inFlight.begin();
     try {
       const failed: MessageExt[] = [];
       for (let i = 0; i < msgs.length; i += SEND_BACK_PARALLELISM) {
@@ -415,7 +415,7 @@ export function createSendBack(
       }
       return failed;
     } finally {
-      if (--inFlight === 0 && settledWaiters.length > 0) for (const w of settledWaiters.splice(0)) w();
+      inFlight.end();
     }
   };
   const beginClose = (): void => {
@@ -423,25 +423,12 @@ export function createSendBack(
   };
   const close = async (maxWaitMs = SEND_BACK_CLOSE_WAIT_MS): Promise<boolean> => {
     closing = true;
-    let settled = true;
-    if (inFlight > 0) {
-      let t: NodeJS.Timeout | undefined;
-      settled = await new Promise<boolean>((resolve) => {
-        const done = (): void => resolve(true);
-        settledWaiters.push(done);
-        t = setTimeout(() => {
-          const i = settledWaiters.indexOf(done);
-          if (i >= 0) settledWaiters.splice(i, 1);
-          resolve(false);
-        }, maxWaitMs);
-      });
-      clearTimeout(t);
-    }
+    const settled = await inFlight.idle(maxWaitMs);
     closed = true;
     return settled;
   };
   // a getter on the function itself (Object.assign would copy the count once)
-  Object.defineProperty(sendBack, "inFlight", { get: () => inFlight });
+  Object.defineProperty(sendBack, "inFlight", { get: () => inFlight.count });
   return Object.assign(sendBack as typeof sendBack & { readonly inFlight: number }, { beginClose, close });
 }
 
