@@ -44,6 +44,11 @@ export const DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH = 4096;
  */
 export const ATTEMPT_BUDGET_SHARE = 2 / 3;
 
+/** The time one attempt of a send may use: a share of what is `leftMs` while more attempts may follow, else all of it. */
+export function attemptBudgetMs(leftMs: number, moreToCome: boolean): number {
+  return Math.max(1, Math.ceil(moreToCome ? leftMs * ATTEMPT_BUDGET_SHARE : leftMs));
+}
+
 /** RocketMQ's `MixAll.DEFAULT_PRODUCER_GROUP`. */
 export const DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER";
 
@@ -340,7 +345,7 @@ export class Producer {
         if (lastError !== undefined || notStoreOK) break;
         throw this.routeLookupTimeout(out.topic, started - (deadline - remaining));
       }
-      const timeoutMs = Math.max(1, Math.ceil(attempt < times - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
+      const timeoutMs = attemptBudgetMs(left, attempt < times - 1);
       const fields: SendMessageRequest = {
         producerGroup: this.group,
         topic: out.topic,

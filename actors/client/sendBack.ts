@@ -42,7 +42,7 @@ import type { ActorNode } from "../runtime/index.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
 import { InFlight } from "./inFlight.ts";
 import { compressBody, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
-import { ATTEMPT_BUDGET_SHARE, DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH } from "./producer.ts";
+import { attemptBudgetMs, DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH } from "./producer.ts";
 
 /** How long a send-back may take before the message is retried locally instead (RocketMQ: 5 s). */
 export const SEND_BACK_TIMEOUT_MS = 5_000;
@@ -273,7 +273,7 @@ async function sendRetryCopy(
       reconsumeTimes: copy.reconsumeTimes,
     };
     // while other brokers remain, one attempt may use a share of what is left, as a producer's does
-    const attemptMs = Math.max(1, Math.ceil(i < targets.length - 1 ? left * ATTEMPT_BUDGET_SHARE : left));
+    const attemptMs = attemptBudgetMs(left, i < targets.length - 1);
     try {
       const ask = host.node
         .ref(addr, BrokerActor.BROKER)
