@@ -5,7 +5,7 @@ import { after, before, test } from "node:test";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import type { BrokerStatus } from "../../index.ts";
 import { tempDir } from "../helpers.ts";
-import { cli } from "./cliRun.ts";
+import { cli, oneLine } from "./cliRun.ts";
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
@@ -22,13 +22,6 @@ after(async () => {
   await cluster.close();
   await cleanup();
 });
-
-/** Exactly one line on stderr. */
-function oneLine(err: string): string {
-  const lines = err.trim().split("\n");
-  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
-  return lines[0]!;
-}
 
 /** The `key : value` lines of the table. */
 function table(out: string): Map<string, string> {

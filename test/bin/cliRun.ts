@@ -1,4 +1,5 @@
 /** Runs `bin/actormq.mjs` as a child process and collects its output (test helper). */
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,4 +31,11 @@ export function cli(
   child.stderr.on("data", (d: Buffer) => (err += d.toString()));
   child.stdin.end(opts.input ?? "");
   return new Promise((resolve) => child.once("close", (code) => resolve({ code, out, err })));
+}
+
+/** Exactly one line on stderr: that line. */
+export function oneLine(err: string): string {
+  const lines = err.trim().split("\n");
+  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
+  return lines[0]!;
 }

@@ -4,7 +4,7 @@ import { after, before, test } from "node:test";
 import { consumerTableOf } from "../../actors/broker/consumerManager.ts";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import { tempDir, waitFor } from "../helpers.ts";
-import { bin, cli } from "./cliRun.ts";
+import { bin, cli, oneLine } from "./cliRun.ts";
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
@@ -21,13 +21,6 @@ after(async () => {
   await cluster.close();
   await cleanup();
 });
-
-/** Exactly one line on stderr. */
-function oneLine(err: string): string {
-  const lines = err.trim().split("\n");
-  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
-  return lines[0]!;
-}
 
 test("topic create, list and route show the topic on both brokers", async () => {
   const c = await cli(["topic", "create", "CliTopic", "--queues", "2"], { env });

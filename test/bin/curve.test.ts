@@ -9,7 +9,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { curvePublicKeyOf } from "../../transport/curve.ts";
 import { tempDir, waitFor } from "../helpers.ts";
-import { bin, cli } from "./cliRun.ts";
+import { bin, cli, oneLine } from "./cliRun.ts";
 
 let dir: string;
 let cleanup: () => Promise<void>;
@@ -29,13 +29,6 @@ const keyOf = (file: string) =>
   readFileSync(file, "utf8")
     .split("\n")
     .find((l) => l.length > 0 && !l.startsWith("#"))!;
-
-/** Exactly one line on stderr. */
-function oneLine(err: string): string {
-  const lines = err.trim().split("\n");
-  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
-  return lines[0]!;
-}
 
 test("keygen prints a key pair, or writes <prefix>.key (mode 600) and <prefix>.pub and does not overwrite them", async () => {
   const p = await cli(["keygen"]);

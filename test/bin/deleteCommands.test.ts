@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import { consumerOffsetsOf } from "../../actors/broker/consumerOffsetManager.ts";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import { tempDir } from "../helpers.ts";
-import { cli } from "./cliRun.ts";
+import { cli, oneLine } from "./cliRun.ts";
 
 let cluster: LocalCluster;
 let cleanup: () => Promise<void>;
@@ -20,13 +20,6 @@ after(async () => {
   await cluster.close();
   await cleanup();
 });
-
-/** Exactly one line on stderr. */
-function oneLine(err: string): string {
-  const lines = err.trim().split("\n");
-  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
-  return lines[0]!;
-}
 
 test("topic delete removes the topic from both brokers and the name server; created again it starts empty", async () => {
   assert.equal((await cli(["topic", "create", "CliDel", "--queues", "1"], { env })).code, 0);

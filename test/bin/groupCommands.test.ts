@@ -5,7 +5,7 @@ import { Admin } from "../../actors/client/index.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import { type LocalCluster, startLocalCluster } from "../../actors/localCluster.ts";
 import { tempDir } from "../helpers.ts";
-import { cli } from "./cliRun.ts";
+import { cli, oneLine } from "./cliRun.ts";
 
 let cluster: LocalCluster;
 let consumer: PushConsumer;
@@ -34,13 +34,6 @@ after(async () => {
   await cluster.close();
   await cleanup();
 });
-
-/** Exactly one line on stderr. */
-function oneLine(err: string): string {
-  const lines = err.trim().split("\n");
-  assert.equal(lines.length, 1, `expected one line, got: ${err}`);
-  return lines[0]!;
-}
 
 function rowOf(out: string, first: string): string[] | undefined {
   return out
