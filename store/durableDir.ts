@@ -42,6 +42,25 @@ export function fsyncDir(dir: string): void {
   dirIo.fsync(dir);
 }
 
+/** {@link fsyncDir} on libuv's thread pool, for writes that must not stall the event loop. */
+export async function fsyncDirAsync(dir: string): Promise<void> {
+  let h: fs.promises.FileHandle;
+  try {
+    h = await fs.promises.open(dir, "r");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? "";
+    if (code === "EACCES" || DIR_FSYNC_UNSUPPORTED.has(code)) return;
+    throw e;
+  }
+  try {
+    await h.sync();
+  } catch (e) {
+    if (!DIR_FSYNC_UNSUPPORTED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
+  } finally {
+    await h.close();
+  }
+}
+
 /**
  * `mkdir -p dir`, then fsync of the parent of each directory it created (nothing when it existed).
  * When an fsync fails, the directories it created are removed again, so that a retry creates them

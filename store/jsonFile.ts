@@ -8,7 +8,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { fsyncDir, mkdirDurable } from "./durableDir.ts";
+import { fsyncDir, fsyncDirAsync, mkdirDurable } from "./durableDir.ts";
 import { ioError } from "./ioError.ts";
 
 type ReadResult = { ok: true; value: unknown } | { ok: false; missing: boolean; error: string };
@@ -18,9 +18,25 @@ function tryRead(file: string): ReadResult {
   try {
     text = fs.readFileSync(file, "utf8");
   } catch (e) {
-    const missing = (e as NodeJS.ErrnoException).code === "ENOENT";
-    return { ok: false, missing, error: (e as Error).message };
+    return readFailure(e);
   }
+  return parsed(text);
+}
+
+async function tryReadAsync(file: string): Promise<ReadResult> {
+  try {
+    return parsed(await fs.promises.readFile(file, "utf8"));
+  } catch (e) {
+    return readFailure(e);
+  }
+}
+
+function readFailure(e: unknown): ReadResult {
+  const missing = (e as NodeJS.ErrnoException).code === "ENOENT";
+  return { ok: false, missing, error: (e as Error).message };
+}
+
+function parsed(text: string): ReadResult {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -101,6 +117,36 @@ export const JsonFile = {
         } catch {
           /* left: read only when the file is missing */
         }
+      throw ioError(e, `writing ${file}`);
+    }
+  },
+
+  /**
+   * {@link write} with its file operations on libuv's thread pool, for periodic writes that must
+   * not stall the event loop (two fsyncs take milliseconds). Two writes of one file must not
+   * overlap (they share the temp file): the caller serializes them.
+   */
+  async writeAsync(file: string, value: unknown): Promise<void> {
+    const dir = path.dirname(file);
+    const tmp = `${file}.tmp`;
+    const text = JSON.stringify(value, null, 2);
+    let ownTmp = false;
+    try {
+      mkdirDurable(dir);
+      const h = await fs.promises.open(tmp, "w");
+      ownTmp = true;
+      try {
+        await h.writeFile(text);
+        await h.sync();
+      } finally {
+        await h.close();
+      }
+      if ((await tryReadAsync(file)).ok) await fs.promises.copyFile(file, `${file}.bak`);
+      await fs.promises.rename(tmp, file);
+      ownTmp = false;
+      await fsyncDirAsync(dir);
+    } catch (e) {
+      if (ownTmp) await fs.promises.rm(tmp, { force: true }).catch(() => {});
       throw ioError(e, `writing ${file}`);
     }
   },

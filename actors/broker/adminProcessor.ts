@@ -136,7 +136,7 @@ async function deleteTopic(ctx: BrokerContext, topic: unknown, deletedAt: unknow
   const after = Object.hasOwn(marks, topic) ? marks[topic]! : 0;
   const offsets = consumerOffsetsOf(ctx);
   offsets.removeWhere((t) => t === topic);
-  offsets.persist();
+  await offsets.persist();
   const existed = (await ctx.topics.delete(topic)) !== undefined;
   await ctx.registerNow();
   return { existed, deletedAt: after };
@@ -159,7 +159,7 @@ async function deleteGroup(ctx: BrokerContext, group: unknown, cleanOffset: unkn
   if (cleanOffset === true) {
     const offsets = consumerOffsetsOf(ctx);
     offsetsRemoved = offsets.removeWhere((_, g) => g === group);
-    offsets.persist();
+    await offsets.persist();
   }
   return { existed, offsetsRemoved };
 }

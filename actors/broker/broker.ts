@@ -349,7 +349,7 @@ export class Broker {
     // the offsets actor persisted at its SHUTDOWN, but the node served commits (requests and pulls)
     // until it closed: write what they changed now that no more can come
     try {
-      consumerOffsetsOf(this.ctx).persist();
+      await consumerOffsetsOf(this.ctx).persist();
     } catch (err) {
       logger.error({ err }, "writing consumerOffset.json failed");
     }

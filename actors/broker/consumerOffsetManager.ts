@@ -143,6 +143,8 @@ export class ConsumerOffsetManager {
   /** `topic@group` -> group of the holder tables whose group had no member left, oldest first */
   private readonly memberless = new Map<string, string>();
   private dirty = false;
+  /** the periodic write in flight (see {@link persistInBackground}) */
+  private writing: Promise<void> | undefined;
   /** messages served to pulls per `topic@group` over the last minute (RocketMQ's GROUP_GET_NUMS) */
   private readonly pulled = new RateCounter();
   /** whether a client is a member of a group now (the broker's consumer table, see {@link consumerOffsetsOf}) */
@@ -454,8 +456,13 @@ export class ConsumerOffsetManager {
     return { offsetTable };
   }
 
-  /** Writes the table atomically when it changed since the last write (or always with `force`). */
-  persist(force = false): void {
+  /**
+   * Writes the table atomically when it changed since the last write (or always with `force`),
+   * after the periodic write in flight: started before this one, with an older table, it must not
+   * rename its file over this one's.
+   */
+  async persist(force = false): Promise<void> {
+    while (this.writing) await this.writing;
     if (!this.dirty && !force) return;
     this.dirty = false;
     try {
@@ -464,6 +471,27 @@ export class ConsumerOffsetManager {
       this.dirty = true;
       throw e;
     }
+  }
+
+  /**
+   * The periodic write (RocketMQ persists the table on a scheduler thread, not where requests are
+   * served): the table is copied now and written off the event loop, whose two fsyncs would stall
+   * every request for milliseconds. Skipped while the previous one is still writing; a failed one
+   * leaves the table dirty for the next and is told to `onError`.
+   */
+  persistInBackground(onError: (e: unknown) => void): void {
+    if (this.writing || !this.dirty) return;
+    this.dirty = false;
+    this.writing = JsonFile.writeAsync(this.file, this.toJSON()).then(
+      () => {
+        this.writing = undefined;
+      },
+      (e: unknown) => {
+        this.writing = undefined;
+        this.dirty = true;
+        onError(e);
+      },
+    );
   }
 }
 
@@ -814,22 +842,19 @@ export const offsetsMachine = setup({
       }
     },
     persist: ({ context }) => {
-      try {
-        context.offsets.persist();
-      } catch (e) {
-        context.ctx.logger.error({ err: e }, "writing consumerOffset.json failed; retried at the next interval");
-      }
+      const { offsets, ctx } = context;
+      offsets.persistInBackground((e) => ctx.logger.error({ err: e }, "writing consumerOffset.json failed; retried at the next interval"));
     },
     persistAndAnswer: ({ context, event }) => {
       const reply = (event as Asked).reply;
       context.offsets.endAllWaits();
-      try {
-        context.offsets.persist(true);
-        reply?.ok({});
-      } catch (e) {
-        context.ctx.logger.error({ err: e }, "writing consumerOffset.json at close failed");
-        reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e)));
-      }
+      context.offsets.persist(true).then(
+        () => reply?.ok({}),
+        (e: unknown) => {
+          context.ctx.logger.error({ err: e }, "writing consumerOffset.json at close failed");
+          reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", String(e)));
+        },
+      );
     },
   },
 }).createMachine({

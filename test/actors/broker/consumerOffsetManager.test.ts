@@ -381,3 +381,20 @@ test("queue holders of groups whose last member left are bounded; the newest sti
   assert.ok(holders.size <= MAX_MEMBERLESS_HOLDER_GROUPS + 1, `${holders.size} topic@group holder tables kept`);
   assert.ok(holders.has(`T${TOPIC_GROUP_SEPARATOR}G`), "a group with a member keeps its holders");
 });
+
+test("a write asked for while the periodic write is in flight goes after it: the file ends with the newer table", async () => {
+  const file = path.join(f.dir, "ordered", CONSUMER_OFFSET_FILE);
+  const om = new ConsumerOffsetManager(file);
+  om.commitOffset("G", "T", 0, 10);
+  const errors: unknown[] = [];
+  om.persistInBackground((e) => errors.push(e)); // copies {0: 10}, writes on the thread pool
+  om.commitOffset("G", "T", 0, 20);
+  await om.persist();
+  // a periodic write still in flight is skipped, not started twice; nothing left to write
+  om.persistInBackground((e) => errors.push(e));
+  await om.persist();
+  assert.deepEqual(errors, []);
+  const stored = JSON.parse(readFileSync(file, "utf8")) as { offsetTable: Record<string, Record<string, number>> };
+  assert.deepEqual(stored.offsetTable[`T${TOPIC_GROUP_SEPARATOR}G`], { "0": 20 });
+  assert.equal(ConsumerOffsetManager.load(file).queryOffset("G", "T", 0), 20);
+});
