@@ -325,9 +325,13 @@ function createTopicFailedError(
   );
 }
 
-/** The topic a message was sent to when it is stored under another: a delayed one's REAL_TOPIC, a redelivered one's RETRY_TOPIC. */
-function originTopicOf(m: MessageExt): string | undefined {
-  return m.properties[MessageConst.REAL_TOPIC] ?? m.properties[MessageConst.RETRY_TOPIC];
+/**
+ * Whether a record is a message of `topic`: stored under it, or under another topic for it (a delayed
+ * one's REAL_TOPIC; a retry or dead letter's RETRY_TOPIC, which a retry also carries beside its
+ * REAL_TOPIC `%RETRY%<group>` from the delay levels it went through).
+ */
+function isMessageOfTopic(m: MessageExt, topic: string): boolean {
+  return m.topic === topic || m.properties[MessageConst.REAL_TOPIC] === topic || m.properties[MessageConst.RETRY_TOPIC] === topic;
 }
 
 /** NO_ROUTE when no live master is registered: nothing to create, show or reset. */
@@ -1143,7 +1147,7 @@ export class Admin {
     const byOffset = await this.viewByOffsetId(targets, msgId);
     // the record of a delayed message is stored in SCHEDULE_TOPIC_XXXX and a redelivered one in
     // %RETRY%group (their offset ids name those records): they are of the topic they carry
-    if (byOffset && (topic === undefined || byOffset.topic === topic || originTopicOf(byOffset) === topic)) return byOffset;
+    if (byOffset && (topic === undefined || isMessageOfTopic(byOffset, topic))) return byOffset;
     const byUniq = await this.queryBrokers(targets, { key: msgId, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
     return byUniq[0] ?? null;
   }
