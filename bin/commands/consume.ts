@@ -6,7 +6,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { Admin } from "../../actors/client/index.ts";
 import { PushConsumer } from "../../actors/client/pushConsumer.ts";
-import type { SubscriptionExpression } from "../../filter/index.ts";
+import { parseSubscription, type SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { checkTopic, MQError } from "../../transport/protocol.ts";
 import { clientCommand, clientOptions, type JsonFlag, positiveIntArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
@@ -107,9 +107,12 @@ export function addConsumeCommand(program: Command): void {
       ),
   ).action((f: ConsumeFlags) =>
     runClient(async (onExit) => {
-      if (f.tag && f.sql) throw new MQError("ILLEGAL_ARGUMENT", "Give either --tag or --sql, not both.");
-      // as the consumer would refuse it, before a route lookup that says it does not exist yet
+      // `--sql ""` is an empty selector (refused below), not a missing flag that means "all"
+      if (f.tag !== undefined && f.sql !== undefined) throw new MQError("ILLEGAL_ARGUMENT", "Give either --tag or --sql, not both.");
+      // as the consumer would refuse them, before a route lookup that says it does not exist yet
       checkTopic(f.topic, "subscribe");
+      const expr: SubscriptionExpression = f.sql !== undefined ? { sql92: f.sql } : (f.tag ?? "*");
+      parseSubscription(f.topic, expr);
       // a consumer starts without a reachable name server (RocketMQ's clients keep retrying): ask for
       // the route first so a wrong --namesrv is one error line, not a silent wait
       const admin = await Admin.start(clientOptions(f));
@@ -126,7 +129,6 @@ export function addConsumeCommand(program: Command): void {
         await admin.close();
       }
       const line = f.json ? (m: MessageExt) => JSON.stringify(messageJson(m)) : formatMessage;
-      const expr: SubscriptionExpression = f.sql ? { sql92: f.sql } : (f.tag ?? "*");
       let printed = 0;
       let stdoutFailed = false;
       let done!: () => void;
