@@ -9,7 +9,7 @@
  * `ctx.autoCommit = false` for its batch commits by hand, as RocketMQ does: SUCCESS leaves the
  * batch taken but uncommitted, COMMIT commits everything taken, ROLLBACK puts everything taken
  * back and pauses the queue for the suspend time.
- * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw, logged at warn) puts the batch back and pauses the
+ * SUSPEND_CURRENT_QUEUE_A_MOMENT (or a throw, or a result that is no status, both logged at warn) puts the batch back and pauses the
  * queue for `suspendCurrentQueueTimeMillis` (1 s); the same messages come again, in the same order, with
  * reconsumeTimes + 1, and nothing later in the queue is delivered meanwhile. A message that has
  * reached `maxReconsumeTimes` goes to the group's dead-letter queue (CONSUMER_SEND_MSG_BACK with
@@ -25,7 +25,13 @@ import { monotonicNow } from "../../transport/clock.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { type MessageModel, type MessageQueue, mqKey } from "../../transport/protocol.ts";
 import { LogThrottle } from "../logger.ts";
-import { consumeLog, DEFAULT_CONSUME_THREADS, LISTENER_FAILURE_LOG_INTERVAL_MS, warnListenerThrew } from "./consumeService.ts";
+import {
+  consumeLog,
+  DEFAULT_CONSUME_THREADS,
+  LISTENER_FAILURE_LOG_INTERVAL_MS,
+  UNKNOWN_STATUS_LOG_INTERVAL_MS,
+  warnListenerThrew,
+} from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
 import { DEFAULT_REBALANCE_LOCK_MAX_LIVE_TIME_MS } from "./queueLocks.ts";
@@ -94,6 +100,16 @@ export function orderlySkipLogger(group: string, intervalMs = ORDERLY_SKIP_LOG_I
  * deprecated COMMIT and ROLLBACK act as SUCCESS unless the listener set `ctx.autoCommit = false`.
  */
 export type ConsumeOrderlyStatus = "SUCCESS" | "SUSPEND_CURRENT_QUEUE_A_MOMENT" | "COMMIT" | "ROLLBACK";
+
+/** Results taken as they are: the orderly ones, and the concurrent names (CONSUME_SUCCESS as SUCCESS, RECONSUME_LATER as SUSPEND). */
+const KNOWN_STATUSES: ReadonlySet<string> = new Set([
+  "SUCCESS",
+  "SUSPEND_CURRENT_QUEUE_A_MOMENT",
+  "COMMIT",
+  "ROLLBACK",
+  "CONSUME_SUCCESS",
+  "RECONSUME_LATER",
+]);
 
 /** Given to an orderly listener with each batch. */
 export interface ConsumeOrderlyContext {
@@ -248,6 +264,7 @@ export class ConsumeOrderlyService {
   private stopped = false;
   private stopping: Promise<void> | null = null;
   private readonly listenerFailureLog = new LogThrottle(LISTENER_FAILURE_LOG_INTERVAL_MS);
+  private readonly unknownStatusLog = new LogThrottle(UNKNOWN_STATUS_LOG_INTERVAL_MS);
   /** listener calls across queues: consumeThreads at a time */
   private readonly turns: ConsumeTurns;
 
@@ -452,9 +469,12 @@ export class ConsumeOrderlyService {
     const ctx: ConsumeOrderlyContext = { messageQueue: mq, autoCommit: true, suspendCurrentQueueTimeMillis: -1 };
     if (msgs.length > 0) {
       restoreRetryTopic(msgs, this.deps.group);
+      let returned: unknown;
       try {
         // its own array: a listener that empties it must not change what is committed or put back
-        status = String(await this.deps.listener(msgs.slice(), ctx));
+        returned = await this.deps.listener(msgs.slice(), ctx);
+        status = typeof returned === "string" && KNOWN_STATUSES.has(returned) ? returned : "SUSPEND_CURRENT_QUEUE_A_MOMENT";
+        if (status !== returned) this.warnUnknownStatus(mq, returned);
       } catch (err) {
         status = "SUSPEND_CURRENT_QUEUE_A_MOMENT";
         warnListenerThrew(
@@ -473,6 +493,26 @@ export class ConsumeOrderlyService {
       ctx.autoCommit = false;
     }
     return { taken, msgs, status, ctx };
+  }
+
+  /**
+   * A result that is no consume status counts as SUSPEND_CURRENT_QUEUE_A_MOMENT, as RocketMQ's null
+   * does (which it logs); said once per interval, since a typo would hold the queue back for good.
+   */
+  private warnUnknownStatus(mq: MessageQueue, status: unknown): void {
+    const suppressed = this.unknownStatusLog.pass("");
+    if (suppressed === undefined) return;
+    // never String() an arbitrary object: one without a prototype would throw
+    const shown =
+      typeof status === "string" ? JSON.stringify(status) : status == null ? String(status) : `a value of type ${typeof status}`;
+    const { group } = this.deps;
+    consumeLog().warn(
+      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status: shown, suppressed },
+      `The orderly listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not an ` +
+        "orderly consume status: the batch counts as SUSPEND_CURRENT_QUEUE_A_MOMENT and nothing later in the queue is delivered " +
+        'until it is consumed. Return "SUCCESS" or "SUSPEND_CURRENT_QUEUE_A_MOMENT" ' +
+        `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+    );
   }
 
   /**

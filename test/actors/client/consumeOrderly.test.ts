@@ -13,7 +13,7 @@ import {
   DLQ_DELAY_LEVEL,
   orderlySuspendTime,
 } from "../../../actors/client/consumeOrderlyService.ts";
-import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS } from "../../../actors/client/consumeService.ts";
+import { consumeLog, LISTENER_FAILURE_LOG_INTERVAL_MS, UNKNOWN_STATUS_LOG_INTERVAL_MS } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import { type LockedQueue, lockRenewIntervalMs, QueueLocks } from "../../../actors/client/queueLocks.ts";
@@ -226,6 +226,41 @@ test("a listener that throws is logged at warn with the error, group and queue, 
   assert.deepEqual([fields.group, fields.topic, fields.brokerName, fields.queueId, fields.suppressed], ["g", "T", "b", 0, 0]);
   assert.match(msg, /threw/);
   assert.match(msg, /SUSPEND_CURRENT_QUEUE_A_MOMENT/);
+  await service.stop();
+});
+
+test("an unknown listener status counts as SUSPEND_CURRENT_QUEUE_A_MOMENT and is logged at warn, at most once per interval", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  // a typo, a listener that forgot to return, an object without a prototype, then success
+  const returned: unknown[] = ["SUCESS", undefined, Object.create(null), "SUCCESS"];
+  let calls = 0;
+  const { service, pq, offsets } = setup(async () => returned[calls++] as string, {}, { suspendCurrentQueueTimeMillis: 10 });
+  feed(service, pq, [5]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.equal(calls, 4, "the same message again after each unknown status");
+  assert.deepEqual(offsets.updates.at(-1)?.[0], 6);
+  assert.equal(service.stats.suspended, 3);
+  assert.equal(lines.length, 1, `one line per ${UNKNOWN_STATUS_LOG_INTERVAL_MS} ms`);
+  const { fields, msg } = lines[0]!;
+  assert.deepEqual([fields.group, fields.topic, fields.queueId, fields.status], ["g", "T", 0, '"SUCESS"']);
+  assert.match(msg, /"SUCESS"/);
+  assert.match(msg, /SUSPEND_CURRENT_QUEUE_A_MOMENT/);
+  assert.doesNotMatch(msg, /threw/);
+  await service.stop();
+});
+
+test("RECONSUME_LATER suspends an orderly queue without a warning, as CONSUME_SUCCESS commits without one", async (t) => {
+  const lines: unknown[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: unknown) => void lines.push(fields));
+  const returned = ["RECONSUME_LATER", "CONSUME_SUCCESS"];
+  let calls = 0;
+  const { service, pq, offsets } = setup(async () => returned[calls++]!, {}, { suspendCurrentQueueTimeMillis: 10 });
+  feed(service, pq, [5]);
+  await waitFor(() => pq.msgCount === 0 && service.activeCount === 0, 5_000, "queue drained");
+  assert.equal(calls, 2);
+  assert.deepEqual(offsets.updates.at(-1)?.[0], 6);
+  assert.deepEqual(lines, []);
   await service.stop();
 });
 
