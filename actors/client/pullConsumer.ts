@@ -425,12 +425,15 @@ export class PullConsumer {
     }
     const missing = [...want.values()].filter((mq) => this.pastRoute(mq));
     if (missing.length > 0) refuse(missingQueuesError(missing, (mq) => this.host.readQueueNums!(mq.topic, mq.brokerName)!));
+    const letGo: MessageQueue[] = [];
     for (const [k, h] of this.held) {
       if (want.has(k)) continue;
       h.pq.dropped = true;
       this.held.delete(k);
       this.dropBuffered(k);
+      letGo.push(h.mq);
     }
+    await Promise.all(letGo.map((mq) => this.commitLetGo(mq)));
     for (const [k, mq] of want) {
       if (this.held.has(k)) continue;
       const offset = await unlessClosed(
@@ -457,6 +460,23 @@ export class PullConsumer {
   private pastRoute(mq: MessageQueue): boolean {
     const n = this.host.readQueueNums?.(mq.topic, mq.brokerName);
     return n !== undefined && mq.queueId >= n;
+  }
+
+  /**
+   * A queue assign() let go: with autoCommit, what poll returned of it is committed now, as a
+   * subscribed queue lost to a rebalance is (and Kafka's assign does): the next commit covers only
+   * the queues held then. Without autoCommit nothing is (as a rebalance). Its offset is forgotten
+   * either way, so an assign that takes it again reads the group's.
+   */
+  private async commitLetGo(mq: MessageQueue): Promise<void> {
+    const k = mqKey(mq);
+    const c = this.consumed.get(k);
+    this.consumed.delete(k);
+    if (this.opts.autoCommit) {
+      if (c) this.offsetStore.updateOffset(mq, c.offset, !c.rewind);
+      await this.offsetStore.persist(mq);
+    }
+    this.offsetStore.removeOffset(mq);
   }
 
   /** The queues held now. */
