@@ -221,17 +221,22 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
    * before the member's goodbye on the same connection, so no other member holds the queues yet. A
    * periodic one is dropped by an overloaded broker once its timeout passed: served later, after the
    * queue moved to another member, it could move that member's newer offset back.
+   *
+   * `strict` (a pull consumer's commit()): rejects, once every send ended, with an MQError naming
+   * the held queues whose offset the broker did not acknowledge; they stay in memory and the next
+   * persist sends them again. Otherwise such failures wait silently for the next persist.
    */
-  async persistAll(held: readonly MessageQueue[], unsynced: readonly MessageQueue[] = [], final = false): Promise<void> {
+  async persistAll(held: readonly MessageQueue[], unsynced: readonly MessageQueue[] = [], final = false, strict = false): Promise<void> {
     const keep = new Set(held.map(mqKey));
     // held, but possibly behind another member's commits: sent, it would move the group's offset back
     const hold = new Set(unsynced.map(mqKey));
     const work: Promise<unknown>[] = [];
     const drop: MessageQueue[] = [];
+    const failed: { mq: MessageQueue; error: unknown }[] = [];
     for (const { mq, offset } of this.table.entries()) {
       const k = mqKey(mq);
       if (keep.has(k)) {
-        if (offset >= 0) work.push(this.updateBroker(mq, offset, undefined, final).catch(() => {}));
+        if (offset >= 0) work.push(this.updateBroker(mq, offset, undefined, final).catch((error: unknown) => failed.push({ mq, error })));
       } else if (!hold.has(k)) drop.push(mq);
     }
     for (const [k, r] of this.unreleased) {
@@ -241,6 +246,7 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     }
     for (const mq of drop) this.table.removeOffset(mq);
     await Promise.all(work);
+    if (strict && failed.length > 0) throw commitFailedError(failed);
   }
 
   async persist(mq: MessageQueue, final = false): Promise<void> {
@@ -295,6 +301,18 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
       ? askUnlessConnectionLost(this.host.node, addr, actor, event, opts, monotonicNow())
       : this.host.node.ref(addr, actor).ask(event, opts));
   }
+}
+
+/** What a strict {@link RemoteOffsetStore.persistAll} rejects with: the first failure's code, every queue named. */
+function commitFailedError(failed: readonly { mq: MessageQueue; error: unknown }[]): MQError {
+  const first = failed[0]!.error;
+  const each = failed.map(({ mq, error }) => `${mqKey(mq)} (${error instanceof Error ? error.message : String(error)})`);
+  return new MQError(
+    isMQError(first) ? first.code : "SYSTEM_ERROR",
+    `The offsets of ${each.join("; ")} were not committed: the broker did not acknowledge them. ` +
+      "They are kept: call commit() again once the broker can be reached.",
+    { cause: first },
+  );
 }
 
 /** The JSON of a broadcasting offsets file: `{ offsetTable: { "topic@broker@queueId": offset } }`. */

@@ -573,19 +573,22 @@ export class PullConsumer {
     this.startQueue(h.mq, offset, h.pq);
   }
 
-  /** Commits the offsets of what poll returned, to the brokers. */
+  /**
+   * Commits the offsets of what poll returned, to the brokers. Rejects (MQError) when a broker did
+   * not acknowledge some: they are kept, and the next commit sends them again.
+   */
   async commit(): Promise<void> {
     this.checkOpen();
-    await this.commitConsumed();
+    await this.commitConsumed(false, true);
   }
 
-  /** What {@link commit} does; also close's last commit. */
-  private async commitConsumed(final = false): Promise<void> {
+  /** What {@link commit} does (`strict`: rejects on an offset not acknowledged); also the auto commit and close's last commit. */
+  private async commitConsumed(final = false, strict = false): Promise<void> {
     for (const { mq, offset, rewind } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, !rewind);
     this.consumed.clear();
     // a queue whose broker connection was lost since its offset was read is not committed until a rebalance reads it again
     const { synced, unsynced } = offsetsToPersist(this.held.values());
-    await this.offsetStore.persistAll(synced, unsynced, final);
+    await this.offsetStore.persistAll(synced, unsynced, final, strict);
   }
 
   close(): Promise<void> {

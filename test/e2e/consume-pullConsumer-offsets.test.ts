@@ -1,10 +1,11 @@
 /**
- * PullConsumer offsets: what poll returned is committed, also for a queue a later assign() drops.
+ * PullConsumer offsets: what poll returned is committed, also for a queue a later assign() drops;
+ * a commit() the broker did not acknowledge says so, and the next one sends the offsets again.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Admin, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { Admin, Broker, isMQError, NameServer, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
+import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
 test("pull consumer with autoCommit: a queue dropped by assign() keeps what poll returned of it committed", async () => {
   const { dir, cleanup } = await tempDir("actormq-pull-unassign-");
@@ -34,6 +35,56 @@ test("pull consumer with autoCommit: a queue dropped by assign() keeps what poll
     await admin.close();
     await producer.close();
     await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer: a commit() its broker does not acknowledge rejects; the next one, with the broker back, stores the offsets", async () => {
+  const { dir, cleanup } = await tempDir("actormq-pull-commitfail-");
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const brokerOpts = { brokerName: "broker-a", nameservers: [ns.address!], storeDir: dir, flush: "async" as const };
+  let broker = await Broker.start({ ...brokerOpts, listen: EPHEMERAL });
+  const address = broker.address!;
+  const producer = await Producer.start({ group: "pg", nameservers: [ns.address!] });
+  const admin = await Admin.start({ nameservers: [ns.address!] });
+  let pc: PullConsumer | undefined;
+  try {
+    await admin.createTopic({ topic: "CommitFail", readQueueNums: 1, writeQueueNums: 1 });
+    await producer.sendBatch(Array.from({ length: 10 }, (_, j) => ({ topic: "CommitFail", body: `m${j}` })));
+    pc = await PullConsumer.start({
+      group: "cgCommitFail",
+      nameservers: [ns.address!],
+      autoCommit: false,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    });
+    const [q] = await pc.fetchMessageQueues("CommitFail");
+    await pc.assign([q!]);
+    let n = 0;
+    await waitFor(async () => (n += (await pc!.poll(100)).length) >= 10, 10_000, "10 polled");
+    await broker.close();
+    await assert.rejects(
+      pc.commit(),
+      (e: unknown) => isMQError(e) && /CommitFail@broker-a@0/.test(e.message) && /call commit\(\) again/.test(e.message),
+      "a commit nothing acknowledged is not a success",
+    );
+    broker = await Broker.start({ ...brokerOpts, listen: address });
+    await waitFor(
+      () =>
+        pc!.commit().then(
+          () => true,
+          () => false,
+        ),
+      15_000,
+      "a commit once the broker is back",
+    );
+    const p = (await admin.consumerProgress("cgCommitFail")).find((x) => x.topic === "CommitFail");
+    assert.equal(p?.consumerOffset, 10, "the offsets kept after the failed commit were stored by the next one");
+  } finally {
+    await pc?.close();
+    await admin.close();
+    await producer.close();
+    await broker.close();
+    await ns.close();
     await cleanup();
   }
 });
