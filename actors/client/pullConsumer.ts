@@ -14,6 +14,7 @@ import {
   checkBoolean,
   checkRange,
   checkRetryTopicFits,
+  checkTopic,
   isMQError,
   MASTER_ID,
   MAX_TIMER_MS,
@@ -487,6 +488,8 @@ export class PullConsumer {
   /** The readable queues of a topic. */
   async fetchMessageQueues(topic: string): Promise<MessageQueue[]> {
     this.checkOpen();
+    // said here, as subscribe does: the name server's refusal speaks of the request, not the argument
+    checkTopic(topic, "fetchMessageQueues");
     return this.host.fetchSubscribeQueues(topic);
   }
 

@@ -88,3 +88,21 @@ test("pull consumer: a commit() its broker does not acknowledge rejects; the nex
     await cleanup();
   }
 });
+
+test("pull consumer: fetchMessageQueues checks the topic name as subscribe does", async () => {
+  const { dir, cleanup } = await tempDir("actormq-pull-fetchcheck-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const pc = await PullConsumer.start({ group: "cgFetchCheck", nameservers: cluster.nameservers });
+  try {
+    for (const topic of [5, "", "not a topic!"])
+      await assert.rejects(
+        pc.fetchMessageQueues(topic as string),
+        (e: unknown) => isMQError(e, "MESSAGE_ILLEGAL") && /^fetchMessageQueues: the topic/.test((e as Error).message),
+        `fetchMessageQueues(${JSON.stringify(topic)})`,
+      );
+  } finally {
+    await pc.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
