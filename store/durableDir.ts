@@ -14,7 +14,7 @@ import { ioError } from "./ioError.ts";
  */
 const DIR_FSYNC_UNSUPPORTED = new Set(["EINVAL", "ENOTSUP", "EOPNOTSUPP", "EISDIR", "EPERM", "EBADF"]);
 
-/** The primitive; tests swap it to see which directories are synced. */
+/** The primitives; tests swap them to see which directories are synced. */
 export const dirIo = {
   fsync(dir: string): void {
     let fd = -1;
@@ -35,6 +35,7 @@ export const dirIo = {
       if (fd >= 0) fs.closeSync(fd);
     }
   },
+  fsyncAsync: (dir: string): Promise<void> => fsyncDirOffLoop(dir),
 };
 
 /** fsync of `dir`, so the files created or renamed in it keep their names after a power loss. */
@@ -43,7 +44,11 @@ export function fsyncDir(dir: string): void {
 }
 
 /** {@link fsyncDir} on libuv's thread pool, for writes that must not stall the event loop. */
-export async function fsyncDirAsync(dir: string): Promise<void> {
+export function fsyncDirAsync(dir: string): Promise<void> {
+  return dirIo.fsyncAsync(dir);
+}
+
+async function fsyncDirOffLoop(dir: string): Promise<void> {
   let h: fs.promises.FileHandle;
   try {
     h = await fs.promises.open(dir, "r");

@@ -8,6 +8,7 @@ import { randomBytes } from "node:crypto";
 import { mkdir, open, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import path from "node:path";
+import { fsyncDirAsync } from "../../store/durableDir.ts";
 import { monotonicNow } from "../../transport/clock.ts";
 import {
   ConsumptionActorFor,
@@ -438,7 +439,7 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
     await this.persistAll([mq]);
   }
 
-  /** Serialised writes: temp file, fsync, keep the previous file as `.bak`, rename. */
+  /** Serialised writes: temp file, fsync, keep the previous file as `.bak`, rename, fsync the directory. */
   private write(data: OffsetsFile): Promise<void> {
     const run = async (): Promise<void> => {
       await mkdir(path.dirname(this.file), { recursive: true });
@@ -455,6 +456,8 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
         const prev = await readOffsetsFile(this.file);
         if (prev.data) await writeFile(`${this.file}.bak`, prev.text!).catch(() => {});
         await rename(tmp, this.file);
+        // the new name survives a power loss only once its directory is synced
+        await fsyncDirAsync(path.dirname(this.file));
       } catch (e) {
         // retried every persist interval: each failure would leave one more temp file
         await unlink(tmp).catch(() => {});

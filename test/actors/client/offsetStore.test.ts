@@ -15,6 +15,7 @@ import {
   RemoteOffsetStore,
 } from "../../../actors/client/offsetStore.ts";
 import { ActorNode, type Replier } from "../../../actors/runtime/index.ts";
+import { dirIo } from "../../../store/durableDir.ts";
 import {
   type MessageQueue,
   MQError,
@@ -78,6 +79,30 @@ test("local file store: persists atomically, reloads, falls back to .bak, forget
     const json = JSON.parse(await readFile(`${file}.bak`, "utf8")) as { offsetTable: Record<string, number> };
     assert.deepEqual(json.offsetTable, { "T@broker-a@0": 10, "T@broker-a@1": 7 });
   } finally {
+    await cleanup();
+  }
+});
+
+test("local file store: each write syncs the file's directory after its rename, so the new name survives a power loss", async () => {
+  const { dir, cleanup } = await tempDir();
+  const real = dirIo.fsyncAsync;
+  const synced: string[] = [];
+  dirIo.fsyncAsync = async (d) => {
+    // the rename is done when the directory is synced
+    const offsets = JSON.parse(await readFile(path.join(d, "offsets.json"), "utf8")) as { offsetTable: Record<string, number> };
+    synced.push(`${d}:${offsets.offsetTable["T@broker-a@0"]}`);
+    return real(d);
+  };
+  try {
+    const file = localOffsetsPath(dir, "host@1@x", "g");
+    const s = new LocalFileOffsetStore(file);
+    s.updateOffset(q0, 3, false);
+    await s.persistAll([q0]);
+    s.updateOffset(q0, 8, false);
+    await s.persistAll([q0]);
+    assert.deepEqual(synced, [`${path.dirname(file)}:3`, `${path.dirname(file)}:8`]);
+  } finally {
+    dirIo.fsyncAsync = real;
     await cleanup();
   }
 });
