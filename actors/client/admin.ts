@@ -286,6 +286,16 @@ function knownGroupReplies<T>(
   return out;
 }
 
+/**
+ * A group argument that is no string is refused before any broker is asked (the brokers' answer
+ * would be about the request). A string that is no valid name is left to the brokers, which
+ * know no such group: SUBSCRIPTION_GROUP_NOT_EXIST, saying it is not a valid name either.
+ */
+function checkGroupArgument(group: unknown, call: string): void {
+  if (typeof group !== "string")
+    throw new MQError("ILLEGAL_ARGUMENT", `${call} needs the consumer group's name (a string), got ${shownValue(group)}.`);
+}
+
 /** The error of a query some brokers did not answer: the first failure's code, naming every broker that failed. */
 function brokersFailedError(failed: { broker: LookupTarget; reason: unknown }[], what: string, consequence: string): unknown {
   const first = failed[0]!.reason;
@@ -970,6 +980,7 @@ export class Admin {
    */
   async examineConsumeStats(group: string): Promise<{ offsetTable: ConsumerProgressEntry[]; consumeTps: number }> {
     this.checkOpen();
+    checkGroupArgument(group, "examineConsumeStats");
     // a broker whose master is down is asked on its slave, which has the copied offsets: left
     // out, its queues and their lag vanished from the answer; no broker to ask is not a group
     // without progress
@@ -1031,6 +1042,7 @@ export class Admin {
     timestamp: number | Date,
   ): Promise<{ topic: string; brokerName: string; queueId: number; offset: number }[]> {
     this.checkOpen();
+    checkGroupArgument(group, "resetOffsetByTimestamp");
     checkTopic(topic, "resetOffsetByTimestamp");
     const ms = timestamp instanceof Date ? timestamp.getTime() : timestamp;
     // checked before any broker is asked: a string would reach them as is, NaN or a fraction too

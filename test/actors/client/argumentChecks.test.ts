@@ -81,7 +81,7 @@ test("PullConsumer.seek without a queue { topic, brokerName, queueId } is ILLEGA
   }
 });
 
-test("resetOffsetByTimestamp refuses a time that is not an integer of ms >= 0 (or a valid Date) with ILLEGAL_ARGUMENT before asking a broker", async (t) => {
+test("resetOffsetByTimestamp refuses a time that is not an integer of ms >= 0 (or a valid Date), and it and consumerProgress a group that is no string, with ILLEGAL_ARGUMENT before asking a broker", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
   const cluster = await startLocalCluster({ dir: path.join(dir, "c"), broker: { flush: "async" } });
@@ -104,6 +104,19 @@ test("resetOffsetByTimestamp refuses a time that is not an integer of ms >= 0 (o
         (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^resetOffsetByTimestamp needs a time in ms since the epoch/.test(e.message),
         String(ts),
       );
+    // a group that is no string: refused before any broker is asked, naming the call
+    for (const group of [5, null, undefined, { name: "g" }]) {
+      await assert.rejects(
+        admin.resetOffsetByTimestamp(group as never, "ResetTs", 0),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^resetOffsetByTimestamp needs the consumer group's name/.test(e.message),
+        String(group),
+      );
+      await assert.rejects(
+        admin.consumerProgress(group as never),
+        (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^examineConsumeStats needs the consumer group's name/.test(e.message),
+        String(group),
+      );
+    }
     // a valid time (a Date too) reaches the brokers, which do not know the group
     for (const ts of [Date.now(), new Date(0)])
       await assert.rejects(
