@@ -237,7 +237,8 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     for (const { mq, offset } of this.table.entries()) {
       const k = mqKey(mq);
       if (keep.has(k)) {
-        if (offset >= 0) work.push(this.updateBroker(mq, offset, undefined, final).catch((error: unknown) => failed.push({ mq, error })));
+        if (offset >= 0)
+          work.push(this.updateBroker(mq, offset, undefined, final, strict).catch((error: unknown) => failed.push({ mq, error })));
       } else if (!hold.has(k)) drop.push(mq);
     }
     for (const [k, r] of this.unreleased) {
@@ -281,8 +282,11 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     return Number(r.fields.offset);
   }
 
-  /** UPDATE_CONSUMER_OFFSET; with `releasedBy`, that member's final offset (-1: none) and its release of the queue. */
-  private async updateBroker(mq: MessageQueue, offset: number, releasedBy?: string, final = false): Promise<void> {
+  /**
+   * UPDATE_CONSUMER_OFFSET; with `releasedBy`, that member's final offset (-1: none) and its release
+   * of the queue. `failFast` (a caller waits for the answer): fails once the connection is lost.
+   */
+  private async updateBroker(mq: MessageQueue, offset: number, releasedBy?: string, final = false, failFast = false): Promise<void> {
     const req: UpdateConsumerOffsetRequest = {
       consumerGroup: this.group,
       topic: mq.topic,
@@ -297,8 +301,9 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     const [addr, actor] = [this.address(mq), ConsumptionActorFor.UPDATE_CONSUMER_OFFSET];
     // a closing member waits for its last offsets only while the broker can get them: a connection
     // lost now, or one already lost whose next reconnect fails (at most a second away), ends the
-    // wait; a broker restarted on its address gets them with that reconnect
-    await (final
+    // wait; a broker restarted on its address gets them with that reconnect. A pull consumer's
+    // commit() is told as soon, not after the request timeout
+    await (final || failFast
       ? askUnlessConnectionLost(this.host.node, addr, actor, event, opts, monotonicNow())
       : this.host.node.ref(addr, actor).ask(event, opts));
   }

@@ -7,6 +7,9 @@ import { test } from "node:test";
 import { Admin, Broker, isMQError, NameServer, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
+/** Far below the offset request's 5 s timeout, which a commit() to a closed broker waited out. */
+const FAIL_FAST_BOUND_MS = 2_500;
+
 test("pull consumer with autoCommit: a queue dropped by assign() keeps what poll returned of it committed", async () => {
   const { dir, cleanup } = await tempDir("actormq-pull-unassign-");
   const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
@@ -62,11 +65,15 @@ test("pull consumer: a commit() its broker does not acknowledge rejects; the nex
     let n = 0;
     await waitFor(async () => (n += (await pc!.poll(100)).length) >= 10, 10_000, "10 polled");
     await broker.close();
+    const t0 = performance.now();
     await assert.rejects(
       pc.commit(),
       (e: unknown) => isMQError(e) && /CommitFail@broker-a@0/.test(e.message) && /call commit\(\) again/.test(e.message),
       "a commit nothing acknowledged is not a success",
     );
+    // told once the connection is lost (at the next failed reconnect), not after the 5 s request timeout
+    const ms = performance.now() - t0;
+    assert.ok(ms < FAIL_FAST_BOUND_MS, `commit() rejected after ${Math.round(ms)} ms`);
     broker = await Broker.start({ ...brokerOpts, listen: address });
     await waitFor(
       () =>
