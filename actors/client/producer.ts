@@ -30,6 +30,7 @@ import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { bornHostOfThisProcess } from "./bornHost.ts";
 import { CLIENT_INSTANCE_OPTION_NAMES, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
 import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
+import { InFlight } from "./inFlight.ts";
 import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
 import { type TopicPublishInfo, writableQueueDatas } from "./routeCache.ts";
 
@@ -179,6 +180,8 @@ export class Producer {
   private closing: Promise<void> | null = null;
   /** a one-way send was queued: close lets the transport hand it over before the sockets close */
   private sentOneway = false;
+  /** sends called before close(): it waits for them, each bounded by its own sendTimeoutMs */
+  private readonly inFlight = new InFlight();
   private readonly bornHost = bornHostOfThisProcess();
   private readonly removeHeartbeat: () => void;
 
@@ -234,13 +237,13 @@ export class Producer {
   /** Sends one message and waits for the broker's answer. */
   async send(msg: Message, opts: SendOptions = {}): Promise<SendResult> {
     this.checkOpen();
-    return (await this.sendImpl(this.single(msg), opts, false))!;
+    return (await this.tracked(this.single(msg), opts, false))!;
   }
 
   /** Sends one message without waiting for an answer (no retries); resolves once it is handed to the transport. */
   async sendOneway(msg: Message, opts: SendOptions = {}): Promise<void> {
     this.checkOpen();
-    await this.sendImpl(this.single(msg), opts, true);
+    await this.tracked(this.single(msg), opts, true);
   }
 
   /** A validated single message, its body compressed when it is at least compressMsgBodyOverHowmuch bytes. */
@@ -272,7 +275,17 @@ export class Producer {
       msgId: b.uniqKeys.join(","),
       original: msgs,
     };
-    return (await this.sendImpl(out, opts, false))!;
+    return (await this.tracked(out, opts, false))!;
+  }
+
+  /** {@link sendImpl}, counted in flight until it settles, so that close() waits for it. */
+  private async tracked(out: Outgoing, opts: SendOptions | null, oneway: boolean): Promise<SendResult | undefined> {
+    this.inFlight.begin();
+    try {
+      return await this.sendImpl(out, opts, oneway);
+    } finally {
+      this.inFlight.end();
+    }
   }
 
   /** The writable queues of a topic (what a selector is given). */
@@ -282,12 +295,19 @@ export class Producer {
     return (await this.publishInfo(topic)).queues.slice();
   }
 
+  /**
+   * Refuses new sends, waits for those called before (each ends within its sendTimeoutMs: closing
+   * the sockets under them would fail sends the broker may have stored), then releases the sockets.
+   */
   close(): Promise<void> {
     if (!this.closing) {
       this.removeHeartbeat();
-      // a resolved sendOneway is only queued (its connection may still be being made): closing the
-      // sockets at once would drop it. Its budget, as a send's, is sendTimeoutMs
-      this.closing = this.instance.release(this.sentOneway ? this.sendTimeoutMs : 0);
+      this.closing = (async () => {
+        await this.inFlight.idle(this.sendTimeoutMs);
+        // a resolved sendOneway is only queued (its connection may still be being made): closing the
+        // sockets at once would drop it. Its budget, as a send's, is sendTimeoutMs
+        await this.instance.release(this.sentOneway ? this.sendTimeoutMs : 0);
+      })();
     }
     return this.closing;
   }
@@ -385,7 +405,7 @@ export class Producer {
         };
         // as RocketMQ's sendDefaultImpl: stored but not SEND_OK is returned unless the option asks
         // for another broker (the selector leaves this one out of the next attempt)
-        if (f.status === "SEND_OK" || !this.retryNotStoreOK || attempt === times - 1 || this.closing) return result;
+        if (f.status === "SEND_OK" || !this.retryNotStoreOK || attempt === times - 1) return result;
         notStoreOK = result;
         lastBroker = mq.brokerName;
       } catch (e) {
@@ -396,7 +416,7 @@ export class Producer {
         this.faults.update(mq.brokerName, monotonicNow() - started, !isMQError(e, "MESSAGE_ILLEGAL", "NO_PERMISSION"));
         lastError = e;
         lastBroker = mq.brokerName;
-        if (!worthRetrying(e) || this.closing) {
+        if (!worthRetrying(e)) {
           if (notStoreOK) return notStoreOK;
           throw e;
         }

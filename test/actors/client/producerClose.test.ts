@@ -1,10 +1,10 @@
 /**
  * What a producer's close does to the sends it was given: one-way sends it resolved are delivered,
- * not dropped with the sockets.
+ * not dropped with the sockets; sends still waiting for their answer get it.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { type LocalCluster, Producer, startLocalCluster } from "../../../index.ts";
+import { isMQError, type LocalCluster, Producer, startLocalCluster } from "../../../index.ts";
 import { tempDir, waitFor } from "../../helpers.ts";
 
 let cluster: LocalCluster;
@@ -47,4 +47,26 @@ test("one-way sends resolved before close are delivered, on a connection not mad
   await p.close();
   await waitFor(() => storedIn("OnewayClose") >= expected, 5000, `${expected} messages stored`).catch(() => undefined);
   assert.equal(storedIn("OnewayClose"), expected);
+});
+
+test("sends called before close are awaited by it, not failed CLOSED: each is answered and stored once", async () => {
+  const p = await Producer.start({ group: "pg-close", nameservers: cluster.nameservers, instanceName: "close-inflight" });
+  await p.send({ topic: "InFlightClose", body: "creates the topic" });
+  const before = storedIn("InFlightClose");
+  const sends = Array.from({ length: 50 }, (_, i) => p.send({ topic: "InFlightClose", body: `in flight ${i}` }));
+  const batch = p.sendBatch([
+    { topic: "InFlightClose", body: "batch 0" },
+    { topic: "InFlightClose", body: "batch 1" },
+  ]);
+  const oneways = Array.from({ length: 10 }, (_, i) => p.sendOneway({ topic: "InFlightClose", body: `one-way ${i}` }));
+  const closed = p.close();
+  await assert.rejects(p.send({ topic: "InFlightClose", body: "after close" }), (e) => isMQError(e, "CLOSED"));
+  const results = await Promise.allSettled([...sends, batch, ...oneways]);
+  await closed;
+  const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
+  assert.deepEqual(failed, [], "no send called before close failed");
+  for (const r of results.slice(0, 51)) assert.equal((r as PromiseFulfilledResult<{ status: string }>).value.status, "SEND_OK");
+  const expected = before + 50 + 2 + 10;
+  await waitFor(() => storedIn("InFlightClose") >= expected, 5000, `${expected} messages stored`).catch(() => undefined);
+  assert.equal(storedIn("InFlightClose"), expected);
 });
