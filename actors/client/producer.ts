@@ -468,15 +468,30 @@ export class Producer {
         { cause: e },
       );
     }
-    const found = q && info.queues.find((x) => x.brokerName === q.brokerName && x.queueId === q.queueId && x.topic === q.topic);
+    const found =
+      typeof q === "object" && q !== null
+        ? info.queues.find((x) => x.brokerName === q.brokerName && x.queueId === q.queueId && x.topic === q.topic)
+        : undefined;
     if (!found) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `The selector returned ${q ? `${q.brokerName}/${q.queueId}` : String(q)}, which is not one of the ${info.queues.length} writable queues of topic ${out.topic}: return an element of the queues array.`,
+        `The selector returned ${shownSelection(q)}, which is not one of the ${info.queues.length} writable queues of topic ${out.topic}: return an element of the queues array.`,
       );
     }
     return found;
   }
+}
+
+/** What a selector returned that is no queue, as the error shows it: an async selector's Promise was shown as "undefined/undefined". */
+function shownSelection(q: unknown): string {
+  if (typeof (q as PromiseLike<unknown> | null)?.then === "function")
+    return "a Promise (the selector is async): selectors are synchronous, so return the queue itself";
+  if (typeof q === "object" && q !== null) {
+    const { topic, brokerName, queueId } = q as Partial<MessageQueue>;
+    return `${String(topic)}/${String(brokerName)}/${String(queueId)}`;
+  }
+  if (q === undefined || q === null) return String(q);
+  return `${JSON.stringify(q) ?? String(q)} (a ${typeof q})`;
 }
 
 /**

@@ -440,6 +440,16 @@ test("bad arguments to send, sendOneway and sendBatch are MQErrors: null batch e
     producer.send({ topic: "RR", body: "x" }, { selector: "queue 0" as never }),
     (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /selector/.test((e as Error).message),
   );
+  // what a selector returned that is no queue of the topic is named as it is, not as "undefined/undefined"
+  const notAQueue = async (selector: unknown, said: RegExp) =>
+    assert.rejects(
+      producer.send({ topic: "RR", body: "x" }, { selector: selector as never }),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && said.test((e as Error).message) && !/undefined\/undefined/.test((e as Error).message),
+    );
+  await notAQueue(async (qs: MessageQueue[]) => qs[0], /returned a Promise.*synchronous/);
+  await notAQueue(() => 1, /returned 1 \(a number\)/);
+  await notAQueue(() => "a/1", /returned "a\/1" \(a string\)/);
+  await notAQueue((qs: MessageQueue[]) => ({ ...qs[0]!, topic: "Other" }), /returned Other\/a\/0/);
   assert.equal((await producer.send({ topic: "RR", body: "x" }, null as never)).status, "SEND_OK");
   assert.equal((await producer.sendBatch([{ topic: "RR", body: "x" }], null as never)).status, "SEND_OK");
   await producer.sendOneway({ topic: "RR", body: "x" }, null as never);
