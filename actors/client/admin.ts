@@ -1127,6 +1127,7 @@ export class Admin {
     checkOptionNames("Admin.queryMessageByKey", opts, QUERY_MESSAGE_BY_KEY_OPTION_NAMES);
     checkTopic(topic, "queryMessageByKey");
     if (typeof key !== "string" || key.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "queryMessageByKey needs a non-empty key.");
+    checkQueryKeyOptions(key, opts);
     const maxNum = opts.maxNum ?? DEFAULT_QUERY_MAX_NUM;
     const route = await this.topicRoute(topic);
     const found = await this.queryBrokers(lookupTargets(route.brokerDatas), {
@@ -1268,6 +1269,36 @@ export class Admin {
   protected checkOpen(): void {
     if (this.closing) throw new MQError("CLOSED", "The admin client is closed; start a new one.");
   }
+}
+
+/**
+ * queryMessageByKey's key and options, checked before any broker is asked: a key with a space
+ * matches no message (keys are split at spaces when stored), and a bad option would come back as
+ * the broker's INVALID_PARAMETER, or as no message for a window given backwards.
+ */
+function checkQueryKeyOptions(key: string, opts: QueryMessageByKeyOptions): void {
+  const bad = (what: string) => new MQError("ILLEGAL_ARGUMENT", `queryMessageByKey: ${what}`);
+  if (key.includes(" ")) {
+    const parts = key.split(" ").filter((k) => k.length > 0);
+    throw bad(
+      `the key ${JSON.stringify(key)} contains a space, and no message has such a key: a message's keys are split at spaces when it is stored ` +
+        `(keys ["order 42"] are found by "order" and by "42"). Query one of ${parts.map((k) => JSON.stringify(k)).join(", ") || "them"}.`,
+    );
+  }
+  const { maxNum, beginTimestamp, endTimestamp } = opts;
+  if (maxNum !== undefined && (typeof maxNum !== "number" || !Number.isSafeInteger(maxNum) || maxNum < 1))
+    throw bad(`maxNum must be an integer >= 1, got ${shownValue(maxNum)}.`);
+  for (const [name, v] of [
+    ["beginTimestamp", beginTimestamp],
+    ["endTimestamp", endTimestamp],
+  ] as const) {
+    if (v !== undefined && (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0))
+      throw bad(
+        `${name} must be a time in ms since the epoch (an integer >= 0, such as Date.parse("2025-01-31T12:00:00Z") or date.getTime()), got ${(v as unknown) instanceof Date ? "a Date" : shownValue(v)}.`,
+      );
+  }
+  if (beginTimestamp !== undefined && endTimestamp !== undefined && beginTimestamp > endTimestamp)
+    throw bad(`beginTimestamp ${beginTimestamp} is after endTimestamp ${endTimestamp}: no message lies in that window. Swap them.`);
 }
 
 /** A broker to ask for a lookup: its addresses, master first, then its slaves by id ({@link Admin.askBroker}). */

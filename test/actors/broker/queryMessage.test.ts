@@ -71,6 +71,35 @@ test("queryMessageByKey finds every message of the topic with the key, on both b
   );
 });
 
+test("queryMessageByKey refuses a key with a space and options of the wrong shape with ILLEGAL_ARGUMENT, before any broker is asked", async () => {
+  // keys are split at spaces when stored: no message has such a key, and [] would say "none sent"
+  await assert.rejects(
+    admin.queryMessageByKey("Lookup", "order-7 user-0"),
+    (e) =>
+      isMQError(e, "ILLEGAL_ARGUMENT") && /^queryMessageByKey: .*"order-7 user-0".* space/.test(e.message) && /"order-7"/.test(e.message),
+  );
+  for (const [opts, what] of [
+    [{ maxNum: 0 }, /^queryMessageByKey: maxNum must be an integer >= 1, got 0/],
+    [{ maxNum: -1 }, /^queryMessageByKey: maxNum must be an integer >= 1/],
+    [{ maxNum: 1.5 }, /^queryMessageByKey: maxNum must be an integer >= 1/],
+    [{ maxNum: Number.NaN }, /^queryMessageByKey: maxNum must be an integer >= 1/],
+    [{ maxNum: "10" }, /^queryMessageByKey: maxNum must be an integer >= 1/],
+    [{ beginTimestamp: -1 }, /^queryMessageByKey: beginTimestamp must be a time in ms since the epoch/],
+    [{ beginTimestamp: "2025-01-31" }, /^queryMessageByKey: beginTimestamp must be a time in ms since the epoch/],
+    [{ endTimestamp: new Date() }, /^queryMessageByKey: endTimestamp must be a time in ms since the epoch/],
+    [{ endTimestamp: Number.POSITIVE_INFINITY }, /^queryMessageByKey: endTimestamp must be a time in ms since the epoch/],
+    [{ beginTimestamp: 2000, endTimestamp: 1000 }, /^queryMessageByKey: beginTimestamp 2000 is after endTimestamp 1000/],
+  ] as const)
+    await assert.rejects(
+      admin.queryMessageByKey("Lookup", "order-7", opts as never),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && what.test(e.message),
+      JSON.stringify(opts),
+    );
+  // a window holding every message finds them all
+  const all = await admin.queryMessageByKey("Lookup", "order-7", { beginTimestamp: 0, endTimestamp: Date.now() + 60_000 });
+  assert.equal(all.length, sent.filter((s) => s.key === "order-7").length);
+});
+
 test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with or without the topic", async () => {
   const s = sent[5]!;
   const byOffset = await admin.viewMessage(s.r.offsetMsgId);
