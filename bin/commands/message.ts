@@ -12,7 +12,7 @@ export function addMessageCommand(program: Command): void {
       .command("message")
       .description("Show messages by key (--key with --topic) or one message by id (--id).")
       .option("--key <key>", "message key")
-      .option("--topic <topic>", "topic (with --key)")
+      .option("--topic <topic>", "topic (needed with --key; with --id, only a message of this topic is shown)")
       .option("--id <msgId>", "message id (as printed by send)")
       .addOption(
         jsonOption(
@@ -30,11 +30,14 @@ export function addMessageCommand(program: Command): void {
       if (f.key) {
         found = await admin.queryMessageByKey(f.topic!, f.key);
       } else {
-        const m = await admin.viewMessage(f.id!);
+        const m = await admin.viewMessage(f.id!, f.topic);
         found = m ? [m] : [];
       }
       if (found.length === 0)
-        throw new MQError("QUERY_NOT_FOUND", `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}`}.`);
+        throw new MQError(
+          "QUERY_NOT_FOUND",
+          `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}${f.topic ? ` in ${f.topic}` : ""}`}.`,
+        );
       const text = () => found.map((m) => `${formatMessage(m)}\n`).join("");
       show(f, f.key ? found.map(messageJson) : messageJson(found[0]!), text);
     }),

@@ -211,6 +211,10 @@ test("message --key with --topic lists the key's messages; --id shows the one se
   const byId = await cli(["message", "--id", msgId], { env });
   assert.equal(byId.code, 0, byId.err);
   assert.equal(byId.out.trim().split(" ")[2], msgId);
+  // --topic with --id holds the lookup to that topic, as Admin.viewMessage(id, topic) does
+  const elsewhere = await cli(["message", "--id", msgId, "--topic", "CliLookupNone"], { env });
+  assert.equal(elsewhere.code, 1, elsewhere.out);
+  assert.match(oneLine(elsewhere.err), /error TOPIC_NOT_EXIST/);
   const none = await cli(["message", "--key", "nobody", "--topic", "CliLookup"], { env });
   assert.equal(none.code, 1);
   assert.match(oneLine(none.err), /error QUERY_NOT_FOUND: No message found/);
