@@ -354,7 +354,8 @@ export class IndexService {
    * Hands the commit-log offset of each entry with this key hash and store time in [begin, end]
    * (to the second) to `each`, newest first, until it returns false or `maxEntries` were handed
    * over. Entries of other keys with the same hash come too: the caller checks each record, and
-   * keeps walking past those (a key whose hash another busy key shares is still found).
+   * keeps walking past those (a key whose hash another busy key shares is still found). A chain
+   * is walked down to its first entry older than `begin`, not further.
    */
   visit(hash: number, begin: number, end: number, maxEntries: number, each: (phy: number) => boolean): void {
     const keyHash = keyHashOf(hash);
@@ -368,8 +369,10 @@ export class IndexService {
       while (i > 0 && i < f.count && left > 0) {
         const { buf, at } = this.entry(f, i);
         const t = f.beginTs + buf.readInt32BE(at + 12) * 1000;
+        // chains go back in store order: past the begin time only older entries follow (RocketMQ stops there too)
+        if (t + 1000 <= begin) break;
         const prev = buf.readInt32BE(at + 16);
-        if (buf.readInt32BE(at) === keyHash && t + 1000 > begin && t <= end) {
+        if (buf.readInt32BE(at) === keyHash && t <= end) {
           left--;
           if (!each(readLong(buf, at + 4))) return;
         }

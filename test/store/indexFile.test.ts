@@ -192,3 +192,22 @@ test("index: a sync whose fdatasync fails syncs the same files again the next ti
   await idx.sync();
   assert.equal(synced, 1, "the file whose sync failed is synced again");
 });
+
+test("index: a lookup with a begin time stops at the key's first entry older than it, as RocketMQ's, instead of reading the rest of its chain", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const n = 20_000;
+  const idx = new IndexService(dir, n + 10, SLOTS);
+  t.after(() => idx.close());
+  // one busy key, a message a second
+  for (let i = 0; i < n; i++) idx.add(42, i * 100, T0 + i * 1000);
+  idx.writePending();
+  const begin = T0 + (n - 5) * 1000;
+  const { value, bytes } = await bytesRead(() => idx.lookup(42, begin, Number.MAX_SAFE_INTEGER, 1000));
+  assert.deepEqual(
+    value,
+    [4, 3, 2, 1, 0].map((k) => (n - 5 + k) * 100),
+  );
+  // the five newest entries, the one before them (1 s below the begin time, as times are kept to the second) and the slot
+  assert.ok(bytes <= 8 * INDEX_ENTRY_BYTES, `read ${bytes} bytes of a chain of ${n * INDEX_ENTRY_BYTES}`);
+});
