@@ -1161,7 +1161,8 @@ export class Admin {
     // the record of a delayed message is stored in SCHEDULE_TOPIC_XXXX and a redelivered one in
     // %RETRY%group (their offset ids name those records): they are of the topic they carry
     if (byOffset && (topic === undefined || isMessageOfTopic(byOffset, topic))) return byOffset;
-    const byUniq = await this.queryBrokers(targets, { key: msgId, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
+    // producers write UNIQ_KEYs in upper case: a lower-case id (hex all the same) names the same message
+    const byUniq = await this.queryBrokers(targets, { key: msgId.toUpperCase(), uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
     return byUniq[0] ?? null;
   }
 

@@ -113,6 +113,10 @@ test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with
   assert.equal(byUniq.msgId, s.r.msgId);
   assert.equal(byUniq.body.toString(), s.body);
   assert.equal((await admin.viewMessage(s.r.msgId, "Lookup"))?.body.toString(), s.body);
+  // ids are hex: lower case names the same message, as it does for an offset msg id
+  assert.equal((await admin.viewMessage(s.r.msgId.toLowerCase()))?.msgId, s.r.msgId);
+  assert.equal((await admin.viewMessage(s.r.msgId.toLowerCase(), "Lookup"))?.msgId, s.r.msgId);
+  assert.equal((await admin.viewMessage(s.r.offsetMsgId.toLowerCase()))?.msgId, s.r.msgId);
   assert.equal(await admin.viewMessage(s.r.msgId, "Other"), null);
   // a topic given holds either id to it, and an unknown one is refused as queryMessageByKey refuses it
   assert.equal((await admin.viewMessage(s.r.offsetMsgId, "Lookup"))?.body.toString(), s.body);
