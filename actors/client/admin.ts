@@ -1162,8 +1162,12 @@ export class Admin {
     // %RETRY%group (their offset ids name those records): they are of the topic they carry
     if (byOffset && (topic === undefined || isMessageOfTopic(byOffset, topic))) return byOffset;
     // producers write UNIQ_KEYs in upper case: a lower-case id (hex all the same) names the same message
-    const byUniq = await this.queryBrokers(targets, { key: msgId.toUpperCase(), uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
-    return byUniq[0] ?? null;
+    const key = msgId.toUpperCase();
+    const byUniq = await this.queryBrokers(targets, { key, uniqKey: true, maxNum: 1, ...(topic ? { topic } : {}) });
+    if (byUniq[0] || topic === undefined) return byUniq[0] ?? null;
+    // a delayed message not yet delivered is indexed under SCHEDULE_TOPIC_XXXX only: looked for in every topic
+    const anywhere = await this.queryBrokers(targets, { key, uniqKey: true, maxNum: 1 });
+    return anywhere.find((m) => isMessageOfTopic(m, topic)) ?? null;
   }
 
   /** Every registered broker (lookupTargets: asked on its master, else a slave); NO_ROUTE when there is none. */

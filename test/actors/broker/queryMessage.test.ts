@@ -129,6 +129,10 @@ test("viewMessage finds a message by its offset msg id and by its UNIQ_KEY, with
   const record = await admin.viewMessage(delayed.offsetMsgId, "Lookup");
   assert.equal(record?.body.toString(), "later");
   assert.equal(await admin.viewMessage(delayed.offsetMsgId, "Other"), null);
+  // and so does its msgId (UNIQ_KEY), indexed under SCHEDULE_TOPIC_XXXX until it is delivered
+  assert.equal((await admin.viewMessage(delayed.msgId))?.body.toString(), "later");
+  assert.equal((await admin.viewMessage(delayed.msgId, "Lookup"))?.body.toString(), "later");
+  assert.equal(await admin.viewMessage(delayed.msgId, "Other"), null);
 
   assert.equal(await admin.viewMessage("00000000000000000000000000000000"), null);
   assert.equal(await admin.viewMessage("ffffffffffffffffffffffffffffffff"), null, "a well-formed id, lower case, of no message");
