@@ -222,7 +222,12 @@ export class IndexService {
     return f;
   }
 
-  /** Writes a full file's entries, slot table and header and syncs it: from now on it is read from disk only. */
+  /**
+   * Writes a full file's entries, slot table and header: from now on it is read from the file only.
+   * It stays among the unsynced files, synced by the next {@link sync} (the store's checkpoint, off
+   * the event loop, before it counts these entries): an fdatasync of its megabytes here would stall
+   * the put that filled it, as RocketMQ flushes a full index file on a thread of its own.
+   */
   private finish(f: IndexFile): void {
     this.writePending();
     // the slot table is stored big-endian, as every other field
@@ -230,8 +235,6 @@ export class IndexService {
     for (let i = 0; i < this.slots.length; i++) out.writeInt32BE(this.slots[i]!, i * 4);
     f.seg.write(out, 0, out.length, INDEX_HEADER_BYTES);
     this.writeHeader(f);
-    f.seg.syncNow();
-    this.unsynced.delete(f);
   }
 
   private writeHeader(f: IndexFile): void {

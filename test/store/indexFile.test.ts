@@ -211,3 +211,32 @@ test("index: a lookup with a begin time stops at the key's first entry older tha
   // the five newest entries, the one before them (1 s below the begin time, as times are kept to the second) and the slot
   assert.ok(bytes <= 8 * INDEX_ENTRY_BYTES, `read ${bytes} bytes of a chain of ${n * INDEX_ENTRY_BYTES}`);
 });
+
+test("index: a file roll syncs nothing on the put that fills it; the next sync flushes the full file with the new one", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const idx = new IndexService(dir, PER_FILE, SLOTS);
+  const syncedNow = t.mock.method(fs, "fdatasyncSync");
+  const realSync = segmentIo.fdatasync;
+  const syncedLater: number[] = [];
+  segmentIo.fdatasync = (fd) => {
+    syncedLater.push(fd);
+    return realSync(fd);
+  };
+  try {
+    const all = fill(idx, 250); // fills two files, starts a third
+    assert.equal(syncedNow.mock.callCount(), 0, "no fdatasync on the event loop while adding");
+    await idx.sync();
+    assert.equal(syncedLater.length, 3, "the two full files and the one being written");
+    const h = all[5]!.hash;
+    assert.deepEqual(idx.lookup(h, 0, Number.MAX_SAFE_INTEGER, 1000), expected(all, h));
+  } finally {
+    segmentIo.fdatasync = realSync;
+    idx.close();
+  }
+  // the full files read back as written
+  const reopened = new IndexService(dir, PER_FILE, SLOTS);
+  t.after(() => reopened.close());
+  assert.equal(reopened.load(250, 1e9), "ok");
+  assert.equal(reopened.entries, 250);
+});
