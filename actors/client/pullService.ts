@@ -407,12 +407,12 @@ export class PullService {
     pq.lastPullTimestamp = monotonicNow();
     if (pq.msgCount > s.pullThresholdForQueue) {
       this.stats.flowControlCount++;
-      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+      this.flowControl(request);
       return;
     }
     if (pq.cachedMsgMiB > s.pullThresholdSizeForQueue) {
       this.stats.flowControlSize++;
-      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+      this.flowControl(request);
       return;
     }
     // orderly clustering: a queue whose broker lock was lost is not pulled until it is locked again
@@ -430,7 +430,7 @@ export class PullService {
     }
     if (!s.orderly && pq.maxSpan > s.consumeConcurrentlyMaxSpan) {
       this.stats.flowControlSpan++;
-      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+      this.flowControl(request);
       return;
     }
     const sd = this.deps.subscriptions.get(mq.topic);
@@ -468,6 +468,19 @@ export class PullService {
         this.issue(request, pl, sd, next, stride, true);
       }
     }
+  }
+
+  /**
+   * A queue over a cache threshold is checked again after the back-off. Its pulls in flight were
+   * placed by the answers before them (a message size that changed, a batch cut short): theirs
+   * would take the cache further past the threshold, one pull each, where RocketMQ's single pull
+   * stops at one; they are dropped and pulled again once the cache is below it. So is the
+   * re-check each of their answers would start: one timer per queue.
+   */
+  private flowControl(request: PullRequest): void {
+    const pl = this.pipelines.get(request);
+    if (pl && pl.flights.length > 0) this.dropFlights(pl);
+    this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
   }
 
   private dropFlights(pl: QueuePipeline): void {
