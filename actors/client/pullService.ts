@@ -141,6 +141,51 @@ export function pullFailureLogger(
   };
 }
 
+/** Which cache threshold holds a queue's pulls back. */
+export type FlowControlKind = "count" | "size" | "span";
+
+/** Flow control is logged at most once per this long per consumer and threshold (RocketMQ: every 1000th time). */
+export const FLOW_CONTROL_LOG_INTERVAL_MS = 30_000;
+
+/**
+ * The `onFlowControl` of a consumer's pull service: RocketMQ's "so do flow control" warning, naming
+ * the queue, its cache and the threshold, at most once per `intervalMs` per threshold for all the
+ * consumer's queues (a backlog keeps every queue flow-controlled, checked every 50 ms). Without it a
+ * queue stopped by one message stuck in the listener (the span) would say nothing for as long as
+ * consumeTimeoutMinutes.
+ */
+export function flowControlLogger(
+  group: string,
+  settings: Pick<PullSettings, "pullThresholdForQueue" | "pullThresholdSizeForQueue" | "consumeConcurrentlyMaxSpan">,
+  intervalMs = FLOW_CONTROL_LOG_INTERVAL_MS,
+): (request: PullRequest, kind: FlowControlKind) => void {
+  const throttle = new LogThrottle(intervalMs);
+  return (request, kind) => {
+    const suppressed = throttle.pass(kind);
+    if (suppressed === undefined) return;
+    const { mq, pq } = request;
+    const key = mqKey(mq);
+    const first = pq.firstOffset();
+    const cached = `${pq.msgCount} messages, ${(pq.msgSize / MIB).toFixed(1)} MiB, offsets ${first ?? "-"}..${first === undefined ? "-" : first + pq.maxSpan}`;
+    const why =
+      kind === "span"
+        ? `the cached offsets span ${pq.maxSpan}, above consumeConcurrentlyMaxSpan ${settings.consumeConcurrentlyMaxSpan}: ` +
+          `the message at offset ${first} is still in the listener or waiting to be consumed again (one stuck in the listener is sent ` +
+          "back after consumeTimeoutMinutes)"
+        : kind === "count"
+          ? `${pq.msgCount} messages are cached, above pullThresholdForQueue ${settings.pullThresholdForQueue}: the listener is slower ` +
+            "than delivery (raise consumeThreads or consumeMessageBatchMaxSize, or add members)"
+          : `${pq.cachedMsgMiB} MiB are cached, above pullThresholdSizeForQueue ${settings.pullThresholdSizeForQueue}: the listener is ` +
+            "slower than delivery (raise consumeThreads or consumeMessageBatchMaxSize, or add members)";
+    pullLog().warn(
+      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, kind, cached, suppressed },
+      `Flow control: ${key} of group ${group} is not pulled until its cache shrinks; ${why} ` +
+        `(logged at most once every ${Math.round(intervalMs / 1000)} s per threshold for all the group's queues; ` +
+        "suppressed: the times not logged since the last line).",
+    );
+  };
+}
+
 // --- replication: which broker of a broker name a pull goes to -------------------------------
 /** Highest slave id probed when the wanted broker is not in the route. */
 const MAX_SLAVE_ID_PROBED = 16;
@@ -266,6 +311,8 @@ export interface PullServiceDeps {
   onOffsetIllegal(request: PullRequest): void;
   /** a pull failed (logged by the caller, retried here) */
   onError?(request: PullRequest, error: unknown): void;
+  /** a queue is not pulled for now: its cache is over a threshold (logged by the caller, checked again in 50 ms) */
+  onFlowControl?(request: PullRequest, kind: FlowControlKind): void;
   /**
    * a queue is not pulled because its offset may be stale (ProcessQueue.isOffsetStale) and its
    * broker is reachable again: read it again (a rebalance round does); asked every retry until then
@@ -407,12 +454,12 @@ export class PullService {
     pq.lastPullTimestamp = monotonicNow();
     if (pq.msgCount > s.pullThresholdForQueue) {
       this.stats.flowControlCount++;
-      this.flowControl(request);
+      this.flowControl(request, "count");
       return;
     }
     if (pq.cachedMsgMiB > s.pullThresholdSizeForQueue) {
       this.stats.flowControlSize++;
-      this.flowControl(request);
+      this.flowControl(request, "size");
       return;
     }
     // orderly clustering: a queue whose broker lock was lost is not pulled until it is locked again
@@ -430,7 +477,7 @@ export class PullService {
     }
     if (!s.orderly && pq.maxSpan > s.consumeConcurrentlyMaxSpan) {
       this.stats.flowControlSpan++;
-      this.flowControl(request);
+      this.flowControl(request, "span");
       return;
     }
     const sd = this.deps.subscriptions.get(mq.topic);
@@ -477,7 +524,8 @@ export class PullService {
    * stops at one; they are dropped and pulled again once the cache is below it. So is the
    * re-check each of their answers would start: one timer per queue.
    */
-  private flowControl(request: PullRequest): void {
+  private flowControl(request: PullRequest, kind: FlowControlKind): void {
+    this.deps.onFlowControl?.(request, kind);
     const pl = this.pipelines.get(request);
     if (pl && pl.flights.length > 0) this.dropFlights(pl);
     this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);

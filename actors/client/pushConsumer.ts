@@ -71,6 +71,7 @@ import {
   DEFAULT_PULL_BATCH_SIZE,
   DEFAULT_PULL_THRESHOLD_FOR_QUEUE,
   DEFAULT_PULL_THRESHOLD_SIZE_FOR_QUEUE,
+  flowControlLogger,
   MAX_BROKER_SUSPEND_MS,
   PullService,
   pullFailureLogger,
@@ -432,6 +433,7 @@ export class PushConsumer {
         this.orderlyService ? this.orderlyService.submit(req.mq, req.pq, dispatch) : this.consumeService.submit(req.mq, req.pq, msgs),
       onOffsetIllegal: (req) => void this.onOffsetIllegal(req),
       onError: pullFailureLogger(host, group),
+      onFlowControl: flowControlLogger(group, opts),
       onOffsetStale: () => this.rebalanceNow(),
     });
     this.rebalancer = new Rebalancer({

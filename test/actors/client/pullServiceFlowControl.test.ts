@@ -11,14 +11,19 @@ import { ProcessQueue } from "../../../actors/client/processQueue.ts";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
 import {
   defaultPullSettings,
+  FLOW_CONTROL_LOG_INTERVAL_MS,
+  type FlowControlKind,
+  flowControlLogger,
   PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL,
   PullService,
   type PullServiceDeps,
   type PullSettings,
+  pullLog,
 } from "../../../actors/client/pullService.ts";
 import { SubscriptionTable } from "../../../actors/client/subscriptions.ts";
 import { encodeRecord, type MessageExt } from "../../../transport/messageRecord.ts";
 import { MASTER_ID } from "../../../transport/protocol.ts";
+import { monotonicFollowsDate } from "../../helpers.ts";
 
 const MIB = 1024 * 1024;
 /** The broker's transfer limit per pull (maxTransferBytesOnMessageInMemory): the first record may exceed it. */
@@ -47,7 +52,12 @@ function record(queueOffset: number, bodyBytes: number): Buffer {
 }
 
 /** A pull service over one queue of `max` messages of `bodyBytes(offset)` bytes, served as a broker does. */
-function queueOf(max: number, bodyBytes: (offset: number) => number, settings: Partial<PullSettings>) {
+function queueOf(
+  max: number,
+  bodyBytes: (offset: number) => number,
+  settings: Partial<PullSettings>,
+  onFlowControl?: PullServiceDeps["onFlowControl"],
+) {
   const subscriptions = new SubscriptionTable();
   subscriptions.subscribe("T", "*");
   const deps = {
@@ -86,6 +96,7 @@ function queueOf(max: number, bodyBytes: (offset: number) => number, settings: P
     // the listener never finishes: nothing leaves the cache
     onFound: () => {},
     onOffsetIllegal: () => {},
+    onFlowControl,
   } as unknown as PullServiceDeps;
   const service = new PullService(deps);
   const pq = new ProcessQueue<MessageExt>();
@@ -121,4 +132,54 @@ test("pulls in flight placed by small messages do not take the cache of large on
   } finally {
     service.stop();
   }
+});
+
+test("flow control is reported, and logged at most once per interval per threshold with the count held back", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout", "setInterval", "Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
+  const kinds: FlowControlKind[] = [];
+  const { service, request } = queueOf(
+    10_000,
+    () => 10,
+    { pullThresholdForQueue: 40 },
+    (_r, kind) => kinds.push(kind),
+  );
+  try {
+    service.executeNow(request);
+    await until(() => kinds.length > 0, "flow control reported");
+    assert.deepEqual([...new Set(kinds)], ["count"]);
+  } finally {
+    service.stop();
+  }
+
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(pullLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const log = flowControlLogger("g", { pullThresholdForQueue: 1000, pullThresholdSizeForQueue: 100, consumeConcurrentlyMaxSpan: 2000 });
+  const pq = new ProcessQueue<MessageExt>();
+  pq.putMessages([
+    { queueOffset: 7, body: Buffer.alloc(1) },
+    { queueOffset: 2100, body: Buffer.alloc(1) },
+  ] as MessageExt[]);
+  const stuck: PullRequest = {
+    consumerGroup: "g",
+    mq: { topic: "T", brokerName: "b", queueId: 3 },
+    pq,
+    nextOffset: 2101,
+    brokerId: MASTER_ID,
+  };
+  log(stuck, "span");
+  assert.equal(lines.length, 1);
+  assert.match(lines[0]!.msg, /T@b@3/);
+  assert.match(lines[0]!.msg, /consumeConcurrentlyMaxSpan 2000/);
+  assert.match(lines[0]!.msg, /offset 7 is still in the listener/);
+  assert.equal(lines[0]!.fields.kind, "span");
+  // every 50 ms while it lasts: quiet within the interval, another threshold has its own line
+  for (let i = 0; i < 10; i++) log(stuck, "span");
+  log(stuck, "count");
+  assert.equal(lines.length, 2);
+  assert.match(lines[1]!.msg, /pullThresholdForQueue 1000/);
+  t.mock.timers.tick(FLOW_CONTROL_LOG_INTERVAL_MS);
+  log(stuck, "span");
+  assert.equal(lines.length, 3);
+  assert.equal(lines[2]!.fields.suppressed, 10);
 });
