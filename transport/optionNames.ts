@@ -54,9 +54,15 @@ function closest(name: string, allowed: readonly string[]): string | undefined {
  * Refuses `opts` unless it is an options object (not null, not an array) whose every option set
  * (its own keys with a value other than undefined) is among `allowed`: ILLEGAL_ARGUMENT naming
  * `what` (`Producer.start`), the unknown option, the allowed option it is closest to, and every
- * allowed name.
+ * allowed name. `notBuilt`: RocketMQ options of this call that are not built here, each with what
+ * to use instead (a closest name could mislead: pullThresholdForTopic is no per-queue limit).
  */
-export function checkOptionNames(what: string, opts: unknown, allowed: readonly string[]): void {
+export function checkOptionNames(
+  what: string,
+  opts: unknown,
+  allowed: readonly string[],
+  notBuilt: Readonly<Record<string, string>> = {},
+): void {
   if (typeof opts !== "object" || opts === null || Array.isArray(opts))
     throw new MQError(
       "ILLEGAL_ARGUMENT",
@@ -64,6 +70,8 @@ export function checkOptionNames(what: string, opts: unknown, allowed: readonly 
     );
   for (const name of Object.keys(opts)) {
     if (allowed.includes(name) || (opts as Record<string, unknown>)[name] === undefined) continue;
+    if (Object.hasOwn(notBuilt, name))
+      throw new MQError("ILLEGAL_ARGUMENT", `${what}: RocketMQ's option ${JSON.stringify(name)} is not built here; ${notBuilt[name]}.`);
     const near = closest(name, allowed);
     throw new MQError(
       "ILLEGAL_ARGUMENT",

@@ -162,6 +162,15 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
 }
 
 /** The names {@link PushConsumerOptions} may hold; PushConsumer.start refuses any other. */
+/** RocketMQ's pull throttles that are not built (README, RocketMQ differences), and what does their work. */
+const PUSH_CONSUMER_OPTIONS_NOT_BUILT = {
+  pullInterval:
+    "a queue is pulled again as soon as its answer is handled; to slow consumption, use suspend() and resume() or a slower listener",
+  pullThresholdForTopic:
+    "the flow control is per queue: pullThresholdForQueue (messages cached per queue, default 1000) and consumeConcurrentlyMaxSpan",
+  pullThresholdSizeForTopic: "the flow control is per queue: pullThresholdSizeForQueue (MiB cached per queue, default 100)",
+};
+
 export const PUSH_CONSUMER_OPTION_NAMES = optionNamesOf<PushConsumerOptions>()([
   "group",
   ...CLIENT_INSTANCE_OPTION_NAMES,
@@ -544,7 +553,7 @@ export class PushConsumer {
    * but cannot be read), registers with every broker and runs the first rebalance.
    */
   static async start(options: PushConsumerOptions): Promise<PushConsumer> {
-    checkOptionNames("PushConsumer.start", options, PUSH_CONSUMER_OPTION_NAMES);
+    checkOptionNames("PushConsumer.start", options, PUSH_CONSUMER_OPTION_NAMES, PUSH_CONSUMER_OPTIONS_NOT_BUILT);
     const o = {
       ...defaultPushConsumerOptions(),
       consumeTimestamp: Date.now() - DEFAULT_CONSUME_TIMESTAMP_AGO_MS,

@@ -137,6 +137,21 @@ test("PushConsumer.start and PullConsumer.start refuse unknown option names", as
     "autoCommitIntervalMs",
     PULL_CONSUMER_OPTION_NAMES,
   );
+  // RocketMQ's pull throttles that are not built say so and what to use, rather than a near name
+  for (const [option, instead] of [
+    ["pullInterval", /suspend\(\) and resume\(\)/],
+    ["pullThresholdForTopic", /per queue: pullThresholdForQueue/],
+    ["pullThresholdSizeForTopic", /per queue: pullThresholdSizeForQueue/],
+  ] as const) {
+    const e = await refusal(() =>
+      PushConsumer.start({ group: "cgNames", nameservers, subscriptions: { T: "*" }, listener, [option]: 5 } as never),
+    );
+    assert.ok(isMQError(e, "ILLEGAL_ARGUMENT"), `${option}: ${String(e)}`);
+    const m = (e as Error).message;
+    assert.ok(m.startsWith(`PushConsumer.start: RocketMQ's option "${option}" is not built here; `), m);
+    assert.match(m, instead);
+    assert.ok(!m.includes("did you mean"), m);
+  }
   // a push consumer's option is not a pull consumer's
   assertUnknown(
     await refusal(() => PullConsumer.start({ group: "cgNames", nameservers, consumeThreads: 4 } as never)),
