@@ -36,7 +36,8 @@ export function addMessageCommand(program: Command): void {
       if (found.length === 0)
         throw new MQError(
           "QUERY_NOT_FOUND",
-          `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}${f.topic ? ` in ${f.topic}` : ""}`}.`,
+          `No message found for ${f.key ? `key "${f.key}" in ${f.topic}` : `id ${f.id}${f.topic ? ` in ${f.topic}` : ""}`}: ` +
+            "check it and the name servers given (a message of another cluster is not found there); a message is deleted with its commit-log file once that file is older than the brokers' fileReservedTimeHours (72 by default).",
         );
       const text = () => found.map((m) => `${formatMessage(m)}\n`).join("");
       show(f, f.key ? found.map(messageJson) : messageJson(found[0]!), text);

@@ -221,7 +221,10 @@ test("message --key with --topic lists the key's messages; --id shows the one se
   // a well-formed id of no message is not found; a malformed one is refused, saying what an id is
   const unknownId = await cli(["message", "--id", "0".repeat(32)], { env });
   assert.equal(unknownId.code, 1);
-  assert.match(oneLine(unknownId.err), /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}\.$/);
+  assert.match(
+    oneLine(unknownId.err),
+    /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}: check it and the name servers given .*fileReservedTimeHours \(72 by default\)\.$/,
+  );
   const malformed = await cli(["message", "--id", "zzz"], { env });
   assert.equal(malformed.code, 1);
   assert.equal(malformed.out, "");

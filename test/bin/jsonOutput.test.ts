@@ -215,7 +215,10 @@ test("message --key and --id --json: the messages with their bodies; a message n
   const none = await cli(["message", "--id", "0".repeat(32), "--json"], { env });
   assert.equal(none.code, 1);
   assert.equal(none.out, "");
-  assert.match(none.err, /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}\.\n$/);
+  assert.match(
+    none.err,
+    /^actormq: error QUERY_NOT_FOUND: No message found for id 0{32}: check it and the name servers given .*fileReservedTimeHours \(72 by default\)\.\n$/,
+  );
 });
 
 test("consume --json: one JSON object per message per line, as message --json shows it, printed as it comes, and nothing else on stdout", async () => {
