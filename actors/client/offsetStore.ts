@@ -248,6 +248,17 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     }
     for (const mq of drop) this.table.removeOffset(mq);
     await Promise.all(work);
+    // held but not sent: a strict commit did not commit them either
+    if (strict)
+      for (const mq of unsynced)
+        if (this.table.readOffset(mq) >= 0)
+          failed.push({
+            mq,
+            error: new MQError(
+              "SERVICE_NOT_AVAILABLE",
+              "the connection to its broker was lost since its offset was read there; it is read again once the broker answers, then committed",
+            ),
+          });
     if (strict && failed.length > 0) throw commitFailedError(failed);
   }
 

@@ -17,6 +17,7 @@ import {
 import { ActorNode, type Replier } from "../../../actors/runtime/index.ts";
 import { dirIo } from "../../../store/durableDir.ts";
 import {
+  isMQError,
   type MessageQueue,
   MQError,
   type QueryConsumerOffsetRequest,
@@ -409,6 +410,15 @@ test("remote store: persistAll keeps unsynced queues' offsets without sending th
       [0, 250],
       [1, 90],
     ]);
+    // a pull consumer's commit() (strict) is told they were not committed
+    await assert.rejects(
+      s.persistAll([], [q0, q1], false, true),
+      (e: unknown) =>
+        isMQError(e, "SERVICE_NOT_AVAILABLE") &&
+        /T@broker-a@0 \(the connection to its broker was lost/.test(e.message) &&
+        /T@broker-a@1 /.test(e.message),
+    );
+    assert.equal(stored.get(0), 250, "nothing sent");
     assert.equal(s.readOffsetFromMemory(q0), 100, "kept in memory");
     // another member went further on queue 0: taken; queue 1's older commit is this member's own
     assert.equal(await s.resync(q0, "A"), 250);
