@@ -216,7 +216,13 @@ export function checkRange(name: string, v: unknown, min: number, max: number): 
 
 /** How an option's value is shown in an error: a string quoted, so "false" does not read as false. */
 export function shownValue(v: unknown): string {
-  return typeof v === "string" ? JSON.stringify(v) : String(v);
+  if (typeof v === "string") return JSON.stringify(v);
+  try {
+    return String(v);
+  } catch {
+    // an object without a prototype (or a throwing toString) has no text: the error must still be built
+    return `a value of type ${typeof v}`;
+  }
 }
 
 /**

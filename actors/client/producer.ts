@@ -24,6 +24,7 @@ import {
   type SendMessageReply,
   type SendMessageRequest,
   type SendStatus,
+  shownValue,
   topicCreateCommand,
 } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
@@ -488,10 +489,11 @@ function shownSelection(q: unknown): string {
     return "a Promise (the selector is async): selectors are synchronous, so return the queue itself";
   if (typeof q === "object" && q !== null) {
     const { topic, brokerName, queueId } = q as Partial<MessageQueue>;
-    return `${String(topic)}/${String(brokerName)}/${String(queueId)}`;
+    const part = (v: unknown) => (typeof v === "string" ? v : shownValue(v));
+    return `${part(topic)}/${part(brokerName)}/${part(queueId)}`;
   }
   if (q === undefined || q === null) return String(q);
-  return `${JSON.stringify(q) ?? String(q)} (a ${typeof q})`;
+  return `${shownValue(q)} (a ${typeof q})`;
 }
 
 /**

@@ -449,6 +449,12 @@ test("bad arguments to send, sendOneway and sendBatch are MQErrors: null batch e
   await notAQueue(async (qs: MessageQueue[]) => qs[0], /returned a Promise.*synchronous/);
   await notAQueue(() => 1, /returned 1 \(a number\)/);
   await notAQueue(() => "a/1", /returned "a\/1" \(a string\)/);
+  // values whose text cannot be made as JSON or String() builds still give the error, not a TypeError
+  await notAQueue(() => 5n, /returned 5 \(a bigint\)/);
+  await notAQueue(
+    () => Object.assign(Object.create(null), { topic: Object.create(null), brokerName: "a", queueId: 0 }),
+    /returned a value of type object\/a\/0/,
+  );
   await notAQueue((qs: MessageQueue[]) => ({ ...qs[0]!, topic: "Other" }), /returned Other\/a\/0/);
   assert.equal((await producer.send({ topic: "RR", body: "x" }, null as never)).status, "SEND_OK");
   assert.equal((await producer.sendBatch([{ topic: "RR", body: "x" }], null as never)).status, "SEND_OK");
