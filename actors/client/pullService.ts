@@ -338,7 +338,7 @@ export interface PullServiceStats {
   offsetIllegal: number;
   /** pulls issued behind another of the same queue (pipelined) */
   pipelined: number;
-  /** answers ignored because an earlier pull of the queue ended elsewhere than predicted */
+  /** pipelined pulls whose answers are ignored: an earlier pull of the queue ended elsewhere than predicted, or the queue went over a flow-control threshold */
   pipelineDropped: number;
   /** answers whose records failed their check on decode; the queue's next pull asked the broker to verify */
   recordsRefused: number;

@@ -9,6 +9,7 @@ import {
   TOPIC_GROUP_SEPARATOR,
 } from "../../../actors/broker/consumerOffsetManager.ts";
 import { parseSubscription } from "../../../filter/index.ts";
+import { JsonFile } from "../../../store/index.ts";
 import { BrokerActor, type ConsumeStatsReply, isMQError, type MessageModel, PullSysFlag } from "../../../transport/protocol.ts";
 import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
@@ -390,11 +391,35 @@ test("a write asked for while the periodic write is in flight goes after it: the
   om.persistInBackground((e) => errors.push(e)); // copies {0: 10}, writes on the thread pool
   om.commitOffset("G", "T", 0, 20);
   await om.persist();
-  // a periodic write still in flight is skipped, not started twice; nothing left to write
-  om.persistInBackground((e) => errors.push(e));
-  await om.persist();
   assert.deepEqual(errors, []);
   const stored = JSON.parse(readFileSync(file, "utf8")) as { offsetTable: Record<string, Record<string, number>> };
   assert.deepEqual(stored.offsetTable[`T${TOPIC_GROUP_SEPARATOR}G`], { "0": 20 });
   assert.equal(ConsumerOffsetManager.load(file).queryOffset("G", "T", 0), 20);
+});
+
+test("the periodic write is not started again while one is in flight; a failed one is told and leaves the table to write again", async (t) => {
+  const file = path.join(f.dir, "periodic", CONSUMER_OFFSET_FILE);
+  const om = new ConsumerOffsetManager(file);
+  const real = JsonFile.writeAsync;
+  let fail = false;
+  const writes = t.mock.method(JsonFile, "writeAsync", (file: string, value: unknown) =>
+    fail ? Promise.reject(new Error("disk full")) : real(file, value),
+  );
+  const errors: unknown[] = [];
+  om.commitOffset("G", "T", 0, 10);
+  om.persistInBackground((e) => errors.push(e));
+  om.commitOffset("G", "T", 0, 11);
+  om.persistInBackground((e) => errors.push(e)); // the first is still writing: skipped
+  assert.equal(writes.mock.callCount(), 1);
+  await om.persist(); // waits for it, then writes 11
+  fail = true;
+  om.commitOffset("G", "T", 0, 12);
+  om.persistInBackground((e) => errors.push(e));
+  await waitFor(() => errors.length === 1, 5000, "the failed write told");
+  assert.match(String(errors[0]), /disk full/);
+  fail = false;
+  om.persistInBackground((e) => errors.push(e)); // still dirty: written again
+  assert.equal(writes.mock.callCount(), 3);
+  await om.persist();
+  assert.equal(ConsumerOffsetManager.load(file).queryOffset("G", "T", 0), 12);
 });
