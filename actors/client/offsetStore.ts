@@ -267,6 +267,15 @@ export class RemoteOffsetStore extends TableOffsetStore implements OffsetStore {
     if (offset >= 0) await this.updateBroker(mq, offset, undefined, final).catch(() => {});
   }
 
+  /** One queue's offset, as a strict {@link persistAll}: fails once its connection is lost, and rejects as that does. */
+  async persistStrict(mq: MessageQueue): Promise<void> {
+    const offset = this.table.readOffset(mq);
+    if (offset < 0) return;
+    await this.updateBroker(mq, offset, undefined, false, true).catch((error: unknown) => {
+      throw commitFailedError([{ mq, error }]);
+    });
+  }
+
   private address(mq: MessageQueue): string {
     // the master, else a slave while the master is down; the next persist after the master is back carries the offset to it
     const addr = findBrokerAddressInSubscribe(this.host, mq.brokerName, MASTER_ID)?.addr;

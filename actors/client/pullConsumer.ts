@@ -32,7 +32,7 @@ import {
   getAllocateStrategy,
 } from "./allocateStrategies.ts";
 import { CLIENT_INSTANCE_OPTION_NAMES, ClientInstance, type ClientInstanceOptions } from "./clientInstance.ts";
-import { OFFSET_REQUEST_TIMEOUT_MS, RemoteOffsetStore } from "./offsetStore.ts";
+import { OFFSET_REQUEST_TIMEOUT_MS, offsetLog, RemoteOffsetStore } from "./offsetStore.ts";
 import { ProcessQueue } from "./processQueue.ts";
 import { computePullFromWhere } from "./pullFromWhere.ts";
 import { askMasterOffset, type ConsumerHost, type PullRequest } from "./pullRequest.ts";
@@ -475,7 +475,13 @@ export class PullConsumer {
     this.consumed.delete(k);
     if (this.opts.autoCommit) {
       if (c) this.offsetStore.updateOffset(mq, c.offset, !c.rewind);
-      await this.offsetStore.persist(mq);
+      // no later commit covers it: a failure is told (the group gets those messages again), and
+      // a lost connection ends the wait at once instead of after the request timeout
+      await this.offsetStore
+        .persistStrict(mq)
+        .catch((e: unknown) =>
+          offsetLog().warn({ queue: k, err: (e as Error).message }, "the offset of a queue assign() let go was not committed"),
+        );
     }
     this.offsetStore.removeOffset(mq);
   }

@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { offsetLog } from "../../actors/client/offsetStore.ts";
 import { Admin, Broker, isMQError, NameServer, Producer, PullConsumer, startLocalCluster } from "../../index.ts";
 import { EPHEMERAL, tempDir, waitFor } from "../helpers.ts";
 
@@ -116,6 +117,52 @@ test("pull consumer: fetchMessageQueues checks the topic name as subscribe does"
   } finally {
     await pc.close();
     await cluster.close();
+    await cleanup();
+  }
+});
+
+test("pull consumer with autoCommit: a queue assign() drops while its broker is down is told as not committed, at once", async (t) => {
+  const { dir, cleanup } = await tempDir("actormq-pull-unassign-down-");
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const broker = await Broker.start({
+    brokerName: "broker-a",
+    nameservers: [ns.address!],
+    storeDir: dir,
+    flush: "async",
+    listen: EPHEMERAL,
+  });
+  const producer = await Producer.start({ group: "pg", nameservers: [ns.address!] });
+  const admin = await Admin.start({ nameservers: [ns.address!] });
+  let pc: PullConsumer | undefined;
+  const warned: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(offsetLog(), "warn", (fields: Record<string, unknown>, msg: string) => void warned.push({ fields, msg }));
+  try {
+    await admin.createTopic({ topic: "UnassignDown", readQueueNums: 2, writeQueueNums: 2 });
+    await producer.sendBatch(Array.from({ length: 10 }, (_, j) => ({ topic: "UnassignDown", body: `m${j}` })));
+    await producer.sendBatch(Array.from({ length: 10 }, (_, j) => ({ topic: "UnassignDown", body: `n${j}` })));
+    pc = await PullConsumer.start({
+      group: "cgUnassignDown",
+      nameservers: [ns.address!],
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      autoCommitIntervalMs: 600_000,
+    });
+    const queues = await pc.fetchMessageQueues("UnassignDown");
+    await pc.assign(queues);
+    let n = 0;
+    await waitFor(async () => (n += (await pc!.poll(100)).length) >= 20, 10_000, "20 polled");
+    await broker.close();
+    const t0 = performance.now();
+    await pc.assign([queues[0]!]);
+    const ms = performance.now() - t0;
+    assert.ok(ms < FAIL_FAST_BOUND_MS, `assign took ${Math.round(ms)} ms`);
+    assert.equal(warned.length, 1, JSON.stringify(warned));
+    assert.equal(warned[0]!.fields.queue, `UnassignDown@broker-a@${queues[1]!.queueId}`);
+    assert.match(warned[0]!.msg, /assign\(\) let go was not committed/);
+  } finally {
+    await pc?.close();
+    await admin.close();
+    await producer.close();
+    await ns.close();
     await cleanup();
   }
 });
