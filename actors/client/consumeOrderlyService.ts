@@ -31,6 +31,7 @@ import {
   LISTENER_FAILURE_LOG_INTERVAL_MS,
   UNKNOWN_STATUS_LOG_INTERVAL_MS,
   warnListenerThrew,
+  warnUnknownStatus,
 } from "./consumeService.ts";
 import type { OffsetStore } from "./offsetStore.ts";
 import type { ProcessQueue } from "./processQueue.ts";
@@ -500,18 +501,14 @@ export class ConsumeOrderlyService {
    * does (which it logs); said once per interval, since a typo would hold the queue back for good.
    */
   private warnUnknownStatus(mq: MessageQueue, status: unknown): void {
-    const suppressed = this.unknownStatusLog.pass("");
-    if (suppressed === undefined) return;
-    // never String() an arbitrary object: one without a prototype would throw
-    const shown =
-      typeof status === "string" ? JSON.stringify(status) : status == null ? String(status) : `a value of type ${typeof status}`;
-    const { group } = this.deps;
-    consumeLog().warn(
-      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status: shown, suppressed },
-      `The orderly listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not an ` +
-        "orderly consume status: the batch counts as SUSPEND_CURRENT_QUEUE_A_MOMENT and nothing later in the queue is delivered " +
-        'until it is consumed. Return "SUCCESS" or "SUSPEND_CURRENT_QUEUE_A_MOMENT" ' +
-        `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+    warnUnknownStatus(
+      this.unknownStatusLog,
+      this.deps.group,
+      mq,
+      status,
+      "orderly listener",
+      "an orderly consume status: the batch counts as SUSPEND_CURRENT_QUEUE_A_MOMENT and nothing later in the queue is delivered until it is consumed",
+      '"SUCCESS" or "SUSPEND_CURRENT_QUEUE_A_MOMENT"',
     );
   }
 

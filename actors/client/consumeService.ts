@@ -59,6 +59,31 @@ export function warnListenerThrew(
       "consumer; suppressed: the throws not logged since the last line).",
   );
 }
+/**
+ * A listener result that is no consume status, at warn, once per interval (it may be a typo that
+ * holds back or dead-letters every message). `listener` names it ("listener", "orderly listener"),
+ * `counts` says what the batch counts as and `expected` what to return.
+ */
+export function warnUnknownStatus(
+  throttle: LogThrottle,
+  group: string,
+  mq: MessageQueue,
+  status: unknown,
+  listener: string,
+  counts: string,
+  expected: string,
+): void {
+  const suppressed = throttle.pass("");
+  if (suppressed === undefined) return;
+  // never String() an arbitrary object: one without a prototype would throw here
+  const shown = typeof status === "string" ? JSON.stringify(status) : status == null ? String(status) : `a value of type ${typeof status}`;
+  consumeLog().warn(
+    { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status: shown, suppressed },
+    `The ${listener} of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not ${counts}. ` +
+      `Return ${expected} (logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+  );
+}
+
 /** Listener throws and results the consume services do not know, at warn (ACTORMQ_LOG_LEVEL). */
 export const consumeLog = lazyClientLogger("client:consume");
 /** How long close waits for listener calls in flight so their offsets are committed. */
@@ -326,17 +351,14 @@ export class ConsumeService {
    * sends every message to the dead-letter queue.
    */
   private warnUnknownStatus(mq: MessageQueue, status: unknown): void {
-    const suppressed = this.unknownStatusThrottle.pass("");
-    if (suppressed === undefined) return;
-    // never String() an arbitrary object: one without a prototype would throw here
-    const shown =
-      typeof status === "string" ? JSON.stringify(status) : status == null ? String(status) : `a value of type ${typeof status}`;
-    const { group } = this.deps;
-    consumeLog().warn(
-      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status: shown, suppressed },
-      `The listener of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not a concurrent ` +
-        `consume status: the batch counts as RECONSUME_LATER. Return "CONSUME_SUCCESS" or "RECONSUME_LATER" ` +
-        `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
+    warnUnknownStatus(
+      this.unknownStatusThrottle,
+      this.deps.group,
+      mq,
+      status,
+      "listener",
+      "a concurrent consume status: the batch counts as RECONSUME_LATER",
+      '"CONSUME_SUCCESS" or "RECONSUME_LATER"',
     );
   }
 
