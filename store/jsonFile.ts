@@ -124,9 +124,11 @@ export const JsonFile = {
   /**
    * {@link write} with its file operations on libuv's thread pool, for periodic writes that must
    * not stall the event loop (two fsyncs take milliseconds). Two writes of one file must not
-   * overlap (they share the temp file): the caller serializes them.
+   * overlap (they share the temp file): the caller serializes them. `usable`: whether the file
+   * written before holds what its reader takes (only such a file becomes the `.bak`; by default,
+   * any JSON but null).
    */
-  async writeAsync(file: string, value: unknown): Promise<void> {
+  async writeAsync(file: string, value: unknown, usable: (previous: unknown) => boolean = () => true): Promise<void> {
     const dir = path.dirname(file);
     const tmp = `${file}.tmp`;
     const text = JSON.stringify(value, null, 2);
@@ -141,7 +143,8 @@ export const JsonFile = {
       } finally {
         await h.close();
       }
-      if ((await tryReadAsync(file)).ok) await fs.promises.copyFile(file, `${file}.bak`);
+      const previous = await tryReadAsync(file);
+      if (previous.ok && usable(previous.value)) await fs.promises.copyFile(file, `${file}.bak`);
       await fs.promises.rename(tmp, file);
       ownTmp = false;
       await fsyncDirAsync(dir);

@@ -4,11 +4,10 @@
  * updates, freeze after OFFSET_ILLEGAL) are {@link OffsetTable}'s; these classes add where the
  * table is persisted: the group's broker (clustering) or a file of this client (broadcasting).
  */
-import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import path from "node:path";
-import { fsyncDirAsync } from "../../store/durableDir.ts";
+import { JsonFile } from "../../store/jsonFile.ts";
 import { monotonicNow } from "../../transport/clock.ts";
 import {
   ConsumptionActorFor,
@@ -464,31 +463,12 @@ export class LocalFileOffsetStore extends TableOffsetStore implements OffsetStor
     await this.persistAll([mq]);
   }
 
-  /** Serialised writes: temp file, fsync, keep the previous file as `.bak`, rename, fsync the directory. */
+  /**
+   * Serialised writes (temp file, fsync, the previous file kept as `.bak`, rename, fsync the
+   * directory): a damaged file (one load fell back from) does not replace the good `.bak`.
+   */
   private write(data: OffsetsFile): Promise<void> {
-    const run = async (): Promise<void> => {
-      await mkdir(path.dirname(this.file), { recursive: true });
-      const tmp = `${this.file}.${randomBytes(4).toString("hex")}.tmp`;
-      const fh = await open(tmp, "w");
-      try {
-        try {
-          await fh.writeFile(JSON.stringify(data, null, 2));
-          await fh.sync();
-        } finally {
-          await fh.close();
-        }
-        // a damaged file (one load fell back from) must not replace the good .bak
-        const prev = await readOffsetsFile(this.file);
-        if (prev.data) await writeFile(`${this.file}.bak`, prev.text!).catch(() => {});
-        await rename(tmp, this.file);
-        // the new name survives a power loss only once its directory is synced
-        await fsyncDirAsync(path.dirname(this.file));
-      } catch (e) {
-        // retried every persist interval: each failure would leave one more temp file
-        await unlink(tmp).catch(() => {});
-        throw e;
-      }
-    };
+    const run = () => JsonFile.writeAsync(this.file, data, isOffsetsFile);
     this.writing = this.writing.then(run, run);
     return this.writing;
   }
@@ -514,7 +494,10 @@ async function readOffsetsFile(file: string): Promise<{ data?: OffsetsFile; text
   } catch (e) {
     return { error: `not valid JSON: ${(e as Error).message}` };
   }
-  if (data && typeof data === "object" && "offsetTable" in data && data.offsetTable && typeof data.offsetTable === "object")
-    return { data: data as OffsetsFile, text };
+  if (isOffsetsFile(data)) return { data, text };
   return { error: 'no "offsetTable" object' };
+}
+
+function isOffsetsFile(data: unknown): data is OffsetsFile {
+  return !!data && typeof data === "object" && "offsetTable" in data && !!data.offsetTable && typeof data.offsetTable === "object";
 }
