@@ -135,19 +135,17 @@ export class RouteCache {
   }
 
   /**
-   * Rebuilds the address book from the current routes, dropping brokers no route mentions except
+   * Drops from the address book the brokers no current route mentions, except
    * those in `keep`: a consumer still holds or lets go of queues there, and the final offsets it
    * commits as it lets them go must reach that broker (a route lists a broker only once it has
    * registered again with the name server asked, up to 30 s after that name server restarted).
    */
   pruneBrokers(keep: ReadonlySet<string> = new Set()): void {
-    const live = new Map<string, Record<string, string>>();
-    for (const e of this.topics.values()) for (const bd of e.route.brokerDatas) live.set(bd.brokerName, { ...bd.brokerAddrs });
-    for (const name of keep) {
-      const addrs = this.brokerAddrs.get(name);
-      if (addrs && !live.has(name)) live.set(name, addrs);
-    }
-    this.brokerAddrs.clear();
-    for (const [k, v] of live) this.brokerAddrs.set(k, v);
+    const named = new Map<string, Record<string, string>>();
+    for (const e of this.topics.values()) for (const bd of e.route.brokerDatas) named.set(bd.brokerName, bd.brokerAddrs);
+    // the book holds each broker's addresses from the latest route put: a route kept for a topic
+    // that vanished (TOPIC_NOT_EXIST) still names its old ones (a port since changed, a master gone)
+    for (const name of [...this.brokerAddrs.keys()]) if (!named.has(name) && !keep.has(name)) this.brokerAddrs.delete(name);
+    for (const [name, addrs] of named) if (!this.brokerAddrs.has(name)) this.brokerAddrs.set(name, { ...addrs });
   }
 }

@@ -73,3 +73,31 @@ test("a route change that only alters perm or one queue count is a change; the s
   // topic names are case-sensitive
   assert.equal(cache.route("t"), undefined);
 });
+
+test("the address book keeps a broker's latest address through a prune, not an older one a kept route of a vanished topic still names", () => {
+  const cache = new RouteCache();
+  const at = (addrs: Record<string, string>): TopicRouteData => ({
+    queueDatas: [{ brokerName: "a", readQueueNums: 1, writeQueueNums: 1, perm: Perm.READ | Perm.WRITE }],
+    brokerDatas: [{ cluster: "C", brokerName: "a", brokerAddrs: addrs }],
+  });
+  cache.put("Y", at({ "0": "tcp://127.0.0.1:1", "1": "tcp://127.0.0.1:3" }));
+  cache.put("X", at({ "0": "tcp://127.0.0.1:1", "1": "tcp://127.0.0.1:3" }));
+  // broker a restarted on another port and its master later left: Y's route says so, X's route is
+  // kept as it was (X is TOPIC_NOT_EXIST now: it was deleted)
+  cache.put("Y", at({ "0": "tcp://127.0.0.1:2" }));
+  assert.equal(cache.masterAddress("a"), "tcp://127.0.0.1:2");
+  cache.pruneBrokers();
+  assert.equal(cache.masterAddress("a"), "tcp://127.0.0.1:2");
+  assert.equal(cache.brokerAddress("a", 1), undefined);
+  cache.put("Y", at({ "1": "tcp://127.0.0.1:3" }));
+  cache.pruneBrokers();
+  assert.equal(cache.masterAddress("a"), undefined);
+  assert.equal(cache.brokerAddress("a", 1), "tcp://127.0.0.1:3");
+  // a broker no route names any more leaves the book, unless kept
+  cache.delete("X");
+  cache.delete("Y");
+  cache.pruneBrokers(new Set(["a"]));
+  assert.equal(cache.brokerAddress("a", 1), "tcp://127.0.0.1:3");
+  cache.pruneBrokers();
+  assert.equal(cache.brokers().size, 0);
+});
