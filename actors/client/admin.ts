@@ -459,7 +459,9 @@ export class Admin {
   /** A topic's route from the name servers; MQError TOPIC_NOT_EXIST when none serves it. */
   async topicRoute(topic: string): Promise<TopicRouteData> {
     this.checkOpen();
-    return this.instance.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic });
+    // as a client without the route cached: one that just restarted knows no topic until each
+    // broker registers again (up to 30 s), while another may know it
+    return this.instance.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic }, undefined, true);
   }
 
   /** Every broker and cluster known to the name servers. */

@@ -296,6 +296,40 @@ it("a topic the name server asked first does not know (it just restarted) is ask
   }
 });
 
+it("Admin.topicRoute asks the other name servers when the one asked first does not know the topic (it just restarted)", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  const empty = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const ns = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  const broker = await Broker.start({
+    brokerName: "broker-a",
+    listen: EPHEMERAL,
+    nameservers: [ns.address],
+    storeDir: dir,
+    flush: "async",
+    logLevel: "silent",
+  });
+  t.after(async () => {
+    await broker.close();
+    await ns.close();
+    await empty.close();
+    await cleanup();
+  });
+  await broker.createTopic({ topic: "T", readQueueNums: 2, writeQueueNums: 2 });
+  const admin = await Admin.start({ nameservers: [empty.address, ns.address], instanceName: "adminNsEmpty" });
+  try {
+    (admin.instance as unknown as { nsIndex: number }).nsIndex = 0;
+    const route = await admin.topicRoute("T");
+    assert.deepEqual(
+      route.queueDatas.map((q) => [q.brokerName, q.writeQueueNums]),
+      [["broker-a", 2]],
+    );
+    (admin.instance as unknown as { nsIndex: number }).nsIndex = 0;
+    await assert.rejects(admin.topicRoute("Never"), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  } finally {
+    await admin.close();
+  }
+});
+
 it("when no name server answers, the error names each of them", async () => {
   const a = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
   const b = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
