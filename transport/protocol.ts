@@ -500,7 +500,8 @@ export interface RegisterBrokerRequest {
   haServerAddr?: string;
   /** how long the name server keeps the broker without a new registration; default 120 000 ms */
   heartbeatTimeoutMillis?: number;
-  topicConfigTable: Record<string, TopicConfig>;
+  /** a master's topics; absent, the registration refreshes liveness only (RocketMQ's null topicConfigWrapper) */
+  topicConfigTable?: Record<string, TopicConfig>;
   dataVersion: number;
 }
 

@@ -154,7 +154,7 @@ export const namesrvMachine = setup({
             haServerAddr: event.haServerAddr == null ? undefined : requireAddress(event.haServerAddr, "haServerAddr"),
             heartbeatTimeoutMillis:
               event.heartbeatTimeoutMillis == null ? undefined : requireHeartbeatTimeout(event.heartbeatTimeoutMillis),
-            topicConfigTable: topicConfigTable ?? {},
+            topicConfigTable,
             dataVersion: typeof event.dataVersion === "number" ? event.dataVersion : 0,
           },
           context.now(),

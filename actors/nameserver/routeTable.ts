@@ -135,7 +135,10 @@ export class RouteTable {
     });
 
     if (brokerId === MASTER_ID) {
-      const listed = req.topicConfigTable ?? {};
+      // without a table the master's topics stay as they were (RocketMQ updates them only from a
+      // topicConfigWrapper): dropping them would take every route of a live broker away
+      if (req.topicConfigTable === undefined) return {};
+      const listed = req.topicConfigTable;
       // own keys only: the table came off the wire, and `in` finds Object.prototype's names (constructor, ...)
       for (const [topic, byBroker] of this.topicQueueTable) {
         if (!Object.hasOwn(listed, topic) && byBroker.delete(brokerName) && byBroker.size === 0) this.topicQueueTable.delete(topic);

@@ -230,3 +230,20 @@ test("a scanIntervalMs that is not a whole number of ms from 1 to 2^31 - 1 is re
     );
   }
 });
+
+test("a master's registration without a topicConfigTable refreshes its liveness and keeps its topics, as RocketMQ's without a topic config wrapper", async () => {
+  const ref = client.ref(ns.address, NAMESRV_ACTOR);
+  const broker = { clusterName: "C", brokerName: "noTable", brokerAddr: "tcp://127.0.0.1:7", brokerId: 0 };
+  const table = { NT: { topicName: "NT", readQueueNums: 2, writeQueueNums: 2, perm: 6, order: false } };
+  await ref.ask({ type: "REGISTER_BROKER", ...broker, topicConfigTable: table, dataVersion: 1 });
+  await ref.ask({ type: "REGISTER_BROKER", ...broker, dataVersion: 1 });
+  const r = (await ref.ask<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "NT" })).fields;
+  assert.deepEqual(
+    r.queueDatas.map((q) => [q.brokerName, q.writeQueueNums]),
+    [["noTable", 2]],
+  );
+  // an empty table is a broker that has no topic left
+  await ref.ask({ type: "REGISTER_BROKER", ...broker, topicConfigTable: {}, dataVersion: 2 });
+  await assert.rejects(ref.ask({ type: "GET_ROUTEINFO_BY_TOPIC", topic: "NT" }), (e) => isMQError(e, "TOPIC_NOT_EXIST"));
+  await ref.ask({ type: "UNREGISTER_BROKER", ...broker });
+});
