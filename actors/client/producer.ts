@@ -36,6 +36,11 @@ import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESS
 import { type TopicPublishInfo, writableQueueDatas } from "./routeCache.ts";
 
 export const DEFAULT_SEND_TIMEOUT_MS = 3000;
+/**
+ * Longest wait of close() for the sends called before it: a live broker answers in milliseconds,
+ * a frozen one would hold close for the whole sendTimeoutMs.
+ */
+export const PRODUCER_CLOSE_GRACE_MS = 3_000;
 export const DEFAULT_RETRY_TIMES_WHEN_SEND_FAILED = 2;
 /** RocketMQ's `compressMsgBodyOverHowmuch`: single-message bodies of 4 KiB or more are sent compressed. */
 export const DEFAULT_COMPRESS_MSG_BODY_OVER_HOWMUCH = 4096;
@@ -181,7 +186,7 @@ export class Producer {
   private closing: Promise<void> | null = null;
   /** a one-way send was queued: close lets the transport hand it over before the sockets close */
   private sentOneway = false;
-  /** sends called before close(): it waits for them, each bounded by its own sendTimeoutMs */
+  /** sends called before close(): it waits for them (PRODUCER_CLOSE_GRACE_MS at most) */
   private readonly inFlight = new InFlight();
   private readonly bornHost = bornHostOfThisProcess();
   private readonly removeHeartbeat: () => void;
@@ -297,14 +302,15 @@ export class Producer {
   }
 
   /**
-   * Refuses new sends, waits for those called before (each ends within its sendTimeoutMs: closing
-   * the sockets under them would fail sends the broker may have stored), then releases the sockets.
+   * Refuses new sends, waits for those called before (closing the sockets under them would fail
+   * sends the broker may have stored) up to PRODUCER_CLOSE_GRACE_MS, then releases the sockets: a
+   * send still unanswered then (a frozen broker's) fails CLOSED, as RocketMQ's shutdown fails it.
    */
   close(): Promise<void> {
     if (!this.closing) {
       this.removeHeartbeat();
       this.closing = (async () => {
-        await this.inFlight.idle(this.sendTimeoutMs);
+        await this.inFlight.idle(Math.min(this.sendTimeoutMs, PRODUCER_CLOSE_GRACE_MS));
         // a resolved sendOneway is only queued (its connection may still be being made): closing the
         // sockets at once would drop it. Its budget, as a send's, is sendTimeoutMs
         await this.instance.release(this.sentOneway ? this.sendTimeoutMs : 0);
