@@ -188,8 +188,21 @@ export const DLQ_GROUP_TOPIC_PREFIX = "%DLQ%";
 export const SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX";
 /** Topic whose route every broker with autoCreateTopic serves, so unknown topics can be created on first send. */
 export const AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102";
-/** Topics the broker manages itself: producers may not send to them, admins may not create or change them. */
-export const SYSTEM_TOPICS: ReadonlySet<string> = new Set([AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC]);
+/**
+ * Topics the broker manages itself: producers may not send to them, admins may not create or change
+ * them. Besides TBW102 and the delay levels' topic, RocketMQ's others that refuse sends
+ * (TopicValidator's NOT_ALLOWED_SEND_TOPIC_SET): the transaction topics, the self-test topic and the
+ * offset-moved events (transactions are not built here: a message sent there would never be read).
+ */
+export const SYSTEM_TOPICS: ReadonlySet<string> = new Set([
+  AUTO_CREATE_TOPIC_KEY_TOPIC,
+  SCHEDULE_TOPIC,
+  "RMQ_SYS_TRANS_HALF_TOPIC",
+  "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+  "TRANS_CHECK_MAX_TIME_TOPIC",
+  "SELF_TEST_TOPIC",
+  "OFFSET_MOVED_EVENT",
+]);
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Whether `text` is a decimal TCP port from `min` (0 to bind any, 1 to connect) to 65535. */
 export function isPortText(text: string, min: number): boolean {

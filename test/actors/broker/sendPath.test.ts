@@ -708,10 +708,10 @@ test("refused puts are logged at error once per cause per interval, with the cou
   }
 });
 
-test("system topics (TBW102, SCHEDULE_TOPIC_XXXX) cannot be created or updated through the admin path", async () => {
+test("system topics (TBW102, SCHEDULE_TOPIC_XXXX, the transaction topics) cannot be created or updated through the admin path", async () => {
   const ref = raw.ref(broker.address, BrokerActor.BROKER);
   const before = broker.ctx.topics.get("SCHEDULE_TOPIC_XXXX");
-  for (const topicName of ["TBW102", "SCHEDULE_TOPIC_XXXX"]) {
+  for (const topicName of ["TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_OP_HALF_TOPIC"]) {
     await assert.rejects(
       ref.ask({ type: "UPDATE_AND_CREATE_TOPIC", topicName, readQueueNums: 1, writeQueueNums: 1, perm: 6 }),
       (e) => isMQError(e, "INVALID_PARAMETER") && /conflict with system topic/.test((e as Error).message),
@@ -789,7 +789,7 @@ test("a message the broker refuses (MESSAGE_ILLEGAL) does not make the producer 
 
 test("sends to system topics are refused by the producer (NO_PERMISSION, no broker asked), so no broker is marked failed", async () => {
   const faults = (producer as unknown as { faults: { isAvailable(b: string): boolean } }).faults;
-  for (const topic of ["SCHEDULE_TOPIC_XXXX", "TBW102"]) {
+  for (const topic of ["SCHEDULE_TOPIC_XXXX", "TBW102", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT"]) {
     await assert.rejects(
       producer.send({ topic, body: "x" }),
       (e) => isMQError(e, "NO_PERMISSION") && /Sending message to topic .* is forbidden/.test((e as Error).message),
