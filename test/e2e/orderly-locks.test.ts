@@ -228,9 +228,11 @@ test("orderly: a member frozen past its lock's life does not replay its stale ca
     const aQueues = held("A");
     await waitFor(() => aQueues.every((q) => began("A", q, tB) >= 2), 10_000, "A consuming its queues");
 
-    // A freezes (often inside a batch): its lock lapses, the broker gives its queues to B
-    const tStop = Date.now();
+    // A freezes (often inside a batch): its lock lapses, the broker gives its queues to B. The
+    // time is taken once the signal is sent: a batch A began in the instant before it stopped is
+    // one of its batches before the freeze (taken before the signal, it read as one after it)
     a.proc.kill("SIGSTOP");
+    const tStop = Date.now() + 1;
     try {
       await waitFor(() => aQueues.every((q) => began("B", q, tStop) >= 3), 20_000, "B consuming A's queues while A is frozen");
     } finally {
