@@ -14,6 +14,20 @@ import { ioError } from "./ioError.ts";
  */
 const DIR_FSYNC_UNSUPPORTED = new Set(["EINVAL", "ENOTSUP", "EOPNOTSUPP", "EISDIR", "EPERM", "EBADF"]);
 
+/**
+ * Errors opening a directory that leave it unsynced: a directory the process may write in but not
+ * read (mode -wx, not root) cannot be opened for an fsync; as on a file system without one, what was
+ * written still survives a crash.
+ */
+function skipsOpen(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException).code ?? "";
+  return code === "EACCES" || DIR_FSYNC_UNSUPPORTED.has(code);
+}
+
+function skipsSync(e: unknown): boolean {
+  return DIR_FSYNC_UNSUPPORTED.has((e as NodeJS.ErrnoException).code ?? "");
+}
+
 /** The primitives; tests swap them to see which directories are synced. */
 export const dirIo = {
   fsync(dir: string): void {
@@ -21,21 +35,34 @@ export const dirIo = {
     try {
       fd = fs.openSync(dir, "r");
     } catch (e) {
-      // a directory the process may write in but not read (mode -wx, not root) cannot be opened
-      // for an fsync: as on a file system without one, what was written still survives a crash
-      const code = (e as NodeJS.ErrnoException).code ?? "";
-      if (code === "EACCES" || DIR_FSYNC_UNSUPPORTED.has(code)) return;
+      if (skipsOpen(e)) return;
       throw e;
     }
     try {
       fs.fsyncSync(fd);
     } catch (e) {
-      if (!DIR_FSYNC_UNSUPPORTED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
+      if (!skipsSync(e)) throw e;
     } finally {
       if (fd >= 0) fs.closeSync(fd);
     }
   },
-  fsyncAsync: (dir: string): Promise<void> => fsyncDirOffLoop(dir),
+  /** {@link fsync} on libuv's thread pool, for writes that must not stall the event loop */
+  async fsyncAsync(dir: string): Promise<void> {
+    let h: fs.promises.FileHandle;
+    try {
+      h = await fs.promises.open(dir, "r");
+    } catch (e) {
+      if (skipsOpen(e)) return;
+      throw e;
+    }
+    try {
+      await h.sync();
+    } catch (e) {
+      if (!skipsSync(e)) throw e;
+    } finally {
+      await h.close();
+    }
+  },
 };
 
 /** fsync of `dir`, so the files created or renamed in it keep their names after a power loss. */
@@ -43,27 +70,9 @@ export function fsyncDir(dir: string): void {
   dirIo.fsync(dir);
 }
 
-/** {@link fsyncDir} on libuv's thread pool, for writes that must not stall the event loop. */
+/** {@link fsyncDir} off the event loop. */
 export function fsyncDirAsync(dir: string): Promise<void> {
   return dirIo.fsyncAsync(dir);
-}
-
-async function fsyncDirOffLoop(dir: string): Promise<void> {
-  let h: fs.promises.FileHandle;
-  try {
-    h = await fs.promises.open(dir, "r");
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? "";
-    if (code === "EACCES" || DIR_FSYNC_UNSUPPORTED.has(code)) return;
-    throw e;
-  }
-  try {
-    await h.sync();
-  } catch (e) {
-    if (!DIR_FSYNC_UNSUPPORTED.has((e as NodeJS.ErrnoException).code ?? "")) throw e;
-  } finally {
-    await h.close();
-  }
 }
 
 /**

@@ -13,7 +13,7 @@
  */
 import { setup } from "xstate";
 import type { MessageExt } from "../../transport/messageRecord.ts";
-import { MessageConst, type MessageModel, type MessageQueue } from "../../transport/protocol.ts";
+import { MessageConst, type MessageModel, type MessageQueue, shownWireValue } from "../../transport/protocol.ts";
 import { LogThrottle, lazyClientLogger } from "../logger.ts";
 import { InFlight } from "./inFlight.ts";
 import type { OffsetStore } from "./offsetStore.ts";
@@ -75,8 +75,7 @@ export function warnUnknownStatus(
 ): void {
   const suppressed = throttle.pass("");
   if (suppressed === undefined) return;
-  // never String() an arbitrary object: one without a prototype would throw here
-  const shown = typeof status === "string" ? JSON.stringify(status) : status == null ? String(status) : `a value of type ${typeof status}`;
+  const shown = shownWireValue(status);
   consumeLog().warn(
     { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, status: shown, suppressed },
     `The ${listener} of group ${group} returned ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not ${counts}. ` +

@@ -161,7 +161,6 @@ export interface PushConsumerOptions extends ClientInstanceOptions {
   reconsumeLaterDelayMs?: number;
 }
 
-/** The names {@link PushConsumerOptions} may hold; PushConsumer.start refuses any other. */
 /** RocketMQ's pull throttles that are not built (README, RocketMQ differences), and what does their work. */
 const PUSH_CONSUMER_OPTIONS_NOT_BUILT = {
   pullInterval:
@@ -171,6 +170,7 @@ const PUSH_CONSUMER_OPTIONS_NOT_BUILT = {
   pullThresholdSizeForTopic: "the flow control is per queue: pullThresholdSizeForQueue (MiB cached per queue, default 100)",
 };
 
+/** The names {@link PushConsumerOptions} may hold; PushConsumer.start refuses any other. */
 export const PUSH_CONSUMER_OPTION_NAMES = optionNamesOf<PushConsumerOptions>()([
   "group",
   ...CLIENT_INSTANCE_OPTION_NAMES,
