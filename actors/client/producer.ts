@@ -294,11 +294,24 @@ export class Producer {
     }
   }
 
-  /** The writable queues of a topic (what a selector is given). */
+  /**
+   * The writable queues of a topic (what a selector is given), copies the caller may change. A topic
+   * no name server knows is TOPIC_NOT_EXIST, as RocketMQ's fetchPublishMessageQueues fails: the
+   * auto-create route (TBW102) a send may use is not the topic's.
+   */
   async fetchPublishQueues(topic: string): Promise<MessageQueue[]> {
     this.checkOpen();
     checkTopic(topic, "fetchPublishQueues");
-    return (await this.publishInfo(topic)).queues.slice();
+    const routes = this.instance.routes;
+    let info = routes.isProvisional(topic) ? undefined : routes.publishInfo(topic);
+    if (!info || info.queues.length === 0) info = await this.instance.updateRoute(topic);
+    if (!info)
+      throw new MQError(
+        "TOPIC_NOT_EXIST",
+        `Topic ${topic} does not exist: create it with \`${topicCreateCommand(topic)}\` (Admin.createTopic in code), or send to it once if its brokers auto-create topics, and check the name server addresses.`,
+      );
+    if (info.queues.length === 0) throw noWritableQueue(info);
+    return info.queues.map((q) => ({ ...q }));
   }
 
   /**

@@ -26,7 +26,8 @@ export function publishQueuesOf(topic: string, route: TopicRouteData): MessageQu
   const out: MessageQueue[] = [];
   const qds = writableQueueDatas(route).sort((a, b) => (a.brokerName < b.brokerName ? -1 : a.brokerName > b.brokerName ? 1 : 0));
   for (const qd of qds) {
-    for (let i = 0; i < qd.writeQueueNums; i++) out.push({ topic, brokerName: qd.brokerName, queueId: i });
+    // frozen: selectors are handed these cached objects, and a change would reroute later sends
+    for (let i = 0; i < qd.writeQueueNums; i++) out.push(Object.freeze({ topic, brokerName: qd.brokerName, queueId: i }));
   }
   return out;
 }

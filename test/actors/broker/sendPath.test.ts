@@ -1151,3 +1151,29 @@ test("a send refused by a broker that is shutting down is told to wait for it, n
     await c4();
   }
 });
+
+test("fetchPublishQueues refuses a topic no name server knows (TOPIC_NOT_EXIST) and hands out copies; a selector cannot change the cached queues", async () => {
+  const p = await Producer.start({ group: "pg-fetch-unknown", nameservers: [ns.address] });
+  try {
+    // RocketMQ's fetchPublishMessageQueues fails for it; the auto-create route (TBW102) is only a send's
+    await assert.rejects(
+      p.fetchPublishQueues("NeverSentHere"),
+      (e) => isMQError(e, "TOPIC_NOT_EXIST") && /NeverSentHere does not exist.*actormq topic create NeverSentHere/.test(String(e)),
+    );
+    // a send to it may still go through the auto-create route, after which the topic is listed
+    assert.equal((await p.send({ topic: "NeverSentHere", body: "creates it" })).status, "SEND_OK");
+    const queues = await p.fetchPublishQueues("NeverSentHere");
+    assert.ok(queues.length > 0);
+    queues[0]!.queueId = 99;
+    assert.equal((await p.fetchPublishQueues("NeverSentHere"))[0]!.queueId, 0, "the caller's copy is its own");
+    // a selector that changes a queue it is given fails the send, and the cache is unchanged
+    await assert.rejects(
+      p.send({ topic: "NeverSentHere", body: "x" }, { selector: (qs) => Object.assign(qs[0]!, { queueId: 42 }) }),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /selector threw/.test(String(e)),
+    );
+    const r = await p.send({ topic: "NeverSentHere", body: "y" }, { selector: (qs) => qs[0]! });
+    assert.equal(r.queue.queueId, 0);
+  } finally {
+    await p.close();
+  }
+});
