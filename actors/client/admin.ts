@@ -19,7 +19,9 @@ import {
   type ConsumeStatsReply,
   type ConsumeType,
   ConsumptionActorFor,
+  checkBoolean,
   checkNotSystemTopic,
+  checkRange,
   checkTopic,
   compareMessageQueue,
   DEFAULT_QUERY_MAX_NUM,
@@ -33,6 +35,7 @@ import {
   isGroupName,
   isMQError,
   MASTER_ID,
+  MAX_QUEUE_NUMS,
   MessageConst,
   type MessageModel,
   MQError,
@@ -191,6 +194,19 @@ export const ADMIN_CREATE_TOPIC_OPTION_NAMES = optionNamesOf<AdminCreateTopicOpt
   "perm",
   "order",
 ]);
+
+/**
+ * Refuses queue counts, a perm or an order the brokers would refuse (checkTopicConfig's ranges) with
+ * ILLEGAL_ARGUMENT naming the option, before any broker is asked: refused by each broker, the error
+ * read as brokers failing, to be run again once they are up.
+ */
+function checkCreateTopicValues(opts: AdminCreateTopicOptions): void {
+  for (const name of ["readQueueNums", "writeQueueNums"] as const)
+    if (opts[name] !== undefined) checkRange(name, opts[name], 0, MAX_QUEUE_NUMS);
+  // PermName bits: READ 4 | WRITE 2 | INHERIT 1 (| PRIORITY 8)
+  if (opts.perm !== undefined) checkRange("perm", opts.perm, 0, 15);
+  checkBoolean("order", opts.order);
+}
 
 /** Options of `Admin.deleteTopic`. */
 export interface AdminDeleteTopicOptions {
@@ -378,6 +394,7 @@ export class Admin {
     checkOptionNames("Admin.createTopic", opts, ADMIN_CREATE_TOPIC_OPTION_NAMES);
     checkTopic(opts.topic, "createTopic");
     checkNotSystemTopic(opts.topic);
+    checkCreateTopicValues(opts);
     if (opts.brokers !== undefined && (!Array.isArray(opts.brokers) || opts.brokers.length === 0))
       throw new MQError(
         "ILLEGAL_ARGUMENT",

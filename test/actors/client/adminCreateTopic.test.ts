@@ -80,3 +80,40 @@ test("createTopic without perm or order keeps an existing topic's (re-running it
     await cleanup();
   }
 });
+
+test("createTopic refuses a queue count, perm or order out of range with ILLEGAL_ARGUMENT naming it, before any broker is asked (not as a broker failure to run again)", async () => {
+  const { dir, cleanup } = await tempDir("actormq-admin-values-");
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const broker = await Broker.start({ brokerName: "values-a", listen: EPHEMERAL, nameservers: [ns.address], storeDir: dir });
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  try {
+    const bad: [string, object][] = [
+      ["readQueueNums", { readQueueNums: 1.5 }],
+      ["readQueueNums", { readQueueNums: -1 }],
+      ["readQueueNums", { readQueueNums: "4" }],
+      ["writeQueueNums", { writeQueueNums: 1025 }],
+      ["writeQueueNums", { writeQueueNums: Number.NaN }],
+      ["perm", { perm: "6" }],
+      ["perm", { perm: 16 }],
+      ["order", { order: "false" }],
+    ];
+    for (const [name, values] of bad) {
+      const err = await admin.createTopic({ topic: "Values", ...values } as never).then(
+        () => assert.fail(`createTopic took ${JSON.stringify(values)}`),
+        (e: unknown) => e,
+      );
+      assert.ok(isMQError(err, "ILLEGAL_ARGUMENT"), `${JSON.stringify(values)}: ${String(err)}`);
+      assert.match(err.message, new RegExp(`^${name} `), JSON.stringify(values));
+      assert.doesNotMatch(err.message, /Run the same create again/);
+    }
+    await assert.rejects(admin.topicRoute("Values"), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+    // the limits themselves are taken
+    const [tc] = await admin.createTopic({ topic: "Values", readQueueNums: 1024, writeQueueNums: 0, perm: 4, order: true });
+    assert.deepEqual([tc!.readQueueNums, tc!.writeQueueNums, tc!.perm, tc!.order], [1024, 0, 4, true]);
+  } finally {
+    await admin.close();
+    await broker.close();
+    await ns.close();
+    await cleanup();
+  }
+});
