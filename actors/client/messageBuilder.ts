@@ -26,6 +26,7 @@ import {
   MQError,
   RETRY_GROUP_TOPIC_PREFIX,
   SYSTEM_TOPICS,
+  shownValue,
 } from "../../transport/protocol.ts";
 
 /** A message as users give it to `Producer.send` (API.md). */
@@ -191,7 +192,7 @@ function buildProperties(msg: Message, uniqKey: string): string {
     if (!isInt32(msg.delayLevel) || msg.delayLevel < 0)
       throw new MQError(
         "MESSAGE_ILLEGAL",
-        `delayLevel must be an integer from 0 to 2147483647 (1..18 with the default levels; a level past the broker's last waits as long as the last), not ${String(msg.delayLevel)}.`,
+        `delayLevel must be an integer from 0 to 2147483647 (1..18 with the default levels; a level past the broker's last waits as long as the last), not ${shownValue(msg.delayLevel)}.`,
       );
     s += encodeProperty(MessageConst.DELAY, String(msg.delayLevel));
   }
@@ -225,7 +226,7 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
   }
   const flag = msg.flag ?? 0;
   if (!isInt32(flag))
-    throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${String(flag)}.`);
+    throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${shownValue(flag)}.`);
   const uniqKey = createUniqId();
   const properties = buildProperties(msg, uniqKey);
   // room is left for what the broker adds when it delays the message or sends it back, so a message

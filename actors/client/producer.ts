@@ -212,7 +212,7 @@ export class Producer {
     if (!isGroupName(opts.group)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `Producer group "${String(opts.group)}" is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
+        `Producer group ${shownValue(opts.group)} is not valid: use 1-255 letters, digits, '%', '|', '_' or '-'.`,
       );
     }
     // as RocketMQ's producer: the reserved default group of clients that never named one

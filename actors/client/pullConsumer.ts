@@ -236,7 +236,7 @@ export class PullConsumer {
     if (!CONSUME_FROM_WHERE.includes(opts.consumeFromWhere)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `consumeFromWhere must be ${CONSUME_FROM_WHERE.join(", ")}, got ${String(opts.consumeFromWhere)}.`,
+        `consumeFromWhere must be ${CONSUME_FROM_WHERE.join(", ")}, got ${shownValue(opts.consumeFromWhere)}.`,
       );
     }
     getAllocateStrategy(opts.allocateStrategy);

@@ -566,12 +566,12 @@ export class PushConsumer {
     checkRange("maxReconsumeTimes", o.maxReconsumeTimes, -1, ORDERLY_DEFAULT_MAX_RECONSUME_TIMES);
     o.maxReconsumeTimes = effectiveMaxReconsumeTimes(options.maxReconsumeTimes, o.orderly);
     if (o.model !== "CLUSTERING" && o.model !== "BROADCASTING")
-      throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${String(o.model)}.`);
+      throw new MQError("ILLEGAL_ARGUMENT", `model must be "CLUSTERING" or "BROADCASTING", got ${shownValue(o.model)}.`);
     if (o.model === "CLUSTERING") checkRetryTopicFits(o.group);
     if (!["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"].includes(o.consumeFromWhere)) {
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${String(o.consumeFromWhere)}.`,
+        `consumeFromWhere must be CONSUME_FROM_LAST_OFFSET, CONSUME_FROM_FIRST_OFFSET or CONSUME_FROM_TIMESTAMP, got ${shownValue(o.consumeFromWhere)}.`,
       );
     }
     checkConsumeTimestamp(o.consumeTimestamp);
@@ -586,7 +586,7 @@ export class PushConsumer {
     if (typeof o.consumeTimeoutMinutes !== "number" || !Number.isFinite(o.consumeTimeoutMinutes) || o.consumeTimeoutMinutes <= 0)
       throw new MQError(
         "ILLEGAL_ARGUMENT",
-        `consumeTimeoutMinutes must be a number of minutes above 0 (default ${DEFAULT_CONSUME_TIMEOUT_MINUTES}), got ${String(o.consumeTimeoutMinutes)}.`,
+        `consumeTimeoutMinutes must be a number of minutes above 0 (default ${DEFAULT_CONSUME_TIMEOUT_MINUTES}), got ${shownValue(o.consumeTimeoutMinutes)}.`,
       );
     // timer delays: NaN, 0 or below would fire at once (lock renewals, suspended queues retried without pause)
     // 0 is RocketMQ's 10 ms floor, as a listener's value is (orderlySuspendTime)

@@ -129,3 +129,40 @@ test("resetOffsetByTimestamp refuses a time that is not an integer of ms >= 0 (o
     await cluster.close();
   }
 });
+
+test("a wrong option value is shown as it was given: a string quoted (not read as the number it spells), an object without a prototype by its type rather than a TypeError", async () => {
+  const bare = Object.create(null) as never;
+  const cases: [string, () => Promise<unknown>, string, RegExp][] = [
+    ["Producer group", () => Producer.start({ group: bare, nameservers }), "ILLEGAL_ARGUMENT", /a value of type object/],
+    [
+      "PushConsumer model",
+      () => PushConsumer.start({ group: "cgShown", nameservers, subscriptions: { T: "*" }, listener, model: bare }),
+      "ILLEGAL_ARGUMENT",
+      /a value of type object/,
+    ],
+    [
+      "PushConsumer consumeFromWhere",
+      () => PushConsumer.start({ group: "cgShown", nameservers, subscriptions: { T: "*" }, listener, consumeFromWhere: bare }),
+      "ILLEGAL_ARGUMENT",
+      /a value of type object/,
+    ],
+    [
+      "PushConsumer consumeTimeoutMinutes",
+      () =>
+        PushConsumer.start({ group: "cgShown", nameservers, subscriptions: { T: "*" }, listener, consumeTimeoutMinutes: "15" as never }),
+      "ILLEGAL_ARGUMENT",
+      /got "15"/,
+    ],
+    [
+      "PullConsumer consumeFromWhere",
+      () => PullConsumer.start({ group: "cgShown", nameservers, consumeFromWhere: bare }),
+      "ILLEGAL_ARGUMENT",
+      /a value of type object/,
+    ],
+  ];
+  for (const [what, start, code, shown] of cases) {
+    const e = await refusal(start);
+    assert.ok(isMQError(e, code as never), `${what}: ${String(e)}`);
+    assert.match((e as Error).message, shown, what);
+  }
+});

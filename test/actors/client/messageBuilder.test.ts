@@ -225,3 +225,17 @@ test("properties given as a Map are MESSAGE_ILLEGAL, not silently dropped (a Map
   const nullProto = Object.assign(Object.create(null) as Record<string, string>, { region: "eu" });
   assert.equal(decodeProperties(prepareMessage({ topic: "T", body: "x", properties: nullProto }).properties).region, "eu");
 });
+
+test("a delayLevel or flag of the wrong type is shown as given: a string quoted, an object without a prototype by its type, not a TypeError", () => {
+  const bare = Object.create(null) as never;
+  for (const [msg, shown] of [
+    [{ topic: "T", body: "x", delayLevel: "3" as never }, /not "3"/],
+    [{ topic: "T", body: "x", delayLevel: bare }, /not a value of type object/],
+    [{ topic: "T", body: "x", flag: "1" as never }, /not "1"/],
+    [{ topic: "T", body: "x", flag: bare }, /not a value of type object/],
+  ] as const)
+    assert.throws(
+      () => prepareMessage(msg),
+      (e) => isMQError(e, "MESSAGE_ILLEGAL") && shown.test((e as Error).message),
+    );
+});
