@@ -13,8 +13,18 @@ const dir = await mkdtemp(path.join(tmpdir(), "actormq-quickstart-"));
 const cluster = await startLocalCluster({ dir, broker: { logLevel: "warn" }, nameserver: { logLevel: "warn" } });
 const { nameservers } = cluster;
 
-// 2. A push consumer: it joins group "quickstart-group", is given the topic's queues and
-//    calls the listener with each message. CONSUME_SUCCESS commits it.
+// 2. A producer: the topic is created on its first send (autoCreateTopic); each send resolves
+//    once the broker has the message on disk.
+const producer = await Producer.start({ group: "quickstart-producer", nameservers });
+for (const text of ["hello", "from", "actormq"]) {
+  const r = await producer.send({ topic: "Greetings", body: text, tags: "demo" });
+  console.log(`sent ${text}: ${r.status} ${r.msgId}`);
+}
+
+// 3. A push consumer: it joins group "quickstart-group", is given the topic's queues and
+//    calls the listener with each message, from the first one (CONSUME_FROM_FIRST_OFFSET).
+//    CONSUME_SUCCESS commits it. (A consumer started before its topic exists waits for it, and
+//    logs a warning saying so.)
 const received: string[] = [];
 let allReceived!: () => void;
 const done = new Promise<void>((r) => (allReceived = r));
@@ -32,14 +42,6 @@ const consumer = await PushConsumer.start({
     return "CONSUME_SUCCESS";
   },
 });
-
-// 3. A producer: the topic is created on first send (autoCreateTopic); each send resolves once
-//    the broker has the message on disk.
-const producer = await Producer.start({ group: "quickstart-producer", nameservers });
-for (const text of ["hello", "from", "actormq"]) {
-  const r = await producer.send({ topic: "Greetings", body: text, tags: "demo" });
-  console.log(`sent ${text}: ${r.status} ${r.msgId}`);
-}
 
 // 4. Wait for the consumer, then close everything (close resolves once sockets and files are released).
 await done;

@@ -46,6 +46,8 @@ test("quickstart sends three messages and consumes them", async () => {
   assert.equal(r.code, 0, r.out);
   assert.equal((r.out.match(/^received /gm) ?? []).length, 3, r.out);
   assert.match(r.out, /quickstart done: 3 messages/);
+  // the first example a user runs prints its own lines only: no warning that reads as a fault
+  assert.doesNotMatch(r.out, /^\{"level":/m, r.out);
 });
 
 test("multinode spawns processes, consumes from both brokers and stops them", async () => {
