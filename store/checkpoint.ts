@@ -38,22 +38,32 @@ function isCount(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
-/** Reads the checkpoint; null when it is missing or does not have the expected shape. */
-export function readCheckpoint(file: string): StoreCheckpoint | null {
+/**
+ * Reads the checkpoint; null when it is missing or does not have the expected shape. `onDamaged`
+ * hears why one that exists (or its `.bak`) could not be used: recovery then rebuilds consume
+ * queues and index from the whole log, and says so rather than report the checkpoint as missing.
+ */
+export function readCheckpoint(file: string, onDamaged: (why: string) => void = () => {}): StoreCheckpoint | null {
   if (!fs.existsSync(file) && !fs.existsSync(`${file}.bak`)) return null;
   let v: unknown;
+  let error: string | undefined;
   try {
-    v = JsonFile.read(file);
-  } catch {
-    return null;
+    v = JsonFile.read(file, (d) => (error = d.error));
+  } catch (e) {
+    error = (e as Error).message;
   }
-  const c = v as Partial<StoreCheckpoint> | null;
-  if (!c || typeof c !== "object") return null;
+  const damaged = (what: string): null => {
+    onDamaged(`checkpoint ${file} cannot be read (${what})`);
+    return null;
+  };
+  const c = v as Partial<StoreCheckpoint> | null | undefined;
+  if (!c || typeof c !== "object") return damaged(error ?? "neither it nor its .bak holds a JSON object");
   const counts = [c.physicMsgTimestamp, c.logicsMsgTimestamp, c.indexMsgTimestamp, c.flushedOffset, c.confirmOffset, c.indexEntries];
-  if (!counts.every(isCount) || !c.queues || typeof c.queues !== "object") return null;
+  if (!counts.every(isCount) || !c.queues || typeof c.queues !== "object") return damaged("a field is missing or not an integer >= 0");
   for (const m of Object.values(c.queues)) {
-    if (!m || typeof m !== "object") return null;
-    for (const q of Object.values(m)) if (!q || !isCount(q.min) || !isCount(q.max) || q.min > q.max) return null;
+    if (!m || typeof m !== "object") return damaged("a topic's queue marks are not an object");
+    for (const q of Object.values(m))
+      if (!q || !isCount(q.min) || !isCount(q.max) || q.min > q.max) return damaged("a queue mark is not {min, max} with min <= max");
   }
   return c as StoreCheckpoint;
 }

@@ -548,7 +548,8 @@ export class MessageStore {
    */
   private recover(): void {
     const mode = fs.existsSync(this.abortFile) ? "abnormal" : "normal";
-    const cp = readCheckpoint(this.checkpointFile);
+    let cpDamage: string | null = null;
+    const cp = readCheckpoint(this.checkpointFile, (why) => (cpDamage = why));
     try {
       fs.writeFileSync(this.abortFile, String(process.pid));
     } catch (e) {
@@ -557,7 +558,7 @@ export class MessageStore {
     const log = this.commitLog;
     const last = log.segments[log.segments.length - 1];
     const extent = last ? last.start + log.segmentBytes : 0;
-    const why = !cp ? (last ? "no checkpoint" : null) : this.loadQueues(cp, mode === "normal", extent);
+    const why = !cp ? (last ? (cpDamage ?? "no checkpoint") : null) : this.loadQueues(cp, mode === "normal", extent);
     if (why || !cp) {
       this.rebuildAll(mode, why, cp, extent);
       return;

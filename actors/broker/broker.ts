@@ -210,9 +210,19 @@ export class Broker {
         // a damaged record is skipped, never delivered: the message is lost to its consumers
         onDamage: (message) => logger.error(message),
       });
-      const { mode, log } = store.recovery;
-      (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 ? logger.info.bind(logger) : logger.warn.bind(logger))(
-        { mode, records: log.records, endOffset: log.end, truncatedBytes: log.cutBytes, damagedRegions: log.damagedRegions },
+      const { mode, log, rebuilt } = store.recovery;
+      // a rebuild reads the whole log (minutes for a large store): the operator must see why
+      (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 && rebuilt === null
+        ? logger.info.bind(logger)
+        : logger.warn.bind(logger))(
+        {
+          mode,
+          records: log.records,
+          endOffset: log.end,
+          truncatedBytes: log.cutBytes,
+          damagedRegions: log.damagedRegions,
+          ...(rebuilt === null ? {} : { rebuilt }),
+        },
         "store recovered",
       );
       // the queues opened at start may leave little of the open-file limit: say so now, not at the first refused put
