@@ -101,6 +101,19 @@ export class CommitLog {
   }
 
   /**
+   * Ranges [from, to) of the log between its first and last segment whose files are missing (deleted
+   * by hand, lost by the file system): their records are gone (RocketMQ's checkSelf logs such a gap).
+   */
+  missingRanges(): Array<{ from: number; to: number }> {
+    const out: Array<{ from: number; to: number }> = [];
+    for (let i = 1; i < this.segments.length; i++) {
+      const end = this.segments[i - 1]!.start + this.segmentBytes;
+      if (this.segments[i]!.start > end) out.push({ from: end, to: this.segments[i]!.start });
+    }
+    return out;
+  }
+
+  /**
    * Where a run of `len` record bytes will go: the current offset, or the start of a new segment
    * after a BLANK marker when the run plus a marker does not fit what is left.
    */

@@ -398,6 +398,8 @@ export interface RecoveryReport {
   redispatchedFrom: number;
   /** why consume queues and index (or the index alone) were rebuilt from the whole log, or null when they were kept */
   rebuilt: string | null;
+  /** commit-log ranges [from, to) whose segment files are missing between others: their messages are lost */
+  missingLog: Array<{ from: number; to: number }>;
 }
 
 /** Damage met while serving reads since the store opened. */
@@ -614,6 +616,7 @@ export class MessageStore {
       checkedFrom: log.segments[from]?.start ?? scan.end,
       redispatchedFrom: redispatchFrom,
       rebuilt: indexLost ? "index files missing or damaged: the index was rebuilt, consume queues kept" : null,
+      missingLog: log.missingRanges(),
     };
     // a crash before the next periodic checkpoint must not rebuild it again
     if (indexLost) this.writeCheckpointNow();
@@ -710,7 +713,14 @@ export class MessageStore {
     this.commitLog.truncateTo(log.end);
     this.tailAt = log.lastEntry;
     for (const [topic, m] of lastOffsets) for (const [queueId, max] of m) this.queue(topic, queueId, true)!.continueAt(max);
-    this.recovery = { mode, log, checkedFrom: this.commitLog.minOffset, redispatchedFrom: this.commitLog.minOffset, rebuilt: why };
+    this.recovery = {
+      mode,
+      log,
+      checkedFrom: this.commitLog.minOffset,
+      redispatchedFrom: this.commitLog.minOffset,
+      rebuilt: why,
+      missingLog: this.commitLog.missingRanges(),
+    };
     if (log.end > 0 || lastOffsets.size > 0) this.writeCheckpointNow();
   }
 

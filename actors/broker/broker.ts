@@ -210,9 +210,10 @@ export class Broker {
         // a damaged record is skipped, never delivered: the message is lost to its consumers
         onDamage: (message) => logger.error(message),
       });
-      const { mode, log, rebuilt } = store.recovery;
-      // a rebuild reads the whole log (minutes for a large store): the operator must see why
-      (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 && rebuilt === null
+      const { mode, log, rebuilt, missingLog } = store.recovery;
+      // a rebuild reads the whole log (minutes for a large store): the operator must see why; a
+      // missing segment file's messages are lost, each pull of them would otherwise only count them
+      (mode === "normal" && log.cutBytes === 0 && log.damagedRegions === 0 && rebuilt === null && missingLog.length === 0
         ? logger.info.bind(logger)
         : logger.warn.bind(logger))(
         {
@@ -222,6 +223,7 @@ export class Broker {
           truncatedBytes: log.cutBytes,
           damagedRegions: log.damagedRegions,
           ...(rebuilt === null ? {} : { rebuilt }),
+          ...(missingLog.length === 0 ? {} : { missingLog }),
         },
         "store recovered",
       );

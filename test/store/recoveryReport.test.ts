@@ -12,8 +12,8 @@ const serverProcess = path.join(path.dirname(fileURLToPath(import.meta.url)), ".
 
 const opts = (dir: string): MessageStoreOptions => ({
   dir,
+  // what a broker given segmentBytes 64 KiB opens (its consume queues have the default size)
   commitLogSegmentBytes: 64 * 1024,
-  consumeQueueEntries: 256,
   cleanIntervalMs: 0,
   checkpointIntervalMs: 0,
   flush: "async",
@@ -59,7 +59,7 @@ test("a checkpoint that cannot be read is named as the reason for the rebuild, n
 
 /** A broker in its own process; its JSON log lines are collected. */
 function brokerChild(storeDir: string) {
-  const options = { brokerName: "rec", nameservers: [], storeDir, listen: EPHEMERAL };
+  const options = { brokerName: "rec", nameservers: [], storeDir, listen: EPHEMERAL, segmentBytes: 64 * 1024 };
   const child = spawn(process.execPath, ["--import", "tsx", serverProcess, JSON.stringify({ kind: "broker", options })], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, ACTORMQ_LOG_LEVEL: "warn" },
@@ -104,4 +104,32 @@ test("a broker whose store rebuilt its consume queues and index warns with the r
   assert.equal(rec.level, 40);
   assert.equal(rec.mode, "normal");
   assert.match(String(rec.rebuilt), /checkpoint .*cannot be read/);
+});
+
+test("a commit-log file missing between others is reported by the open with its range (its messages are lost), and by the broker at warn", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const SEG = 64 * 1024;
+  let s = await MessageStore.open(opts(dir));
+  const big = Buffer.alloc(8000, "x");
+  for (let i = 0; i < 40; i++) await s.putMessage({ topic: "R", queueId: 0, body: big, bornTimestamp: 1, bornHost: "1.1.1.1:1" });
+  await s.close();
+  const logDir = path.join(dir, "commitlog");
+  assert.ok(fs.readdirSync(logDir).length >= 4, "several segments");
+  fs.rmSync(path.join(logDir, String(SEG).padStart(20, "0")));
+  fs.rmSync(path.join(logDir, String(2 * SEG).padStart(20, "0")));
+  // reported at every open, a clean one after it included: nothing fills the gap
+  for (let open = 0; open < 2; open++) {
+    s = await MessageStore.open(opts(dir));
+    assert.deepEqual(s.recovery.missingLog, [{ from: SEG, to: 3 * SEG }]);
+    await s.close();
+  }
+
+  const b = brokerChild(dir);
+  t.after(b.stop);
+  await waitFor(b.ready, 30_000, "the broker to start");
+  const rec = b.lines.find((l) => l.msg === "store recovered");
+  assert.ok(rec, `a "store recovered" line at warn: ${JSON.stringify(b.lines)}`);
+  assert.equal(rec.level, 40);
+  assert.deepEqual(rec.missingLog, [{ from: SEG, to: 3 * SEG }]);
 });
