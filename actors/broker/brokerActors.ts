@@ -80,5 +80,12 @@ export const brokerActors: BrokerActorEntry[] = [
   { name: BrokerActor.HA, logic: haClientMachine, enabled: (ctx) => ctx.config.role === "SLAVE", shutdown: true },
   // message lookup by key and by id (reads the store only)
   { name: QUERY_MESSAGE_ACTOR, logic: queryMessageMachine },
-  { name: BrokerActor.REGISTRAR, logic: registrarMachine, shutdown: true, localOnly: ["REGISTER_NOW", "TOPIC_CHANGED"] },
+  // NAMESRV_BACK names the address to register with: from the network it would send the topic table
+  // anywhere, and open a connection per address given
+  {
+    name: BrokerActor.REGISTRAR,
+    logic: registrarMachine,
+    shutdown: true,
+    localOnly: ["REGISTER_NOW", "TOPIC_CHANGED", "NAMESRV_BACK"],
+  },
 ];

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { setup } from "xstate";
 import { brokerActors } from "../../../actors/broker/brokerActors.ts";
-import { isMQError } from "../../../transport/protocol.ts";
-import { waitFor } from "../../helpers.ts";
+import { ActorNode, type Replier } from "../../../actors/runtime/index.ts";
+import { BrokerActor, isMQError, NAMESRV_ACTOR } from "../../../transport/protocol.ts";
+import { EPHEMERAL, waitFor } from "../../helpers.ts";
 import { startFixture } from "./consumptionFixture.ts";
 
 test("another process cannot shut down or stop a broker's actors, nor send them their own ticks", async (t) => {
@@ -45,4 +47,36 @@ test("another process cannot shut down or stop a broker's actors, nor send them 
   const pulled = await f.pull({ topic: "T", queueId: 0, queueOffset: 0 });
   assert.equal(pulled.fields.status, "SUCCESS");
   assert.equal(pulled.fields.nextBeginOffset, 2);
+});
+
+test("another process cannot make a broker register with a name server of its choosing (NAMESRV_BACK)", async (t) => {
+  // a listening node that takes REGISTER_BROKER as a name server would: the broker must never reach it
+  const fake = await ActorNode.start({ listen: EPHEMERAL });
+  t.after(() => fake.close());
+  let registrations = 0;
+  fake.spawn(
+    NAMESRV_ACTOR,
+    setup({ types: { events: {} as { type: string; reply?: Replier } } }).createMachine({
+      on: {
+        "*": {
+          actions: ({ event }) => {
+            registrations++;
+            event.reply?.ok({});
+          },
+        },
+      },
+    }),
+  );
+  const f = await startFixture({ logLevel: "silent" });
+  t.after(() => f.close());
+  await assert.rejects(
+    f.client.ref(f.broker.address, BrokerActor.REGISTRAR).ask({ type: "NAMESRV_BACK", nameserver: fake.address }, { timeoutMs: 3000 }),
+    (e) => isMQError(e, "NO_PERMISSION"),
+  );
+  // a one-way one is refused too; its refusal is counted once it arrived
+  const refused = f.broker.ctx.node.stats().refusedEvents;
+  f.client.ref(f.broker.address, BrokerActor.REGISTRAR).send({ type: "NAMESRV_BACK", nameserver: fake.address });
+  await waitFor(() => f.broker.ctx.node.stats().refusedEvents > refused, 5000, "the one-way NAMESRV_BACK refused");
+  assert.equal(registrations, 0);
+  assert.equal(f.broker.ctx.node.peerLostAt(fake.address!), 0, "no connection made to the address given");
 });
