@@ -127,6 +127,15 @@ const GIVE_SERVER_KEY = "Give this client curveServerKey (the server's public ke
 const PEER_EXPIRY_CHECK_MS = 10_000;
 /** Longest a DEALER send waits for its peer in one go (ZeroMQ takes an int of ms). */
 const MAX_SEND_WAIT_MS = 2_147_483_647;
+/**
+ * Ports whose listening socket a node of this process closed, and when ({@link monotonicNow} ms):
+ * libzmq's I/O thread closes it a moment after close() returns, and a node started on the port
+ * meanwhile (a broker restarted in its process) would be refused "Address already in use".
+ */
+const releasedPorts = new Map<string, number>();
+/** How long after such a close a bind refused EADDRINUSE is tried again (it took up to ~5 ms). */
+const RELEASED_PORT_WAIT_MS = 1000;
+const RELEASED_PORT_RETRY_MS = 5;
 
 /** Options of {@link ZmqNode.start}. */
 export interface ZmqNodeOptions {
@@ -458,6 +467,8 @@ export class ZmqNode {
   private serveScheduled = false;
   private closed = false;
   private zapDomain: string | null = null;
+  /** the port the ROUTER bound (see {@link releasedPorts}) */
+  private boundPort: string | null = null;
   private handler: RequestHandler = () => {};
   private peerForgotten: (address: string) => void = () => {};
   private requestExpired: ExpiredRequestHandler = () => {};
@@ -563,7 +574,7 @@ export class ZmqNode {
         }
       }
       try {
-        await router.bind(opts.listen);
+        await bindReleased(router, opts.listen);
       } catch (e) {
         router.close();
         if (zapDomain) zapHandler.unregister(zapDomain);
@@ -577,6 +588,7 @@ export class ZmqNode {
     }
     node = new ZmqNode(opts, router, address, opts.curveClient);
     node.zapDomain = zapDomain;
+    if (router) node.boundPort = portOf(router.lastEndpoint ?? opts.listen!);
     if (router) {
       node.watchConnections(router);
       void node.receiveLoop(router, true);
@@ -1507,7 +1519,14 @@ export class ZmqNode {
     this.peers.clear();
     // no unbind before close: libzmq 4.3.5 can abort (pipe.cpp:355) when a peer's pipe is torn down
     // by an unbind racing its disconnect; the port is free shortly after close
-    if (this.router) this.router.close();
+    if (this.router) {
+      this.router.close();
+      if (this.boundPort !== null) {
+        const now = monotonicNow();
+        for (const [port, at] of releasedPorts) if (now - at >= RELEASED_PORT_WAIT_MS) releasedPorts.delete(port);
+        releasedPorts.set(this.boundPort, now);
+      }
+    }
     this.routerLinks.clear();
     this.waitingLinks = [];
     if (this.zapDomain) zapHandler.unregister(this.zapDomain);
@@ -1548,6 +1567,34 @@ function takeBatchPrefix(link: PeerLink): Buffer {
   link.bytes -= bytes;
   link.queued -= m / 3;
   return frame;
+}
+
+/** The port of a tcp endpoint: what follows its last ':'. */
+function portOf(endpoint: string): string {
+  return endpoint.slice(endpoint.lastIndexOf(":") + 1);
+}
+
+/**
+ * Binds `endpoint`, trying again for a moment when it is refused EADDRINUSE and its port was
+ * released by a node of this process less than RELEASED_PORT_WAIT_MS ago (see {@link releasedPorts}):
+ * a port another socket holds is refused at once.
+ */
+async function bindReleased(router: zmq.Router, endpoint: string): Promise<void> {
+  for (;;) {
+    try {
+      await router.bind(endpoint);
+      return;
+    } catch (e) {
+      const releasedAt = releasedPorts.get(portOf(endpoint));
+      if (
+        (e as { code?: string }).code !== "EADDRINUSE" ||
+        releasedAt === undefined ||
+        monotonicNow() - releasedAt >= RELEASED_PORT_WAIT_MS
+      )
+        throw e;
+      await new Promise((resolve) => setTimeout(resolve, RELEASED_PORT_RETRY_MS));
+    }
+  }
 }
 
 /** Marks a link unreachable; `unreachableSince` keeps the first of a loss's disconnect and retries. */

@@ -67,3 +67,41 @@ test("a listen or advertise that is not a string is refused with ILLEGAL_ARGUMEN
     (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /^listen must be/.test((e as Error).message),
   );
 });
+
+test("a node closed in this process frees its port for the next start: a listener started on it at once binds, every time", async () => {
+  // libzmq's I/O thread closes the listening socket a moment after close() returns; a node started
+  // on the port in that moment failed with "Address already in use"
+  const first = await ActorNode.start({ listen: "tcp://127.0.0.1:*" });
+  let address = first.address!;
+  const client = await ActorNode.start({ listen: null });
+  let node = first;
+  try {
+    for (let i = 0; i < 40; i++) {
+      // a connected client, as a broker's or name server's has
+      await client
+        .ref(address, "none")
+        .ask({ type: "PING" }, { timeoutMs: 3000 })
+        .catch(() => {});
+      await node.close();
+      node = await ActorNode.start({ listen: address });
+      address = node.address!;
+    }
+  } finally {
+    await node.close();
+    await client.close();
+  }
+});
+
+test("a port another socket holds is still refused (ILLEGAL_ARGUMENT), at once", async () => {
+  const holder = await ActorNode.start({ listen: "tcp://127.0.0.1:*" });
+  try {
+    const t0 = performance.now();
+    await assert.rejects(
+      ActorNode.start({ listen: holder.address! }).then((n) => n.close()),
+      (e) => isMQError(e, "ILLEGAL_ARGUMENT") && /in use/.test((e as Error).message),
+    );
+    assert.ok(performance.now() - t0 < 500, `refused after ${performance.now() - t0} ms`);
+  } finally {
+    await holder.close();
+  }
+});
