@@ -178,6 +178,27 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
   return result;
 };
 
+function isMessageQueue(q: unknown): q is MessageQueue {
+  if (!q || typeof q !== "object") return false;
+  const { topic, brokerName, queueId } = q as Partial<MessageQueue>;
+  return (
+    typeof topic === "string" &&
+    topic.length > 0 &&
+    typeof brokerName === "string" &&
+    brokerName.length > 0 &&
+    Number.isSafeInteger(queueId) &&
+    queueId! >= 0
+  );
+}
+
+function shownEntry(q: unknown): string {
+  try {
+    return JSON.stringify(q) ?? String(q);
+  } catch {
+    return String(q);
+  }
+}
+
 /**
  * Checks a consumer's `allocateOptions` for its strategy at start, so that a configuration that
  * can never allocate a queue is refused instead of leaving the consumer idle. Returns the options
@@ -189,6 +210,15 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
 export function checkAllocateOptions(name: AllocateStrategyName, options: AllocateOptions | undefined): AllocateOptions | undefined {
   if (name === "BY_CONFIG" && !Array.isArray(options?.messageQueueList)) {
     throw new MQError("ILLEGAL_ARGUMENT", "The BY_CONFIG allocation needs the queue list: pass allocateOptions.messageQueueList.");
+  }
+  // an entry that is no queue fails every rebalance (unlogged) or is pulled with a wrong field
+  if (name === "BY_CONFIG") {
+    const bad = options!.messageQueueList!.flatMap((q, i) => (isMessageQueue(q) ? [] : [`messageQueueList[${i}] ${shownEntry(q)}`]));
+    if (bad.length > 0)
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The BY_CONFIG allocation takes queues { topic, brokerName, queueId } (non-empty strings, an integer queueId >= 0): ${bad.join(", ")} is not one.`,
+      );
   }
   // the strategy would throw at every rebalance, which the rebalancer takes for "try next round"
   const vn: unknown = options?.virtualNodes;

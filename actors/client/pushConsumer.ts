@@ -261,6 +261,21 @@ export function checkConsumeTimestamp(v: unknown): void {
     );
 }
 
+/**
+ * Refuses BY_CONFIG queues of topics the consumer does not subscribe (ILLEGAL_ARGUMENT): such a
+ * queue (a typo) was held, never pulled, dropped as not subscribed and held again every round.
+ */
+function checkConfiguredTopics(queues: readonly MessageQueue[], subscriptions: SubscriptionTable): void {
+  const topics = subscriptions.topics();
+  const unknown = [...new Set(queues.map((q) => q.topic).filter((t) => !topics.includes(t)))];
+  if (unknown.length > 0)
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `allocateOptions.messageQueueList has queues of ${unknown.map((t) => JSON.stringify(t)).join(", ")}, which this consumer does not subscribe: ` +
+        `list queues of its topics (${topics.join(", ")}), or subscribe the topic.`,
+    );
+}
+
 /** RocketMQ's `MixAll.DEFAULT_CONSUMER_GROUP`. */
 export const DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER";
 
@@ -607,6 +622,7 @@ export class PushConsumer {
     getAllocateStrategy(o.allocateStrategy);
     o.allocateOptions = checkAllocateOptions(o.allocateStrategy, o.allocateOptions);
     const subscriptions = SubscriptionTable.build(o.group, o.subscriptions, o.model);
+    if (o.allocateStrategy === "BY_CONFIG") checkConfiguredTopics(o.allocateOptions!.messageQueueList!, subscriptions);
 
     const inst = await ClientInstance.acquire(o);
     await claimGroup(inst, o.group);

@@ -63,3 +63,52 @@ test("CONSISTENT_HASH with a virtualNodes that is not a positive integer is refu
     );
   }
 });
+
+test("BY_CONFIG with a queue list entry that is not a queue, or (push) a queue of a topic not subscribed, is refused at start", async () => {
+  // each was taken: a malformed entry failed every rebalance unlogged, or was pulled with a wrong
+  // field; a queue of a topic not subscribed (a typo) was held, never pulled, dropped, held again
+  const malformed: unknown[] = [
+    null,
+    "T@broker-a@0",
+    { topic: "T", brokerName: "broker-a" },
+    { topic: "T", brokerName: "broker-a", queueId: "0" },
+    { topic: "T", brokerName: "broker-a", queueId: -1 },
+    { topic: "T", brokerName: "broker-a", queueId: 1.5 },
+    { topic: "T", brokerName: "", queueId: 0 },
+    { brokerName: "broker-a", queueId: 0 },
+  ];
+  for (const entry of malformed) {
+    const allocateOptions = { messageQueueList: [{ topic: "T", brokerName: "broker-a", queueId: 0 }, entry] } as unknown as AllocateOptions;
+    const refused = (e: unknown) =>
+      e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /messageQueueList\[1\]/.test(e.message) && /queueId/.test(e.message);
+    await assert.rejects(
+      PushConsumer.start({
+        group: "cgAlloc",
+        nameservers,
+        subscriptions: { T: "*" },
+        allocateStrategy: "BY_CONFIG",
+        allocateOptions,
+        listener: async () => "CONSUME_SUCCESS",
+      }),
+      refused,
+      `push, ${JSON.stringify(entry)}`,
+    );
+    await assert.rejects(
+      PullConsumer.start({ group: "cgAlloc", nameservers, allocateStrategy: "BY_CONFIG", allocateOptions }),
+      refused,
+      `pull, ${JSON.stringify(entry)}`,
+    );
+  }
+  await assert.rejects(
+    PushConsumer.start({
+      group: "cgAlloc",
+      nameservers,
+      subscriptions: { T: "*" },
+      allocateStrategy: "BY_CONFIG",
+      allocateOptions: { messageQueueList: [{ topic: "t", brokerName: "broker-a", queueId: 0 }] },
+      listener: async () => "CONSUME_SUCCESS",
+    }),
+    (e: unknown) => e instanceof MQError && e.code === "ILLEGAL_ARGUMENT" && /"t"/.test(e.message) && /T, %RETRY%cgAlloc/.test(e.message),
+    "push, a queue of a topic not subscribed",
+  );
+});
