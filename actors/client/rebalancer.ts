@@ -221,8 +221,17 @@ export class Rebalancer {
     for (const topic of topics) {
       try {
         if (await this.rebalanceByTopic(topic)) changed = true;
-      } catch {
-        // a topic without route or members is retried next round
+      } catch (e) {
+        // retried next round; said, as RocketMQ's "allocate message queue exception" is: a
+        // machineRoomOf that throws for a broker would otherwise leave the topic unconsumed silently
+        if (!this.stopped && this.failureLog.pass(`allocate ${topic}`) !== undefined) {
+          const error = e instanceof Error ? e.message : String(e);
+          rebalanceLog().warn(
+            { group: this.deps.group, clientId: this.deps.host.clientId, topic, err: e },
+            `Rebalancing topic ${topic} for group ${this.deps.group} failed: its assignment stays as it was this round ` +
+              `(retried every rebalance, logged at most once every ${PULL_FAILURE_LOG_INTERVAL_MS / 1000} s per topic): ${error}`,
+          );
+        }
       }
     }
     // queues of topics no longer subscribed

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { allocateAveragely } from "../../../actors/client/allocateStrategies.ts";
+import { allocateAveragely, allocateByMachineRoom } from "../../../actors/client/allocateStrategies.ts";
 import { ConsumeService, defaultConsumeSettings } from "../../../actors/client/consumeService.ts";
 import type { OffsetStore } from "../../../actors/client/offsetStore.ts";
 import type { PullRequest } from "../../../actors/client/pullRequest.ts";
@@ -843,4 +843,62 @@ test("a subscribed topic that does not exist is logged at warn, at most once per
   await r.doRebalance();
   assert.equal(held.size, 2, "the topic is taken once it exists");
   assert.equal(lines.length, 2);
+});
+
+test("an allocation that throws (a machineRoomOf failing for a broker it does not know) is logged at warn with the error, at most once per topic per interval", async (t) => {
+  t.mock.timers.enable({ apis: ["Date"], now: 1_000_000 });
+  monotonicFollowsDate(t);
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(rebalanceLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  const rooms: Record<string, string> = { a: "room1" };
+  const held = new Map<string, HeldQueue>();
+  const r = new Rebalancer({
+    host: {
+      node: { ...connected, ref: () => ({ ask: async () => ({ fields: { consumerIdList: ["c1"] } }) }) } as unknown as ActorNode,
+      clientId: "c1",
+      brokerAddress: () => "tcp://fake:1",
+      fetchSubscribeQueues: async (topic) => ["a", "b"].map((brokerName) => ({ topic, brokerName, queueId: 0 })),
+      sendHeartbeatToAllBrokers: async () => {},
+    },
+    group: "g",
+    model: "CLUSTERING",
+    strategy: allocateByMachineRoom,
+    allocateOptions: {
+      consumeridcs: ["room1"],
+      machineRoomOf: (b) => {
+        const room = rooms[b];
+        if (!room) throw new Error(`no room for broker ${b}`);
+        return room;
+      },
+    },
+    subscriptions: SubscriptionTable.build("g", { T: "*" }, "BROADCASTING"),
+    offsetStore: {
+      load: async () => {},
+      updateOffset: () => {},
+      updateAndFreeze: () => {},
+      readOffset: async () => 0,
+      readOffsetFromMemory: () => -1,
+      persistAll: async () => {},
+      persist: async () => {},
+      removeOffset: () => {},
+    },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    consumeTimestamp: 0,
+    held,
+    startPull: () => {},
+  });
+  await r.doRebalance();
+  assert.equal(held.size, 0);
+  assert.equal(lines.length, 1, "RocketMQ logs it (allocate message queue exception); it was swallowed");
+  assert.equal(lines[0]!.fields.topic, "T");
+  assert.match(lines[0]!.msg, /no room for broker b/);
+  t.mock.timers.tick(1_000);
+  await r.doRebalance();
+  assert.equal(lines.length, 1, "at most once per topic per interval");
+  rooms.b = "room2";
+  await r.doRebalance();
+  assert.deepEqual(
+    [...held.values()].map((h) => h.mq.brokerName),
+    ["a"],
+  );
 });
