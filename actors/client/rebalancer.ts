@@ -217,7 +217,10 @@ export class Rebalancer {
     this.rounds++;
     this.reregistered = false;
     let changed = false;
-    const topics = this.deps.subscriptions.topics();
+    // one order for every member: a topic's gains wait for the releases other members make when
+    // they reach that topic, so members going through them in another order (subscriptions listed
+    // otherwise) would each wait for the other until the broker's hand-over timeout
+    const topics = this.deps.subscriptions.topics().sort();
     for (const topic of topics) {
       try {
         if (await this.rebalanceByTopic(topic)) changed = true;
