@@ -5,6 +5,7 @@
  * can be consumed like any topic.
  */
 import assert from "node:assert/strict";
+import path from "node:path";
 import { after, before, test } from "node:test";
 import { prepareMessage } from "../../actors/client/messageBuilder.ts";
 import { Admin, type LocalCluster, type MessageExt, Producer, PushConsumer, startLocalCluster } from "../../index.ts";
@@ -17,6 +18,7 @@ const LEVEL_STEP_MS = 300;
 const LEVELS = Array.from({ length: 18 }, (_, i) => `${(i + 1) * LEVEL_STEP_MS}ms`).join(" ");
 
 let cluster: LocalCluster;
+let dir: string;
 let cleanup: () => Promise<void>;
 let producer: Producer;
 let admin: Admin;
@@ -24,7 +26,8 @@ let admin: Admin;
 before(async () => {
   const t = await tempDir("actormq-retry-");
   cleanup = t.cleanup;
-  cluster = await startLocalCluster({ dir: t.dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
+  dir = t.dir;
+  cluster = await startLocalCluster({ dir, broker: { flush: "async", messageDelayLevel: LEVELS } });
   producer = await Producer.start({ group: "retry-pg", nameservers: cluster.nameservers });
   admin = await Admin.start({ nameservers: cluster.nameservers });
   for (const topic of ["RetryOrders", "RetryPoison"]) await admin.createTopic({ topic, readQueueNums: 2, writeQueueNums: 2 });
@@ -190,6 +193,8 @@ test("the longest clustering group (120 characters: %RETRY%<group> is 127) retri
   const b = await PushConsumer.start({
     group: "b".repeat(255),
     model: "BROADCASTING",
+    // its offsets file goes under the test's directory, not the home directory's default
+    offsetStoreDir: path.join(dir, "offsets"),
     nameservers: cluster.nameservers,
     subscriptions: { RetryLongGroup: "*" },
     listener: async () => "CONSUME_SUCCESS",
