@@ -506,31 +506,44 @@ export class PullConsumer {
   async poll(timeoutMs: number = DEFAULT_POLL_TIMEOUT_MS): Promise<MessageExt[]> {
     this.checkOpen();
     checkPollTimeout(timeoutMs);
-    if (this.buffer.length === 0 && timeoutMs > 0) {
-      const deadline = monotonicNow() + timeoutMs;
-      await new Promise<void>((resolve) => {
-        let t: NodeJS.Timeout | undefined;
-        const done = () => {
-          clearTimeout(t);
-          resolve();
-        };
-        // a timer longer than 2^31 - 1 ms fires at once: a long wait (or Infinity) is waited in steps
-        const arm = () => {
-          t = setTimeout(
-            () => {
-              if (deadline - monotonicNow() > 0) return arm();
-              // a poll that times out takes its wake-up with it: idle polls would pile them up until a message came
-              const i = this.waiters.indexOf(done);
-              if (i >= 0) this.waiters.splice(i, 1);
-              done();
-            },
-            Math.min(MAX_TIMER_MS, Math.max(0, deadline - monotonicNow())),
-          );
-        };
-        arm();
-        this.waiters.push(done);
-      });
+    const deadline = monotonicNow() + timeoutMs;
+    for (;;) {
+      if (this.buffer.length === 0 && deadline - monotonicNow() > 0) await this.messagesOrDeadline(deadline);
+      const out = this.takeBuffered();
+      // a wake-up another poll answered first, or whose messages were let go meanwhile, is no
+      // answer: this poll waits on for its whole timeout, as RocketMQ's (which takes its turn) does
+      if (out.length > 0 || this.closing || deadline - monotonicNow() <= 0) return out;
     }
+  }
+
+  /** Resolves when messages are buffered (or close began), or at `deadline` ({@link monotonicNow} ms). */
+  private messagesOrDeadline(deadline: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      let t: NodeJS.Timeout | undefined;
+      const done = () => {
+        clearTimeout(t);
+        resolve();
+      };
+      // a timer longer than 2^31 - 1 ms fires at once: a long wait (or Infinity) is waited in steps
+      const arm = () => {
+        t = setTimeout(
+          () => {
+            if (deadline - monotonicNow() > 0) return arm();
+            // a poll that times out takes its wake-up with it: idle polls would pile them up until a message came
+            const i = this.waiters.indexOf(done);
+            if (i >= 0) this.waiters.splice(i, 1);
+            done();
+          },
+          Math.min(MAX_TIMER_MS, Math.max(0, deadline - monotonicNow())),
+        );
+      };
+      arm();
+      this.waiters.push(done);
+    });
+  }
+
+  /** Up to pullBatchSize buffered messages of queues still held, marked as polled for the next commit. */
+  private takeBuffered(): MessageExt[] {
     const out: MessageExt[] = [];
     while (this.buffer.length > 0 && out.length < this.opts.pullBatchSize) {
       const b = this.buffer.shift()!;

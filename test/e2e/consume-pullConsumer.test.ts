@@ -296,6 +296,18 @@ test("pull consumer: idle polls that time out leave no wake-up behind; a waiting
       ["wake"],
     );
     assert.equal(waiters(), 0);
+
+    // two polls waiting: a message wakes both, one takes it, the other waits on for the next
+    // (as RocketMQ's poll, which takes its turn, waits its whole timeout for a message)
+    const settled: string[][] = [];
+    const both = [pc.poll(10_000), pc.poll(10_000)].map((p) => p.then((ms) => settled.push(ms.map((m) => m.body.toString()))));
+    await producer.send({ topic: "IdlePolled", body: "one" });
+    await waitFor(() => settled.length > 0, 10_000, "a poll to take the message");
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(settled, [["one"]], "the other poll did not return empty before its timeout");
+    await producer.send({ topic: "IdlePolled", body: "two" });
+    await Promise.all(both);
+    assert.deepEqual(settled, [["one"], ["two"]]);
   } finally {
     await pc?.close();
     await admin.close();
