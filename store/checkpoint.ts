@@ -5,6 +5,7 @@
  * rename) by the periodic checkpoint task and at close.
  */
 import fs from "node:fs";
+import { TOPIC_PATTERN } from "../transport/protocol.ts";
 import { JsonFile } from "./jsonFile.ts";
 
 /** Store times within this margin of a checkpoint timestamp are rechecked (clock steps, batching). */
@@ -38,6 +39,9 @@ function isCount(v: unknown): v is number {
   return typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 }
 
+/** A queue id as a consume queue's directory is named: an int32 >= 0 without leading zeros. */
+const QUEUE_ID_KEY = /^(0|[1-9][0-9]{0,9})$/;
+
 /**
  * Reads the checkpoint; null when it is missing or does not have the expected shape. `onDamaged`
  * hears why one that exists (or its `.bak`) could not be used: recovery then rebuilds consume
@@ -60,10 +64,15 @@ export function readCheckpoint(file: string, onDamaged: (why: string) => void = 
   if (!c || typeof c !== "object") return damaged(error ?? "neither it nor its .bak holds a JSON object");
   const counts = [c.physicMsgTimestamp, c.logicsMsgTimestamp, c.indexMsgTimestamp, c.flushedOffset, c.confirmOffset, c.indexEntries];
   if (!counts.every(isCount) || !c.queues || typeof c.queues !== "object") return damaged("a field is missing or not an integer >= 0");
-  for (const m of Object.values(c.queues)) {
+  // the keys name consume-queue directories: "../x" or "abc" would make a queue outside the store or with id NaN
+  for (const [topic, m] of Object.entries(c.queues)) {
+    if (!TOPIC_PATTERN.test(topic)) return damaged(`a queue mark names ${JSON.stringify(topic)}, which is no topic name`);
     if (!m || typeof m !== "object") return damaged("a topic's queue marks are not an object");
-    for (const q of Object.values(m))
+    for (const [id, q] of Object.entries(m)) {
+      if (!QUEUE_ID_KEY.test(id) || Number(id) > 0x7fffffff)
+        return damaged(`a queue mark of ${topic} names queue ${JSON.stringify(id)}, which is no queue id`);
       if (!q || !isCount(q.min) || !isCount(q.max) || q.min > q.max) return damaged("a queue mark is not {min, max} with min <= max");
+    }
   }
   return c as StoreCheckpoint;
 }

@@ -133,3 +133,32 @@ test("a commit-log file missing between others is reported by the open with its 
   assert.equal(rec.level, 40);
   assert.deepEqual(rec.missingLog, [{ from: SEG, to: 3 * SEG }]);
 });
+
+test("a checkpoint whose queue marks name a queue id that is no integer, or a topic that is no topic name, is damaged: no stray queue or directory is made, every message stays readable", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir));
+  for (let i = 0; i < 5; i++)
+    await s.putMessage({ topic: "R", queueId: 1, body: Buffer.from(`m${i}`), bornTimestamp: 1, bornHost: "1.1.1.1:1" });
+  await s.close();
+  const file = path.join(dir, "checkpoint");
+  const good = JSON.parse(fs.readFileSync(file, "utf8"));
+  for (const queues of [
+    { R: { abc: { min: 0, max: 3 } } },
+    { "../escaped": { 0: { min: 0, max: 3 } } },
+    { R: { "01": { min: 0, max: 3 } } },
+  ]) {
+    fs.writeFileSync(file, JSON.stringify({ ...good, queues }));
+    fs.rmSync(`${file}.bak`, { force: true });
+    s = await MessageStore.open(opts(dir));
+    try {
+      assert.match(s.recovery.rebuilt ?? "", /checkpoint .*cannot be read \(a queue mark/, JSON.stringify(queues));
+      assert.deepEqual(bodies(s, 1), ["m0", "m1", "m2", "m3", "m4"]);
+    } finally {
+      await s.close();
+    }
+    assert.deepEqual(fs.readdirSync(path.join(dir, "consumequeue")), ["R"], "only the topic's own directory");
+    assert.deepEqual(fs.readdirSync(path.join(dir, "consumequeue", "R")), ["1"], "only its queue's directory");
+    assert.equal(fs.existsSync(path.join(dir, "escaped")), false);
+  }
+});
