@@ -203,12 +203,31 @@ function buildProperties(msg: Message, uniqKey: string): string {
 const WAIT_AND_UNIQ_KEY = `${encodeProperty(MessageConst.WAIT_STORE_MSG_OK, "true")}${MessageConst.UNIQ_KEY}${NAME_VALUE_SEPARATOR}`;
 
 /**
+ * RocketMQ's names (its Message setters) of fields named otherwise here. A field not known is not
+ * sent, so a message given one of these would go without its delay, tag or key, unsaid.
+ */
+const ROCKETMQ_FIELD_NAMES = [
+  ["delayTimeLevel", "delayLevel"],
+  ["tag", "tags"],
+  ["key", "keys"],
+] as const;
+
+function checkFieldNames(msg: object): void {
+  for (const [theirs, ours] of ROCKETMQ_FIELD_NAMES)
+    if ((msg as Record<string, unknown>)[theirs] !== undefined)
+      throw new MQError("MESSAGE_ILLEGAL", `The message has a field ${theirs}, RocketMQ's name: here it is ${ours}. Rename it.`);
+}
+
+/**
  * Validates a message (topic name, non-empty body within `maxMessageBytes`, property text) and
  * prepares it for sending; throws MQError MESSAGE_ILLEGAL saying what to fix.
  */
 export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): PreparedMessage {
   if (typeof msg !== "object" || msg === null) throw new MQError("MESSAGE_ILLEGAL", "The message must be an object { topic, body, ... }.");
   checkTopic(msg.topic);
+  // named loads (a keyed loop would be megamorphic on the send path); the names come from ROCKETMQ_FIELD_NAMES
+  const their = msg as { delayTimeLevel?: unknown; tag?: unknown; key?: unknown };
+  if (their.delayTimeLevel !== undefined || their.tag !== undefined || their.key !== undefined) checkFieldNames(msg);
   // RocketMQ's Validators.checkMessage: refused here, so no broker is asked (and none is marked failed)
   if (SYSTEM_TOPICS.has(msg.topic))
     throw new MQError(

@@ -239,3 +239,18 @@ test("a delayLevel or flag of the wrong type is shown as given: a string quoted,
       (e) => isMQError(e, "MESSAGE_ILLEGAL") && shown.test((e as Error).message),
     );
 });
+
+test("RocketMQ's names of message fields named otherwise here (delayTimeLevel, tag, key) are refused, naming ours: the message would be sent without its delay, tag or key", () => {
+  for (const [field, ours] of [
+    ["delayTimeLevel", "delayLevel"],
+    ["tag", "tags"],
+    ["key", "keys"],
+  ] as const) {
+    const msg = { topic: "T", body: "x", [field]: field === "delayTimeLevel" ? 3 : "v" } as unknown as Message;
+    for (const build of [() => prepareMessage(msg), () => prepareBatch([{ topic: "T", body: "ok" }, msg])])
+      assert.throws(build, (e) => isMQError(e, "MESSAGE_ILLEGAL") && new RegExp(`\\b${field}\\b.*\\b${ours}\\b`).test(String(e)), field);
+  }
+  // other fields a message carries are no matter
+  const p = prepareMessage({ topic: "T", body: "x", tags: "a", keys: "k", delayLevel: 2, extra: 1 } as unknown as Message);
+  assert.equal(decodeProperties(p.properties).DELAY, "2");
+});
