@@ -10,7 +10,7 @@ import { isIPv4 } from "node:net";
 import path from "node:path";
 import { MessageStore, openFileUse } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
-import { checkOptionNames } from "../../transport/optionNames.ts";
+import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
 import { LogThrottle, logTransportDrops } from "../logger.ts";
@@ -57,6 +57,9 @@ export interface CreateTopicOptions {
   /** @default false */
   order?: boolean;
 }
+
+/** Every option name of {@link CreateTopicOptions}, checked by `Broker.createTopic`. */
+const CREATE_TOPIC_OPTION_NAMES = optionNamesOf<CreateTopicOptions>()(["topic", "readQueueNums", "writeQueueNums", "perm", "order"]);
 
 /**
  * "ip:port" of the broker's tcp endpoint, stamped in records and offset msg ids: RocketMQ's store
@@ -325,6 +328,7 @@ export class Broker {
         "ILLEGAL_ARGUMENT",
         "createTopic takes an options object: { topic, readQueueNums?, writeQueueNums?, perm?, order? }.",
       );
+    checkOptionNames("Broker.createTopic", opts, CREATE_TOPIC_OPTION_NAMES);
     checkNotSystemTopic(opts.topic);
     const tc = await this.ctx.topics.createOrUpdate({
       topicName: opts.topic,

@@ -400,6 +400,9 @@ export class Admin {
         "ILLEGAL_ARGUMENT",
         "brokers (CLI --brokers) names no broker: give broker names such as broker-a, or leave it out to create the topic on every master.",
       );
+    const notName = opts.brokers?.find((b) => typeof b !== "string" || b === "");
+    if (notName !== undefined)
+      throw new MQError("ILLEGAL_ARGUMENT", `brokers takes broker names such as broker-a, not ${shownValue(notName)}.`);
     const info = await this.clusterInfo();
     const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
     // every master: a broker name whose master is down (only slaves registered) is skipped, as

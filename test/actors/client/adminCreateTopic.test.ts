@@ -106,6 +106,18 @@ test("createTopic refuses a queue count, perm or order out of range with ILLEGAL
       assert.match(err.message, new RegExp(`^${name} `), JSON.stringify(values));
       assert.doesNotMatch(err.message, /Run the same create again/);
     }
+    // a broker named by something that is no name is the caller's mistake, not a broker without a master
+    for (const brokers of [[5], ["values-a", null], [""]])
+      await assert.rejects(
+        admin.createTopic({ topic: "Values", brokers } as never),
+        (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /^brokers /.test((e as Error).message),
+        JSON.stringify(brokers),
+      );
+    // the broker's own createTopic refuses an option name it does not know (queues for readQueueNums)
+    await assert.rejects(
+      broker.createTopic({ topic: "Values", queues: 3 } as never),
+      (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /queues/.test((e as Error).message),
+    );
     await assert.rejects(admin.topicRoute("Values"), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
     // the limits themselves are taken
     const [tc] = await admin.createTopic({ topic: "Values", readQueueNums: 1024, writeQueueNums: 0, perm: 4, order: true });
