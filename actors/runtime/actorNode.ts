@@ -335,6 +335,12 @@ export class ActorNode implements RefHost {
       );
       return;
     }
+    if (remote && h.handled !== null && !h.handled.has(ev.type)) {
+      replier?.fail(
+        new MQError("REQUEST_CODE_NOT_SUPPORTED", `The actor ${name} on ${this.nodeId} does not handle ${ev.type.slice(0, 64)}.`),
+      );
+      return;
+    }
     if (h.status === "restarting") {
       replier?.fail(new MQError("SYSTEM_BUSY", `The actor ${name} on ${this.nodeId} is restarting after a failure; retry shortly.`));
       return;

@@ -44,3 +44,39 @@ export function localOnlySet(declared: LocalOnlyEvents | undefined): LocalOnlyTy
     );
   return new Set([...DEFAULT_LOCAL_ONLY_EVENTS, ...declared]);
 }
+
+/** The event types one actor handles (see {@link handledTypes}). */
+export interface HandledTypes {
+  has(type: string): boolean;
+}
+
+/** A state node of an xstate machine, as far as {@link handledTypes} reads it. */
+interface StateNodeLike {
+  transitions?: Map<string, unknown>;
+  states?: Record<string, StateNodeLike>;
+}
+
+/**
+ * The event types an xstate machine has a transition for in any state (plus `extra`, its direct
+ * handlers'), so that an ask of another type is answered at once rather than dropped by the machine
+ * and left to time out. Null, meaning "any type", for logic that is no machine and for a machine
+ * with a wildcard transition (`*`: it answers the rest itself); xstate's partial wildcards
+ * (`error.*`) match by prefix.
+ */
+export function handledTypes(logic: unknown, extra: Iterable<string> = []): HandledTypes | null {
+  const root = (logic as { root?: StateNodeLike } | null)?.root;
+  if (!root || !(root.transitions instanceof Map)) return null;
+  const exact = new Set<string>(extra);
+  const prefixes: string[] = [];
+  const walk = (node: StateNodeLike): boolean => {
+    for (const descriptor of node.transitions?.keys() ?? []) {
+      if (descriptor === "*") return false;
+      if (descriptor.endsWith(".*")) prefixes.push(descriptor.slice(0, -1));
+      else exact.add(descriptor);
+    }
+    for (const child of Object.values(node.states ?? {})) if (!walk(child)) return false;
+    return true;
+  };
+  if (!walk(root)) return null;
+  return { has: (type) => exact.has(type) || prefixes.some((p) => type.startsWith(p)) };
+}

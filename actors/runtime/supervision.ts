@@ -5,7 +5,7 @@
  */
 import { type AnyActorLogic, type AnyActorRef, createActor } from "xstate";
 import { checkRange, MAX_TIMER_MS, MQError, shownValue } from "../../transport/protocol.ts";
-import type { LocalOnlyTypes } from "./remoteEvents.ts";
+import { type HandledTypes, handledTypes, type LocalOnlyTypes } from "./remoteEvents.ts";
 
 /**
  * Handlers a machine's flat state runs for some events as targetless transitions whose only
@@ -96,6 +96,8 @@ export class HostedActor {
   readonly direct: { state: string; handlers: Map<string, DirectHandler> } | undefined;
   /** event types refused when they come from another process (remoteEvents.ts) */
   readonly localOnly: LocalOnlyTypes;
+  /** the event types its machine handles; null: any (remoteEvents.ts) */
+  readonly handled: HandledTypes | null;
   private timer: NodeJS.Timeout | null = null;
   /** when the current instance started (performance.now()) */
   private startedAt = 0;
@@ -113,6 +115,7 @@ export class HostedActor {
     // a Map: event types come off the wire ("toString" must not find Object.prototype's)
     this.direct = direct && { state: direct.state, handlers: new Map(Object.entries(direct.handlers)) };
     this.localOnly = localOnly;
+    this.handled = handledTypes(logic, this.direct?.handlers.keys());
     this.actor = this.create();
   }
 

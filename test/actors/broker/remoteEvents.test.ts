@@ -80,3 +80,19 @@ test("another process cannot make a broker register with a name server of its ch
   assert.equal(registrations, 0);
   assert.equal(f.broker.ctx.node.peerLostAt(fake.address!), 0, "no connection made to the address given");
 });
+
+test("an ask of a type a broker actor does not handle at all is answered REQUEST_CODE_NOT_SUPPORTED, not left to time out", async (t) => {
+  const f = await startFixture({ logLevel: "silent" });
+  t.after(() => f.close());
+  for (const name of ["store", "hold", "registrar"]) {
+    const began = performance.now();
+    await assert.rejects(
+      f.client.ref(f.broker.address, name).ask({ type: "NO_SUCH_REQUEST" }, { timeoutMs: 10_000 }),
+      (e) => isMQError(e, "REQUEST_CODE_NOT_SUPPORTED") && new RegExp(`${name}.*NO_SUCH_REQUEST`).test(String(e)),
+      name,
+    );
+    assert.ok(performance.now() - began < 5000, `${name} answered, not the ask's timeout`);
+  }
+  // what they do handle still reaches them
+  assert.equal((await f.send("T", 0, [{ body: "still" }])).queueOffset, 0);
+});
