@@ -33,7 +33,7 @@ import { CLIENT_INSTANCE_OPTION_NAMES, ClientInstance, type ClientInstanceOption
 import { checkFaultTables, LatencyFaultTolerance, QueueSelector } from "./faultTolerance.ts";
 import { InFlight } from "./inFlight.ts";
 import { compressBody, type Message, prepareBatch, prepareMessage, ZLIB_COMPRESSED_SYS_FLAG } from "./messageBuilder.ts";
-import { type TopicPublishInfo, writableQueueDatas } from "./routeCache.ts";
+import { brokersWithMaster, type TopicPublishInfo, writableQueueDatas } from "./routeCache.ts";
 
 export const DEFAULT_SEND_TIMEOUT_MS = 3000;
 /**
@@ -548,8 +548,17 @@ function noWritableQueue({ topic, route }: TopicPublishInfo): MQError {
       "NO_ROUTE",
       `Topic ${topic} has 0 write queues on every broker that takes writes; raise its writeQueueNums (Admin.createTopic, topic create --queues).`,
     );
+  // a master that is down (killed, restarting) while its slave stays registered leaves only read-only
+  // queues: that is a missing broker, not a permission to change
+  const withMaster = brokersWithMaster(route);
+  const masterless = [...new Set(route.queueDatas.map((qd) => qd.brokerName).filter((name) => !withMaster.has(name)))];
+  if (withMaster.size === 0)
+    return new MQError(
+      "NO_ROUTE",
+      `Topic ${topic} has no master in its route (${masterless.join(", ")}: only slaves, which take no sends); start the master, sends resume once it registers.`,
+    );
   return new MQError(
     "NO_PERMISSION",
-    `Topic ${topic} is not writable on any broker (read-only or no master); change its perm or send elsewhere.`,
+    `Topic ${topic} is not writable on any broker with a master (read-only)${masterless.length > 0 ? `, and ${masterless.join(", ")} ${masterless.length === 1 ? "has" : "have"} no master` : ""}; change its perm or send elsewhere.`,
   );
 }

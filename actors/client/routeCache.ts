@@ -15,9 +15,14 @@ export interface TopicPublishInfo {
   route: TopicRouteData;
 }
 
+/** Names of the route's brokers that list a master address (a master down leaves its slaves listed alone). */
+export function brokersWithMaster(route: TopicRouteData): Set<string> {
+  return new Set(route.brokerDatas.filter((b) => b.brokerAddrs[String(MASTER_ID)] !== undefined).map((b) => b.brokerName));
+}
+
 /** The queue data a producer may write to: WRITE permission, on a broker that has a master. */
 export function writableQueueDatas(route: TopicRouteData): QueueData[] {
-  const withMaster = new Set(route.brokerDatas.filter((b) => b.brokerAddrs[String(MASTER_ID)] !== undefined).map((b) => b.brokerName));
+  const withMaster = brokersWithMaster(route);
   return route.queueDatas.filter((qd) => (qd.perm & Perm.WRITE) !== 0 && withMaster.has(qd.brokerName));
 }
 
