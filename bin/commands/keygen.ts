@@ -1,5 +1,5 @@
 /** `actormq keygen`: a CURVE key pair, printed or written to `<prefix>.key` (mode 0600) and `<prefix>.pub`. */
-import { closeSync, constants, existsSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, mkdirSync, openSync, unlinkSync, writeSync } from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
 import { curveKeyPair } from "../../transport/curve.ts";
@@ -52,13 +52,19 @@ function writeNew(file: string, text: string, mode: number): void {
 }
 
 /**
- * Writes the pair whole or not at all: `.key` then `.pub`, each a new file; when the second cannot
- * be written the first is removed. With `force` the existing files are removed first (`.pub`
+ * Writes the pair whole or not at all (making a missing directory of `prefix`, mode 0700): `.key`
+ * then `.pub`, each a new file; when the second cannot be written the first is removed. With `force` the existing files are removed first (`.pub`
  * before `.key`: a `.pub` that cannot be removed, say a directory, fails before anything is written).
  */
 export function writePair(prefix: string, publicKey: string, secretKey: string, force: boolean): void {
   const keyFile = `${prefix}.key`;
   const pubFile = `${prefix}.pub`;
+  try {
+    // `--out keys/cluster` in a fresh directory: keys/ is made, private since it holds a secret key
+    mkdirSync(path.dirname(prefix), { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw new MQError("ILLEGAL_ARGUMENT", `Cannot make the directory ${path.dirname(prefix)} (${errnoOf(e)}).`, { cause: e });
+  }
   if (force) {
     for (const file of [pubFile, keyFile]) removeFile(file, "replace");
   } else {
@@ -90,7 +96,7 @@ export function addKeygenCommand(program: Command): void {
       "Make a CURVE key pair for --curve-secret / --curve-server (docs/security.md): printed, or with --out written to " +
         "<prefix>.key (the secret key, mode 0600) and <prefix>.pub (the public key), both or neither.",
     )
-    .option("--out <prefix>", "write <prefix>.key and <prefix>.pub instead of printing the pair")
+    .option("--out <prefix>", "write <prefix>.key and <prefix>.pub (a missing directory is made, mode 0700) instead of printing the pair")
     .option("--force", "replace existing files")
     .action((f: { out?: string; force?: boolean }) => {
       const { publicKey, secretKey } = curveKeyPair();

@@ -56,6 +56,14 @@ test("keygen prints a key pair, or writes <prefix>.key (mode 600) and <prefix>.p
   assert.equal(statSync(`${prefix}.key`).mode & 0o777, 0o600);
 });
 
+test("keygen --out keys/cluster makes a missing directory keys (mode 700), as docs/security.md's example runs it", async () => {
+  const prefix = path.join(dir, "fresh", "keys", "cluster");
+  const w = await cli(["keygen", "--out", prefix]);
+  assert.equal(w.code, 0, w.err);
+  assert.equal(curvePublicKeyOf(keyOf(`${prefix}.key`)), keyOf(`${prefix}.pub`));
+  assert.equal(statSync(path.dirname(prefix)).mode & 0o777, 0o700, "a directory made for a secret key is private");
+});
+
 test("keygen --out writes both files or neither: a .pub it cannot write leaves no .key behind", async () => {
   // --force, and <prefix>.pub is a directory, which it cannot replace
   const forced = path.join(dir, "half-forced");
