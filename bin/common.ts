@@ -59,14 +59,20 @@ function daysInMonth(year: number, month: number): number {
   return month >= 1 && month <= 12 ? new Date(Date.UTC(year, month, 0)).getUTCDate() : 0;
 }
 
-/** An ISO 8601 time or epoch milliseconds; anything else is a usage error naming the expected form. */
+/** How `--time` and `--from` take a time, for their usage errors. */
+export const TIME_FORMS =
+  "use ISO 8601 like 2025-01-31T12:00:00Z (1970-01-01T00:00:00Z for the earliest), or epoch milliseconds of 10 digits or more";
+
+/**
+ * An ISO 8601 time or epoch milliseconds of 10 digits or more (a shorter number is more likely a
+ * date without dashes, 20250131, than a time in 1970); anything else is a usage error naming the expected forms.
+ */
 export function timeArg(v: string): number {
   if (/^\d{10,}$/.test(v)) return Number(v);
   const ymd = /^(\d{4})-(\d{2})-(\d{2})/.exec(v);
   // Date.parse rolls a day past the month's end over (2025-02-30 is March 2nd): refuse it instead
   const t = ymd && Number(ymd[3]) <= daysInMonth(Number(ymd[1]), Number(ymd[2])) ? Date.parse(v) : Number.NaN;
-  if (Number.isNaN(t))
-    throw new InvalidArgumentError(`"${v}" is not a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
+  if (Number.isNaN(t)) throw new InvalidArgumentError(`"${v}" is not a time: ${TIME_FORMS}.`);
   return t;
 }
 

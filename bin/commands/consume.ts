@@ -9,7 +9,7 @@ import { PushConsumer } from "../../actors/client/pushConsumer.ts";
 import { parseSubscription, type SubscriptionExpression } from "../../filter/index.ts";
 import type { MessageExt } from "../../transport/messageRecord.ts";
 import { checkTopic, MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, type JsonFlag, positiveIntArg, runClient, STOP_SIGNALS, timeArg } from "../common.ts";
+import { clientCommand, clientOptions, type JsonFlag, positiveIntArg, runClient, STOP_SIGNALS, TIME_FORMS, timeArg } from "../common.ts";
 import { formatMessage, messageJson } from "../messageOutput.ts";
 
 interface ConsumeFlags extends JsonFlag {
@@ -39,7 +39,7 @@ export function parseFrom(from: string): ConsumeFrom {
   try {
     return { consumeFromWhere: "CONSUME_FROM_TIMESTAMP", consumeTimestamp: timeArg(from) };
   } catch {
-    throw new InvalidArgumentError(`"${from}" is not first, last or a time: use ISO 8601 like 2025-01-31T12:00:00Z, or epoch milliseconds`);
+    throw new InvalidArgumentError(`"${from}" is not first, last or a time: ${TIME_FORMS}.`);
   }
 }
 

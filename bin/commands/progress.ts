@@ -36,7 +36,7 @@ export function addProgressCommands(program: Command): void {
       .description("Move a group's offsets of a topic to the first message stored at or after --time.")
       .requiredOption("--group <group>", "consumer group")
       .requiredOption("--topic <topic>", "topic")
-      .requiredOption("--time <time>", "ISO 8601 time (2025-01-31T12:00:00Z) or epoch milliseconds", timeArg),
+      .requiredOption("--time <time>", "ISO 8601 time (2025-01-31T12:00:00Z) or epoch milliseconds (10 digits or more)", timeArg),
   ).action((f: { namesrv: string[]; group: string; topic: string; time: number }) =>
     runClient(async (onExit) => {
       const admin = await Admin.start(clientOptions(f));

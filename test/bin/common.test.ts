@@ -50,6 +50,20 @@ test("timeArg refuses dates that do not exist instead of rolling them over", () 
     refuses(timeArg, v);
 });
 
+test("timeArg's refusal of a short number says epoch milliseconds take 10 digits or more: `--time 0` was told to give epoch milliseconds", () => {
+  for (const v of ["0", "123456789"]) {
+    assert.throws(
+      () => timeArg(v),
+      (e: Error) => e instanceof InvalidArgumentError && /10 digits or more/.test(e.message) && /1970-01-01/.test(e.message),
+    );
+    assert.throws(
+      () => parseFrom(v),
+      (e: Error) => e instanceof InvalidArgumentError && /10 digits or more/.test(e.message),
+    );
+  }
+  assert.equal(timeArg("1970-01-01T00:00:00Z"), 0, "the earliest time, as the message suggests");
+});
+
 test("runUntilSignal: SIGHUP (terminal closed) shuts down like SIGINT and SIGTERM; a second signal exits 128 + its number, the same one only after the repeat grace (one Ctrl-C reaches node twice under npm start)", (t) => {
   const exits: (number | undefined)[] = [];
   t.mock.method(process, "exit", (code?: number) => void exits.push(code));
