@@ -21,6 +21,18 @@ const connected = {
   onPeerFailure: () => () => {},
 };
 
+/** An offset store that keeps nothing: every queue reads offset 0. */
+const noOffsets = (): OffsetStore => ({
+  load: async () => {},
+  updateOffset: () => {},
+  updateAndFreeze: () => {},
+  readOffset: async () => 0,
+  readOffsetFromMemory: () => -1,
+  persistAll: async () => {},
+  persist: async () => {},
+  removeOffset: () => {},
+});
+
 const queues = (n: number): MessageQueue[] =>
   Array.from({ length: n }, (_, i) => ({ topic: "T", brokerName: i < n / 2 ? "b" : "a", queueId: i % (n / 2) }));
 
@@ -192,16 +204,7 @@ test("clustering: the members are the union of every broker's list (one that has
     model: "CLUSTERING",
     strategy: allocateAveragely,
     subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
-    offsetStore: {
-      load: async () => {},
-      updateOffset: () => {},
-      updateAndFreeze: () => {},
-      readOffset: async () => 0,
-      readOffsetFromMemory: () => -1,
-      persistAll: async () => {},
-      persist: async () => {},
-      removeOffset: () => {},
-    },
+    offsetStore: noOffsets(),
     consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
     consumeTimestamp: 0,
     held,
@@ -751,16 +754,7 @@ test("clustering: a topic whose group members no broker can list is logged at wa
     model: "CLUSTERING",
     strategy: allocateAveragely,
     subscriptions: SubscriptionTable.build("g", { T: "*" }, "CLUSTERING"),
-    offsetStore: {
-      load: async () => {},
-      updateOffset: () => {},
-      updateAndFreeze: () => {},
-      readOffset: async () => 0,
-      readOffsetFromMemory: () => -1,
-      persistAll: async () => {},
-      persist: async () => {},
-      removeOffset: () => {},
-    },
+    offsetStore: noOffsets(),
     consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
     consumeTimestamp: 0,
     held,
@@ -809,16 +803,7 @@ test("a subscribed topic that does not exist is logged at warn, at most once per
     model: "CLUSTERING",
     strategy: allocateAveragely,
     subscriptions,
-    offsetStore: {
-      load: async () => {},
-      updateOffset: () => {},
-      updateAndFreeze: () => {},
-      readOffset: async () => 0,
-      readOffsetFromMemory: () => -1,
-      persistAll: async () => {},
-      persist: async () => {},
-      removeOffset: () => {},
-    },
+    offsetStore: noOffsets(),
     consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
     consumeTimestamp: 0,
     held,
@@ -872,16 +857,7 @@ test("an allocation that throws (a machineRoomOf failing for a broker it does no
       },
     },
     subscriptions: SubscriptionTable.build("g", { T: "*" }, "BROADCASTING"),
-    offsetStore: {
-      load: async () => {},
-      updateOffset: () => {},
-      updateAndFreeze: () => {},
-      readOffset: async () => 0,
-      readOffsetFromMemory: () => -1,
-      persistAll: async () => {},
-      persist: async () => {},
-      removeOffset: () => {},
-    },
+    offsetStore: noOffsets(),
     consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
     consumeTimestamp: 0,
     held,
