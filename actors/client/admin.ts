@@ -484,6 +484,23 @@ export class Admin {
     return this.instance.askNameserver<TopicRouteData>({ type: "GET_ROUTEINFO_BY_TOPIC", topic }, undefined, true);
   }
 
+  /**
+   * The route of a topic a message is looked up in: TOPIC_NOT_EXIST says to check the name, as a
+   * lookup creates nothing (the name server's text says to create the topic).
+   */
+  private async lookupRoute(topic: string): Promise<TopicRouteData> {
+    try {
+      return await this.topicRoute(topic);
+    } catch (e) {
+      if (!isMQError(e, "TOPIC_NOT_EXIST")) throw e;
+      throw new MQError(
+        "TOPIC_NOT_EXIST",
+        `No broker serves topic ${topic}, so none holds its messages: check the topic's name (\`actormq topic list\`) and the name server addresses.`,
+        { cause: e },
+      );
+    }
+  }
+
   /** Every broker and cluster known to the name servers. */
   async clusterInfo(): Promise<ClusterInfo> {
     this.checkOpen();
@@ -1151,7 +1168,7 @@ export class Admin {
     if (typeof key !== "string" || key.length === 0) throw new MQError("ILLEGAL_ARGUMENT", "queryMessageByKey needs a non-empty key.");
     checkQueryKeyOptions(key, opts);
     const maxNum = opts.maxNum ?? DEFAULT_QUERY_MAX_NUM;
-    const route = await this.topicRoute(topic);
+    const route = await this.lookupRoute(topic);
     const found = await this.queryBrokers(lookupTargets(route.brokerDatas), {
       topic,
       key,
@@ -1178,7 +1195,7 @@ export class Admin {
           "(SendResult.offsetMsgId) or the unique key id (SendResult.msgId, MessageExt.msgId, what `actormq send` prints).",
       );
     if (topic !== undefined) checkTopic(topic, "viewMessage");
-    const targets = topic !== undefined ? lookupTargets((await this.topicRoute(topic)).brokerDatas) : await this.everyBroker();
+    const targets = topic !== undefined ? lookupTargets((await this.lookupRoute(topic)).brokerDatas) : await this.everyBroker();
     const byOffset = await this.viewByOffsetId(targets, msgId);
     // the record of a delayed message is stored in SCHEDULE_TOPIC_XXXX and a redelivered one in
     // %RETRY%group (their offset ids name those records): they are of the topic they carry
