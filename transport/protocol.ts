@@ -393,6 +393,14 @@ export interface MessageQueue {
   queueId: number;
 }
 
+/** Whether `q` has a MessageQueue's fields: string topic and brokerName, an integer queueId (callers judge their values). */
+export function hasMessageQueueFields(q: unknown): q is MessageQueue {
+  const m = q as MessageQueue | null;
+  return (
+    typeof m === "object" && m !== null && typeof m.topic === "string" && typeof m.brokerName === "string" && Number.isInteger(m.queueId)
+  );
+}
+
 /** `topic@brokerName@queueId`: a stable string key for a MessageQueue. */
 export function mqKey(mq: MessageQueue): string {
   return `${mq.topic}@${mq.brokerName}@${mq.queueId}`;

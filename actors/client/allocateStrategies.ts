@@ -5,7 +5,7 @@
  * (`compareMessageQueue`, plain string order for ids).
  */
 import { createHash } from "node:crypto";
-import { type MessageQueue, MQError } from "../../transport/protocol.ts";
+import { hasMessageQueueFields, type MessageQueue, MQError } from "../../transport/protocol.ts";
 
 /** Names accepted by the push consumer's `allocateStrategy` option. */
 export type AllocateStrategyName = "AVERAGELY" | "AVERAGELY_BY_CIRCLE" | "CONSISTENT_HASH" | "BY_CONFIG" | "BY_MACHINE_ROOM";
@@ -178,17 +178,9 @@ export const allocateByMachineRoom: AllocateStrategy = (_group, currentCID, mqAl
   return result;
 };
 
-function isMessageQueue(q: unknown): q is MessageQueue {
-  if (!q || typeof q !== "object") return false;
-  const { topic, brokerName, queueId } = q as Partial<MessageQueue>;
-  return (
-    typeof topic === "string" &&
-    topic.length > 0 &&
-    typeof brokerName === "string" &&
-    brokerName.length > 0 &&
-    Number.isSafeInteger(queueId) &&
-    queueId! >= 0
-  );
+/** A queue a BY_CONFIG list may hold: a MessageQueue's fields, names not empty, an id from 0. */
+function isConfiguredQueue(q: unknown): q is MessageQueue {
+  return hasMessageQueueFields(q) && q.topic !== "" && q.brokerName !== "" && Number.isSafeInteger(q.queueId) && q.queueId >= 0;
 }
 
 function shownEntry(q: unknown): string {
@@ -213,7 +205,7 @@ export function checkAllocateOptions(name: AllocateStrategyName, options: Alloca
   }
   // an entry that is no queue fails every rebalance (unlogged) or is pulled with a wrong field
   if (name === "BY_CONFIG") {
-    const bad = options!.messageQueueList!.flatMap((q, i) => (isMessageQueue(q) ? [] : [`messageQueueList[${i}] ${shownEntry(q)}`]));
+    const bad = options!.messageQueueList!.flatMap((q, i) => (isConfiguredQueue(q) ? [] : [`messageQueueList[${i}] ${shownEntry(q)}`]));
     if (bad.length > 0)
       throw new MQError(
         "ILLEGAL_ARGUMENT",

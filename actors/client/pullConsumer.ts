@@ -15,6 +15,7 @@ import {
   checkRange,
   checkRetryTopicFits,
   checkTopic,
+  hasMessageQueueFields,
   isMQError,
   MASTER_ID,
   MAX_TIMER_MS,
@@ -69,13 +70,6 @@ function missingQueuesError(missing: readonly MessageQueue[], readQueueNums: (mq
   );
 }
 
-/** Whether `q` has a MessageQueue's fields (what assign() takes). */
-function isMessageQueue(q: unknown): q is MessageQueue {
-  const m = q as MessageQueue | null;
-  return (
-    typeof m === "object" && m !== null && typeof m.topic === "string" && typeof m.brokerName === "string" && Number.isInteger(m.queueId)
-  );
-}
 const CONSUME_FROM_WHERE: readonly ConsumeFromWhere[] = ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"];
 
 /**
@@ -365,7 +359,7 @@ export class PullConsumer {
   /** Takes exactly these queues (no rebalance); each starts at its committed offset. */
   async assign(queues: MessageQueue[]): Promise<void> {
     this.checkOpen();
-    if (!Array.isArray(queues) || !queues.every(isMessageQueue))
+    if (!Array.isArray(queues) || !queues.every(hasMessageQueueFields))
       throw new MQError(
         "ILLEGAL_ARGUMENT",
         "assign takes an array of queues { topic, brokerName, queueId }, such as fetchMessageQueues(topic) returns.",
@@ -564,7 +558,7 @@ export class PullConsumer {
    */
   async seek(queue: MessageQueue, offset: number): Promise<void> {
     this.checkOpen();
-    if (!isMessageQueue(queue))
+    if (!hasMessageQueueFields(queue))
       throw new MQError(
         "ILLEGAL_ARGUMENT",
         `seek takes a queue { topic, brokerName, queueId } this consumer holds (assign()'s, or from fetchMessageQueues(topic)), got ${queue === null || typeof queue !== "object" ? shownValue(queue) : "an object without them"}.`,
