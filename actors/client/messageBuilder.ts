@@ -243,7 +243,8 @@ export function prepareMessage(msg: Message, maxMessageBytes = DEFAULT_MAX_MESSA
       `The message body is ${body.length} bytes; at most ${maxMessageBytes} are allowed: split it or store it elsewhere and send a reference.`,
     );
   }
-  const flag = msg.flag ?? 0;
+  // only absent means 0: null is refused, as it is for tags, keys and delayLevel
+  const flag = msg.flag === undefined ? 0 : msg.flag;
   if (!isInt32(flag))
     throw new MQError("MESSAGE_ILLEGAL", `flag must be a 32-bit signed integer (it is stored as one), not ${shownValue(flag)}.`);
   const uniqKey = createUniqId();

@@ -43,6 +43,8 @@ test("bad messages are MESSAGE_ILLEGAL", () => {
     { topic: "T", body: "x", properties: { a: "  " } },
     { topic: "T", body: "x", flag: 1.5 },
     { topic: "T", body: "x", flag: 2 ** 31 },
+    // null is no flag, as a null tags, keys or delayLevel is refused (it was read as 0)
+    { topic: "T", body: "x", flag: null as never },
     // an array would be stored as properties named "0", "1"
     { topic: "T", body: "x", properties: ["a", "b"] },
   ];
