@@ -771,22 +771,25 @@ export class Admin {
     this.checkOpen();
     if (typeof broker !== "string" || broker.trim().length === 0)
       throw new MQError("ILLEGAL_ARGUMENT", "brokerStatus needs a broker name (such as broker-a) or address (tcp://host:port).");
-    const addr = await this.brokerAddressOf(broker.trim());
-    const node = this.instance.node;
+    return this.askBrokerAt<BrokerRuntimeInfo>(await this.brokerAddressOf(broker.trim()), { type: "GET_BROKER_RUNTIME_INFO" });
+  }
+
+  /**
+   * An ask of the broker at `addr` as brokerStatus, brokerConfig and updateBrokerConfig make it:
+   * a refused or lost connection fails at once, and a failure names the address (an address
+   * given by hand may be a slave's, a name server's, or wrong). The broker's refusal of what it
+   * was asked (INVALID_PARAMETER: a key or value it does not take) is its answer, passed on as is.
+   */
+  private async askBrokerAt<T>(addr: string, event: { type: string; [k: string]: unknown }, timeoutMs?: number): Promise<T> {
     const since = monotonicNow();
     try {
-      const r = await unlessConnectionLost(
-        node,
-        addr,
-        this.instance.refAt(addr, BrokerActor.BROKER).ask<BrokerRuntimeInfo>({ type: "GET_BROKER_RUNTIME_INFO" }),
-        since,
-      );
-      return r.fields;
+      const ask = this.instance.refAt(addr, BrokerActor.BROKER).ask<T>(event, timeoutMs === undefined ? undefined : { timeoutMs });
+      return (await unlessConnectionLost(this.instance.node, addr, ask, since)).fields;
     } catch (e) {
-      if (!isMQError(e)) throw e;
+      if (!isMQError(e) || e.code === "INVALID_PARAMETER") throw e;
       throw new MQError(
         e.code,
-        `The broker at ${addr} did not answer GET_BROKER_RUNTIME_INFO (${e.message}): check that it runs and that the address is its listen (or advertised) address.`,
+        `The broker at ${addr} did not answer ${event.type} (${e.message}): check that it runs and that the address is its listen (or advertised) address.`,
         { cause: e },
       );
     }
@@ -968,8 +971,9 @@ export class Admin {
    */
   async brokerConfig(broker: string): Promise<BrokerConfigReply> {
     this.checkOpen();
-    const addr = await this.brokerAddressOf(checkBrokerArg(broker, "brokerConfig"));
-    return (await this.instance.refAt(addr, BrokerActor.BROKER).ask<BrokerConfigReply>({ type: "GET_BROKER_CONFIG" })).fields;
+    return this.askBrokerAt<BrokerConfigReply>(await this.brokerAddressOf(checkBrokerArg(broker, "brokerConfig")), {
+      type: "GET_BROKER_CONFIG",
+    });
   }
 
   /**
@@ -984,14 +988,11 @@ export class Admin {
     properties: Record<string, string | number | boolean>,
   ): Promise<{ updated: Record<string, number>; previous: Record<string, number> }> {
     this.checkOpen();
-    const addr = await this.brokerAddressOf(checkBrokerArg(broker, "updateBrokerConfig"));
-    const r = await this.instance
-      .refAt(addr, BrokerActor.BROKER)
-      .ask<{ updated: Record<string, number>; previous: Record<string, number> }>(
-        { type: "UPDATE_BROKER_CONFIG", properties } satisfies UpdateBrokerConfigRequest & { type: string },
-        { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
-      );
-    return r.fields;
+    return this.askBrokerAt<{ updated: Record<string, number>; previous: Record<string, number> }>(
+      await this.brokerAddressOf(checkBrokerArg(broker, "updateBrokerConfig")),
+      { type: "UPDATE_BROKER_CONFIG", properties } satisfies UpdateBrokerConfigRequest & { type: string },
+      ADMIN_REQUEST_TIMEOUT_MS,
+    );
   }
 
   // -------------------------------------------------------------------------------------------

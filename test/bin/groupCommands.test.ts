@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import net from "node:net";
 import { after, before, test } from "node:test";
 import { CLIENT_VERSION } from "../../actors/client/clientInstance.ts";
 import { Admin } from "../../actors/client/index.ts";
@@ -130,4 +131,27 @@ test("broker-config get shows the options and which are settable; set brokerPerm
   assert.equal(noBroker.code, 1);
   assert.match(oneLine(noBroker.err), /^actormq: error ILLEGAL_ARGUMENT: No broker named broker-z is registered/);
   assert.equal(cluster.brokers[0]!.ctx.config.brokerPermission, 6);
+});
+
+test("broker-config get and set of an address where no broker answers fail at once in one line naming the address", async () => {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  const addr = `tcp://127.0.0.1:${port}`;
+  for (const args of [
+    ["broker-config", "get", addr],
+    ["broker-config", "set", addr, "brokerPermission", "4"],
+  ]) {
+    const t0 = Date.now();
+    const r = await cli(args, { env });
+    assert.equal(r.code, 1, args.join(" "));
+    assert.match(oneLine(r.err), new RegExp(`^actormq: error TIMEOUT: The broker at tcp://127\\.0\\.0\\.1:${port} did not answer`));
+    // a refused connection, not the request's 10 s timeout
+    assert.ok(Date.now() - t0 < 8000, `${args[1]} took ${Date.now() - t0} ms`);
+  }
+  // a name server's address: it answers, and the line says which address is not a broker
+  const ns = await cli(["broker-config", "get", cluster.nameservers[0]!], { env });
+  assert.equal(ns.code, 1);
+  assert.match(oneLine(ns.err), new RegExp(`The broker at ${cluster.nameservers[0]!.replace(/\./g, "\\.")} did not answer`));
 });
