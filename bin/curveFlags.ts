@@ -90,7 +90,19 @@ function parseSecret(value: string): CurveSecretFlag {
       `--curve-secret is neither a ${CURVE_KEY_LENGTH}-character Z85 secret key nor a file that can be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): give the key, or the .key file \`actormq keygen --out\` wrote.`,
     );
   }
-  const lines = keyLines(file, "--curve-secret", secretError);
+  const { text, lines } = readCurveKeyFile(
+    file,
+    "--curve-secret",
+    secretError,
+    "give a file `actormq keygen --out` wrote, or the key itself",
+  );
+  // any 40 Z85 characters make a secret key: a .pub file's would be one everyone given that file holds
+  if (/^\s*#\s*actormq CURVE public key\b/im.test(text)) {
+    const key = file.endsWith(".pub") ? `${file.slice(0, -".pub".length)}.key` : "the .key file of its pair";
+    throw secretError(
+      `--curve-secret: ${file} holds a public key (as the .pub file of \`actormq keygen --out\`), not a secret key: give the .key file written with it (${key}).`,
+    );
+  }
   if (lines.length !== 1 || !isKey(lines[0]!.key))
     throw secretError(
       `--curve-secret: ${file} must hold one secret key (${CURVE_KEY_LENGTH} Z85 characters) on a line of its own, as \`actormq keygen --out\` writes it; it holds ${lines.length} key line(s)${lines.length === 1 ? " that is not a key" : ""}.`,

@@ -146,6 +146,30 @@ test("--curve-server refuses a file holding a secret key with ILLEGAL_ARGUMENT t
   assert.ok(!h.err.includes(secret.slice(0, 12)), h.err);
 });
 
+test("--curve-secret refuses keygen's .pub file: its key taken as a secret key would be one everyone holding the .pub file has", async () => {
+  const prefix = path.join(dir, "mixed");
+  assert.equal((await cli(["keygen", "--out", prefix])).code, 0);
+  const pubFile = `${prefix}.pub`;
+  const server = serve(["nameserver", "--listen", "tcp://127.0.0.1:*", "--curve-secret", pubFile], dir);
+  // a server that took it serves: stopped here, it fails the test below
+  await waitFor(() => server.out().includes("listening") || server.child.exitCode !== null, 20_000);
+  if (server.child.exitCode === null) server.child.kill("SIGKILL");
+  const code = await server.exit;
+  const client = await cli(["topic", "list", "--namesrv", "tcp://127.0.0.1:1", "--curve-server", pubFile], {
+    env: { ACTORMQ_CURVE_SECRET: pubFile },
+  });
+  for (const [c, err] of [
+    [code, server.out()],
+    [client.code, client.err],
+  ] as const) {
+    assert.equal(c, 1, err);
+    assert.match(
+      oneLine(err),
+      /^actormq: error ILLEGAL_ARGUMENT: --curve-secret: .*mixed\.pub holds a public key .*not a secret key: give the \.key file .*mixed\.key/,
+    );
+  }
+});
+
 /** A server command run until the test ends; its stdout so far. */
 function serve(args: string[], cwd: string): { child: ChildProcess; out: () => string; exit: Promise<number | null> } {
   const child = spawn(process.execPath, [bin, ...args], {
