@@ -83,7 +83,7 @@ export async function startProcess(
   const fd = openSync(p.logFile, "a");
   let child: ChildProcess;
   try {
-    child = spawn(process.execPath, p.argv, { detached: true, stdio: ["ignore", fd, fd], cwd: p.dir });
+    child = spawn(process.execPath, p.argv, { detached: true, stdio: ["ignore", fd, fd], cwd: p.dir, env: processEnv() });
   } finally {
     closeSync(fd);
   }
@@ -126,6 +126,18 @@ export async function startProcess(
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
+}
+
+/**
+ * The environment of a cluster process: ours without the CURVE flags' variables. Its CURVE settings
+ * are the flags in its argv (kept in the cluster file); a shell's ACTORMQ_CURVE_SERVER or
+ * ACTORMQ_CURVE_SECRET, set for its clients, would add to them, and a plaintext cluster's brokers
+ * then link to its name servers over CURVE and never register.
+ */
+function processEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith("ACTORMQ_CURVE_")) delete env[k];
+  return env;
 }
 
 function sizeOf(file: string): number {

@@ -640,3 +640,37 @@ test("cluster restart interrupted after it spawned the new process: Ctrl-C stops
     await cleanup();
   }
 });
+
+test("cluster up and restart run with the CURVE settings of the cluster file, not the CURVE variables a client shell exports", async () => {
+  const { dir, cleanup } = await tempDir();
+  const cdir = path.join(dir, "c");
+  try {
+    const prefix = path.join(dir, "clients");
+    assert.equal((await cli(["keygen", "--out", prefix])).code, 0);
+    // a shell set up for the clients of some CURVE cluster: up takes no CURVE flag from it but the secret
+    const up = await cli(["cluster", "up", "--dir", cdir], { env: { ACTORMQ_CURVE_SERVER: `${prefix}.pub` } });
+    assert.equal(up.code, 0, up.err);
+    const ns = readCf(cdir).nameservers.join(",");
+    // a plaintext cluster: its broker registers with its plaintext name server
+    await waitFor(
+      async () => (await cli(["topic", "route", "TBW102", "--namesrv", ns])).out.includes("broker-a"),
+      15_000,
+      "broker-a registered",
+    );
+    const restarted = await cli(["cluster", "restart", "broker-a", "--dir", cdir], {
+      env: { ACTORMQ_CURVE_SERVER: `${prefix}.pub`, ACTORMQ_CURVE_SECRET: `${prefix}.key` },
+    });
+    assert.equal(restarted.code, 0, restarted.err);
+    for (const p of readCf(cdir).processes) {
+      const environ = readFileSync(`/proc/${p.pid}/environ`, "utf8").split("\0");
+      assert.deepEqual(
+        environ.filter((v) => v.startsWith("ACTORMQ_CURVE_")),
+        [],
+        `${p.name} runs without the shell's CURVE variables`,
+      );
+    }
+  } finally {
+    if (existsSync(path.join(cdir, "cluster.json"))) await clusterDown(cdir);
+    await cleanup();
+  }
+});
