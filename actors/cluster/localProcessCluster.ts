@@ -98,8 +98,9 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
     if (!Number.isInteger(v) || v < min || v > 64)
       throw new MQError("ILLEGAL_ARGUMENT", `${name} must be an integer between ${min} and 64.`);
   }
-  if (opts.basePort !== undefined && (!Number.isInteger(opts.basePort) || opts.basePort < 1024 || opts.basePort > 65000)) {
-    throw new MQError("ILLEGAL_ARGUMENT", "--base-port must be an integer between 1024 and 65000.");
+  // the top is what the cluster's ports leave (below), not a fixed bound
+  if (opts.basePort !== undefined && (!Number.isInteger(opts.basePort) || opts.basePort < 1024)) {
+    throw new MQError("ILLEGAL_ARGUMENT", "--base-port must be an integer from 1024 (below are privileged ports).");
   }
   if (opts.basePort !== undefined) {
     // refused here, not by the first process that cannot bind after dozens were started

@@ -215,6 +215,15 @@ test("cluster up refuses a --base-port whose last port would be above 65535 befo
   const plan = planCluster({ ...opts, basePort: 64_895 });
   const last = plan.at(-1)!.argv;
   assert.equal(last[last.indexOf("--metrics-listen") + 1], "127.0.0.1:65535");
+  // a small cluster fits above 65000: the ports it needs decide, not a fixed bound
+  const small = { dir: "/nonexistent/c", nameservers: 1, brokers: 1, slaves: 0 };
+  const top = planCluster({ ...small, basePort: 65_533 }).at(-1)!.argv;
+  assert.equal(top[top.indexOf("--metrics-listen") + 1], "127.0.0.1:65535");
+  assert.throws(
+    () => planCluster({ ...small, basePort: 65_534 }),
+    /needs 3 ports, up to 65536, above 65535: use a --base-port of at most 65533/,
+  );
+  assert.throws(() => planCluster({ ...small, basePort: 70_000 }), /needs 3 ports, up to 70002/);
 });
 
 test("cluster down never signals a pid that is no longer ours; a port in use fails cleanly with nothing left running", async () => {
