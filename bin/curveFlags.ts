@@ -14,6 +14,7 @@ import {
   curvePublicKeyOrFile,
   isExistingFile,
   isCurveKey as isKey,
+  isSecretKeyFile,
   readCurveKeyFile,
   resolveCurveServer,
 } from "../actors/runtime/index.ts";
@@ -49,16 +50,6 @@ export interface CurveFlags {
 const usage = (message: string) => new InvalidArgumentError(message);
 /** An error about --curve-secret, parsed in the action: commander's own would quote the value. */
 const secretError = (message: string) => new MQError("ILLEGAL_ARGUMENT", message);
-
-/** The key lines of a key file (blank and `#` lines skipped); `err` makes the error naming the flag. */
-function keyLines(file: string, flag: string, err: (message: string) => Error): { line: number; key: string }[] {
-  return readCurveKeyFile(
-    file,
-    flag,
-    err,
-    `give a file \`actormq keygen --out\` wrote${flag === "--curve-allow" ? "" : ", or the key itself"}`,
-  ).lines;
-}
 
 const secrets = new Map<string, CurveSecretFlag>();
 
@@ -118,7 +109,14 @@ function parseSecret(value: string): CurveSecretFlag {
 /** Parses --curve-allow: a file of client public keys, one a line. */
 export function curveAllowArg(value: string): CurveAllowFlag {
   const file = path.resolve(value);
-  const keys = keyLines(file, "--curve-allow", usage).map(({ line, key }) => {
+  const { text, lines } = readCurveKeyFile(file, "--curve-allow", usage, "give a file `actormq keygen --out` wrote");
+  // keygen's .key file: the secret key would be taken as a client's public key, and that client never allowed
+  if (lines.length === 1 && isKey(lines[0]!.key) && isSecretKeyFile(text, lines[0]!.key))
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `--curve-allow: ${file} holds a secret key (public key ${curvePublicKeyOf(lines[0]!.key)}), not clients' public keys: list the keys of the clients' .pub files, one a line.`,
+    );
+  const keys = lines.map(({ line, key }) => {
     if (!isKey(key))
       throw usage(
         `--curve-allow: line ${line} of ${file} is not a public key (${CURVE_KEY_LENGTH} Z85 characters, as the .pub files of \`actormq keygen --out\` hold).`,

@@ -61,7 +61,7 @@ export function readCurveKeyFile(
  * comments say so as keygen's and cluster up's `.key` files do, or name the public key of `key`,
  * which only the file of a secret key can (keygen's and cluster up's name it; a `.pub` file does not).
  */
-function isSecretKeyFile(text: string, key: string): boolean {
+export function isSecretKeyFile(text: string, key: string): boolean {
   const comments = text.split(/\r?\n/).filter((l) => l.trim().startsWith("#"));
   if (comments.some((l) => /^#\s*actormq CURVE secret key\b/i.test(l.trim()))) return true;
   let derived: string;

@@ -5,7 +5,7 @@ export type { ActorNodeEvents, ActorNodeOptions, ActorNodeStats, SpawnOptions } 
 export { ActorNode, DEFAULT_INSPECTION_LEASE_MS, MAX_INSPECTION_PUBLISHERS } from "./actorNode.ts";
 export { askUnlessConnectionLost, unlessConnectionLost } from "./connectionLost.ts";
 export type { PublicKeyOption } from "./curveKeyFiles.ts";
-export { curvePublicKeyOrFile, isCurveKey, isExistingFile, readCurveKeyFile } from "./curveKeyFiles.ts";
+export { curvePublicKeyOrFile, isCurveKey, isExistingFile, isSecretKeyFile, readCurveKeyFile } from "./curveKeyFiles.ts";
 export type { CurveClientKeys, CurveLinkOptions, CurveServerKey, CurveServerKeys } from "./curveOptions.ts";
 export { CURVE_KEY_LENGTH, CURVE_LINK_OPTION_NAMES, checkCurveKeyOption, resolveCurveLink, resolveCurveServer } from "./curveOptions.ts";
 export type { ActorRecord, EventRecord, FailureRecord, InspectionListener, InspectionRecord, SnapshotRecord } from "./inspection.ts";

@@ -7,8 +7,9 @@ import { after, test } from "node:test";
 import { INSPECTOR_ENV, INSPECTOR_KEY_ENV, inspectorKeyFromEnv } from "../../actors/client/clientInstance.ts";
 import { CURVE_KEY_LENGTH } from "../../actors/runtime/curveOptions.ts";
 import { writePair } from "../../bin/commands/keygen.ts";
-import { curveSecretOf, curveServerArg } from "../../bin/curveFlags.ts";
+import { curveAllowArg, curveSecretOf, curveServerArg } from "../../bin/curveFlags.ts";
 import { curveKeyPair } from "../../transport/curve.ts";
+import { isMQError } from "../../transport/protocol.ts";
 
 const dir = mkdtempSync("/tmp/k");
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -36,4 +37,19 @@ test("a .pub or .key file whose path is 40 Z85 characters is read as the file, n
   chmodSync(keyFile, 0o600);
   assert.equal(keyFile.length, CURVE_KEY_LENGTH);
   assert.deepEqual(curveSecretOf({ curveSecret: keyFile }), { secretKey: sec.secretKey, publicKey: sec.publicKey, file: keyFile });
+});
+
+test("--curve-allow takes .pub files' keys and refuses keygen's .key file (a secret key put in an allow-list), naming its public key", () => {
+  const pair = curveKeyPair();
+  const prefix = path.join(dir, "allow");
+  writePair(prefix, pair.publicKey, pair.secretKey, false);
+  assert.deepEqual(curveAllowArg(`${prefix}.pub`).keys, [pair.publicKey]);
+  assert.throws(
+    () => curveAllowArg(`${prefix}.key`),
+    (e: unknown) =>
+      isMQError(e, "ILLEGAL_ARGUMENT") &&
+      /--curve-allow: .*allow\.key holds a secret key/.test((e as Error).message) &&
+      (e as Error).message.includes(pair.publicKey) &&
+      !(e as Error).message.includes(pair.secretKey),
+  );
 });
