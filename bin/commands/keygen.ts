@@ -99,8 +99,17 @@ export function addKeygenCommand(program: Command): void {
     .option("--out <prefix>", "write <prefix>.key and <prefix>.pub (a missing directory is made, mode 0700) instead of printing the pair")
     .option("--force", "replace existing files")
     .action((f: { out?: string; force?: boolean }) => {
+      // a prefix names files: "keys/" would write keys.key and keys.pub beside the directory (path.resolve drops
+      // the slash), and "" would print the pair as if --out were not given
+      if (f.out !== undefined && (f.out === "" || f.out.endsWith("/") || f.out.endsWith(path.sep)))
+        fail(
+          new MQError(
+            "ILLEGAL_ARGUMENT",
+            `--out takes a file prefix such as keys/cluster (it writes keys/cluster.key and keys/cluster.pub), not ${JSON.stringify(f.out)}.`,
+          ),
+        );
       const { publicKey, secretKey } = curveKeyPair();
-      if (!f.out) {
+      if (f.out === undefined) {
         process.stdout.write(`public-key ${publicKey}\nsecret-key ${secretKey}\n`);
         return;
       }

@@ -64,6 +64,18 @@ test("keygen --out keys/cluster makes a missing directory keys (mode 700), as do
   assert.equal(statSync(path.dirname(prefix)).mode & 0o777, 0o700, "a directory made for a secret key is private");
 });
 
+test("keygen --out refuses a prefix ending in / (it wrote <dir>.key and <dir>.pub beside the directory) and an empty one", async () => {
+  const slash = path.join(dir, "slashed");
+  mkdirSync(slash);
+  for (const out of [`${slash}/`, ""]) {
+    const w = await cli(["keygen", "--out", out]);
+    assert.equal(w.code, 1, `--out ${JSON.stringify(out)}: ${w.out}`);
+    assert.match(oneLine(w.err), /^actormq: error ILLEGAL_ARGUMENT: --out takes a file prefix such as keys\/cluster/);
+    assert.equal(w.out, "", "no key pair printed or written");
+  }
+  assert.ok(!existsSync(`${slash}.key`) && !existsSync(`${slash}.pub`), "nothing written beside the directory");
+});
+
 test("keygen --out writes both files or neither: a .pub it cannot write leaves no .key behind", async () => {
   // --force, and <prefix>.pub is a directory, which it cannot replace
   const forced = path.join(dir, "half-forced");
