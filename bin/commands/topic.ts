@@ -69,7 +69,7 @@ export function addTopicCommands(program: Command): void {
     topic
       .command("create")
       .description(
-        "Create or update a topic on every master (or the brokers named by --brokers). A queue count, --perm or --order not given keeps an existing topic's on each broker; a new topic gets 8 queues, perm 6, unordered.",
+        "Create or update a topic on every master (or the brokers named by --brokers). A queue count, --perm or --order not given keeps an existing topic's on each broker; a new topic gets 8 queues (one count given alone sets the other too), perm 6, unordered.",
       )
       .argument("<topic>", "topic name")
       .option("--queues <n>", `read and write queues per broker, 1 to ${MAX_QUEUE_NUMS} (both counts)`, queuesArg)
