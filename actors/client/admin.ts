@@ -407,7 +407,8 @@ export class Admin {
     const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
     // every master: a broker name whose master is down (only slaves registered) is skipped, as
     // RocketMQ's fetchMasterAddrByClusterName skips it; a name given explicitly is refused below
-    const names = opts.brokers ?? Object.keys(info.brokerAddrTable).filter(masterOf).sort();
+    // a name given twice is one broker: asked twice, it was counted twice as created
+    const names = opts.brokers ? [...new Set(opts.brokers)] : Object.keys(info.brokerAddrTable).filter(masterOf).sort();
     if (names.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
     const targets = names.map((name) => {
       const addr = masterOf(name);

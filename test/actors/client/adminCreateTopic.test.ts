@@ -119,6 +119,8 @@ test("createTopic refuses a queue count, perm or order out of range with ILLEGAL
       (e: unknown) => isMQError(e, "ILLEGAL_ARGUMENT") && /queues/.test((e as Error).message),
     );
     await assert.rejects(admin.topicRoute("Values"), (e: unknown) => isMQError(e, "TOPIC_NOT_EXIST"));
+    // a broker named twice is asked once
+    assert.equal((await admin.createTopic({ topic: "Twice", brokers: ["values-a", "values-a"] })).length, 1);
     // the limits themselves are taken
     const [tc] = await admin.createTopic({ topic: "Values", readQueueNums: 1024, writeQueueNums: 0, perm: 4, order: true });
     assert.deepEqual([tc!.readQueueNums, tc!.writeQueueNums, tc!.perm, tc!.order], [1024, 0, 4, true]);
