@@ -171,22 +171,26 @@ export function wireClusterSource(deps: WireClusterSourceDeps): ClusterSource {
         continue;
       }
       let asked = 0;
+      // asked together: one after the other, a broker that stopped answering held the view for a
+      // request timeout per queue (up to MAX_QUEUES_PER_BROKER of them)
+      const offsetAsks: Promise<void>[] = [];
       for (const cfg of Object.values(tc.topicConfigTable ?? {})) {
         let t = topics.get(cfg.topicName);
         if (!t) topics.set(cfg.topicName, (t = { topic: cfg.topicName, queues: [] }));
         for (let q = 0; q < cfg.readQueueNums; q++) {
           const queue: ClusterQueue = { brokerName: b.brokerName, queueId: q };
-          if (asked++ < MAX_QUEUES_PER_BROKER) {
-            const r = await ask<{ offset: number }>(b.address, BrokerActor.OFFSETS, {
-              type: "GET_MAX_OFFSET",
-              topic: cfg.topicName,
-              queueId: q,
-            });
-            if (r && typeof r.offset === "number") queue.maxOffset = r.offset;
-          }
+          if (asked++ < MAX_QUEUES_PER_BROKER)
+            offsetAsks.push(
+              ask<{ offset: number }>(b.address, BrokerActor.OFFSETS, { type: "GET_MAX_OFFSET", topic: cfg.topicName, queueId: q }).then(
+                (r) => {
+                  if (r && typeof r.offset === "number") queue.maxOffset = r.offset;
+                },
+              ),
+            );
           t.queues.push(queue);
         }
       }
+      await Promise.all(offsetAsks);
       const sg = await ask<{ subscriptionGroupTable: Record<string, Partial<SubscriptionGroupConfig>> }>(b.address, BrokerActor.BROKER, {
         type: "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
       });
