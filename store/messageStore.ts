@@ -59,6 +59,7 @@ import { DEFAULT_INDEX_SLOTS, IndexService } from "./indexFile.ts";
 import { ioError } from "./ioError.ts";
 import { openFilesShort } from "./openFiles.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
+import { segmentName } from "./segment.ts";
 import { acquireStoreLock } from "./storeLock.ts";
 import { checkWrittenSizes } from "./writtenSizes.ts";
 
@@ -1903,6 +1904,29 @@ export class MessageStore {
     if (phy === log.minOffset || phy === log.writeOffset || phy % log.segmentBytes === 0) return true;
     if (phy < log.minOffset || phy > log.writeOffset) return false;
     return this.readRecord(phy) !== null || this.markerAt(phy) !== null;
+  }
+
+  /**
+   * The missing range [from, to) of the log (segment files deleted by hand or lost, see
+   * {@link CommitLog.missingRanges}) that `phy` lies in, with the first missing file's path; null
+   * when `phy`'s segment is there or `phy` is outside the log. A replica cannot copy past such a range.
+   */
+  missingLogAt(phy: number): { from: number; to: number; file: string } | null {
+    this.checkOpen();
+    const log = this.commitLog;
+    if (phy < log.minOffset || phy >= log.writeOffset || log.segmentFor(phy)) return null;
+    const gap = log.missingRanges().find((r) => phy >= r.from && phy < r.to);
+    return gap ? { ...gap, file: path.join(log.dir, segmentName(gap.from)) } : null;
+  }
+
+  /**
+   * Where an empty replica begins: this log's oldest offset, or the end of its last missing range
+   * (past which every byte to the max offset is here).
+   */
+  replicaBegin(): number {
+    this.checkOpen();
+    const gaps = this.commitLog.missingRanges();
+    return gaps.length > 0 ? gaps[gaps.length - 1]!.to : this.commitLog.minOffset;
   }
 
   /**

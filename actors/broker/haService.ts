@@ -66,6 +66,8 @@ export class HAService {
   private lastRefusalWarnMs = Number.NEGATIVE_INFINITY;
   private refusalsNotLogged = 0;
   private held: HeldTransfer[] = [];
+  /** missing commit-log ranges (by start) a slave was refused at, each logged once */
+  private readonly gapsLogged = new Set<number>();
 
   /** No slave connected or refused and no transfer held: wakes and ticks have nothing to do. */
   get idle(): boolean {
@@ -193,13 +195,20 @@ export class HAService {
       );
       return;
     }
+    // RocketMQ starts a new slave at the master's last segment; we copy all the master still holds
+    // from its oldest segment, or from past its last missing segment file, which no slave copies past
+    const begin = store.replicaBegin();
+    if (req.empty === true && offset < begin && offset < store.maxPhyOffset) {
+      this.ctx.logger.info(
+        { slaveId, slaveAddr, startAt: begin },
+        begin === store.minPhyOffset
+          ? "empty slave begins at the master's oldest segment"
+          : "empty slave begins after the master's last missing segment file",
+      );
+      reply.ok({ offset, masterMaxOffset: store.maxPhyOffset, startAt: begin } satisfies HaTransferReply);
+      return;
+    }
     if (offset < store.minPhyOffset && offset < store.maxPhyOffset) {
-      if (req.empty === true) {
-        // RocketMQ starts a new slave at the master's last segment; we copy all the master still holds
-        this.ctx.logger.info({ slaveId, slaveAddr, startAt: store.minPhyOffset }, "empty slave begins at the master's oldest segment");
-        reply.ok({ offset, masterMaxOffset: store.maxPhyOffset, startAt: store.minPhyOffset } satisfies HaTransferReply);
-        return;
-      }
       this.refuse(
         key,
         reply,
@@ -216,6 +225,13 @@ export class HAService {
         "slave's commit log differs from the master's",
         `The slave's commit log up to ${offset} is not the master's: its last entry${tailAt === undefined ? "" : ` (at ${tailAt})`} differs from the master's bytes there, or ${offset} is not where an entry of the master's log begins. The master lost data the slave holds, or the slave copied another master. Rebuild the slave from the master: stop it, empty its store directory and start it again.`,
       );
+      return;
+    }
+    // the slave reached bytes whose segment file is gone here: without a refusal it would wait at
+    // the gap for good, as if caught up (RocketMQ's transfer finds no mapped file there either)
+    const gap = store.missingLogAt(offset);
+    if (gap) {
+      this.refuseAtGap(key, reply, gap);
       return;
     }
     this.refused.delete(key);
@@ -283,6 +299,23 @@ export class HAService {
           what,
         );
       }
+    }
+    reply.fail(new MQError("ILLEGAL_ARGUMENT", message));
+  }
+
+  /**
+   * Fails a slave's transfer at a missing range of the commit log with ILLEGAL_ARGUMENT; logs the
+   * range as an error once (a lost file needs an operator; the slave retries every `haReconnectMs`).
+   */
+  private refuseAtGap(key: string, reply: Replier, gap: { from: number; to: number; file: string }): void {
+    const message =
+      `The master's commit log is missing the bytes from ${gap.from} to ${gap.to} (segment file ${gap.file} was deleted or lost): ` +
+      `their messages are gone and the slave, which holds the log up to ${gap.from}, cannot copy past them. Put the file back on the ` +
+      "master and restart it; or, giving up the master's records before the gap on this slave, stop the slave, empty its store " +
+      "directory and start it again: an empty slave begins after the master's last missing segment file.";
+    if (!this.gapsLogged.has(gap.from)) {
+      this.gapsLogged.add(gap.from);
+      this.ctx.logger.error({ slave: key, ...gap, detail: message }, "a slave cannot be served: the commit log is missing a segment file");
     }
     reply.fail(new MQError("ILLEGAL_ARGUMENT", message));
   }

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
@@ -614,5 +614,58 @@ test("refused peers are remembered and logged within bounds", async () => {
   assert.equal(warnings.length, 1, "refusals are logged at most once per interval");
   service.expireSlaves(monotonicNow() + 60_000);
   assert.equal(service.refused.size, 0, "peers that stopped asking are forgotten");
+  await closeBroker(master);
+});
+
+test("a master whose commit log lacks a middle segment file refuses the slave at that gap, saying so on both sides, once; an empty slave begins after the gap", async () => {
+  const masterOpts = { brokerName: "ha10", storeDir: path.join(dir, "ha10-m") };
+  const slaveOpts = { brokerName: "ha10", brokerId: 1, storeDir: path.join(dir, "ha10-s"), haReconnectMs: 100 };
+  let master = await startBroker(masterOpts);
+  let slave = await startBroker({ ...slaveOpts, masterAddress: master.address });
+  await sendMany(master, "Hole", 100, "a");
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "slave caught up");
+  const slaveAt = slave.store.maxPhyOffset;
+  await closeBroker(slave);
+  await sendMany(master, "Hole", 1000, "b");
+  await closeBroker(master);
+  // someone deletes a segment file past the slave's offset, neither the first nor the last
+  const gapFrom = (Math.floor(slaveAt / SEGMENT) + 1) * SEGMENT;
+  rmSync(path.join(dir, "ha10-m", "commitlog", String(gapFrom).padStart(20, "0")));
+  master = await startBroker(masterOpts);
+  assert.deepEqual(master.store.recovery.missingLog, [{ from: gapFrom, to: gapFrom + SEGMENT }]);
+  assert.ok(master.store.maxPhyOffset > gapFrom + SEGMENT);
+  const errors: string[] = [];
+  const error = master.ctx.logger.error.bind(master.ctx.logger);
+  master.ctx.logger.error = ((obj: unknown, msg?: string) => {
+    errors.push(String(msg));
+    error(obj as object, msg);
+  }) as typeof master.ctx.logger.error;
+
+  slave = await startBroker({ ...slaveOpts, masterAddress: master.address });
+  const status = haClientOf(slave.ctx).status;
+  await waitFor(() => status.refused, 10_000, "the slave says why it stops");
+  assert.match(status.refused!, new RegExp(`missing the bytes from ${gapFrom} to ${gapFrom + SEGMENT}`));
+  assert.match(status.refused!, new RegExp(String(gapFrom).padStart(20, "0")));
+  await waitFor(() => status.failures >= 3, 10_000, "the slave retries");
+  assert.equal(slave.store.maxPhyOffset, gapFrom, "the slave copied up to the gap");
+  assert.deepEqual(
+    errors.filter((m) => /missing/.test(m)),
+    ["a slave cannot be served: the commit log is missing a segment file"],
+    "the master logs the gap once",
+  );
+  await closeBroker(slave);
+
+  // an empty slave begins after the gap (as RocketMQ begins a new slave at the master's last segment)
+  const fresh = await startBroker({ ...slaveOpts, brokerId: 2, storeDir: path.join(dir, "ha10-s2"), masterAddress: master.address });
+  await waitFor(() => fresh.store.maxPhyOffset === master.store.maxPhyOffset, 15_000, "the empty slave caught up");
+  assert.equal(fresh.store.minPhyOffset, gapFrom + SEGMENT);
+  for (let at = gapFrom + SEGMENT; at < master.store.maxPhyOffset; ) {
+    const m = master.store.readCommitLog(at, 1024 * 1024);
+    assert.ok(m.length > 0 && m.equals(fresh.store.readCommitLog(at, 1024 * 1024)), `same bytes at ${at}`);
+    at = m.length === 8 ? Math.ceil((at + 8) / SEGMENT) * SEGMENT : at + m.length;
+  }
+  assert.ok(bodies(fresh, "Hole", 0).length > 0);
+  assert.deepEqual(bodies(fresh, "Hole", 0), bodies(master, "Hole", 0).slice(-bodies(fresh, "Hole", 0).length));
+  await closeBroker(fresh);
   await closeBroker(master);
 });
