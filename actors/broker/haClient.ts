@@ -56,6 +56,8 @@ export class HAClient {
   /** the master's config version last copied; a different one in a transfer reply triggers a copy */
   private syncedVersion: string | undefined;
   private wantSync = true;
+  /** the last config copy failed (warned once until one succeeds) */
+  private syncFailing = false;
   /** the append in progress; stop waits for it, never for a request held by the master */
   private appending: Promise<number> | null = null;
 
@@ -124,10 +126,15 @@ export class HAClient {
           await syncFromMaster(ctx, master).then(
             (v) => {
               this.syncedVersion = v.configVersion;
+              if (this.syncFailing) ctx.logger.info({ master }, "config sync from master works again");
+              this.syncFailing = false;
             },
             (e: unknown) => {
               this.wantSync = true;
-              ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
+              // retried at every reconnect attempt while the master is down: warned once, not each time
+              if (!this.syncFailing) ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
+              else ctx.logger.debug({ err: (e as Error).message }, "config sync from master failed again");
+              this.syncFailing = true;
             },
           );
         }

@@ -669,3 +669,37 @@ test("a master whose commit log lacks a middle segment file refuses the slave at
   await closeBroker(fresh);
   await closeBroker(master);
 });
+
+test("a slave whose master is down logs the failed config copy once, not at every reconnect attempt, and says when it works again", async () => {
+  const masterOpts = { brokerName: "ha11", storeDir: path.join(dir, "ha11-m"), haHoldMs: 500 };
+  let master = await startBroker(masterOpts);
+  const slave = await startBroker({
+    brokerName: "ha11",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha11-s"),
+    haReconnectMs: 50,
+    haHoldMs: 500,
+    slaveSyncIntervalMs: 100,
+  });
+  const status = haClientOf(slave.ctx).status;
+  await waitFor(() => status.connected, 10_000, "slave connected");
+  const warnings = warningsOf(slave);
+  const infos: string[] = [];
+  const info = slave.ctx.logger.info.bind(slave.ctx.logger);
+  slave.ctx.logger.info = ((obj: unknown, msg?: string) => {
+    infos.push(String(msg));
+    info(obj as object, msg);
+  }) as typeof slave.ctx.logger.info;
+  const listen = master.address;
+  await closeBroker(master);
+  const failures = status.failures;
+  // each attempt waits out the config copy's and the transfer's timeouts (the master's port is silent)
+  await waitFor(() => status.failures >= failures + 3, 30_000, "the slave retried three times");
+  assert.equal(warnings.filter((m) => m === "config sync from master failed").length, 1, warnings.join("\n"));
+  master = await startBroker({ ...masterOpts, listen });
+  await waitFor(() => status.connected, 15_000, "slave reconnected");
+  await waitFor(() => infos.includes("config sync from master works again"), 5_000, "the recovery is logged");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
