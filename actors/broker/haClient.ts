@@ -58,6 +58,8 @@ export class HAClient {
   private wantSync = true;
   /** the last config copy failed (warned once until one succeeds) */
   private syncFailing = false;
+  /** the last transfer failed (its warning given; the next is after a transfer succeeds) */
+  private failing = false;
   /** the append in progress; stop waits for it, never for a request held by the master */
   private appending: Promise<number> | null = null;
 
@@ -142,13 +144,20 @@ export class HAClient {
       } catch (e) {
         if (this.stopped) break;
         this.status.failures++;
-        if (e instanceof MQError && e.code === "ILLEGAL_ARGUMENT") {
+        // NO_PERMISSION: the address is another slave's (the master will not serve it either, it is a
+        // configuration to fix)
+        if (e instanceof MQError && (e.code === "ILLEGAL_ARGUMENT" || e.code === "NO_PERMISSION")) {
           // the master will not serve this store as it is: nothing is appended until that is fixed
           if (this.status.refused === null)
             ctx.logger.error({ master: this.status.masterAddress, err: e.message }, "the master refuses to replicate to this slave");
           this.status.refused = e.message;
-        } else if (this.status.connected)
-          ctx.logger.warn({ master: this.status.masterAddress, err: (e as Error).message }, "replication from master interrupted");
+        } else if (!this.failing)
+          // once per outage: a master that never answered (a wrong masterAddress) is said too
+          ctx.logger.warn(
+            { master: this.status.masterAddress, err: (e as Error).message },
+            this.status.connected ? "replication from master interrupted" : "replication from master failed",
+          );
+        this.failing = true;
         this.status.connected = false;
         if (!this.ctx.config.masterAddress) this.status.masterAddress = null;
         await this.sleep(this.tuning.haReconnectMs);
@@ -187,6 +196,7 @@ export class HAClient {
     if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
     this.status.connected = true;
     this.status.refused = null;
+    this.failing = false;
     this.status.masterMaxOffset = Number(r.fields.masterMaxOffset);
     if (r.fields.configVersion !== undefined && r.fields.configVersion !== this.syncedVersion) this.wantSync = true;
     const startAt = r.fields.startAt;

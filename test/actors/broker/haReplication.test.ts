@@ -703,3 +703,44 @@ test("a slave whose master is down logs the failed config copy once, not at ever
   await closeBroker(slave);
   await closeBroker(master);
 });
+
+test("a slave whose masterAddress names another slave is told so and logs it; one whose master never answered warns once, not never", async () => {
+  const master = await startBroker({ brokerName: "ha12", storeDir: path.join(dir, "ha12-m") });
+  const slave1 = await startBroker({ brokerName: "ha12", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha12-s1") });
+  await waitFor(() => haClientOf(slave1.ctx).status.connected, 10_000, "first slave connected");
+  // a second slave pointed at the first: refused, and the refusal is the reason it shows
+  const slave2 = await startBroker({
+    brokerName: "ha12",
+    brokerId: 2,
+    masterAddress: slave1.address,
+    storeDir: path.join(dir, "ha12-s2"),
+    haReconnectMs: 50,
+  });
+  const status2 = haClientOf(slave2.ctx).status;
+  await waitFor(() => status2.refused, 10_000, "the slave says why it copies nothing");
+  assert.match(status2.refused!, /is a slave; replicate from its master/);
+  await closeBroker(slave2);
+
+  // a master address nothing answers at (a closed node's): warned once, with the reason
+  const gone = await ActorNode.start({ listen: EPHEMERAL });
+  const goneAddr = gone.address!;
+  await gone.close();
+  const slave3 = await startBroker({
+    brokerName: "ha12",
+    brokerId: 3,
+    masterAddress: goneAddr,
+    storeDir: path.join(dir, "ha12-s3"),
+    haReconnectMs: 50,
+    haHoldMs: 200,
+  });
+  const warnings = warningsOf(slave3);
+  const status3 = haClientOf(slave3.ctx).status;
+  await waitFor(() => status3.failures >= 3, 20_000, "three failed attempts");
+  assert.deepEqual(
+    warnings.filter((m) => m.startsWith("replication from master")),
+    ["replication from master failed"],
+  );
+  await closeBroker(slave3);
+  await closeBroker(slave1);
+  await closeBroker(master);
+});
