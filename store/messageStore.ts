@@ -193,7 +193,10 @@ export interface MessageStoreOptions {
    * they expire, up to 10 per check (RocketMQ's diskSpaceCleanForciblyRatio, 85 there). @default off
    */
   diskCleanForciblyPercent?: number;
-  /** Disk use from which puts are refused with DISK_FULL until a check finds it lower (RocketMQ's diskSpaceWarningLevelRatio, 90 there). @default off */
+  /**
+   * Disk use from which puts are refused with DISK_FULL until a check finds it at or below
+   * diskCleanForciblyPercent (when that is set; else below this), as RocketMQ's diskSpaceWarningLevelRatio (90 there). @default off
+   */
   diskFullPercent?: number;
   /** The store file system's use in percent (NaN when unknown). @default from `fs.statfsSync` */
   diskUsedPercent?: (dir: string) => number;
@@ -237,7 +240,7 @@ export const MESSAGE_STORE_OPTION_NAMES = optionNamesOf<MessageStoreOptions>()([
 export interface DiskSpaceChange {
   /**
    * full: use reached diskFullPercent, puts are refused with DISK_FULL from now on; notFull: use is
-   * below it again, puts are taken; cleanedForcibly: use was at or above diskCleanForciblyPercent
+   * at or below diskCleanForciblyPercent again (below diskFullPercent when that is off), puts are taken; cleanedForcibly: use was at or above diskCleanForciblyPercent
    * and the oldest commit-log segments were deleted before they expired
    */
   kind: "full" | "notFull" | "cleanedForcibly";
@@ -2012,7 +2015,8 @@ export class MessageStore {
   /**
    * Deletes commit-log segments older than fileReservedTime and what points only into them; with the
    * disk at or above diskCleanForciblyPercent also the oldest unexpired ones (up to 10 per call, while
-   * it stays there); at or above diskFullPercent puts are refused until a later call finds it lower.
+   * it stays there); at or above diskFullPercent puts are refused until a later call finds it at or
+   * below diskCleanForciblyPercent (below diskFullPercent when that is off).
    * Never the segment being written.
    */
   deleteExpiredFiles(nowMs = Date.now()): number {
@@ -2038,9 +2042,12 @@ export class MessageStore {
           `The disk holding ${dir} was over ${diskCleanForciblyPercent} % full: deleted the ${forced} oldest commit-log segment(s) ` +
           `before they expired (now ${used.toFixed(0)} %). Free space on the disk to keep messages for their reserved time.`,
       });
-    const full = used >= diskFullPercent;
     const wasFull = this.diskFullAt !== null;
+    // as RocketMQ's isSpaceToDelete: a full disk is marked OK again only at or below the forcible
+    // clean ratio, so puts do not resume (and fill it up again) between the two thresholds
+    const full = used >= diskFullPercent || (wasFull && used > diskCleanForciblyPercent);
     this.diskFullAt = full ? used : null;
+    const okAt = Number.isFinite(diskCleanForciblyPercent) ? `at or below ${diskCleanForciblyPercent} %` : `below ${diskFullPercent} %`;
     if (full && !wasFull)
       this.reportDiskSpace({
         kind: "full",
@@ -2048,7 +2055,7 @@ export class MessageStore {
         usedPercent: used,
         message:
           `The disk holding ${dir} is ${used.toFixed(0)} % full (puts stop at ${diskFullPercent} %): puts are refused with DISK_FULL ` +
-          "until it is below that. Free space on the disk, or let older segments expire or be deleted.",
+          `until it is ${okAt}. Free space on the disk, or let older segments expire or be deleted.`,
       });
     else if (!full && wasFull)
       this.reportDiskSpace({
@@ -2057,7 +2064,7 @@ export class MessageStore {
         usedPercent: used,
         message: Number.isNaN(used)
           ? `The use of the disk holding ${dir} could not be read: puts are taken again.`
-          : `The disk holding ${dir} is ${used.toFixed(0)} % full, below ${diskFullPercent} %: puts are taken again.`,
+          : `The disk holding ${dir} is ${used.toFixed(0)} % full, ${okAt}: puts are taken again.`,
       });
     n += forced;
     if (n > 0) {

@@ -90,7 +90,10 @@ export interface BrokerOptions {
    * because other files fill it
    */
   diskCleanForciblyPercent?: number;
-  /** disk use in percent from which sends are refused with DISK_FULL (RocketMQ's diskSpaceWarningLevelRatio, 90 there). @default off */
+  /**
+   * disk use in percent from which sends are refused with DISK_FULL (RocketMQ's diskSpaceWarningLevelRatio, 90 there),
+   * until it is at or below diskCleanForciblyPercent again (below this when that is off). @default off
+   */
   diskFullPercent?: number;
   /**
    * broker-wide permission (`brokerPermission`): 6 = read and write, 4 = read only, 2 = write only;

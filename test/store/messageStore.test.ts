@@ -464,6 +464,54 @@ test("disk pressure changes are told to onDiskSpace: full once when puts start b
   assert.match(changes.at(-1)!.message, /deleted the 1 oldest/);
 });
 
+test("a full disk stays full until its use falls to diskCleanForciblyPercent (RocketMQ marks it OK only there), not just below diskFullPercent", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let used = 50;
+  const changes: DiskSpaceChange[] = [];
+  const s = await MessageStore.open(
+    small(dir, {
+      diskUsedPercent: () => used,
+      diskCleanForciblyPercent: 85,
+      diskFullPercent: 90,
+      onDiskSpace: (c) => void changes.push(c),
+    }),
+  );
+  t.after(() => s.close());
+  await s.putMessages(batch("P", 0, [{ body: "y" }]));
+  // other files fill the disk: deleting segments frees nothing
+  s.commitLog.deleteSegments = () => 0;
+  used = 95;
+  s.deleteExpiredFiles();
+  await assert.rejects(s.putMessages(batch("P", 0, [{ body: "no" }])), isCode("DISK_FULL"));
+  used = 88;
+  s.deleteExpiredFiles();
+  await assert.rejects(s.putMessages(batch("P", 0, [{ body: "still no" }])), isCode("DISK_FULL"), "88 % is still above 85 %");
+  used = 85;
+  s.deleteExpiredFiles();
+  assert.equal((await s.putMessages(batch("P", 0, [{ body: "again" }]))).status, "PUT_OK");
+  assert.deepEqual(
+    changes.map((c) => [c.kind, c.usedPercent]),
+    [
+      ["full", 95],
+      ["notFull", 85],
+    ],
+  );
+  assert.match(changes[0]!.message, /until it is at or below 85 %/);
+  assert.match(changes[1]!.message, /85 % full, at or below 85 %: puts are taken again/);
+
+  // without diskCleanForciblyPercent the disk is full only at or above diskFullPercent
+  used = 50;
+  const only = await MessageStore.open(small(path.join(dir, "only"), { diskUsedPercent: () => used, diskFullPercent: 90 }));
+  t.after(() => only.close());
+  used = 95;
+  only.deleteExpiredFiles();
+  await assert.rejects(only.putMessages(batch("P", 0, [{ body: "no" }])), isCode("DISK_FULL"));
+  used = 89;
+  only.deleteExpiredFiles();
+  assert.equal((await only.putMessages(batch("P", 0, [{ body: "taken" }]))).status, "PUT_OK");
+});
+
 test("delay messages carry their delivery time in the consume-queue tag slot", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
