@@ -311,9 +311,7 @@ export class ConsumeQueue {
       const lastOffset = Math.min(first + this.entriesPerFile, this.maxOffset) - 1;
       if (lastOffset < first) break;
       const f = this.files.get(start)!;
-      const last = f.read((lastOffset - first) * CQ_ENTRY_BYTES, CQ_ENTRY_BYTES);
-      const lastPhy = readLong(last, 0);
-      if (lastOffset >= this.maxOffset - 1 || lastPhy >= minPhy) {
+      if (lastOffset >= this.maxOffset - 1 || this.lastPhyIn(f, lastOffset - first) >= minPhy) {
         const entries = f.read(0, (lastOffset - first + 1) * CQ_ENTRY_BYTES);
         for (let i = Math.max(0, this.minOffset - first); i <= lastOffset - first; i++) {
           const size = entries.readInt32BE(i * CQ_ENTRY_BYTES + 8);
@@ -329,6 +327,22 @@ export class ConsumeQueue {
       this.files.delete(start);
       this.minOffset = Math.max(this.minOffset, first + this.entriesPerFile);
     }
+  }
+
+  /**
+   * The commit-log offset of the last entry of `f` (its last index `lastIndex`) that points at a
+   * record; -1 when none does. A hole or damaged entry there says nothing about the entries before
+   * it, which may point at live records.
+   */
+  private lastPhyIn(f: Segment, lastIndex: number): number {
+    const last = f.read(lastIndex * CQ_ENTRY_BYTES, CQ_ENTRY_BYTES);
+    if (last.readInt32BE(8) > 0 && readLong(last, 0) >= 0) return readLong(last, 0);
+    const entries = f.read(0, lastIndex * CQ_ENTRY_BYTES);
+    for (let i = lastIndex - 1; i >= 0; i--) {
+      const phy = readLong(entries, i * CQ_ENTRY_BYTES);
+      if (entries.readInt32BE(i * CQ_ENTRY_BYTES + 8) > 0 && phy >= 0) return phy;
+    }
+    return -1;
   }
 
   close(): void {

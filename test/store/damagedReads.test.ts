@@ -244,3 +244,43 @@ test("a record stored under a larger maxMessageBytes replicates whole after the 
   );
   assert.deepEqual(bodies(slave), bodies(master));
 });
+
+test("expiry keeps a consume-queue file whose last entry is a hole (a damaged record left out by a rebuild) while its other entries point at live records", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(opts(dir, { fileReservedTimeHours: 1, onDamage: () => {} }));
+  // the first segment holds another topic's records and one of D's: only it expires
+  while (s.maxPhyOffset < SEG - 700)
+    await s.putMessages({
+      topic: "Other",
+      queueId: 0,
+      bornTimestamp: 1,
+      bornHost: "1.1.1.1:1",
+      body: encodeMessageBatch([{ body: Buffer.alloc(200) }]),
+    });
+  const at = await put(s, 40);
+  const gone = at.filter((p) => p < SEG).length;
+  assert.ok(gone >= 1 && gone < 4, `D's first ${gone} records in the first segment, the rest after it`);
+  await s.close();
+  // queue offset 15, the last entry of D's first consume-queue file, becomes a hole: its record is
+  // damaged and the rebuild (no checkpoint) leaves it out
+  flipByte(dir, at[15]! + 30);
+  fs.rmSync(path.join(dir, "checkpoint"));
+  fs.rmSync(path.join(dir, "checkpoint.bak"), { force: true });
+  s = await MessageStore.open(opts(dir, { fileReservedTimeHours: 1, onDamage: () => {} }));
+  t.after(() => s.close());
+  assert.ok(s.recovery.rebuilt);
+  const old = new Date(Date.now() - 2 * 3600_000);
+  fs.utimesSync(path.join(dir, "commitlog", "0".repeat(20)), old, old);
+  assert.equal(s.deleteExpiredFiles(), 1);
+  assert.equal(s.minPhyOffset, SEG);
+  assert.equal(s.getMinOffset("D", 0), gone, "only the records of the first segment went");
+  const want = Array.from({ length: 40 }, (_, i) => `d${i}`).filter((b, i) => i >= gone && b !== "d15");
+  const got: string[] = [];
+  for (let off = gone; off < 40; ) {
+    const g = s.getMessage("g", "D", 0, off, 32);
+    got.push(...decodeRecords(Buffer.concat(g.buffers), "b").map((m) => m.body.toString().split("-")[0]!));
+    off = g.nextBeginOffset;
+  }
+  assert.deepEqual(got, want);
+});
