@@ -1150,7 +1150,8 @@ export class MessageStore {
     if (this.diskFullAt !== null)
       throw new MQError(
         "DISK_FULL",
-        `The disk holding ${this.options.dir} is ${this.diskFullAt.toFixed(0)} % full (puts stop at ${this.options.diskFullPercent} %): free space, or let older segments expire or be deleted.`,
+        `The disk holding ${this.options.dir} is ${this.diskFullAt.toFixed(0)} % full (puts stop at ${this.options.diskFullPercent} % ` +
+          `and resume ${this.diskOkAt()}): free space, or let older segments expire or be deleted.`,
       );
     const { topic, queueId, body } = batch;
     checkTopic(topic);
@@ -2047,7 +2048,7 @@ export class MessageStore {
     // clean ratio, so puts do not resume (and fill it up again) between the two thresholds
     const full = used >= diskFullPercent || (wasFull && used > diskCleanForciblyPercent);
     this.diskFullAt = full ? used : null;
-    const okAt = Number.isFinite(diskCleanForciblyPercent) ? `at or below ${diskCleanForciblyPercent} %` : `below ${diskFullPercent} %`;
+    const okAt = this.diskOkAt();
     if (full && !wasFull)
       this.reportDiskSpace({
         kind: "full",
@@ -2075,6 +2076,12 @@ export class MessageStore {
       if (this.deleted.expireBelow(minPhy)) this.deleted.save();
     }
     return n;
+  }
+
+  /** The disk use at which puts are taken again once it was full, in words. */
+  private diskOkAt(): string {
+    const { diskCleanForciblyPercent, diskFullPercent } = this.options;
+    return Number.isFinite(diskCleanForciblyPercent) ? `at or below ${diskCleanForciblyPercent} %` : `below ${diskFullPercent} %`;
   }
 
   /** Flushes, releases files and the lock, removes the abort marker. */
