@@ -241,9 +241,10 @@ export interface DiskSpaceChange {
   /**
    * full: use reached diskFullPercent, puts are refused with DISK_FULL from now on; notFull: use is
    * at or below diskCleanForciblyPercent again (below diskFullPercent when that is off), puts are taken; cleanedForcibly: use was at or above diskCleanForciblyPercent
-   * and the oldest commit-log segments were deleted before they expired
+   * and the oldest commit-log segments were deleted before they expired; cleanFailed: the periodic
+   * deletion of expired files failed (said once until one succeeds): expired files stay, the disk fills
    */
-  kind: "full" | "notFull" | "cleanedForcibly";
+  kind: "full" | "notFull" | "cleanedForcibly" | "cleanFailed";
   /** the store's directory */
   dir: string;
   /** disk use in percent after the check (NaN when it could not be read) */
@@ -258,6 +259,7 @@ const DISK_SPACE_WARNING_CODES = {
   full: "ACTORMQ_DISK_FULL",
   notFull: "ACTORMQ_DISK_NOT_FULL",
   cleanedForcibly: "ACTORMQ_DISK_CLEAN_FORCIBLY",
+  cleanFailed: "ACTORMQ_DISK_CLEAN_FAILED",
 } as const;
 
 /**
@@ -452,6 +454,8 @@ export class MessageStore {
   private undispatchedFrom = -1;
   /** disk use at the last check, when at or above diskFullPercent: puts are refused */
   private diskFullAt: number | null = null;
+  /** the last periodic clean-up failed (reported once until one succeeds) */
+  private cleanFailing = false;
   private checkpointing: Promise<void> | null = null;
   private warnedDamage = false;
   private readonly knownDamage = new Set<string>();
@@ -871,8 +875,19 @@ export class MessageStore {
       const t = setInterval(() => {
         try {
           this.deleteExpiredFiles();
-        } catch {
-          /* retried at the next interval */
+          this.cleanFailing = false;
+        } catch (e) {
+          // retried at the next interval; said once per run of failures (RocketMQ logs each)
+          if (!this.cleanFailing)
+            this.reportDiskSpace({
+              kind: "cleanFailed",
+              dir: this.options.dir,
+              usedPercent: Number.NaN,
+              message:
+                `Deleting expired files in ${this.options.dir} failed (${(e as Error).message}): expired files stay and the disk fills ` +
+                `until it works again (retried every ${this.options.cleanIntervalMs} ms). Check the store directory's permissions and file system.`,
+            });
+          this.cleanFailing = true;
         }
       }, this.options.cleanIntervalMs);
       t.unref();

@@ -206,7 +206,7 @@ export class Broker {
         // the all-clear ends the incident
         onDiskSpace: ({ kind, dir, usedPercent, segments, message }) => {
           const fields = { dir, usedPercent: Math.round(usedPercent * 10) / 10, ...(segments !== undefined ? { segments } : {}) };
-          if (kind === "full") logger.error(fields, message);
+          if (kind === "full" || kind === "cleanFailed") logger.error(fields, message);
           else if (kind === "notFull") logger.info(fields, message);
           else logger.warn(fields, message);
         },

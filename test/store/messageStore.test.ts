@@ -1391,3 +1391,37 @@ test("numeric options out of range are refused with ILLEGAL_ARGUMENT naming the 
   assert.equal(s.queryMessageByKey("T", "k1", 4).length, 1);
   assert.equal(r.status, "PUT_OK");
 });
+
+test("a periodic clean-up that fails is told to onDiskSpace once per run of failures (cleanFailed), not swallowed: expired files would stay and fill the disk unsaid", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const changes: DiskSpaceChange[] = [];
+  const s = await MessageStore.open(small(dir, { cleanIntervalMs: 5, onDiskSpace: (c) => void changes.push(c) }));
+  t.after(() => s.close());
+  const realDelete = s.commitLog.deleteSegments.bind(s.commitLog);
+  let calls = 0;
+  const broken = () => {
+    calls++;
+    throw Object.assign(new Error("EACCES: permission denied, unlink '00000000000000000000'"), { code: "EACCES" });
+  };
+  s.commitLog.deleteSegments = broken;
+  await waitFor(() => calls >= 5, 5000, "five failed clean-ups");
+  assert.deepEqual(
+    changes.map((c) => c.kind),
+    ["cleanFailed"],
+    "said once for the run of failures",
+  );
+  assert.match(changes[0]!.message, /EACCES/);
+  assert.match(changes[0]!.message, new RegExp(`${dir.replaceAll("/", "\\/")}`));
+  // a clean-up that works ends the run: the next failure is said again
+  const before = calls;
+  s.commitLog.deleteSegments = (expired, max) => {
+    s.commitLog.deleteSegments = broken;
+    return realDelete(expired, max);
+  };
+  await waitFor(() => calls >= before + 2, 5000, "failing again after one that worked");
+  assert.deepEqual(
+    changes.map((c) => c.kind),
+    ["cleanFailed", "cleanFailed"],
+  );
+});
