@@ -695,7 +695,8 @@ test("a slave whose master is down logs the failed config copy once, not at ever
   await closeBroker(master);
   const failures = status.failures;
   // each attempt waits out the config copy's and the transfer's timeouts (the master's port is silent)
-  await waitFor(() => status.failures >= failures + 3, 30_000, "the slave retried three times");
+  // two attempts show it: once, not at each (every attempt costs seconds)
+  await waitFor(() => status.failures >= failures + 2, 30_000, "the slave retried twice");
   assert.equal(warnings.filter((m) => m === "config sync from master failed").length, 1, warnings.join("\n"));
   master = await startBroker({ ...masterOpts, listen });
   await waitFor(() => status.connected, 15_000, "slave reconnected");
@@ -735,7 +736,7 @@ test("a slave whose masterAddress names another slave is told so and logs it; on
   });
   const warnings = warningsOf(slave3);
   const status3 = haClientOf(slave3.ctx).status;
-  await waitFor(() => status3.failures >= 3, 20_000, "three failed attempts");
+  await waitFor(() => status3.failures >= 2, 20_000, "two failed attempts");
   assert.deepEqual(
     warnings.filter((m) => m.startsWith("replication from master")),
     ["replication from master failed"],
