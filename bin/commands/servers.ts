@@ -16,6 +16,7 @@ import { Inspector } from "../../actors/inspector/index.ts";
 import { DEFAULT_INSPECTOR_LISTEN } from "../../actors/inspector/inspectorOptions.ts";
 import { DEFAULT_NAMESRV_LISTEN, NameServer } from "../../actors/nameserver/index.ts";
 import { DEFAULT_FILE_RESERVED_TIME_HOURS } from "../../store/index.ts";
+import { Perm } from "../../transport/protocol.ts";
 import {
   brokerIdArg,
   fail,
@@ -43,6 +44,19 @@ function nodeFlagsNote(broker: Broker): string {
       ? `a ${broker.heapReserveMb} MiB heap reserve stands in for ${OLD_SPACE_FLAG}`
       : "expect frequent full GCs under load";
   return `  node flags   without ${missing.join(" ")}: ${instead} (README, Operate: node flags)\n`;
+}
+
+/**
+ * A banner line when the broker takes no writes (brokerPermission without WRITE), or "": the value
+ * may come from its config/broker.json, kept there by an earlier `broker-config set`.
+ */
+function readOnlyNote(broker: Broker): string {
+  const perm = broker.ctx.config.brokerPermission;
+  if ((perm & Perm.WRITE) !== 0) return "";
+  return (
+    `  read only: brokerPermission ${perm} (a start flag, or kept in its config/broker.json): producers send elsewhere; ` +
+    `\`actormq broker-config set ${broker.brokerName} brokerPermission 6\` takes writes again\n`
+  );
 }
 
 /** A banner line with the CURVE public key clients need, or "". */
@@ -222,6 +236,7 @@ export function addServerCommands(program: Command): void {
           `actormq started\n  name server  ${ns.address}\n  broker       ${broker.brokerName} ${broker.address} (store ${storeDir}, flush ${f.flush})\n` +
             (broker.metrics ? `  metrics      ${broker.metrics.url}\n` : "") +
             (insp ? `  inspector    ${insp.url} (clients publish with ${inspectorClientEnv(insp)})\n` : "") +
+            readOnlyNote(broker) +
             nodeFlagsNote(broker) +
             curveNote(f) +
             `Connect clients with nameservers: ["${ns.address}"]. Press Ctrl-C to stop.\n`,
@@ -273,6 +288,7 @@ export function addServerCommands(program: Command): void {
         `actormq broker ${broker.brokerName} listening on ${broker.address} (store ${store}, flush ${f.flush})` +
           (broker.metrics ? `, metrics ${broker.metrics.url}` : "") +
           ". Press Ctrl-C to stop.\n" +
+          readOnlyNote(broker) +
           nodeFlagsNote(broker) +
           curveNote(f),
       );

@@ -281,6 +281,8 @@ test("broker --broker-permission 4 runs read only: its topics are routed with pe
       assert.match(r.err, /option '--broker-permission <perm>' argument '.*' is invalid\. expected a PermName bit set from 0 to 15/);
     }
     await waitFor(() => /Press Ctrl-C/.test(b.out()), 30_000, `broker to be ready (${b.err()})`);
+    // the banner says so: the permission may come from config/broker.json, kept from an earlier run
+    assert.match(b.out(), /read only: brokerPermission 4 .*actormq broker-config set ro brokerPermission 6/);
     const env = { ACTORMQ_NAMESRV: ns.address };
     const created = await cli(["topic", "create", "RoT", "--queues", "2"], { env });
     assert.equal(created.code, 0, created.err);
