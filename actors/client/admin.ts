@@ -395,30 +395,7 @@ export class Admin {
     checkTopic(opts.topic, "createTopic");
     checkNotSystemTopic(opts.topic);
     checkCreateTopicValues(opts);
-    if (opts.brokers !== undefined && (!Array.isArray(opts.brokers) || opts.brokers.length === 0))
-      throw new MQError(
-        "ILLEGAL_ARGUMENT",
-        "brokers (CLI --brokers) names no broker: give broker names such as broker-a, or leave it out to create the topic on every master.",
-      );
-    const notName = opts.brokers?.find((b) => typeof b !== "string" || b === "");
-    if (notName !== undefined)
-      throw new MQError("ILLEGAL_ARGUMENT", `brokers takes broker names such as broker-a, not ${shownValue(notName)}.`);
-    const info = await this.clusterInfo();
-    const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
-    // every master: a broker name whose master is down (only slaves registered) is skipped, as
-    // RocketMQ's fetchMasterAddrByClusterName skips it; a name given explicitly is refused below
-    // a name given twice is one broker: asked twice, it was counted twice as created
-    const names = opts.brokers ? [...new Set(opts.brokers)] : Object.keys(info.brokerAddrTable).filter(masterOf).sort();
-    if (names.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
-    const targets = names.map((name) => {
-      const addr = masterOf(name);
-      if (!addr)
-        throw new MQError(
-          "NO_ROUTE",
-          `Broker ${name} has no live master registered with the name servers; known brokers: ${Object.keys(info.brokerAddrTable).join(", ") || "none"}.`,
-        );
-      return { brokerName: name, addr };
-    });
+    const targets = await this.masterTargets(opts.brokers, "create the topic");
     const node = this.instance.node;
     // every broker is asked and every answer awaited: one failing must not hide which others took
     // the topic; a master killed while still registered fails as soon as its connection does, not
@@ -455,16 +432,24 @@ export class Admin {
     return settled.map((r) => (r as PromiseFulfilledResult<Reply<{ topicConfig: TopicConfig }>>).value.fields.topicConfig);
   }
 
-  /** Addresses of the masters named (default every live master); NO_ROUTE for a name without a live master. */
+  /**
+   * Addresses of the masters named (default every live master: a broker name whose master is down,
+   * only slaves registered, is skipped, as RocketMQ's fetchMasterAddrByClusterName skips it);
+   * ILLEGAL_ARGUMENT for a list that names no broker or holds no name, NO_ROUTE for a name without a
+   * live master. A name given twice is one broker (asked twice, it was counted twice).
+   */
   private async masterTargets(brokers: string[] | undefined, what: string): Promise<{ brokerName: string; addr: string }[]> {
     if (brokers !== undefined && (!Array.isArray(brokers) || brokers.length === 0))
       throw new MQError(
         "ILLEGAL_ARGUMENT",
         `brokers (CLI --brokers) names no broker: give broker names such as broker-a, or leave it out to ${what} on every master.`,
       );
+    const notName = brokers?.find((b) => typeof b !== "string" || b === "");
+    if (notName !== undefined)
+      throw new MQError("ILLEGAL_ARGUMENT", `brokers takes broker names such as broker-a, not ${shownValue(notName)}.`);
     const info = await this.clusterInfo();
     const masterOf = (name: string) => info.brokerAddrTable[name]?.brokerAddrs[String(MASTER_ID)];
-    const names = brokers ?? Object.keys(info.brokerAddrTable).filter(masterOf).sort();
+    const names = brokers ? [...new Set(brokers)] : Object.keys(info.brokerAddrTable).filter(masterOf).sort();
     if (names.length === 0) throw noMasterError(Object.keys(info.brokerAddrTable));
     return names.map((brokerName) => {
       const addr = masterOf(brokerName);
