@@ -325,13 +325,15 @@ function brokersFailedError(failed: { broker: LookupTarget; reason: unknown }[],
 }
 
 /**
- * The error of a createTopic some brokers did not take: the first failure's code (a broker's
- * refusal, or TIMEOUT for one that did not answer), naming each broker that failed and why, and
- * the brokers that did create it (kept: creating is idempotent, so the same call again finishes it).
+ * The error of a change some brokers did not take (createTopic, updateSubscriptionGroup): the first
+ * failure's code (a broker's refusal, or TIMEOUT for one that did not answer), naming each broker
+ * that failed and why, and the brokers that took it (kept: the change is idempotent, so the same
+ * call again finishes it). `what`: "Topic T was not created or updated"; `again`: "create".
  */
-function createTopicFailedError(
-  topic: string,
-  created: string[],
+function changeFailedError(
+  what: string,
+  again: string,
+  took: string[],
   failed: { brokerName: string; addr: string; reason: unknown }[],
 ): MQError {
   const first = failed[0]!.reason;
@@ -343,12 +345,45 @@ function createTopicFailedError(
     .join("; ");
   return new MQError(
     isMQError(first) ? first.code : "SYSTEM_ERROR",
-    `Topic ${topic} was not created or updated on ${failed.length === 1 ? "broker" : "brokers"} ${why}. ` +
-      (created.length > 0 ? `It was on ${created.join(", ")}, which keep it. ` : "") +
-      "Run the same create again once the failed brokers are up (a killed master stays registered with the name servers for up to 120 s), " +
+    `${what} on ${failed.length === 1 ? "broker" : "brokers"} ${why}. ` +
+      (took.length > 0 ? `It was on ${took.join(", ")}, which keep it. ` : "") +
+      `Run the same ${again} again once the failed brokers are up (a killed master stays registered with the name servers for up to 120 s), ` +
       "or leave them out with brokers (CLI --brokers).",
     { cause: first },
   );
+}
+
+/**
+ * Asks each target and awaits every answer, one failing must not hide which others took the change;
+ * a master killed while still registered fails as soon as its connection does, not at the timeout.
+ * Throws {@link changeFailedError} when any failed.
+ */
+async function askEveryMaster<T>(
+  instance: ClientInstance,
+  targets: { brokerName: string; addr: string }[],
+  event: { type: string; [k: string]: unknown },
+  what: string,
+  again: string,
+): Promise<T[]> {
+  const settled = await Promise.allSettled(
+    targets.map(({ addr }) => {
+      const since = monotonicNow();
+      const ask = instance.refAt(addr, BrokerActor.BROKER).ask<T>(event, { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS });
+      return unlessConnectionLost(instance.node, addr, ask, since);
+    }),
+  );
+  const took: string[] = [];
+  const failed: { brokerName: string; addr: string; reason: unknown }[] = [];
+  settled.forEach((r, i) => {
+    const t = targets[i]!;
+    if (r.status === "fulfilled") took.push(`${t.brokerName} (${t.addr})`);
+    else failed.push({ ...t, reason: r.reason });
+  });
+  // every broker refused the request itself (a value it does not take): its answer says what to fix,
+  // while "run it again once the brokers are up" would not
+  if (took.length === 0 && failed.every((f) => isMQError(f.reason, "INVALID_PARAMETER"))) throw failed[0]!.reason;
+  if (failed.length > 0) throw changeFailedError(what, again, took, failed);
+  return settled.map((r) => (r as PromiseFulfilledResult<Reply<T>>).value.fields);
 }
 
 /**
@@ -396,40 +431,24 @@ export class Admin {
     checkNotSystemTopic(opts.topic);
     checkCreateTopicValues(opts);
     const targets = await this.masterTargets(opts.brokers, "create the topic");
-    const node = this.instance.node;
-    // every broker is asked and every answer awaited: one failing must not hide which others took
-    // the topic; a master killed while still registered fails as soon as its connection does, not
-    // after the request's 10 s
-    const settled = await Promise.allSettled(
-      targets.map(({ addr }) => {
-        const since = monotonicNow();
-        const ask = this.instance.refAt(addr, BrokerActor.BROKER).ask<{ topicConfig: TopicConfig }>(
-          {
-            type: "UPDATE_AND_CREATE_TOPIC",
-            topicName: opts.topic,
-            // a count not given is merged by each broker: an existing topic keeps its own
-            readQueueNums: opts.readQueueNums,
-            writeQueueNums: opts.writeQueueNums,
-            defaultQueueNums: DEFAULT_ADMIN_QUEUE_NUMS,
-            // likewise perm and order: not given, an existing topic keeps its own (a new one: 6, unordered)
-            perm: opts.perm,
-            order: opts.order,
-          } satisfies UpdateTopicRequest & { type: string },
-          { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
-        );
-        return unlessConnectionLost(node, addr, ask, since);
-      }),
-    );
-    await this.instance.updateRoute(opts.topic).catch(() => undefined);
-    const created: string[] = [];
-    const failed: { brokerName: string; addr: string; reason: unknown }[] = [];
-    settled.forEach((r, i) => {
-      const t = targets[i]!;
-      if (r.status === "fulfilled") created.push(`${t.brokerName} (${t.addr})`);
-      else failed.push({ ...t, reason: r.reason });
-    });
-    if (failed.length > 0) throw createTopicFailedError(opts.topic, created, failed);
-    return settled.map((r) => (r as PromiseFulfilledResult<Reply<{ topicConfig: TopicConfig }>>).value.fields.topicConfig);
+    const answers = await askEveryMaster<{ topicConfig: TopicConfig }>(
+      this.instance,
+      targets,
+      {
+        type: "UPDATE_AND_CREATE_TOPIC",
+        topicName: opts.topic,
+        // a count not given is merged by each broker: an existing topic keeps its own
+        readQueueNums: opts.readQueueNums,
+        writeQueueNums: opts.writeQueueNums,
+        defaultQueueNums: DEFAULT_ADMIN_QUEUE_NUMS,
+        // likewise perm and order: not given, an existing topic keeps its own (a new one: 6, unordered)
+        perm: opts.perm,
+        order: opts.order,
+      } satisfies UpdateTopicRequest & { type: string },
+      `Topic ${opts.topic} was not created or updated`,
+      "create",
+    ).finally(() => this.instance.updateRoute(opts.topic).catch(() => undefined));
+    return answers.map((a) => a.topicConfig);
   }
 
   /**
@@ -936,17 +955,14 @@ export class Admin {
     const req: UpdateSubscriptionGroupRequest = { groupName: opts.groupName };
     for (const k of SUBSCRIPTION_GROUP_FIELDS) if (opts[k] !== undefined) (req as Record<string, unknown>)[k] = opts[k];
     const targets = await this.masterTargets(opts.brokers, "update the group");
-    return Promise.all(
-      targets.map(async ({ brokerName, addr }) => {
-        const r = await this.instance
-          .refAt(addr, BrokerActor.BROKER)
-          .ask<{ subscriptionGroupConfig: SubscriptionGroupConfig }>(
-            { type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", ...req },
-            { timeoutMs: ADMIN_REQUEST_TIMEOUT_MS },
-          );
-        return { brokerName, config: r.fields.subscriptionGroupConfig };
-      }),
+    const answers = await askEveryMaster<{ subscriptionGroupConfig: SubscriptionGroupConfig }>(
+      this.instance,
+      targets,
+      { type: "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP", ...req },
+      `Group ${opts.groupName} was not updated`,
+      "update",
     );
+    return answers.map((a, i) => ({ brokerName: targets[i]!.brokerName, config: a.subscriptionGroupConfig }));
   }
 
   /**

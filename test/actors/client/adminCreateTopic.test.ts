@@ -49,6 +49,17 @@ test("createTopic on several brokers with one dead master still registered: the 
     // leaving the dead broker out finishes it
     const configs = await admin.createTopic({ topic: "Half", brokers: ["live-a"], readQueueNums: 2, writeQueueNums: 2 });
     assert.equal(configs.length, 1);
+    // a group update on the same brokers says the same: which broker failed, which took it
+    const t1 = performance.now();
+    const gErr = await admin.updateSubscriptionGroup({ groupName: "half-cg", retryMaxTimes: 3 }).then(
+      () => assert.fail("updateSubscriptionGroup succeeded with a dead broker"),
+      (e: unknown) => e,
+    );
+    assert.ok(isMQError(gErr), String(gErr));
+    assert.match(gErr.message, new RegExp(`Group half-cg was not updated on broker dead-b \\(${dead}: TIMEOUT`));
+    assert.match(gErr.message, new RegExp(`It was on live-a \\(${live.address}\\)`));
+    assert.ok(performance.now() - t1 < 8_000, "failed as soon as the dead broker's connection did");
+    assert.equal(live.ctx.groups.get("half-cg")?.retryMaxTimes, 3, "the live broker keeps the update");
   } finally {
     await admin.close();
     await raw.close();
