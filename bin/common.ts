@@ -6,7 +6,7 @@
 import os from "node:os";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { CurveLinkOptions } from "../actors/runtime/index.ts";
-import { BROKER_ID_RULE, isBrokerId, MQError } from "../transport/protocol.ts";
+import { BROKER_ID_RULE, isBrokerId, MAX_PERM, MQError } from "../transport/protocol.ts";
 import { addClientCurveFlags, type CurveFlags, clientCurveOf } from "./curveFlags.ts";
 
 /** Name server a client command talks to when neither `--namesrv` nor ACTORMQ_NAMESRV says otherwise. */
@@ -45,7 +45,11 @@ export const hoursArg = numberArg(DECIMAL, (n) => n > 0, "a number of hours > 0"
 /** A percentage in (0, 100]. */
 export const percentArg = numberArg(DECIMAL, (n) => n > 0 && n <= 100, "a percentage in (0, 100]");
 /** A PermName bit set, as `brokerPermission` takes it. */
-export const permArg = numberArg(DIGITS, (n) => n <= 15, "a PermName bit set from 0 to 15 (6 read and write, 4 read only, 2 write only)");
+export const permArg = numberArg(
+  DIGITS,
+  (n) => n <= MAX_PERM,
+  `a PermName bit set from 0 to ${MAX_PERM} (6 read and write, 4 read only, 2 write only)`,
+);
 
 export function listArg(v: string): string[] {
   return v

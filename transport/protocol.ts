@@ -170,6 +170,8 @@ export function isMQError(e: unknown, ...codes: ErrorCode[]): e is MQError {
 /** Permission bits (`PermName`). */
 export const Perm = { INHERIT: 1, WRITE: 2, READ: 4, PRIORITY: 8 } as const;
 export const PERM_READ_WRITE = Perm.READ | Perm.WRITE;
+/** The largest PermName bit set: every bit of {@link Perm}. */
+export const MAX_PERM = Perm.INHERIT | Perm.WRITE | Perm.READ | Perm.PRIORITY;
 
 export const MASTER_ID = 0;
 /**
@@ -437,7 +439,7 @@ export function checkTopicConfig(tc: TopicConfig): void {
       );
     }
   }
-  if (!Number.isInteger(tc.perm) || tc.perm < 0 || tc.perm > 15) {
+  if (!Number.isInteger(tc.perm) || tc.perm < 0 || tc.perm > MAX_PERM) {
     throw new MQError(
       "INVALID_PARAMETER",
       `perm of topic "${tc.topicName}" must be a PermName bit set (READ 4 | WRITE 2 | INHERIT 1), not ${String(tc.perm)}.`,

@@ -16,6 +16,7 @@ import {
   INT32_MAX,
   isBrokerId,
   MASTER_ID,
+  MAX_PERM,
   MAX_TIMER_MS,
   MQError,
   PERM_READ_WRITE,
@@ -365,7 +366,7 @@ export function resolveBrokerConfig(opts: BrokerOptions): BrokerConfig {
       "ILLEGAL_ARGUMENT",
       `storeMaxInFlight must be an integer number of puts >= 1 (default ${DEFAULT_STORE_MAX_IN_FLIGHT}), not ${String(cfg.storeMaxInFlight)}.`,
     );
-  if (!Number.isInteger(cfg.brokerPermission) || cfg.brokerPermission < 0 || cfg.brokerPermission > 15)
+  if (!Number.isInteger(cfg.brokerPermission) || cfg.brokerPermission < 0 || cfg.brokerPermission > MAX_PERM)
     throw new MQError(
       "ILLEGAL_ARGUMENT",
       `brokerPermission must be a PermName bit set from 0 to 15 (READ 4 | WRITE 2: 6 read and write, 4 read only, 2 write only), not ${String(cfg.brokerPermission)}.`,

@@ -35,6 +35,7 @@ import {
   isGroupName,
   isMQError,
   MASTER_ID,
+  MAX_PERM,
   MAX_QUEUE_NUMS,
   MessageConst,
   type MessageModel,
@@ -203,8 +204,7 @@ export const ADMIN_CREATE_TOPIC_OPTION_NAMES = optionNamesOf<AdminCreateTopicOpt
 function checkCreateTopicValues(opts: AdminCreateTopicOptions): void {
   for (const name of ["readQueueNums", "writeQueueNums"] as const)
     if (opts[name] !== undefined) checkRange(name, opts[name], 0, MAX_QUEUE_NUMS);
-  // PermName bits: READ 4 | WRITE 2 | INHERIT 1 (| PRIORITY 8)
-  if (opts.perm !== undefined) checkRange("perm", opts.perm, 0, 15);
+  if (opts.perm !== undefined) checkRange("perm", opts.perm, 0, MAX_PERM);
   checkBoolean("order", opts.order);
 }
 
