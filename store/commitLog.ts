@@ -9,6 +9,7 @@ import { BLANK_MAGIC, BLANK_MARKER_BYTES } from "../transport/messageRecord.ts";
 import { MQError } from "../transport/protocol.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { fileBytes, listSegmentFiles, Segment, segmentName } from "./segment.ts";
+import type { UndeletedFiles } from "./undeletedFiles.ts";
 
 /**
  * Magic code of a replica filler: a range of a replica's log standing for master bytes that were
@@ -330,15 +331,21 @@ export class CommitLog {
     this.addSegment(start);
   }
 
-  /** Deletes whole segments (oldest first, at most `max`) for which `expired(segment)` holds, never the one being written. */
-  deleteSegments(expired: (s: Segment) => boolean, max = Number.POSITIVE_INFINITY): number {
+  /**
+   * Deletes whole segments (oldest first, at most `max`) for which `expired(segment)` holds, never
+   * the one being written. A segment whose file cannot be deleted is dropped all the same and its
+   * file kept in `undeleted` (without it, the error is thrown once the segment is dropped).
+   */
+  deleteSegments(expired: (s: Segment) => boolean, max = Number.POSITIVE_INFINITY, undeleted?: UndeletedFiles): number {
     let n = 0;
     while (this.segments.length > 1 && n < max) {
       const s = this.segments[0]!;
       if (s.start + this.segmentBytes > this.writeOffset || !expired(s)) break;
-      s.remove();
+      // dropped first: a closed segment left listed would fail every later read and clean-up
       this.segments.shift();
       n++;
+      if (undeleted) undeleted.remove(s);
+      else s.remove();
     }
     return n;
   }

@@ -10,6 +10,7 @@ import { MQError } from "../transport/protocol.ts";
 import type { QueueMark } from "./checkpoint.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { fileBytes, listSegmentFiles, Segment, segmentName } from "./segment.ts";
+import type { UndeletedFiles } from "./undeletedFiles.ts";
 
 /** Bytes per consume-queue entry. */
 export const CQ_ENTRY_BYTES = 20;
@@ -303,8 +304,12 @@ export class ConsumeQueue {
     return (Math.floor(offset / this.entriesPerFile) + 1) * this.entriesPerFile;
   }
 
-  /** Deletes files whose entries all point below `minPhy`; moves minOffset to the first entry at or above it. */
-  deleteBelow(minPhy: number): void {
+  /**
+   * Deletes files whose entries all point below `minPhy`; moves minOffset to the first entry at or
+   * above it. A file that cannot be deleted is dropped all the same and kept in `undeleted` (without
+   * it, the error is thrown once the file is dropped).
+   */
+  deleteBelow(minPhy: number, undeleted?: UndeletedFiles): void {
     const starts = [...this.files.keys()].sort((a, b) => a - b);
     for (const start of starts) {
       const first = start / CQ_ENTRY_BYTES;
@@ -323,9 +328,10 @@ export class ConsumeQueue {
         this.minOffset = Math.max(this.minOffset, lastOffset + 1);
         return;
       }
-      f.remove();
       this.files.delete(start);
       this.minOffset = Math.max(this.minOffset, first + this.entriesPerFile);
+      if (undeleted) undeleted.remove(f);
+      else f.remove();
     }
   }
 

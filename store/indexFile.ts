@@ -22,6 +22,7 @@ import { putInt32BE, putInt64BE } from "../transport/bigEndian.ts";
 import { readLong, writeLong } from "../transport/messageRecord.ts";
 import { mkdirDurable } from "./durableDir.ts";
 import { listSegmentFiles, Segment, segmentName } from "./segment.ts";
+import type { UndeletedFiles } from "./undeletedFiles.ts";
 
 /** Bytes of one index entry on disk. */
 export const INDEX_ENTRY_BYTES = 20;
@@ -385,15 +386,19 @@ export class IndexService {
     }
   }
 
-  /** Deletes index files whose entries all point below `minPhy` (never the one written). */
-  deleteBelow(minPhy: number): void {
-    while (this.files.length > 1 && this.files[0]!.endPhy < minPhy) this.remove(this.files.shift()!);
+  /**
+   * Deletes index files whose entries all point below `minPhy` (never the one written). A file that
+   * cannot be deleted is dropped all the same and kept in `undeleted`.
+   */
+  deleteBelow(minPhy: number, undeleted?: UndeletedFiles): void {
+    while (this.files.length > 1 && this.files[0]!.endPhy < minPhy) this.remove(this.files.shift()!, undeleted);
   }
 
-  private remove(f: IndexFile): void {
+  private remove(f: IndexFile, undeleted?: UndeletedFiles): void {
     this.unsynced.delete(f);
     if (this.slotsOf === f) this.slotsOf = null;
-    f.seg.remove();
+    if (undeleted) undeleted.remove(f.seg);
+    else f.seg.remove();
   }
 
   close(): void {

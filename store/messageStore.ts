@@ -61,6 +61,7 @@ import { openFilesShort } from "./openFiles.ts";
 import { findRecord, type LogScanResult, recordHeadLength, resync, scanCommitLog } from "./recovery.ts";
 import { segmentName } from "./segment.ts";
 import { acquireStoreLock } from "./storeLock.ts";
+import { UndeletedFiles } from "./undeletedFiles.ts";
 import { checkWrittenSizes } from "./writtenSizes.ts";
 
 export const DEFAULT_COMMIT_LOG_SEGMENT_BYTES = 1024 * 1024 * 1024;
@@ -243,6 +244,7 @@ export interface DiskSpaceChange {
    * at or below diskCleanForciblyPercent again (below diskFullPercent when that is off), puts are taken; cleanedForcibly: use was at or above diskCleanForciblyPercent
    * and the oldest commit-log segments were deleted before they expired; cleanFailed: the periodic
    * deletion of expired files failed (said once until one succeeds): expired files stay, the disk fills
+   * (a file that could not be deleted is no longer read, and is deleted again at every check)
    */
   kind: "full" | "notFull" | "cleanedForcibly" | "cleanFailed";
   /** the store's directory */
@@ -456,6 +458,8 @@ export class MessageStore {
   private diskFullAt: number | null = null;
   /** the last periodic clean-up failed (reported once until one succeeds) */
   private cleanFailing = false;
+  /** files of dropped segments that could not be deleted yet: deleted again at every clean-up */
+  private readonly undeleted = new UndeletedFiles();
   private checkpointing: Promise<void> | null = null;
   private warnedDamage = false;
   private readonly knownDamage = new Set<string>();
@@ -2037,13 +2041,15 @@ export class MessageStore {
    */
   deleteExpiredFiles(nowMs = Date.now()): number {
     this.checkOpen();
+    this.undeleted.retry();
     const limit = nowMs - this.options.fileReservedTimeHours * 3600_000;
-    let n = this.commitLog.deleteSegments((s) => s.mtimeMs() < limit);
+    let n = this.commitLog.deleteSegments((s) => s.mtimeMs() < limit, undefined, this.undeleted);
     const watch = Number.isFinite(this.options.diskCleanForciblyPercent) || Number.isFinite(this.options.diskFullPercent);
     let used = watch ? this.options.diskUsedPercent(this.options.dir) : Number.NaN;
     let forced = 0;
-    while (used >= this.options.diskCleanForciblyPercent && forced < FORCIBLE_DELETES_PER_CHECK) {
-      if (this.commitLog.deleteSegments(() => true, 1) === 0) break;
+    // while a dropped file cannot be deleted, dropping more frees nothing: unexpired messages are kept
+    while (used >= this.options.diskCleanForciblyPercent && forced < FORCIBLE_DELETES_PER_CHECK && this.undeleted.size === 0) {
+      if (this.commitLog.deleteSegments(() => true, 1, this.undeleted) === 0) break;
       forced++;
       used = this.options.diskUsedPercent(this.options.dir);
     }
@@ -2085,11 +2091,13 @@ export class MessageStore {
     n += forced;
     if (n > 0) {
       const minPhy = this.commitLog.minOffset;
-      for (const m of this.queues.values()) for (const q of m.values()) q.deleteBelow(minPhy);
-      this.index.deleteBelow(minPhy);
+      for (const m of this.queues.values()) for (const q of m.values()) q.deleteBelow(minPhy, this.undeleted);
+      this.index.deleteBelow(minPhy, this.undeleted);
       // a deletion whose old records are all gone is forgotten
       if (this.deleted.expireBelow(minPhy)) this.deleted.save();
     }
+    // after the rest of the clean-up, so the run is reported (cleanFailed) without holding it back
+    this.undeleted.throwIfAny();
     return n;
   }
 

@@ -13,13 +13,15 @@ import { storeFileClosed, storeFileOpened } from "./openFiles.ts";
 /**
  * The file primitives segments use. Tests swap `writeSync` to simulate a full disk (ENOSPC)
  * without filling one, `readSync` to count what an open reads, `ftruncateSync` to make
- * {@link Segment.zeroFrom} fail and `fdatasync` to make {@link Segment.sync} fail.
+ * {@link Segment.zeroFrom} fail, `fdatasync` to make {@link Segment.sync} fail and `rmSync` to make
+ * {@link Segment.remove} fail (a file the process may not delete).
  */
 export const segmentIo = {
   writeSync: fs.writeSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
   readSync: fs.readSync as (fd: number, buf: Uint8Array, off: number, len: number, pos: number) => number,
   ftruncateSync: fs.ftruncateSync as (fd: number, len: number) => void,
   fdatasync: promisify(fs.fdatasync) as (fd: number) => Promise<void>,
+  rmSync: fs.rmSync as (file: string, options: { force: boolean }) => void,
 };
 
 /** `00000000000000000000`-style name of a segment starting at `offset`. */
@@ -175,6 +177,6 @@ export class Segment {
   /** Closes and deletes the file. */
   remove(): void {
     this.close();
-    fs.rmSync(this.file, { force: true });
+    segmentIo.rmSync(this.file, { force: true });
   }
 }

@@ -1,0 +1,115 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { segmentIo } from "../../store/segment.ts";
+import { encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
+import { MQError } from "../../transport/protocol.ts";
+import { tempDir } from "../helpers.ts";
+
+const SEG = 8192;
+const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
+  dir,
+  commitLogSegmentBytes: SEG,
+  consumeQueueEntries: 16,
+  cleanIntervalMs: 0,
+  checkpointIntervalMs: 0,
+  fileReservedTimeHours: 1,
+  ...o,
+});
+const batch = (topic: string, queueId: number, body: string) => ({
+  topic,
+  queueId,
+  bornTimestamp: Date.now(),
+  bornHost: "10.1.2.3:4000",
+  body: encodeMessageBatch([{ body: Buffer.from(body), properties: encodeProperties({}) }]),
+});
+/** past every segment's reserved time */
+const expired = () => Date.now() + 2 * 3600_000;
+const first = "0".repeat(20);
+
+/** Makes deleting `file` fail with EPERM (an immutable file, a sticky directory) until the returned function is called. */
+function failRemoveOf(file: string): () => void {
+  const real = segmentIo.rmSync;
+  segmentIo.rmSync = (f, o) => {
+    if (f === file) throw Object.assign(new Error(`EPERM: operation not permitted, unlink '${f}'`), { code: "EPERM" });
+    real(f, o);
+  };
+  return () => {
+    segmentIo.rmSync = real;
+  };
+}
+
+test("a commit-log segment that cannot be deleted is dropped all the same: later expired segments go, the run fails naming it, the next run deletes it", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("E", 0, "y".repeat(400)));
+  const logDir = path.join(dir, "commitlog");
+  const segments = fs.readdirSync(logDir).sort();
+  assert.ok(segments.length >= 4, `${segments.length} segments`);
+  const restore = failRemoveOf(path.join(logDir, first));
+  t.after(restore);
+  const failed = (e: unknown) => e instanceof MQError && e.code === "SYSTEM_ERROR" && e.message.includes(path.join(logDir, first));
+  assert.throws(() => s.deleteExpiredFiles(expired()), failed);
+  // the store no longer reads it: every other expired segment went, min offsets moved with them
+  assert.deepEqual(fs.readdirSync(logDir).sort(), [first, segments.at(-1)]);
+  assert.equal(s.minPhyOffset, Number(segments.at(-1)));
+  const min = s.getMinOffset("E", 0);
+  assert.ok(min > 0);
+  assert.equal(s.getMessage("g", "E", 0, 0, 32).status, "OFFSET_TOO_SMALL");
+  assert.equal(s.getMessage("g", "E", 0, min, 32).status, "FOUND");
+  // retried at every run, and said again while it fails
+  assert.throws(() => s.deleteExpiredFiles(expired()), failed);
+  restore();
+  assert.equal(s.deleteExpiredFiles(expired()), 0);
+  assert.deepEqual(fs.readdirSync(logDir), [segments.at(-1)]);
+  assert.equal((await s.putMessages(batch("E", 0, "after"))).status, "PUT_OK");
+});
+
+test("a consume-queue file that cannot be deleted does not stop the clean-up of the other queues and the index", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  for (let i = 0; i < 60; i++) for (const q of [0, 1]) await s.putMessages(batch("E", q, "y".repeat(180)));
+  const cq = (q: number) => path.join(dir, "consumequeue", "E", String(q));
+  const files = fs.readdirSync(cq(1)).length;
+  const restore = failRemoveOf(path.join(cq(0), first));
+  t.after(restore);
+  assert.throws(
+    () => s.deleteExpiredFiles(expired()),
+    (e: unknown) => e instanceof MQError && e.message.includes(path.join(cq(0), first)),
+  );
+  for (const q of [0, 1]) {
+    const min = s.getMinOffset("E", q);
+    assert.ok(min >= 16, `queue ${q} min ${min}`);
+    assert.equal(s.getMessage("g", "E", q, min, 32).status, "FOUND");
+    assert.equal(s.getMessage("g", "E", q, 0, 32).status, "OFFSET_TOO_SMALL");
+  }
+  assert.ok(fs.readdirSync(cq(1)).length < files, "queue 1 lost its old files");
+  assert.ok(!fs.readdirSync(cq(1)).includes(first));
+  restore();
+  s.deleteExpiredFiles(expired());
+  assert.ok(!fs.readdirSync(cq(0)).includes(first), "deleted by the next run");
+});
+
+test("above diskCleanForciblyPercent, a segment that could not be deleted stops further forced deletes until it is: they would drop unexpired messages and free nothing", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { diskUsedPercent: () => 95, diskCleanForciblyPercent: 85, diskFullPercent: 99 }));
+  t.after(() => s.close());
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("E", 0, "y".repeat(400)));
+  const logDir = path.join(dir, "commitlog");
+  const restore = failRemoveOf(path.join(logDir, first));
+  t.after(restore);
+  assert.throws(() => s.deleteExpiredFiles(), /EPERM/);
+  assert.equal(s.minPhyOffset, SEG, "one segment dropped, then the loop stopped");
+  assert.throws(() => s.deleteExpiredFiles(), /EPERM/);
+  assert.equal(s.minPhyOffset, SEG, "no more while it stays");
+  restore();
+  assert.equal(s.deleteExpiredFiles(), 2, "once it is deleted, forced deletes go on (the last segment is kept)");
+  assert.ok(!fs.readdirSync(logDir).includes(first));
+});
