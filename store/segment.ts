@@ -54,6 +54,13 @@ export function fileBytes(file: string): number {
 
 /** One fixed-size file. */
 export class Segment {
+  /** fdatasyncs of this file on the pool: a close waits for them before it closes the descriptor */
+  private syncing = 0;
+  /** closed while an fdatasync ran: the descriptor is closed once the last one settles */
+  private closing = false;
+  /** deleted: the outcome of an fdatasync of it no longer matters */
+  private removed = false;
+
   private constructor(
     readonly file: string,
     readonly start: number,
@@ -126,10 +133,13 @@ export class Segment {
 
   /** fdatasync on the libuv pool, so appends can continue meanwhile. */
   async sync(): Promise<void> {
+    this.syncing++;
     try {
       await segmentIo.fdatasync(this.fd);
     } catch (e) {
-      throw ioError(e, `syncing ${this.file}`);
+      if (!this.removed) throw ioError(e, `syncing ${this.file}`);
+    } finally {
+      if (--this.syncing === 0 && this.closing) this.close();
     }
   }
 
@@ -162,7 +172,14 @@ export class Segment {
     return fs.fstatSync(this.fd).mtimeMs;
   }
 
+  /**
+   * Closes the descriptor, or once no fdatasync of it runs: closed under one queued on the pool, it
+   * would fail that (EBADF, reported as a disk error, refusing the puts waiting for a flush of the
+   * next segment) or sync whatever file was opened with the number meanwhile.
+   */
   close(): void {
+    this.closing = this.syncing > 0;
+    if (this.closing) return;
     if (this.fd >= 0) {
       try {
         fs.closeSync(this.fd);
@@ -176,6 +193,7 @@ export class Segment {
 
   /** Closes and deletes the file. */
   remove(): void {
+    this.removed = true;
     this.close();
     segmentIo.rmSync(this.file, { force: true });
   }

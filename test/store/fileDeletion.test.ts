@@ -6,7 +6,7 @@ import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
 import { segmentIo } from "../../store/segment.ts";
 import { encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import { MQError } from "../../transport/protocol.ts";
-import { tempDir } from "../helpers.ts";
+import { tempDir, waitFor } from "../helpers.ts";
 
 const SEG = 8192;
 const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
@@ -112,4 +112,73 @@ test("above diskCleanForciblyPercent, a segment that could not be deleted stops 
   restore();
   assert.equal(s.deleteExpiredFiles(), 2, "once it is deleted, forced deletes go on (the last segment is kept)");
   assert.ok(!fs.readdirSync(logDir).includes(first));
+});
+
+/** Holds every segment fdatasync until the returned release is called; `calls` counts them. */
+function holdSyncs(): { calls: () => number; release: () => void; restore: () => void } {
+  const real = segmentIo.fdatasync;
+  let release!: () => void;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  let calls = 0;
+  segmentIo.fdatasync = async (fd) => {
+    calls++;
+    await gate;
+    return real(fd);
+  };
+  return {
+    calls: () => calls,
+    release,
+    restore: () => {
+      segmentIo.fdatasync = real;
+    },
+  };
+}
+
+test("a segment deleted forcibly while its fdatasync is in flight: no EBADF flush error, and the puts in the next segment are flushed and acknowledged", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let used = 50;
+  const errors: string[] = [];
+  const s = await MessageStore.open(
+    small(dir, { diskUsedPercent: () => used, diskCleanForciblyPercent: 85, onFlushError: (f) => void errors.push(f.error.message) }),
+  );
+  t.after(() => s.close());
+  // the first segment nearly full
+  while (s.maxPhyOffset < SEG - 1200) await s.putMessages(batch("E", 0, "y".repeat(400)));
+  const held = holdSyncs();
+  t.after(held.restore);
+  const last = s.putMessages(batch("E", 0, "y".repeat(400)));
+  await waitFor(() => held.calls() === 1, 5000, "the first segment's fdatasync");
+  const next = s.putMessages(batch("E", 0, "z".repeat(800)));
+  assert.ok(s.maxPhyOffset > SEG, "the second put rolled into the next segment");
+  used = 95;
+  assert.equal(s.deleteExpiredFiles(), 1);
+  held.release();
+  held.restore();
+  const [a, b] = await Promise.allSettled([last, next]);
+  assert.deepEqual(errors, [], "no flush error");
+  assert.equal(s.flushErrors, 0);
+  assert.equal(a.status, "fulfilled");
+  assert.equal(b.status === "fulfilled" && b.value.status, "PUT_OK");
+});
+
+test("a topic deleted while a checkpoint's consume-queue fdatasync is in flight: no EBADF flush error, the checkpoint is written", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const errors: string[] = [];
+  const s = await MessageStore.open(small(dir, { onFlushError: (f) => void errors.push(f.error.message) }));
+  t.after(() => s.close());
+  for (let i = 0; i < 5; i++) await s.putMessages(batch("E", 0, "x"));
+  const held = holdSyncs();
+  t.after(held.restore);
+  const cp = s.checkpoint();
+  await waitFor(() => held.calls() >= 1, 5000, "the checkpoint's fdatasyncs");
+  const deleting = s.deleteTopics(["E"]);
+  held.release();
+  held.restore();
+  await assert.doesNotReject(cp);
+  assert.equal(await deleting, 1);
+  assert.deepEqual(errors, [], "no flush error");
 });
