@@ -82,17 +82,26 @@ export function writeCheckpoint(file: string, c: StoreCheckpoint): void {
   JsonFile.write(file, c);
 }
 
-/** Writes the checkpoint atomically off the event loop (temp file, fdatasync, rename). */
+/**
+ * Writes the checkpoint atomically off the event loop (temp file, fdatasync, rename). A write that
+ * fails removes its temp file: a reader takes a complete `.tmp` when the checkpoint and its `.bak`
+ * cannot be read, and one never made durable must not be taken for a checkpoint (nor fill a disk).
+ */
 export async function writeCheckpointAsync(file: string, c: StoreCheckpoint): Promise<void> {
   const tmp = `${file}.tmp`;
   const h = await fs.promises.open(tmp, "w");
   try {
-    await h.writeFile(JSON.stringify(c));
-    await h.datasync();
-  } finally {
-    await h.close();
+    try {
+      await h.writeFile(JSON.stringify(c));
+      await h.datasync();
+    } finally {
+      await h.close();
+    }
+    await fs.promises.rename(tmp, file);
+  } catch (e) {
+    await fs.promises.rm(tmp, { force: true }).catch(() => {});
+    throw e;
   }
-  await fs.promises.rename(tmp, file);
 }
 
 /** The store time recovery may trust: everything stored before it is in consume queues and index. */

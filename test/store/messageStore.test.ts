@@ -1007,6 +1007,26 @@ test("a checkpoint whose consume-queue fdatasync fails is reported against the c
   assert.equal(s.flushErrors, 1);
 });
 
+test("a checkpoint write that fails removes its temp file: no checkpoint.tmp is left for a later open to read", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s = await MessageStore.open(small(dir, { checkpointIntervalMs: 0, onFlushError: () => {} }));
+  t.after(() => s.close());
+  await s.putMessages(batch("F", 0, [{ body: "a" }]));
+  const tmp = path.join(dir, "checkpoint.tmp");
+  const realOpen = fs.promises.open;
+  fs.promises.open = (async (file: fs.PathLike, flags?: string | number) => {
+    const h = await realOpen(file, flags);
+    if (file === tmp) h.datasync = () => Promise.reject(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    return h;
+  }) as typeof fs.promises.open;
+  t.after(() => {
+    fs.promises.open = realOpen;
+  });
+  await assert.rejects(s.checkpoint(), isCode("SYSTEM_ERROR"));
+  assert.equal(fs.existsSync(tmp), false);
+});
+
 test("close waits for an fdatasync still queued on the pool: no EBADF reported as a flush error", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
