@@ -713,6 +713,9 @@ export class MessageStore {
     this.queues.clear();
     const root = path.join(this.options.dir, "consumequeue");
     const lastOffsets = this.queueMaxOffsets(root, cp, extent);
+    // on disk before the files that hold them go: a rebuild killed part-way, with no checkpoint to
+    // fall back on, would restart a queue whose records all expired at 0 (behind committed offsets)
+    if (lastOffsets.size > 0) writeCheckpoint(this.checkpointFile, rebuildCheckpoint(cp, lastOffsets));
     fs.rmSync(root, { recursive: true, force: true });
     this.index.reset();
     const log = scanCommitLog(
@@ -2156,6 +2159,23 @@ export class MessageStore {
     for (const m of this.queues.values()) for (const q of m.values()) q.close();
     this.queues.clear();
   }
+}
+
+/**
+ * The checkpoint written before a rebuild removes the consume queues: the old one (or, without one,
+ * one that trusts nothing: the whole log is checked and dispatched again), with every queue's max
+ * offset marked (and the old min, if any). A queue marked but not found again makes the next open
+ * rebuild, with that max.
+ */
+function rebuildCheckpoint(cp: StoreCheckpoint | null, maxOffsets: Map<string, Map<number, number>>): StoreCheckpoint {
+  const queues: Record<string, Record<string, QueueMark>> = {};
+  for (const [topic, m] of maxOffsets) {
+    const marks: Record<string, QueueMark> = {};
+    for (const [queueId, max] of m) marks[String(queueId)] = { min: Math.min(cp?.queues[topic]?.[String(queueId)]?.min ?? 0, max), max };
+    queues[topic] = marks;
+  }
+  const none = { physicMsgTimestamp: 0, logicsMsgTimestamp: 0, indexMsgTimestamp: 0, flushedOffset: 0, confirmOffset: 0, indexEntries: 0 };
+  return { ...(cp ?? none), queues };
 }
 
 /** The topic of a stored record. */

@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { MessageStore, type MessageStoreOptions } from "../../store/index.ts";
+import { segmentIo } from "../../store/segment.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties } from "../../transport/messageRecord.ts";
 import { tempDir, waitFor } from "../helpers.ts";
 import { bytesRead } from "./segmentReads.ts";
@@ -350,6 +351,45 @@ test("a full rebuild keeps the offsets of a queue whose records all expired (fro
       await s.close();
     }
   }
+});
+
+test("a rebuild killed part-way (no checkpoint) does not restart a queue whose records all expired at 0", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  const s0 = await MessageStore.open(opts(dir));
+  for (let i = 0; i < 3; i++)
+    await s0.putMessages({
+      topic: "Old",
+      queueId: 0,
+      bornTimestamp: 1,
+      bornHost: "1.1.1.1:1",
+      body: encodeMessageBatch([{ body: Buffer.from(`o${i}`) }]),
+    });
+  for (let i = 0; s0.maxPhyOffset < 2 * SEG; i++) await fill(s0, 1, i);
+  assert.ok(s0.deleteExpiredFiles(Date.now() + 1000 * 3600_000) > 0);
+  await fill(s0, 2, 1000);
+  await s0.close();
+  fs.rmSync(path.join(dir, "checkpoint"));
+  fs.rmSync(path.join(dir, "checkpoint.bak"), { force: true });
+  // the rebuild dies while it reads the log (a kill -9 there): its old consume-queue files are gone by then
+  const oldQueue = path.join(dir, "consumequeue", "Old");
+  const realRead = segmentIo.readSync;
+  segmentIo.readSync = (fd, buf, off, len, pos) => {
+    if (!fs.existsSync(oldQueue) && fs.readlinkSync(`/proc/self/fd/${fd}`).includes(`${path.sep}commitlog${path.sep}`))
+      throw Object.assign(new Error("killed"), { code: "EIO" });
+    return realRead(fd, buf, off, len, pos);
+  };
+  try {
+    await assert.rejects(MessageStore.open(opts(dir)), /killed/);
+  } finally {
+    segmentIo.readSync = realRead;
+  }
+  const s = await MessageStore.open(opts(dir));
+  t.after(() => s.close());
+  assert.deepEqual([s.getMinOffset("Old", 0), s.getMaxOffset("Old", 0)], [3, 3]);
+  const r = await s.putMessage({ topic: "Old", queueId: 0, body: Buffer.from("next"), bornTimestamp: 1, bornHost: "1.1.1.1:1" });
+  assert.equal(r.firstQueueOffset, 3);
+  assert.deepEqual(readAll(s, 0).length > 0, true, "the live queues are rebuilt");
 });
 
 test("records stored under a larger maxMessageBytes survive a crash recovery with a lower one, also across the scan window's end", async (t) => {
