@@ -94,7 +94,10 @@ export type ConsumeConcurrentlyStatus = "CONSUME_SUCCESS" | "RECONSUME_LATER";
 /** Given to the listener with each batch. */
 export interface ConsumeConcurrentlyContext {
   messageQueue: MessageQueue;
-  /** on CONSUME_SUCCESS, messages after this index count as RECONSUME_LATER @default last index */
+  /**
+   * on CONSUME_SUCCESS, messages after this index count as RECONSUME_LATER @default last index;
+   * an int as in RocketMQ: a fraction is truncated toward zero, NaN fails the whole batch
+   */
   ackIndex: number;
   /**
    * delay level of the next delivery through the retry topic (0 = broker decides, < 0 = the
@@ -112,6 +115,17 @@ export interface ConsumeConcurrentlyContext {
 function delayLevelWhenNextConsumeOf(v: unknown): number {
   if (typeof v !== "number" || Number.isNaN(v)) return 0;
   return Math.max(-0x80000000, Math.min(0x7fffffff, Math.trunc(v))) || 0;
+}
+
+/**
+ * The listener's ackIndex as the Java `int` RocketMQ's field is: a fraction is truncated toward
+ * zero (Java's `(int)` cast); the caller clamps it to [-1, last index]. NaN or a non-number is no
+ * index (RocketMQ's int cannot be one): undefined, and the batch is not acknowledged. Counted as
+ * all consumed, a typo would skip every message of the batch past the first.
+ */
+function ackIndexOf(v: unknown): number | undefined {
+  if (typeof v !== "number" || Number.isNaN(v)) return undefined;
+  return Math.trunc(v);
 }
 
 export type ConcurrentListener = (msgs: MessageExt[], ctx: ConsumeConcurrentlyContext) => Promise<string> | string;
@@ -187,6 +201,7 @@ export class ConsumeService {
   /** expired messages whose send-back is in flight (not sent again by the next cleaning round) */
   private readonly sendingBackExpired = new Set<MessageExt>();
   private readonly unknownStatusThrottle = new LogThrottle(UNKNOWN_STATUS_LOG_INTERVAL_MS);
+  private readonly badAckIndexThrottle = new LogThrottle(UNKNOWN_STATUS_LOG_INTERVAL_MS);
   private readonly listenerFailureLog = new LogThrottle(LISTENER_FAILURE_LOG_INTERVAL_MS);
   private readonly droppedLog = new LogThrottle(BROADCAST_DROP_LOG_INTERVAL_MS);
   /** broadcasting: failed messages dropped since the last line of {@link droppedLog} */
@@ -312,7 +327,9 @@ export class ConsumeService {
     // "SUCCESS" is the orderly name for it; the orderly service takes CONSUME_SUCCESS the same way
     const success = status === "CONSUME_SUCCESS" || status === "SUCCESS";
     if (!success && status !== "RECONSUME_LATER") this.warnUnknownStatus(mq, status);
-    let ackIndex = success ? Math.min(Math.max(ctx.ackIndex, -1), msgs.length - 1) : -1;
+    const given = success ? ackIndexOf(ctx.ackIndex) : -1;
+    if (given === undefined) this.warnBadAckIndex(mq, ctx.ackIndex);
+    let ackIndex = given === undefined ? -1 : Math.min(Math.max(given, -1), msgs.length - 1);
     if (this.skipsFailed(pq)) {
       if (ackIndex < msgs.length - 1) this.warnDropped(mq, msgs, ackIndex + 1);
       ackIndex = msgs.length - 1;
@@ -358,6 +375,20 @@ export class ConsumeService {
       "listener",
       "a concurrent consume status: the batch counts as RECONSUME_LATER",
       '"CONSUME_SUCCESS" or "RECONSUME_LATER"',
+    );
+  }
+
+  /** An ackIndex that is no index: the batch counts as RECONSUME_LATER; said once per interval, as an unknown status is. */
+  private warnBadAckIndex(mq: MessageQueue, ackIndex: unknown): void {
+    const suppressed = this.badAckIndexThrottle.pass("");
+    if (suppressed === undefined) return;
+    const { group } = this.deps;
+    const shown = shownWireValue(ackIndex);
+    consumeLog().warn(
+      { group, topic: mq.topic, brokerName: mq.brokerName, queueId: mq.queueId, ackIndex: shown, suppressed },
+      `The listener of group ${group} set ackIndex to ${shown} for ${mq.topic}@${mq.brokerName}@${mq.queueId}, which is not a number: ` +
+        "the batch counts as RECONSUME_LATER. Set it to the index of the last message consumed (-1: none), or leave it as given " +
+        `(logged at most once every ${UNKNOWN_STATUS_LOG_INTERVAL_MS / 1000} s per consumer).`,
     );
   }
 

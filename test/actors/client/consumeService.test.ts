@@ -578,3 +578,46 @@ test("delayLevelWhenNextConsume is an int as in RocketMQ: a fraction is truncate
     await s.stop(10);
   }
 });
+
+test("ackIndex is an int as in RocketMQ: a fraction is truncated toward zero; NaN or a non-number fails the batch (RECONSUME_LATER) with a warning", async (t) => {
+  const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+  t.mock.method(consumeLog(), "warn", (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }));
+  // [ackIndex, messages of a batch of 3 acknowledged at the first delivery]
+  const cases: [unknown, number][] = [
+    [1.5, 2],
+    [0.9, 1],
+    [-0.5, 1],
+    [Number.NaN, 0],
+    ["2", 0],
+    [undefined, 0],
+    [Number.NEGATIVE_INFINITY, 0],
+    [Number.POSITIVE_INFINITY, 3],
+  ];
+  for (const [given, acked] of cases) {
+    lines.length = 0;
+    let calls = 0;
+    const failed: number[] = [];
+    const { s, pq } = service(
+      async (_m, ctx) => {
+        if (calls++ === 0) (ctx as { ackIndex: unknown }).ackIndex = given;
+        return "CONSUME_SUCCESS";
+      },
+      {
+        batch: 3,
+        sendBack: async (m) => {
+          failed.push(...m.map((x) => x.queueOffset));
+          return [];
+        },
+      },
+    );
+    const batch = msgs(0, 3);
+    pq.putMessages(batch);
+    s.submit(mq, pq, batch);
+    await waitFor(() => calls === 1 && (acked === 3 || failed.length === 3 - acked), 2_000, `ackIndex ${String(given)}`);
+    assert.deepEqual(failed, [0, 1, 2].slice(acked), `ackIndex ${String(given)}: sent back`);
+    const named = typeof given === "number" && !Number.isNaN(given) ? 0 : 1;
+    assert.equal(lines.length, named, `ackIndex ${String(given)}: warned`);
+    if (named) assert.match(lines[0]!.msg, /ackIndex/);
+    await s.stop(10);
+  }
+});
