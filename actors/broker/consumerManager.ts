@@ -272,34 +272,66 @@ export function clientInfoOf(e: HeartbeatRequest): ClientInfo {
   return info;
 }
 
+/**
+ * HEART_BEAT: registers the client in each of its groups. A group the broker refuses (a name it
+ * cannot take, a clustering group too long for its retry topic) is left out and the others are
+ * registered, as RocketMQ's ClientManageProcessor registers each group of a heartbeat on its own:
+ * one bad group of a client instance must not take the groups of its other consumers off this
+ * broker. The refusal is then the answer, naming the groups left out.
+ */
 function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
-  const { ctx, table } = c;
   if (typeof e.clientID !== "string" || e.clientID.length === 0) throw new MQError("INVALID_PARAMETER", "HEART_BEAT needs a clientID.");
   const data = Array.isArray(e.consumerDataSet) ? e.consumerDataSet : [];
   const info = clientInfoOf(e);
   const notifyRef = e.origin?.ref(CLIENT_ACTOR);
   // monotonic: a wall clock step forward would expire every live member at the next scan
   const now = monotonicNow();
-  // before anything registers: a clustering group's retry topic must be a valid topic name
-  for (const cd of data) if (cd?.messageModel !== "BROADCASTING" && typeof cd?.groupName === "string") checkRetryTopicFits(cd.groupName);
+  let refusal: MQError | undefined;
+  const refused: string[] = [];
   for (const cd of data) {
     if (!cd || typeof cd.groupName !== "string" || cd.groupName.length === 0) continue;
-    const cfg = ctx.groups.findOrAutoCreate(cd.groupName);
-    if (cfg) ctx.groups.noteMessageModel(cd.groupName, cd.messageModel);
-    // a broadcasting group too long for one does not use its retry topic
-    if (cfg && cd.groupName.length <= CLUSTERING_GROUP_MAX_LENGTH)
-      ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
-    const joined = !table.group(cd.groupName)?.clients.has(e.clientID);
-    if (table.register(e.clientID, cd, notifyRef, now, info)) {
-      const members = table.group(cd.groupName)?.clients.size;
-      ctx.logger.info(
-        { group: cd.groupName, clientId: e.clientID, members },
-        joined ? "consumer joined group" : "consumer group subscriptions changed",
-      );
-      notifyConsumerIdsChanged(ctx, table.group(cd.groupName)!);
+    try {
+      registerGroup(c, e.clientID, cd, notifyRef, now, info);
+    } catch (err) {
+      if (!(err instanceof MQError)) throw err;
+      refusal ??= err;
+      refused.push(cd.groupName);
     }
   }
+  if (refusal) {
+    const shown = refused.slice(0, 5).map((g) => JSON.stringify(g.length > 40 ? `${g.slice(0, 40)}...` : g));
+    throw new MQError(
+      refusal.code,
+      `${refusal.message} (${refused.length} group${refused.length === 1 ? "" : "s"} of this heartbeat refused: ${shown.join(", ")}` +
+        `${refused.length > shown.length ? ", ..." : ""}; its other groups were registered.)`,
+    );
+  }
   return {};
+}
+
+/** Registers one group of a heartbeat; throws (registering nothing of it) when the broker refuses the group. */
+function registerGroup(
+  c: ConsumersContext,
+  clientId: string,
+  cd: ConsumerData,
+  notifyRef: Ref | undefined,
+  now: number,
+  info: ClientInfo,
+): void {
+  const { ctx, table } = c;
+  // before anything registers: a clustering group's retry topic must be a valid topic name
+  if (cd.messageModel !== "BROADCASTING") checkRetryTopicFits(cd.groupName);
+  const cfg = ctx.groups.findOrAutoCreate(cd.groupName);
+  if (cfg) ctx.groups.noteMessageModel(cd.groupName, cd.messageModel);
+  // a broadcasting group too long for one does not use its retry topic
+  if (cfg && cd.groupName.length <= CLUSTERING_GROUP_MAX_LENGTH)
+    ctx.topics.createIfAbsent(RETRY_GROUP_TOPIC_PREFIX + cd.groupName, Math.max(1, cfg.retryQueueNums), PERM_READ_WRITE);
+  const joined = !table.group(cd.groupName)?.clients.has(clientId);
+  if (table.register(clientId, cd, notifyRef, now, info)) {
+    const members = table.group(cd.groupName)?.clients.size;
+    ctx.logger.info({ group: cd.groupName, clientId, members }, joined ? "consumer joined group" : "consumer group subscriptions changed");
+    notifyConsumerIdsChanged(ctx, table.group(cd.groupName)!);
+  }
 }
 
 function unregisterClient(c: ConsumersContext, e: UnregisterClientRequest): object {

@@ -303,3 +303,29 @@ test("a member silent past the expiry is removed by the scan and the survivors a
     await s.close();
   }
 });
+
+test("a heartbeat of several groups, one of them refused, registers every other one (as RocketMQ's heartbeat does) and names the refused one", async () => {
+  const c = await fakeClient("10.0.6.1@1");
+  const group = (groupName: string, model: MessageModel = "CLUSTERING") => ({
+    groupName,
+    consumeType: "CONSUME_PASSIVELY" as const,
+    messageModel: model,
+    consumeFromWhere: "CONSUME_FROM_LAST_OFFSET" as const,
+    subscriptionDataSet: [parseSubscription("T", "*", 1)],
+  });
+  const hb: HeartbeatRequest = {
+    clientID: c.id,
+    producerDataSet: [],
+    consumerDataSet: [group("Mixed1"), group("bad group!"), group("g".repeat(121)), group("Mixed2")],
+  };
+  await assert.rejects(
+    c.node.ref(f.broker.address, ConsumptionActorFor.HEART_BEAT).ask({ type: "HEART_BEAT", ...hb }),
+    (e: unknown) =>
+      isMQError(e, "INVALID_PARAMETER") && e.message.includes('"bad group!"') && /2 groups of this heartbeat refused/.test(e.message),
+  );
+  assert.deepEqual(await members(f, "Mixed1"), [c.id]);
+  assert.deepEqual(await members(f, "Mixed2"), [c.id], "the group after the refused ones is registered too");
+  assert.ok(f.broker.ctx.topics.get("%RETRY%Mixed2"));
+  await assert.rejects(members(f, "bad group!"), (e: unknown) => isMQError(e, "SYSTEM_ERROR"));
+  assert.equal(f.broker.ctx.groups.get("bad group!"), undefined);
+});
