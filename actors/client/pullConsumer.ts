@@ -144,8 +144,11 @@ export class PullConsumer {
   private readonly names: { rebalancer: string; pull: string };
   private buffer: Buffered[] = [];
   private waiters: (() => void)[] = [];
-  /** queue key -> offset to commit, from messages poll returned; `rewind`: a seek may move it back */
-  private readonly consumed = new Map<string, { mq: MessageQueue; offset: number; rewind: boolean }>();
+  /**
+   * queue key -> offset to commit, from messages poll returned; `rewind`: a seek may move it back;
+   * `held`: the holding it was made in (one of a queue lost since is not committed: see commitConsumed)
+   */
+  private readonly consumed = new Map<string, { mq: MessageQueue; offset: number; rewind: boolean; held: HeldQueue }>();
   private mode: "none" | "subscribe" | "assign" = "none";
   private commitTimer: NodeJS.Timeout | null = null;
   /** the assign() calls in progress, run one after the other */
@@ -545,7 +548,8 @@ export class PullConsumer {
       const offset = b.held.pq.removeMessages(b.msgs);
       if (offset >= 0) {
         const k = mqKey(b.held.mq);
-        this.consumed.set(k, { mq: b.held.mq, offset, rewind: this.consumed.get(k)?.rewind ?? false });
+        const c = this.consumed.get(k);
+        this.consumed.set(k, { mq: b.held.mq, offset, rewind: c?.held === b.held && c.rewind, held: b.held });
       }
       for (const m of b.msgs) out.push(m);
     }
@@ -584,9 +588,9 @@ export class PullConsumer {
     if (!h) throw notHeld();
     h.pq.dropped = true;
     this.dropBuffered(k);
-    // committed by the next commit, like what poll returns (without autoCommit, only commit() moves the stored offset)
-    this.consumed.set(k, { mq: h.mq, offset, rewind: true });
     this.startQueue(h.mq, offset, h.pq);
+    // committed by the next commit, like what poll returns (without autoCommit, only commit() moves the stored offset)
+    this.consumed.set(k, { mq: h.mq, offset, rewind: true, held: this.held.get(k)! });
   }
 
   /**
@@ -600,7 +604,10 @@ export class PullConsumer {
 
   /** What {@link commit} does (`strict`: rejects on an offset not acknowledged); also the auto commit and close's last commit. */
   private async commitConsumed(final = false, strict = false): Promise<void> {
-    for (const { mq, offset, rewind } of this.consumed.values()) this.offsetStore.updateOffset(mq, offset, !rewind);
+    // only for queues held since: a queue lost to a rebalance was released at what it had pulled, and
+    // one held again since starts at the group's offset, which a seek made before would move back
+    for (const [k, { mq, offset, rewind, held }] of this.consumed)
+      if (this.held.get(k) === held) this.offsetStore.updateOffset(mq, offset, !rewind);
     this.consumed.clear();
     // a queue whose broker connection was lost since its offset was read is not committed until a rebalance reads it again
     const { synced, unsynced } = offsetsToPersist(this.held.values());
@@ -645,12 +652,19 @@ export class PullConsumer {
     return offset;
   }
 
-  /** Holds `mq` from `offset` with a new process queue; one that replaces `prev` keeps what it knew of the offset's freshness (ProcessQueue.isOffsetStale). */
+  /**
+   * Holds `mq` from `offset` with a new process queue; one that replaces `prev` keeps what it knew
+   * of the offset's freshness (ProcessQueue.isOffsetStale) and what poll returned of it (the same holding).
+   */
   private startQueue(mq: MessageQueue, offset: number, prev?: ProcessQueue<MessageExt>): void {
     const pq = new ProcessQueue<MessageExt>();
     if (prev) pq.takeOffsetStateOf(prev);
     const request: PullRequest = { consumerGroup: this.group, mq, pq, nextOffset: offset, brokerId: MASTER_ID };
-    this.held.set(mqKey(mq), { mq, pq, request });
+    const k = mqKey(mq);
+    const held = { mq, pq, request };
+    this.held.set(k, held);
+    const c = this.consumed.get(k);
+    if (prev && c?.held.pq === prev) c.held = held;
     this.pullService.executeNow(request);
   }
 

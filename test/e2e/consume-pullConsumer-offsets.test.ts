@@ -166,3 +166,56 @@ test("pull consumer with autoCommit: a queue assign() drops while its broker is 
     await cleanup();
   }
 });
+
+test("pull consumer: a seek of a queue lost and regained before the next commit does not move the group's newer offset back", async () => {
+  const { dir, cleanup } = await tempDir("actormq-pull-seekregain-");
+  const cluster = await startLocalCluster({ dir, broker: { flush: "async" } });
+  const producer = await Producer.start({ group: "pg", nameservers: cluster.nameservers });
+  const admin = await Admin.start({ nameservers: cluster.nameservers });
+  const consumers: PullConsumer[] = [];
+  // one queue, AVERAGELY: the member whose client id sorts first ("a" < "z") holds it
+  const start = async (instanceName: string) => {
+    const c = await PullConsumer.start({
+      group: "cgSeekRegain",
+      nameservers: cluster.nameservers,
+      instanceName,
+      consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+      autoCommitIntervalMs: 600_000,
+      brokerSuspendMaxTimeMillis: 100,
+    });
+    consumers.push(c);
+    await c.subscribe("SeekRegain", "*");
+    return c;
+  };
+  const committed = async () => (await admin.consumerProgress("cgSeekRegain")).find((p) => p.topic === "SeekRegain")?.consumerOffset;
+  try {
+    await admin.createTopic({ topic: "SeekRegain", readQueueNums: 1, writeQueueNums: 1 });
+    await producer.sendBatch(Array.from({ length: 10 }, (_, j) => ({ topic: "SeekRegain", body: `m${j}` })));
+    const z = await start("z");
+    let n = 0;
+    await waitFor(async () => (n += (await z.poll(100)).length) >= 10, 10_000, "10 polled");
+    await z.commit();
+    assert.equal(await committed(), 10);
+    const [q] = z.assignment();
+    await z.seek(q!, 2);
+    // another member takes the queue, consumes on and commits: the group is at 30
+    const a = await start("a");
+    await waitFor(() => z.assignment().length === 0 && a.assignment().length === 1, 10_000, "the queue moved to a");
+    await producer.sendBatch(Array.from({ length: 20 }, (_, j) => ({ topic: "SeekRegain", body: `n${j}` })));
+    n = 0;
+    await waitFor(async () => (n += (await a.poll(100)).length) >= 20, 10_000, "a polled the 20 new ones");
+    await a.commit();
+    assert.equal(await committed(), 30);
+    // it leaves: z holds the queue again, from the group's offset
+    await a.close();
+    await waitFor(() => z.assignment().length === 1, 10_000, "z holds the queue again");
+    await z.commit();
+    assert.equal(await committed(), 30, "the seek made before z lost the queue is not committed over the group's offset");
+  } finally {
+    for (const c of consumers) await c.close().catch(() => {});
+    await admin.close();
+    await producer.close();
+    await cluster.close();
+    await cleanup();
+  }
+});
