@@ -149,6 +149,8 @@ export class Rebalancer {
   private readonly failureLog = new LogThrottle(PULL_FAILURE_LOG_INTERVAL_MS);
   /** per broker name, the process queues' view of when its master's connection was last lost */
   private readonly lostAt = new Map<string, () => number>();
+  /** ends each take-over in flight (see {@link unlessStopped}) */
+  private readonly takeOversInFlight = new Set<() => void>();
 
   constructor(private readonly deps: RebalancerDeps) {}
 
@@ -163,10 +165,14 @@ export class Rebalancer {
   /**
    * Stops: later rounds do nothing. Resolves when the round running now ended (its requests have
    * their own timeouts): an orderly round may be waiting for a lock it then gives back, which must
-   * happen before the consumer unregisters.
+   * happen before the consumer unregisters. Its take-overs end at once: each may be held by the
+   * broker until another member releases the queue (up to the hand-over timeout, 5 s), for a queue
+   * the stopping consumer will not pull; its unregister then ends the wait on the broker.
    */
   stop(): Promise<void> {
     this.stopped = true;
+    for (const end of this.takeOversInFlight) end();
+    this.takeOversInFlight.clear();
     return this.round
       ? this.round.then(
           () => {},
@@ -222,6 +228,7 @@ export class Rebalancer {
     // otherwise) would each wait for the other until the broker's hand-over timeout
     const topics = this.deps.subscriptions.topics().sort();
     for (const topic of topics) {
+      if (this.stopped) break;
       try {
         if (await this.rebalanceByTopic(topic)) changed = true;
       } catch (e) {
@@ -509,7 +516,7 @@ export class Rebalancer {
   private async resync(k: string, h: HeldQueue): Promise<void> {
     const { offsetStore, held } = this.deps;
     const readAt = monotonicNow();
-    const committed = await offsetStore.resync!(h.mq, this.deps.host.clientId);
+    const committed = await this.unlessStopped(offsetStore.resync!(h.mq, this.deps.host.clientId));
     if (held.get(k) !== h || this.stopped) return;
     if (committed === OFFSET_QUERY_FAILED) {
       if (this.failureLog.pass(k) !== undefined)
@@ -589,10 +596,20 @@ export class Rebalancer {
     readOffset: (mq) => {
       const store = this.deps.offsetStore;
       return this.deps.model === "CLUSTERING" && store.takeOver
-        ? store.takeOver(mq, this.deps.host.clientId)
+        ? this.unlessStopped(store.takeOver(mq, this.deps.host.clientId))
         : store.readOffset(mq, "READ_FROM_STORE");
     },
   };
+
+  /** A take-over's offset, or OFFSET_QUERY_FAILED (not read: the queue is not held) once {@link stop} is called. */
+  private unlessStopped(takeOver: Promise<number>): Promise<number> {
+    if (this.stopped) return Promise.resolve(OFFSET_QUERY_FAILED);
+    return new Promise<number>((resolve, reject) => {
+      const end = (): void => resolve(OFFSET_QUERY_FAILED);
+      this.takeOversInFlight.add(end);
+      void takeOver.then(resolve, reject).finally(() => this.takeOversInFlight.delete(end));
+    });
+  }
 }
 
 /** True for `%RETRY%` topics (re-exported for callers deciding on missing routes). */
