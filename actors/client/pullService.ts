@@ -464,7 +464,7 @@ export class PullService {
     }
     // orderly clustering: a queue whose broker lock was lost is not pulled until it is locked again
     if (s.orderly && this.deps.model === "CLUSTERING" && !pq.locked) {
-      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+      this.retryLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
       return;
     }
     // concurrent clustering: nor is one whose broker connection was lost since its offset was read
@@ -472,7 +472,7 @@ export class PullService {
     // master once it is reachable again, or a slave of it meanwhile (a killed master)
     if (pq.isOffsetStale()) {
       if (brokerReachable(this.deps.host, mq.brokerName)) this.deps.onOffsetStale?.(request);
-      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+      this.retryLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
       return;
     }
     if (!s.orderly && pq.maxSpan > s.consumeConcurrentlyMaxSpan) {
@@ -482,7 +482,7 @@ export class PullService {
     }
     const sd = this.deps.subscriptions.get(mq.topic);
     if (!sd) {
-      this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
+      this.retryLater(request, PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION);
       return;
     }
     let pl = this.pipelines.get(request);
@@ -526,9 +526,19 @@ export class PullService {
    */
   private flowControl(request: PullRequest, kind: FlowControlKind): void {
     this.deps.onFlowControl?.(request, kind);
+    this.retryLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+  }
+
+  /**
+   * Looks at a queue that is not pulled now again after `delayMs`, its pulls in flight dropped:
+   * each of their answers would start a look of its own (up to pullsInFlightPerQueue timers, and
+   * as many reads of a stale offset asked for, every retry), and one not pulled now must not
+   * deliver what they bring.
+   */
+  private retryLater(request: PullRequest, delayMs: number): void {
     const pl = this.pipelines.get(request);
     if (pl && pl.flights.length > 0) this.dropFlights(pl);
-    this.executeLater(request, PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL);
+    this.executeLater(request, delayMs);
   }
 
   private dropFlights(pl: QueuePipeline): void {

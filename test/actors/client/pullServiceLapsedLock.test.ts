@@ -125,3 +125,85 @@ test("a concurrent queue whose broker connection was lost since its offset was r
     service.stop();
   }
 });
+
+test("pipelined pulls answered after the queue's offset went stale make one retry of the queue, not one per answer", async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
+  const answers: Array<() => void> = [];
+  let pulls = 0;
+  const subscriptions = new SubscriptionTable();
+  subscriptions.subscribe("T", "*");
+  let asked = 0;
+  const deps = {
+    host: {
+      brokerAddress: () => "tcp://127.0.0.1:1",
+      isBrokerUnreachable: () => false,
+      node: {
+        ref: () => ({
+          ask: (ev: { queueOffset: number; maxMsgNums: number }) => {
+            pulls++;
+            // the first answer says the queue holds plenty: the next pulls are pipelined behind it
+            return new Promise((resolve) =>
+              answers.push(() =>
+                resolve({
+                  fields: {
+                    status: "SUCCESS",
+                    nextBeginOffset: ev.queueOffset + ev.maxMsgNums,
+                    minOffset: 0,
+                    maxOffset: 100_000,
+                    suggestWhichBrokerId: MASTER_ID,
+                  },
+                }),
+              ),
+            );
+          },
+        }),
+      },
+    },
+    group: "g",
+    model: "CLUSTERING",
+    subscriptions,
+    offsetStore: { readOffsetFromMemory: () => 8, updateOffset: () => {} },
+    settings: defaultPullSettings(),
+    onFound: () => {},
+    onOffsetIllegal: () => {},
+    onOffsetStale: () => asked++,
+  } as unknown as PullServiceDeps;
+  const pq = new ProcessQueue<MessageExt>();
+  pq.offsetRead(100);
+  let lostAt = 0;
+  pq.offsetLostAt = () => lostAt;
+  const service = new PullService(deps);
+  const request: PullRequest = {
+    consumerGroup: "g",
+    mq: { topic: "T", brokerName: "b", queueId: 0 },
+    pq,
+    nextOffset: 8,
+    brokerId: MASTER_ID,
+  };
+  const settle = async () => {
+    for (const a of answers.splice(0)) a();
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+  };
+  try {
+    service.executeNow(request);
+    await settle();
+    const inFlight = answers.length;
+    assert.ok(inFlight > 4, `pulls pipelined (${inFlight})`);
+    // the broker's connection is lost and back: the answers of the pulls in flight come in
+    lostAt = 200;
+    await settle();
+    assert.equal(asked, 1, "one read of the offset asked for");
+    pulls = 0;
+    asked = 0;
+    t.mock.timers.tick(1_000);
+    assert.deepEqual([pulls, asked], [0, 1], "one retry a second, not one per answer");
+    t.mock.timers.tick(1_000);
+    assert.deepEqual([pulls, asked], [0, 2]);
+    pq.offsetRead(300);
+    t.mock.timers.tick(1_000);
+    await settle();
+    assert.ok(pulls > 0, "pulled again once read again");
+  } finally {
+    service.stop();
+  }
+});
