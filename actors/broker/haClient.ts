@@ -56,6 +56,8 @@ export class HAClient {
   /** the master's config version last copied; a different one in a transfer reply triggers a copy */
   private syncedVersion: string | undefined;
   private wantSync = true;
+  /** the config copy in progress (one at a time, beside the transfers) */
+  private syncing: Promise<void> | null = null;
   /** the last config copy failed (warned once until one succeeds) */
   private syncFailing = false;
   /** the last transfer failed (its warning given; the next is after a transfer succeeds) */
@@ -121,25 +123,7 @@ export class HAClient {
         const master = await this.masterAddress();
         if (!master)
           throw new MQError("NO_ROUTE", `No master is known for broker ${ctx.config.brokerName}: set masterAddress or start the master.`);
-        // monotonic: after a wall clock step back, Date.now() would hold the next sync off for as long
-        if (this.wantSync || monotonicNow() - this.lastSync >= this.tuning.slaveSyncIntervalMs) {
-          this.lastSync = monotonicNow();
-          this.wantSync = false;
-          await syncFromMaster(ctx, master).then(
-            (v) => {
-              this.syncedVersion = v.configVersion;
-              if (this.syncFailing) ctx.logger.info({ master }, "config sync from master works again");
-              this.syncFailing = false;
-            },
-            (e: unknown) => {
-              this.wantSync = true;
-              // retried at every reconnect attempt while the master is down: warned once, not each time
-              if (!this.syncFailing) ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
-              else ctx.logger.debug({ err: (e as Error).message }, "config sync from master failed again");
-              this.syncFailing = true;
-            },
-          );
-        }
+        this.syncConfigsIfDue(master);
         await this.transferOnce(master);
       } catch (e) {
         if (this.stopped) break;
@@ -165,9 +149,41 @@ export class HAClient {
     }
   }
 
+  /**
+   * Starts a copy of the master's configs and offsets when one is due and none is running. Not
+   * waited for: the next transfer request is what acknowledges the bytes just appended, and a
+   * SYNC_MASTER's sends wait on it (RocketMQ's SlaveSynchronize runs apart from its HAClient).
+   */
+  private syncConfigsIfDue(master: string): void {
+    // monotonic: after a wall clock step back, Date.now() would hold the next sync off for as long
+    if (this.syncing || !(this.wantSync || monotonicNow() - this.lastSync >= this.tuning.slaveSyncIntervalMs)) return;
+    const { ctx } = this;
+    this.lastSync = monotonicNow();
+    this.wantSync = false;
+    this.syncing = syncFromMaster(ctx, master)
+      .then(
+        (v) => {
+          this.syncedVersion = v.configVersion;
+          if (this.syncFailing) ctx.logger.info({ master }, "config sync from master works again");
+          this.syncFailing = false;
+        },
+        (e: unknown) => {
+          if (this.stopped) return; // cut short by the broker closing: not a failure to report
+          this.wantSync = true;
+          // retried at every reconnect attempt while the master is down: warned once, not each time
+          if (!this.syncFailing) ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
+          else ctx.logger.debug({ err: (e as Error).message }, "config sync from master failed again");
+          this.syncFailing = true;
+        },
+      )
+      .finally(() => {
+        this.syncing = null;
+      });
+  }
+
   /** One HA_TRANSFER round trip: report the offset, append what comes back. */
   private async transferOnce(master: string): Promise<void> {
-    if (this.stopped) return; // stopped during the config sync: no request after the HA_LEAVE
+    if (this.stopped) return; // stopped meanwhile: no request after the HA_LEAVE
     const { ctx } = this;
     const offset = ctx.store.maxPhyOffset;
     const empty = ctx.store.isEmpty();

@@ -745,3 +745,53 @@ test("a slave whose masterAddress names another slave is told so and logs it; on
   await closeBroker(slave1);
   await closeBroker(master);
 });
+
+/**
+ * Makes `b`'s asks of `types` take `delayMs` longer (a master slow to answer them), from now on.
+ * Returns how many such asks were made.
+ */
+function slowAsks(b: Broker, types: string[], delayMs: number): { count: number } {
+  const seen = { count: 0 };
+  const node = b.ctx.node;
+  const ref = node.ref.bind(node);
+  node.ref = (address, name) => {
+    const r = ref(address, name);
+    return {
+      name: r.name,
+      address: r.address,
+      send: r.send.bind(r),
+      ask: (event, opts) => {
+        if (!types.includes(event.type)) return r.ask(event, opts);
+        seen.count++;
+        return new Promise((resolve) => setTimeout(resolve, delayMs)).then(() => r.ask(event, opts));
+      },
+    };
+  };
+  return seen;
+}
+
+test("SYNC_MASTER: a slave acknowledges the bytes it appended without waiting for its copy of the master's configs, however slow that copy is", async () => {
+  const master = await startBroker({ brokerName: "ha13", role: "SYNC_MASTER", storeDir: path.join(dir, "ha13-m"), haSyncTimeoutMs: 1000 });
+  const slave = await startBroker({
+    brokerName: "ha13",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha13-s"),
+    // a copy is due after every transfer
+    slaveSyncIntervalMs: 1,
+  });
+  await waitFor(() => haServiceOf(master.ctx).liveSlaves().length === 1, 10_000, "slave connected");
+  assert.equal((await send(master, "SlowCfg", "warm")).status, "SEND_OK");
+  // the master answers the slave's config reads 2.5 s late (loaded, or far away); its HA answers are prompt
+  const slow = slowAsks(slave, ["GET_ALL_TOPIC_CONFIG"], 2500);
+  for (let i = 0; i < 3; i++) {
+    const t0 = monotonicNow();
+    const r = await send(master, "SlowCfg", `m${i}`);
+    assert.equal(r.status, "SEND_OK", `send ${i} answered ${r.status} after ${Math.round(monotonicNow() - t0)} ms`);
+    assert.ok(slave.store.maxPhyOffset > r.commitLogOffset, "the slave holds the message");
+  }
+  // the configs are still copied, late
+  await waitFor(() => slow.count > 0 && slave.ctx.topics.get("SlowCfg"), 10_000, "the topic copied to the slave");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
