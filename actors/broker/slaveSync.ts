@@ -21,6 +21,9 @@ import { DELAY_OFFSET_FILE, type DelayOffsetFile, readDelayOffsetTable, wellForm
 
 const SYNC_TIMEOUT_MS = 3_000;
 
+/** Slaves whose last offset copy failed (its warning given; the next is after a copy succeeds). */
+const offsetCopyFailing = new WeakSet<BrokerContext>();
+
 function sameTopic(a: TopicConfig | undefined, b: TopicConfig): boolean {
   return (
     !!a && a.readQueueNums === b.readQueueNums && a.writeQueueNums === b.writeQueueNums && a.perm === b.perm && !!a.order === !!b.order
@@ -59,9 +62,17 @@ export async function syncFromMaster(ctx: BrokerContext, masterAddress: string):
     changed++;
   }
   if (changed > 0) ctx.logger.info({ changed }, "configs copied from master");
-  // offsets are copied again every interval: a failure here does not make the configs copy again
-  await syncOffsetsFromMaster(ctx, masterAddress).catch((e: unknown) =>
-    ctx.logger.warn({ err: (e as Error).message }, "offset copy from master failed"),
+  // offsets are copied again every interval: a failure here does not make the configs copy again.
+  // Warned once per run of failures (each interval would repeat it), and once when it works again
+  await syncOffsetsFromMaster(ctx, masterAddress).then(
+    () => {
+      if (offsetCopyFailing.delete(ctx)) ctx.logger.info({ master: masterAddress }, "offset copy from master works again");
+    },
+    (e: unknown) => {
+      if (offsetCopyFailing.has(ctx)) ctx.logger.debug({ err: (e as Error).message }, "offset copy from master failed again");
+      else ctx.logger.warn({ err: (e as Error).message }, "offset copy from master failed");
+      offsetCopyFailing.add(ctx);
+    },
   );
   // the same form the master's `ha` actor reports in each transfer reply
   return { changed, configVersion: `${topics.fields.dataVersion}/${(groups.fields as { dataVersion?: number }).dataVersion}` };

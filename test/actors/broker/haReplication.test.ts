@@ -10,7 +10,7 @@ import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
-import { BrokerActor, isMQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
+import { BrokerActor, isMQError, MQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
 import { TcpProxy } from "../../e2e/fixtures/tcpProxy.ts";
 import { EPHEMERAL, fakeWallClock, tempDir, waitFor } from "../../helpers.ts";
 
@@ -747,10 +747,10 @@ test("a slave whose masterAddress names another slave is told so and logs it; on
 });
 
 /**
- * Makes `b`'s asks of `types` take `delayMs` longer (a master slow to answer them), from now on.
- * Returns how many such asks were made.
+ * Makes `b`'s asks of `types` take `delayMs` longer (a master slow to answer them), from now on,
+ * or fail with SYSTEM_ERROR while `failing.on`. Returns how many such asks were made.
  */
-function slowAsks(b: Broker, types: string[], delayMs: number): { count: number } {
+function slowAsks(b: Broker, types: string[], delayMs: number, failing = { on: false }): { count: number } {
   const seen = { count: 0 };
   const node = b.ctx.node;
   const ref = node.ref.bind(node);
@@ -763,6 +763,7 @@ function slowAsks(b: Broker, types: string[], delayMs: number): { count: number 
       ask: (event, opts) => {
         if (!types.includes(event.type)) return r.ask(event, opts);
         seen.count++;
+        if (failing.on) return Promise.reject(new MQError("SYSTEM_ERROR", `${event.type} failed on the master`));
         return new Promise((resolve) => setTimeout(resolve, delayMs)).then(() => r.ask(event, opts));
       },
     };
@@ -792,6 +793,38 @@ test("SYNC_MASTER: a slave acknowledges the bytes it appended without waiting fo
   }
   // the configs are still copied, late
   await waitFor(() => slow.count > 0 && slave.ctx.topics.get("SlowCfg"), 10_000, "the topic copied to the slave");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("a slave whose copy of the master's consumer offsets keeps failing warns once, not at every copy, and says when it works again", async () => {
+  const master = await startBroker({ brokerName: "ha14", storeDir: path.join(dir, "ha14-m"), haHoldMs: 100 });
+  const slave = await startBroker({
+    brokerName: "ha14",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha14-s"),
+    haHoldMs: 100,
+    slaveSyncIntervalMs: 50,
+  });
+  await waitFor(() => haClientOf(slave.ctx).status.connected, 10_000, "slave connected");
+  const warnings = warningsOf(slave);
+  const infos: string[] = [];
+  const info = slave.ctx.logger.info.bind(slave.ctx.logger);
+  slave.ctx.logger.info = ((obj: unknown, msg?: string) => {
+    infos.push(String(msg));
+    info(obj as object, msg);
+  }) as typeof slave.ctx.logger.info;
+  // the master's configs are read, its offsets are not (an offsets actor that fails)
+  const failing = { on: true };
+  const offsetAsks = slowAsks(slave, ["GET_ALL_CONSUMER_OFFSET"], 0, failing);
+  await waitFor(() => offsetAsks.count >= 4, 10_000, "four failed offset copies");
+  assert.deepEqual(
+    warnings.filter((m) => m.startsWith("offset copy")),
+    ["offset copy from master failed"],
+  );
+  failing.on = false;
+  await waitFor(() => infos.includes("offset copy from master works again"), 10_000, "the recovery is logged");
   await closeBroker(slave);
   await closeBroker(master);
 });
