@@ -18,7 +18,7 @@ import {
   MQError,
   NAMESRV_ACTOR,
 } from "../../transport/protocol.ts";
-import type { Replier } from "../runtime/index.ts";
+import { type Replier, unlessConnectionLost } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
 import { syncFromMaster } from "./slaveSync.ts";
@@ -245,11 +245,16 @@ export class HAClient {
   private async masterAddress(): Promise<string | null> {
     if (this.ctx.config.masterAddress) return this.ctx.config.masterAddress;
     if (this.status.masterAddress) return this.status.masterAddress;
-    for (const ns of this.ctx.config.nameservers) {
+    const { node } = this.ctx;
+    const { nameservers } = this.ctx.config;
+    // those whose connection is refused or lost last; one refused or lost while asked is left at
+    // once for the next (the last one asked gets its whole timeout), as the clients' lookups do
+    const order = [...nameservers.filter((a) => !node.peerUnreachable(a)), ...nameservers.filter((a) => node.peerUnreachable(a))];
+    for (let i = 0; i < order.length; i++) {
+      const ns = order[i]!;
       try {
-        const r = await this.ctx.node
-          .ref(ns, NAMESRV_ACTOR)
-          .ask<ClusterInfo>({ type: "GET_BROKER_CLUSTER_INFO" }, { timeoutMs: NAMESRV_TIMEOUT_MS });
+        const ask = node.ref(ns, NAMESRV_ACTOR).ask<ClusterInfo>({ type: "GET_BROKER_CLUSTER_INFO" }, { timeoutMs: NAMESRV_TIMEOUT_MS });
+        const r = await (i < order.length - 1 ? unlessConnectionLost(node, ns, ask) : ask);
         const addr = r.fields.brokerAddrTable?.[this.ctx.config.brokerName]?.brokerAddrs[String(MASTER_ID)];
         if (addr) {
           this.status.masterAddress = addr;

@@ -828,3 +828,23 @@ test("a slave whose copy of the master's consumer offsets keeps failing warns on
   await closeBroker(slave);
   await closeBroker(master);
 });
+
+test("a slave without masterAddress whose first name server refuses connections finds its master on the next one at once, not after the 3 s request timeout", async () => {
+  const down = await NameServer.start({ listen: EPHEMERAL, logLevel: "silent" });
+  await down.close(); // as if its process died: connections to it are refused
+  const master = await startBroker({ brokerName: "ha15", storeDir: path.join(dir, "ha15-m") });
+  const t0 = monotonicNow();
+  const slave = await startBroker({
+    brokerName: "ha15",
+    brokerId: 1,
+    nameservers: [down.address, ns.address],
+    storeDir: path.join(dir, "ha15-s"),
+  });
+  // the master counts the slave from its first request (the slave's status only from the first answer)
+  await waitFor(() => haServiceOf(master.ctx).liveSlaves().length === 1, 10_000, "slave connected");
+  const took = monotonicNow() - t0;
+  assert.equal(haClientOf(slave.ctx).status.masterAddress, master.address);
+  assert.ok(took < 2000, `replicating ${Math.round(took)} ms after the start`);
+  await closeBroker(slave);
+  await closeBroker(master);
+});
