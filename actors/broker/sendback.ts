@@ -22,7 +22,9 @@ import { LogThrottle } from "../logger.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { brokerDelayLevels, scheduleTarget } from "./delayRouting.ts";
+import { haServiceOf } from "./haService.ts";
 import { DLQ_NUMS_PER_GROUP, decideSendBack, dlqTopic, retryTopic } from "./retryPolicy.ts";
+import { syncWaitDeadline } from "./sendProcessor.ts";
 
 /** What CONSUMER_SEND_MSG_BACK answers besides success: where the copy went. */
 export interface SendBackReply {
@@ -51,9 +53,10 @@ function originIdFits(id: string): boolean {
 /**
  * Handles one send-back. Resolves with where the copy went, or rejects with a coded MQError:
  * NO_PERMISSION (slave, broker or retry topic not writable), SUBSCRIPTION_GROUP_NOT_EXIST,
- * INVALID_PARAMETER (bad fields), ILLEGAL_ARGUMENT (group too long for its retry topic), SYSTEM_ERROR (message not found, put not PUT_OK).
+ * INVALID_PARAMETER (bad fields), ILLEGAL_ARGUMENT (group too long for its retry topic), SYSTEM_ERROR (message not found, put not PUT_OK,
+ * a SYNC_MASTER's slave did not confirm the copy). `answerBy` (monotonic ms): when the slave wait must end for the consumer to hear it.
  */
-export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): Promise<SendBackReply> {
+export async function processSendBack(ctx: BrokerContext, ev: SendBackFields, answerBy?: number): Promise<SendBackReply> {
   const { config, topics, groups, store } = ctx;
   const forGroup = typeof ev.group === "string" && ev.group.length > 0 ? ` of group ${ev.group}` : "";
   if (config.role === "SLAVE")
@@ -174,6 +177,17 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields): P
       `Storing the copy for ${replyTopic} on broker ${config.brokerName} failed with ${r.status}, so the message was not sent back for group ${group}: ` +
         "the consumer keeps it and retries it itself; check the broker's disk (space, flush latency) if this repeats.",
     );
+  // SYNC_MASTER: the copy is as durable as a send (RocketMQ's putMessage with handleHA); not held by a
+  // slave in time, the send-back fails and the consumer sends its own copy (a duplicate, not a loss)
+  if (config.role === "SYNC_MASTER") {
+    const replica = await haServiceOf(ctx).waitForSlave(r.commitLogOffset + r.wroteBytes, answerBy);
+    if (replica !== "SEND_OK")
+      throw new MQError(
+        "SYSTEM_ERROR",
+        `The copy for ${replyTopic} is stored on broker ${config.brokerName}, a SYNC_MASTER, but no slave confirmed it (${replica}), so the message was not sent back for group ${group}: ` +
+          `the consumer sends its own copy; ${replica === "SLAVE_NOT_AVAILABLE" ? "start the broker's slave (or let it catch up)" : "check the slave and its link to the master"} if this repeats.`,
+      );
+  }
   if (decision.toDLQ) logDeadLettered(ctx, group, replyTopic, msg.msgId, properties[MessageConst.RETRY_TOPIC], decision.reconsumeTimes);
   return { topic: replyTopic, toDLQ: decision.toDLQ, delayLevel: decision.delayLevel, reconsumeTimes: decision.reconsumeTimes };
 }
@@ -230,7 +244,9 @@ export const sendbackMachine = setup({
   actions: {
     sendBack: ({ context, event }) => {
       const reply = event.reply;
-      processSendBack(context.ctx, event as SendBackFields).then(
+      // a SYNC_MASTER's slave wait ends while the consumer still waits for the answer, as a send's does
+      const givesUpAt = reply?.answerBy;
+      processSendBack(context.ctx, event as SendBackFields, givesUpAt === undefined ? undefined : syncWaitDeadline(givesUpAt)).then(
         (out) => reply?.ok(out),
         (e: unknown) =>
           reply?.fail(e instanceof MQError ? e : new MQError("SYSTEM_ERROR", `The broker failed to take the message back: ${String(e)}`)),

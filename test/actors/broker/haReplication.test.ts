@@ -8,11 +8,12 @@ import { haServiceOf } from "../../../actors/broker/haService.ts";
 import { Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode } from "../../../actors/runtime/index.ts";
+import { PushConsumer } from "../../../index.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
 import { BrokerActor, isMQError, MQError, NAMESRV_ACTOR, type SendMessageReply, type TopicRouteData } from "../../../transport/protocol.ts";
 import { TcpProxy } from "../../e2e/fixtures/tcpProxy.ts";
-import { EPHEMERAL, fakeWallClock, tempDir, waitFor } from "../../helpers.ts";
+import { EPHEMERAL, fakeWallClock, SHORT_DELAY_LEVELS, tempDir, waitFor } from "../../helpers.ts";
 
 /** Small segments so replication crosses segment ends (blank markers). */
 const SEGMENT = 64 * 1024;
@@ -847,4 +848,82 @@ test("a slave without masterAddress whose first name server refuses connections 
   assert.ok(took < 2000, `replicating ${Math.round(took)} ms after the start`);
   await closeBroker(slave);
   await closeBroker(master);
+});
+
+test("SYNC_MASTER: a send-back is answered once a slave holds the retry copy; without a slave (SLAVE_NOT_AVAILABLE) or with one that does not confirm (FLUSH_SLAVE_TIMEOUT) it fails, so the consumer falls back to its own copy", async () => {
+  const master = await startBroker({ brokerName: "ha16", role: "SYNC_MASTER", storeDir: path.join(dir, "ha16-m"), haSyncTimeoutMs: 300 });
+  const sendBack = (offset: number) =>
+    raw
+      .ref(master.address, BrokerActor.SENDBACK)
+      .ask({ type: "CONSUMER_SEND_MSG_BACK", group: "cg16", offset, delayLevel: 0, originMsgId: "U16", maxReconsumeTimes: 16 })
+      .then(
+        () => "ok",
+        (e: unknown) => `${(e as MQError).code}: ${(e as Error).message}`,
+      );
+  const stored = await send(master, "Back", "failed by the listener");
+  assert.equal(stored.status, "SLAVE_NOT_AVAILABLE", "no slave yet");
+  assert.match(await sendBack(stored.commitLogOffset), /^SYSTEM_ERROR: .*SLAVE_NOT_AVAILABLE/);
+
+  const slave = await startBroker({ brokerName: "ha16", brokerId: 1, masterAddress: master.address, storeDir: path.join(dir, "ha16-s") });
+  await waitFor(() => haServiceOf(master.ctx).liveSlaves().length === 1, 10_000, "slave connected");
+  for (let i = 0; i < 5; i++) {
+    assert.equal(await sendBack(stored.commitLogOffset), "ok");
+    assert.equal(slave.store.maxPhyOffset, master.store.maxPhyOffset, "the slave holds the retry copy when the consumer hears success");
+  }
+  await closeBroker(slave);
+
+  // a slave that reports once and then goes quiet: its request is held and never repeated
+  const fakeSlave = await ActorNode.start({ listen: null });
+  try {
+    const pending = fakeSlave
+      .ref(master.address, BrokerActor.HA)
+      .ask({ type: "HA_TRANSFER", slaveId: 9, slaveAddr: "tcp://127.0.0.1:9", offset: master.store.maxPhyOffset }, { timeoutMs: 20_000 })
+      .catch(() => undefined);
+    await waitFor(() => haServiceOf(master.ctx).liveSlaves().length === 1, 5000, "quiet slave registered");
+    assert.match(await sendBack(stored.commitLogOffset), /^SYSTEM_ERROR: .*FLUSH_SLAVE_TIMEOUT/);
+    await closeBroker(master);
+    await pending;
+  } finally {
+    await fakeSlave.close();
+  }
+});
+
+test("SYNC_MASTER without a slave: a consumer's failed message, refused back there, is retried through its own copy on another broker too", async () => {
+  const group = "cg17";
+  const a = await startBroker({
+    brokerName: "ha17a",
+    role: "SYNC_MASTER",
+    storeDir: path.join(dir, "ha17-a"),
+    messageDelayLevel: SHORT_DELAY_LEVELS,
+  });
+  const b = await startBroker({ brokerName: "ha17b", storeDir: path.join(dir, "ha17-b"), messageDelayLevel: SHORT_DELAY_LEVELS });
+  await a.createTopic({ topic: "BackA", readQueueNums: 1, writeQueueNums: 1 });
+  // the group's retry topic on the other broker, where the consumer's own copy can go
+  await b.createTopic({ topic: `%RETRY%${group}`, readQueueNums: 1, writeQueueNums: 1 });
+  const deliveries: { reconsumeTimes: number; brokerName: string }[] = [];
+  const consumer = await PushConsumer.start({
+    group,
+    nameservers: [ns.address],
+    subscriptions: { BackA: "*" },
+    consumeFromWhere: "CONSUME_FROM_FIRST_OFFSET",
+    listener: async (msgs) => {
+      for (const m of msgs) deliveries.push({ reconsumeTimes: m.reconsumeTimes, brokerName: m.brokerName });
+      return deliveries.length < 2 ? "RECONSUME_LATER" : "CONSUME_SUCCESS";
+    },
+  });
+  try {
+    assert.equal((await send(a, "BackA", "fails once")).status, "SLAVE_NOT_AVAILABLE", "stored on the master alone");
+    // the master keeps the copy it stored (a duplicate, as in RocketMQ): the consumer's own one is what is durable
+    await waitFor(() => deliveries.some((d) => d.brokerName === "ha17b"), 15_000, "the retry from the other broker");
+    assert.deepEqual(
+      deliveries.find((d) => d.brokerName === "ha17b"),
+      { reconsumeTimes: 1, brokerName: "ha17b" },
+      "retried from the consumer's copy on the other broker",
+    );
+    assert.equal(b.store.getMaxOffset(`%RETRY%${group}`, 0), 1);
+  } finally {
+    await consumer.close();
+    await closeBroker(b);
+    await closeBroker(a);
+  }
 });
