@@ -646,6 +646,28 @@ export interface DeleteSubscriptionGroupReply {
   offsetsRemoved: number;
 }
 
+/** The true-or-false fields of a {@link SubscriptionGroupConfig}. */
+export const SUBSCRIPTION_GROUP_BOOLEAN_FIELDS = [
+  "consumeEnable",
+  "consumeFromMinEnable",
+  "consumeBroadcastEnable",
+  "consumeMessageOrderly",
+  "notifyConsumerIdsChangedEnable",
+] as const;
+
+/**
+ * The integer fields of a {@link SubscriptionGroupConfig} and their ranges, checked by the broker
+ * and, before any broker is asked, by Admin.updateSubscriptionGroup (retryQueueNums is the queue
+ * count of the group's retry topic).
+ */
+export const SUBSCRIPTION_GROUP_INT_RANGES: readonly (readonly [keyof SubscriptionGroupConfig, number, number])[] = [
+  ["retryQueueNums", 0, MAX_QUEUE_NUMS],
+  ["retryMaxTimes", -1, 0x7fffffff],
+  ["brokerId", 0, 0x7fffffff],
+  ["whichBrokerWhenConsumeSlowly", 0, 0x7fffffff],
+  ["consumeTimeoutMinute", 0, 0x7fffffff],
+];
+
 /** A consumer group's settings on a broker (`SubscriptionGroupConfig`). */
 export interface SubscriptionGroupConfig {
   groupName: string;

@@ -7,9 +7,10 @@ import {
   checkNotReserved,
   isGroupName,
   isInt32,
-  MAX_QUEUE_NUMS,
   type MessageModel,
   MQError,
+  SUBSCRIPTION_GROUP_BOOLEAN_FIELDS,
+  SUBSCRIPTION_GROUP_INT_RANGES,
   type SubscriptionGroupConfig,
   shownValue,
   type UpdateSubscriptionGroupRequest,
@@ -51,23 +52,6 @@ export function checkGroupName(group: unknown): asserts group is string {
   checkNotReserved(group, "consumer group");
 }
 
-const BOOLEAN_FIELDS = [
-  "consumeEnable",
-  "consumeFromMinEnable",
-  "consumeBroadcastEnable",
-  "consumeMessageOrderly",
-  "notifyConsumerIdsChangedEnable",
-] as const;
-
-/** Integer fields and their ranges (retryQueueNums is the queue count of the group's retry topic). */
-const INT_FIELDS: readonly (readonly [keyof SubscriptionGroupConfig, number, number])[] = [
-  ["retryQueueNums", 0, MAX_QUEUE_NUMS],
-  ["retryMaxTimes", -1, 0x7fffffff],
-  ["brokerId", 0, 0x7fffffff],
-  ["whichBrokerWhenConsumeSlowly", 0, 0x7fffffff],
-  ["consumeTimeoutMinute", 0, 0x7fffffff],
-];
-
 /**
  * Checks a whole group config (admin updates, subscriptionGroup.json entries); throws MQError
  * INVALID_PARAMETER. A value the broker cannot use would fail later and elsewhere: retryQueueNums
@@ -75,10 +59,10 @@ const INT_FIELDS: readonly (readonly [keyof SubscriptionGroupConfig, number, num
  */
 export function checkSubscriptionGroupConfig(cfg: SubscriptionGroupConfig): void {
   checkGroupName(cfg.groupName);
-  for (const k of BOOLEAN_FIELDS)
+  for (const k of SUBSCRIPTION_GROUP_BOOLEAN_FIELDS)
     if (typeof cfg[k] !== "boolean")
       throw new MQError("INVALID_PARAMETER", `${k} of group "${cfg.groupName}" must be true or false, not ${shownValue(cfg[k])}.`);
-  for (const [k, min, max] of INT_FIELDS) {
+  for (const [k, min, max] of SUBSCRIPTION_GROUP_INT_RANGES) {
     const v = cfg[k];
     if (!isInt32(v) || v < min || v > max)
       throw new MQError(

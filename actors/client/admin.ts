@@ -47,6 +47,8 @@ import {
   type QueueTopicStats,
   RETRY_GROUP_TOPIC_PREFIX,
   type ResetOffsetRequest,
+  SUBSCRIPTION_GROUP_BOOLEAN_FIELDS,
+  SUBSCRIPTION_GROUP_INT_RANGES,
   type SubscriptionData,
   type SubscriptionGroupConfig,
   shownValue,
@@ -141,6 +143,16 @@ const SUBSCRIPTION_GROUP_FIELDS = [
   "notifyConsumerIdsChangedEnable",
   "consumeTimeoutMinute",
 ] as const;
+
+/**
+ * Refuses a value the brokers would refuse (their checkSubscriptionGroupConfig's limits) with
+ * ILLEGAL_ARGUMENT naming the field, before any broker is asked: refused by each broker it read
+ * as their INVALID_PARAMETER after a round trip, and with none up as a broker or network failure.
+ */
+function checkSubscriptionGroupValues(opts: UpdateSubscriptionGroupOptions): void {
+  for (const k of SUBSCRIPTION_GROUP_BOOLEAN_FIELDS) checkBoolean(k, opts[k]);
+  for (const [k, min, max] of SUBSCRIPTION_GROUP_INT_RANGES) if (opts[k] !== undefined) checkRange(k, opts[k], min, max);
+}
 
 /** The names {@link UpdateSubscriptionGroupOptions} may hold; updateSubscriptionGroup refuses any other. */
 export const UPDATE_SUBSCRIPTION_GROUP_OPTION_NAMES = optionNamesOf<UpdateSubscriptionGroupOptions>()([
@@ -940,8 +952,8 @@ export class Admin {
    * RocketMQ's updateSubGroup: creates or updates a consumer group's config on the named brokers
    * (default every live master); fields not given keep their value. `consumeEnable: false` stops
    * the group's pulls (NO_PERMISSION; its consumers retry every 3 s) until it is set true again.
-   * Resolves with the config each broker now has, by broker name; MQError INVALID_PARAMETER for a value a broker
-   * refuses (nothing changes on that broker).
+   * Resolves with the config each broker now has, by broker name. A value out of a field's range is
+   * refused with ILLEGAL_ARGUMENT before any broker is asked.
    */
   async updateSubscriptionGroup(opts: UpdateSubscriptionGroupOptions): Promise<{ brokerName: string; config: SubscriptionGroupConfig }[]> {
     this.checkOpen();
@@ -952,6 +964,7 @@ export class Admin {
         "ILLEGAL_ARGUMENT",
         `updateSubscriptionGroup needs { groupName, ...fields }: groupName ${JSON.stringify(opts.groupName)} is not a valid group name (1-255 letters, digits, '%', '|', '_' or '-').`,
       );
+    checkSubscriptionGroupValues(opts);
     const req: UpdateSubscriptionGroupRequest = { groupName: opts.groupName };
     for (const k of SUBSCRIPTION_GROUP_FIELDS) if (opts[k] !== undefined) (req as Record<string, unknown>)[k] = opts[k];
     const targets = await this.masterTargets(opts.brokers, "update the group");

@@ -142,3 +142,56 @@ test("createTopic refuses a queue count, perm or order out of range with ILLEGAL
     await cleanup();
   }
 });
+
+test("updateSubscriptionGroup refuses a value out of range with ILLEGAL_ARGUMENT naming it and its range, before any broker is asked (none up, or no name server answering)", async () => {
+  const { dir, cleanup } = await tempDir("actormq-admin-group-values-");
+  const ns = await NameServer.start({ listen: EPHEMERAL });
+  const admin = await Admin.start({ nameservers: [ns.address] });
+  const unreachable = await Admin.start({ nameservers: [await deadAddress()] });
+  let broker: Broker | undefined;
+  try {
+    const bad: [string, object][] = [
+      ["retryQueueNums", { retryQueueNums: 2000 }],
+      ["retryQueueNums", { retryQueueNums: -1 }],
+      ["retryMaxTimes", { retryMaxTimes: -2 }],
+      ["retryMaxTimes", { retryMaxTimes: 1.5 }],
+      ["brokerId", { brokerId: "1" }],
+      ["whichBrokerWhenConsumeSlowly", { whichBrokerWhenConsumeSlowly: 2 ** 31 }],
+      ["consumeTimeoutMinute", { consumeTimeoutMinute: Number.NaN }],
+      ["consumeEnable", { consumeEnable: "false" }],
+      ["consumeMessageOrderly", { consumeMessageOrderly: 1 }],
+    ];
+    for (const a of [admin, unreachable])
+      for (const [name, values] of bad) {
+        const t0 = performance.now();
+        const err = await a.updateSubscriptionGroup({ groupName: "cg-values", ...values } as never).then(
+          () => assert.fail(`updateSubscriptionGroup took ${JSON.stringify(values)}`),
+          (e: unknown) => e,
+        );
+        assert.ok(isMQError(err, "ILLEGAL_ARGUMENT"), `${JSON.stringify(values)}: ${String(err)}`);
+        assert.match(err.message, new RegExp(`^${name} must be (an integer in \\[-?\\d+, \\d+\\]|true or false)`), JSON.stringify(values));
+        assert.ok(performance.now() - t0 < 1_000, "refused without a round trip");
+      }
+    // the limits themselves are taken
+    broker = await Broker.start({ brokerName: "gvalues-a", listen: EPHEMERAL, nameservers: [ns.address], storeDir: dir });
+    const [done] = await admin.updateSubscriptionGroup({
+      groupName: "cg-values",
+      retryQueueNums: 1024,
+      retryMaxTimes: -1,
+      brokerId: 0,
+      whichBrokerWhenConsumeSlowly: 2 ** 31 - 1,
+      consumeTimeoutMinute: 0,
+      consumeEnable: false,
+    });
+    assert.deepEqual(
+      [done!.config.retryQueueNums, done!.config.retryMaxTimes, done!.config.whichBrokerWhenConsumeSlowly, done!.config.consumeEnable],
+      [1024, -1, 2 ** 31 - 1, false],
+    );
+  } finally {
+    await unreachable.close();
+    await admin.close();
+    await broker?.close();
+    await ns.close();
+    await cleanup();
+  }
+});
