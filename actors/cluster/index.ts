@@ -1,5 +1,6 @@
 /** actors/cluster: multi-process clusters on one machine, their cluster file and process checks. */
 
+export { prepareClusterDir } from "./clusterDir.ts";
 export type { ClusterFile, ClusterProcess, ClusterRole, ClusterUpFlags } from "./clusterFile.ts";
 export {
   CLUSTER_FILE_NAME,

@@ -11,6 +11,7 @@ import path from "node:path";
 import { MQError } from "../../transport/protocol.ts";
 import { BROKER_NODE_FLAGS } from "../broker/nodeFlags.ts";
 import { localBrokerName } from "../localCluster.ts";
+import { prepareClusterDir } from "./clusterDir.ts";
 import {
   CLUSTER_FILE_VERSION,
   type ClusterFile,
@@ -208,6 +209,8 @@ export function planCluster(opts: ClusterUpOptions): ClusterProcess[] {
  * unnamed); the stopped cluster's file it replaces waits in `cluster.json.prev` for `down`.
  */
 export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
+  // before anything starts: an unusable directory failed at a process's first write, or hung
+  prepareClusterDir(opts.dir);
   const dir = path.resolve(opts.dir);
   const file = clusterFilePath(dir);
   let previous: ClusterFile | undefined;

@@ -15,6 +15,7 @@ import {
   clusterUp,
   DEFAULT_CLUSTER_DIR,
   dirArg,
+  prepareClusterDir,
   resolveUpFlags,
   shellArg,
 } from "../../actors/cluster/index.ts";
@@ -146,6 +147,7 @@ export function addClusterCommands(program: Command): void {
       ) =>
         run(async () => {
           serverCurveOf(f); // one error line before anything starts
+          prepareClusterDir(f.dir); // a key file is written there before clusterUp checks it
           const { curveSecret, curveAllow, ...flags } = f;
           const curveAllowFile = curveAllow?.file;
           const curveSecretFile = curveSecretFileOf(f);

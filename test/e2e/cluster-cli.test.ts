@@ -683,3 +683,22 @@ test("cluster up and restart run with the CURVE settings of the cluster file, no
     await cleanup();
   }
 });
+
+test("cluster up with an unusable --dir (on /proc, /proc itself, a file, under a file) fails at once in one line naming it, exit 1, before starting anything", async () => {
+  const { dir: tmp, cleanup } = await tempDir();
+  const file = path.join(tmp, "a-file");
+  writeFileSync(file, "");
+  try {
+    for (const dir of ["/proc/actormq-cluster", "/proc", file, path.join(file, "c")]) {
+      // killed, never answered: Node's recursive mkdir spun forever on /proc, deaf to SIGTERM
+      const r = await cli(["-s", "KILL", "30", process.execPath, bin, "cluster", "up", "--dir", dir], {}, "timeout");
+      assert.equal(r.code, 1, `${dir}: exit ${r.code}, ${r.err}`);
+      const line = r.err.trim().split("\n").at(-1)!;
+      assert.match(line, /^actormq: error ILLEGAL_ARGUMENT: --dir /, dir);
+      assert.ok(line.includes(dir), `${dir}: ${line}`);
+    }
+    assert.equal(actormqProcessesUnder(tmp).length, 0);
+  } finally {
+    await cleanup();
+  }
+});
