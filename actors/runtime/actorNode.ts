@@ -256,6 +256,8 @@ export class ActorNode implements RefHost {
           "SYSTEM_BUSY",
           `The node ${this.nodeId} already publishes its inspection stream to ${MAX_INSPECTION_PUBLISHERS} endpoints; close an inspector (or wait for an unrenewed one to lapse) and retry.`,
         );
+      // closed while a stop above was awaited: close() stopped the publishers there were, not this one
+      if (this.closing) throw new MQError("CLOSED", `The node ${this.nodeId} is closed.`);
       const created = new InspectionPublisher(
         this.nodeId,
         this.hub,

@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import path from "node:path";
 import { after, describe, it } from "node:test";
 import { assign, fromCallback, fromPromise, setup } from "xstate";
 import { activeStateIds, definitionToGraph } from "../../../actors/inspector/statechartGraph.ts";
@@ -259,6 +261,24 @@ describe("inspection", () => {
     await node.publishInspection("tcp://127.0.0.1:100", { leaseMs: 600_000 });
     assert.equal(publishersOf(node).size, MAX_INSPECTION_PUBLISHERS);
     assert.ok(publishersOf(node).has("tcp://127.0.0.1:100"));
+  });
+
+  it("a publisher asked for while the node closes, after waiting on a stop (new key, idle place given up), is refused with CLOSED: no XPUB is left open", async () => {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(import.meta.dirname, "fixtures", "publishWhileClosing.ts")], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    closers.push(async () => {
+      child.kill("SIGKILL");
+    });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    let code: number | null | undefined;
+    child.once("exit", (c) => (code = c));
+    // a publisher left open kept the process alive (the unleased one for good)
+    await waitFor(() => code !== undefined, 30_000, "the process to exit by itself");
+    assert.equal(code, 0, out);
+    assert.match(out, /^new key: CLOSED$/m);
+    assert.match(out, /^evicting: CLOSED$/m);
   });
 
   it("forgets the child actors that are over, each invoked promise or callback a session of its own", async () => {
