@@ -29,6 +29,7 @@ import {
   PERM_READ_WRITE,
   RETRY_GROUP_TOPIC_PREFIX,
   type SubscriptionData,
+  shownValue,
   type UnregisterClientRequest,
 } from "../../transport/protocol.ts";
 import type { Origin, Ref, Replier } from "../runtime/index.ts";
@@ -309,6 +310,29 @@ function heartbeat(c: ConsumersContext, e: HeartbeatRequest & Asked): object {
   return {};
 }
 
+/** The values a heartbeat's group may give (RocketMQ's enums: its broker cannot even read another). */
+const CONSUMER_DATA_ENUMS = {
+  messageModel: ["CLUSTERING", "BROADCASTING"],
+  consumeType: ["CONSUME_PASSIVELY", "CONSUME_ACTIVELY"],
+  consumeFromWhere: ["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP"],
+} as const;
+
+/**
+ * Refuses a group whose model, consume type or start is given but unknown (INVALID_PARAMETER): it
+ * would be listed as such by the connection list and taken for a clustering group. One left out
+ * keeps the group's.
+ */
+function checkConsumerData(cd: ConsumerData): void {
+  for (const [field, allowed] of Object.entries(CONSUMER_DATA_ENUMS)) {
+    const v = (cd as unknown as Record<string, unknown>)[field];
+    if (v !== undefined && !(allowed as readonly unknown[]).includes(v))
+      throw new MQError(
+        "INVALID_PARAMETER",
+        `Consumer group ${JSON.stringify(cd.groupName)} sent ${field} ${shownValue(v)}: use ${allowed.join(" or ")}.`,
+      );
+  }
+}
+
 /** Registers one group of a heartbeat; throws (registering nothing of it) when the broker refuses the group. */
 function registerGroup(
   c: ConsumersContext,
@@ -319,6 +343,7 @@ function registerGroup(
   info: ClientInfo,
 ): void {
   const { ctx, table } = c;
+  checkConsumerData(cd);
   // before anything registers: a clustering group's retry topic must be a valid topic name
   if (cd.messageModel !== "BROADCASTING") checkRetryTopicFits(cd.groupName);
   const cfg = ctx.groups.findOrAutoCreate(cd.groupName);

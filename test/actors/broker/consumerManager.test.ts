@@ -329,3 +329,46 @@ test("a heartbeat of several groups, one of them refused, registers every other 
   await assert.rejects(members(f, "bad group!"), (e: unknown) => isMQError(e, "SYSTEM_ERROR"));
   assert.equal(f.broker.ctx.groups.get("bad group!"), undefined);
 });
+
+test("a heartbeat group whose messageModel, consumeType or consumeFromWhere is not one RocketMQ knows is refused and not registered; its other groups are", async () => {
+  const c = await fakeClient("10.0.7.1@1");
+  const group = (groupName: string, fields: Record<string, unknown> = {}) => ({
+    groupName,
+    consumeType: "CONSUME_PASSIVELY",
+    messageModel: "CLUSTERING",
+    consumeFromWhere: "CONSUME_FROM_LAST_OFFSET",
+    subscriptionDataSet: [parseSubscription("T", "*", 1)],
+    ...fields,
+  });
+  const cases: [string, Record<string, unknown>][] = [
+    ["messageModel", { messageModel: "FOO" }],
+    ["consumeType", { consumeType: "PUSH" }],
+    ["consumeFromWhere", { consumeFromWhere: 3 }],
+  ];
+  for (const [field, bad] of cases) {
+    const name = `Enum_${field}`;
+    await assert.rejects(
+      c.node
+        .ref(f.broker.address, ConsumptionActorFor.HEART_BEAT)
+        .ask({ type: "HEART_BEAT", clientID: c.id, producerDataSet: [], consumerDataSet: [group(name, bad), group(`${name}_ok`)] }),
+      (e: unknown) =>
+        isMQError(e, "INVALID_PARAMETER") &&
+        e.message.includes(field) &&
+        e.message.includes(`"${name}"`) &&
+        /1 group of this heartbeat refused/.test(e.message),
+      field,
+    );
+    await assert.rejects(members(f, name), (e: unknown) => isMQError(e, "SYSTEM_ERROR"), `${field}: not registered`);
+    assert.deepEqual(await members(f, `${name}_ok`), [c.id], `${field}: the other group is`);
+  }
+  // a known group's member sending a bad value keeps the group's registered values
+  await c.heartbeat(f, "EnumKept", { T: "*" }, "BROADCASTING");
+  await assert.rejects(
+    c.node
+      .ref(f.broker.address, ConsumptionActorFor.HEART_BEAT)
+      .ask({ type: "HEART_BEAT", clientID: c.id, producerDataSet: [], consumerDataSet: [group("EnumKept", { messageModel: "FOO" })] }),
+    (e: unknown) => isMQError(e, "INVALID_PARAMETER"),
+  );
+  const r = await f.ask<ConsumerConnectionReply>("GET_CONSUMER_CONNECTION_LIST", { consumerGroup: "EnumKept" });
+  assert.equal(r.fields.messageModel, "BROADCASTING");
+});
