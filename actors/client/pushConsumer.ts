@@ -627,20 +627,29 @@ export class PushConsumer {
     const inst = await ClientInstance.acquire(o);
     await claimGroup(inst, o.group);
     const host = consumerHostOf(inst);
+    let c: PushConsumer;
     try {
       const offsetStore: OffsetStore =
         o.model === "BROADCASTING"
           ? new LocalFileOffsetStore(localOffsetsPath(o.offsetStoreDir, localOffsetsClientId(inst.instanceName), o.group))
           : new RemoteOffsetStore(host, o.group);
       await offsetStore.load();
-      const c = new PushConsumer(host, o.group, o, subscriptions, offsetStore);
-      await c.begin();
-      return c;
+      c = new PushConsumer(host, o.group, o, subscriptions, offsetStore);
     } catch (e) {
       releaseGroup(inst.clientId, o.group);
       await host.release();
       throw e;
     }
+    try {
+      await c.begin();
+    } catch (e) {
+      // registered and its actors spawned: a shared instance would keep heartbeating the group (a
+      // member consuming nothing, left its share of the queues) and the actors would keep their
+      // names from the group's next start; close gives back all of it, locks and group included
+      await c.close().catch(() => {});
+      throw e;
+    }
+    return c;
   }
 
   private async begin(): Promise<void> {
