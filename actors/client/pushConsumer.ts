@@ -838,10 +838,11 @@ export class PushConsumer {
     if (!this.queueLocks || this.queueLocks.isLockHeld(req.pq))
       await this.offsetStore.persist(mq).catch((e) => this.persistFailed(e, false));
     const k = mqKey(mq);
-    if (this.held.get(k)?.pq === req.pq) {
-      this.held.delete(k);
-      if (this.queueLocks) this.rebalancer.droppedLocked(mq);
-    }
+    // a rebalance during the store may have let the queue go (its release dropped the entry) and
+    // held it again: the entry is then the new holding's, which must keep what it consumed
+    if (this.held.get(k)?.pq !== req.pq) return;
+    this.held.delete(k);
+    if (this.queueLocks) this.rebalancer.droppedLocked(mq);
     this.offsetStore.removeOffset(mq);
     this.rebalanceNow();
   }
