@@ -3,11 +3,12 @@
  * `RebalanceLockManager` behind `AdminBrokerProcessor#lockBatchMQ`), answered from the pure
  * {@link LockTable}.
  */
-import { setup } from "xstate";
+import { fromCallback, setup } from "xstate";
 import { type LockBatchReply, type LockBatchRequest, type MessageQueue, MQError } from "../../transport/protocol.ts";
 import type { Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
-import { LockTable } from "./lockTable.ts";
+import { DEFAULT_LOCK_MAX_LIVE_TIME_MS, LockTable } from "./lockTable.ts";
+import { checkGroupName } from "./subscriptionGroupManager.ts";
 
 /** Broker options this part reads (passed through `Broker.start` options). */
 export interface LockTuning {
@@ -20,6 +21,7 @@ type Asked = { reply?: Replier };
 export type LocksEvent =
   | ({ type: "LOCK_BATCH_MQ" } & LockBatchRequest & Asked)
   | ({ type: "UNLOCK_BATCH_MQ" } & LockBatchRequest & Asked)
+  | { type: "SWEEP" }
   | ({ type: string } & Asked);
 
 const tables = new WeakMap<BrokerContext, LockTable>();
@@ -50,6 +52,7 @@ export interface LocksInput {
 function lockArgs(e: Partial<LockBatchRequest>): { group: string; clientId: string; mqs: MessageQueue[] } {
   if (typeof e.consumerGroup !== "string" || e.consumerGroup.length === 0)
     throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a consumerGroup.");
+  checkGroupName(e.consumerGroup);
   if (typeof e.clientId !== "string" || e.clientId.length === 0)
     throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a clientId.");
   if (!Array.isArray(e.mqSet))
@@ -60,6 +63,51 @@ function lockArgs(e: Partial<LockBatchRequest>): { group: string; clientId: stri
   return { group: e.consumerGroup, clientId: e.clientId, mqs };
 }
 
+/** Why `mq` is not a queue of this broker (another broker's, a topic it does not have, a queue id past its read queues), or undefined. */
+function notHere(ctx: BrokerContext, mq: MessageQueue): MQError | undefined {
+  const name = ctx.config.brokerName;
+  if (mq.brokerName !== name)
+    return new MQError(
+      "INVALID_PARAMETER",
+      `queue ${mq.topic}@${mq.brokerName}@${mq.queueId} is broker ${mq.brokerName}'s, not ${name}'s: lock it on its own broker.`,
+    );
+  const tc = ctx.topics.get(mq.topic);
+  if (!tc)
+    return new MQError(
+      "TOPIC_NOT_EXIST",
+      `topic[${mq.topic}] not exist on broker ${name}: lock queues of the topic's route (update it, or create the topic).`,
+    );
+  if (mq.queueId < 0 || mq.queueId >= tc.readQueueNums)
+    return new MQError(
+      "INVALID_PARAMETER",
+      `queueId[${mq.queueId}] is illegal, topic:[${mq.topic}] topicConfig.readQueueNums:[${tc.readQueueNums}] on broker ${name}: lock queues of the topic's route.`,
+    );
+  return undefined;
+}
+
+/**
+ * The queues of `mqs` this broker has: only they are locked, so no client can grow the table with
+ * made-up queues. Others are left out (not granted: a client whose route is older than a topic's
+ * shrink or deletion keeps its other locks); a request of none of them is refused with the reason.
+ */
+function ownQueues(ctx: BrokerContext, mqs: MessageQueue[]): MessageQueue[] {
+  let refusal: MQError | undefined;
+  const own = mqs.filter((mq) => {
+    const why = notHere(ctx, mq);
+    refusal ??= why;
+    return !why;
+  });
+  if (own.length === 0 && refusal) throw refusal;
+  return own;
+}
+
+/** Drops expired lock entries every lock life (one-way: the actor just needs the tick). */
+const sweepTicker = fromCallback<{ type: string }, { intervalMs: number }>(({ sendBack, input }) => {
+  const t = setInterval(() => sendBack({ type: "SWEEP" }), input.intervalMs);
+  t.unref?.();
+  return () => clearInterval(t);
+});
+
 /** The `locks` actor. */
 export const locksMachine = setup({
   types: {
@@ -67,13 +115,14 @@ export const locksMachine = setup({
     events: {} as LocksEvent,
     input: {} as LocksInput,
   },
+  actors: { sweepTicker },
   actions: {
     answer: ({ context, event }) => {
-      const reply = event.reply;
+      const reply = (event as Asked).reply;
       try {
         if (event.type === "LOCK_BATCH_MQ") {
           const { group, clientId, mqs } = lockArgs(event as Partial<LockBatchRequest>);
-          const out: LockBatchReply = { lockOKMQSet: context.table.tryLockBatch(group, mqs, clientId) };
+          const out: LockBatchReply = { lockOKMQSet: context.table.tryLockBatch(group, ownQueues(context.ctx, mqs), clientId) };
           reply?.ok(out);
         } else if (event.type === "UNLOCK_BATCH_MQ") {
           const { group, clientId, mqs } = lockArgs(event as Partial<LockBatchRequest>);
@@ -96,7 +145,16 @@ export const locksMachine = setup({
   initial: "serving",
   states: {
     serving: {
-      on: { "*": { actions: "answer" } },
+      invoke: {
+        src: "sweepTicker",
+        input: ({ context }) => ({
+          intervalMs: (context.ctx.config as LockTuning).lockMaxLiveTimeMs || DEFAULT_LOCK_MAX_LIVE_TIME_MS,
+        }),
+      },
+      on: {
+        SWEEP: { actions: ({ context }) => context.table.purgeExpired() },
+        "*": { actions: "answer" },
+      },
     },
   },
 });

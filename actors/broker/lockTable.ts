@@ -105,8 +105,32 @@ export class LockTable {
     return e && !this.expired(e, this.now()) ? e.clientId : undefined;
   }
 
+  /**
+   * Drops expired entries, and groups left with none. An expired entry is free to any client, as
+   * no entry is, so nothing a live lock holds changes; without it, locks asked once (a member gone,
+   * made-up queues or groups) would stay in memory for good. Returns how many were dropped.
+   */
+  purgeExpired(): number {
+    const now = this.now();
+    let dropped = 0;
+    for (const [group, table] of this.groups) {
+      for (const [key, e] of table)
+        if (this.expired(e, now)) {
+          table.delete(key);
+          dropped++;
+        }
+      if (table.size === 0) this.groups.delete(group);
+    }
+    return dropped;
+  }
+
   /** Number of lock entries in a group, live or expired. */
   entryCount(group: string): number {
     return this.groups.get(group)?.size ?? 0;
+  }
+
+  /** Number of groups with lock entries (tests, tools). */
+  groupCount(): number {
+    return this.groups.size;
   }
 }

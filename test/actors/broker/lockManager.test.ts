@@ -1,12 +1,15 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { isMQError, type LockBatchReply, type MessageQueue } from "../../../transport/protocol.ts";
+import { lockTableOf } from "../../../actors/broker/lockManager.ts";
+import { type ErrorCode, isMQError, type LockBatchReply, type MessageQueue } from "../../../transport/protocol.ts";
+import { waitFor } from "../../helpers.ts";
 import { type Fixture, startFixture } from "./consumptionFixture.ts";
 
 let f: Fixture;
 
 before(async () => {
   f = await startFixture();
+  await f.broker.createTopic({ topic: "T", readQueueNums: 4, writeQueueNums: 4 });
 });
 after(async () => {
   await f?.close();
@@ -28,4 +31,63 @@ test("LOCK_BATCH_MQ grants free queues, refuses live locks of others; UNLOCK_BAT
   await f.ask("UNLOCK_BATCH_MQ", { consumerGroup: "OG", clientId: "c1", mqSet: [q(0)] });
   assert.deepEqual(await lock("c2", [q(0)]), [0]);
   await assert.rejects(f.ask("LOCK_BATCH_MQ", { consumerGroup: "OG", clientId: "c1" }), (e: unknown) => isMQError(e, "INVALID_PARAMETER"));
+});
+
+test("LOCK_BATCH_MQ grants no queue this broker does not have, refuses a request of none of its queues, and a bad group name", async () => {
+  const foreign: [string, MessageQueue, ErrorCode][] = [
+    ["a topic it does not have", { topic: "NoSuchTopic", brokerName: "a", queueId: 0 }, "TOPIC_NOT_EXIST"],
+    ["a queue id past its queues", q(4), "INVALID_PARAMETER"],
+    ["a negative queue id", q(-1), "INVALID_PARAMETER"],
+    ["another broker's queue", { topic: "T", brokerName: "other", queueId: 0 }, "INVALID_PARAMETER"],
+  ];
+  for (const [what, mq, code] of foreign) {
+    const r = await f.ask<LockBatchReply>("LOCK_BATCH_MQ", { consumerGroup: "FG", clientId: "c1", mqSet: [mq, q(3)] });
+    assert.deepEqual(
+      r.fields.lockOKMQSet.map((m) => m.queueId),
+      [3],
+      `${what}: not granted, the broker's own queue is`,
+    );
+    await assert.rejects(
+      f.ask("LOCK_BATCH_MQ", { consumerGroup: "FG", clientId: "c1", mqSet: [mq] }),
+      (e: unknown) => isMQError(e, code) && e.message.includes(mq.topic),
+      what,
+    );
+  }
+  assert.equal(lockTableOf(f.broker.ctx).entryCount("FG"), 1, "only the broker's own queue has an entry");
+  for (const type of ["LOCK_BATCH_MQ", "UNLOCK_BATCH_MQ"] as const)
+    await assert.rejects(f.ask(type, { consumerGroup: "bad group!", clientId: "c1", mqSet: [q(0)] }), (e: unknown) =>
+      isMQError(e, "INVALID_PARAMETER"),
+    );
+  assert.equal(lockTableOf(f.broker.ctx).entryCount("bad group!"), 0);
+});
+
+test("expired lock entries are swept; a live one stays its owner's", async () => {
+  const s = await startFixture({ lockMaxLiveTimeMs: 300 });
+  try {
+    await s.broker.createTopic({ topic: "T", readQueueNums: 4, writeQueueNums: 4 });
+    const table = lockTableOf(s.broker.ctx);
+    const ask = (group: string, clientId: string, ids: number[]) =>
+      s
+        .ask<LockBatchReply>("LOCK_BATCH_MQ", { consumerGroup: group, clientId, mqSet: ids.map(q) })
+        .then((r) => r.fields.lockOKMQSet.map((m) => m.queueId).sort());
+    for (let i = 0; i < 20; i++) await ask(`Gone${i}`, "c1", [0, 1, 2, 3]);
+    assert.equal(table.entryCount("Gone0"), 4);
+    const live = ask("Live", "c1", [0]);
+    assert.deepEqual(await live, [0]);
+    // the live owner renews; the others never come back
+    const renew = setInterval(() => void ask("Live", "c1", [0]), 50);
+    try {
+      await waitFor(
+        () => Array.from({ length: 20 }, (_, i) => table.entryCount(`Gone${i}`)).every((n) => n === 0),
+        5000,
+        "expired entries swept",
+      );
+      assert.equal(table.groupCount(), 1, "only the live group is left");
+      assert.deepEqual(await ask("Live", "c2", [0]), [], "the live lock is not taken");
+    } finally {
+      clearInterval(renew);
+    }
+  } finally {
+    await s.close();
+  }
 });

@@ -45,6 +45,19 @@ describe("LockTable (RebalanceLockManagerTest vectors)", () => {
     locks.unlockBatch(g, [mq2], "c1");
     assert.deepEqual(locks.tryLockBatch(g, [mq1, mq2], "c2"), [mq2]);
   });
+  it("purgeExpired drops expired entries and emptied groups; a live lock stays its owner's", () => {
+    const { clock, locks } = table();
+    locks.tryLockBatch("gone", [mq1, mq2], "c1");
+    locks.tryLock(g, mq1, "c1");
+    clock.t += 40_000;
+    locks.tryLock(g, mq2, "c2");
+    clock.t += 30_000;
+    assert.equal(locks.purgeExpired(), 3);
+    assert.equal(locks.entryCount("gone"), 0);
+    assert.equal(locks.groupCount(), 1);
+    assert.equal(locks.tryLock(g, mq2, "c1"), false, "the live lock is kept");
+    assert.equal(locks.tryLock(g, mq1, "c1"), true, "an expired queue is free, as before");
+  });
   it("unlock by the owner removes its entries only; by a non-owner removes nothing", () => {
     const { locks } = table();
     locks.tryLockBatch(g, [mq1, mq2], "c1");

@@ -227,7 +227,7 @@ test("a plain send to %RETRY%<group> (a client's own retry copy) goes to %DLQ%<g
 
   // a group that holds a live orderly lock consumes in order: its retry copies go to the DLQ at once
   const locks = raw.ref(broker.address, ConsumptionActorFor.LOCK_BATCH_MQ);
-  const lock = { consumerGroup: "rg", clientId: "10.0.0.9@1", mqSet: [{ topic: "Orders", brokerName: "a", queueId: 0 }] };
+  const lock = { consumerGroup: "rg", clientId: "10.0.0.9@1", mqSet: [{ topic: "%RETRY%rg", brokerName: "a", queueId: 0 }] };
   await locks.ask({ type: "LOCK_BATCH_MQ", ...lock });
   await retrySend(0);
   assert.equal(broker.store.getMaxOffset("%DLQ%rg", 0), 3);
