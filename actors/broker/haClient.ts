@@ -58,6 +58,8 @@ export class HAClient {
   private wantSync = true;
   /** the config copy in progress (one at a time, beside the transfers) */
   private syncing: Promise<void> | null = null;
+  /** aborted by stop: cuts the config copy short, so it writes nothing once the broker closes */
+  private readonly stopCopy = new AbortController();
   /** the last config copy failed (warned once until one succeeds) */
   private syncFailing = false;
   /** the last transfer failed (its warning given; the next is after a transfer succeeds) */
@@ -84,15 +86,18 @@ export class HAClient {
   }
 
   /**
-   * Stops after the append in progress (if any), the store left consistent, and tells the master
-   * this slave leaves.
+   * Stops after the append in progress (if any), the store left consistent, and the config copy in
+   * progress (cut short at its next step, a write under way finished), and tells the master this
+   * slave leaves.
    */
   stop(): Promise<void> {
     if (!this.stopping) {
       this.stopped = true;
       this.wakeSleep?.();
+      this.stopCopy.abort();
       this.stopping = (async () => {
         await this.appending?.catch(() => 0);
+        await this.syncing;
         await this.leave();
       })();
     }
@@ -160,7 +165,7 @@ export class HAClient {
     const { ctx } = this;
     this.lastSync = monotonicNow();
     this.wantSync = false;
-    this.syncing = syncFromMaster(ctx, master)
+    this.syncing = syncFromMaster(ctx, master, this.stopCopy.signal)
       .then(
         (v) => {
           this.syncedVersion = v.configVersion;

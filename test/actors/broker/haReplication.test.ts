@@ -7,7 +7,7 @@ import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { haServiceOf } from "../../../actors/broker/haService.ts";
 import { Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
-import { ActorNode } from "../../../actors/runtime/index.ts";
+import { ActorNode, type AskOptions, type Reply, type WireEvent } from "../../../actors/runtime/index.ts";
 import { PushConsumer } from "../../../index.ts";
 import { monotonicNow } from "../../../transport/clock.ts";
 import { decodeRecords, encodeProperties } from "../../../transport/messageRecord.ts";
@@ -926,4 +926,50 @@ test("SYNC_MASTER without a slave: a consumer's failed message, refused back the
     await closeBroker(b);
     await closeBroker(a);
   }
+});
+
+test("a slave closed while its copy of the master's configs waits for an answer writes nothing after it closed", async () => {
+  const master = await startBroker({ brokerName: "ha18", storeDir: path.join(dir, "ha18-m"), haHoldMs: 100 });
+  const slaveDir = path.join(dir, "ha18-s");
+  const slave = await startBroker({ brokerName: "ha18", brokerId: 1, masterAddress: master.address, storeDir: slaveDir, haHoldMs: 100 });
+  await master.createTopic({ topic: "Warm18", readQueueNums: 1, writeQueueNums: 1 });
+  await waitFor(() => slave.ctx.topics.get("Warm18"), 10_000, "the first copy done");
+  // the master's topics are read at once, but their answer reaches the copy only when the test says so
+  let release = () => {};
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  const held = { count: 0, answered: 0 };
+  const node = slave.ctx.node;
+  const ref = node.ref.bind(node);
+  node.ref = (address, name) => {
+    const r = ref(address, name);
+    return {
+      name: r.name,
+      address: r.address,
+      send: r.send.bind(r),
+      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
+        if (event.type !== "GET_ALL_TOPIC_CONFIG") return r.ask<T>(event, opts);
+        held.count++;
+        return r.ask<T>(event, opts).then(async (answer) => {
+          await gate;
+          held.answered++;
+          return answer;
+        });
+      },
+    };
+  };
+  await master.createTopic({ topic: "Late18", readQueueNums: 1, writeQueueNums: 1 });
+  await waitFor(() => held.count > 0, 10_000, "a copy waiting for the master's topics");
+  await closeBroker(slave);
+  release();
+  await waitFor(() => held.answered > 0, 5000, "the held answer delivered");
+  const client = haClientOf(slave.ctx) as unknown as { syncing: Promise<void> | null };
+  await waitFor(() => client.syncing === null, 5000, "the copy over");
+  assert.equal(slave.ctx.topics.get("Late18"), undefined, "no topic taken after close");
+  const onDisk = JSON.parse(readFileSync(path.join(slaveDir, "config", "topics.json"), "utf8")) as {
+    topicConfigTable: Record<string, unknown>;
+  };
+  assert.equal(onDisk.topicConfigTable.Late18, undefined, "topics.json not written after close");
+  await closeBroker(master);
 });
