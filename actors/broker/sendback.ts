@@ -54,7 +54,7 @@ function originIdFits(id: string): boolean {
  * Handles one send-back. Resolves with where the copy went, or rejects with a coded MQError:
  * NO_PERMISSION (slave, broker or retry topic not writable), SUBSCRIPTION_GROUP_NOT_EXIST,
  * INVALID_PARAMETER (bad fields), ILLEGAL_ARGUMENT (group too long for its retry topic), SYSTEM_ERROR (message not found, put not PUT_OK,
- * a SYNC_MASTER's slave did not confirm the copy). `answerBy` (monotonic ms): when the slave wait must end for the consumer to hear it.
+ * a SYNC_MASTER's slave did not confirm the copy). `answerBy` (monotonic ms): when the sync flush and slave waits must end for the consumer to hear them.
  */
 export async function processSendBack(ctx: BrokerContext, ev: SendBackFields, answerBy?: number): Promise<SendBackReply> {
   const { config, topics, groups, store } = ctx;
@@ -170,6 +170,9 @@ export async function processSendBack(ctx: BrokerContext, ev: SendBackFields, an
     sysFlag: msg.sysFlag,
     reconsumeTimes: decision.reconsumeTimes,
     body: encodeMessageBatch([{ body: msg.body, flag: msg.flag, properties: encodeProperties(putProperties) }]),
+    // a sync flush is waited for only while the consumer still waits for the answer, as a send's:
+    // its whole syncFlushTimeoutMs would be the consumer's timeout too, and it would hear TIMEOUT
+    flushDeadline: answerBy,
   });
   if (r.status !== "PUT_OK")
     throw new MQError(

@@ -1131,6 +1131,43 @@ test("a SYNC_MASTER whose disk stalls and has no slave answers SLAVE_NOT_AVAILAB
   }
 });
 
+test("a sync-flush broker whose disk stalls answers a send-back SYSTEM_ERROR naming FLUSH_DISK_TIMEOUT within the consumer's timeout, not a TIMEOUT", async () => {
+  const { dir: d7, cleanup: c7 } = await tempDir();
+  // flush "sync" (the default), syncFlushTimeoutMs 5000: as long as a consumer waits for a send-back
+  const b = await Broker.start({ brokerName: "stallBack", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d7 });
+  await b.createTopic({ topic: "DiskStallBack", readQueueNums: 1, writeQueueNums: 1 });
+  let disk: ReturnType<typeof stallCommitLogFlushes> | undefined;
+  try {
+    const stored = await raw
+      .ref(b.address, BrokerActor.BROKER)
+      .ask<SendMessageReply>(
+        { type: "SEND_MESSAGE", producerGroup: "pg", topic: "DiskStallBack", queueId: 0, sysFlag: 0, bornTimestamp: Date.now() },
+        { body: Buffer.from("failed by the listener") },
+      );
+    assert.equal(stored.fields.status, "SEND_OK");
+    disk = stallCommitLogFlushes();
+    const t0 = performance.now();
+    const outcome = await raw
+      .ref(b.address, BrokerActor.SENDBACK)
+      .ask(
+        { type: "CONSUMER_SEND_MSG_BACK", group: "cg-stall", offset: stored.fields.commitLogOffset, delayLevel: 0, maxReconsumeTimes: 16 },
+        { timeoutMs: 2000 },
+      )
+      .then(
+        () => "ok",
+        (e: unknown) => `${(e as MQError).code}: ${(e as Error).message}`,
+      );
+    const took = performance.now() - t0;
+    assert.ok(disk.stalled() > 0, "the flush was stalled");
+    assert.match(outcome, /^SYSTEM_ERROR: .*FLUSH_DISK_TIMEOUT/);
+    assert.ok(took < 2000, `answered within the consumer's 2000 ms (took ${Math.round(took)} ms)`);
+  } finally {
+    disk?.release();
+    await b.close();
+    await c7();
+  }
+});
+
 test("a send refused by a broker that is shutting down is told to wait for it, not sent elsewhere, when the caller chose the queue (an ordered send)", async () => {
   const { dir: d4, cleanup: c4 } = await tempDir();
   const closing = await Broker.start({ brokerName: "closing", listen: EPHEMERAL, nameservers: [ns.address], storeDir: d4, flush: "async" });
