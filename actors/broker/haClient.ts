@@ -21,7 +21,7 @@ import {
 import { type Replier, unlessConnectionLost } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
 import { type HaTuning, haTransferMarginMs, haTuningOf } from "./haTuning.ts";
-import { syncFromMaster } from "./slaveSync.ts";
+import { applyReplicatedDelayOffsets, syncFromMaster } from "./slaveSync.ts";
 
 const NAMESRV_TIMEOUT_MS = 3_000;
 /** How long a stopping slave waits for its master to take its HA_LEAVE (the master answers at once). */
@@ -243,6 +243,8 @@ export class HAClient {
       }
       this.status.transfers++;
       this.status.bytes += body.length;
+      // the master's delay-level progress copied before this log held the messages it re-stored
+      applyReplicatedDelayOffsets(ctx);
     }
     this.status.offset = ctx.store.maxPhyOffset;
   }

@@ -56,6 +56,12 @@ export interface DelayOffsetFile {
   offsetTable: Record<string, number>;
 }
 
+/** GET_ALL_DELAY_OFFSET's answer: the offsetTable, and the commit-log end when it was read. */
+export interface DelayOffsetAnswer extends DelayOffsetFile {
+  /** every due message the progress counts was re-stored below this offset (a slave takes the table once it holds that much) */
+  maxPhyOffset: number;
+}
+
 /** What the delivery service needs from the broker. */
 export interface DelayDeliveryDeps {
   store: {
@@ -460,7 +466,8 @@ export const schedulerMachine = setup({
       if (event.type === "TICK") context.service.tick((event as { level: number }).level);
     },
     answerOffsets: ({ context, event }) => {
-      (event as Asked).reply?.ok({ offsetTable: context.service.offsetTable() });
+      const answer: DelayOffsetAnswer = { offsetTable: context.service.offsetTable(), maxPhyOffset: context.ctx.store.maxPhyOffset };
+      (event as Asked).reply?.ok(answer);
     },
     shutdown: ({ context, event }) => {
       const reply = (event as Asked).reply;

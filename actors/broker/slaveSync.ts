@@ -18,12 +18,24 @@ import { BrokerActor, type SubscriptionGroupConfig, type TopicConfig, type Topic
 import type { BrokerContext } from "./brokerContext.ts";
 import { CONFIG_DIR } from "./configFile.ts";
 import { type ConsumerOffsetFile, consumerOffsetsOf } from "./consumerOffsetManager.ts";
-import { DELAY_OFFSET_FILE, type DelayOffsetFile, readDelayOffsetTable, wellFormedDelayOffsets } from "./scheduler.ts";
+import {
+  DELAY_OFFSET_FILE,
+  type DelayOffsetAnswer,
+  type DelayOffsetFile,
+  readDelayOffsetTable,
+  wellFormedDelayOffsets,
+} from "./scheduler.ts";
 
 const SYNC_TIMEOUT_MS = 3_000;
 
 /** Slaves whose last offset copy failed (its warning given; the next is after a copy succeeds). */
 const offsetCopyFailing = new WeakSet<BrokerContext>();
+
+/**
+ * Per slave: the master's delay-level progress read while this slave's log did not yet reach the
+ * master's end (`from`), taken once it does ({@link applyReplicatedDelayOffsets}).
+ */
+const pendingDelayOffsets = new WeakMap<BrokerContext, { table: Record<string, number>; from: number }>();
 
 function sameTopic(a: TopicConfig | undefined, b: TopicConfig): boolean {
   return (
@@ -116,18 +128,47 @@ export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: s
   const delay = await unlessStopped(
     ctx.node
       .ref(masterAddress, BrokerActor.SCHEDULER)
-      .ask<DelayOffsetFile>({ type: "GET_ALL_DELAY_OFFSET" }, { timeoutMs: SYNC_TIMEOUT_MS }),
+      .ask<Partial<DelayOffsetAnswer>>({ type: "GET_ALL_DELAY_OFFSET" }, { timeoutMs: SYNC_TIMEOUT_MS }),
     stop,
   );
+  const theirs = wellFormedDelayOffsets(delay.fields.offsetTable);
+  const from = delay.fields.maxPhyOffset;
+  // the progress counts due messages the master re-stored (not waiting for a slave, as RocketMQ's
+  // scheduler does not) below `from`: taken before this log holds them, a slave restarted as master
+  // would never deliver them. An older master sends no `from`: taken at once
+  if (Number.isSafeInteger(from) && ctx.store.maxPhyOffset < from!) pendingDelayOffsets.set(ctx, { table: theirs, from: from! });
+  else {
+    pendingDelayOffsets.delete(ctx);
+    changed += writeDelayOffsets(ctx, theirs);
+  }
+  if (changed > 0) ctx.logger.debug({ changed }, "offsets copied from master");
+  return changed;
+}
+
+/** Takes the master's delay-level progress read earlier once this slave's log holds what it counts (after each append). */
+export function applyReplicatedDelayOffsets(ctx: BrokerContext): void {
+  const pending = pendingDelayOffsets.get(ctx);
+  if (!pending || ctx.store.maxPhyOffset < pending.from) return;
+  pendingDelayOffsets.delete(ctx);
+  try {
+    writeDelayOffsets(ctx, pending.table);
+  } catch (e) {
+    ctx.logger.warn(
+      { err: (e as Error).message },
+      "writing the master's delay-level progress failed; it is copied again at the next offset copy",
+    );
+  }
+}
+
+/** Writes the master's delay-level progress into delayOffset.json; returns how many entries changed. */
+function writeDelayOffsets(ctx: BrokerContext, table: Record<string, number>): number {
   const file = path.join(ctx.config.storeDir, CONFIG_DIR, DELAY_OFFSET_FILE);
   // a put-all over the whole table (RocketMQ's), levels this broker does not configure included:
   // dropping them would make a broker configured with them again deliver their queues again
   const mine = readDelayOffsetTable(file);
-  const theirs = { ...mine, ...wellFormedDelayOffsets(delay.fields.offsetTable) };
+  const theirs = { ...mine, ...table };
   let differs = 0;
   for (const k in theirs) if (theirs[k] !== mine[k]) differs++;
   if (differs > 0) JsonFile.write(file, { offsetTable: theirs } satisfies DelayOffsetFile);
-  changed += differs;
-  if (changed > 0) ctx.logger.debug({ changed }, "offsets copied from master");
-  return changed;
+  return differs;
 }

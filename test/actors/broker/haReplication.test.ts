@@ -973,3 +973,94 @@ test("a slave closed while its copy of the master's configs waits for an answer 
   assert.equal(onDisk.topicConfigTable.Late18, undefined, "topics.json not written after close");
   await closeBroker(master);
 });
+
+test("a slave takes the master's delay-level progress only once it holds the due messages that progress re-stored: restarted as master it would not deliver them", async () => {
+  const master = await startBroker({
+    brokerName: "ha19",
+    storeDir: path.join(dir, "ha19-m"),
+    haHoldMs: 100,
+    messageDelayLevel: SHORT_DELAY_LEVELS,
+  });
+  const slaveDir = path.join(dir, "ha19-s");
+  const slave = await startBroker({
+    brokerName: "ha19",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: slaveDir,
+    haHoldMs: 100,
+    slaveSyncIntervalMs: 50,
+    messageDelayLevel: SHORT_DELAY_LEVELS,
+  });
+  await master.createTopic({ topic: "Due19", readQueueNums: 1, writeQueueNums: 1 });
+  // the message waits at level 10 (1 s) and reaches the slave's schedule queue
+  const r = await raw.ref(master.address, BrokerActor.BROKER).ask<SendMessageReply>(
+    {
+      type: "SEND_MESSAGE",
+      producerGroup: "pg",
+      topic: "Due19",
+      queueId: 0,
+      sysFlag: 0,
+      bornTimestamp: Date.now(),
+      properties: encodeProperties({ DELAY: "10" }),
+    },
+    { body: Buffer.from("due") },
+  );
+  assert.equal(r.fields.status, "SEND_OK");
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "the schedule record on the slave");
+  // from now on the slave's transfers that bring bytes are held (its log lags), and its next config
+  // copy waits until the master has re-stored the due message
+  let releaseTransfers = () => {};
+  const transfers = new Promise<void>((res) => {
+    releaseTransfers = res;
+  });
+  let releaseCopy = () => {};
+  const copy = new Promise<void>((res) => {
+    releaseCopy = res;
+  });
+  const delayCopies = { answered: 0 };
+  const node = slave.ctx.node;
+  const ref = node.ref.bind(node);
+  node.ref = (address, name) => {
+    const rf = ref(address, name);
+    return {
+      name: rf.name,
+      address: rf.address,
+      send: rf.send.bind(rf),
+      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
+        if (event.type === "GET_ALL_TOPIC_CONFIG") return copy.then(() => rf.ask<T>(event, opts));
+        if (event.type === "GET_ALL_DELAY_OFFSET")
+          return rf.ask<T>(event, opts).then((a) => {
+            delayCopies.answered++;
+            return a;
+          });
+        if (event.type !== "HA_TRANSFER") return rf.ask<T>(event, opts);
+        return rf.ask<T>(event, opts).then(async (a) => {
+          if (a.body && a.body.length > 0) await transfers;
+          return a;
+        });
+      },
+    };
+  };
+  const delayProgress = (b: Broker) =>
+    raw
+      .ref(b.address, BrokerActor.SCHEDULER)
+      .ask<{ offsetTable: Record<string, number> }>({ type: "GET_ALL_DELAY_OFFSET" })
+      .then((a) => a.fields.offsetTable["10"]);
+  await waitFor(async () => (await delayProgress(master)) === 1, 10_000, "the master re-stored the due message");
+  assert.equal(master.store.getMaxOffset("Due19", 0), 1);
+  const copied = delayCopies.answered;
+  releaseCopy();
+  await waitFor(() => delayCopies.answered > copied, 10_000, "the slave read the master's delay progress");
+  const slaveProgress = () =>
+    (JSON.parse(readFileSync(path.join(slaveDir, "config", "delayOffset.json"), "utf8")) as { offsetTable: Record<string, number> })
+      .offsetTable["10"] ?? 0;
+  // the slave's own log may not hold the re-stored message yet: then its progress must not count it
+  const client = haClientOf(slave.ctx) as unknown as { syncing: Promise<void> | null };
+  await waitFor(() => client.syncing === null, 10_000, "the copy over");
+  assert.equal(slave.store.getMaxOffset("Due19", 0), 0, "the re-stored message not on the slave yet");
+  assert.equal(slaveProgress(), 0, "the slave's progress does not count a message it lacks");
+  releaseTransfers();
+  await waitFor(() => slave.store.getMaxOffset("Due19", 0) === 1 && slaveProgress() === 1, 10_000, "the progress taken with the message");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
