@@ -248,6 +248,27 @@ test("a failed re-store is retried, and the message is delivered once", async ()
   assert.equal(store.getMaxOffset("Real", 0), 1);
 });
 
+test("a re-store answered FLUSH_DISK_TIMEOUT (stored, its flush late) is not put again: a slow disk makes no duplicates", async () => {
+  let slow = 1;
+  const put = async (b: PutBatch): Promise<PutResult> => {
+    const r = await store.putMessages(b);
+    if (slow > 0) {
+      slow--;
+      return { ...r, status: "FLUSH_DISK_TIMEOUT" };
+    }
+    return r;
+  };
+  const s = startService({ put });
+  await sendDelayed(1, "slow-disk");
+  await sendDelayed(1, "after-it");
+  await waitFor(() => s.progress()[0] === 2, 5_000, "progress moved past both");
+  assert.deepEqual(
+    realMessages().map((m) => m.body.toString()),
+    ["slow-disk", "after-it"],
+  );
+  assert.equal(s.stats.putFailures, 0);
+});
+
 test("a level longer than Node's timer limit (2^31-1 ms) waits without its timer firing over and over", async () => {
   const DAY_MS = 24 * 3600_000;
   let wakes = 0;
