@@ -692,12 +692,19 @@ test("a slave whose master is down logs the failed config copy once, not at ever
     infos.push(String(msg));
     info(obj as object, msg);
   }) as typeof slave.ctx.logger.info;
+  const debugs: string[] = [];
+  const debug = slave.ctx.logger.debug.bind(slave.ctx.logger);
+  slave.ctx.logger.debug = ((obj: unknown, msg?: string) => {
+    debugs.push(String(msg));
+    debug(obj as object, msg);
+  }) as typeof slave.ctx.logger.debug;
   const listen = master.address;
   await closeBroker(master);
   const failures = status.failures;
-  // each attempt waits out the config copy's and the transfer's timeouts (the master's port is silent)
-  // two attempts show it: once, not at each (every attempt costs seconds)
+  // the copy runs beside the transfers and waits out its ask's timeout (the master's port is silent):
+  // two failed copies show it is warned once, not at each (every copy costs seconds)
   await waitFor(() => status.failures >= failures + 2, 30_000, "the slave retried twice");
+  await waitFor(() => debugs.includes("config sync from master failed again"), 30_000, "a second copy failed");
   assert.equal(warnings.filter((m) => m === "config sync from master failed").length, 1, warnings.join("\n"));
   master = await startBroker({ ...masterOpts, listen });
   await waitFor(() => status.connected, 15_000, "slave reconnected");
