@@ -6,7 +6,9 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { MQError } from "../transport/protocol.ts";
 import { ioError } from "./ioError.ts";
+import { mkdirs } from "./mkdirs.ts";
 
 /**
  * Codes of file systems that do not support a directory fsync (or opening a directory for one);
@@ -83,8 +85,15 @@ export function fsyncDirAsync(dir: string): Promise<void> {
 export function mkdirDurable(dir: string): void {
   let first: string | undefined;
   try {
-    first = fs.mkdirSync(dir, { recursive: true });
+    first = mkdirs(dir);
   } catch (e) {
+    // mkdirs found or made the parent: a file system that takes no new directories there (/proc)
+    if ((e as NodeJS.ErrnoException).code === "ENOENT")
+      throw new MQError(
+        "ILLEGAL_ARGUMENT",
+        `The directory ${dir} cannot be made (${(e as Error).message}): its file system takes no new directories there, as /proc and /sys do. Choose a directory on a disk.`,
+        { cause: e },
+      );
     // a file where the directory should be (EEXIST, ENOTDIR), a read-only parent
     throw ioError(e, `creating the directory ${dir}`);
   }

@@ -102,17 +102,22 @@ export function monotonicFollowsDate(t: TestContext): void {
 /**
  * Runs a TypeScript fixture in a child node (`--import tsx`, NODE_OPTIONS cleared, so only
  * `nodeFlags` apply) and resolves its stdout once it exits 0; rejects with the output otherwise.
+ * With `timeoutMs` a child still running then is SIGKILLed (a hang that blocks its event loop, deaf
+ * to SIGTERM, fails the test instead of blocking it).
  */
-export function runFixture(fixture: string, nodeFlags: string[], env: Record<string, string>): Promise<string> {
+export function runFixture(fixture: string, nodeFlags: string[], env: Record<string, string>, timeoutMs?: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", fixture], {
       env: { ...process.env, ...env, NODE_OPTIONS: "" },
       stdio: ["ignore", "pipe", "inherit"],
+      ...(timeoutMs === undefined ? {} : { timeout: timeoutMs, killSignal: "SIGKILL" as const }),
     });
     let out = "";
     child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
     child.once("error", reject);
-    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${path.basename(fixture)} exited ${code}: ${out}`))));
+    child.once("exit", (code, signal) =>
+      code === 0 ? resolve(out) : reject(new Error(`${path.basename(fixture)} exited ${code ?? signal}: ${out}`)),
+    );
   });
 }
 

@@ -5,11 +5,11 @@
  * servers; `close()` unregisters, drains puts, and releases every socket, timer and file.
  */
 import { lookup } from "node:dns/promises";
-import { mkdir } from "node:fs/promises";
 import { isIPv4 } from "node:net";
 import path from "node:path";
 import { MessageStore, openFileUse } from "../../store/index.ts";
 import { ioError } from "../../store/ioError.ts";
+import { mkdirs } from "../../store/mkdirs.ts";
 import { checkOptionNames, optionNamesOf } from "../../transport/optionNames.ts";
 import { checkNotSystemTopic, MQError, PERM_READ_WRITE, shownValue, type TopicConfig } from "../../transport/protocol.ts";
 import { DEFAULT_MAX_INBOUND_BYTES } from "../../transport/zmqNode.ts";
@@ -148,13 +148,21 @@ export class Broker {
     const logger = createLogger(`broker:${config.brokerName}`, config.logLevel);
     const flushErrorLog = new LogThrottle(FLUSH_ERROR_LOG_INTERVAL_MS);
     try {
-      await mkdir(config.storeDir, { recursive: true });
+      // one level at a time: Node's recursive mkdir spun forever, deaf to SIGTERM, on a path in /proc
+      mkdirs(config.storeDir);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code === "EEXIST" || code === "ENOTDIR")
         throw new MQError(
           "ILLEGAL_ARGUMENT",
           `The broker's storeDir ${config.storeDir} is not a directory: a file is in the way on its path. Move the file or choose another storeDir.`,
+          { cause: e },
+        );
+      // its parent is there (mkdirs made it or found it): a file system that takes no new directories
+      if (code === "ENOENT")
+        throw new MQError(
+          "ILLEGAL_ARGUMENT",
+          `The broker's storeDir ${config.storeDir} cannot be made (${(e as Error).message}): its file system takes no new directories there, as /proc and /sys do. Choose a storeDir on a disk.`,
           { cause: e },
         );
       throw ioError(e, `creating the store directory ${config.storeDir}`);

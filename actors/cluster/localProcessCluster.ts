@@ -5,9 +5,10 @@
  * fails part-way (or is aborted: Ctrl-C) stops every process it spawned, ready or not; `down`
  * signals only the pids the file names and only while they still are those processes.
  */
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { mkdirs } from "../../store/mkdirs.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { BROKER_NODE_FLAGS } from "../broker/nodeFlags.ts";
 import { localBrokerName } from "../localCluster.ts";
@@ -225,7 +226,7 @@ export async function clusterUp(opts: ClusterUpOptions): Promise<ClusterFile> {
     }
   }
   const plan = planCluster(opts);
-  for (const p of plan) mkdirSync(p.dir, { recursive: true });
+  for (const p of plan) mkdirs(p.dir);
   // a stopped cluster's file (the `cluster up` that starts it again, restart, inspect --cluster) is
   // kept until this start succeeds; an unfinished start's file has nothing to keep (and a file kept
   // aside by the start it was, killed outright, stays)

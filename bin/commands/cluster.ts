@@ -1,6 +1,6 @@
 /** `actormq cluster up|status|down|kill|restart`: a multi-process cluster on this machine (actors/cluster). */
 
-import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import cliProgress from "cli-progress";
@@ -19,6 +19,7 @@ import {
   resolveUpFlags,
   shellArg,
 } from "../../actors/cluster/index.ts";
+import { mkdirs } from "../../store/mkdirs.ts";
 import { exitFlushed, fail, formatTable, intArg, type JsonFlag, jsonOption, logLevelOption, positiveIntArg, show } from "../common.ts";
 import { addServerCurveFlags, type CurveFlags, curveSecretOf, serverCurveOf } from "../curveFlags.ts";
 
@@ -96,7 +97,7 @@ function curveSecretFileOf(f: CurveFlags & { dir: string }): string | undefined 
   if (!secret) return undefined;
   if (secret.file) return secret.file;
   const dir = path.resolve(f.dir);
-  mkdirSync(dir, { recursive: true });
+  mkdirs(dir);
   const file = path.join(dir, "curve.key");
   // made anew: an existing file keeps its mode through writeFileSync, so the key would be written
   // readable by others before a chmod

@@ -1,7 +1,8 @@
 /** `actormq keygen`: a CURVE key pair, printed or written to `<prefix>.key` (mode 0600) and `<prefix>.pub`. */
-import { closeSync, constants, existsSync, mkdirSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, existsSync, openSync, unlinkSync, writeSync } from "node:fs";
 import path from "node:path";
 import type { Command } from "commander";
+import { mkdirs } from "../../store/mkdirs.ts";
 import { curveKeyPair } from "../../transport/curve.ts";
 import { MQError } from "../../transport/protocol.ts";
 import { fail } from "../common.ts";
@@ -61,7 +62,7 @@ export function writePair(prefix: string, publicKey: string, secretKey: string, 
   const pubFile = `${prefix}.pub`;
   try {
     // `--out keys/cluster` in a fresh directory: keys/ is made, private since it holds a secret key
-    mkdirSync(path.dirname(prefix), { recursive: true, mode: 0o700 });
+    mkdirs(path.dirname(prefix), 0o700);
   } catch (e) {
     throw new MQError("ILLEGAL_ARGUMENT", `Cannot make the directory ${path.dirname(prefix)} (${errnoOf(e)}).`, { cause: e });
   }

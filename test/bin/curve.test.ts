@@ -64,6 +64,18 @@ test("keygen --out keys/cluster makes a missing directory keys (mode 700), as do
   assert.equal(statSync(path.dirname(prefix)).mode & 0o777, 0o700, "a directory made for a secret key is private");
 });
 
+test("keygen --out whose directory cannot be made (on /proc, under a file) fails at once in one line naming it, exit 1", async () => {
+  const file = path.join(dir, "not-a-dir");
+  writeFileSync(file, "");
+  for (const prefix of ["/proc/actormq-keys/k", "/proc/actormq-keys/a/k", path.join(file, "keys", "k")]) {
+    // killed, never answered: Node's recursive mkdir spun forever on /proc, deaf to SIGTERM
+    const r = await cli(["-s", "KILL", "30", process.execPath, bin, "keygen", "--out", prefix], {}, "timeout");
+    assert.equal(r.code, 1, `${prefix}: exit ${r.code}, ${r.err}`);
+    assert.match(oneLine(r.err), /^actormq: error ILLEGAL_ARGUMENT: Cannot make the directory /, prefix);
+    assert.ok(r.err.includes(path.dirname(prefix)), r.err);
+  }
+});
+
 test("keygen --out refuses a prefix ending in / (it wrote <dir>.key and <dir>.pub beside the directory) and an empty one", async () => {
   const slash = path.join(dir, "slashed");
   mkdirSync(slash);

@@ -4,7 +4,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { NameServer } from "../../actors/nameserver/index.ts";
 import { EPHEMERAL, tempDir } from "../helpers.ts";
-import { bin, root } from "./cliRun.ts";
+import { bin, cli, oneLine, root } from "./cliRun.ts";
 
 /** Runs the command; one still running after `ms` is sent SIGTERM (a broker then stops cleanly, exit 0). */
 function runFor(args: string[], ms: number): Promise<{ code: number | null; out: string; err: string }> {
@@ -70,5 +70,39 @@ test("consume of a topic name that is not valid is one error line, not a 'waitin
     );
   } finally {
     await ns.close();
+  }
+});
+
+test("broker and start with a --store that cannot be made (on /proc) fail at once in one line naming it, exit 1", async () => {
+  const cases = [
+    {
+      args: ["broker", "--name", "b", "--listen", EPHEMERAL, "--namesrv", "tcp://127.0.0.1:1", "--store", "/proc/actormq-store"],
+      store: "/proc/actormq-store",
+    },
+    {
+      args: [
+        "start",
+        "--name",
+        "b",
+        "--listen",
+        EPHEMERAL,
+        "--namesrv-listen",
+        EPHEMERAL,
+        "--no-inspector",
+        "--store",
+        "/proc/actormq-data",
+      ],
+      store: "/proc/actormq-data/b",
+    },
+  ];
+  for (const c of cases) {
+    const what = c.args.join(" ");
+    // killed, never answered: Node's recursive mkdir spun forever on /proc, deaf to SIGTERM and Ctrl-C
+    const r = await cli(["-s", "KILL", "30", process.execPath, bin, ...c.args], {}, "timeout");
+    assert.equal(r.code, 1, `${what}: exit ${r.code}\n${r.out}${r.err}`);
+    assert.doesNotMatch(r.out, /Press Ctrl-C/, what);
+    const line = oneLine(r.err);
+    assert.match(line, /^actormq: error ILLEGAL_ARGUMENT: /, what);
+    assert.ok(line.includes(c.store), `${what}: ${line}`);
   }
 });

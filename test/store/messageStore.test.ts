@@ -3,6 +3,7 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { ConsumeQueue } from "../../store/consumeQueue.ts";
 import { dirIo, mkdirDurable } from "../../store/durableDir.ts";
 import { type DiskSpaceChange, MessageStore, type MessageStoreOptions } from "../../store/index.ts";
@@ -11,7 +12,7 @@ import { segmentIo } from "../../store/segment.ts";
 import { monotonicNow } from "../../transport/clock.ts";
 import { decodeRecords, encodeMessageBatch, encodeProperties, javaHashCode } from "../../transport/messageRecord.ts";
 import { MQError, SCHEDULE_TOPIC } from "../../transport/protocol.ts";
-import { tempDir, waitFor } from "../helpers.ts";
+import { runFixture, tempDir, waitFor } from "../helpers.ts";
 
 const small = (dir: string, o: Partial<MessageStoreOptions> = {}): MessageStoreOptions => ({
   dir,
@@ -236,6 +237,16 @@ test("a directory the store may write in but not read (EACCES on opening it for 
     (e) => isCode("SYSTEM_ERROR")(e) && /i\/o error/.test((e as Error).message),
   );
   fsyncMock.mock.restore();
+});
+
+test("MessageStore.open on a dir that cannot be made (on /proc) fails at once with ILLEGAL_ARGUMENT naming it", async () => {
+  const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "openStore.ts");
+  for (const dir of ["/proc/actormq-store", "/proc/actormq-store/s"]) {
+    // in a child, SIGKILLed after 30 s: Node's recursive mkdir spun forever on /proc, blocking the event loop
+    const r = JSON.parse(await runFixture(fixture, [], { STORE_DIR: dir }, 30_000));
+    assert.equal(r.code, "ILLEGAL_ARGUMENT", `${dir}: ${JSON.stringify(r)}`);
+    assert.ok(r.message.startsWith(`The directory ${dir} cannot be made (ENOENT`), r.message);
+  }
 });
 
 test("getMessage: statuses and next offsets (FOUND, OVERFLOW_ONE/BADLY, NO_MATCHED_MESSAGE, NO_MATCHED_LOGIC_QUEUE)", async (t) => {

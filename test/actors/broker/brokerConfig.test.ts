@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { type BrokerOptions, resolveBrokerConfig } from "../../../actors/broker/brokerConfig.ts";
 import { MQError } from "../../../transport/protocol.ts";
-import { EPHEMERAL, tempDir } from "../../helpers.ts";
+import { EPHEMERAL, runFixture, tempDir } from "../../helpers.ts";
 
 const base: BrokerOptions = { brokerName: "b", nameservers: [], storeDir: "/tmp/never-created" };
 
@@ -201,6 +202,23 @@ test("Broker.start: a tuning option given but not an integer in its range is ILL
         slaveReadEnable: true,
       });
       await broker.close();
+    }
+  } finally {
+    await cleanup();
+  }
+});
+
+test("Broker.start with a storeDir that cannot be made (on /proc, under a file) is refused with ILLEGAL_ARGUMENT naming it, at once", async () => {
+  const { dir, cleanup } = await tempDir();
+  const file = path.join(dir, "a-file");
+  writeFileSync(file, "");
+  const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), "fixtures", "startBroker.ts");
+  try {
+    for (const storeDir of ["/proc/actormq-store", "/proc/actormq-store/b", path.join(file, "b")]) {
+      // in a child, SIGKILLed after 30 s: Node's recursive mkdir spun forever on /proc, blocking the event loop
+      const r = JSON.parse(await runFixture(fixture, [], { STORE_DIR: storeDir }, 30_000));
+      assert.equal(r.code, "ILLEGAL_ARGUMENT", `${storeDir}: ${JSON.stringify(r)}`);
+      assert.ok(r.message.includes(storeDir), r.message);
     }
   } finally {
     await cleanup();
