@@ -29,14 +29,15 @@ function numberArg(syntax: RegExp, ok: (n: number) => boolean, expected: string)
 }
 
 const DIGITS = /^\d+$/;
+const SIGNED_DIGITS = /^-?\d+$/;
 const DECIMAL = /^\d+(\.\d+)?$/;
 
 export const intArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n), "a non-negative integer");
 /** A count that must be at least 1 (`--count`, `--brokers`, ...): 0, negative and non-integer values are usage errors. */
 export const positiveIntArg = numberArg(DIGITS, (n) => Number.isSafeInteger(n) && n >= 1, "a positive integer (1 or more)");
-/** An integer from `min` to `max` (`--queues`); anything else is a usage error saying `expected`. */
+/** An integer from `min` to `max` (`--queues`, `--retry-max-times` from -1); anything else is a usage error saying `expected`. */
 export function intRangeArg(min: number, max: number, expected: string): (v: string) => number {
-  return numberArg(DIGITS, (n) => Number.isSafeInteger(n) && n >= min && n <= max, expected);
+  return numberArg(min < 0 ? SIGNED_DIGITS : DIGITS, (n) => Number.isSafeInteger(n) && n >= min && n <= max, expected);
 }
 /** `--broker-id`: said as what a broker id is, since a number past 2^53-1 is a non-negative integer too. */
 export const brokerIdArg = numberArg(DIGITS, isBrokerId, `a broker id: ${BROKER_ID_RULE}`);

@@ -9,12 +9,27 @@ import {
   type GroupListEntry,
   type UpdateSubscriptionGroupOptions,
 } from "../../actors/client/index.ts";
-import { MQError } from "../../transport/protocol.ts";
-import { clientCommand, clientOptions, formatTable, intArg, type JsonFlag, jsonOption, listArg, runClient, show } from "../common.ts";
+import { MQError, SUBSCRIPTION_GROUP_INT_RANGES } from "../../transport/protocol.ts";
+import {
+  clientCommand,
+  clientOptions,
+  formatTable,
+  intArg,
+  intRangeArg,
+  type JsonFlag,
+  jsonOption,
+  listArg,
+  runClient,
+  show,
+} from "../common.ts";
 
 interface ClientFlags extends JsonFlag {
   namesrv: string[];
 }
+
+const [, RETRY_MAX_MIN, RETRY_MAX_MAX] = SUBSCRIPTION_GROUP_INT_RANGES.find(([k]) => k === "retryMaxTimes")!;
+/** `--retry-max-times`: the range the brokers and Admin.updateSubscriptionGroup take, -1 included. */
+const retryMaxTimesArg = intRangeArg(RETRY_MAX_MIN, RETRY_MAX_MAX, `an integer from ${RETRY_MAX_MIN} to ${RETRY_MAX_MAX}`);
 
 /** `true` or `false`; anything else is a usage error. */
 function boolArg(v: string): boolean {
@@ -134,7 +149,11 @@ export function addGroupUpdateCommand(group: Command): void {
       .option("--consume-from-min <bool>", "consumeFromMinEnable", boolArg)
       .option("--orderly <bool>", "consumeMessageOrderly", boolArg)
       .option("--notify-ids-changed <bool>", "tell members when the group's membership changes (notifyConsumerIdsChangedEnable)", boolArg)
-      .option("--retry-max-times <n>", "deliveries before a message goes to the group's %DLQ% topic (retryMaxTimes, default 16)", intArg)
+      .option(
+        "--retry-max-times <n>",
+        `deliveries before a message goes to the group's %DLQ% topic (retryMaxTimes, default 16; ${RETRY_MAX_MIN} to ${RETRY_MAX_MAX})`,
+        retryMaxTimesArg,
+      )
       .option("--retry-queues <n>", "queues of the group's %RETRY% topic (retryQueueNums, default 1)", intArg)
       .option("--consume-timeout-minutes <n>", "consumeTimeoutMinute (default 15)", intArg)
       .option("--brokers <names>", "comma-separated broker names (default: every master)", listArg),

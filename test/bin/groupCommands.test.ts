@@ -94,6 +94,20 @@ test("group update changes only the settings given, on every master; group list 
   assert.match(oneLine(refused.err), /^actormq: error ILLEGAL_ARGUMENT: retryQueueNums must be an integer in \[0, 1024\], got 5000\./);
 });
 
+test("group update --retry-max-times takes the API's range: -1 up to 2^31-1; below -1, past it or not an integer is a usage error", async () => {
+  const u = await cli(["group", "update", "cli-retry", "--retry-max-times", "-1", "--brokers", "broker-a"], { env });
+  assert.equal(u.code, 0, u.err);
+  assert.deepEqual(rowOf(u.out, "broker-a")?.[3], "-1");
+  assert.equal(cluster.brokers.find((b) => b.brokerName === "broker-a")!.ctx.groups.get("cli-retry")?.retryMaxTimes, -1);
+  const top = await cli(["group", "update", "cli-retry", "--retry-max-times", "2147483647", "--brokers", "broker-a"], { env });
+  assert.equal(top.code, 0, top.err);
+  for (const v of ["-2", "2147483648", "1.5", "x"]) {
+    const r = await cli(["group", "update", "cli-retry", "--retry-max-times", v], { env });
+    assert.equal(r.code, 2, `${v}: ${r.err}`);
+    assert.match(oneLine(r.err), /--retry-max-times <n>.*expected an integer from -1 to 2147483647/, v);
+  }
+});
+
 test("broker-config get shows the options and which are settable; set brokerPermission 4 drains the broker (routes show it), an unknown key or bad value names the settable ones", async () => {
   const g = await cli(["broker-config", "get", "broker-a"], { env });
   assert.equal(g.code, 0, g.err);
