@@ -386,8 +386,8 @@ test("orderly: a lock life shorter than the renewal interval still lets long bat
 
 /**
  * A broker killed (-9) and restarted on the same address and store has forgotten every lock: its lock
- * table is in memory only, as RocketMQ's RebalanceLockManager's. Member A rebalances and heartbeats at
- * the defaults (20 s, 30 s), so the restarted broker hears of it only a while later; member B
+ * table is in memory only, as RocketMQ's RebalanceLockManager's. Member A rebalances every 10 s and
+ * heartbeats at the default 30 s, so the restarted broker hears of it only a while later; member B
  * rebalances every second, finds itself alone there and locks every queue. Checked: no queue is ever
  * inside batches of both members at once, each queue's offsets are delivered in order (none before
  * every one below it), and both consume again after the restart. It was seen
@@ -449,8 +449,9 @@ test("orderly: after a broker's kill -9 and restart, a lock granted before does 
       const msgs = Array.from({ length: 200 }, (_, k) => ({ topic, body: `${q}:${i + k}` }));
       await producer.sendBatch(msgs, { selector: (mqs: MessageQueue[]) => mqs.find((m) => m.queueId === q), arg: q });
     }
-  // A first, with RocketMQ's periods: its next rebalance (20 s) and heartbeat (30 s) come well after the restart
-  consumers.push(await startMember("A"));
+  // A first, with long periods: its next rebalance (10 s; RocketMQ's 20 s adds only waiting) and
+  // heartbeat (30 s) come well after the restart, which is done about 5 s after A started
+  consumers.push(await startMember("A", 10_000));
   consumers.push(await startMember("B", 1000));
   const held = (c: PushConsumer) => c.assignment().filter((q) => q.topic === topic).length;
   await waitFor(() => consumers.every((c) => held(c) === 2), 15_000, "2 queues each");
