@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
-import { test } from "node:test";
+import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -69,6 +69,8 @@ async function probe(scenario: string, n: number): Promise<{ samples: Sample[]; 
 }
 
 const cases: [string, number][] = [
+  // first: it mostly waits (each close waits out the producer's grace for the frozen broker), beside the others
+  ["frozen", 4],
   ["nameserver", 30],
   ["actornode", 30],
   ["broker", 12],
@@ -80,36 +82,39 @@ const cases: [string, number][] = [
   ["shared", 20],
   ["listenerRunning", 20],
   ["inspector", 30],
-  ["frozen", 4],
   // a consumer closed after its broker: each close waits out its offset and unregister requests (about 8 s)
   ["brokerDown", 1],
 ];
 
-for (const [scenario, n] of cases) {
-  test(`${scenario}: started and closed ${n} times, the process ends by itself and keeps nothing`, async () => {
-    const { samples, exitMs, stderr, code } = await probe(scenario, n);
-    assert.equal(code, 0, `the probe failed:\n${stderr}`);
-    assert.equal(stderr.trim(), "", "no warning, unhandled rejection or lingering resource");
-    assert.ok(exitMs < EXIT_WITHIN_MS, `the process ended ${Math.round(exitMs)} ms after its last close`);
-    const first = samples[0]!;
-    const last = samples.at(-1)!;
-    assert.equal(last.i, n);
-    if (first === last) return;
-    assert.ok(last.fds <= first.fds + 2, `open files grew from ${first.fds} (round ${first.i}) to ${last.fds} (round ${last.i})`);
-    // fewer is no leak: a listener whose owner was collected may go between samples
-    for (const [ev, count] of Object.entries(last.listeners))
+// Two probes at a time: "frozen" (about 12 s of its 17 s idle) runs beside the others, which then
+// run two at once as they do beside another test file in the suite.
+describe("churn", { concurrency: 2 }, () => {
+  for (const [scenario, n] of cases) {
+    test(`${scenario}: started and closed ${n} times, the process ends by itself and keeps nothing`, async () => {
+      const { samples, exitMs, stderr, code } = await probe(scenario, n);
+      assert.equal(code, 0, `the probe failed:\n${stderr}`);
+      assert.equal(stderr.trim(), "", "no warning, unhandled rejection or lingering resource");
+      assert.ok(exitMs < EXIT_WITHIN_MS, `the process ended ${Math.round(exitMs)} ms after its last close`);
+      const first = samples[0]!;
+      const last = samples.at(-1)!;
+      assert.equal(last.i, n);
+      if (first === last) return;
+      assert.ok(last.fds <= first.fds + 2, `open files grew from ${first.fds} (round ${first.i}) to ${last.fds} (round ${last.i})`);
+      // fewer is no leak: a listener whose owner was collected may go between samples
+      for (const [ev, count] of Object.entries(last.listeners))
+        assert.ok(
+          count <= (first.listeners[ev] ?? 0),
+          `process listeners of ${ev}: ${first.listeners[ev]} at round ${first.i}, ${count} at ${last.i}`,
+        );
+      // a broker or cluster a round is still warming up (compiled code, heap pages) over the few rounds
+      // the suite has time for, by about the bound (703 KiB over 7 rounds once); run the probe with 80
+      // rounds to judge their heap (flat after round 20)
+      if (n < HEAVY_ROUNDS) return;
+      const grown = last.heap - first.heap;
       assert.ok(
-        count <= (first.listeners[ev] ?? 0),
-        `process listeners of ${ev}: ${first.listeners[ev]} at round ${first.i}, ${count} at ${last.i}`,
+        grown < HEAP_PER_ROUND_BYTES * (last.i - first.i),
+        `the heap grew ${Math.round(grown / 1024)} KiB over ${last.i - first.i} rounds`,
       );
-    // a broker or cluster a round is still warming up (compiled code, heap pages) over the few rounds
-    // the suite has time for, by about the bound (703 KiB over 7 rounds once); run the probe with 80
-    // rounds to judge their heap (flat after round 20)
-    if (n < HEAVY_ROUNDS) return;
-    const grown = last.heap - first.heap;
-    assert.ok(
-      grown < HEAP_PER_ROUND_BYTES * (last.i - first.i),
-      `the heap grew ${Math.round(grown / 1024)} KiB over ${last.i - first.i} rounds`,
-    );
-  });
-}
+    });
+  }
+});
