@@ -463,7 +463,16 @@ test("orderly: a member frozen past its lock's life does not replay its stale ca
     b = orderlyChild("B", env, batches);
     await b.ready();
     const tB = Date.now();
-    const held = (client: string) => [...new Set(batches.filter((x) => x.client === client && x.start >= tB).map((x) => x.queueId))];
+    // a queue's owner: the member that began its last 3 batches since B started. A batch A began
+    // on a queue before its rebalance gave the queue to B does not count as A's for good
+    const owner = (q: number) => {
+      const last = batches
+        .filter((x) => x.queueId === q && x.start >= tB)
+        .sort((x, y) => x.start - y.start)
+        .slice(-3);
+      return last.length === 3 && last.every((x) => x.client === last[0]!.client) ? last[0]!.client : undefined;
+    };
+    const held = (client: string) => Array.from({ length: queues }, (_, q) => q).filter((q) => owner(q) === client);
     await waitFor(() => held("A").length === 2 && held("B").length === 2, 20_000, "A and B each consuming 2 queues");
     const aQueues = held("A");
     await waitFor(() => aQueues.every((q) => began("A", q, tB) >= 2), 10_000, "A consuming its queues");
