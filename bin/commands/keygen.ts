@@ -64,7 +64,11 @@ export function writePair(prefix: string, publicKey: string, secretKey: string, 
     // `--out keys/cluster` in a fresh directory: keys/ is made, private since it holds a secret key
     mkdirs(path.dirname(prefix), 0o700);
   } catch (e) {
-    throw new MQError("ILLEGAL_ARGUMENT", `Cannot make the directory ${path.dirname(prefix)} (${errnoOf(e)}).`, { cause: e });
+    throw new MQError(
+      "ILLEGAL_ARGUMENT",
+      `Cannot make the directory ${path.dirname(prefix)} (${errnoOf(e)}). Give --out a path in a directory you can write in.`,
+      { cause: e },
+    );
   }
   if (force) {
     for (const file of [pubFile, keyFile]) removeFile(file, "replace");

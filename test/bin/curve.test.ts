@@ -73,6 +73,7 @@ test("keygen --out whose directory cannot be made (on /proc, under a file) fails
     assert.equal(r.code, 1, `${prefix}: exit ${r.code}, ${r.err}`);
     assert.match(oneLine(r.err), /^actormq: error ILLEGAL_ARGUMENT: Cannot make the directory /, prefix);
     assert.ok(r.err.includes(path.dirname(prefix)), r.err);
+    assert.match(r.err, /Give --out a path in a directory you can write in/);
   }
 });
 
