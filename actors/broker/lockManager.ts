@@ -63,7 +63,7 @@ function lockArgs(e: Partial<LockBatchRequest>): { group: string; clientId: stri
   return { group: e.consumerGroup, clientId: e.clientId, mqs };
 }
 
-/** Why `mq` is not a queue of this broker (another broker's, a topic it does not have, a queue id past its read queues), or undefined. */
+/** Why `mq` is not a queue of this broker (another broker's, a topic it does not have, a queue id past its read queues holding no messages), or undefined. */
 function notHere(ctx: BrokerContext, mq: MessageQueue): MQError | undefined {
   const name = ctx.config.brokerName;
   if (mq.brokerName !== name)
@@ -77,7 +77,9 @@ function notHere(ctx: BrokerContext, mq: MessageQueue): MQError | undefined {
       "TOPIC_NOT_EXIST",
       `topic[${mq.topic}] not exist on broker ${name}: lock queues of the topic's route (update it, or create the topic).`,
     );
-  if (mq.queueId < 0 || mq.queueId >= tc.readQueueNums)
+  // one past the read count that holds entries is still this broker's: a member whose route is older
+  // than the shrink lets it go at its next route refresh, and commits it then only under its lock
+  if (mq.queueId < 0 || (mq.queueId >= tc.readQueueNums && ctx.store.getMaxOffset(mq.topic, mq.queueId) === 0))
     return new MQError(
       "INVALID_PARAMETER",
       `queueId[${mq.queueId}] is illegal, topic:[${mq.topic}] topicConfig.readQueueNums:[${tc.readQueueNums}] on broker ${name}: lock queues of the topic's route.`,
