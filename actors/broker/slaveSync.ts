@@ -31,11 +31,19 @@ const SYNC_TIMEOUT_MS = 3_000;
 /** Slaves whose last offset copy failed (its warning given; the next is after a copy succeeds). */
 const offsetCopyFailing = new WeakSet<BrokerContext>();
 
+/** The master's delay-level progress, read when its log ended at `from`. */
+interface PendingDelayOffsets {
+  table: Record<string, number>;
+  from: number;
+}
+
 /**
  * Per slave: the master's delay-level progress read while this slave's log did not yet reach the
- * master's end (`from`), taken once it does ({@link applyReplicatedDelayOffsets}).
+ * master's end (`from`), taken once it does ({@link applyReplicatedDelayOffsets}). The oldest copy
+ * not yet reached and the newest: a newer copy alone would hold all progress off while a slave
+ * catches up a backlog longer than a copy interval, and a failover then would deliver it again.
  */
-const pendingDelayOffsets = new WeakMap<BrokerContext, { table: Record<string, number>; from: number }>();
+const pendingDelayOffsets = new WeakMap<BrokerContext, [PendingDelayOffsets] | [PendingDelayOffsets, PendingDelayOffsets]>();
 
 function sameTopic(a: TopicConfig | undefined, b: TopicConfig): boolean {
   return (
@@ -136,8 +144,12 @@ export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: s
   // the progress counts due messages the master re-stored (not waiting for a slave, as RocketMQ's
   // scheduler does not) below `from`: taken before this log holds them, a slave restarted as master
   // would never deliver them. An older master sends no `from`: taken at once
-  if (Number.isSafeInteger(from) && ctx.store.maxPhyOffset < from!) pendingDelayOffsets.set(ctx, { table: theirs, from: from! });
-  else {
+  if (Number.isSafeInteger(from) && ctx.store.maxPhyOffset < from!) {
+    const copy = { table: theirs, from: from! };
+    const oldest = pendingDelayOffsets.get(ctx)?.[0];
+    // a `from` not past the oldest's (a master restarted with a shorter log) replaces both
+    pendingDelayOffsets.set(ctx, oldest && oldest.from < copy.from ? [oldest, copy] : [copy]);
+  } else {
     pendingDelayOffsets.delete(ctx);
     changed += writeDelayOffsets(ctx, theirs);
   }
@@ -147,11 +159,15 @@ export async function syncOffsetsFromMaster(ctx: BrokerContext, masterAddress: s
 
 /** Takes the master's delay-level progress read earlier once this slave's log holds what it counts (after each append). */
 export function applyReplicatedDelayOffsets(ctx: BrokerContext): void {
-  const pending = pendingDelayOffsets.get(ctx);
-  if (!pending || ctx.store.maxPhyOffset < pending.from) return;
-  pendingDelayOffsets.delete(ctx);
+  const copies = pendingDelayOffsets.get(ctx);
+  if (!copies || ctx.store.maxPhyOffset < copies[0].from) return;
+  const newest = copies[1];
+  // the newest copy reached, if so, else the oldest (the newest then waits alone)
+  const reached = newest && ctx.store.maxPhyOffset >= newest.from ? newest : copies[0];
+  if (reached === copies[0] && newest) pendingDelayOffsets.set(ctx, [newest]);
+  else pendingDelayOffsets.delete(ctx);
   try {
-    writeDelayOffsets(ctx, pending.table);
+    writeDelayOffsets(ctx, reached.table);
   } catch (e) {
     ctx.logger.warn(
       { err: (e as Error).message },

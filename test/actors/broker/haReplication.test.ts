@@ -5,6 +5,7 @@ import { after, before, test } from "node:test";
 import { Broker } from "../../../actors/broker/broker.ts";
 import { haClientOf } from "../../../actors/broker/haClient.ts";
 import { haServiceOf } from "../../../actors/broker/haService.ts";
+import { syncOffsetsFromMaster } from "../../../actors/broker/slaveSync.ts";
 import { Producer } from "../../../actors/client/index.ts";
 import { NameServer } from "../../../actors/nameserver/index.ts";
 import { ActorNode, type AskOptions, type Reply, type WireEvent } from "../../../actors/runtime/index.ts";
@@ -1068,6 +1069,101 @@ test("a slave takes the master's delay-level progress only once it holds the due
   assert.equal(slaveProgress(), 0, "the slave's progress does not count a message it lacks");
   releaseTransfers();
   await waitFor(() => slave.store.getMaxOffset("Due19", 0) === 1 && slaveProgress() === 1, 10_000, "the progress taken with the message");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
+
+test("a slave catching up a backlog takes the master's delay-level progress of an older copy once it reaches it, though a newer copy points further ahead", async () => {
+  const master = await startBroker({
+    brokerName: "ha20",
+    storeDir: path.join(dir, "ha20-m"),
+    haHoldMs: 100,
+    haTransferBatchBytes: 4096,
+    messageDelayLevel: SHORT_DELAY_LEVELS,
+  });
+  const slaveDir = path.join(dir, "ha20-s");
+  const slave = await startBroker({
+    brokerName: "ha20",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: slaveDir,
+    haHoldMs: 100,
+    messageDelayLevel: SHORT_DELAY_LEVELS,
+  });
+  await master.createTopic({ topic: "Due20", readQueueNums: 1, writeQueueNums: 1 });
+  await master.createTopic({ topic: "Bulk20", readQueueNums: 4, writeQueueNums: 4 });
+  const sendDue = async () => {
+    const r = await raw.ref(master.address, BrokerActor.BROKER).ask<SendMessageReply>(
+      {
+        type: "SEND_MESSAGE",
+        producerGroup: "pg",
+        topic: "Due20",
+        queueId: 0,
+        sysFlag: 0,
+        bornTimestamp: Date.now(),
+        properties: encodeProperties({ DELAY: "10" }),
+      },
+      { body: Buffer.from("due") },
+    );
+    assert.equal(r.fields.status, "SEND_OK");
+  };
+  await sendDue();
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset, 10_000, "the schedule record on the slave");
+  const client = haClientOf(slave.ctx) as unknown as { syncing: Promise<void> | null };
+  await waitFor(() => client.syncing === null, 10_000, "the slave's first config copy over");
+  // from now on each slave transfer that brings bytes is held until the test lets it through
+  const held: (() => void)[] = [];
+  const node = slave.ctx.node;
+  const ref = node.ref.bind(node);
+  node.ref = (address, name) => {
+    const rf = ref(address, name);
+    return {
+      name: rf.name,
+      address: rf.address,
+      send: rf.send.bind(rf),
+      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
+        if (event.type !== "HA_TRANSFER") return rf.ask<T>(event, opts);
+        return rf.ask<T>(event, opts).then(async (a) => {
+          if (a.body && a.body.length > 0) await new Promise<void>((res) => held.push(res));
+          return a;
+        });
+      },
+    };
+  };
+  const masterProgress = () =>
+    raw
+      .ref(master.address, BrokerActor.SCHEDULER)
+      .ask<{ offsetTable: Record<string, number> }>({ type: "GET_ALL_DELAY_OFFSET" })
+      .then((a) => a.fields.offsetTable["10"]);
+  const slaveProgress = () =>
+    (JSON.parse(readFileSync(path.join(slaveDir, "config", "delayOffset.json"), "utf8")) as { offsetTable: Record<string, number> })
+      .offsetTable["10"] ?? 0;
+  // a backlog, then the first due message re-stored: the slave copies that progress, far behind
+  await sendMany(master, "Bulk20", 40, "one");
+  await waitFor(async () => (await masterProgress()) === 1, 10_000, "the master re-stored the first due message");
+  const first = master.store.maxPhyOffset;
+  await syncOffsetsFromMaster(slave.ctx, master.address);
+  assert.ok(slave.store.maxPhyOffset < first, "the slave lags the first copy");
+  // more backlog and a second due message: the next copy points further ahead
+  await sendDue();
+  await sendMany(master, "Bulk20", 100, "two");
+  await waitFor(async () => (await masterProgress()) === 2, 10_000, "the master re-stored the second due message");
+  const second = master.store.maxPhyOffset;
+  await syncOffsetsFromMaster(slave.ctx, master.address);
+  assert.ok(slave.store.maxPhyOffset < first, "the slave still lags the first copy");
+  assert.equal(slaveProgress(), 0);
+  // one transfer at a time until the slave holds what the first copy counted
+  while (slave.store.maxPhyOffset < first) {
+    await waitFor(() => held.length > 0, 10_000, "a held transfer");
+    held.shift()!();
+    await waitFor(() => held.length > 0, 10_000, "the transfer appended and the next one held");
+  }
+  assert.ok(slave.store.maxPhyOffset < second, "the slave has not reached the second copy yet");
+  assert.equal(slaveProgress(), 1, "the first copy's progress is taken once the slave holds what it counts");
+  // the rest: the second copy's progress is taken once the slave reaches it
+  node.ref = ref;
+  for (const release of held.splice(0)) release();
+  await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset && slaveProgress() === 2, 10_000, "the second copy taken");
   await closeBroker(slave);
   await closeBroker(master);
 });
