@@ -55,6 +55,8 @@ export class HAClient {
   private lastSync = 0;
   /** the master's config version last copied; a different one in a transfer reply triggers a copy */
   private syncedVersion: string | undefined;
+  /** the master's config version in the last transfer reply: only a change of it triggers a copy, so a failed copy waits out its backoff */
+  private seenVersion: string | undefined;
   private wantSync = true;
   /** the config copy in progress (one at a time, beside the transfers) */
   private syncing: Promise<void> | null = null;
@@ -62,6 +64,13 @@ export class HAClient {
   private readonly stopCopy = new AbortController();
   /** the last config copy failed (warned once until one succeeds) */
   private syncFailing = false;
+  /**
+   * When a failed config copy is tried again: after a backoff from haReconnectMs doubling up to
+   * slaveSyncIntervalMs, not at the next transfer (on a busy master that would read its whole
+   * config back to back); a reconnect tries it at once.
+   */
+  private syncRetryAt = Number.POSITIVE_INFINITY;
+  private syncBackoffMs = 0;
   /** the last transfer failed (its warning given; the next is after a transfer succeeds) */
   private failing = false;
   /** the append in progress; stop waits for it, never for a request held by the master */
@@ -161,21 +170,26 @@ export class HAClient {
    */
   private syncConfigsIfDue(master: string): void {
     // monotonic: after a wall clock step back, Date.now() would hold the next sync off for as long
-    if (this.syncing || !(this.wantSync || monotonicNow() - this.lastSync >= this.tuning.slaveSyncIntervalMs)) return;
+    const now = monotonicNow();
+    if (this.syncing || !(this.wantSync || now >= this.syncRetryAt || now - this.lastSync >= this.tuning.slaveSyncIntervalMs)) return;
     const { ctx } = this;
-    this.lastSync = monotonicNow();
+    this.lastSync = now;
     this.wantSync = false;
+    this.syncRetryAt = Number.POSITIVE_INFINITY;
     this.syncing = syncFromMaster(ctx, master, this.stopCopy.signal)
       .then(
         (v) => {
           this.syncedVersion = v.configVersion;
           if (this.syncFailing) ctx.logger.info({ master }, "config sync from master works again");
           this.syncFailing = false;
+          this.syncBackoffMs = 0;
         },
         (e: unknown) => {
           if (this.stopped) return; // cut short by the broker closing: not a failure to report
-          this.wantSync = true;
-          // retried at every reconnect attempt while the master is down: warned once, not each time
+          const { haReconnectMs, slaveSyncIntervalMs } = this.tuning;
+          this.syncBackoffMs = Math.min(slaveSyncIntervalMs, Math.max(haReconnectMs, this.syncBackoffMs * 2));
+          this.syncRetryAt = monotonicNow() + this.syncBackoffMs;
+          // retried while the master is down: warned once, not each time
           if (!this.syncFailing) ctx.logger.warn({ err: (e as Error).message }, "config sync from master failed");
           else ctx.logger.debug({ err: (e as Error).message }, "config sync from master failed again");
           this.syncFailing = true;
@@ -214,12 +228,18 @@ export class HAClient {
         this.asking = null;
       });
     if (this.stopped) return;
-    if (!this.status.connected) ctx.logger.info({ master, offset }, "replicating from master");
+    if (!this.status.connected) {
+      ctx.logger.info({ master, offset }, "replicating from master");
+      // a copy that failed while the master was away is tried again now, not after its backoff
+      if (this.syncFailing) this.wantSync = true;
+    }
     this.status.connected = true;
     this.status.refused = null;
     this.failing = false;
     this.status.masterMaxOffset = Number(r.fields.masterMaxOffset);
-    if (r.fields.configVersion !== undefined && r.fields.configVersion !== this.syncedVersion) this.wantSync = true;
+    const version = r.fields.configVersion;
+    if (version !== undefined && version !== this.syncedVersion && version !== this.seenVersion) this.wantSync = true;
+    this.seenVersion = version;
     const startAt = r.fields.startAt;
     if (startAt !== undefined) {
       // the master no longer holds our offset; an empty store begins where the master's log does

@@ -1167,3 +1167,53 @@ test("a slave catching up a backlog takes the master's delay-level progress of a
   await closeBroker(slave);
   await closeBroker(master);
 });
+
+test("a slave whose config copy fails while its master is up (it cannot write topics.json) tries again after a backoff, not at every transfer", async () => {
+  const master = await startBroker({ brokerName: "ha21", storeDir: path.join(dir, "ha21-m"), haHoldMs: 100 });
+  const slave = await startBroker({
+    brokerName: "ha21",
+    brokerId: 1,
+    masterAddress: master.address,
+    storeDir: path.join(dir, "ha21-s"),
+    haHoldMs: 100,
+    haReconnectMs: 5_000,
+  });
+  const client = haClientOf(slave.ctx);
+  await waitFor(() => client.status.connected, 10_000, "slave connected");
+  await waitFor(() => (client as unknown as { syncing: Promise<void> | null }).syncing === null, 10_000, "the first copy over");
+  const warnings = warningsOf(slave);
+  // the slave's topics.json cannot be written
+  const createOrUpdate = slave.ctx.topics.createOrUpdate;
+  slave.ctx.topics.createOrUpdate = () => Promise.reject(new Error("EACCES: permission denied, open 'topics.json'"));
+  let copies = 0;
+  const node = slave.ctx.node;
+  const ref = node.ref.bind(node);
+  node.ref = (address, name) => {
+    const rf = ref(address, name);
+    return {
+      name: rf.name,
+      address: rf.address,
+      send: rf.send.bind(rf),
+      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
+        if (event.type === "GET_ALL_TOPIC_CONFIG") copies++;
+        return rf.ask<T>(event, opts);
+      },
+    };
+  };
+  // a new topic on the master: the slave's next copy has one to write, and fails
+  await master.createTopic({ topic: "Busy21", readQueueNums: 4, writeQueueNums: 4 });
+  await waitFor(() => warnings.includes("config sync from master failed"), 10_000, "the copy failed");
+  const failedAt = copies;
+  // a busy master: each send gives the slave a transfer at once
+  const transfers = client.status.transfers;
+  for (let i = 0; i < 100; i++) await send(master, "Busy21", `m-${i}`, i % 4);
+  await waitFor(() => client.status.offset === master.store.maxPhyOffset, 10_000, "the slave caught up");
+  assert.ok(client.status.transfers - transfers >= 20, `${client.status.transfers - transfers} transfers`);
+  assert.ok(copies - failedAt <= 1, `${copies - failedAt} config copies during ${client.status.transfers - transfers} transfers`);
+  // writable again: the copy is tried again after its backoff, with no new config version to trigger it
+  node.ref = ref;
+  slave.ctx.topics.createOrUpdate = createOrUpdate;
+  await waitFor(() => slave.ctx.topics.get("Busy21") !== undefined, 15_000, "the copy retried");
+  await closeBroker(slave);
+  await closeBroker(master);
+});
