@@ -34,6 +34,7 @@ import {
 } from "../../transport/protocol.ts";
 import type { Origin, Ref, Replier } from "../runtime/index.ts";
 import type { BrokerContext } from "./brokerContext.ts";
+import { checkGroupName } from "./subscriptionGroupManager.ts";
 
 /** A consumer silent this long is removed (`channelExpiredTimeout`). */
 export const DEFAULT_CHANNEL_EXPIRED_TIMEOUT_MS = 120_000;
@@ -343,6 +344,8 @@ function registerGroup(
   info: ClientInfo,
 ): void {
   const { ctx, table } = c;
+  // whether or not the broker creates the group's config: an invalid name is never registered
+  checkGroupName(cd.groupName);
   checkConsumerData(cd);
   // before anything registers: a clustering group's retry topic must be a valid topic name
   if (cd.messageModel !== "BROADCASTING") checkRetryTopicFits(cd.groupName);

@@ -330,6 +330,30 @@ test("a heartbeat of several groups, one of them refused, registers every other 
   assert.equal(f.broker.ctx.groups.get("bad group!"), undefined);
 });
 
+test("with autoCreateSubscriptionGroup off, a heartbeat group whose name is not valid is refused and not registered; its other groups are", async () => {
+  const s = await startFixture({ autoCreateSubscriptionGroup: false });
+  try {
+    const c = await fakeClient("10.0.6.2@1");
+    const group = (groupName: string) => ({
+      groupName,
+      consumeType: "CONSUME_PASSIVELY" as const,
+      messageModel: "BROADCASTING" as const,
+      consumeFromWhere: "CONSUME_FROM_LAST_OFFSET" as const,
+      subscriptionDataSet: [parseSubscription("T", "*", 1)],
+    });
+    const hb: HeartbeatRequest = { clientID: c.id, producerDataSet: [], consumerDataSet: [group("bad group!"), group("NoAuto1")] };
+    await assert.rejects(
+      c.node.ref(s.broker.address, ConsumptionActorFor.HEART_BEAT).ask({ type: "HEART_BEAT", ...hb }),
+      (e: unknown) =>
+        isMQError(e, "INVALID_PARAMETER") && e.message.includes('"bad group!"') && /1 group of this heartbeat refused/.test(e.message),
+    );
+    await assert.rejects(members(s, "bad group!"), (e: unknown) => isMQError(e, "SYSTEM_ERROR"));
+    assert.deepEqual(await members(s, "NoAuto1"), [c.id]);
+  } finally {
+    await s.close();
+  }
+});
+
 test("a heartbeat group whose messageModel, consumeType or consumeFromWhere is not one RocketMQ knows is refused and not registered; its other groups are", async () => {
   const c = await fakeClient("10.0.7.1@1");
   const group = (groupName: string, fields: Record<string, unknown> = {}) => ({
