@@ -350,6 +350,23 @@ export class CommitLog {
     return n;
   }
 
+  /**
+   * At open, before recovery: drops the segments that end before a missing range (a gap) ending at
+   * or below `below`, the lowest offset the store still refers to. Such segments are files a
+   * clean-up dropped but could not delete (see UndeletedFiles): read again they would move the
+   * log's start back and report the gap as lost records. Files that still cannot be deleted are
+   * kept in `undeleted`, deleted again at the next clean-up.
+   */
+  dropLeftoversBelow(below: number, undeleted: UndeletedFiles): void {
+    let n = 0;
+    for (let i = 1; i < this.segments.length; i++) {
+      const s = this.segments[i]!;
+      if (s.start > below) break;
+      if (s.start > this.segments[i - 1]!.start + this.segmentBytes) n = i;
+    }
+    for (const s of this.segments.splice(0, n)) undeleted.remove(s);
+  }
+
   /** Rejects the puts still waiting for a flush, but resolves those a last flushNow covered. */
   close(): void {
     for (const w of this.waiters) {

@@ -579,6 +579,7 @@ export class MessageStore {
     }
     // a lost or damaged index (an index file deleted by expiry after the last checkpoint looks so
     // too) is rebuilt alone from the whole log; the consume queues are kept
+    this.dropUndeletedSegments();
     const indexLost = this.index.load(cp.indexEntries, extent) === "damaged";
     if (indexLost) this.index.reset();
     this.dispatcher.lastStoreTimestamp = Math.min(cp.logicsMsgTimestamp, cp.indexMsgTimestamp);
@@ -669,6 +670,27 @@ export class MessageStore {
     const marks = cp?.queues[topic];
     const at = this.deleted.at(topic);
     return marks && (at === undefined || cp.flushedOffset > at) ? marks : undefined;
+  }
+
+  /**
+   * Drops the leading commit-log segments that lie before a gap and below the first entry of every
+   * consume queue: left by a clean-up that could not delete them. Nothing is dropped when a queue's
+   * first entry cannot be read (a hole) or no queue has one: a gap the store cannot place is
+   * reported as missing log.
+   */
+  private dropUndeletedSegments(): void {
+    const log = this.commitLog;
+    if (log.missingRanges().length === 0) return;
+    let minPhy = Number.POSITIVE_INFINITY;
+    for (const m of this.queues.values())
+      for (const q of m.values()) {
+        if (q.maxOffset <= q.minOffset) continue;
+        const e = q.read(q.minOffset, 1);
+        if (!e || e.length < CQ_ENTRY_BYTES || e.readInt32BE(8) <= 0) return;
+        minPhy = Math.min(minPhy, readLong(e, 0));
+      }
+    if (minPhy === Number.POSITIVE_INFINITY) return;
+    log.dropLeftoversBelow(minPhy, this.undeleted);
   }
 
   /** Whether the first entry of `q` points at an old record of its topic, deleted since. */

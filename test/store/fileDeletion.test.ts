@@ -69,6 +69,37 @@ test("a commit-log segment that cannot be deleted is dropped all the same: later
   assert.equal((await s.putMessages(batch("E", 0, "after"))).status, "PUT_OK");
 });
 
+test("a commit-log segment that could not be deleted, found again at the next open before a gap below every queue's entries, is deleted then, not read again nor reported as missing log", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir));
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("E", 0, "y".repeat(400)));
+  const logDir = path.join(dir, "commitlog");
+  const last = fs.readdirSync(logDir).sort().at(-1)!;
+  const restore = failRemoveOf(path.join(logDir, first));
+  t.after(restore);
+  const failed = (e: unknown) => e instanceof MQError && e.code === "SYSTEM_ERROR" && e.message.includes(path.join(logDir, first));
+  assert.throws(() => s.deleteExpiredFiles(expired()), failed);
+  const min = s.getMinOffset("E", 0);
+  await s.close();
+  // still not deletable at the open: not read, kept to delete at the next clean-up
+  s = await MessageStore.open(small(dir));
+  assert.deepEqual(s.recovery.missingLog, []);
+  assert.equal(s.minPhyOffset, Number(last));
+  assert.equal(s.getMinOffset("E", 0), min);
+  assert.equal(s.getMessage("g", "E", 0, min, 32).status, "FOUND");
+  assert.throws(() => s.deleteExpiredFiles(expired()), failed);
+  await s.close();
+  // deletable again: the next open deletes it
+  restore();
+  s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  assert.deepEqual(fs.readdirSync(logDir), [last]);
+  assert.deepEqual(s.recovery.missingLog, []);
+  assert.equal(s.minPhyOffset, Number(last));
+  assert.equal(s.deleteExpiredFiles(expired()), 0);
+});
+
 test("a consume-queue file that cannot be deleted does not stop the clean-up of the other queues and the index", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
