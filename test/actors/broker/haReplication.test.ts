@@ -756,27 +756,39 @@ test("a slave whose masterAddress names another slave is told so and logs it; on
 });
 
 /**
- * Makes `b`'s asks of `types` take `delayMs` longer (a master slow to answer them), from now on,
- * or fail with SYSTEM_ERROR while `failing.on`. Returns how many such asks were made.
+ * Puts `ask` in front of every ask `b` makes from now on (`pass` sends the ask on as it was); returns
+ * the function that takes it away again.
  */
-function slowAsks(b: Broker, types: string[], delayMs: number, failing = { on: false }): { count: number } {
-  const seen = { count: 0 };
+function interceptAsks(b: Broker, ask: (event: WireEvent, pass: () => Promise<Reply<unknown>>) => Promise<Reply<unknown>>): () => void {
   const node = b.ctx.node;
-  const ref = node.ref.bind(node);
+  const original = node.ref;
+  const ref = original.bind(node);
   node.ref = (address, name) => {
     const r = ref(address, name);
     return {
       name: r.name,
       address: r.address,
       send: r.send.bind(r),
-      ask: (event, opts) => {
-        if (!types.includes(event.type)) return r.ask(event, opts);
-        seen.count++;
-        if (failing.on) return Promise.reject(new MQError("SYSTEM_ERROR", `${event.type} failed on the master`));
-        return new Promise((resolve) => setTimeout(resolve, delayMs)).then(() => r.ask(event, opts));
-      },
+      ask: <T>(event: WireEvent, opts?: AskOptions) => ask(event, () => r.ask(event, opts)) as Promise<Reply<T>>,
     };
   };
+  return () => {
+    node.ref = original;
+  };
+}
+
+/**
+ * Makes `b`'s asks of `types` take `delayMs` longer (a master slow to answer them), from now on,
+ * or fail with SYSTEM_ERROR while `failing.on`. Returns how many such asks were made.
+ */
+function slowAsks(b: Broker, types: string[], delayMs: number, failing = { on: false }): { count: number } {
+  const seen = { count: 0 };
+  interceptAsks(b, (event, pass) => {
+    if (!types.includes(event.type)) return pass();
+    seen.count++;
+    if (failing.on) return Promise.reject(new MQError("SYSTEM_ERROR", `${event.type} failed on the master`));
+    return new Promise((resolve) => setTimeout(resolve, delayMs)).then(pass);
+  });
   return seen;
 }
 
@@ -948,25 +960,15 @@ test("a slave closed while its copy of the master's configs waits for an answer 
     release = r;
   });
   const held = { count: 0, answered: 0 };
-  const node = slave.ctx.node;
-  const ref = node.ref.bind(node);
-  node.ref = (address, name) => {
-    const r = ref(address, name);
-    return {
-      name: r.name,
-      address: r.address,
-      send: r.send.bind(r),
-      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
-        if (event.type !== "GET_ALL_TOPIC_CONFIG") return r.ask<T>(event, opts);
-        held.count++;
-        return r.ask<T>(event, opts).then(async (answer) => {
-          await gate;
-          held.answered++;
-          return answer;
-        });
-      },
-    };
-  };
+  interceptAsks(slave, (event, pass) => {
+    if (event.type !== "GET_ALL_TOPIC_CONFIG") return pass();
+    held.count++;
+    return pass().then(async (answer) => {
+      await gate;
+      held.answered++;
+      return answer;
+    });
+  });
   await master.createTopic({ topic: "Late18", readQueueNums: 1, writeQueueNums: 1 });
   await waitFor(() => held.count > 0, 10_000, "a copy waiting for the master's topics");
   await closeBroker(slave);
@@ -1026,29 +1028,19 @@ test("a slave takes the master's delay-level progress only once it holds the due
     releaseCopy = res;
   });
   const delayCopies = { answered: 0 };
-  const node = slave.ctx.node;
-  const ref = node.ref.bind(node);
-  node.ref = (address, name) => {
-    const rf = ref(address, name);
-    return {
-      name: rf.name,
-      address: rf.address,
-      send: rf.send.bind(rf),
-      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
-        if (event.type === "GET_ALL_TOPIC_CONFIG") return copy.then(() => rf.ask<T>(event, opts));
-        if (event.type === "GET_ALL_DELAY_OFFSET")
-          return rf.ask<T>(event, opts).then((a) => {
-            delayCopies.answered++;
-            return a;
-          });
-        if (event.type !== "HA_TRANSFER") return rf.ask<T>(event, opts);
-        return rf.ask<T>(event, opts).then(async (a) => {
-          if (a.body && a.body.length > 0) await transfers;
-          return a;
-        });
-      },
-    };
-  };
+  interceptAsks(slave, (event, pass) => {
+    if (event.type === "GET_ALL_TOPIC_CONFIG") return copy.then(pass);
+    if (event.type === "GET_ALL_DELAY_OFFSET")
+      return pass().then((a) => {
+        delayCopies.answered++;
+        return a;
+      });
+    if (event.type !== "HA_TRANSFER") return pass();
+    return pass().then(async (a) => {
+      if (a.body && a.body.length > 0) await transfers;
+      return a;
+    });
+  });
   const delayProgress = (b: Broker) =>
     raw
       .ref(b.address, BrokerActor.SCHEDULER)
@@ -1113,23 +1105,13 @@ test("a slave catching up a backlog takes the master's delay-level progress of a
   await waitFor(() => client.syncing === null, 10_000, "the slave's first config copy over");
   // from now on each slave transfer that brings bytes is held until the test lets it through
   const held: (() => void)[] = [];
-  const node = slave.ctx.node;
-  const ref = node.ref.bind(node);
-  node.ref = (address, name) => {
-    const rf = ref(address, name);
-    return {
-      name: rf.name,
-      address: rf.address,
-      send: rf.send.bind(rf),
-      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
-        if (event.type !== "HA_TRANSFER") return rf.ask<T>(event, opts);
-        return rf.ask<T>(event, opts).then(async (a) => {
-          if (a.body && a.body.length > 0) await new Promise<void>((res) => held.push(res));
-          return a;
-        });
-      },
-    };
-  };
+  const restoreAsks = interceptAsks(slave, (event, pass) => {
+    if (event.type !== "HA_TRANSFER") return pass();
+    return pass().then(async (a) => {
+      if (a.body && a.body.length > 0) await new Promise<void>((res) => held.push(res));
+      return a;
+    });
+  });
   const masterProgress = () =>
     raw
       .ref(master.address, BrokerActor.SCHEDULER)
@@ -1161,7 +1143,7 @@ test("a slave catching up a backlog takes the master's delay-level progress of a
   assert.ok(slave.store.maxPhyOffset < second, "the slave has not reached the second copy yet");
   assert.equal(slaveProgress(), 1, "the first copy's progress is taken once the slave holds what it counts");
   // the rest: the second copy's progress is taken once the slave reaches it
-  node.ref = ref;
+  restoreAsks();
   for (const release of held.splice(0)) release();
   await waitFor(() => slave.store.maxPhyOffset === master.store.maxPhyOffset && slaveProgress() === 2, 10_000, "the second copy taken");
   await closeBroker(slave);
@@ -1186,20 +1168,10 @@ test("a slave whose config copy fails while its master is up (it cannot write to
   const createOrUpdate = slave.ctx.topics.createOrUpdate;
   slave.ctx.topics.createOrUpdate = () => Promise.reject(new Error("EACCES: permission denied, open 'topics.json'"));
   let copies = 0;
-  const node = slave.ctx.node;
-  const ref = node.ref.bind(node);
-  node.ref = (address, name) => {
-    const rf = ref(address, name);
-    return {
-      name: rf.name,
-      address: rf.address,
-      send: rf.send.bind(rf),
-      ask: <T>(event: WireEvent, opts?: AskOptions): Promise<Reply<T>> => {
-        if (event.type === "GET_ALL_TOPIC_CONFIG") copies++;
-        return rf.ask<T>(event, opts);
-      },
-    };
-  };
+  const restoreAsks = interceptAsks(slave, (event, pass) => {
+    if (event.type === "GET_ALL_TOPIC_CONFIG") copies++;
+    return pass();
+  });
   // a new topic on the master: the slave's next copy has one to write, and fails
   await master.createTopic({ topic: "Busy21", readQueueNums: 4, writeQueueNums: 4 });
   await waitFor(() => warnings.includes("config sync from master failed"), 10_000, "the copy failed");
@@ -1211,7 +1183,7 @@ test("a slave whose config copy fails while its master is up (it cannot write to
   assert.ok(client.status.transfers - transfers >= 20, `${client.status.transfers - transfers} transfers`);
   assert.ok(copies - failedAt <= 1, `${copies - failedAt} config copies during ${client.status.transfers - transfers} transfers`);
   // writable again: the copy is tried again after its backoff, with no new config version to trigger it
-  node.ref = ref;
+  restoreAsks();
   slave.ctx.topics.createOrUpdate = createOrUpdate;
   await waitFor(() => slave.ctx.topics.get("Busy21") !== undefined, 15_000, "the copy retried");
   await closeBroker(slave);
