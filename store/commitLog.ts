@@ -355,13 +355,14 @@ export class CommitLog {
    * or below `below`, the lowest offset the store still refers to. Such segments are files a
    * clean-up dropped but could not delete (see UndeletedFiles): read again they would move the
    * log's start back and report the gap as lost records. Files that still cannot be deleted are
-   * kept in `undeleted`, deleted again at the next clean-up.
+   * kept in `undeleted`, deleted again at the next clean-up. Only segments `dropped` says a
+   * clean-up could have dropped are taken.
    */
-  dropLeftoversBelow(below: number, undeleted: UndeletedFiles): void {
+  dropLeftoversBelow(below: number, undeleted: UndeletedFiles, dropped: (s: Segment) => boolean = () => true): void {
     let n = 0;
     for (let i = 1; i < this.segments.length; i++) {
       const s = this.segments[i]!;
-      if (s.start > below) break;
+      if (s.start > below || !dropped(this.segments[i - 1]!)) break;
       if (s.start > this.segments[i - 1]!.start + this.segmentBytes) n = i;
     }
     for (const s of this.segments.splice(0, n)) undeleted.remove(s);

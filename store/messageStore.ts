@@ -740,6 +740,10 @@ export class MessageStore {
     if (lastOffsets.size > 0) writeCheckpoint(this.checkpointFile, rebuildCheckpoint(cp, lastOffsets));
     fs.rmSync(root, { recursive: true, force: true });
     this.index.reset();
+    // no queue says where the log starts: leading segments before a gap that a clean-up would have
+    // deleted by age are what one could not delete; read, their expired records would come back
+    const limit = Date.now() - this.options.fileReservedTimeHours * 3600_000;
+    this.commitLog.dropLeftoversBelow(Number.POSITIVE_INFINITY, this.undeleted, (s) => s.mtimeMs() < limit);
     const log = scanCommitLog(
       this.commitLog,
       this.maxRecordBytes,

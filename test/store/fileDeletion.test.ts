@@ -100,6 +100,51 @@ test("a commit-log segment that could not be deleted, found again at the next op
   assert.equal(s.deleteExpiredFiles(expired()), 0);
 });
 
+test("a commit-log segment that could not be deleted, found again at an open that rebuilds the queues from the log, is deleted then: its expired records are not dispatched again, nothing is reported as missing log", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir));
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("E", 0, "y".repeat(400)));
+  const logDir = path.join(dir, "commitlog");
+  const last = fs.readdirSync(logDir).sort().at(-1)!;
+  const restore = failRemoveOf(path.join(logDir, first));
+  t.after(restore);
+  assert.throws(() => s.deleteExpiredFiles(expired()));
+  const min = s.getMinOffset("E", 0);
+  await s.close();
+  restore();
+  // it was dropped as expired: older than fileReservedTime
+  const old = new Date(Date.now() - 2 * 3600_000);
+  fs.utimesSync(path.join(logDir, first), old, old);
+  fs.rmSync(path.join(dir, "checkpoint"));
+  s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  assert.match(String(s.recovery.rebuilt), /no checkpoint/);
+  assert.deepEqual(s.recovery.missingLog, []);
+  assert.deepEqual(fs.readdirSync(logDir), [last]);
+  assert.equal(s.minPhyOffset, Number(last));
+  assert.equal(s.getMinOffset("E", 0), min);
+  assert.equal(s.getMessage("g", "E", 0, 0, 32).status, "OFFSET_TOO_SMALL");
+  assert.equal(s.getMessage("g", "E", 0, min, 32).status, "FOUND");
+});
+
+test("at an open that rebuilds the queues from the log, a segment before a missing one that has not expired is kept and read, the gap reported as missing log", async (t) => {
+  const { dir, cleanup } = await tempDir();
+  t.after(cleanup);
+  let s = await MessageStore.open(small(dir));
+  for (let i = 0; i < 60; i++) await s.putMessages(batch("E", 0, "y".repeat(400)));
+  await s.close();
+  const logDir = path.join(dir, "commitlog");
+  fs.rmSync(path.join(logDir, String(SEG).padStart(20, "0")));
+  fs.rmSync(path.join(dir, "checkpoint"));
+  s = await MessageStore.open(small(dir));
+  t.after(() => s.close());
+  assert.deepEqual(s.recovery.missingLog, [{ from: SEG, to: 2 * SEG }]);
+  assert.ok(fs.existsSync(path.join(logDir, first)));
+  assert.equal(s.minPhyOffset, 0);
+  assert.equal(s.getMessage("g", "E", 0, 0, 32).status, "FOUND");
+});
+
 test("a consume-queue file that cannot be deleted does not stop the clean-up of the other queues and the index", async (t) => {
   const { dir, cleanup } = await tempDir();
   t.after(cleanup);
