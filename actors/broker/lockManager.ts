@@ -57,10 +57,27 @@ function lockArgs(e: Partial<LockBatchRequest>): { group: string; clientId: stri
     throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a clientId.");
   if (!Array.isArray(e.mqSet))
     throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need an mqSet array of { topic, brokerName, queueId }.");
-  const mqs = e.mqSet.filter(
-    (q): q is MessageQueue => !!q && typeof q.topic === "string" && typeof q.brokerName === "string" && Number.isInteger(q.queueId),
-  );
-  return { group: e.consumerGroup, clientId: e.clientId, mqs };
+  // refused whole, as RocketMQ's decoding of the body fails: left out, the client would take the
+  // queue for not granted (or, unlocking, for let go) without knowing why
+  e.mqSet.forEach((q: unknown, i) => {
+    const why = badQueue(q);
+    if (why)
+      throw new MQError(
+        "INVALID_PARAMETER",
+        `LOCK_BATCH_MQ / UNLOCK_BATCH_MQ mqSet[${i}] ${why}: send each entry as { topic, brokerName, queueId } with a non-empty topic and brokerName and an integer queueId >= 0.`,
+      );
+  });
+  return { group: e.consumerGroup, clientId: e.clientId, mqs: e.mqSet };
+}
+
+/** What is wrong with an mqSet entry, or undefined when it is a message queue. */
+function badQueue(q: unknown): string | undefined {
+  if (typeof q !== "object" || q === null) return `is ${q === null ? "null" : typeof q}, not an object`;
+  const { topic, brokerName, queueId } = q as Partial<MessageQueue>;
+  if (typeof topic !== "string" || topic.length === 0) return "has no topic";
+  if (typeof brokerName !== "string" || brokerName.length === 0) return "has no brokerName";
+  if (!Number.isInteger(queueId) || (queueId as number) < 0) return `has queueId ${JSON.stringify(queueId)}, not an integer >= 0`;
+  return undefined;
 }
 
 /** Why `mq` is not a queue of this broker (another broker's, a topic it does not have, a queue id past its read queues holding no messages), or undefined. */

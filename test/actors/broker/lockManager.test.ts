@@ -37,7 +37,6 @@ test("LOCK_BATCH_MQ grants no queue this broker does not have, refuses a request
   const foreign: [string, MessageQueue, ErrorCode][] = [
     ["a topic it does not have", { topic: "NoSuchTopic", brokerName: "a", queueId: 0 }, "TOPIC_NOT_EXIST"],
     ["a queue id past its queues", q(4), "INVALID_PARAMETER"],
-    ["a negative queue id", q(-1), "INVALID_PARAMETER"],
     ["another broker's queue", { topic: "T", brokerName: "other", queueId: 0 }, "INVALID_PARAMETER"],
   ];
   for (const [what, mq, code] of foreign) {
@@ -59,6 +58,31 @@ test("LOCK_BATCH_MQ grants no queue this broker does not have, refuses a request
       isMQError(e, "INVALID_PARAMETER"),
     );
   assert.equal(lockTableOf(f.broker.ctx).entryCount("bad group!"), 0);
+});
+
+test("LOCK_BATCH_MQ / UNLOCK_BATCH_MQ with a malformed mqSet entry are refused naming the entry and what is wrong; nothing is locked or unlocked", async () => {
+  const lockMG = async (clientId: string) =>
+    (await f.ask<LockBatchReply>("LOCK_BATCH_MQ", { consumerGroup: "MG", clientId, mqSet: [q(2)] })).fields.lockOKMQSet.length;
+  assert.equal(await lockMG("m1"), 1);
+  const malformed: [string, unknown, RegExp][] = [
+    ["no topic", { brokerName: "a", queueId: 0 }, /mqSet\[1\].*topic/],
+    ["an empty topic", { topic: "", brokerName: "a", queueId: 0 }, /mqSet\[1\].*topic/],
+    ["no brokerName", { topic: "T", queueId: 0 }, /mqSet\[1\].*brokerName/],
+    ["a non-integer queue id", { topic: "T", brokerName: "a", queueId: 1.5 }, /mqSet\[1\].*queueId.*1\.5/],
+    ["a queue id that is a string", { topic: "T", brokerName: "a", queueId: "0" }, /mqSet\[1\].*queueId/],
+    ["a negative queue id", q(-1), /mqSet\[1\].*queueId.*-1/],
+    ["no object", null, /mqSet\[1\]/],
+  ];
+  for (const [what, bad, says] of malformed)
+    for (const type of ["LOCK_BATCH_MQ", "UNLOCK_BATCH_MQ"] as const)
+      await assert.rejects(
+        f.ask(type, { consumerGroup: "MG", clientId: "m1", mqSet: [q(2), bad] }),
+        (e: unknown) => isMQError(e, "INVALID_PARAMETER") && says.test(e.message) && e.message.includes("{ topic, brokerName, queueId }"),
+        `${type} with ${what}`,
+      );
+  // the refused unlocks left the lock its owner's
+  assert.equal(await lockMG("m2"), 0);
+  assert.equal(lockTableOf(f.broker.ctx).entryCount("MG"), 1);
 });
 
 test("expired lock entries are swept; a live one stays its owner's", async () => {
