@@ -57,8 +57,9 @@ function lockArgs(e: Partial<LockBatchRequest>): { group: string; clientId: stri
     throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need a clientId.");
   if (!Array.isArray(e.mqSet))
     throw new MQError("INVALID_PARAMETER", "LOCK_BATCH_MQ / UNLOCK_BATCH_MQ need an mqSet array of { topic, brokerName, queueId }.");
-  // refused whole, as RocketMQ's decoding of the body fails: left out, the client would take the
-  // queue for not granted (or, unlocking, for let go) without knowing why
+  // refused whole, as RocketMQ's decoding fails on an entry that is no message queue (a negative
+  // queue id is our own check): left out, the client would take the queue for not granted (or,
+  // unlocking, for let go) without knowing why
   e.mqSet.forEach((q: unknown, i) => {
     const why = badQueue(q);
     if (why)
