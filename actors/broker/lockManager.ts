@@ -97,7 +97,7 @@ function notHere(ctx: BrokerContext, mq: MessageQueue): MQError | undefined {
     );
   // one past the read count that holds entries is still this broker's: a member whose route is older
   // than the shrink lets it go at its next route refresh, and commits it then only under its lock
-  if (mq.queueId < 0 || (mq.queueId >= tc.readQueueNums && ctx.store.getMaxOffset(mq.topic, mq.queueId) === 0))
+  if (mq.queueId >= tc.readQueueNums && ctx.store.getMaxOffset(mq.topic, mq.queueId) === 0)
     return new MQError(
       "INVALID_PARAMETER",
       `queueId[${mq.queueId}] is illegal, topic:[${mq.topic}] topicConfig.readQueueNums:[${tc.readQueueNums}] on broker ${name}: lock queues of the topic's route.`,

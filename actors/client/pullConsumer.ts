@@ -148,7 +148,7 @@ export class PullConsumer {
    * queue key -> offset to commit, from messages poll returned; `rewind`: a seek may move it back;
    * `held`: the holding it was made in (one of a queue lost since is not committed: see commitConsumed)
    */
-  private readonly consumed = new Map<string, { mq: MessageQueue; offset: number; rewind: boolean; held: HeldQueue }>();
+  private readonly consumed = new Map<string, { offset: number; rewind: boolean; held: HeldQueue }>();
   private mode: "none" | "subscribe" | "assign" = "none";
   private commitTimer: NodeJS.Timeout | null = null;
   /** the assign() calls in progress, run one after the other */
@@ -549,7 +549,7 @@ export class PullConsumer {
       if (offset >= 0) {
         const k = mqKey(b.held.mq);
         const c = this.consumed.get(k);
-        this.consumed.set(k, { mq: b.held.mq, offset, rewind: c?.held === b.held && c.rewind, held: b.held });
+        this.consumed.set(k, { offset, rewind: c?.held === b.held && c.rewind, held: b.held });
       }
       for (const m of b.msgs) out.push(m);
     }
@@ -590,7 +590,7 @@ export class PullConsumer {
     this.dropBuffered(k);
     this.startQueue(h.mq, offset, h.pq);
     // committed by the next commit, like what poll returns (without autoCommit, only commit() moves the stored offset)
-    this.consumed.set(k, { mq: h.mq, offset, rewind: true, held: this.held.get(k)! });
+    this.consumed.set(k, { offset, rewind: true, held: this.held.get(k)! });
   }
 
   /**
@@ -606,8 +606,8 @@ export class PullConsumer {
   private async commitConsumed(final = false, strict = false): Promise<void> {
     // only for queues held since: a queue lost to a rebalance was released at what it had pulled, and
     // one held again since starts at the group's offset, which a seek made before would move back
-    for (const [k, { mq, offset, rewind, held }] of this.consumed)
-      if (this.held.get(k) === held) this.offsetStore.updateOffset(mq, offset, !rewind);
+    for (const [k, { offset, rewind, held }] of this.consumed)
+      if (this.held.get(k) === held) this.offsetStore.updateOffset(held.mq, offset, !rewind);
     this.consumed.clear();
     // a queue whose broker connection was lost since its offset was read is not committed until a rebalance reads it again
     const { synced, unsynced } = offsetsToPersist(this.held.values());
