@@ -336,6 +336,16 @@ export class ConsumeQueue {
   }
 
   /**
+   * The commit-log offset the first entry points at: undefined when the queue has no entry, null
+   * when that entry is a hole (all zeros: a record recovery could not read), which says nothing.
+   */
+  firstPhyOffset(): number | null | undefined {
+    if (this.maxOffset <= this.minOffset) return undefined;
+    const e = this.read(this.minOffset, 1);
+    return e && e.length >= CQ_ENTRY_BYTES && e.readInt32BE(8) > 0 ? readLong(e, 0) : null;
+  }
+
+  /**
    * The commit-log offset of the last entry of `f` (its last index `lastIndex`) that points at a
    * record; -1 when none does. A hole or damaged entry there says nothing about the entries before
    * it, which may point at live records.

@@ -684,10 +684,9 @@ export class MessageStore {
     let minPhy = Number.POSITIVE_INFINITY;
     for (const m of this.queues.values())
       for (const q of m.values()) {
-        if (q.maxOffset <= q.minOffset) continue;
-        const e = q.read(q.minOffset, 1);
-        if (!e || e.length < CQ_ENTRY_BYTES || e.readInt32BE(8) <= 0) return;
-        minPhy = Math.min(minPhy, readLong(e, 0));
+        const phy = q.firstPhyOffset();
+        if (phy === null) return;
+        if (phy !== undefined) minPhy = Math.min(minPhy, phy);
       }
     if (minPhy === Number.POSITIVE_INFINITY) return;
     log.dropLeftoversBelow(minPhy, this.undeleted);
@@ -696,10 +695,10 @@ export class MessageStore {
   /** Whether the first entry of `q` points at an old record of its topic, deleted since. */
   private holdsOldRecords(q: ConsumeQueue): boolean {
     const at = this.deleted.at(q.topic);
-    if (at === undefined || q.maxOffset <= q.minOffset) return false;
-    const e = q.read(q.minOffset, 1);
-    // a hole (all zeros: a record recovery could not read) says nothing
-    return !!e && e.length >= CQ_ENTRY_BYTES && e.readInt32BE(8) > 0 && readLong(e, 0) < at;
+    if (at === undefined) return false;
+    const phy = q.firstPhyOffset();
+    // a hole says nothing
+    return typeof phy === "number" && phy < at;
   }
 
   /** Closes a consume queue and removes its files. */
